@@ -1,0 +1,5 @@
+"""``python -m ishard``."""
+
+from .cli import main
+
+main()

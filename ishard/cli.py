@@ -1,0 +1,214 @@
+"""The ``ishard`` command (the only click user): parse, call the library, render, exit."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import orjson
+
+from . import __version__, api, archive
+from .errors import IshardError
+from .render import (
+    error_line,
+    make_progress,
+    plan_text,
+    summary_text,
+    warnings_text,
+)
+from .report import plan_document, plan_summary, run_summary
+from .sizes import format_size
+
+DRY_RUN_MODES = ("text", "show_keys", "json")
+# Go ishard's flag spellings -> ours; src_bck and dst_bck become the two positional arguments.
+GO_FLAGS = {
+    "shard_size": "--shard-size",
+    "max_shard_size": "--shard-size",
+    "sample_key_pattern": "--sample-key-pattern",
+    "sample_exts": "--sample-exts",
+    "missing_extension_action": "--missing-extension-action",
+    "ekm": "--ekm",
+    "ext": "--ext",
+    "shard_template": "--shard-template",
+    "sort": "--sort",
+    "prefix": "--prefix",
+    "samples_per_shard": "--samples-per-shard",
+    "jobs": "--jobs",
+}
+GO_BOOLS = {
+    "collapse": ("--collapse", "--no-collapse"),
+    "progress": ("--progress", "--no-progress"),
+    "include_hidden": ("--include-hidden", None),
+    "overwrite": ("--overwrite", None),
+    "json": ("--json", None),
+    "debug": ("--debug", None),
+}
+TRUE, FALSE = ("", "true", "1", "t"), ("false", "0", "f")
+
+
+def _go_flag(arg: str) -> tuple[str, str | None] | None:
+    """('name', value or None) for a Go-style flag such as ``-shard_size=1MiB``; else None."""
+    if not arg.startswith("-") or arg.startswith("---") or arg == "-":
+        return None
+    name, eq, value = arg.lstrip("-").partition("=")
+    if name in GO_FLAGS or name in GO_BOOLS or name in ("src_bck", "dst_bck", "dry_run"):
+        if arg.startswith("--") and "_" not in name and name not in ("ekm", "ext", "sort"):
+            return None  # already our spelling
+        return name, value if eq else None
+    return None
+
+
+def translate(argv: list[str]) -> list[str]:
+    """Rewrite Go ishard's command line (``-src_bck=… -shard_size=…``) into ours."""
+    out: list[str] = []
+    src = dst = None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        flag = _go_flag(arg)
+        if arg == "--dry-run":
+            out.append("--dry-run=text")
+        elif flag is None:
+            out.append(arg)
+        elif flag[0] in GO_BOOLS:
+            on, off = GO_BOOLS[flag[0]]
+            value = (flag[1] or "").lower()
+            if value in TRUE:
+                out.append(on)
+            elif value in FALSE:
+                out += [off] if off else []
+            else:
+                out.append(f"{on}={flag[1]}")  # click reports the bad value
+        elif flag[0] == "dry_run":
+            value = flag[1] if flag[1] is not None else "true"
+            if value.lower() in TRUE:
+                out.append("--dry-run=text")
+            elif value.lower() not in FALSE:
+                out.append(f"--dry-run={value}")
+        else:
+            value = flag[1]
+            if value is None and i < len(argv):
+                value, i = argv[i], i + 1
+            if value is None:
+                out.append(arg)  # click reports the missing value
+            elif flag[0] == "src_bck":
+                src = value
+            elif flag[0] == "dst_bck":
+                dst = value
+            else:
+                out.append(f"{GO_FLAGS[flag[0]]}={value}")
+    if src is not None or dst is not None:
+        if not out or out[0] != "shard":
+            out.insert(0, "shard")
+        out += ["--"] + [v for v in (src, dst) if v is not None]
+    elif any(_go_flag(a) for a in argv) and (not out or out[0] not in ("shard", "ls")):
+        out.insert(0, "shard")
+    return out
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ishard")
+def cli() -> None:
+    """Shard raw datasets into size-bounded archives whose samples never cross a shard."""
+
+
+def _emit_json(doc: dict) -> None:
+    sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    sys.stdout.flush()
+
+
+@cli.command("shard")
+@click.argument("src")
+@click.argument("dst", required=False)
+@click.option("--prefix", default="", help="Only files whose relative name starts with this.")
+@click.option("--shard-size", default="1MiB", show_default=True, help="Target payload per shard (512MiB, 100KB, 1048576).")
+@click.option("--samples-per-shard", type=int, default=None, help="Also cut a shard at this many samples.")
+@click.option("--sample-key-pattern", default="base_file_name", show_default=True, help="base_file_name, full_name, collapse_all_dir or a regex (group 1 = key).")
+@click.option("--sample-exts", default=None, help="Extensions every sample should have: .jpg,.xml")
+@click.option("--missing-extension-action", default="ignore", show_default=True, help="ignore, warn, abort or exclude.")
+@click.option("--collapse/--no-collapse", default=False, help="Let a directory's remainder move up into its parent's shards.")
+@click.option("--ekm", default=None, help="External key map: a JSON file or inline JSON.")
+@click.option("--ext", default=".tar", show_default=True, help=".tar, .tgz, .tar.gz, .zip or .tar.lz4")
+@click.option("--shard-template", default="shard-%06d", show_default=True, help="Shard names: %06d, {0000..9999} or @0999.")
+@click.option("--sort", default=None, help="alpha:inc, alpha:dec, shuffle or shuffle:SEED")
+@click.option("--dry-run", "dry_run", default=None, help="Print the plan, write nothing: --dry-run, --dry-run=show_keys, --dry-run=json.")
+@click.option("--progress/--no-progress", default=None, help="Show progress (default: when stderr is a terminal).")
+@click.option("--jobs", type=int, default=0, help="Shards written at once (default: CPUs, at most 8).")
+@click.option("--include-hidden", is_flag=True, help="Keep files and directories whose name starts with '.'.")
+@click.option("--overwrite", is_flag=True, help="Allow a non-empty DST; same-named files are replaced.")
+@click.option("--compress-level", type=int, default=None, help="gzip 0-9 (default 6), lz4 0-9 (default 0), zip with deflate.")
+@click.option("--zip-compression", default="stored", show_default=True, help="stored or deflated.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def shard_command(src, dst, dry_run, progress, as_json, debug, **options) -> None:
+    """Shard the files under SRC into archives in DST."""
+    if dry_run is not None and dry_run not in DRY_RUN_MODES:
+        raise click.UsageError(
+            f"--dry-run={dry_run!r} is not a dry-run mode — use --dry-run, --dry-run=show_keys "
+            "or --dry-run=json"
+        )
+    if dry_run is None and dst is None:
+        raise click.UsageError("missing DST — say where the shards go: ishard shard SRC DST")
+    if dry_run is not None:
+        the_plan = api.plan(src, **{k: v for k, v in options.items() if k not in ("jobs", "overwrite")})
+        warnings_text(list(the_plan.warnings))
+        if dry_run == "json":
+            _emit_json(plan_document(the_plan))
+            return
+        plan_text(the_plan, dry_run == "show_keys", sys.stdout)
+        summary_text(plan_summary(the_plan), sys.stdout, dry_run=True)
+        return
+    bar = make_progress(progress)
+    try:
+        report = api.shard(src, dst, progress=bar, **options)
+    finally:
+        bar.close()
+    warnings_text(list(report.plan.warnings))
+    summary = run_summary(report)
+    if as_json:
+        _emit_json(summary)
+    else:
+        summary_text(summary, sys.stdout, dry_run=False)
+
+
+@cli.command("ls")
+@click.argument("archive_path", metavar="ARCHIVE")
+@click.option("--json", "as_json", is_flag=True, help="Print the members as JSON.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def ls_command(archive_path, as_json, debug) -> None:
+    """List an archive's members with their sizes."""
+    found = list(archive.members(archive_path))
+    if as_json:
+        _emit_json({"members": [{"name": m.name, "size": m.size} for m in found]})
+        return
+    for m in found:
+        click.echo(f"{m.size:>12}  {format_size(m.size):>10}  {m.name}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the command, turn every failure into one line and an exit code."""
+    args = translate(list(sys.argv[1:] if argv is None else argv))
+    debug = "--debug" in args
+    try:
+        cli.main(args, prog_name="ishard", standalone_mode=False)
+    except IshardError as err:
+        if debug:
+            raise
+        error_line(str(err))
+        sys.exit(err.exit_code)
+    except click.exceptions.Abort:
+        error_line("interrupted")
+        sys.exit(130)
+    except KeyboardInterrupt:
+        error_line("interrupted — no partial shard was left; run again to redo")
+        sys.exit(130)
+    except click.ClickException as err:
+        error_line(f"{err.format_message()} — see 'ishard {args[0] if args else ''} --help'".replace("  ", " "))
+        sys.exit(err.exit_code)
+    except Exception as err:  # an unexpected failure: still one line unless --debug
+        if debug:
+            raise
+        error_line(f"unexpected {type(err).__name__}: {err} — rerun with --debug for the traceback")
+        sys.exit(1)
+    sys.exit(0)

@@ -1,0 +1,34 @@
+"""Archive writers behind one small protocol: ``add(name, size, mtime, source)`` then ``close()``."""
+
+from __future__ import annotations
+
+from typing import BinaryIO, Protocol
+
+from .compress import GzipSink, Lz4Sink, Sink
+from .tar import TarWriter
+from .zip import ZipWriter
+
+
+class ArchiveWriter(Protocol):
+    """Writes members one after another into a byte sink."""
+
+    def add(self, name: str, size: int, mtime: int, source: BinaryIO) -> None:
+        """Append one member whose ``size`` bytes are read from ``source``."""
+
+    def close(self) -> None:
+        """Finish the archive (end blocks, central directory, compressor flush)."""
+
+
+def open_writer(
+    shard_name: str, sink: Sink, *, compress_level: int | None = None, zip_deflate: bool = False
+) -> ArchiveWriter:
+    """The writer for the archive format that ``shard_name``'s extension names."""
+    if shard_name.endswith(".zip"):
+        return ZipWriter(sink, deflate=zip_deflate, level=compress_level)
+    if shard_name.endswith((".tgz", ".tar.gz")):
+        return TarWriter(GzipSink(sink, 6 if compress_level is None else compress_level))
+    if shard_name.endswith(".tar.lz4"):
+        return TarWriter(Lz4Sink(sink, 0 if compress_level is None else compress_level))
+    if shard_name.endswith(".tar"):
+        return TarWriter(sink)
+    raise ValueError(f"no archive format for {shard_name!r}")

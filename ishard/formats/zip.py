@@ -1,0 +1,85 @@
+"""Zip writer: stored members by default, fixed timestamps and attributes, ZIP64 when needed."""
+
+from __future__ import annotations
+
+import io
+import time
+import zipfile
+from typing import BinaryIO
+
+from ..errors import UsageError
+from .compress import Sink
+from .tar import read_exactly
+
+DOS_EPOCH = (1980, 1, 1, 0, 0, 0)
+DOS_LAST = (2107, 12, 31, 23, 59, 58)
+
+
+class _Stream(io.RawIOBase):
+    """A forward-only view of a sink, so zipfile writes data descriptors instead of seeking."""
+
+    def __init__(self, sink: Sink) -> None:
+        self._sink = sink
+        self._pos = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self._sink.write(bytes(data))
+        self._pos += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seekable(self) -> bool:
+        return False
+
+    def flush(self) -> None:
+        pass
+
+
+def dos_time(mtime: int) -> tuple[int, int, int, int, int, int]:
+    """UTC calendar time for a zip entry, clamped to the range zip can hold."""
+    if mtime < 315532800:  # 1980-01-01
+        return DOS_EPOCH
+    stamp = time.gmtime(mtime)[:6]
+    return min(stamp, DOS_LAST)
+
+
+class ZipWriter:
+    """Streams members into ``sink`` as a zip archive."""
+
+    def __init__(self, sink: Sink, *, deflate: bool = False, level: int | None = None) -> None:
+        self._sink = sink
+        self._stream = _Stream(sink)
+        self._method = zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED
+        self._level = level if deflate else None
+        self._zip = zipfile.ZipFile(self._stream, "w", allowZip64=True)
+
+    def add(self, name: str, size: int, mtime: int, source: BinaryIO) -> None:
+        """Append a regular file of ``size`` bytes read from ``source``."""
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UsageError(
+                f"file {name!r} has a name that is not UTF-8, which zip cannot store — "
+                "use a tar format (--ext .tar)"
+            ) from None
+        info = zipfile.ZipInfo(name, dos_time(mtime))
+        info.compress_type = self._method
+        if hasattr(info, "compress_level"):  # Python 3.13+
+            info.compress_level = self._level
+        else:
+            info._compresslevel = self._level
+        info.external_attr = 0o100644 << 16
+        info.create_system = 3
+        info.file_size = size
+        with self._zip.open(info, "w", force_zip64=size >= zipfile.ZIP64_LIMIT) as member:
+            read_exactly(source, size, name, member)
+
+    def close(self) -> None:
+        """Write the central directory and close the sink."""
+        self._zip.close()
+        self._sink.close()

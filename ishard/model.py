@@ -1,0 +1,130 @@
+"""The values that flow through ishard: files, samples, shard plans, results and reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+EXAMPLES_KEPT = 5
+
+
+@dataclass(frozen=True, slots=True)
+class FileEntry:
+    """One listed file: its member name (relative to the source), size in bytes, integer mtime."""
+
+    name: str
+    size: int
+    mtime: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """Files that belong together (same key); they always land in the same shard, adjacent."""
+
+    key: str
+    files: tuple[FileEntry, ...]
+    size: int  # payload bytes of the files
+
+
+@dataclass(frozen=True, slots=True)
+class ShardPlan:
+    """One shard to write: its file name (with extension) and the samples it holds, in order."""
+
+    name: str
+    samples: tuple[Sample, ...]
+    size: int  # payload bytes: file contents only, no archive headers
+
+    @property
+    def file_count(self) -> int:
+        """Number of archive members."""
+        return sum(len(s.files) for s in self.samples)
+
+    def members(self) -> list[FileEntry]:
+        """Files in archive order: sample by sample, each sample's files in name order."""
+        return [f for s in self.samples for f in s.files]
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """Files (or samples) left out for one reason, with a count and the first few names."""
+
+    reason: str
+    count: int
+    examples: tuple[str, ...]
+
+
+class Tally:
+    """Collects skipped names by reason while listing and grouping; keeps a few examples each."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+        self._examples: dict[str, list[str]] = {}
+
+    def add(self, reason: str, name: str) -> None:
+        """Count ``name`` under ``reason``."""
+        self._counts[reason] = self._counts.get(reason, 0) + 1
+        examples = self._examples.setdefault(reason, [])
+        if len(examples) < EXAMPLES_KEPT:
+            examples.append(name)
+
+    def merge(self, other: Tally) -> None:
+        """Add everything ``other`` counted."""
+        for reason, count in other._counts.items():
+            self._counts[reason] = self._counts.get(reason, 0) + count
+            mine = self._examples.setdefault(reason, [])
+            mine.extend(other._examples[reason][: EXAMPLES_KEPT - len(mine)])
+
+    def freeze(self) -> tuple[Skipped, ...]:
+        """The tally as values, in the order reasons were first seen."""
+        return tuple(
+            Skipped(r, c, tuple(self._examples[r])) for r, c in self._counts.items()
+        )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The complete, pure result of planning: every shard a run would write, in order."""
+
+    source: str
+    shards: tuple[ShardPlan, ...]
+    skipped: tuple[Skipped, ...] = ()
+    warnings: tuple[str, ...] = ()
+    seed: int | None = None
+    options: dict = field(default_factory=dict)
+
+    @property
+    def sample_count(self) -> int:
+        """Samples across all shards."""
+        return sum(len(s.samples) for s in self.shards)
+
+    @property
+    def file_count(self) -> int:
+        """Files across all shards."""
+        return sum(s.file_count for s in self.shards)
+
+    @property
+    def size(self) -> int:
+        """Payload bytes across all shards."""
+        return sum(s.size for s in self.shards)
+
+
+@dataclass(frozen=True, slots=True)
+class ShardResult:
+    """One written shard: file name, bytes on disk, md5 of those bytes, what it holds."""
+
+    name: str
+    filesize: int
+    md5: str
+    samples: int
+    files: int
+    payload: int
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a run did: the plan it executed and the shards it wrote."""
+
+    plan: Plan
+    destination: str
+    results: tuple[ShardResult, ...]
+    seconds: float
+    manifest: str

@@ -1,0 +1,164 @@
+"""Validate and normalise the sharding options once, for the CLI and the Python API alike."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from .ekm import Ekm, parse_ekm
+from .errors import UsageError
+from .keys import ALIASES, BUILT_IN, key_function
+from .plan import ARCHIVE_EXTS, Bounds, Order
+from .samples import ACTIONS
+from .sizes import parse_size
+from .templates import NameTemplate, parse_template
+
+DEFAULT_SHARD_SIZE = 1 << 20
+ZIP_METHODS = ("stored", "deflated")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Every sharding option, checked. Build it with :func:`make_options`."""
+
+    prefix: str = ""
+    shard_size: int = DEFAULT_SHARD_SIZE
+    samples_per_shard: int | None = None
+    sample_key_pattern: str = "base_file_name"
+    sample_exts: tuple[str, ...] = ()
+    missing_extension_action: str = "ignore"
+    collapse: bool = False
+    ekm: str | None = None
+    ext: str = ".tar"
+    shard_template: str = "shard-%06d"
+    sort: str | None = None
+    include_hidden: bool = False
+    jobs: int = 0
+    overwrite: bool = False
+    compress_level: int | None = None
+    zip_compression: str = "stored"
+
+    @property
+    def bounds(self) -> Bounds:
+        """The size and count bounds for cutting."""
+        return Bounds(self.shard_size, self.samples_per_shard)
+
+    @property
+    def template(self) -> NameTemplate:
+        """The parsed shard-name template."""
+        return parse_template(self.shard_template)
+
+    @property
+    def parsed_ekm(self) -> Ekm | None:
+        """The parsed external key map, if any."""
+        return parse_ekm(self.ekm) if self.ekm else None
+
+    @property
+    def order(self) -> Order:
+        """The parsed sample order (an unseeded shuffle got its seed in make_options)."""
+        return parse_sort(self.sort)
+
+    @property
+    def workers(self) -> int:
+        """How many shards are written at once."""
+        return self.jobs or min(8, os.cpu_count() or 1)
+
+    def to_dict(self) -> dict:
+        """The options as plain JSON-ready values (for the manifest)."""
+        return asdict(self)
+
+
+def parse_sort(text: str | None) -> Order:
+    """``alpha[:inc|:dec]``, ``alphanumeric[...]``, ``shuffle[:SEED]`` or None (listing order)."""
+    if text is None or text == "":
+        return Order()
+    kind, _, arg = text.partition(":")
+    kind = kind.strip().lower()
+    if kind in ("alpha", "alphanumeric") and arg in ("", "inc", "dec"):
+        return Order("alpha", descending=arg == "dec")
+    if kind == "shuffle":
+        if arg == "":
+            return Order("shuffle", seed=None)
+        if arg.isdigit():
+            return Order("shuffle", seed=int(arg))
+    raise UsageError(
+        f"--sort {text!r} is not a sort order — use alpha:inc, alpha:dec, shuffle or shuffle:SEED "
+        "(SEED a whole number >= 0)"
+    )
+
+
+def _exts(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    if value is None or value == "" or value == ():
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    for item in items:
+        if item.strip() == "":
+            raise UsageError(
+                f"--sample-exts {','.join(items)!r} has an empty item — list extensions like .jpg,.xml"
+            )
+        if not item.startswith("."):
+            raise UsageError(
+                f"--sample-exts item {item!r} must start with a dot — write e.g. .{item.strip()}"
+            )
+    return tuple(items)
+
+
+def _positive_int(value, option: str, *, allow_none: bool) -> int | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not str(value).strip().isdigit() or int(value) < 1:
+        raise UsageError(f"{option} {value!r} must be a whole number of at least 1")
+    return int(value)
+
+
+def make_options(**kwargs) -> Options:
+    """Check keyword options and return them normalised.
+
+    Raises:
+        UsageError: an unknown option or a bad value, named with how to fix it.
+    """
+    known = Options.__dataclass_fields__
+    for name in kwargs:
+        if name not in known:
+            raise UsageError(f"unknown option {name!r} — known options: {', '.join(known)}")
+    values = {k: v for k, v in kwargs.items() if v is not None or k == "samples_per_shard"}
+    opts = Options(**values)
+    pattern = ALIASES.get(opts.sample_key_pattern, opts.sample_key_pattern)
+    key_function(pattern)  # a bad regex fails here, before any listing
+    if opts.missing_extension_action not in ACTIONS:
+        raise UsageError(
+            f"--missing-extension-action {opts.missing_extension_action!r} is not one of "
+            f"{', '.join(ACTIONS)}"
+        )
+    if opts.ext not in ARCHIVE_EXTS:
+        raise UsageError(f"--ext {opts.ext!r} is not supported — use one of {', '.join(ARCHIVE_EXTS)}")
+    if opts.zip_compression not in ZIP_METHODS:
+        raise UsageError(f"--zip-compression {opts.zip_compression!r} must be stored or deflated")
+    level = opts.compress_level
+    if level is not None and (not str(level).isdigit() or not 0 <= int(level) <= 9):
+        raise UsageError(f"--compress-level {level!r} must be a whole number from 0 to 9")
+    opts.template  # noqa: B018 - parse now so a bad template fails before listing
+    opts.parsed_ekm  # noqa: B018
+    order = parse_sort(opts.sort)
+    sort = opts.sort
+    if order.kind == "shuffle" and order.seed is None:
+        sort = f"shuffle:{secrets.randbits(63)}"  # recorded, so the run can be repeated
+    elif order.kind == "alpha":
+        sort = "alpha:dec" if order.descending else "alpha:inc"
+    return Options(
+        **{
+            **asdict(opts),
+            "sample_key_pattern": pattern if pattern in BUILT_IN else opts.sample_key_pattern,
+            "shard_size": parse_size(opts.shard_size),
+            "samples_per_shard": _positive_int(
+                opts.samples_per_shard, "--samples-per-shard", allow_none=True
+            ),
+            "sample_exts": _exts(opts.sample_exts),
+            "sort": sort,
+            "jobs": _positive_int(opts.jobs, "--jobs", allow_none=False) if opts.jobs else 0,
+            "compress_level": None if level is None else int(level),
+            "prefix": opts.prefix or "",
+        }
+    )

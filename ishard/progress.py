@@ -1,0 +1,31 @@
+"""Progress callbacks: the library reports through these no-op hooks; ``render`` draws them."""
+
+from __future__ import annotations
+
+from .model import ShardResult
+
+
+class Progress:
+    """Hooks called while a run lists, plans and writes. All are no-ops here.
+
+    ``wrote`` and ``shard_done`` are called from writer threads; implementations must be
+    thread-safe.
+    """
+
+    def listing(self, files: int, nbytes: int) -> None:
+        """So many files and bytes listed so far."""
+
+    def planned(self, shards: int, nbytes: int) -> None:
+        """The plan is made: this many shards holding this many payload bytes."""
+
+    def wrote(self, nbytes: int) -> None:
+        """Another ``nbytes`` of payload went into shards."""
+
+    def shard_done(self, result: ShardResult) -> None:
+        """One shard is complete under its final name."""
+
+    def close(self) -> None:
+        """The run is over (successfully or not)."""
+
+
+SILENT = Progress()

@@ -1,0 +1,175 @@
+"""Everything a person reads: dry-run plans, summaries, warnings and progress (the only rich user)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import TextIO
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress as RichBar,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+
+from .model import Plan, ShardResult
+from .progress import Progress
+from .sizes import format_size
+
+PLAIN_EVERY = 2.0  # seconds between plain progress lines
+
+
+def plan_text(plan: Plan, show_keys: bool, out: TextIO) -> None:
+    """Per shard ``<name>  <size>``, then its members (and ``[key]`` lines) indented, aligned."""
+    for shard in plan.shards:
+        rows: list[tuple[str, str]] = []
+        for sample in shard.samples:
+            if show_keys:
+                rows.append((f"  [{sample.key}]", ""))
+            rows += [(f"    {f.name}", format_size(f.size)) for f in sample.files]
+        width = max(len(shard.name), *(len(r[0]) for r in rows))
+        out.write(f"{shard.name.ljust(width)}  {format_size(shard.size)}\n")
+        for left, right in rows:
+            out.write(f"{left.ljust(width)}  {right}".rstrip() + "\n")
+
+
+def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
+    """A short human summary of a plan or a run."""
+    n = summary["shards"]
+    out.write(
+        f"{'would write' if dry_run else 'wrote'} {n} shard{'s' * (n != 1)}: "
+        f"{summary['samples']} samples, {summary['files']} files, "
+        f"{format_size(summary['bytes'])} payload\n"
+    )
+    out.write(
+        f"shard payload: smallest {format_size(summary['smallest_shard'])}, "
+        f"median {format_size(summary['median_shard'])}, "
+        f"largest {format_size(summary['largest_shard'])}\n"
+    )
+    for skip in summary["skipped"]:
+        examples = ", ".join(repr(e) for e in skip["examples"])
+        out.write(f"left out {skip['count']}: {skip['reason']} (e.g. {examples})\n")
+    if summary.get("seed") is not None:
+        out.write(f"shuffle seed: {summary['seed']} (pass --sort shuffle:{summary['seed']} to repeat)\n")
+    if not dry_run:
+        seconds = summary["seconds"]
+        rate = format_size(summary["bytes_per_second"] or 0)
+        out.write(
+            f"archives: {format_size(summary['archive_bytes'])} in {summary['destination']} "
+            f"({seconds:.2f}s, {rate}/s); manifest {summary['manifest']}\n"
+        )
+
+
+def warnings_text(warnings: list[str], out: TextIO = sys.stderr) -> None:
+    """Each warning on its own ``ishard: warning:`` line."""
+    for line in warnings:
+        out.write(f"ishard: warning: {line}\n")
+
+
+def error_line(message: str, out: TextIO = sys.stderr) -> None:
+    """The one line a failure prints."""
+    out.write(f"ishard: error: {message}\n")
+
+
+class BarProgress(Progress):
+    """A rich live display on a terminal: files listed, then bytes and shards written."""
+
+    def __init__(self) -> None:
+        self._bar = RichBar(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            DownloadColumn(binary_units=True),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[detail]}"),
+            console=Console(stderr=True),
+            transient=False,
+        )
+        self._bar.start()
+        self._listing = self._bar.add_task("listing", total=None, detail="")
+        self._writing = None
+        self._shards = self._done = 0
+        self._lock = threading.Lock()
+
+    def listing(self, files: int, nbytes: int) -> None:
+        self._bar.update(self._listing, completed=nbytes, detail=f"{files} files")
+
+    def planned(self, shards: int, nbytes: int) -> None:
+        self._bar.update(self._listing, total=self._bar.tasks[self._listing].completed)
+        self._shards = shards
+        self._writing = self._bar.add_task("writing", total=nbytes, detail=f"0/{shards} shards")
+
+    def wrote(self, nbytes: int) -> None:
+        if self._writing is not None:
+            self._bar.advance(self._writing, nbytes)
+
+    def shard_done(self, result: ShardResult) -> None:
+        with self._lock:
+            self._done += 1
+            detail = f"{self._done}/{self._shards} shards"
+        if self._writing is not None:
+            self._bar.update(self._writing, detail=detail)
+
+    def close(self) -> None:
+        self._bar.stop()
+
+
+class LineProgress(Progress):
+    """Plain progress lines for logs (``--progress`` without a terminal), at most every 2 s."""
+
+    def __init__(self, out: TextIO = sys.stderr) -> None:
+        self._out = out
+        self._lock = threading.Lock()
+        self._last = 0.0
+        self._start = time.monotonic()
+        self._total = self._bytes = self._shards = self._done = 0
+
+    def _say(self, text: str, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._last >= PLAIN_EVERY:
+            self._last = now
+            self._out.write(f"ishard: {text}\n")
+            self._out.flush()
+
+    def listing(self, files: int, nbytes: int) -> None:
+        self._say(f"listed {files} files, {format_size(nbytes)}")
+
+    def planned(self, shards: int, nbytes: int) -> None:
+        self._total, self._shards, self._start = nbytes, shards, time.monotonic()
+        self._say(f"planned {shards} shards, {format_size(nbytes)}", force=True)
+
+    def wrote(self, nbytes: int) -> None:
+        with self._lock:
+            self._bytes += nbytes
+            self._report()
+
+    def shard_done(self, result: ShardResult) -> None:
+        with self._lock:
+            self._done += 1
+            self._report(force=self._done == self._shards)
+
+    def _report(self, force: bool = False) -> None:
+        elapsed = max(time.monotonic() - self._start, 1e-9)
+        rate = self._bytes / elapsed
+        eta = (self._total - self._bytes) / rate if rate else 0.0
+        pct = 100.0 * self._bytes / self._total if self._total else 100.0
+        self._say(
+            f"wrote {format_size(self._bytes)} of {format_size(self._total)} ({pct:.0f}%), "
+            f"{self._done}/{self._shards} shards, {format_size(int(rate))}/s, ETA {eta:.0f}s",
+            force,
+        )
+
+
+def make_progress(enabled: bool | None) -> Progress:
+    """Bars on a terminal, plain lines when asked for without one, else nothing."""
+    tty = sys.stderr.isatty()
+    if enabled is None:
+        enabled = tty
+    if not enabled:
+        return Progress()
+    return BarProgress() if tty else LineProgress()

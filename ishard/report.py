@@ -1,0 +1,59 @@
+"""Plain-data views of a plan and a run: the dry-run JSON document and the summary."""
+
+from __future__ import annotations
+
+from statistics import median_low
+
+from .model import Plan, Report
+
+
+def plan_document(plan: Plan) -> dict:
+    """The dry-run JSON: every shard with its samples and files, then the summary."""
+    return {
+        "shards": [
+            {
+                "name": shard.name,
+                "size": shard.size,
+                "samples": [
+                    {"key": s.key, "files": [{"name": f.name, "size": f.size} for f in s.files]}
+                    for s in shard.samples
+                ],
+            }
+            for shard in plan.shards
+        ],
+        "summary": plan_summary(plan),
+    }
+
+
+def plan_summary(plan: Plan) -> dict:
+    """Totals, shard size spread, what was left out and why, and warnings."""
+    sizes = sorted(s.size for s in plan.shards)
+    return {
+        "source": plan.source,
+        "shards": len(plan.shards),
+        "samples": plan.sample_count,
+        "files": plan.file_count,
+        "bytes": plan.size,
+        "smallest_shard": sizes[0] if sizes else 0,
+        "median_shard": median_low(sizes) if sizes else 0,
+        "largest_shard": sizes[-1] if sizes else 0,
+        "skipped": [
+            {"reason": s.reason, "count": s.count, "examples": list(s.examples)}
+            for s in plan.skipped
+        ],
+        "warnings": list(plan.warnings),
+        "seed": plan.seed,
+    }
+
+
+def run_summary(report: Report) -> dict:
+    """The plan summary plus what the run wrote and how fast."""
+    written = sum(r.filesize for r in report.results)
+    return {
+        **plan_summary(report.plan),
+        "destination": report.destination,
+        "manifest": report.manifest,
+        "archive_bytes": written,
+        "seconds": round(report.seconds, 3),
+        "bytes_per_second": round(report.plan.size / report.seconds) if report.seconds else None,
+    }

@@ -1,0 +1,44 @@
+"""Shared test helpers: run the installed command, build small source trees."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def run_ishard(*args: str, cwd: Path | None = None, input: str | None = None):
+    """Run ``python -m ishard ARGS`` as a user would; return the CompletedProcess (text)."""
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "ishard", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        input=input,
+        timeout=300,
+    )
+
+
+def make_tree(root: Path, files: dict[str, bytes | int], mtime: int = 1_700_000_000) -> Path:
+    """Create ``files`` under ``root`` (an int value means that many pseudo-random bytes)."""
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, int):
+            content = (name.encode() * (content // max(len(name), 1) + 1))[:content]
+        path.write_bytes(content)
+        os.utime(path, (mtime, mtime))
+    return root
+
+
+@pytest.fixture
+def ishard_cli():
+    """The ``run_ishard`` helper as a fixture."""
+    return run_ishard
