@@ -8,7 +8,7 @@ from pathlib import Path
 from .errors import DataError, UsageError
 from .keys import key_function
 from .listing import check_source_dir, list_local
-from .manifest import write_manifest
+from .manifest import remove_manifest, write_manifest
 from .model import FileEntry, Plan, Report, ShardPlan, Tally
 from .options import Options, make_options
 from .plan import check_unique, cut, name_shards
@@ -58,6 +58,8 @@ def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **op
     the_plan = make_plan(str(src), opts, progress)
     progress.planned(len(the_plan.shards), the_plan.size)
     dst_path.mkdir(parents=True, exist_ok=True)
+    if opts.overwrite:
+        remove_manifest(dst_path)  # else a failed run would leave it describing replaced shards
     settings = {
         "compress_level": opts.compress_level,
         "zip_deflate": opts.zip_compression == "deflated",

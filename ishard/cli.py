@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import traceback
 
 import click
 import orjson
@@ -186,15 +188,20 @@ def ls_command(archive_path, as_json, debug) -> None:
         click.echo(f"{m.size:>12}  {format_size(m.size):>10}  {m.name}")
 
 
+def _terminate(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the command, turn every failure into one line and an exit code."""
     args = translate(list(sys.argv[1:] if argv is None else argv))
     debug = "--debug" in args
+    signal.signal(signal.SIGTERM, _terminate)  # clean up like Ctrl-C when a scheduler stops us
     try:
         cli.main(args, prog_name="ishard", standalone_mode=False)
     except IshardError as err:
         if debug:
-            raise
+            traceback.print_exc()  # then the usual line and exit code, so scripts see no change
         error_line(str(err))
         sys.exit(err.exit_code)
     except click.exceptions.Abort:
@@ -203,8 +210,18 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         error_line("interrupted — no partial shard was left; run again to redo")
         sys.exit(130)
+    except click.exceptions.NoArgsIsHelpError:
+        error_line(
+            "no command given — run 'ishard shard SRC DST' or 'ishard ls ARCHIVE'; "
+            "see 'ishard --help'"
+        )
+        sys.exit(2)
     except click.ClickException as err:
-        error_line(f"{err.format_message()} — see 'ishard {args[0] if args else ''} --help'".replace("  ", " "))
+        message = err.format_message()
+        if " — " not in message:  # ours already say how to fix it
+            ctx = getattr(err, "ctx", None)
+            message += f" — see '{ctx.command_path if ctx else 'ishard'} --help'"
+        error_line(message)
         sys.exit(err.exit_code)
     except Exception as err:  # an unexpected failure: still one line unless --debug
         if debug:

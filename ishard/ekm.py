@@ -32,18 +32,22 @@ class Ekm:
     categories: tuple[Category, ...]
 
     def category(self, name: str) -> int | str:
-        """Index of the one category whose patterns match ``name``, else the reason it has none."""
+        """Index of the category of the one pattern matching ``name``, else the reason it has none.
+
+        Like Go's EKM lookup, exactly one pattern over the whole map must match: two patterns
+        match (even of the same category) → ``SEVERAL``.
+        """
         found = -1
         for index, cat in enumerate(self.categories):
             try:
-                hit = any(p.search(name, timeout=REGEX_SECONDS) for p in cat.patterns)
+                hits = sum(1 for p in cat.patterns if p.search(name, timeout=REGEX_SECONDS))
             except TimeoutError:
                 raise DataError(
                     f"an --ekm pattern of {cat.template.text!r} took over {REGEX_SECONDS:g}s "
                     f"on {name!r} — simplify the regex"
                 ) from None
-            if hit:
-                if found >= 0:
+            if hits:
+                if found >= 0 or hits > 1:
                     return SEVERAL
                 found = index
         return found if found >= 0 else NO_MATCH

@@ -48,6 +48,20 @@ def manifest_document(plan: Plan, results: Sequence[ShardResult]) -> dict:
     }
 
 
+def remove_manifest(dst: Path) -> None:
+    """Remove an earlier ``DST/manifest.json`` before its shards may be replaced.
+
+    A run that then fails leaves no manifest describing shards it overwrote.
+    """
+    final = dst / MANIFEST_NAME
+    try:
+        final.unlink(missing_ok=True)
+    except OSError as err:
+        raise WriteError(
+            f"cannot remove the old manifest {str(final)!r}: {err.strerror} — fix its permissions"
+        ) from None
+
+
 def write_manifest(dst: Path, plan: Plan, results: Sequence[ShardResult]) -> Path:
     """Write ``DST/manifest.json`` atomically (temp name, then rename); return its path."""
     final = dst / MANIFEST_NAME

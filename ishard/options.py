@@ -74,12 +74,12 @@ def parse_sort(text: str | None) -> Order:
     """``alpha[:inc|:dec]``, ``alphanumeric[...]``, ``shuffle[:SEED]`` or None (listing order)."""
     if text is None or text == "":
         return Order()
-    kind, _, arg = text.partition(":")
+    kind, colon, arg = text.partition(":")
     kind = kind.strip().lower()
     if kind in ("alpha", "alphanumeric") and arg in ("", "inc", "dec"):
         return Order("alpha", descending=arg == "dec")
     if kind == "shuffle":
-        if arg == "":
+        if not colon:  # "shuffle:" with an empty seed is an error, as in Go ishard
             return Order("shuffle", seed=None)
         if arg.isdigit():
             return Order("shuffle", seed=int(arg))

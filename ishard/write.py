@@ -53,6 +53,7 @@ def _write_one(
     final = dst / shard.name
     temp = temp_path(final)
     out = _HashingFile(temp)
+    writer = None
     try:
         writer = open_writer(shard.name, out, **settings)
         pending = 0
@@ -76,6 +77,8 @@ def _write_one(
         progress.wrote(pending)
         os.replace(temp, final)
     except BaseException as err:
+        if writer is not None:
+            writer.abort()
         out.close()
         temp.unlink(missing_ok=True)
         if isinstance(err, OSError) and not isinstance(err, IshardError):

@@ -18,6 +18,9 @@ class ArchiveWriter(Protocol):
     def close(self) -> None:
         """Finish the archive (end blocks, central directory, compressor flush)."""
 
+    def abort(self) -> None:
+        """Abandon the archive after a failure: write nothing more, now or when collected."""
+
 
 def open_writer(
     shard_name: str, sink: Sink, *, compress_level: int | None = None, zip_deflate: bool = False

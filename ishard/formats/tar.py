@@ -71,7 +71,7 @@ def _header(name: bytes, prefix: bytes, size: int, mtime: int, typeflag: bytes) 
 def _pax_record(key: bytes, value: bytes) -> bytes:
     body = b" " + key + b"=" + value + b"\n"
     length = len(body) + len(str(len(body)))
-    if len(str(length)) != len(str(length - len(body))):
+    if len(str(length)) != len(str(len(body))):  # the length's own digits count too
         length += 1
     return str(length).encode() + body
 
@@ -170,3 +170,7 @@ class TarWriter:
         self._emit(END)
         self._flush()
         self._sink.close()
+
+    def abort(self) -> None:
+        """Abandon the archive (nothing is held that needs releasing)."""
+        self._buf.clear()

@@ -19,14 +19,19 @@ class _Stream(io.RawIOBase):
     """A forward-only view of a sink, so zipfile writes data descriptors instead of seeking."""
 
     def __init__(self, sink: Sink) -> None:
-        self._sink = sink
+        self._sink: Sink | None = sink
         self._pos = 0
+
+    def discard(self) -> None:
+        """Drop every later write (the archive was abandoned)."""
+        self._sink = None
 
     def writable(self) -> bool:
         return True
 
     def write(self, data) -> int:
-        self._sink.write(bytes(data))
+        if self._sink is not None:
+            self._sink.write(bytes(data))
         self._pos += len(data)
         return len(data)
 
@@ -83,3 +88,11 @@ class ZipWriter:
         """Write the central directory and close the sink."""
         self._zip.close()
         self._sink.close()
+
+    def abort(self) -> None:
+        """Abandon the archive; zipfile must not write a central directory when collected."""
+        self._stream.discard()
+        try:
+            self._zip.close()
+        except ValueError:  # a member is still open for writing; its writes go nowhere too
+            pass

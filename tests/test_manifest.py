@@ -1,0 +1,120 @@
+"""DST/manifest.json: a wids shard index whose every number agrees with the shards on disk.
+
+Expected values come from the test data (names and sizes) and from reading the shards with
+tarfile / zipfile, never from ishard's own readers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import make_tree, run_ishard
+from test_formats import EXTS, TREE, read_shard, sample_key, shard_files
+
+HIDDEN = {".DS_Store": b"finder", "train/.cache/0001.jpg": 10}
+
+
+def sizes(files: dict[str, bytes | int]) -> dict[str, int]:
+    return {name: v if isinstance(v, int) else len(v) for name, v in files.items()}
+
+
+def run(src: Path, dst: Path, *args: str) -> dict:
+    done = run_ishard("shard", src, dst, "--no-progress", *args)
+    assert done.returncode == 0, done.stderr
+    return json.loads((dst / "manifest.json").read_bytes())
+
+
+@pytest.mark.parametrize("ext", EXTS)
+def test_manifest_agrees_with_the_shards_and_the_source(ext, tmp_path):
+    src = make_tree(tmp_path / "src", {**TREE, **HIDDEN})
+    dst = tmp_path / "dst"
+    doc = run(src, dst, "--ext", ext, "--shard-size", "4KiB")
+
+    assert doc["__kind__"] == "wids-shard-index-v1"
+    assert doc["wids_version"] == 1
+    shards = shard_files(dst)
+    assert [e["url"] for e in doc["shardlist"]] == [p.name for p in shards]
+    assert len(shards) == 4
+
+    expected_keys = {sample_key(name) for name in TREE}
+    found_keys: set[str] = set()
+    per_shard = []
+    for entry, path in zip(doc["shardlist"], shards):
+        data = path.read_bytes()
+        assert entry["md5sum"] == hashlib.md5(data).hexdigest(), path.name
+        assert entry["filesize"] == os.path.getsize(path) == len(data)
+        members = read_shard(path)
+        keys = {sample_key(name) for name, _ in members}
+        assert entry["nsamples"] == len(keys), path.name
+        found_keys |= keys
+        per_shard.append(
+            {"name": path.name, "files": len(members), "samples": len(keys),
+             "payload_bytes": sum(len(body) for _, body in members)}
+        )
+    assert found_keys == expected_keys
+    assert sum(e["nsamples"] for e in doc["shardlist"]) == len(expected_keys) == 7
+
+    own = doc["ishard"]
+    version = run_ishard("--version").stdout
+    assert own["version"] and own["version"] in version
+    assert own["source"] == str(src)
+    assert own["options"]["ext"] == ext
+    assert own["options"]["shard_size"] == 4096
+    assert own["options"]["sample_key_pattern"] == "base_file_name"
+    assert own["totals"] == {
+        "shards": 4,
+        "samples": len(expected_keys),
+        "files": len(TREE),
+        "payload_bytes": sum(sizes(TREE).values()),
+        "archive_bytes": sum(os.path.getsize(p) for p in shards),
+    }
+    assert own["shards"] == per_shard
+    skipped = {s["reason"]: s for s in own["skipped"]}
+    assert sum(s["count"] for s in own["skipped"]) == len(HIDDEN)
+    assert all("hidden" in reason for reason in skipped)
+    examples = [e for s in own["skipped"] for e in s["examples"]]
+    assert ".DS_Store" in examples and any(e.startswith("train/.cache") for e in examples)
+    assert sorted(os.listdir(dst)) == sorted([p.name for p in shards] + ["manifest.json"])
+
+
+def test_manifest_counts_after_sample_exts_exclude(tmp_path):
+    src = make_tree(tmp_path / "src", TREE)
+    dst = tmp_path / "dst"
+    doc = run(
+        src, dst, "--sample-exts", ".jpg,.json", "--missing-extension-action", "exclude",
+        "--shard-size", "4KiB",
+    )
+    # by hand: samples with both a .jpg and a .json are 0001, 0002, 0003; 0001 loses its
+    # .xml and .cls files; every other sample lacks one of the two and is left out whole
+    kept = {n: s for n, s in sizes(TREE).items() if n.endswith((".jpg", ".json"))}
+    members = {}
+    for path in shard_files(dst):
+        members.update(read_shard(path))
+    assert members.keys() == kept.keys()
+    own = doc["ishard"]
+    assert own["totals"]["files"] == len(kept) == 6
+    assert own["totals"]["samples"] == 3 == sum(e["nsamples"] for e in doc["shardlist"])
+    assert own["totals"]["payload_bytes"] == sum(kept.values())
+    assert sum(s["count"] for s in own["skipped"]) == len(TREE) - len(kept)
+    assert own["options"]["sample_exts"] == [".jpg", ".json"]
+
+
+def test_manifest_records_the_shuffle_seed_that_repeats_the_run(tmp_path):
+    files = {f"d/{i:03d}.bin": 700 + i for i in range(40)}
+    src = make_tree(tmp_path / "src", files)
+    first = run(src, tmp_path / "one", "--sort", "shuffle", "--shard-size", "4KiB")
+    seed = first["ishard"]["seed"]
+    assert isinstance(seed, int)
+    assert first["ishard"]["options"]["sort"] == f"shuffle:{seed}"
+    again = run(src, tmp_path / "two", "--sort", f"shuffle:{seed}", "--shard-size", "4KiB")
+    assert again["shardlist"] == first["shardlist"]
+    one = {p.name: p.read_bytes() for p in shard_files(tmp_path / "one")}
+    two = {p.name: p.read_bytes() for p in shard_files(tmp_path / "two")}
+    assert one == two
+    order = [name for p in shard_files(tmp_path / "one") for name, _ in read_shard(p)]
+    assert sorted(order) == sorted(files) and order != sorted(order)
