@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from .errors import DataError, UsageError
+from .formats import check_names
 from .keys import key_function
 from .listing import check_source_dir, list_local
 from .manifest import remove_manifest, write_manifest
@@ -123,11 +124,19 @@ def make_plan(src: str, opts: Options, progress: Progress = SILENT) -> Plan:
         else:
             shards += name_shards(cuts, ekm.categories[index].template, opts.ext, own_ext=True)
     check_unique(shards)
+    for shard_plan in shards:
+        check_names(shard_plan)
     skipped = tally.freeze()
     if not shards:
-        left = "; ".join(f"{s.count} {s.reason}" for s in skipped) or "the source has no files"
         where = f" with prefix {opts.prefix!r}" if opts.prefix else ""
-        raise DataError(f"nothing to shard under {src!r}{where} ({left})")
+        if skipped:
+            found = "every file was left out: " + "; ".join(f"{s.count} {s.reason}" for s in skipped)
+        else:
+            found = "no file matches the prefix" if opts.prefix else "the source has no files"
+        raise DataError(
+            f"nothing to shard under {src!r}{where}: {found} — check the source, --prefix and "
+            "the filtering options"
+        )
     return Plan(
         source=src,
         shards=tuple(shards),

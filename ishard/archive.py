@@ -40,7 +40,9 @@ def members(path: str) -> Iterator[Member]:
     if not p.is_file():
         raise UsageError(f"archive {path!r} does not exist — give a shard file")
     if not p.name.endswith(ARCHIVE_EXTS):
-        raise UsageError(f"{path!r} is not a {', '.join(ARCHIVE_EXTS)} archive")
+        raise UsageError(
+            f"{path!r} is not an archive ishard reads — give a file ending in {', '.join(ARCHIVE_EXTS)}"
+        )
     try:
         if p.name.endswith(".zip"):
             with zipfile.ZipFile(p) as zf:

@@ -10,7 +10,7 @@ import click
 import orjson
 
 from . import __version__, api, archive
-from .errors import IshardError
+from .errors import Interrupted, IshardError, UsageError
 from .render import (
     error_line,
     make_progress,
@@ -69,8 +69,12 @@ def translate(argv: list[str]) -> list[str]:
         arg = argv[i]
         i += 1
         flag = _go_flag(arg)
-        if arg == "--dry-run":
-            out.append("--dry-run=text")
+        if arg == "--dry-run" or (flag is not None and flag == ("dry_run", None)):
+            if i < len(argv) and argv[i] in DRY_RUN_MODES:  # '--dry-run show_keys'
+                out.append(f"--dry-run={argv[i]}")
+                i += 1
+            else:
+                out.append("--dry-run=text")
         elif flag is None:
             out.append(arg)
         elif flag[0] in GO_BOOLS:
@@ -81,7 +85,8 @@ def translate(argv: list[str]) -> list[str]:
             elif value in FALSE:
                 out += [off] if off else []
             else:
-                out.append(f"{on}={flag[1]}")  # click reports the bad value
+                raise UsageError(f"-{flag[0]}={flag[1]!r} is not true or false — write -{flag[0]} "
+                                 f"or -{flag[0]}=false")
         elif flag[0] == "dry_run":
             value = flag[1] if flag[1] is not None else "true"
             if value.lower() in TRUE:
@@ -194,21 +199,20 @@ def _terminate(signum, frame) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the command, turn every failure into one line and an exit code."""
-    args = translate(list(sys.argv[1:] if argv is None else argv))
-    debug = "--debug" in args
+    raw = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in raw or "-debug" in raw
     signal.signal(signal.SIGTERM, _terminate)  # clean up like Ctrl-C when a scheduler stops us
+    args: list[str] = []
     try:
+        args = translate(raw)
         cli.main(args, prog_name="ishard", standalone_mode=False)
     except IshardError as err:
         if debug:
             traceback.print_exc()  # then the usual line and exit code, so scripts see no change
         error_line(str(err))
         sys.exit(err.exit_code)
-    except click.exceptions.Abort:
-        error_line("interrupted")
-        sys.exit(130)
-    except KeyboardInterrupt:
-        error_line("interrupted — no partial shard was left; run again to redo")
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        error_line(Interrupted.MESSAGE)
         sys.exit(130)
     except click.exceptions.NoArgsIsHelpError:
         error_line(
@@ -217,7 +221,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         sys.exit(2)
     except click.ClickException as err:
-        message = err.format_message()
+        message = err.format_message().rstrip(".")
         if " — " not in message:  # ours already say how to fix it
             ctx = getattr(err, "ctx", None)
             message += f" — see '{ctx.command_path if ctx else 'ishard'} --help'"

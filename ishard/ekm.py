@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
+import json
+
 import regex
 
 from .errors import DataError, UsageError
@@ -78,6 +79,19 @@ def strip_comments(text: str) -> str:
     return "".join(out)
 
 
+class _Repeated(Exception):
+    """A JSON object names the same key twice."""
+
+
+def _no_repeats(pairs: list[tuple[str, object]]) -> dict:
+    doc: dict = {}
+    for key, value in pairs:
+        if key in doc:
+            raise _Repeated(key)
+        doc[key] = value
+    return doc
+
+
 def _read(value: str) -> tuple[str, str]:
     value = value.strip()
     if value.startswith("{"):
@@ -85,7 +99,8 @@ def _read(value: str) -> tuple[str, str]:
     path = Path(value)
     if not path.is_file():
         raise UsageError(
-            f"--ekm {value!r} is neither inline JSON (starting with '{{') nor an existing file"
+            f"--ekm {value!r} is neither inline JSON (starting with '{{') nor an existing file — "
+            "check the path, or pass the JSON itself"
         )
     try:
         return f"--ekm file {value!r}", path.read_text(encoding="utf-8")
@@ -101,8 +116,12 @@ def parse_ekm(value: str) -> Ekm:
     """
     where, text = _read(value)
     try:
-        doc = orjson.loads(strip_comments(text))
-    except orjson.JSONDecodeError as err:
+        doc = json.loads(strip_comments(text), object_pairs_hook=_no_repeats)
+    except _Repeated as err:
+        raise UsageError(
+            f"{where} lists format {str(err)!r} more than once — merge its patterns into one list"
+        ) from None
+    except json.JSONDecodeError as err:
         raise UsageError(
             f"{where} is not valid JSON ({err}) — "
             'write e.g. {"fish-%d.tar": ["^n01440764"]}'

@@ -34,6 +34,10 @@ class WriteError(IshardError, OSError):
 
 
 class Interrupted(IshardError):
-    """The run was stopped by the user (Ctrl-C); nothing partial was left behind."""
+    """The run was stopped (Ctrl-C or SIGTERM); nothing partial was left behind."""
 
     exit_code = 130
+    MESSAGE = (
+        "interrupted — complete shards were kept and no partial one was left; "
+        "run again with --overwrite to redo the job"
+    )

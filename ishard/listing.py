@@ -74,7 +74,7 @@ def list_local(
             if child.is_dir(follow_symlinks=False):
                 if not _wanted(name + "/", prefix):
                     continue
-                if hidden:
+                if hidden and not prefix.startswith(name + "/"):  # a prefix may name it
                     tally.add(HIDDEN_DIR, name + "/")
                 else:
                     pending.append(name + "/")

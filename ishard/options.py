@@ -7,6 +7,8 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+import regex
+
 from .ekm import Ekm, parse_ekm
 from .errors import UsageError
 from .keys import ALIASES, BUILT_IN, key_function
@@ -16,6 +18,7 @@ from .sizes import parse_size
 from .templates import NameTemplate, parse_template
 
 DEFAULT_SHARD_SIZE = 1 << 20
+_DIGITS = regex.compile(r"[0-9]+")
 ZIP_METHODS = ("stored", "deflated")
 
 
@@ -75,13 +78,13 @@ def parse_sort(text: str | None) -> Order:
     if text is None or text == "":
         return Order()
     kind, colon, arg = text.partition(":")
-    kind = kind.strip().lower()
+    kind, arg = kind.strip().lower(), arg.strip().lower()
     if kind in ("alpha", "alphanumeric") and arg in ("", "inc", "dec"):
         return Order("alpha", descending=arg == "dec")
     if kind == "shuffle":
         if not colon:  # "shuffle:" with an empty seed is an error, as in Go ishard
             return Order("shuffle", seed=None)
-        if arg.isdigit():
+        if _DIGITS.fullmatch(arg):
             return Order("shuffle", seed=int(arg))
     raise UsageError(
         f"--sort {text!r} is not a sort order — use alpha:inc, alpha:dec, shuffle or shuffle:SEED "
@@ -108,8 +111,8 @@ def _exts(value: str | Sequence[str] | None) -> tuple[str, ...]:
 def _positive_int(value, option: str, *, allow_none: bool) -> int | None:
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not str(value).strip().isdigit() or int(value) < 1:
-        raise UsageError(f"{option} {value!r} must be a whole number of at least 1")
+    if isinstance(value, bool) or not _DIGITS.fullmatch(str(value).strip()) or int(value) < 1:
+        raise UsageError(f"{option} {str(value)!r} must be a whole number of at least 1")
     return int(value)
 
 
@@ -129,15 +132,15 @@ def make_options(**kwargs) -> Options:
     key_function(pattern)  # a bad regex fails here, before any listing
     if opts.missing_extension_action not in ACTIONS:
         raise UsageError(
-            f"--missing-extension-action {opts.missing_extension_action!r} is not one of "
-            f"{', '.join(ACTIONS)}"
+            f"--missing-extension-action {opts.missing_extension_action!r} is not an action — "
+            f"use one of {', '.join(ACTIONS)}"
         )
     if opts.ext not in ARCHIVE_EXTS:
         raise UsageError(f"--ext {opts.ext!r} is not supported — use one of {', '.join(ARCHIVE_EXTS)}")
     if opts.zip_compression not in ZIP_METHODS:
         raise UsageError(f"--zip-compression {opts.zip_compression!r} must be stored or deflated")
     level = opts.compress_level
-    if level is not None and (not str(level).isdigit() or not 0 <= int(level) <= 9):
+    if level is not None and (not _DIGITS.fullmatch(str(level)) or not 0 <= int(level) <= 9):
         raise UsageError(f"--compress-level {level!r} must be a whole number from 0 to 9")
     opts.template  # noqa: B018 - parse now so a bad template fails before listing
     opts.parsed_ekm  # noqa: B018

@@ -38,12 +38,15 @@ def plan_text(plan: Plan, show_keys: bool, out: TextIO) -> None:
             out.write(f"{left.ljust(width)}  {right}".rstrip() + "\n")
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
 def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
     """A short human summary of a plan or a run."""
-    n = summary["shards"]
     out.write(
-        f"{'would write' if dry_run else 'wrote'} {n} shard{'s' * (n != 1)}: "
-        f"{summary['samples']} samples, {summary['files']} files, "
+        f"{'would write' if dry_run else 'wrote'} {_count(summary['shards'], 'shard')}: "
+        f"{_count(summary['samples'], 'sample')}, {_count(summary['files'], 'file')}, "
         f"{format_size(summary['bytes'])} payload\n"
     )
     out.write(

@@ -12,7 +12,10 @@ from .model import FileEntry, Sample, Tally
 ACTIONS = ("ignore", "warn", "abort", "exclude")
 WARNINGS_SHOWN = 10
 EXTRA = "extension not in --sample-exts (--missing-extension-action exclude)"
-INCOMPLETE = "sample lacks an extension of --sample-exts (--missing-extension-action exclude)"
+REPEATED = "second file of a sample with the same extension (--missing-extension-action exclude)"
+INCOMPLETE = (
+    "file of a sample that lacks an extension of --sample-exts (--missing-extension-action exclude)"
+)
 
 
 def group(entries: Iterable[FileEntry], key: KeyFunction) -> list[Sample]:
@@ -117,7 +120,7 @@ def apply_sample_exts(
                 tally.add(INCOMPLETE, f.name)
             continue
         for f in extra:
-            tally.add(EXTRA, f.name)
+            tally.add(EXTRA if extension(f.name) not in wanted else REPEATED, f.name)
         kept.append(_with(sample, [f for f in sample.files if f not in extra]))
     if offenders > WARNINGS_SHOWN:
         warnings.append(

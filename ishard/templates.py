@@ -8,9 +8,9 @@ import regex
 
 from .errors import UsageError
 
-_BASH = regex.compile(r"\{(\d+)\.\.(\d+)(?:\.\.(\d+))?\}")
-_AT = regex.compile(r"@(\d+)")
-_FMT = regex.compile(r"%(0[1-9]\d*)?d")
+_BASH = regex.compile(r"\{([0-9]+)\.\.([0-9]+)(?:\.\.([0-9]+))?\}")
+_AT = regex.compile(r"@([0-9]+)")
+_FMT = regex.compile(r"%(0[1-9][0-9]*)?d")
 _FMT_LIMIT = (1 << 63) - 1
 
 

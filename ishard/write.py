@@ -130,5 +130,5 @@ def write_shards(
             for f in futures:
                 f.cancel()
             wait(futures)
-            raise Interrupted("interrupted — no partial shard was left; run again to redo") from None
+            raise Interrupted(Interrupted.MESSAGE) from None
     return [f.result() for f in futures]

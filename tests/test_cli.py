@@ -97,7 +97,7 @@ BAD_OPTIONS = [
     (["--ekm", '{"a-%d.tar": ['], ["--ekm", "not valid JSON"]),
     (["--sort", "bogus"], ["--sort", "'bogus'", "shuffle"]),
     (["--dry-run=bogus"], ["--dry-run", "bogus", "show_keys"]),
-    (["--samples-per-shard", "0"], ["--samples-per-shard 0", "at least 1"]),
+    (["--samples-per-shard", "0"], ["--samples-per-shard '0'", "at least 1"]),
     (["--bogus"], ["--bogus"]),
 ]
 
@@ -344,7 +344,7 @@ def test_go_dry_run_false_collapse_false_spaces_max_size_and_exclude(tmp_path):
         ["b/3.jpg", "b/3.xml"],
     ]
     assert "left out 1: extension not in --sample-exts" in result.stdout
-    assert "left out 1: sample lacks an extension of --sample-exts" in result.stdout
+    assert "left out 1: file of a sample that lacks an extension of --sample-exts" in result.stdout
     # With -collapse both directories' remainders share one shard.
     joined = tmp_path / "joined"
     result = run_ishard(f"-src_bck={src}", f"-dst_bck={joined}", "-collapse", *common)
@@ -405,7 +405,7 @@ def test_dry_run_show_keys_text_is_exact(mixed, tmp_path):
         f"left out 1: {HIDDEN_REASON} (e.g. '.DS_Store')\n"
         "left out 1: extension not in --sample-exts (--missing-extension-action exclude)"
         " (e.g. 'b/3.txt')\n"
-        "left out 1: sample lacks an extension of --sample-exts (--missing-extension-action"
+        "left out 1: file of a sample that lacks an extension of --sample-exts (--missing-extension-action"
         " exclude) (e.g. 'c/4.jpg')\n"
     )
     assert "&amp;" not in result.stdout and "&#39;" not in result.stdout

@@ -10,7 +10,15 @@ from ishard.ekm import NO_MATCH, SEVERAL, parse_ekm
 from ishard.errors import DataError
 from ishard.keys import key_function
 from ishard.model import FileEntry, Sample, Tally
-from ishard.samples import EXTRA, INCOMPLETE, WARNINGS_SHOWN, apply_sample_exts, group, route
+from ishard.samples import (
+    EXTRA,
+    INCOMPLETE,
+    REPEATED,
+    WARNINGS_SHOWN,
+    apply_sample_exts,
+    group,
+    route,
+)
 
 BASE = key_function("base_file_name")
 FULL = key_function("full_name")
@@ -212,9 +220,10 @@ def test_exclude_drops_unwanted_and_repeated_files_and_incomplete_samples():
         ("extra", ["a/extra.jpg", "a/extra.cls"], 2),
         ("twice", ["a/twice.jpg", "a/twice.cls"], 2),  # the first .jpg stays
     ]
-    assert counts(tally) == {EXTRA: 2, INCOMPLETE: 1}
+    assert counts(tally) == {EXTRA: 1, REPEATED: 1, INCOMPLETE: 1}
     examples = {s.reason: s.examples for s in tally.freeze()}
-    assert examples[EXTRA] == ("a/extra.txt", "b/twice.jpg")
+    assert examples[EXTRA] == ("a/extra.txt",)
+    assert examples[REPEATED] == ("b/twice.jpg",)
     assert examples[INCOMPLETE] == ("a/missing.jpg",)
     assert warnings == []
 
@@ -234,7 +243,7 @@ def test_exclude_model(raw, wanted):
     for i, files in enumerate(raw):
         entries = tuple(FileEntry(f"d{j}/s{i}{ext}", size) for j, (ext, size) in enumerate(files))
         samples.append(Sample(f"s{i}", entries, sum(f.size for f in entries)))
-    want, extra, incomplete = [], 0, 0
+    want, extra, repeated, incomplete = [], 0, 0, 0
     for s in samples:
         first_of = {}
         for f in s.files:
@@ -245,10 +254,16 @@ def test_exclude_model(raw, wanted):
             incomplete += len(s.files)
             continue
         keep = [f for f in s.files if f in first_of.values()]
-        extra += len(s.files) - len(keep)
+        dropped = [f for f in s.files if f not in keep]
+        repeated += sum(1 for f in dropped if f.name[f.name.rfind(".") :] in wanted
+                        and "." in f.name.split("/")[-1])
+        extra += len(dropped) - sum(1 for f in dropped if f.name[f.name.rfind(".") :] in wanted
+                                    and "." in f.name.split("/")[-1])
         want.append((s.key, keep, sum(f.size for f in keep)))
     tally = Tally()
     kept = apply_sample_exts(samples, tuple(wanted), "exclude", tally, [])
     assert [(s.key, list(s.files), s.size) for s in kept] == want
-    expected_counts = {r: n for r, n in ((EXTRA, extra), (INCOMPLETE, incomplete)) if n}
+    expected_counts = {
+        r: n for r, n in ((EXTRA, extra), (REPEATED, repeated), (INCOMPLETE, incomplete)) if n
+    }
     assert counts(tally) == expected_counts

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import BinaryIO, Protocol
 
+from ..errors import UsageError
+from ..model import ShardPlan
 from .compress import GzipSink, Lz4Sink, Sink
 from .tar import TarWriter
 from .zip import ZipWriter
@@ -20,6 +22,24 @@ class ArchiveWriter(Protocol):
 
     def abort(self) -> None:
         """Abandon the archive after a failure: write nothing more, now or when collected."""
+
+
+def check_names(shard: ShardPlan) -> None:
+    """Refuse, before writing, member names the shard's format cannot store.
+
+    Raises:
+        UsageError: a name that is not UTF-8 bound for a zip shard.
+    """
+    if not shard.name.endswith(".zip"):
+        return
+    for f in shard.members():
+        try:
+            f.name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UsageError(
+                f"file {f.name!r} has a name that is not UTF-8, which zip cannot store — "
+                "use a tar format (--ext .tar)"
+            ) from None
 
 
 def open_writer(
