@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["s3server"]
+
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
