@@ -5,26 +5,33 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from .errors import DataError, UsageError
+from .destination import check_destination
+from .errors import DataError
 from .formats import check_names
+from .inventory import list_inventory
 from .keys import key_function
-from .listing import check_source_dir, list_local
-from .manifest import remove_manifest, write_manifest
+from .listing import list_local, list_remote
+from .manifest import MANIFEST_NAME, manifest_bytes, remove_manifest
 from .model import FileEntry, Plan, Report, ShardPlan, Tally
 from .options import Options, make_options
 from .plan import check_unique, cut, name_shards
 from .progress import SILENT, Progress
+from .readers import open_reader
+from .retry import Retrier
 from .samples import apply_sample_exts, group, route
+from .sinks import open_sink, put_file
+from .storage import Location, parse_storage_options, resolve
 from .write import write_shards
 
 LISTING_REPORT_EVERY = 1000
+CLEANUP_ATTEMPTS = 12  # aborting uploads after a failure: about 40 s of patience
 
 
 def plan(src: str | Path, *, progress: Progress = SILENT, **options) -> Plan:
     """Plan the shards of ``src`` without writing anything (what ``--dry-run`` prints).
 
     Args:
-        src: the dataset's top directory; member names are relative to it.
+        src: the dataset: a directory, or a URL such as ``s3://bucket/prefix``.
         progress: hooks told about listing progress.
         **options: the same names as the command-line options (``shard_size="512MiB"``,
             ``sample_key_pattern``, ``sample_exts``, ``ext``, ``shard_template``, ``sort`` …).
@@ -33,20 +40,22 @@ def plan(src: str | Path, *, progress: Progress = SILENT, **options) -> Plan:
         UsageError: a bad option value (before anything is listed).
         IshardError: the source cannot be listed or the data breaks an option's rule.
     """
-    return make_plan(str(src), make_options(**options), progress)
+    opts = make_options(**options)
+    return make_plan(_location(str(src), opts, "source"), opts, progress)
 
 
 def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **options) -> Report:
     """Shard ``src`` into ``dst`` and write ``dst/manifest.json`` last.
 
     Args:
-        src: the dataset's top directory.
-        dst: the output directory; created if missing, must be empty unless ``overwrite=True``.
+        src: the dataset: a directory or a store URL (``s3://``, ``gs://``, ``ais://`` …).
+        dst: where shards go, a directory (created if missing) or a store URL; it must be empty
+            unless ``overwrite=True``.
         progress: hooks told about listing and writing progress.
-        **options: as for :func:`plan`, plus ``jobs`` and ``overwrite``.
+        **options: as for :func:`plan`, plus ``jobs``, ``overwrite`` and the storage options.
 
     Returns:
-        The plan, the written shards (name, size, md5) and the manifest path.
+        The plan, the written shards (name, size, md5), retries and the manifest location.
 
     Raises:
         UsageError: a bad option value or destination (before anything is listed).
@@ -55,49 +64,42 @@ def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **op
     """
     opts = make_options(**options)
     started = time.monotonic()
-    dst_path = check_destination(str(src), str(dst), overwrite=opts.overwrite)
-    the_plan = make_plan(str(src), opts, progress)
+    source = _location(str(src), opts, "source")
+    dest = _location(str(dst), opts, "destination")
+    check_destination(source, dest, overwrite=opts.overwrite)
+    the_plan = make_plan(source, opts, progress)
     progress.planned(len(the_plan.shards), the_plan.size)
-    dst_path.mkdir(parents=True, exist_ok=True)
+    if dest.is_local:
+        Path(dest.root).mkdir(parents=True, exist_ok=True)
     if opts.overwrite:
-        remove_manifest(dst_path)  # else a failed run would leave it describing replaced shards
-    settings = {
-        "compress_level": opts.compress_level,
-        "zip_deflate": opts.zip_compression == "deflated",
-    }
-    results = write_shards(
-        the_plan.shards, Path(src), dst_path, jobs=opts.workers, settings=settings, progress=progress
-    )
-    manifest = write_manifest(dst_path, the_plan, results)
-    return Report(the_plan, str(dst), tuple(results), time.monotonic() - started, str(manifest))
+        remove_manifest(dest)  # else a failed run would leave it describing replaced shards
+    retrier = Retrier(opts.retries)
+    cleanup = Retrier(CLEANUP_ATTEMPTS, cap=4.0)
+    jobs = opts.workers(remote=not (source.is_local and dest.is_local))
+    reader = open_reader(source, retrier, jobs=jobs, budget=opts.read_buffer)
+
+    def sink_for(shard_plan: ShardPlan):
+        return open_sink(dest, shard_plan.name, retrier=retrier, cleanup=cleanup,
+                         part_size=opts.part_size, expected=shard_plan.size, notice=progress.notice)
+
+    settings = {"compress_level": opts.compress_level,
+                "zip_deflate": opts.zip_compression == "deflated"}
+    try:
+        results = write_shards(the_plan.shards, reader, sink_for, jobs=jobs, settings=settings,
+                               progress=progress)
+    finally:
+        reader.close()
+    manifest = put_file(dest, MANIFEST_NAME, manifest_bytes(the_plan, results), retrier)
+    return Report(the_plan, str(dst), tuple(results), time.monotonic() - started, manifest,
+                  retrier.retries)
 
 
-def check_destination(src: str, dst: str, *, overwrite: bool) -> Path:
-    """Refuse a destination inside the source, a file, or a non-empty directory.
-
-    Raises:
-        UsageError: naming the destination and the fix.
-    """
-    src_path = check_source_dir(src).resolve()
-    dst_path = Path(dst)
-    resolved = dst_path.resolve()
-    if resolved == src_path or src_path in resolved.parents:
-        raise UsageError(
-            f"destination {dst!r} is inside the source {src!r} — write the shards somewhere else"
-        )
-    if dst_path.exists() and not dst_path.is_dir():
-        raise UsageError(f"destination {dst!r} is a file — give a directory")
-    if dst_path.is_dir() and not overwrite and any(dst_path.iterdir()):
-        raise UsageError(
-            f"destination {dst!r} is not empty — use an empty directory, or --overwrite to "
-            "replace same-named shards"
-        )
-    return dst_path
+def _location(url: str, opts: Options, role: str) -> Location:
+    return resolve(url, endpoint_url=opts.endpoint_url,
+                   storage_options=parse_storage_options(opts.storage_options), role=role)
 
 
-def make_plan(src: str, opts: Options, progress: Progress = SILENT) -> Plan:
-    """List ``src`` and plan its shards under checked options."""
-    tally = Tally()
+def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> list[FileEntry]:
     seen = [0, 0]
 
     def on_file(entry: FileEntry) -> None:
@@ -106,10 +108,22 @@ def make_plan(src: str, opts: Options, progress: Progress = SILENT) -> Plan:
         if seen[0] % LISTING_REPORT_EVERY == 0:
             progress.listing(*seen)
 
-    entries = list_local(
-        src, prefix=opts.prefix, include_hidden=opts.include_hidden, tally=tally, on_file=on_file
-    )
+    common = {"prefix": opts.prefix, "include_hidden": opts.include_hidden, "tally": tally,
+              "on_file": on_file}
+    if opts.src_list:
+        entries = list_inventory(opts.src_list, list_prefix=source.prefix, **common)
+    elif source.is_local:
+        entries = list_local(source.root, **common)
+    else:
+        entries = list_remote(source, **common)
     progress.listing(*seen)
+    return entries
+
+
+def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> Plan:
+    """List the source and plan its shards under checked options."""
+    tally = Tally()
+    entries = _list(source, opts, tally, progress)
     ekm = opts.parsed_ekm
     warnings: list[str] = []
     groups = route(group(entries, key_function(opts.sample_key_pattern)), ekm, tally)
@@ -134,11 +148,11 @@ def make_plan(src: str, opts: Options, progress: Progress = SILENT) -> Plan:
         else:
             found = "no file matches the prefix" if opts.prefix else "the source has no files"
         raise DataError(
-            f"nothing to shard under {src!r}{where}: {found} — check the source, --prefix and "
-            "the filtering options"
+            f"nothing to shard under {source.url!r}{where}: {found} — check the source, --prefix "
+            "and the filtering options"
         )
     return Plan(
-        source=src,
+        source=source.url,
         shards=tuple(shards),
         skipped=skipped,
         warnings=tuple(warnings),

@@ -36,6 +36,8 @@ GO_FLAGS = {
     "prefix": "--prefix",
     "samples_per_shard": "--samples-per-shard",
     "jobs": "--jobs",
+    "src_list": "--src-list",
+    "endpoint_url": "--endpoint-url",
 }
 GO_BOOLS = {
     "collapse": ("--collapse", "--no-collapse"),
@@ -146,6 +148,12 @@ def _emit_json(doc: dict) -> None:
 @click.option("--overwrite", is_flag=True, help="Allow a non-empty DST; same-named files are replaced.")
 @click.option("--compress-level", type=int, default=None, help="gzip 0-9 (default 6), lz4 0-9 (default 0), zip with deflate.")
 @click.option("--zip-compression", default="stored", show_default=True, help="stored or deflated.")
+@click.option("--src-list", default=None, help="Take the listing from an inventory file (CSV with header, JSON Lines, S3 Inventory manifest.json).")
+@click.option("--endpoint-url", default=None, help="S3-compatible endpoint, e.g. http://127.0.0.1:8333 (ais:// uses $AIS_ENDPOINT/s3).")
+@click.option("--storage-option", "storage_options", multiple=True, help="KEY=VALUE passed to the filesystem (repeatable; a.b=c nests).")
+@click.option("--part-size", default="16MiB", show_default=True, help="Multipart upload part size for S3 destinations.")
+@click.option("--read-buffer", default="256MiB", show_default=True, help="Bytes fetched ahead from a store, across all writers.")
+@click.option("--retries", type=int, default=5, show_default=True, help="Tries per store request before giving up.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def shard_command(src, dst, dry_run, progress, as_json, debug, **options) -> None:

@@ -1,4 +1,4 @@
-"""List a local source directory into a bytewise-sorted stream of ``FileEntry`` values."""
+"""List a source (a local directory or a store location) into bytewise-sorted ``FileEntry`` values."""
 
 from __future__ import annotations
 
@@ -7,8 +7,11 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import SourceError, UsageError
+import fsspec.asyn
+
+from .errors import IshardError, SourceError, UsageError
 from .model import FileEntry, Tally
+from .storage import Location, storage_error
 
 HIDDEN = "hidden (name starts with '.'; --include-hidden keeps it)"
 HIDDEN_DIR = "hidden directory, not entered (--include-hidden enters it)"
@@ -94,5 +97,93 @@ def list_local(
                 entries.append(entry)
                 if on_file is not None:
                     on_file(entry)
+    entries.sort(key=lambda e: sort_key(e.name))
+    return entries
+
+
+def combined_prefix(a: str, b: str) -> str | None:
+    """The prefix names must have to start with both ``a`` and ``b``; None if none can."""
+    if a.startswith(b):
+        return a
+    if b.startswith(a):
+        return b
+    return None
+
+
+def keep_remote_name(name: str, include_hidden: bool, tally: Tally) -> bool:
+    """Object-store rules: directory markers are not files; hidden path parts are skipped."""
+    if not name or name.endswith("/"):
+        return False
+    if not include_hidden and any(part.startswith(".") for part in name.split("/")):
+        tally.add(HIDDEN, name)
+        return False
+    return True
+
+
+def _mtime(info: dict) -> int:
+    for key in ("LastModified", "mtime", "last_modified", "updated", "created"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if hasattr(value, "timestamp"):
+            return int(value.timestamp())
+        try:
+            return int(float(value))
+        except (TypeError, ValueError):
+            continue
+    return 0
+
+
+async def _s3_pages(fs, bucket: str, prefix: str, on_object: Callable[[dict], None]) -> None:
+    async for info in fs._iterdir(bucket, delimiter="", prefix=prefix):
+        on_object(info)
+
+
+def list_remote(
+    location: Location,
+    *,
+    prefix: str = "",
+    include_hidden: bool = False,
+    tally: Tally | None = None,
+    on_file: Callable[[FileEntry], None] | None = None,
+) -> list[FileEntry]:
+    """List the objects of a store location; names are relative to the bucket (or URL path).
+
+    Raises:
+        UsageError: the bucket or path does not exist.
+        IshardError: access denied, the endpoint unreachable.
+    """
+    tally = tally if tally is not None else Tally()
+    wanted = combined_prefix(location.prefix, prefix)
+    entries: list[FileEntry] = []
+    if wanted is None:
+        return entries
+    fs, root = location.fs, location.root
+    cut = len(root) + 1 if root else 0
+
+    def take(info: dict) -> None:
+        if info.get("type", "file") != "file":
+            return
+        name = info["name"][cut:]
+        if not name.startswith(wanted) or not keep_remote_name(name, include_hidden, tally):
+            return
+        entry = FileEntry(name, int(info["size"]), _mtime(info))
+        entries.append(entry)
+        if on_file is not None:
+            on_file(entry)
+
+    try:
+        if location.is_s3:
+            fsspec.asyn.sync(fs.loop, _s3_pages, fs, root, wanted, take)
+        else:
+            if not fs.exists(root or "/"):
+                raise FileNotFoundError(root)
+            start = "/".join(p for p in (root, wanted.rpartition("/")[0]) if p)
+            for info in fs.find(start, detail=True).values():
+                take(info)
+    except IshardError:
+        raise
+    except Exception as err:
+        raise storage_error(err, location, "source") from None
     entries.sort(key=lambda e: sort_key(e.name))
     return entries

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import orjson
 from . import __version__
 from .errors import WriteError
 from .model import Plan, ShardResult
+from .storage import Location
 
 MANIFEST_NAME = "manifest.json"
 
@@ -48,29 +48,23 @@ def manifest_document(plan: Plan, results: Sequence[ShardResult]) -> dict:
     }
 
 
-def remove_manifest(dst: Path) -> None:
+def manifest_bytes(plan: Plan, results: Sequence[ShardResult]) -> bytes:
+    """The manifest as the JSON bytes written to ``DST/manifest.json``."""
+    return orjson.dumps(manifest_document(plan, results), option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def remove_manifest(dst: Location) -> None:
     """Remove an earlier ``DST/manifest.json`` before its shards may be replaced.
 
     A run that then fails leaves no manifest describing shards it overwrote.
     """
-    final = dst / MANIFEST_NAME
     try:
-        final.unlink(missing_ok=True)
+        if dst.is_local:
+            (Path(dst.root) / MANIFEST_NAME).unlink(missing_ok=True)
+        elif dst.fs.exists(dst.child(MANIFEST_NAME)):
+            dst.fs.rm(dst.child(MANIFEST_NAME))
     except OSError as err:
         raise WriteError(
-            f"cannot remove the old manifest {str(final)!r}: {err.strerror} — fix its permissions"
+            f"cannot remove the old manifest in {dst.url!r}: {err.strerror or err} — fix its "
+            "permissions"
         ) from None
-
-
-def write_manifest(dst: Path, plan: Plan, results: Sequence[ShardResult]) -> Path:
-    """Write ``DST/manifest.json`` atomically (temp name, then rename); return its path."""
-    final = dst / MANIFEST_NAME
-    temp = dst / f".{MANIFEST_NAME}.{os.getpid()}.ishard-tmp"
-    data = orjson.dumps(manifest_document(plan, results), option=orjson.OPT_INDENT_2) + b"\n"
-    try:
-        temp.write_bytes(data)
-        os.replace(temp, final)
-    except OSError as err:
-        temp.unlink(missing_ok=True)
-        raise WriteError(f"cannot write the manifest {str(final)!r}: {err.strerror}") from None
-    return final

@@ -128,3 +128,4 @@ class Report:
     results: tuple[ShardResult, ...]
     seconds: float
     manifest: str
+    retries: int = 0  # transient store errors that succeeded on another try

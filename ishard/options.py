@@ -15,9 +15,12 @@ from .keys import ALIASES, BUILT_IN, key_function
 from .plan import ARCHIVE_EXTS, Bounds, Order
 from .samples import ACTIONS
 from .sizes import parse_size
+from .storage import parse_storage_options
 from .templates import NameTemplate, parse_template
 
 DEFAULT_SHARD_SIZE = 1 << 20
+DEFAULT_PART_SIZE = 16 << 20
+DEFAULT_READ_BUFFER = 256 << 20
 _DIGITS = regex.compile(r"[0-9]+")
 ZIP_METHODS = ("stored", "deflated")
 
@@ -42,6 +45,12 @@ class Options:
     overwrite: bool = False
     compress_level: int | None = None
     zip_compression: str = "stored"
+    src_list: str | None = None
+    endpoint_url: str | None = None
+    storage_options: tuple[str, ...] | dict = ()
+    part_size: int = DEFAULT_PART_SIZE
+    read_buffer: int = DEFAULT_READ_BUFFER
+    retries: int = 5
 
     @property
     def bounds(self) -> Bounds:
@@ -63,14 +72,16 @@ class Options:
         """The parsed sample order (an unseeded shuffle got its seed in make_options)."""
         return parse_sort(self.sort)
 
-    @property
-    def workers(self) -> int:
-        """How many shards are written at once."""
-        return self.jobs or min(8, os.cpu_count() or 1)
+    def workers(self, remote: bool) -> int:
+        """How many shards are written at once: CPUs locally, more when a store is involved."""
+        return self.jobs or (8 if remote else min(8, os.cpu_count() or 1))
 
     def to_dict(self) -> dict:
-        """The options as plain JSON-ready values (for the manifest)."""
-        return asdict(self)
+        """The options as plain JSON-ready values (for the manifest); storage option values,
+        which may hold secrets, are reduced to their keys."""
+        values = asdict(self)
+        values["storage_options"] = sorted(parse_storage_options(self.storage_options))
+        return values
 
 
 def parse_sort(text: str | None) -> Order:
@@ -114,6 +125,20 @@ def _positive_int(value, option: str, *, allow_none: bool) -> int | None:
     if isinstance(value, bool) or not _DIGITS.fullmatch(str(value).strip()) or int(value) < 1:
         raise UsageError(f"{option} {str(value)!r} must be a whole number of at least 1")
     return int(value)
+
+
+def _part_size(value) -> int:
+    size = parse_size(value, option="--part-size")
+    if size < 5 << 20:
+        raise UsageError(f"--part-size {str(value)!r} is below S3's minimum part of 5MiB")
+    return size
+
+
+def _storage_options(value) -> tuple[str, ...] | dict:
+    parse_storage_options(value)  # a malformed item fails here
+    if isinstance(value, dict):
+        return value
+    return tuple([value] if isinstance(value, str) else value or ())
 
 
 def make_options(**kwargs) -> Options:
@@ -162,6 +187,10 @@ def make_options(**kwargs) -> Options:
             "sort": sort,
             "jobs": _positive_int(opts.jobs, "--jobs", allow_none=False) if opts.jobs else 0,
             "compress_level": None if level is None else int(level),
+            "part_size": _part_size(opts.part_size),
+            "read_buffer": parse_size(opts.read_buffer, option="--read-buffer"),
+            "retries": _positive_int(opts.retries, "--retries", allow_none=False),
+            "storage_options": _storage_options(opts.storage_options),
             "prefix": opts.prefix or "",
         }
     )

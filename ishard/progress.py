@@ -24,6 +24,9 @@ class Progress:
     def shard_done(self, result: ShardResult) -> None:
         """One shard is complete under its final name."""
 
+    def notice(self, text: str) -> None:
+        """Something the user should know now (e.g. cleanup after a failure is waiting)."""
+
     def close(self) -> None:
         """The run is over (successfully or not)."""
 

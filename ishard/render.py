@@ -66,6 +66,8 @@ def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
             f"archives: {format_size(summary['archive_bytes'])} in {summary['destination']} "
             f"({seconds:.2f}s, {rate}/s); manifest {summary['manifest']}\n"
         )
+        if summary.get("retries"):
+            out.write(f"store requests retried after transient errors: {summary['retries']}\n")
 
 
 def warnings_text(warnings: list[str], out: TextIO = sys.stderr) -> None:
@@ -118,6 +120,9 @@ class BarProgress(Progress):
         if self._writing is not None:
             self._bar.update(self._writing, detail=detail)
 
+    def notice(self, text: str) -> None:
+        self._bar.console.print(f"ishard: {text}", markup=False, highlight=False)
+
     def close(self) -> None:
         self._bar.stop()
 
@@ -141,6 +146,9 @@ class LineProgress(Progress):
 
     def listing(self, files: int, nbytes: int) -> None:
         self._say(f"listed {files} files, {format_size(nbytes)}")
+
+    def notice(self, text: str) -> None:
+        self._say(text, force=True)
 
     def planned(self, shards: int, nbytes: int) -> None:
         self._total, self._shards, self._start = nbytes, shards, time.monotonic()
@@ -174,5 +182,13 @@ def make_progress(enabled: bool | None) -> Progress:
     if enabled is None:
         enabled = tty
     if not enabled:
-        return Progress()
+        return NoticesOnly()
     return BarProgress() if tty else LineProgress()
+
+
+class NoticesOnly(Progress):
+    """No progress, but notices still reach stderr."""
+
+    def notice(self, text: str) -> None:
+        sys.stderr.write(f"ishard: {text}\n")
+        sys.stderr.flush()

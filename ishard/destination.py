@@ -1,0 +1,74 @@
+"""Check a destination before anything is listed: not inside the source, exists, empty."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import fsspec.asyn
+
+from .errors import IshardError, UsageError
+from .listing import check_source_dir
+from .storage import Location, storage_error
+
+NOT_EMPTY = "use an empty destination, or --overwrite to replace same-named shards"
+
+
+def _inside(src: Location, dst: Location) -> bool:
+    if src.is_local != dst.is_local:
+        return False
+    if src.is_local:
+        src_path = check_source_dir(src.root).resolve()
+        dst_path = Path(dst.root).resolve()
+        return dst_path == src_path or src_path in dst_path.parents
+    if type(src.fs) is not type(dst.fs) or src.root != dst.root:
+        return False
+    return dst.prefix.strip("/").startswith(src.prefix.strip("/"))
+
+
+async def _first_key(fs, bucket: str, prefix: str) -> str | None:
+    async for info in fs._iterdir(bucket, max_items=1, delimiter="", prefix=prefix):
+        return info["name"]
+    return None
+
+
+def _remote_has_objects(dst: Location) -> bool:
+    fs = dst.fs
+    if dst.is_s3:
+        prefix = dst.prefix.strip("/")
+        return fsspec.asyn.sync(fs.loop, _first_key, fs, dst.root, prefix + "/" if prefix else "") is not None
+    path = dst.child("").rstrip("/")
+    if not fs.exists(path):
+        parent = path.rpartition("/")[0]
+        if dst.root and not fs.exists(dst.root) and parent:
+            raise FileNotFoundError(dst.root)
+        return False
+    return bool(fs.ls(path, detail=False))
+
+
+def check_destination(src: Location, dst: Location, *, overwrite: bool) -> None:
+    """Refuse a destination inside the source, a file, a missing bucket, or one not empty.
+
+    Raises:
+        UsageError: naming the destination and the fix (exit 2).
+        IshardError: the destination store cannot be reached or denies access (exit 1).
+    """
+    if _inside(src, dst):
+        raise UsageError(
+            f"destination {dst.url!r} is inside the source {src.url!r} — write the shards "
+            "somewhere else"
+        )
+    if dst.is_local:
+        path = Path(dst.root)
+        if path.exists() and not path.is_dir():
+            raise UsageError(f"destination {dst.url!r} is a file — give a directory")
+        if path.is_dir() and not overwrite and any(path.iterdir()):
+            raise UsageError(f"destination {dst.url!r} is not empty — {NOT_EMPTY}")
+        return
+    try:
+        has_objects = _remote_has_objects(dst)
+    except IshardError:
+        raise
+    except Exception as err:
+        raise storage_error(err, dst, "destination") from None
+    if has_objects and not overwrite:
+        raise UsageError(f"destination {dst.url!r} is not empty — {NOT_EMPTY}")

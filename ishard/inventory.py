@@ -1,0 +1,158 @@
+"""Listings from inventory files (``--src-list``): CSV with a header, JSON Lines, S3 Inventory."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import unquote_plus
+
+import fsspec
+
+from .errors import UsageError
+from .listing import combined_prefix, keep_remote_name, sort_key
+from .model import FileEntry, Tally
+
+NAME_COLUMNS = ("name", "key", "Key", "path", "object")
+SIZE_COLUMNS = ("size", "Size", "bytes")
+MTIME_COLUMNS = ("mtime", "last_modified", "LastModifiedDate", "LastModified")
+
+
+def _open_text(url: str) -> io.TextIOBase:
+    try:
+        return fsspec.open(url, "rt", encoding="utf-8", newline="", compression="infer").open()
+    except FileNotFoundError:
+        raise UsageError(f"--src-list {url!r} does not exist — give an inventory file") from None
+    except Exception as err:
+        raise UsageError(f"--src-list {url!r} cannot be opened: {err}") from None
+
+
+def _mtime(value) -> int:
+    if value in (None, ""):
+        return 0
+    try:
+        return int(float(value))
+    except (TypeError, ValueError):
+        from datetime import datetime
+
+        try:
+            return int(datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp())
+        except ValueError:
+            return 0
+
+
+def _pick(row: dict, names: tuple[str, ...]):
+    for n in names:
+        if n in row:
+            return row[n]
+    return None
+
+
+def _rows_jsonl(text: io.TextIOBase, where: str) -> Iterator[tuple[str, int, int]]:
+    for number, line in enumerate(text, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            yield str(_pick(row, NAME_COLUMNS)), int(_pick(row, SIZE_COLUMNS)), _mtime(
+                _pick(row, MTIME_COLUMNS)
+            )
+        except (ValueError, TypeError) as err:
+            raise UsageError(
+                f"--src-list {where!r} line {number} is not a JSON object with name and size "
+                f"({err}) — write {{\"name\": \"a/b.jpg\", \"size\": 123}}"
+            ) from None
+
+
+def _rows_csv(text: io.TextIOBase, where: str) -> Iterator[tuple[str, int, int]]:
+    reader = csv.DictReader(text)
+    fields = reader.fieldnames or []
+    if not any(n in fields for n in NAME_COLUMNS) or not any(n in fields for n in SIZE_COLUMNS):
+        raise UsageError(
+            f"--src-list {where!r} has no header with a name (or key) and a size column — "
+            "add a first line such as 'name,size'"
+        )
+    for number, row in enumerate(reader, 2):
+        try:
+            yield _pick(row, NAME_COLUMNS), int(_pick(row, SIZE_COLUMNS)), _mtime(
+                _pick(row, MTIME_COLUMNS)
+            )
+        except (ValueError, TypeError):
+            raise UsageError(f"--src-list {where!r} line {number}: size is not a number") from None
+
+
+def _s3_inventory(manifest: dict, where: str) -> Iterator[tuple[str, int, int]]:
+    """AWS S3 Inventory: manifest.json names headerless CSV files and their column schema."""
+    if manifest.get("fileFormat", "CSV").upper() != "CSV":
+        raise UsageError(f"--src-list {where!r}: only CSV S3 Inventory reports are supported")
+    schema = [c.strip() for c in manifest["fileSchema"].split(",")]
+    if "Key" not in schema or "Size" not in schema:
+        raise UsageError(f"--src-list {where!r}: the inventory must include the Key and Size fields")
+    key_at, size_at = schema.index("Key"), schema.index("Size")
+    mtime_at = schema.index("LastModifiedDate") if "LastModifiedDate" in schema else None
+    for item in manifest.get("files", []):
+        with _open_text(_data_file(where, manifest, item["key"])) as text:
+            for row in csv.reader(text):
+                if not row:
+                    continue
+                mtime = _mtime(row[mtime_at]) if mtime_at is not None else 0
+                yield unquote_plus(row[key_at]), int(row[size_at] or 0), mtime
+
+
+def _data_file(where: str, manifest: dict, key: str) -> str:
+    if "://" in where:
+        bucket = manifest.get("destinationBucket", "").rpartition(":")[2]
+        return f"{where.partition('://')[0]}://{bucket}/{key}"
+    here = Path(where).parent
+    for candidate in (here / Path(key).name, here / key, here.parent / "data" / Path(key).name):
+        if candidate.exists():
+            return str(candidate)
+    raise UsageError(
+        f"--src-list {where!r} names data file {key!r}, which is not beside it — copy the "
+        "inventory's data/ files next to manifest.json"
+    )
+
+
+def list_inventory(
+    where: str,
+    *,
+    list_prefix: str = "",
+    prefix: str = "",
+    include_hidden: bool = False,
+    tally: Tally | None = None,
+    on_file: Callable[[FileEntry], None] | None = None,
+) -> list[FileEntry]:
+    """The entries an inventory file names, filtered like a listing, sorted bytewise.
+
+    Raises:
+        UsageError: the file is missing or malformed.
+    """
+    tally = tally if tally is not None else Tally()
+    wanted = combined_prefix(list_prefix, prefix)
+    with _open_text(where) as text:
+        content = text.read()
+    body = io.StringIO(content)
+    stripped = content.lstrip()
+    if stripped.startswith("{") and '"fileSchema"' in content[:1 << 16]:
+        rows = _s3_inventory(json.loads(content), where)
+    elif stripped.startswith("{"):
+        rows = _rows_jsonl(body, where)
+    else:
+        rows = _rows_csv(body, where)
+    entries: list[FileEntry] = []
+    seen: set[str] = set()
+    for name, size, mtime in rows:
+        if wanted is None or not name.startswith(wanted):
+            continue
+        if not keep_remote_name(name, include_hidden, tally) or name in seen:
+            continue
+        seen.add(name)
+        entry = FileEntry(name, size, mtime)
+        entries.append(entry)
+        if on_file is not None:
+            on_file(entry)
+    entries.sort(key=lambda e: sort_key(e.name))
+    return entries
+

@@ -1,0 +1,64 @@
+"""Retry transient store errors with exponential backoff, counting every retry for the summary."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
+             ValueError, TypeError, KeyError)  # fmt: skip
+PERMANENT_NAMES = ("NoCredentialsError", "PartialCredentialsError", "ParamValidationError")
+
+
+def is_transient(err: BaseException) -> bool:
+    """Worth another try: connection resets, timeouts, 5xx and throttling; not 'missing' or 'denied'."""
+    if isinstance(err, PERMANENT) or type(err).__name__ in PERMANENT_NAMES:
+        return False
+    return isinstance(err, Exception)
+
+
+class Retrier:
+    """Runs calls with up to ``attempts`` tries, sleeping ``base * 2**n`` (capped) between them."""
+
+    def __init__(self, attempts: int = 5, base: float = 0.25, cap: float = 4.0) -> None:
+        self.attempts = max(1, attempts)
+        self.base, self.cap = base, cap
+        self._lock = threading.Lock()
+        self.retries = 0
+
+    @property
+    def patience(self) -> float:
+        """Seconds of backoff before the last try gives up."""
+        return sum(min(self.cap, self.base * 2**a) for a in range(self.attempts - 1))
+
+    def _delay(self, attempt: int) -> float:
+        with self._lock:
+            self.retries += 1
+        return min(self.cap, self.base * 2**attempt)
+
+    async def run_async(self, call: Callable[[], Awaitable[T]]) -> T:
+        """Await ``call()`` until it succeeds, fails permanently, or runs out of tries."""
+        for attempt in range(self.attempts):
+            try:
+                return await call()
+            except Exception as err:
+                if attempt + 1 >= self.attempts or not is_transient(err):
+                    raise
+                await asyncio.sleep(self._delay(attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def run(self, call: Callable[[], T]) -> T:
+        """Call ``call()`` until it succeeds, fails permanently, or runs out of tries."""
+        for attempt in range(self.attempts):
+            try:
+                return call()
+            except Exception as err:
+                if attempt + 1 >= self.attempts or not is_transient(err):
+                    raise
+                time.sleep(self._delay(attempt))
+        raise AssertionError("unreachable")  # pragma: no cover

@@ -1,0 +1,237 @@
+"""Where shard bytes go: a local temp file renamed when complete, or an S3 multipart upload."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import os
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+
+from .errors import IshardError, WriteError
+from .retry import Retrier
+from .storage import Location, storage_error
+
+TEMP_SUFFIX = ".ishard-tmp"
+MIN_PART = 5 << 20  # S3's smallest part (but the last)
+MAX_PARTS = 10_000
+PARTS_IN_FLIGHT = 2  # per shard: part_size * (this + 1) bytes of memory at most
+
+
+def temp_path(final: Path) -> Path:
+    """The hidden name a local shard is written under until it is complete."""
+    return final.with_name(f".{final.name}.{os.getpid()}{TEMP_SUFFIX}")
+
+
+class _Hashing:
+    """md5 and byte count of everything written."""
+
+    def __init__(self) -> None:
+        self.md5 = hashlib.md5()
+        self.size = 0
+
+    def _count(self, data: bytes) -> None:
+        self.md5.update(data)
+        self.size += len(data)
+
+
+class LocalSink(_Hashing):
+    """A shard written to a hidden temp file beside its final name; renamed on commit."""
+
+    def __init__(self, final: Path) -> None:
+        super().__init__()
+        self.final, self.temp = final, temp_path(final)
+        try:
+            self._fd = os.open(self.temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except OSError as err:
+            raise WriteError(f"cannot write shard {str(final)!r}: {err.strerror}") from None
+
+    def write(self, data: bytes) -> None:
+        """Append ``data``."""
+        self._count(data)
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError as err:
+            raise WriteError(f"cannot write shard {str(self.final)!r}: {err.strerror}") from None
+
+    def close(self) -> None:
+        """All bytes are written."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def commit(self) -> None:
+        """Give the complete shard its final name."""
+        self.close()
+        os.replace(self.temp, self.final)
+
+    def abort(self) -> None:
+        """Remove the partial shard."""
+        self.close()
+        self.temp.unlink(missing_ok=True)
+
+
+class S3Sink(_Hashing):
+    """A shard streamed to S3: parts upload while writing; the object appears only on commit.
+
+    A shard smaller than one part is a single PUT at commit. A failed shard's multipart upload
+    is aborted, so no partial object and no dangling upload remain.
+    """
+
+    def __init__(self, location: Location, name: str, retrier: Retrier, cleanup: Retrier,
+                 part_size: int, expected: int, notice: Callable[[str], None]) -> None:
+        super().__init__()
+        self._fs, self._loc, self._retrier, self._cleanup = location.fs, location, retrier, cleanup
+        self.url = f"{location.url.partition('://')[0]}://{location.child(name)}"
+        self._bucket, _, self._key = location.child(name).partition("/")
+        self._part_size = max(part_size, MIN_PART, math.ceil(expected * 1.1 / (MAX_PARTS - 100)))
+        self._buf = bytearray()
+        self._upload_id: str | None = None
+        self._parts: list[Future] = []
+        self._notice = notice
+
+    def _call(self, retrier: Retrier, method: str, **kwargs):
+        coro = retrier.run_async(lambda: self._fs._call_s3(method, Bucket=self._bucket,
+                                                           Key=self._key, **kwargs))
+        return asyncio.run_coroutine_threadsafe(coro, self._fs.loop)
+
+    def _wait(self, future: Future):
+        try:
+            return future.result()
+        except IshardError:
+            raise
+        except Exception as err:
+            raise storage_error(err, self._loc, "destination") from None
+
+    def _send(self, part: bytes) -> None:
+        if self._upload_id is None:
+            out = self._wait(self._call(self._retrier, "create_multipart_upload"))
+            self._upload_id = out["UploadId"]
+        number = len(self._parts) + 1
+        self._parts.append(self._call(self._retrier, "upload_part", PartNumber=number,
+                                      UploadId=self._upload_id, Body=part))
+        if len(self._parts) > PARTS_IN_FLIGHT:
+            self._wait(self._parts[-1 - PARTS_IN_FLIGHT])
+
+    def write(self, data: bytes) -> None:
+        """Append ``data``; full parts start uploading."""
+        self._count(data)
+        self._buf += data
+        while len(self._buf) >= self._part_size:
+            self._send(bytes(self._buf[: self._part_size]))
+            del self._buf[: self._part_size]
+
+    def close(self) -> None:
+        """All bytes are written: send the last part (a small shard waits for commit)."""
+        if self._upload_id is not None and self._buf:
+            self._send(bytes(self._buf))
+            self._buf.clear()
+
+    def commit(self) -> None:
+        """Complete the upload (or PUT a small shard): only now does the object exist."""
+        if self._upload_id is None:
+            self._wait(self._call(self._retrier, "put_object", Body=bytes(self._buf)))
+            return
+        etags = [self._wait(f)["ETag"] for f in self._parts]
+        parts = [{"PartNumber": i + 1, "ETag": tag} for i, tag in enumerate(etags)]
+        self._wait(self._call(self._retrier, "complete_multipart_upload",
+                              UploadId=self._upload_id, MultipartUpload={"Parts": parts}))
+        self._upload_id = None
+
+    def abort(self) -> None:
+        """Abort the multipart upload, retrying patiently: nothing may be left dangling."""
+        for future in self._parts:
+            future.cancel()
+        if self._upload_id is None:
+            return
+        try:
+            self._call(self._retrier, "abort_multipart_upload", UploadId=self._upload_id).result()
+        except Exception as err:
+            self._notice(
+                f"could not abort the unfinished upload of {self.url} yet ({type(err).__name__}); "
+                f"retrying for up to {self._cleanup.patience:.0f}s"
+            )
+            try:
+                self._call(self._cleanup, "abort_multipart_upload",
+                           UploadId=self._upload_id).result()
+            except Exception:
+                self._notice(
+                    f"the unfinished upload of {self.url} could not be aborted — run ishard "
+                    "again on this destination once the store is back, or set a lifecycle rule"
+                )
+                return
+        self._upload_id = None
+
+
+class FsspecSink(_Hashing):
+    """A shard written through any other fsspec filesystem; removed again on failure."""
+
+    def __init__(self, location: Location, name: str) -> None:
+        super().__init__()
+        self._loc, self._path = location, location.child(name)
+        try:
+            self._file = location.fs.open(self._path, "wb")
+        except Exception as err:
+            raise storage_error(err, location, "destination") from None
+
+    def write(self, data: bytes) -> None:
+        """Append ``data``."""
+        self._count(data)
+        self._file.write(data)
+
+    def close(self) -> None:
+        """All bytes are written."""
+
+    def commit(self) -> None:
+        """Finish the file."""
+        try:
+            self._file.close()
+        except Exception as err:
+            raise storage_error(err, self._loc, "destination") from None
+
+    def abort(self) -> None:
+        """Drop the partial file."""
+        discard = getattr(self._file, "discard", None)
+        try:
+            if discard is not None:
+                discard()
+            else:
+                self._file.close()
+                self._loc.fs.rm(self._path)
+        except Exception:
+            pass  # best effort: the manifest never lists a failed shard
+
+
+def put_file(location: Location, name: str, data: bytes, retrier: Retrier) -> str:
+    """Write a small whole file (the manifest) to a destination in one request; return its URL."""
+    if location.is_local:
+        final = Path(location.root) / name
+        temp = temp_path(final)
+        try:
+            temp.write_bytes(data)
+            os.replace(temp, final)
+        except OSError as err:
+            temp.unlink(missing_ok=True)
+            raise WriteError(f"cannot write {str(final)!r}: {err.strerror}") from None
+        return str(final)
+    path = location.child(name)
+    try:
+        retrier.run(lambda: location.fs.pipe_file(path, data))
+    except Exception as err:
+        raise storage_error(err, location, "destination") from None
+    return f"{location.url.split('://')[0]}://{path}"
+
+
+def open_sink(location: Location, name: str, *, retrier: Retrier, cleanup: Retrier,
+              part_size: int, expected: int, notice: Callable[[str], None]):
+    """The sink for one shard at a destination."""
+    if location.is_local:
+        return LocalSink(Path(location.root) / name)
+    if location.is_s3:
+        return S3Sink(location, name, retrier, cleanup, part_size, expected, notice)
+    return FsspecSink(location, name)
+
