@@ -11,11 +11,12 @@ from rich.console import Console
 from rich.progress import (
     BarColumn,
     DownloadColumn,
+    ProgressColumn,
     Progress as RichBar,
     TextColumn,
     TimeRemainingColumn,
-    TransferSpeedColumn,
 )
+from rich.text import Text
 
 from .model import Plan, ShardResult
 from .progress import Progress
@@ -81,6 +82,13 @@ def error_line(message: str, out: TextIO = sys.stderr) -> None:
     out.write(f"ishard: error: {message}\n")
 
 
+class _Speed(ProgressColumn):
+    """Throughput in the same binary units as the sizes beside it."""
+
+    def render(self, task) -> Text:
+        return Text(f"{format_size(int(task.speed))}/s" if task.speed else "")
+
+
 class BarProgress(Progress):
     """A rich live display on a terminal: files listed, then bytes and shards written."""
 
@@ -89,7 +97,7 @@ class BarProgress(Progress):
             TextColumn("{task.description}"),
             BarColumn(),
             DownloadColumn(binary_units=True),
-            TransferSpeedColumn(),
+            _Speed(),
             TimeRemainingColumn(),
             TextColumn("{task.fields[detail]}"),
             console=Console(stderr=True),
