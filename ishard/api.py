@@ -12,15 +12,16 @@ from .inventory import list_inventory
 from .keys import key_function
 from .listing import list_local, list_remote
 from .manifest import MANIFEST_NAME, manifest_bytes, remove_manifest
-from .model import FileEntry, Plan, Report, ShardPlan, Tally
+from .model import Plan, Report, ShardPlan, Tally
 from .options import Options, make_options
-from .plan import check_unique, cut, name_shards
+from .plan import check_unique, cut_indices, shard_names
 from .progress import SILENT, Progress
 from .readers import open_reader
 from .retry import Retrier
-from .samples import apply_sample_exts, group, route
+from .samples import apply_sample_exts_table, group_table, route_table
 from .sinks import open_sink, put_file
 from .storage import Location, parse_storage_options, resolve
+from .table import FileTable, SampleTable, ShardList
 from .write import write_shards
 
 LISTING_REPORT_EVERY = 1000
@@ -80,7 +81,8 @@ def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **op
 
     def sink_for(shard_plan: ShardPlan):
         return open_sink(dest, shard_plan.name, retrier=retrier, cleanup=cleanup,
-                         part_size=opts.part_size, expected=shard_plan.size, notice=progress.notice)
+                         part_size=opts.part_size, expected=shard_plan.size, notice=progress.notice,
+                         checksum=opts.checksum == "md5")
 
     settings = {"compress_level": opts.compress_level,
                 "zip_deflate": opts.zip_compression == "deflated"}
@@ -99,12 +101,12 @@ def _location(url: str, opts: Options, role: str) -> Location:
                    storage_options=parse_storage_options(opts.storage_options), role=role)
 
 
-def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> list[FileEntry]:
+def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> FileTable:
     seen = [0, 0]
 
-    def on_file(entry: FileEntry) -> None:
+    def on_file(size: int) -> None:
         seen[0] += 1
-        seen[1] += entry.size
+        seen[1] += size
         if seen[0] % LISTING_REPORT_EVERY == 0:
             progress.listing(*seen)
 
@@ -123,23 +125,31 @@ def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> 
 def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> Plan:
     """List the source and plan its shards under checked options."""
     tally = Tally()
-    entries = _list(source, opts, tally, progress)
+    files = _list(source, opts, tally, progress)
     ekm = opts.parsed_ekm
     warnings: list[str] = []
-    groups = route(group(entries, key_function(opts.sample_key_pattern)), ekm, tally)
-    shards: list[ShardPlan] = []
-    for index, samples in enumerate(groups):
-        samples = apply_sample_exts(
-            samples, opts.sample_exts, opts.missing_extension_action, tally, warnings
+    groups = route_table(group_table(files, key_function(opts.sample_key_pattern)), ekm, tally)
+    names: list[str] = []
+    members: list[list[int]] = []
+    tables: list[SampleTable] = []
+    for index, table in enumerate(groups):
+        table = apply_sample_exts_table(
+            table, opts.sample_exts, opts.missing_extension_action, tally, warnings
         )
-        cuts = cut(samples, opts.bounds, opts.order, opts.collapse)
+        cuts = cut_indices(table.keys, table.sizes, opts.bounds, opts.order, opts.collapse)
         if ekm is None:
-            shards += name_shards(cuts, opts.template, opts.ext)
+            names += shard_names(len(cuts), opts.template, opts.ext)
         else:
-            shards += name_shards(cuts, ekm.categories[index].template, opts.ext, own_ext=True)
-    check_unique(shards)
-    for shard_plan in shards:
-        check_names(shard_plan)
+            template = ekm.categories[index].template
+            names += shard_names(len(cuts), template, opts.ext, own_ext=True)
+        members += cuts
+        tables += [table] * len(cuts)
+    check_unique(names)
+    shards = ShardList(names, members, tables)
+    del members
+    if any(n.endswith(".zip") for n in names):
+        for shard_plan in shards:
+            check_names(shard_plan)
     skipped = tally.freeze()
     if not shards:
         where = f" with prefix {opts.prefix!r}" if opts.prefix else ""
@@ -153,7 +163,7 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
         )
     return Plan(
         source=source.url,
-        shards=tuple(shards),
+        shards=shards,
         skipped=skipped,
         warnings=tuple(warnings),
         seed=opts.order.seed,

@@ -14,6 +14,7 @@ from .errors import Interrupted, IshardError, UsageError
 from .render import (
     error_line,
     make_progress,
+    plan_headers,
     plan_text,
     summary_text,
     warnings_text,
@@ -21,7 +22,7 @@ from .render import (
 from .report import plan_document, plan_summary, run_summary
 from .sizes import format_size
 
-DRY_RUN_MODES = ("text", "show_keys", "json")
+DRY_RUN_MODES = ("text", "show_keys", "json", "summary")
 # Go ishard's flag spellings -> ours; src_bck and dst_bck become the two positional arguments.
 GO_FLAGS = {
     "shard_size": "--shard-size",
@@ -38,6 +39,7 @@ GO_FLAGS = {
     "jobs": "--jobs",
     "src_list": "--src-list",
     "endpoint_url": "--endpoint-url",
+    "checksum": "--checksum",
 }
 GO_BOOLS = {
     "collapse": ("--collapse", "--no-collapse"),
@@ -141,7 +143,7 @@ def _emit_json(doc: dict) -> None:
 @click.option("--ext", default=".tar", show_default=True, help=".tar, .tgz, .tar.gz, .zip or .tar.lz4")
 @click.option("--shard-template", default="shard-%06d", show_default=True, help="Shard names: %06d, {0000..9999} or @0999.")
 @click.option("--sort", default=None, help="alpha:inc, alpha:dec, shuffle or shuffle:SEED")
-@click.option("--dry-run", "dry_run", default=None, help="Print the plan, write nothing: --dry-run, --dry-run=show_keys, --dry-run=json.")
+@click.option("--dry-run", "dry_run", default=None, help="Print the plan, write nothing: --dry-run, --dry-run=show_keys, --dry-run=json, --dry-run=summary (shard lines only).")
 @click.option("--progress/--no-progress", default=None, help="Show progress (default: when stderr is a terminal).")
 @click.option("--jobs", type=int, default=0, help="Shards written at once (default: CPUs, at most 8).")
 @click.option("--include-hidden", is_flag=True, help="Keep files and directories whose name starts with '.'.")
@@ -154,14 +156,15 @@ def _emit_json(doc: dict) -> None:
 @click.option("--part-size", default="16MiB", show_default=True, help="Multipart upload part size for S3 destinations.")
 @click.option("--read-buffer", default="256MiB", show_default=True, help="Bytes fetched ahead from a store, across all writers.")
 @click.option("--retries", type=int, default=5, show_default=True, help="Tries per store request before giving up.")
+@click.option("--checksum", default="md5", show_default=True, help="md5 of every shard for the manifest, or none (faster).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def shard_command(src, dst, dry_run, progress, as_json, debug, **options) -> None:
     """Shard the files under SRC into archives in DST."""
     if dry_run is not None and dry_run not in DRY_RUN_MODES:
         raise click.UsageError(
-            f"--dry-run={dry_run!r} is not a dry-run mode — use --dry-run, --dry-run=show_keys "
-            "or --dry-run=json"
+            f"--dry-run={dry_run!r} is not a dry-run mode — use --dry-run, --dry-run=show_keys, "
+            "--dry-run=json or --dry-run=summary"
         )
     if dry_run is None and dst is None:
         raise click.UsageError("missing DST — say where the shards go: ishard shard SRC DST")
@@ -171,7 +174,10 @@ def shard_command(src, dst, dry_run, progress, as_json, debug, **options) -> Non
         if dry_run == "json":
             _emit_json(plan_document(the_plan))
             return
-        plan_text(the_plan, dry_run == "show_keys", sys.stdout)
+        if dry_run == "summary":
+            plan_headers(the_plan, sys.stdout)
+        else:
+            plan_text(the_plan, dry_run == "show_keys", sys.stdout)
         summary_text(plan_summary(the_plan), sys.stdout, dry_run=True)
         return
     bar = make_progress(progress)

@@ -12,8 +12,9 @@ from urllib.parse import unquote_plus
 import fsspec
 
 from .errors import UsageError
-from .listing import combined_prefix, keep_remote_name, sort_key
-from .model import FileEntry, Tally
+from .listing import combined_prefix, keep_remote_name
+from .model import Tally
+from .table import FileTable
 
 NAME_COLUMNS = ("name", "key", "Key", "path", "object")
 SIZE_COLUMNS = ("size", "Size", "bytes")
@@ -66,21 +67,29 @@ def _rows_jsonl(text: io.TextIOBase, where: str) -> Iterator[tuple[str, int, int
             ) from None
 
 
+def _column(fields: list[str], names: tuple[str, ...]) -> int | None:
+    return next((fields.index(n) for n in names if n in fields), None)
+
+
 def _rows_csv(text: io.TextIOBase, where: str) -> Iterator[tuple[str, int, int]]:
-    reader = csv.DictReader(text)
-    fields = reader.fieldnames or []
-    if not any(n in fields for n in NAME_COLUMNS) or not any(n in fields for n in SIZE_COLUMNS):
+    reader = csv.reader(text)
+    fields = next(reader, [])
+    name_at, size_at = _column(fields, NAME_COLUMNS), _column(fields, SIZE_COLUMNS)
+    mtime_at = _column(fields, MTIME_COLUMNS)
+    if name_at is None or size_at is None:
         raise UsageError(
             f"--src-list {where!r} has no header with a name (or key) and a size column — "
             "add a first line such as 'name,size'"
         )
-    for number, row in enumerate(reader, 2):
-        try:
-            yield _pick(row, NAME_COLUMNS), int(_pick(row, SIZE_COLUMNS)), _mtime(
-                _pick(row, MTIME_COLUMNS)
-            )
-        except (ValueError, TypeError):
-            raise UsageError(f"--src-list {where!r} line {number}: size is not a number") from None
+    number = 1
+    try:
+        for number, row in enumerate(reader, 2):  # noqa: B007 - kept for the error message
+            if row:
+                yield row[name_at], int(row[size_at]), 0 if mtime_at is None else _mtime(row[mtime_at])
+    except (ValueError, IndexError):
+        raise UsageError(
+            f"--src-list {where!r} line {number}: expected a name and a whole-number size"
+        ) from None
 
 
 def _s3_inventory(manifest: dict, where: str) -> Iterator[tuple[str, int, int]]:
@@ -122,8 +131,8 @@ def list_inventory(
     prefix: str = "",
     include_hidden: bool = False,
     tally: Tally | None = None,
-    on_file: Callable[[FileEntry], None] | None = None,
-) -> list[FileEntry]:
+    on_file: Callable[[int], None] | None = None,
+) -> FileTable:
     """The entries an inventory file names, filtered like a listing, sorted bytewise.
 
     Raises:
@@ -132,27 +141,28 @@ def list_inventory(
     tally = tally if tally is not None else Tally()
     wanted = combined_prefix(list_prefix, prefix)
     with _open_text(where) as text:
-        content = text.read()
-    body = io.StringIO(content)
-    stripped = content.lstrip()
-    if stripped.startswith("{") and '"fileSchema"' in content[:1 << 16]:
-        rows = _s3_inventory(json.loads(content), where)
-    elif stripped.startswith("{"):
-        rows = _rows_jsonl(body, where)
+        head = text.read(1 << 16)
+    stripped = head.lstrip()
+    stream = None
+    if stripped.startswith("{") and '"fileSchema"' in head:
+        with _open_text(where) as text:
+            rows = _s3_inventory(json.load(text), where)
     else:
-        rows = _rows_csv(body, where)
-    entries: list[FileEntry] = []
-    seen: set[str] = set()
-    for name, size, mtime in rows:
-        if wanted is None or not name.startswith(wanted):
-            continue
-        if not keep_remote_name(name, include_hidden, tally) or name in seen:
-            continue
-        seen.add(name)
-        entry = FileEntry(name, size, mtime)
-        entries.append(entry)
-        if on_file is not None:
-            on_file(entry)
-    entries.sort(key=lambda e: sort_key(e.name))
+        stream = _open_text(where)  # read again, row by row: a big inventory is never held whole
+        rows = _rows_jsonl(stream, where) if stripped.startswith("{") else _rows_csv(stream, where)
+    entries = FileTable()
+    try:
+        for name, size, mtime in rows:
+            if wanted is None or not name.startswith(wanted):
+                continue
+            if not keep_remote_name(name, include_hidden, tally):
+                continue
+            entries.add(name, size, mtime)
+            if on_file is not None:
+                on_file(size)
+    finally:
+        if stream is not None:
+            stream.close()
+    entries.sort()
     return entries
 

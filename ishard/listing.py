@@ -10,7 +10,8 @@ from pathlib import Path
 import fsspec.asyn
 
 from .errors import IshardError, SourceError, UsageError
-from .model import FileEntry, Tally
+from .model import Tally
+from .table import FileTable
 from .storage import Location, storage_error
 
 HIDDEN = "hidden (name starts with '.'; --include-hidden keeps it)"
@@ -45,8 +46,8 @@ def list_local(
     prefix: str = "",
     include_hidden: bool = False,
     tally: Tally | None = None,
-    on_file: Callable[[FileEntry], None] | None = None,
-) -> list[FileEntry]:
+    on_file: Callable[[int], None] | None = None,
+) -> FileTable:
     """List regular files under ``src`` whose relative name starts with ``prefix``.
 
     Names use ``/`` and are relative to ``src``; the result is sorted bytewise. Symbolic links,
@@ -59,7 +60,7 @@ def list_local(
     """
     root = check_source_dir(src)
     tally = tally if tally is not None else Tally()
-    entries: list[FileEntry] = []
+    entries = FileTable()
     pending = [""]
     while pending:
         rel_dir = pending.pop()
@@ -93,11 +94,10 @@ def list_local(
                 if not stat.S_ISREG(st.st_mode):
                     tally.add(SPECIAL, name)
                     continue
-                entry = FileEntry(name, st.st_size, st.st_mtime_ns // 1_000_000_000)
-                entries.append(entry)
+                entries.add(name, st.st_size, st.st_mtime_ns // 1_000_000_000)
                 if on_file is not None:
-                    on_file(entry)
-    entries.sort(key=lambda e: sort_key(e.name))
+                    on_file(st.st_size)
+    entries.sort()
     return entries
 
 
@@ -114,7 +114,7 @@ def keep_remote_name(name: str, include_hidden: bool, tally: Tally) -> bool:
     """Object-store rules: directory markers are not files; hidden path parts are skipped."""
     if not name or name.endswith("/"):
         return False
-    if not include_hidden and any(part.startswith(".") for part in name.split("/")):
+    if not include_hidden and (name[0] == "." or "/." in name):
         tally.add(HIDDEN, name)
         return False
     return True
@@ -145,8 +145,8 @@ def list_remote(
     prefix: str = "",
     include_hidden: bool = False,
     tally: Tally | None = None,
-    on_file: Callable[[FileEntry], None] | None = None,
-) -> list[FileEntry]:
+    on_file: Callable[[int], None] | None = None,
+) -> FileTable:
     """List the objects of a store location; names are relative to the bucket (or URL path).
 
     Raises:
@@ -155,7 +155,7 @@ def list_remote(
     """
     tally = tally if tally is not None else Tally()
     wanted = combined_prefix(location.prefix, prefix)
-    entries: list[FileEntry] = []
+    entries = FileTable()
     if wanted is None:
         return entries
     fs, root = location.fs, location.root
@@ -167,10 +167,10 @@ def list_remote(
         name = info["name"][cut:]
         if not name.startswith(wanted) or not keep_remote_name(name, include_hidden, tally):
             return
-        entry = FileEntry(name, int(info["size"]), _mtime(info))
-        entries.append(entry)
+        size = int(info["size"])
+        entries.add(name, size, _mtime(info))
         if on_file is not None:
-            on_file(entry)
+            on_file(size)
 
     try:
         if location.is_s3:
@@ -185,5 +185,5 @@ def list_remote(
         raise
     except Exception as err:
         raise storage_error(err, location, "source") from None
-    entries.sort(key=lambda e: sort_key(e.name))
+    entries.sort()
     return entries

@@ -20,10 +20,7 @@ def manifest_document(plan: Plan, results: Sequence[ShardResult]) -> dict:
     return {
         "__kind__": "wids-shard-index-v1",
         "wids_version": 1,
-        "shardlist": [
-            {"url": r.name, "md5sum": r.md5, "nsamples": r.samples, "filesize": r.filesize}
-            for r in results
-        ],
+        "shardlist": [_shard_entry(r) for r in results],
         "ishard": {
             "version": __version__,
             "source": plan.source,
@@ -46,6 +43,14 @@ def manifest_document(plan: Plan, results: Sequence[ShardResult]) -> dict:
             ],
         },
     }
+
+
+def _shard_entry(r: ShardResult) -> dict:
+    """One wids shardlist entry; without a checksum (``checksum="none"``) no ``md5sum`` key."""
+    entry = {"url": r.name, "md5sum": r.md5, "nsamples": r.samples, "filesize": r.filesize}
+    if r.md5 is None:
+        del entry["md5sum"]
+    return entry
 
 
 def manifest_bytes(plan: Plan, results: Sequence[ShardResult]) -> bytes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 EXAMPLES_KEPT = 5
@@ -82,38 +83,67 @@ class Tally:
 
 @dataclass(frozen=True)
 class Plan:
-    """The complete, pure result of planning: every shard a run would write, in order."""
+    """The complete, pure result of planning: every shard a run would write, in order.
+
+    ``shards`` may build each ShardPlan on access (see ``table.ShardList``); the totals and
+    ``shard_sizes`` never need to.
+    """
 
     source: str
-    shards: tuple[ShardPlan, ...]
+    shards: Sequence[ShardPlan]
     skipped: tuple[Skipped, ...] = ()
     warnings: tuple[str, ...] = ()
     seed: int | None = None
     options: dict = field(default_factory=dict)
 
+    def _column(self, name: str, value) -> list[int]:
+        column = getattr(self.shards, name, None)
+        return column if column is not None else [value(s) for s in self.shards]
+
+    @property
+    def shard_names(self) -> list[str]:
+        """Shard file names, in plan order."""
+        return self._column("names", lambda s: s.name)
+
+    @property
+    def shard_sizes(self) -> list[int]:
+        """Payload bytes per shard, in plan order."""
+        return self._column("sizes", lambda s: s.size)
+
+    @property
+    def shard_sample_counts(self) -> list[int]:
+        """Samples per shard, in plan order."""
+        return self._column("sample_counts", lambda s: len(s.samples))
+
+    @property
+    def shard_file_counts(self) -> list[int]:
+        """Files per shard, in plan order."""
+        return self._column("file_counts", lambda s: s.file_count)
+
     @property
     def sample_count(self) -> int:
         """Samples across all shards."""
-        return sum(len(s.samples) for s in self.shards)
+        return sum(self.shard_sample_counts)
 
     @property
     def file_count(self) -> int:
         """Files across all shards."""
-        return sum(s.file_count for s in self.shards)
+        return sum(self.shard_file_counts)
 
     @property
     def size(self) -> int:
         """Payload bytes across all shards."""
-        return sum(s.size for s in self.shards)
+        return sum(self.shard_sizes)
 
 
 @dataclass(frozen=True, slots=True)
 class ShardResult:
-    """One written shard: file name, bytes on disk, md5 of those bytes, what it holds."""
+    """One written shard: file name, bytes on disk, md5 of those bytes (None when
+    ``checksum="none"``), what it holds."""
 
     name: str
     filesize: int
-    md5: str
+    md5: str | None
     samples: int
     files: int
     payload: int

@@ -23,6 +23,7 @@ DEFAULT_PART_SIZE = 16 << 20
 DEFAULT_READ_BUFFER = 256 << 20
 _DIGITS = regex.compile(r"[0-9]+")
 ZIP_METHODS = ("stored", "deflated")
+CHECKSUMS = ("md5", "none")
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class Options:
     part_size: int = DEFAULT_PART_SIZE
     read_buffer: int = DEFAULT_READ_BUFFER
     retries: int = 5
+    checksum: str = "md5"
 
     @property
     def bounds(self) -> Bounds:
@@ -164,6 +166,8 @@ def make_options(**kwargs) -> Options:
         raise UsageError(f"--ext {opts.ext!r} is not supported — use one of {', '.join(ARCHIVE_EXTS)}")
     if opts.zip_compression not in ZIP_METHODS:
         raise UsageError(f"--zip-compression {opts.zip_compression!r} must be stored or deflated")
+    if str(opts.checksum).lower() not in CHECKSUMS:
+        raise UsageError(f"--checksum {opts.checksum!r} must be md5 or none")
     level = opts.compress_level
     if level is not None and (not _DIGITS.fullmatch(str(level)) or not 0 <= int(level) <= 9):
         raise UsageError(f"--compress-level {level!r} must be a whole number from 0 to 9")
@@ -192,5 +196,6 @@ def make_options(**kwargs) -> Options:
             "retries": _positive_int(opts.retries, "--retries", allow_none=False),
             "storage_options": _storage_options(opts.storage_options),
             "prefix": opts.prefix or "",
+            "checksum": str(opts.checksum).lower(),
         }
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .errors import UsageError
@@ -32,63 +32,70 @@ class Bounds:
 @dataclass
 class _Node:
     children: dict[str, _Node] = field(default_factory=dict)
-    samples: list[Sample] = field(default_factory=list)
+    samples: list[int] = field(default_factory=list)
 
 
-def _tree(samples: Sequence[Sample]) -> _Node:
+def _tree(keys: Sequence[str]) -> _Node:
     """Virtual directories from the keys: ``a/b/c`` is sample ``c`` in directory ``a/b``."""
     root = _Node()
-    for sample in samples:
+    for index, key in enumerate(keys):
         node = root
-        parts = sample.key.split("/")
+        parts = key.split("/")
         for part in parts[:-1]:
             child = node.children.get(part)
             if child is None:
                 child = node.children[part] = _Node()
             node = child
-        node.samples.append(sample)
+        node.samples.append(index)
     return root
 
 
-def _ordered(node: _Node, order: Order, rng: random.Random | None) -> tuple[list, list[Sample]]:
-    children = sorted(node.children.items(), key=lambda kv: sort_key(kv[0]))
-    samples = list(node.samples)
+def _alpha_key(keys: Sequence[str]):
+    if any(not k.isascii() and any("\udc80" <= c <= "\udcff" for c in k) for k in keys):
+        return lambda i: sort_key(keys[i])
+    return keys.__getitem__  # code-point order is UTF-8 byte order for valid text
+
+
+def _ordered(samples: list[int], keys: Sequence[str], order: Order, rng) -> list[int]:
+    samples = list(samples)
     if order.kind == "alpha":
-        samples.sort(key=lambda s: sort_key(s.key))
+        samples.sort(key=_alpha_key(keys))
     elif rng is not None:
         rng.shuffle(samples)
     if order.descending:
-        children.reverse()
         samples.reverse()
-    return [c for _, c in children], samples
+    return samples
 
 
 class _Cutter:
     """Greedy packing: add a sample, then cut once the shard reaches a bound."""
 
-    def __init__(self, bounds: Bounds, out: list[list[Sample]]) -> None:
-        self.bounds, self.out = bounds, out
+    def __init__(self, sizes: Sequence[int], bounds: Bounds, out: list[list[int]]) -> None:
+        self.sizes, self.out = sizes, out
+        self.limit, self.count = bounds.size, bounds.count or 0
 
-    def pack(self, pending: list[Sample], size: int, sample: Sample) -> tuple[list[Sample], int]:
-        pending.append(sample)
-        size += sample.size
-        if size >= self.bounds.size or (
-            self.bounds.count is not None and len(pending) >= self.bounds.count
-        ):
-            self.out.append(pending)
-            return [], 0
+    def run(self, samples: Iterable[int], pending: list[int], size: int) -> tuple[list[int], int]:
+        """Pack ``samples`` after ``pending``; return what is left unflushed."""
+        sizes, limit, count, out = self.sizes, self.limit, self.count, self.out
+        for sample in samples:
+            pending.append(sample)
+            size += sizes[sample]
+            if size >= limit or len(pending) == count:
+                out.append(pending)
+                pending, size = [], 0
         return pending, size
 
-    def visit(self, node: _Node, order: Order, rng, collapse: bool, root: bool) -> list[Sample]:
+    def visit(self, node: _Node, keys, order: Order, rng, collapse: bool, root: bool) -> list[int]:
         """Children (in order) before the directory's own samples; returns the unflushed rest."""
-        children, samples = _ordered(node, order, rng)
-        pending: list[Sample] = []
+        children = sorted(node.children.items(), key=lambda kv: sort_key(kv[0]))
+        if order.descending:
+            children.reverse()
+        pending: list[int] = []
         size = 0
-        for child in children:
-            for sample in self.visit(child, order, rng, collapse, False):
-                pending, size = self.pack(pending, size, sample)
-        for sample in samples:
-            pending, size = self.pack(pending, size, sample)
+        for _, child in children:
+            rest = self.visit(child, keys, order, rng, collapse, False)
+            pending, size = self.run(rest, pending, size)
+        pending, size = self.run(_ordered(node.samples, keys, order, rng), pending, size)
         if root or not collapse:
             if pending:
                 self.out.append(pending)
@@ -96,8 +103,10 @@ class _Cutter:
         return pending
 
 
-def cut(samples: Sequence[Sample], bounds: Bounds, order: Order, collapse: bool) -> list[list[Sample]]:
-    """Cut samples into shards.
+def cut_indices(
+    keys: Sequence[str], sizes: Sequence[int], bounds: Bounds, order: Order, collapse: bool
+) -> list[list[int]]:
+    """Cut samples (given by key and size) into shards of sample indices.
 
     Flat keys (no ``/``) are one greedy run over all samples. Keys with ``/`` form virtual
     directories, visited in sorted order, children first: without ``collapse`` each directory
@@ -105,15 +114,26 @@ def cut(samples: Sequence[Sample], bounds: Bounds, order: Order, collapse: bool)
     moves up into its parent, so only the last shard may be below the size bound.
     """
     rng = random.Random(order.seed) if order.kind == "shuffle" else None
-    out: list[list[Sample]] = []
-    _Cutter(bounds, out).visit(_tree(samples), order, rng, collapse, True)
+    out: list[list[int]] = []
+    cutter = _Cutter(sizes, bounds, out)
+    if not any("/" in k for k in keys):  # flat: no tree to build
+        pending, _ = cutter.run(_ordered(range(len(keys)), keys, order, rng), [], 0)
+        if pending:
+            out.append(pending)
+        return out
+    cutter.visit(_tree(keys), keys, order, rng, collapse, True)
     return out
 
 
-def name_shards(
-    groups: Sequence[list[Sample]], template: NameTemplate, ext: str, *, own_ext: bool = False
-) -> list[ShardPlan]:
-    """Give each group the next template name plus ``ext``.
+def cut(samples: Sequence[Sample], bounds: Bounds, order: Order, collapse: bool) -> list[list[Sample]]:
+    """:func:`cut_indices` on sample values: lists of samples per shard."""
+    keys = [s.key for s in samples]
+    shards = cut_indices(keys, [s.size for s in samples], bounds, order, collapse)
+    return [[samples[i] for i in shard] for shard in shards]
+
+
+def shard_names(count: int, template: NameTemplate, ext: str, *, own_ext: bool = False) -> list[str]:
+    """The first ``count`` template names, each plus ``ext``.
 
     With ``own_ext`` (EKM formats such as ``fish-%d.tar``) a name that already ends in an
     archive extension keeps it and ``ext`` is not added.
@@ -121,18 +141,37 @@ def name_shards(
     Raises:
         UsageError: the template yields fewer names than there are shards.
     """
-    if len(groups) > template.count:
+    if count > template.count:
         raise UsageError(
             f"shard template {template.text!r} yields {template.count} name(s) but the plan "
-            f"needs {len(groups)} shards — widen its range or raise --shard-size"
+            f"needs {count} shards — widen its range or raise --shard-size"
         )
-    shards = []
-    for index, samples in enumerate(groups):
+    names = []
+    for index in range(count):
         name = template.name(index)
-        if not (own_ext and has_archive_ext(name)):
-            name += ext
-        shards.append(ShardPlan(name, tuple(samples), sum(s.size for s in samples)))
-    return shards
+        names.append(name if own_ext and has_archive_ext(name) else name + ext)
+    return names
+
+
+def name_shards(
+    groups: Sequence[list[Sample]], template: NameTemplate, ext: str, *, own_ext: bool = False
+) -> list[ShardPlan]:
+    """:func:`shard_names` applied to groups of sample values."""
+    names = shard_names(len(groups), template, ext, own_ext=own_ext)
+    return [ShardPlan(n, tuple(g), sum(s.size for s in g)) for n, g in zip(names, groups)]
+
+
+def check_unique(names: Sequence) -> None:
+    """Raise UsageError if two shards (say, of different EKM formats) would get one name."""
+    seen: set[str] = set()
+    for item in names:
+        name = getattr(item, "name", item)
+        if name in seen:
+            raise UsageError(
+                f"two shards would both be named {name!r} — give the --ekm formats "
+                "distinct prefixes"
+            )
+        seen.add(name)
 
 
 ARCHIVE_EXTS = (".tar", ".tgz", ".tar.gz", ".zip", ".tar.lz4")
@@ -141,15 +180,3 @@ ARCHIVE_EXTS = (".tar", ".tgz", ".tar.gz", ".zip", ".tar.lz4")
 def has_archive_ext(name: str) -> bool:
     """Does ``name`` already end in an archive extension ishard writes?"""
     return name.endswith(ARCHIVE_EXTS)
-
-
-def check_unique(shards: Sequence[ShardPlan]) -> None:
-    """Raise UsageError if two shards (say, of different EKM formats) would get one name."""
-    seen: set[str] = set()
-    for shard in shards:
-        if shard.name in seen:
-            raise UsageError(
-                f"two shards would both be named {shard.name!r} — give the --ekm formats "
-                "distinct prefixes"
-            )
-        seen.add(shard.name)

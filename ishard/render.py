@@ -39,6 +39,17 @@ def plan_text(plan: Plan, show_keys: bool, out: TextIO) -> None:
             out.write(f"{left.ljust(width)}  {right}".rstrip() + "\n")
 
 
+def plan_headers(plan: Plan, out: TextIO) -> None:
+    """One line per shard: name, payload size, samples and files (no member lines)."""
+    names = plan.shard_names
+    width = max(map(len, names), default=0)
+    for name, size, samples, files in zip(
+        names, plan.shard_sizes, plan.shard_sample_counts, plan.shard_file_counts
+    ):
+        out.write(f"{name.ljust(width)}  {format_size(size)}  {_count(samples, 'sample')}, "
+                  f"{_count(files, 'file')}\n")
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'s' * (n != 1)}"
 

@@ -27,7 +27,7 @@ def plan_document(plan: Plan) -> dict:
 
 def plan_summary(plan: Plan) -> dict:
     """Totals, shard size spread, what was left out and why, and warnings."""
-    sizes = sorted(s.size for s in plan.shards)
+    sizes = sorted(plan.shard_sizes)
     return {
         "source": plan.source,
         "shards": len(plan.shards),

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Sequence
 
 from .ekm import Ekm
 from .errors import DataError
 from .keys import KeyFunction, extension, sample_key
 from .model import FileEntry, Sample, Tally
+from .table import FileTable, SampleTable
 
 ACTIONS = ("ignore", "warn", "abort", "exclude")
 WARNINGS_SHOWN = 10
@@ -18,112 +20,157 @@ INCOMPLETE = (
 )
 
 
-def group(entries: Iterable[FileEntry], key: KeyFunction) -> list[Sample]:
+def group_table(files: FileTable, key: KeyFunction) -> SampleTable:
     """Samples in order of first appearance; each sample's files in listing order."""
-    files: dict[str, list[FileEntry]] = {}
-    for entry in entries:
-        k = sample_key(entry.name, key)
-        bucket = files.get(k)
-        if bucket is None:
-            files[k] = [entry]
-        else:
-            bucket.append(entry)
-    return [Sample(k, tuple(fs), sum(f.size for f in fs)) for k, fs in files.items()]
+    ids: dict[str, int] = {}
+    keys: list[str] = []
+    sample_of = array("q")
+    for name in files.names:
+        k = sample_key(name, key)
+        i = ids.get(k)
+        if i is None:
+            i = ids[k] = len(keys)
+            keys.append(k)
+        sample_of.append(i)
+    del ids
+    table = SampleTable(files)
+    table.keys = keys
+    if len(keys) == len(files):  # one file per sample, in order: nothing to gather
+        table.members = array("q", range(len(files)))
+        table.starts = array("q", range(len(files) + 1))
+        table.sizes = array("q", files.sizes)
+        return table
+    counts = array("q", bytes(8 * (len(keys) + 1)))
+    for i in sample_of:
+        counts[i + 1] += 1
+    for i in range(1, len(counts)):
+        counts[i] += counts[i - 1]
+    table.starts = array("q", counts)
+    members = array("q", bytes(8 * len(files)))
+    sizes = array("q", bytes(8 * len(keys)))
+    file_sizes = files.sizes
+    for f, i in enumerate(sample_of):
+        members[counts[i]] = f
+        counts[i] += 1
+        sizes[i] += file_sizes[f]
+    table.members, table.sizes = members, sizes
+    return table
 
 
-def route(samples: list[Sample], ekm: Ekm | None, tally: Tally) -> list[list[Sample]]:
+def route_table(table: SampleTable, ekm: Ekm | None, tally: Tally) -> list[SampleTable]:
     """Split samples into EKM categories (one group when there is no EKM).
 
     Files matching no pattern, or several, are left out and counted; a sample whose files fall
     into different categories is an error.
     """
     if ekm is None:
-        return [samples]
-    groups: list[list[Sample]] = [[] for _ in ekm.categories]
-    for sample in samples:
+        return [table]
+    names = table.files.names
+    groups = [SampleTable(table.files) for _ in ekm.categories]
+    for index, key in enumerate(table.keys):
         kept, where = [], {}
-        for f in sample.files:
-            cat = ekm.category(f.name)
+        for f in table.file_indices(index):
+            cat = ekm.category(names[f])
             if isinstance(cat, str):
-                tally.add(cat, f.name)
+                tally.add(cat, names[f])
             else:
                 kept.append(f)
-                where.setdefault(cat, f.name)
+                where.setdefault(cat, names[f])
         if len(where) > 1:
             (a, fa), (b, fb) = list(where.items())[:2]
             raise DataError(
-                f"sample {sample.key!r} is split by --ekm: {fa!r} goes to "
+                f"sample {key!r} is split by --ekm: {fa!r} goes to "
                 f"{ekm.categories[a].template.text!r} but {fb!r} to "
                 f"{ekm.categories[b].template.text!r} — make the patterns keep a sample together"
             )
         if kept:
-            groups[next(iter(where))].append(_with(sample, kept))
+            groups[next(iter(where))].add(key, kept)
     return groups
 
 
-def _with(sample: Sample, files: Sequence[FileEntry]) -> Sample:
-    if len(files) == len(sample.files):
-        return sample
-    return Sample(sample.key, tuple(files), sum(f.size for f in files))
-
-
-def _problems(sample: Sample, wanted: Sequence[str]) -> tuple[list[FileEntry], list[str]]:
-    """Files whose extension is unwanted or repeated, and wanted extensions the sample lacks."""
+def _problems(names: Sequence[str], wanted: Sequence[str]) -> tuple[list[int], list[str]]:
+    """Positions of files whose extension is unwanted or repeated; wanted extensions missing."""
     seen: set[str] = set()
     extra = []
-    for f in sample.files:
-        ext = extension(f.name)
+    for pos, name in enumerate(names):
+        ext = extension(name)
         if ext in wanted and ext not in seen:
             seen.add(ext)
         else:
-            extra.append(f)
+            extra.append(pos)
     return extra, [e for e in wanted if e not in seen]
 
 
-def apply_sample_exts(
-    samples: list[Sample],
-    wanted: Sequence[str],
-    action: str,
-    tally: Tally,
-    warnings: list[str],
-) -> list[Sample]:
+def apply_sample_exts_table(
+    table: SampleTable, wanted: Sequence[str], action: str, tally: Tally, warnings: list[str]
+) -> SampleTable:
     """Check every sample against ``wanted`` extensions and act as ``action`` says.
 
     ``warn`` lists offenders (at most ``WARNINGS_SHOWN`` lines, then a count); ``abort`` raises
     on the first one; ``exclude`` drops unwanted or repeated files and incomplete samples.
     """
     if not wanted or action == "ignore":
-        return samples
-    kept, offenders = [], 0
-    for sample in samples:
-        extra, missing = _problems(sample, wanted)
+        return table
+    all_names = table.files.names
+    kept = SampleTable(table.files)
+    offenders = 0
+    for index, key in enumerate(table.keys):
+        files = table.file_indices(index)
+        names = [all_names[f] for f in files]
+        extra, missing = _problems(names, wanted)
         if not extra and not missing:
-            kept.append(sample)
+            kept.add(key, files)
             continue
-        what = [f"file {f.name!r} has extension {extension(f.name)!r}, not in --sample-exts"
-                if extension(f.name) not in wanted else
-                f"file {f.name!r} repeats extension {extension(f.name)!r}" for f in extra]
+        what = [f"file {names[p]!r} has extension {extension(names[p])!r}, not in --sample-exts"
+                if extension(names[p]) not in wanted else
+                f"file {names[p]!r} repeats extension {extension(names[p])!r}" for p in extra]
         what += [f"no {e!r} file" for e in missing]
         if action == "abort":
             raise DataError(
-                f"sample {sample.key!r}: {what[0]} (--missing-extension-action abort) — "
+                f"sample {key!r}: {what[0]} (--missing-extension-action abort) — "
                 "fix the dataset, or use --missing-extension-action exclude to leave such samples out"
             )
         if action == "warn":
             offenders += 1
             if offenders <= WARNINGS_SHOWN:
-                warnings.append(f"sample {sample.key!r}: " + "; ".join(what))
-            kept.append(sample)
+                warnings.append(f"sample {key!r}: " + "; ".join(what))
+            kept.add(key, files)
             continue
         if missing:
-            for f in sample.files:
-                tally.add(INCOMPLETE, f.name)
+            for name in names:
+                tally.add(INCOMPLETE, name)
             continue
-        for f in extra:
-            tally.add(EXTRA if extension(f.name) not in wanted else REPEATED, f.name)
-        kept.append(_with(sample, [f for f in sample.files if f not in extra]))
+        for p in extra:
+            tally.add(EXTRA if extension(names[p]) not in wanted else REPEATED, names[p])
+        kept.add(key, [f for p, f in enumerate(files) if p not in extra])
     if offenders > WARNINGS_SHOWN:
         warnings.append(
             f"... and {offenders - WARNINGS_SHOWN} more samples that do not match --sample-exts"
         )
     return kept
+
+
+def _samples(table: SampleTable) -> list[Sample]:
+    return [table.sample(i) for i in range(len(table))]
+
+
+def group(entries: Iterable[FileEntry], key: KeyFunction) -> list[Sample]:
+    """:func:`group_table` on plain values."""
+    return _samples(group_table(FileTable.of(entries), key))
+
+
+def route(samples: list[Sample], ekm: Ekm | None, tally: Tally) -> list[list[Sample]]:
+    """:func:`route_table` on plain values."""
+    if ekm is None:
+        return [samples]
+    return [_samples(t) for t in route_table(SampleTable.of(samples), ekm, tally)]
+
+
+def apply_sample_exts(
+    samples: list[Sample], wanted: Sequence[str], action: str, tally: Tally, warnings: list[str]
+) -> list[Sample]:
+    """:func:`apply_sample_exts_table` on plain values."""
+    if not wanted or action == "ignore":
+        return samples
+    table = SampleTable.of(samples)
+    return _samples(apply_sample_exts_table(table, wanted, action, tally, warnings))

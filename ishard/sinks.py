@@ -18,6 +18,24 @@ TEMP_SUFFIX = ".ishard-tmp"
 MIN_PART = 5 << 20  # S3's smallest part (but the last)
 MAX_PARTS = 10_000
 PARTS_IN_FLIGHT = 2  # per shard: part_size * (this + 1) bytes of memory at most
+COPY_STEP = 64 << 20  # bytes per kernel copy call: Ctrl-C and cancellation act between calls
+PLAIN_STEP = 1 << 20  # user-space copy: read/write in pieces of this size
+
+
+def _copy_file_range(src: int, dst: int, count: int) -> int:
+    return os.copy_file_range(src, dst, count)
+
+
+def _sendfile(src: int, dst: int, count: int) -> int:
+    return os.sendfile(dst, src, None, count)
+
+
+# Ways to copy file to file inside the kernel, best first; each is dropped for a shard once it
+# fails (EXDEV across file systems, ENOSYS, EINVAL on file systems without support …).
+KERNEL_COPIES = tuple(
+    f for f, name in ((_copy_file_range, "copy_file_range"), (_sendfile, "sendfile"))
+    if hasattr(os, name)
+)
 
 
 def temp_path(final: Path) -> Path:
@@ -26,14 +44,24 @@ def temp_path(final: Path) -> Path:
 
 
 class _Hashing:
-    """md5 and byte count of everything written."""
+    """md5 (unless skipped) and byte count of everything written."""
 
     def __init__(self) -> None:
         self.md5 = hashlib.md5()
         self.size = 0
 
+    def skip_checksum(self) -> None:
+        """Count bytes only (``--checksum none``); call before anything is written."""
+        self.md5 = None
+
+    @property
+    def checksum(self) -> str | None:
+        """The md5 hex digest of the bytes written so far, or None when skipped."""
+        return None if self.md5 is None else self.md5.hexdigest()
+
     def _count(self, data: bytes) -> None:
-        self.md5.update(data)
+        if self.md5 is not None:
+            self.md5.update(data)
         self.size += len(data)
 
 
@@ -43,20 +71,67 @@ class LocalSink(_Hashing):
     def __init__(self, final: Path) -> None:
         super().__init__()
         self.final, self.temp = final, temp_path(final)
+        self._kernel = 0  # index of the kernel copy to try first (see KERNEL_COPIES)
+        self._plain: memoryview | None = None
         try:
             self._fd = os.open(self.temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except OSError as err:
             raise WriteError(f"cannot write shard {str(final)!r}: {err.strerror}") from None
 
     def write(self, data: bytes) -> None:
-        """Append ``data``."""
+        """Append ``data`` (bytes or any buffer, e.g. a memoryview)."""
         self._count(data)
-        view = memoryview(data)
+        try:
+            done = os.write(self._fd, data)
+            if done < len(data):
+                view = memoryview(data)[done:]
+                while view:
+                    view = view[os.write(self._fd, view) :]
+        except OSError as err:
+            raise WriteError(f"cannot write shard {str(self.final)!r}: {err.strerror}") from None
+
+    def can_copy(self) -> bool:
+        """Whether ``copy_from`` may be used: only when no checksum has to see the bytes."""
+        return self.md5 is None
+
+    def copy_from(self, fd: int, count: int) -> int:
+        """Append up to ``count`` bytes of the open file ``fd`` (from its offset), copied in the
+        kernel where the system allows it, else through a buffer; fewer only where that file
+        ends first.
+
+        Raises:
+            WriteError: the shard cannot be written.
+            OSError: the source file cannot be read.
+        """
+        done = 0
+        while done < count:
+            step = min(count - done, COPY_STEP)
+            n = 0
+            while self._kernel < len(KERNEL_COPIES):
+                try:
+                    n = KERNEL_COPIES[self._kernel](fd, self._fd, step)
+                    break
+                except OSError:
+                    self._kernel += 1
+            if n == 0:  # no kernel way left, or the file ends (some file systems copy nothing)
+                n = self._copy_plain(fd, step)
+                if n == 0:
+                    break
+            done += n
+        self.size += done
+        return done
+
+    def _copy_plain(self, fd: int, count: int) -> int:
+        if self._plain is None:
+            self._plain = memoryview(bytearray(PLAIN_STEP))
+        n = os.readv(fd, [self._plain[: min(count, PLAIN_STEP)]])
+        view = self._plain[:n]
         try:
             while view:
                 view = view[os.write(self._fd, view) :]
         except OSError as err:
             raise WriteError(f"cannot write shard {str(self.final)!r}: {err.strerror}") from None
+        return n
 
     def close(self) -> None:
         """All bytes are written."""
@@ -227,11 +302,15 @@ def put_file(location: Location, name: str, data: bytes, retrier: Retrier) -> st
 
 
 def open_sink(location: Location, name: str, *, retrier: Retrier, cleanup: Retrier,
-              part_size: int, expected: int, notice: Callable[[str], None]):
-    """The sink for one shard at a destination."""
+              part_size: int, expected: int, notice: Callable[[str], None], checksum: bool = True):
+    """The sink for one shard at a destination (hashing its bytes unless ``checksum`` is off)."""
     if location.is_local:
-        return LocalSink(Path(location.root) / name)
-    if location.is_s3:
-        return S3Sink(location, name, retrier, cleanup, part_size, expected, notice)
-    return FsspecSink(location, name)
+        sink = LocalSink(Path(location.root) / name)
+    elif location.is_s3:
+        sink = S3Sink(location, name, retrier, cleanup, part_size, expected, notice)
+    else:
+        sink = FsspecSink(location, name)
+    if not checksum:
+        sink.skip_checksum()
+    return sink
 

@@ -162,8 +162,8 @@ def resolve(url: str, *, endpoint_url: str | None = None, storage_options: dict 
         raise UsageError(f"{role} {url!r}: bad --storage-option for {scheme}: {err}") from None
     if scheme not in BUCKET_PROTOCOLS:
         return Location(url, fs, fs._strip_protocol(url).rstrip("/"))
-    rest = rest.strip("/")
-    bucket, _, prefix = rest.partition("/")
+    # a trailing '/' stays: s3://b/data/ lists data/… only, not data-old/… as well
+    bucket, _, prefix = rest.lstrip("/").partition("/")
     if not bucket:
         raise UsageError(f"{role} {url!r} names no bucket — write {scheme}://BUCKET[/PREFIX]")
     return Location(url, fs, bucket, prefix)

@@ -45,7 +45,7 @@ def _write_one(shard: ShardPlan, reader, open_sink: Callable, settings: dict,
         if isinstance(err, OSError) and not isinstance(err, IshardError):
             raise WriteError(f"cannot write shard {shard.name!r}: {err.strerror or err}") from None
         raise
-    result = ShardResult(shard.name, sink.size, sink.md5.hexdigest(), len(shard.samples),
+    result = ShardResult(shard.name, sink.size, sink.checksum, len(shard.samples),
                          shard.file_count, shard.size)
     progress.shard_done(result)
     return result

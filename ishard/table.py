@@ -1,0 +1,143 @@
+"""Compact, column-by-column storage for millions of files, samples and shards."""
+
+from __future__ import annotations
+
+import operator
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
+
+from .model import FileEntry, Sample, ShardPlan
+
+
+def _bytewise(name: str) -> bytes:
+    return name.encode("utf-8", "surrogateescape")
+
+
+def _has_surrogates(names: list[str]) -> bool:
+    # Code-point order equals UTF-8 byte order except for surrogate-escaped bytes (undecodable
+    # local file names), which only then need the slower bytes comparison.
+    return any(not n.isascii() and any("\udc80" <= c <= "\udcff" for c in n) for n in names)
+
+
+class FileTable:
+    """Listed files as three columns: names, sizes and integer mtimes."""
+
+    __slots__ = ("names", "sizes", "mtimes")
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.sizes = array("q")
+        self.mtimes = array("q")
+
+    @classmethod
+    def of(cls, entries: Iterable[FileEntry]) -> FileTable:
+        """A table holding ``entries`` in the given order."""
+        table = cls()
+        for e in entries:
+            table.add(e.name, e.size, e.mtime)
+        return table
+
+    def add(self, name: str, size: int, mtime: int) -> None:
+        """Append one file."""
+        self.names.append(name)
+        self.sizes.append(size)
+        self.mtimes.append(mtime)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, index: int) -> FileEntry:
+        return FileEntry(self.names[index], self.sizes[index], self.mtimes[index])
+
+    def __iter__(self) -> Iterator[FileEntry]:
+        return map(FileEntry, self.names, self.sizes, self.mtimes)
+
+    def sort(self) -> None:
+        """Order by name, bytewise (the order object stores list in); drop repeated names."""
+        names = self.names
+        if all(map(operator.lt, names, islice(names, 1, None))):
+            return  # already sorted and unique: the common case for store listings
+        key = _bytewise if _has_surrogates(names) else None
+        order = sorted(range(len(names)), key=(lambda i: key(names[i])) if key else names.__getitem__)
+        keep = [i for n, i in enumerate(order) if n == 0 or names[order[n - 1]] != names[i]]
+        del order
+        self.names = [names[i] for i in keep]
+        self.sizes = array("q", [self.sizes[i] for i in keep])
+        self.mtimes = array("q", [self.mtimes[i] for i in keep])
+
+
+class SampleTable:
+    """Samples over a FileTable: a key, a size and a run of file indices per sample."""
+
+    __slots__ = ("files", "keys", "sizes", "starts", "members")
+
+    def __init__(self, files: FileTable) -> None:
+        self.files = files
+        self.keys: list[str] = []
+        self.sizes = array("q")
+        self.starts = array("q", [0])
+        self.members = array("q")
+
+    def add(self, key: str, file_indices: Sequence[int]) -> None:
+        """Append a sample made of these files (in archive order)."""
+        sizes = self.files.sizes
+        self.keys.append(key)
+        self.sizes.append(sum(sizes[i] for i in file_indices))
+        self.members.extend(file_indices)
+        self.starts.append(len(self.members))
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def file_indices(self, index: int) -> array:
+        """The files of sample ``index``."""
+        return self.members[self.starts[index] : self.starts[index + 1]]
+
+    def file_count(self, index: int) -> int:
+        """How many files sample ``index`` has."""
+        return self.starts[index + 1] - self.starts[index]
+
+    def sample(self, index: int) -> Sample:
+        """Sample ``index`` as a value object."""
+        files = self.files
+        entries = tuple(files[i] for i in self.file_indices(index))
+        return Sample(self.keys[index], entries, self.sizes[index])
+
+    @classmethod
+    def of(cls, samples: Iterable[Sample]) -> SampleTable:
+        """A table (over a new FileTable) holding ``samples`` in order."""
+        files = FileTable()
+        table = cls(files)
+        for s in samples:
+            first = len(files)
+            for f in s.files:
+                files.add(f.name, f.size, f.mtime)
+            table.add(s.key, range(first, len(files)))
+        return table
+
+
+class ShardList(Sequence[ShardPlan]):
+    """The planned shards, built one at a time on access so millions of files stay compact.
+
+    Shard ``i`` is named ``names[i]`` and holds samples ``members[i]`` of ``tables[i]``.
+    """
+
+    def __init__(self, names: list[str], members: list[list[int]], tables: list[SampleTable]):
+        self.names = names
+        self._members = [array("q", m) for m in members]
+        self._tables = tables
+        self.sizes = [sum(t.sizes[i] for i in m) for m, t in zip(self._members, tables)]
+        self.sample_counts = [len(m) for m in self._members]
+        self.file_counts = [sum(t.starts[i + 1] - t.starts[i] for i in m)
+                            for m, t in zip(self._members, tables)]
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        table = self._tables[index]
+        samples = tuple(table.sample(i) for i in self._members[index])
+        return ShardPlan(self.names[index], samples, self.sizes[index])
