@@ -88,7 +88,7 @@ def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **op
                 "zip_deflate": opts.zip_compression == "deflated"}
     try:
         results = write_shards(the_plan.shards, reader, sink_for, jobs=jobs, settings=settings,
-                               progress=progress)
+                               progress=progress, processes=source.is_local and dest.is_local)
     finally:
         reader.close()
     manifest = put_file(dest, MANIFEST_NAME, manifest_bytes(the_plan, results), retrier)
@@ -113,7 +113,8 @@ def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> 
     common = {"prefix": opts.prefix, "include_hidden": opts.include_hidden, "tally": tally,
               "on_file": on_file}
     if opts.src_list:
-        entries = list_inventory(opts.src_list, list_prefix=source.prefix, **common)
+        fs = _location(opts.src_list, opts, "--src-list").fs if "://" in opts.src_list else None
+        entries = list_inventory(opts.src_list, list_prefix=source.prefix, fs=fs, **common)
     elif source.is_local:
         entries = list_local(source.root, **common)
     else:

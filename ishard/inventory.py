@@ -10,6 +10,7 @@ from pathlib import Path
 from urllib.parse import unquote_plus
 
 import fsspec
+from fsspec.utils import infer_compression
 
 from .errors import UsageError
 from .listing import combined_prefix, keep_remote_name
@@ -21,9 +22,15 @@ SIZE_COLUMNS = ("size", "Size", "bytes")
 MTIME_COLUMNS = ("mtime", "last_modified", "LastModifiedDate", "LastModified")
 
 
-def _open_text(url: str) -> io.TextIOBase:
+def _open_text(url: str, fs=None) -> io.TextIOBase:
+    """Open a local path, or a URL through ``fs`` (the store's filesystem, with its endpoint and
+    credentials), as text; ``.gz`` and other compressions are undone."""
     try:
-        return fsspec.open(url, "rt", encoding="utf-8", newline="", compression="infer").open()
+        if fs is None:
+            return fsspec.open(url, "rt", encoding="utf-8", newline="", compression="infer").open()
+        path = url.partition("://")[2] if "://" in url else url
+        return fsspec.core.OpenFile(fs, path, mode="rt", encoding="utf-8", newline="",
+                                    compression=infer_compression(path)).open()
     except FileNotFoundError:
         raise UsageError(f"--src-list {url!r} does not exist — give an inventory file") from None
     except Exception as err:
@@ -92,7 +99,7 @@ def _rows_csv(text: io.TextIOBase, where: str) -> Iterator[tuple[str, int, int]]
         ) from None
 
 
-def _s3_inventory(manifest: dict, where: str) -> Iterator[tuple[str, int, int]]:
+def _s3_inventory(manifest: dict, where: str, fs=None) -> Iterator[tuple[str, int, int]]:
     """AWS S3 Inventory: manifest.json names headerless CSV files and their column schema."""
     if manifest.get("fileFormat", "CSV").upper() != "CSV":
         raise UsageError(f"--src-list {where!r}: only CSV S3 Inventory reports are supported")
@@ -102,12 +109,21 @@ def _s3_inventory(manifest: dict, where: str) -> Iterator[tuple[str, int, int]]:
     key_at, size_at = schema.index("Key"), schema.index("Size")
     mtime_at = schema.index("LastModifiedDate") if "LastModifiedDate" in schema else None
     for item in manifest.get("files", []):
-        with _open_text(_data_file(where, manifest, item["key"])) as text:
-            for row in csv.reader(text):
+        data = _data_file(where, manifest, item["key"])
+        with _open_text(data, fs) as text:
+            for number, row in enumerate(csv.reader(text), 1):
                 if not row:
                     continue
-                mtime = _mtime(row[mtime_at]) if mtime_at is not None else 0
-                yield unquote_plus(row[key_at]), int(row[size_at] or 0), mtime
+                try:
+                    mtime = _mtime(row[mtime_at]) if mtime_at is not None else 0
+                    size = int(row[size_at] or 0)
+                except (ValueError, IndexError):
+                    raise UsageError(
+                        f"--src-list {where!r}: data file {item['key']!r} line {number} does "
+                        "not match the manifest's fileSchema (Key, Size) — use the inventory "
+                        "as AWS wrote it"
+                    ) from None
+                yield unquote_plus(row[key_at]), size, mtime
 
 
 def _data_file(where: str, manifest: dict, key: str) -> str:
@@ -132,23 +148,26 @@ def list_inventory(
     include_hidden: bool = False,
     tally: Tally | None = None,
     on_file: Callable[[int], None] | None = None,
+    fs=None,
 ) -> FileTable:
     """The entries an inventory file names, filtered like a listing, sorted bytewise.
+
+    ``fs`` opens a ``where`` that is a store URL (and an S3 Inventory's data files there).
 
     Raises:
         UsageError: the file is missing or malformed.
     """
     tally = tally if tally is not None else Tally()
     wanted = combined_prefix(list_prefix, prefix)
-    with _open_text(where) as text:
+    with _open_text(where, fs) as text:
         head = text.read(1 << 16)
     stripped = head.lstrip()
     stream = None
     if stripped.startswith("{") and '"fileSchema"' in head:
-        with _open_text(where) as text:
-            rows = _s3_inventory(json.load(text), where)
+        with _open_text(where, fs) as text:
+            rows = _s3_inventory(json.load(text), where, fs)
     else:
-        stream = _open_text(where)  # read again, row by row: a big inventory is never held whole
+        stream = _open_text(where, fs)  # read again, row by row: a big inventory is never held whole
         rows = _rows_jsonl(stream, where) if stripped.startswith("{") else _rows_csv(stream, where)
     entries = FileTable()
     try:

@@ -14,9 +14,14 @@ pytest_plugins = ["s3server"]
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
-def run_ishard(*args: str, cwd: Path | None = None, input: str | None = None):
-    """Run ``python -m ishard ARGS`` as a user would; return the CompletedProcess (text)."""
-    env = {**os.environ, "COLUMNS": "200"}
+def run_ishard(
+    *args: str, cwd: Path | None = None, input: str | None = None, env: dict | None = None
+):
+    """Run ``python -m ishard ARGS`` as a user would; return the CompletedProcess (text).
+
+    ``env`` replaces the whole environment (default: this process's).
+    """
+    env = {**(os.environ if env is None else env), "COLUMNS": "200"}
     return subprocess.run(
         [sys.executable, "-m", "ishard", *map(str, args)],
         capture_output=True,

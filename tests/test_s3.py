@@ -1,0 +1,674 @@
+"""ishard against a real S3 server (SeaweedFS on 127.0.0.1, see s3server.py).
+
+Sources and destinations in buckets, ``ais://`` through the S3 API, ``--src-list`` inventories,
+the errors a person sees, and a fault test that kills the server in the middle of a run.
+Every shard is read back with tarfile/zipfile/lz4 and compared byte for byte.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import io
+import json
+import math
+import os
+import random
+import tarfile
+import threading
+import zipfile
+from pathlib import Path, PurePosixPath
+from urllib.parse import quote_plus
+
+import lz4.frame
+import pytest
+from conftest import make_tree, run_ishard
+
+import ishard
+from ishard.progress import Progress
+
+MiB = 1 << 20
+FORMATS = (".tar", ".tgz", ".tar.gz", ".zip", ".tar.lz4")
+PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def blob(seed: str, size: int) -> bytes:
+    """``size`` pseudo-random bytes, the same for the same seed."""
+    return random.Random(seed).randbytes(size)
+
+
+def stem(member: str) -> str:
+    """The sample a member belongs to under base_file_name keys (computed here, not by ishard):
+    its base name without the last extension (so same-named files in two directories meet)."""
+    base = PurePosixPath(member).name
+    return base.rsplit(".", 1)[0] if "." in base else base
+
+
+def assert_error(result, code: int, *needles: str) -> str:
+    """One ``ishard: error:`` line on stderr, nothing on stdout, no traceback; return the line."""
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("ishard: error: "), lines[0]
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+def assert_ok(result) -> None:
+    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
+    assert result.stderr == ""
+
+
+def put(client, bucket: str, files: dict[str, bytes]) -> None:
+    for key, data in files.items():
+        client.put_object(Bucket=bucket, Key=key, Body=data)
+
+
+def listing(client, bucket: str, prefix: str = "") -> list[dict]:
+    """Every object (Key, Size, LastModified, ETag) under ``prefix``, all pages."""
+    out, token = [], None
+    while True:
+        page = client.list_objects_v2(
+            Bucket=bucket, Prefix=prefix, **({"ContinuationToken": token} if token else {})
+        )
+        out += page.get("Contents", [])
+        if not page.get("IsTruncated"):
+            return out
+        token = page["NextContinuationToken"]
+
+
+def objects(client, bucket: str, prefix: str = "") -> dict[str, bytes]:
+    """Every object under ``prefix`` with its bytes."""
+    return {
+        o["Key"]: client.get_object(Bucket=bucket, Key=o["Key"])["Body"].read()
+        for o in listing(client, bucket, prefix)
+    }
+
+
+def uploads(client, bucket: str) -> list:
+    """Multipart uploads still open in ``bucket``."""
+    return client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+
+
+def read_members(name: str, data: bytes) -> list[tuple[str, bytes]]:
+    """The regular-file members of a shard, in archive order, read with the standard tools."""
+    if name.endswith(".zip"):
+        assert data[:4] == b"PK\x03\x04"
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            assert zf.testzip() is None
+            return [(i.filename, zf.read(i)) for i in zf.infolist() if not i.is_dir()]
+    if name.endswith(".tar.lz4"):
+        data = lz4.frame.decompress(data)
+        mode = "r:"
+    elif name.endswith((".tgz", ".tar.gz")):
+        assert data[:2] == b"\x1f\x8b"
+        mode = "r:gz"
+    else:
+        mode = "r:"
+    with tarfile.open(fileobj=io.BytesIO(data), mode=mode) as tar:
+        assert tar.getmembers()[0].name  # a readable header
+        return [(m.name, tar.extractfile(m).read()) for m in tar.getmembers() if m.isfile()]
+
+
+def check_shards(shards: dict[str, bytes], manifest: dict, expected: dict[str, bytes]) -> None:
+    """``shards`` (name -> bytes) hold ``expected`` exactly once, samples unsplit, and the
+    manifest lists every shard with its true md5 and size."""
+    assert manifest["shardlist"] == [
+        {
+            "url": name,
+            "md5sum": hashlib.md5(shards[name]).hexdigest(),
+            "nsamples": manifest["shardlist"][i]["nsamples"],
+            "filesize": len(shards[name]),
+        }
+        for i, name in enumerate(sorted(shards))
+    ]
+    seen: dict[str, bytes] = {}
+    sample_shard: dict[str, str] = {}
+    for name, data in shards.items():
+        members = read_members(name, data)
+        for member, content in members:
+            assert member not in seen, f"{member} twice"
+            seen[member] = content
+            assert sample_shard.setdefault(stem(member), name) == name, f"{member} split"
+        assert len({stem(m) for m, _ in members}) == manifest["shardlist"][
+            sorted(shards).index(name)
+        ]["nsamples"]
+    assert seen == expected
+
+
+def split_shards(objs: dict[str, bytes], prefix: str) -> tuple[dict[str, bytes], dict]:
+    """Objects under ``prefix`` as (shard name -> bytes, parsed manifest)."""
+    names = {k[len(prefix) :]: v for k, v in objs.items() if k.startswith(prefix)}
+    manifest = json.loads(names.pop("manifest.json"))
+    return names, manifest
+
+
+def local_shards(dst: Path) -> tuple[dict[str, bytes], dict]:
+    files = {p.name: p.read_bytes() for p in dst.iterdir()}
+    manifest = json.loads(files.pop("manifest.json"))
+    return files, manifest
+
+
+def plan_members(plan) -> dict[str, list[str]]:
+    return {s.name: [f.name for f in s.members()] for s in plan.shards}
+
+
+def creds_options(server) -> tuple[str, str]:
+    """The server's credentials as ``--storage-option`` values."""
+    return (f"key={server.access_key}", f"secret={server.secret_key}")
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="session")
+def clean_env(tmp_path_factory) -> dict[str, str]:
+    """This environment without AWS settings or proxies, with empty AWS config files, a bare
+    HOME and no instance-metadata lookups (nothing may leave 127.0.0.1)."""
+    home = tmp_path_factory.mktemp("home")
+    (home / "aws-config").write_text("")
+    (home / "aws-credentials").write_text("")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AWS_", "AIS_")) and k.lower() not in PROXY_VARS
+    }
+    env.update(
+        HOME=str(home),
+        AWS_CONFIG_FILE=str(home / "aws-config"),
+        AWS_SHARED_CREDENTIALS_FILE=str(home / "aws-credentials"),
+        AWS_EC2_METADATA_DISABLED="true",
+        NO_PROXY="127.0.0.1,localhost",
+    )
+    return env
+
+
+@pytest.fixture
+def cli(s3_server, clean_env):
+    """``cli(*args, env={...}, creds=True, endpoint=True)``: run ishard against the test server.
+
+    Credentials come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (unless ``creds=False``);
+    ``--endpoint-url`` is appended (unless ``endpoint=False``); ``env`` values of None unset.
+    """
+
+    def run(*args, env: dict | None = None, creds: bool = True, endpoint: bool = True):
+        full = dict(clean_env)
+        if creds:
+            full.update(
+                AWS_ACCESS_KEY_ID=s3_server.access_key,
+                AWS_SECRET_ACCESS_KEY=s3_server.secret_key,
+            )
+        for key, value in (env or {}).items():
+            if value is None:
+                full.pop(key, None)
+            else:
+                full[key] = value
+        extra = ("--endpoint-url", s3_server.endpoint_url) if endpoint else ()
+        return run_ishard(*args, *extra, env=full)
+
+    return run
+
+
+@pytest.fixture
+def client(s3_server):
+    return s3_server.client()
+
+
+@pytest.fixture
+def bucket2(s3_server, s3_bucket) -> str:
+    """A second fresh bucket (after ``s3_bucket`` made sure the server runs)."""
+    return s3_server.make_bucket()
+
+
+# Samples in two directories: a .jpg and a .cls per sample, sizes varied.
+TREE = {
+    **{f"train/{i:03d}.jpg": blob(f"train{i}", 20_000 + 3_000 * i) for i in range(8)},
+    **{f"train/{i:03d}.cls": str(i % 3).encode() for i in range(8)},
+    **{f"val/{i:03d}.jpg": blob(f"val{i}", 30_000) for i in range(10, 14)},
+    **{f"val/{i:03d}.cls": b"1" for i in range(10, 14)},
+}
+
+
+# ---------------------------------------------------------------- local -> S3
+
+
+@pytest.mark.parametrize("ext", FORMATS)
+def test_local_to_s3_every_format_reads_back(cli, client, s3_bucket, tmp_path, ext):
+    src = make_tree(tmp_path / "src", TREE)
+    result = cli("shard", src, f"s3://{s3_bucket}/out", "--ext", ext, "--shard-size", "100KB")
+    assert_ok(result)
+    assert f"s3://{s3_bucket}/out/manifest.json" in result.stdout
+
+    objs = objects(client, s3_bucket)
+    assert all(k.startswith("out/") for k in objs)
+    shards, manifest = split_shards(objs, "out/")
+    assert len(shards) >= 3 and all(name.endswith(ext) for name in shards)
+    check_shards(shards, manifest, TREE)
+    assert uploads(client, s3_bucket) == []
+
+    # the same bytes as a run into a local directory
+    ishard.shard(src, tmp_path / "local", ext=ext, shard_size="100KB")
+    local, local_manifest = local_shards(tmp_path / "local")
+    assert local == shards
+    assert local_manifest["shardlist"] == manifest["shardlist"]
+
+
+# ---------------------------------------------------------------- S3 -> local
+
+
+def test_s3_to_local_names_relative_to_bucket_with_raw_listing_prefix(
+    cli, client, s3_server, s3_bucket, tmp_path
+):
+    matched = {f"matched_prefix_/{k}": v for k, v in TREE.items()}
+    put(client, s3_bucket, matched)
+    put(client, s3_bucket, {"unmatched_prefix_/train/999.jpg": b"u", "other.jpg": b"o"})
+    put(client, s3_bucket, {"matched_prefix_/dir/": b"", "matched_prefix_/.cache/x.jpg": b"h"})
+
+    result = cli("shard", f"s3://{s3_bucket}/matched_prefix_", tmp_path / "out",
+                 "--shard-size", "100KB")  # fmt: skip
+    assert_ok(result)
+    shards, manifest = local_shards(tmp_path / "out")
+    check_shards(shards, manifest, matched)  # member names keep the prefix (bucket-relative)
+    assert manifest["ishard"]["skipped"][0]["examples"] == ["matched_prefix_/.cache/x.jpg"]
+
+    # the same plan as the same tree on a local disk
+    make_tree(tmp_path / "tree", matched)
+    local = ishard.plan(tmp_path / "tree", prefix="matched_prefix_", shard_size="100KB")
+    remote = ishard.plan(f"s3://{s3_bucket}/matched_prefix_", shard_size="100KB",
+                         endpoint_url=s3_server.endpoint_url,
+                         storage_options=creds_options(s3_server))  # fmt: skip
+    assert plan_members(remote) == plan_members(local)
+    assert {n: [m for m, _ in read_members(n, d)] for n, d in shards.items()} == plan_members(local)
+
+
+# ---------------------------------------------------------------- S3 -> S3
+
+
+def test_s3_to_s3_between_buckets_url_prefix_and_prefix_option(
+    cli, client, s3_bucket, bucket2, tmp_path
+):
+    data = {f"data/{k}": v for k, v in TREE.items()}
+    put(client, s3_bucket, {**data, "other/000.jpg": b"other", "data-old/1.jpg": b"old"})
+    train = {k: v for k, v in data.items() if k.startswith("data/train/")}
+    val = {k: v for k, v in data.items() if k.startswith("data/val/")}
+
+    runs = [
+        (f"s3://{s3_bucket}/data/", "all", (), data),
+        (f"s3://{s3_bucket}/data", "val", ("--prefix", "data/val"), val),
+        (f"s3://{s3_bucket}", "train", ("--prefix", "data/train/"), train),
+    ]
+    for src, out, extra, expected in runs:
+        result = cli("shard", src, f"s3://{bucket2}/shards/{out}", "--shard-size", "100KB",
+                     *extra)  # fmt: skip
+        assert_ok(result)
+        shards, manifest = split_shards(objects(client, bucket2, f"shards/{out}/"),
+                                        f"shards/{out}/")  # fmt: skip
+        check_shards(shards, manifest, expected)
+    # --prefix disjoint from the URL's prefix: nothing to shard, a runtime failure
+    result = cli("shard", f"s3://{s3_bucket}/data", f"s3://{bucket2}/none", "--prefix", "other")
+    assert_error(result, 1, "nothing to shard")
+    assert listing(client, bucket2, "none") == []
+    assert uploads(client, bucket2) == []
+    assert sorted(objects(client, s3_bucket)) == sorted([*data, "other/000.jpg", "data-old/1.jpg"])
+
+
+BIG = {
+    "big/a.bin": blob("a", 9 * MiB + 123),  # above the 8 MiB read chunk: ranged GETs
+    "big/b.bin": blob("b", 4 * MiB),
+    "big/c.txt": b"c" * 10,
+    "big/d.txt": b"d" * 20,
+}
+
+
+def test_multipart_shards_are_byte_identical_and_deterministic(
+    cli, client, s3_bucket, bucket2, tmp_path
+):
+    put(client, s3_bucket, BIG)
+    common = ("--shard-size", "12MiB", "--part-size", "5MiB")
+    assert_ok(cli("shard", f"s3://{s3_bucket}/big", f"s3://{bucket2}/run1", *common))
+    # another read-ahead budget and one writer: the same bytes
+    assert_ok(cli("shard", f"s3://{s3_bucket}/big", f"s3://{bucket2}/run2", *common,
+                  "--read-buffer", "1MiB", "--jobs", "1"))  # fmt: skip
+    assert_ok(cli("shard", f"s3://{s3_bucket}/big", tmp_path / "local", *common))
+
+    run1, manifest1 = split_shards(objects(client, bucket2, "run1/"), "run1/")
+    run2, manifest2 = split_shards(objects(client, bucket2, "run2/"), "run2/")
+    local, local_manifest = local_shards(tmp_path / "local")
+    check_shards(run1, manifest1, BIG)
+    assert run1 == run2 == local
+    assert manifest1["shardlist"] == manifest2["shardlist"] == local_manifest["shardlist"]
+
+    multipart = 0
+    for name, data in run1.items():
+        etag = client.head_object(Bucket=bucket2, Key=f"run1/{name}")["ETag"].strip('"')
+        if len(data) > 5 * MiB:  # streamed in 5 MiB parts: the ETag counts them
+            assert etag.endswith(f"-{math.ceil(len(data) / (5 * MiB))}"), (name, etag)
+            multipart += 1
+        else:  # one PUT: the ETag is the md5
+            assert etag == hashlib.md5(data).hexdigest()
+    assert multipart >= 1
+    assert uploads(client, bucket2) == []
+
+
+# ---------------------------------------------------------------- dry run, ais://
+
+
+def test_dry_run_against_a_bucket_prints_the_plan_and_writes_nothing(
+    cli, client, s3_bucket, bucket2
+):
+    data = {f"ds/{k}": v for k, v in TREE.items()}
+    put(client, s3_bucket, data)
+    before = sorted(objects(client, s3_bucket).items())
+
+    text = cli("shard", f"s3://{s3_bucket}/ds", f"s3://{bucket2}/out", "--dry-run",
+               "--shard-size", "100KB")  # fmt: skip
+    assert_ok(text)
+    as_json = cli("shard", f"s3://{s3_bucket}/ds", "--dry-run=json", "--shard-size", "100KB")
+    assert_ok(as_json)
+    doc = json.loads(as_json.stdout)
+    names = [f["name"] for s in doc["shards"] for smp in s["samples"] for f in smp["files"]]
+    assert sorted(names) == sorted(data)
+    lines = text.stdout.splitlines()
+    for shard_doc in doc["shards"]:
+        assert any(line.startswith(shard_doc["name"]) for line in lines)
+    for name in data:
+        assert any(line.strip().startswith(name) for line in lines), name
+    assert f"would write {len(doc['shards'])} shards" in text.stdout
+
+    assert listing(client, bucket2) == [] and uploads(client, bucket2) == []
+    assert sorted(objects(client, s3_bucket).items()) == before
+
+
+def test_ais_url_goes_through_the_s3_api_with_the_same_names(cli, client, s3_bucket, tmp_path):
+    data = {f"ImageNet/Data/{k}": v for k, v in TREE.items()}
+    put(client, s3_bucket, {**data, "ImageNet/Other/x.jpg": b"x"})
+    for scheme in ("s3", "ais"):  # --endpoint-url stands in for $AIS_ENDPOINT/s3
+        assert_ok(cli("shard", f"{scheme}://{s3_bucket}/ImageNet/Data", tmp_path / scheme,
+                      "--shard-size", "100KB"))  # fmt: skip
+    ais, ais_manifest = local_shards(tmp_path / "ais")
+    s3, s3_manifest = local_shards(tmp_path / "s3")
+    check_shards(ais, ais_manifest, data)  # bucket-relative names: ImageNet/Data/...
+    assert ais == s3
+    assert ais_manifest["shardlist"] == s3_manifest["shardlist"]
+    assert ais_manifest["ishard"]["source"] == f"ais://{s3_bucket}/ImageNet/Data"
+
+
+def test_ais_url_without_an_endpoint_is_a_usage_error(cli, tmp_path):
+    result = cli("shard", "ais://bucket/prefix", tmp_path / "out", endpoint=False)
+    assert_error(result, 2, "ais://bucket/prefix", "AIS_ENDPOINT")
+    assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------- --src-list
+
+
+def inventory_rows(client, bucket: str) -> list[dict]:
+    return [
+        {"name": o["Key"], "size": o["Size"], "mtime": int(o["LastModified"].timestamp()),
+         "iso": o["LastModified"].strftime("%Y-%m-%dT%H:%M:%S.000Z")}
+        for o in listing(client, bucket)
+    ]  # fmt: skip
+
+
+def write_list(kind: str, rows: list[dict], bucket: str, where: Path) -> Path:
+    """An inventory of ``rows`` as a CSV with a header, JSON Lines, or an AWS S3 Inventory
+    (manifest.json + gzip'ed headerless CSV data files with URL-encoded keys)."""
+    where.mkdir(parents=True, exist_ok=True)
+    if kind == "csv":
+        path = where / "list.csv"
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            out = csv.writer(f)
+            out.writerow(["name", "size", "etag"])
+            out.writerows([r["name"], r["size"], "x"] for r in reversed(rows))
+        return path
+    if kind == "jsonl":
+        path = where / "list.jsonl"
+        lines = [{"name": r["name"], "size": r["size"], "mtime": r["mtime"]} for r in rows]
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        return path
+    # AWS layout: <prefix>/<bucket>/<config>/<date>/manifest.json beside <config>/data/*.csv.gz
+    config = where / "inventory" / bucket / "cfg"
+    (config / "data").mkdir(parents=True)
+    (config / "2024-01-01T00-00Z").mkdir()
+    files = []
+    for part, chunk in enumerate((rows[::2], rows[1::2])):
+        text = io.StringIO()
+        out = csv.writer(text, quoting=csv.QUOTE_ALL, lineterminator="\n")
+        out.writerows([bucket, quote_plus(r["name"], safe=""), r["size"], r["iso"]] for r in chunk)
+        data = gzip.compress(text.getvalue().encode("utf-8"))
+        name = f"{part:08x}-6f1a-4c2e-9d7b-3a2b1c0d9e8f.csv.gz"
+        (config / "data" / name).write_bytes(data)
+        files.append({"key": f"inventory/{bucket}/cfg/data/{name}", "size": len(data),
+                      "MD5checksum": hashlib.md5(data).hexdigest()})  # fmt: skip
+    manifest = {
+        "sourceBucket": bucket,
+        "destinationBucket": "arn:aws:s3:::inventory-bucket",
+        "version": "2016-11-30",
+        "creationTimestamp": "1704067200000",
+        "fileFormat": "CSV",
+        "fileSchema": "Bucket, Key, Size, LastModifiedDate",
+        "files": files,
+    }
+    path = config / "2024-01-01T00-00Z" / "manifest.json"
+    path.write_text(json.dumps(manifest, indent=2))
+    return path
+
+
+LISTED = {
+    **{f"ds/{k}": v for k, v in TREE.items()},
+    "ds/odd/a b+c%41.jpg": b"spaces, plus and percent",
+    "ds/odd/a b+c%41.cls": b"7",
+    "ds/odd/naïve.jpg": b"not ascii",
+    "zz/outside.jpg": b"outside the URL prefix",
+}
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl", "s3-inventory"])
+def test_src_list_gives_the_same_shards_as_listing_the_bucket(
+    cli, client, s3_bucket, tmp_path, kind
+):
+    put(client, s3_bucket, LISTED)
+    inventory = write_list(kind, inventory_rows(client, s3_bucket), s3_bucket, tmp_path / "inv")
+    src = f"s3://{s3_bucket}/ds"
+    assert_ok(cli("shard", src, tmp_path / "listed", "--shard-size", "100KB"))
+    assert_ok(cli("shard", src, tmp_path / "inv-out", "--shard-size", "100KB",
+                  "--src-list", inventory))  # fmt: skip
+    listed, listed_manifest = local_shards(tmp_path / "listed")
+    from_list, list_manifest = local_shards(tmp_path / "inv-out")
+    expected = {k: v for k, v in LISTED.items() if k.startswith("ds/")}
+    check_shards(from_list, list_manifest, expected)
+    if kind == "csv":  # no times in the list: same shards and members, other tar mtimes
+        assert {n: read_members(n, d) for n, d in from_list.items()} == {
+            n: read_members(n, d) for n, d in listed.items()
+        }
+    else:  # times in the list: byte-identical shards
+        assert from_list == listed
+        assert list_manifest["shardlist"] == listed_manifest["shardlist"]
+
+
+def test_src_list_name_missing_from_the_bucket_fails_at_read_time(
+    cli, client, s3_bucket, bucket2, tmp_path
+):
+    put(client, s3_bucket, {"m/a.bin": blob("ma", 6 * MiB), "m/b.bin": b"b"})
+    path = tmp_path / "list.csv"
+    path.write_text(f"name,size\nm/a.bin,{6 * MiB}\nm/b.bin,1\nm/ghost.bin,100\n")
+    # one shard: a.bin streams as a multipart upload before ghost.bin is reached
+    result = cli("shard", f"s3://{s3_bucket}/m", f"s3://{bucket2}/out", "--src-list", path,
+                 "--shard-size", "64MiB", "--part-size", "5MiB", "--jobs", "1")  # fmt: skip
+    assert_error(result, 1, "'m/ghost.bin'", "missing")
+    assert listing(client, bucket2) == []
+    assert uploads(client, bucket2) == []
+
+
+# ---------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize("role", ["source", "destination"])
+def test_missing_bucket_is_a_usage_error(cli, client, s3_bucket, tmp_path, role):
+    put(client, s3_bucket, {"x/1.jpg": b"1"})
+    if role == "source":
+        result = cli("shard", "s3://ishard-no-such-bucket/x", tmp_path / "out")
+        assert not (tmp_path / "out").exists()
+    else:
+        result = cli("shard", f"s3://{s3_bucket}/x", "s3://ishard-no-such-bucket/out")
+    assert_error(result, 2, role, "'s3://ishard-no-such-bucket/", "does not exist")
+    assert sorted(objects(client, s3_bucket)) == ["x/1.jpg"]
+
+
+@pytest.mark.parametrize("role, how", [("source", "env"), ("destination", "storage-option")])
+def test_wrong_secret_is_denied_and_never_shown(
+    cli, client, s3_server, s3_bucket, tmp_path, role, how
+):
+    secret = "WrongSecret-5f2c9e1d7a"
+    put(client, s3_bucket, {"x/1.jpg": b"1"})
+    src, dst = f"s3://{s3_bucket}/x", tmp_path / "out"
+    if role == "destination":
+        src, dst = make_tree(tmp_path / "src", {"1.jpg": b"1"}), f"s3://{s3_bucket}/out"
+    if how == "env":
+        result = cli("shard", src, dst, env={"AWS_SECRET_ACCESS_KEY": secret})
+    else:
+        access_key = creds_options(s3_server)[0]
+        result = cli("shard", src, dst, "--storage-option", access_key,
+                     "--storage-option", f"secret={secret}", creds=False)  # fmt: skip
+    line = assert_error(result, 1, role, "denied")
+    assert secret not in result.stdout + result.stderr
+    assert "secret=" not in line
+    assert sorted(objects(client, s3_bucket)) == ["x/1.jpg"]
+
+
+def test_credentials_from_storage_options_never_reach_output_or_manifest(
+    cli, client, s3_server, s3_bucket, bucket2
+):
+    put(client, s3_bucket, {"x/1.jpg": b"1", "x/1.cls": b"c"})
+    key, secret = creds_options(s3_server)
+    result = cli("shard", f"s3://{s3_bucket}/x", f"s3://{bucket2}/out", "--storage-option", key,
+                 "--storage-option", secret, "--json", creds=False)  # fmt: skip
+    assert_ok(result)
+    manifest = objects(client, bucket2)["out/manifest.json"].decode()
+    for text in (result.stdout, manifest):
+        assert s3_server.secret_key not in text
+    assert json.loads(manifest)["ishard"]["options"]["storage_options"] == ["key", "secret"]
+
+
+@pytest.mark.parametrize("role", ["source", "destination"])
+def test_no_credentials_at_all_is_a_clear_runtime_error(cli, client, s3_bucket, tmp_path, role):
+    put(client, s3_bucket, {"x/1.jpg": b"1"})
+    src, dst = f"s3://{s3_bucket}/x", tmp_path / "out"
+    if role == "destination":
+        src, dst = make_tree(tmp_path / "src", {"1.jpg": b"1"}), f"s3://{s3_bucket}/out"
+    result = cli("shard", src, dst, creds=False)
+    assert_error(result, 1, role, "no credentials", "AWS_ACCESS_KEY_ID")
+    assert sorted(objects(client, s3_bucket)) == ["x/1.jpg"]
+
+
+def test_destination_prefix_not_empty_needs_overwrite(cli, client, s3_bucket, tmp_path):
+    src = make_tree(tmp_path / "src", TREE)
+    put(client, s3_bucket, {"out/old.txt": b"old", "elsewhere/x.txt": b"x"})
+    result = cli("shard", src, f"s3://{s3_bucket}/out", "--shard-size", "100KB")
+    assert_error(result, 2, f"'s3://{s3_bucket}/out'", "not empty", "--overwrite")
+    assert sorted(objects(client, s3_bucket)) == ["elsewhere/x.txt", "out/old.txt"]
+
+    # a bucket with objects elsewhere is fine: only the prefix must be empty
+    assert_ok(cli("shard", src, f"s3://{s3_bucket}/fresh", "--shard-size", "100KB"))
+    fresh, _ = split_shards(objects(client, s3_bucket, "fresh/"), "fresh/")
+
+    assert_ok(cli("shard", src, f"s3://{s3_bucket}/out", "--shard-size", "100KB", "--overwrite"))
+    out, manifest = split_shards(objects(client, s3_bucket, "out/"), "out/")
+    assert out.pop("old.txt") == b"old"
+    assert out == fresh
+    check_shards(out, manifest, TREE)
+
+
+# ---------------------------------------------------------------- fault: the server dies
+
+
+class KillServer(Progress):
+    """Kills the S3 server once (after the first shard, or midway into the next one) and
+    brings it back when ishard says it could not abort an upload yet."""
+
+    def __init__(self, server, when: str) -> None:
+        self.server, self.when = server, when
+        self.lock = threading.Lock()
+        self.done: list[str] = []
+        self.notices: list[str] = []
+        self.payload = 0
+        self.payload_at_first_done: int | None = None
+        self.killed = False
+
+    def _kill(self) -> None:
+        self.killed = True
+        self.server.stop(kill=True)
+
+    def wrote(self, nbytes: int) -> None:
+        with self.lock:
+            self.payload += nbytes
+            base = self.payload_at_first_done
+            if self.when == "mid-upload" and not self.killed and base is not None:
+                if self.payload - base >= 7 * MiB:  # > one 5 MiB part: an upload is open
+                    self._kill()
+
+    def shard_done(self, result) -> None:
+        with self.lock:
+            self.done.append(result.name)
+            if self.payload_at_first_done is None:
+                self.payload_at_first_done = self.payload
+                if self.when == "between-shards":
+                    self._kill()
+
+    def notice(self, text: str) -> None:
+        with self.lock:
+            self.notices.append(text)
+            if not self.server.running:
+                self.server.restart(kill=True)
+
+
+@pytest.mark.parametrize("when", ["between-shards", "mid-upload"])
+def test_server_killed_mid_run_leaves_no_partial_shard_or_upload(
+    s3_server, client, s3_bucket, tmp_path, when
+):
+    """One writer, so what is open when the server dies is decided by the hooks alone:
+    between shards nothing is (shard-000001 fails to start its upload); mid-upload,
+    shard-000001's upload is open and must be aborted once the server is back."""
+    files = {f"{i:03d}.bin": blob(f"f{i}", MiB) for i in range(48)}
+    src = make_tree(tmp_path / "src", files)
+    options = {"shard_size": "12MiB", "part_size": "5MiB", "jobs": 1, "retries": 2}
+    planned = plan_members(ishard.plan(src, **options))
+    assert len(planned) == 4 and all(len(m) == 12 for m in planned.values())
+
+    progress = KillServer(s3_server, when)
+    storage = (*creds_options(s3_server), "skip_instance_cache=true")
+    try:
+        with pytest.raises(ishard.IshardError) as failure:
+            ishard.shard(src, f"s3://{s3_bucket}/out", progress=progress,
+                         endpoint_url=s3_server.endpoint_url, storage_options=storage,
+                         **options)  # fmt: skip
+    finally:
+        if not s3_server.running:
+            s3_server.start()
+    err = failure.value
+    assert progress.killed
+    assert err.exit_code == 1
+    message = str(err)
+    assert "\n" not in message and f"s3://{s3_bucket}/out" in message
+    assert s3_server.secret_key not in message
+
+    client = s3_server.client()
+    assert uploads(client, s3_bucket) == []
+    written = objects(client, s3_bucket)
+    assert "out/manifest.json" not in written
+    names = {k.removeprefix("out/"): v for k, v in written.items()}
+    assert set(names) <= set(planned) and set(names) != set(planned)
+    assert progress.done == ["shard-000000.tar"] and set(names) == {"shard-000000.tar"}
+    for name, data in names.items():  # a complete archive of exactly its planned members
+        assert read_members(name, data) == [(m, files[m]) for m in planned[name]]
+    if when == "mid-upload":  # an upload was open when the server died: its abort had to wait
+        assert len(progress.notices) == 1 and "could not abort" in progress.notices[0]
+        assert "shard-000001.tar" in progress.notices[0]
+    else:
+        assert progress.notices == []

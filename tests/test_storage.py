@@ -1,0 +1,333 @@
+"""Where data lives, without a server: URL resolution, storage options, store errors, and
+listings from inventory files (``--src-list``) on the local disk."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+from pathlib import Path
+from urllib.parse import quote_plus
+
+import pytest
+
+from ishard.errors import IshardError, SourceError, UsageError, WriteError
+from ishard.inventory import list_inventory
+from ishard.listing import HIDDEN
+from ishard.model import Tally
+from ishard.storage import parse_storage_options, resolve, storage_error
+
+# ---------------------------------------------------------------- resolve
+
+
+@pytest.fixture
+def no_ais(monkeypatch):
+    monkeypatch.delenv("AIS_ENDPOINT", raising=False)
+
+
+def test_a_local_path_or_file_url_is_a_local_directory(tmp_path):
+    for url in (str(tmp_path), f"file://{tmp_path}"):
+        loc = resolve(url)
+        assert loc.is_local and not loc.is_s3
+        assert loc.fs is None and loc.root == str(tmp_path)
+        assert loc.path("a/b.jpg") == str(tmp_path / "a" / "b.jpg")
+
+
+@pytest.mark.parametrize(
+    "url, bucket, prefix",
+    [
+        ("s3://bkt", "bkt", ""),
+        ("s3://bkt/", "bkt", ""),
+        ("s3://bkt/ImageNet/Data", "bkt", "ImageNet/Data"),
+        ("s3://bkt/matched_prefix_", "bkt", "matched_prefix_"),
+        ("s3://bkt/data/", "bkt", "data/"),  # a trailing slash keeps data-old/ out
+        ("s3a://bkt/a/b", "bkt", "a/b"),
+    ],
+)
+def test_a_bucket_url_is_bucket_and_listing_prefix(url, bucket, prefix):
+    loc = resolve(url, endpoint_url="http://127.0.0.1:1")
+    assert loc.is_s3 and not loc.is_local
+    assert (loc.root, loc.prefix, loc.url) == (bucket, prefix, url)
+    assert loc.path("ImageNet/Data/x.jpg") == f"{bucket}/ImageNet/Data/x.jpg"  # bucket-relative
+    assert loc.child("shard-000000.tar") == "/".join(
+        p for p in (bucket, prefix.strip("/"), "shard-000000.tar") if p
+    )
+
+
+def test_endpoint_url_and_storage_options_reach_s3fs():
+    options = parse_storage_options(
+        ["key=K", "secret=S", "config_kwargs.connect_timeout=3", "client_kwargs.region_name=eu"]
+    )
+    loc = resolve("s3://bkt/p", endpoint_url="http://127.0.0.1:9", storage_options=options)
+    fs = loc.fs
+    assert fs.endpoint_url == "http://127.0.0.1:9"
+    assert (fs.key, fs.secret) == ("K", "S")
+    assert fs.client_kwargs == {"region_name": "eu"}
+    # the nested option merges with ishard's defaults instead of replacing them
+    assert fs.config_kwargs["connect_timeout"] == 3
+    assert fs.config_kwargs["max_pool_connections"] == 128
+
+
+def test_ais_uses_ais_endpoint_plus_s3(monkeypatch):
+    for value in ("http://h:1", "http://h:1/"):
+        monkeypatch.setenv("AIS_ENDPOINT", value)
+        loc = resolve("ais://bkt/ImageNet/Data")
+        assert loc.is_s3 and "s3" in loc.fs.protocol
+        assert loc.fs.endpoint_url == "http://h:1/s3"
+        assert (loc.root, loc.prefix) == ("bkt", "ImageNet/Data")
+
+
+def test_ais_endpoint_url_option_wins_as_given(monkeypatch):
+    monkeypatch.setenv("AIS_ENDPOINT", "http://h:1")
+    loc = resolve("ais://bkt", endpoint_url="http://127.0.0.1:2/s3")
+    assert loc.fs.endpoint_url == "http://127.0.0.1:2/s3"
+
+
+def test_ais_without_an_endpoint_is_a_usage_error(no_ais):
+    with pytest.raises(UsageError) as err:
+        resolve("ais://bkt/p", role="source")
+    assert err.value.exit_code == 2
+    message = str(err.value)
+    assert "\n" not in message
+    assert "'ais://bkt/p'" in message and "AIS_ENDPOINT" in message and "--endpoint-url" in message
+
+
+@pytest.mark.parametrize("url", ["s3://", "s3:///", "ais://"])
+def test_a_url_without_bucket_is_a_usage_error(url, monkeypatch):
+    monkeypatch.setenv("AIS_ENDPOINT", "http://h:1")
+    with pytest.raises(UsageError, match="names no bucket"):
+        resolve(url)
+
+
+def test_an_unknown_scheme_is_a_usage_error():
+    with pytest.raises(UsageError) as err:
+        resolve("nosuchscheme://x/y", role="destination")
+    assert "destination" in str(err.value) and "'nosuchscheme://'" in str(err.value)
+
+
+def test_other_fsspec_urls_are_paths_on_their_filesystem():
+    loc = resolve("memory://ishard-test/data/")
+    assert not loc.is_local and not loc.is_s3
+    assert (loc.root, loc.prefix) == ("/ishard-test/data", "")
+    assert loc.path("a.jpg") == "/ishard-test/data/a.jpg"
+
+
+# ---------------------------------------------------------------- storage options
+
+
+def test_storage_options_are_typed_and_nested():
+    assert parse_storage_options(None) == {} and parse_storage_options(()) == {}
+    assert parse_storage_options(
+        ["anon=true", "use_ssl=False", "max_concurrency=16", "offset=-1", "profile=dev=ops",
+         "client_kwargs.region_name=us-east-1", "config_kwargs.retries.max_attempts=3",
+         "version=1.5", "key=0123abc"]
+    ) == {
+        "anon": True,
+        "use_ssl": False,
+        "max_concurrency": 16,
+        "offset": -1,
+        "profile": "dev=ops",
+        "client_kwargs": {"region_name": "us-east-1"},
+        "config_kwargs": {"retries": {"max_attempts": 3}},
+        "version": "1.5",
+        "key": "0123abc",
+    }  # fmt: skip
+    assert parse_storage_options({"anon": True}) == {"anon": True}
+
+
+@pytest.mark.parametrize("item", ["anon", "=true", ""])
+def test_a_storage_option_without_key_and_value_is_a_usage_error(item):
+    with pytest.raises(UsageError) as err:
+        parse_storage_options([item])
+    assert err.value.exit_code == 2 and "KEY=VALUE" in str(err.value)
+
+
+# ---------------------------------------------------------------- store errors
+
+
+class NoCredentialsError(Exception):
+    """Named like botocore's: storage_error goes by the name."""
+
+
+@pytest.mark.parametrize(
+    "err, role, kind, code, needle",
+    [
+        (FileNotFoundError("NoSuchBucket"), "source", UsageError, 2, "does not exist"),
+        (FileNotFoundError("NoSuchBucket"), "destination", UsageError, 2, "does not exist"),
+        (PermissionError("AccessDenied"), "source", SourceError, 1, "denied"),
+        (PermissionError("AccessDenied"), "destination", WriteError, 1, "denied"),
+        (NoCredentialsError("Unable to locate credentials"), "source", SourceError, 1,
+         "no credentials"),
+        (ConnectionError("refused\nsecond line"), "destination", WriteError, 1, "cannot reach"),
+    ],
+)  # fmt: skip
+def test_store_errors_become_one_line_with_exit_code(err, role, kind, code, needle):
+    loc = resolve("s3://bkt/p", endpoint_url="http://127.0.0.1:1")
+    out = storage_error(err, loc, role)
+    assert isinstance(out, kind) and isinstance(out, IshardError)
+    assert out.exit_code == code
+    assert "\n" not in str(out)
+    assert needle in str(out) and role in str(out) and "'s3://bkt/p'" in str(out)
+
+
+# ---------------------------------------------------------------- inventories
+
+
+def entries(where, **kwargs) -> list[tuple[str, int, int]]:
+    return [(e.name, e.size, e.mtime) for e in list_inventory(str(where), **kwargs)]
+
+
+def test_csv_with_a_header_any_column_order_extra_columns(tmp_path):
+    path = tmp_path / "list.csv"
+    path.write_text(
+        "etag,size,name,mtime\n"
+        'x,3,"b/2,with comma.jpg",1700000000\n'
+        "y,1,a/1.jpg,\n"
+        "z,22,b/10.jpg,1700000001.5\n"
+    )
+    assert entries(path) == [
+        ("a/1.jpg", 1, 0),
+        ("b/10.jpg", 22, 1700000001),
+        ("b/2,with comma.jpg", 3, 1700000000),
+    ]
+
+
+def test_csv_key_column_and_iso_dates(tmp_path):
+    path = tmp_path / "list.csv"
+    path.write_text("Key,Size,LastModified\nk/a.bin,5,2024-01-01T00:00:01.000Z\n")
+    assert entries(path) == [("k/a.bin", 5, 1704067201)]
+
+
+def test_gzipped_csv_is_read(tmp_path):
+    path = tmp_path / "list.csv.gz"
+    path.write_bytes(gzip.compress(b"name,size\nz.jpg,1\na.jpg,2\n"))
+    assert entries(path) == [("a.jpg", 2, 0), ("z.jpg", 1, 0)]
+
+
+def test_listing_rules_apply_prefixes_hidden_markers_duplicates_order(tmp_path):
+    path = tmp_path / "list.jsonl"
+    rows = [
+        {"name": "ds/b.jpg", "size": 2},
+        {"name": "ds/a.jpg", "size": 1, "mtime": 7},
+        {"name": "ds/dir/", "size": 0},
+        {"name": "ds/.cache/x.jpg", "size": 1},
+        {"name": "ds/a.jpg", "size": 1, "mtime": 7},
+        {"name": "ds/Z.jpg", "size": 3},
+        {"name": "ds/é.jpg", "size": 4},
+        {"name": "ds-old/c.jpg", "size": 1},
+        {"name": "other/d.jpg", "size": 1},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
+    tally = Tally()
+    assert [n for n, _, _ in entries(path, list_prefix="ds/", tally=tally)] == [
+        "ds/Z.jpg", "ds/a.jpg", "ds/b.jpg", "ds/é.jpg",  # bytewise: 'Z' < 'a' < 'é'
+    ]  # fmt: skip
+    assert [(s.reason, s.count) for s in tally.freeze()] == [(HIDDEN, 1)]
+    assert [n for n, _, _ in entries(path, list_prefix="ds", prefix="ds/a")] == ["ds/a.jpg"]
+    assert entries(path, list_prefix="ds/", prefix="other") == []
+    hidden = [n for n, _, _ in entries(path, list_prefix="ds/", include_hidden=True)]
+    assert "ds/.cache/x.jpg" in hidden
+
+
+@pytest.mark.parametrize(
+    "name, text, needle",
+    [
+        ("list.csv", "a.jpg,1\nb.jpg,2\n", "no header"),
+        ("list.csv", "name,size\na.jpg,big\n", "line 2"),
+        ("list.jsonl", '{"name": "a.jpg", "size": 1}\n{"name": "b.jpg"}\n', "line 2"),
+        ("list.jsonl", '{"name": "a.jpg", "size": 1}\n{not json\n', "line 2"),
+    ],
+)
+def test_malformed_inventory_is_a_usage_error_naming_the_line(tmp_path, name, text, needle):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(UsageError) as err:
+        entries(path)
+    assert err.value.exit_code == 2
+    assert "--src-list" in str(err.value) and needle in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_missing_inventory_file_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="does not exist"):
+        entries(tmp_path / "nothere.csv")
+
+
+# AWS S3 Inventory, laid out as AWS writes it:
+#   <dest-prefix>/<source-bucket>/<config-id>/<YYYY-MM-DDTHH-MMZ>/manifest.json
+#   <dest-prefix>/<source-bucket>/<config-id>/data/<uuid>.csv.gz   (headerless, all quoted)
+WIDE_SCHEMA = (
+    "Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size, LastModifiedDate, ETag, "
+    "StorageClass, IsMultipartUploaded"
+)
+
+
+def s3_inventory(root: Path, rows: list[list[str]], schema: str = WIDE_SCHEMA) -> Path:
+    config = root / "inv" / "src-bucket" / "daily"
+    (config / "data").mkdir(parents=True)
+    (config / "2024-01-02T00-00Z").mkdir()
+    files = []
+    for part, chunk in enumerate((rows[:2], rows[2:])):
+        text = io.StringIO()
+        csv.writer(text, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(chunk)
+        name = f"{part}c1e5d9a-1b2c-4d3e-8f90-a1b2c3d4e5f6.csv.gz"
+        (config / "data" / name).write_bytes(gzip.compress(text.getvalue().encode()))
+        files.append({"key": f"inv/src-bucket/daily/data/{name}", "size": 1, "MD5checksum": "0"})
+    manifest = {
+        "sourceBucket": "src-bucket",
+        "destinationBucket": "arn:aws:s3:::inv-bucket",
+        "version": "2016-11-30",
+        "creationTimestamp": "1704153600000",
+        "fileFormat": "CSV",
+        "fileSchema": schema,
+        "files": files,
+    }
+    path = config / "2024-01-02T00-00Z" / "manifest.json"
+    path.write_text(json.dumps(manifest))
+    return path
+
+
+def wide_row(key: str, size: int, date: str = "2024-01-01T00:00:00.000Z") -> list[str]:
+    return ["src-bucket", quote_plus(key, safe=""), "v1", "true", "false", str(size), date,
+            "etag", "STANDARD", "false"]  # fmt: skip
+
+
+def test_s3_inventory_decodes_keys_and_reads_every_data_file(tmp_path):
+    path = s3_inventory(
+        tmp_path,
+        [
+            wide_row("ds/a b+c%41.jpg", 10, "2024-01-01T00:00:05.000Z"),
+            wide_row("ds/naïve/x.jpg", 20),
+            wide_row("ds/z/1.jpg", 30),
+            wide_row("other/y.jpg", 40),
+        ],
+    )
+    assert entries(path, list_prefix="ds/") == [
+        ("ds/a b+c%41.jpg", 10, 1704067205),
+        ("ds/na\u00efve/x.jpg", 20, 1704067200),
+        ("ds/z/1.jpg", 30, 1704067200),
+    ]
+
+
+def test_s3_inventory_without_size_or_data_files_is_a_usage_error(tmp_path):
+    path = s3_inventory(tmp_path / "a", [wide_row("k", 1)] * 3, schema="Bucket, Key, ETag")
+    with pytest.raises(UsageError, match="Key and Size"):
+        entries(path)
+    path = s3_inventory(tmp_path / "b", [wide_row("k", 1)] * 3)
+    for data in (path.parent.parent / "data").iterdir():
+        data.unlink()
+    with pytest.raises(UsageError, match="data file"):
+        entries(path)
+
+
+@pytest.mark.parametrize("bad", ["size", "short"])
+def test_s3_inventory_row_not_matching_the_schema_is_a_usage_error(tmp_path, bad):
+    row = wide_row("ds/b.jpg", 1)
+    row = row[:3] if bad == "short" else [*row[:5], "big", *row[6:]]
+    path = s3_inventory(tmp_path, [wide_row("ds/a.jpg", 1), row, wide_row("ds/c.jpg", 1)])
+    with pytest.raises(UsageError) as err:
+        entries(path)
+    assert err.value.exit_code == 2
+    assert "line 2" in str(err.value) and "fileSchema" in str(err.value)
+    assert "\n" not in str(err.value)
