@@ -6,13 +6,16 @@ The script makes (once, deterministically) a tree shaped like ImageNet's trainin
     Annotations/<wnid>/<wnid>_<i>.xml        500 B - 2 KiB
     Data/train/<wnid>/<wnid>_<i>.JPEG        lognormal, mean about 110 KiB
 
-warms the page cache, then times GNU tar (the reference) and ishard in the same run,
-alternating tools and repeating, and prints medians with the ratio to tar. Numbers from one
-machine are only comparable with the tar line printed beside them.
+warms the page cache, then times GNU tar (the reference), ishard (with and without the
+manifest's md5) and webdataset's ShardWriter in the same run, alternating tools and repeating,
+and prints medians with the ratio to tar. A second group times ishard's ``.tgz`` against the
+same job with Python's built-in zlib. Numbers from one machine are only comparable with the
+reference lines printed beside them.
 
     python benchmarks/bench_local.py --small          # smoke run: ~2,000 files / 50 MiB
     python benchmarks/bench_local.py                  # ~85,000 files / ~2 GiB
     python benchmarks/bench_local.py --jobs 1         # also time ishard --jobs 1
+    python benchmarks/bench_local.py --no-tgz         # skip the (slow) .tgz group
     python benchmarks/bench_local.py --profile prof   # also profile one in-process ishard run
 """
 
@@ -22,7 +25,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import random
 import shutil
 import statistics
@@ -30,13 +32,14 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchlib import GIB, MIB, machine_line
+
 GENERATOR_VERSION = 1  # bump when the tree's shape or content changes
-MIB = 1 << 20
-GIB = 1 << 30
 XML_MIN, XML_MAX = 500, 2048
 JPEG_MIN, JPEG_MAX = 4 << 10, 4 << 20
 JPEG_SIGMA = 0.6  # lognormal spread of JPEG sizes (ImageNet's is of this order)
@@ -204,6 +207,7 @@ class Run:
     seconds: float
     cpu_seconds: float
     max_rss_mib: float
+    pss_mib: float  # peak of the summed PSS of the tool and all its processes (0: not seen)
 
 
 @dataclass
@@ -211,6 +215,7 @@ class Tool:
     label: str
     argv: list[str]
     out: Path  # what the tool writes; removed before every run
+    check: object = None  # called with no arguments after the untimed run; returns a summary
     runs: list[Run] = field(default_factory=list)
 
     @property
@@ -241,12 +246,59 @@ def gnu_time() -> str | None:
     return path if probe.returncode == 0 and probe.stderr.strip().isdigit() else None
 
 
+def _descendants(root: int) -> list[int]:
+    """``root`` and every process below it (Linux /proc)."""
+    parent: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    parent[int(entry.name)] = int(f.read().rpartition(b")")[2].split()[1])
+            except OSError:
+                continue
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += [child for child, ppid in parent.items() if ppid == pid]
+    return found
+
+
+def _pss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+class PssSampler(threading.Thread):
+    """Samples the summed PSS (shared pages counted once) of a process tree every 50 ms: with
+    writer processes, GNU time's peak RSS is that of the largest process, not of them all."""
+
+    def __init__(self, root: int) -> None:
+        super().__init__(daemon=True)
+        self.root, self.peak_kib = root, 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        if not os.path.exists("/proc/self/smaps_rollup"):
+            return
+        while not self.done.wait(0.05):
+            pids = _descendants(self.root)[1:]  # below GNU time (or the tool itself)
+            self.peak_kib = max(self.peak_kib, sum(map(_pss_kib, pids or [self.root])))
+
+
 def run_once(tool: Tool, log: Path, timer: str | None) -> Run:
     """Run ``tool`` once on a clean output; wall time, CPU time and peak RSS of that child.
 
     The peak RSS comes from GNU time when it is there: a child forked from this process
     inherits this process's high-water mark until it execs, so wait4's ru_maxrss would report
-    at least the benchmark's own size (then it is only an upper bound).
+    at least the benchmark's own size (then it is only an upper bound). It is the largest
+    single process; the summed PSS of the whole process tree is sampled beside it.
     """
     clear(tool.out)
     rss_file = log.with_suffix(".rss")
@@ -254,8 +306,12 @@ def run_once(tool: Tool, log: Path, timer: str | None) -> Run:
     with open(log, "wb") as err:
         started = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+        sampler = PssSampler(proc.pid)
+        sampler.start()
         _, status, usage = os.wait4(proc.pid, 0)
         elapsed = time.perf_counter() - started
+        sampler.done.set()
+        sampler.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(
@@ -267,7 +323,7 @@ def run_once(tool: Tool, log: Path, timer: str | None) -> Run:
     else:
         rss = _rss_mib(usage.ru_maxrss)
     # wait4's CPU times include the grandchild GNU time waited for.
-    return Run(elapsed, usage.ru_utime + usage.ru_stime, rss)
+    return Run(elapsed, usage.ru_utime + usage.ru_stime, rss, sampler.peak_kib / 1024)
 
 
 PF_KTHREAD = 0x00200000
@@ -306,19 +362,23 @@ def startup_seconds(ishard: list[str]) -> float:
     return statistics.median(times)
 
 
-def check_ishard_output(shards: Path, sizes: dict[str, int]) -> str:
+def check_ishard_output(shards: Path, sizes: dict[str, int], ext: str = ".tar",
+                        md5: bool = True) -> str:
     """Every file exactly once across the shards, with its size; the manifest agrees."""
     manifest = json.loads((shards / "manifest.json").read_text())
     totals = manifest["ishard"]["totals"]
     found: dict[str, int] = {}
     members = 0
-    tars = sorted(shards.glob("*.tar"))
+    tars = sorted(shards.glob("*" + ext))
     for path in tars:
         with tarfile.open(path) as tf:
             for member in tf:
                 found[member.name] = member.size
                 members += 1
     problems = []
+    with_md5 = sum("md5sum" in e for e in manifest["shardlist"])
+    if with_md5 != (len(tars) if md5 else 0):
+        problems.append(f"{with_md5} of {len(tars)} manifest entries have an md5sum")
     if totals["files"] != len(sizes):
         problems.append(f"manifest says {totals['files']} files, the tree has {len(sizes)}")
     if totals["shards"] != len(tars):
@@ -335,6 +395,63 @@ def check_ishard_output(shards: Path, sizes: dict[str, int]) -> str:
         f"{len(tars)} shards, {members:,} members, {sum(found.values()):,} payload bytes "
         "— every file once, sizes match"
     )
+
+
+def check_webdataset_output(shards: Path, sizes: dict[str, int]) -> str:
+    """As many members as files, and the same multiset of sizes (names are ``key.ext``)."""
+    found: list[int] = []
+    tars = sorted(shards.glob("*.tar"))
+    for path in tars:
+        with tarfile.open(path) as tf:
+            found += [m.size for m in tf]
+    if sorted(found) != sorted(sizes.values()):
+        raise SystemExit(
+            f"bench_local: webdataset wrote {len(found)} members ({sum(found):,} bytes), "
+            f"the tree has {len(sizes)} files ({sum(sizes.values()):,} bytes)"
+        )
+    return f"{len(tars)} shards, {len(found):,} members, {sum(found):,} payload bytes"
+
+
+def webdataset_job(data: Path, out: Path, shard_size: int) -> None:
+    """The same job with webdataset's ShardWriter, written as its documentation shows: list,
+    group files into samples by base name (as ishard's default key does), read each file, and
+    ``sink.write`` one dict per sample, a new shard when ``maxsize`` is reached."""
+    import webdataset as wds
+
+    samples: dict[str, dict[str, str]] = {}
+    for top, dirs, files in os.walk(data):
+        dirs.sort()
+        for name in sorted(files):
+            key, _, ext = name.partition(".")
+            samples.setdefault(key, {})[ext.lower()] = os.path.join(top, name)
+    out.mkdir(parents=True, exist_ok=True)
+    with wds.ShardWriter(
+        str(out / "shard-%06d.tar"), maxcount=1 << 40, maxsize=shard_size, verbose=0,
+        encoder=False,
+    ) as sink:
+        for key, parts in samples.items():
+            sample: dict[str, object] = {"__key__": key}
+            for ext, path in parts.items():
+                with open(path, "rb") as f:
+                    sample[ext] = f.read()
+            sink.write(sample)
+
+
+# Runs ishard's command line with Python's built-in zlib as the gzip compressor.
+BUILTIN_GZIP = (
+    "import sys; from ishard.formats import compress; compress.GZIP_PREFERENCE = ('zlib',); "
+    "from ishard.cli import main; main(sys.argv[1:])"
+)
+
+
+def gzip_library_name() -> str:
+    """Which gzip compressor ishard uses here at its default level."""
+    probe = subprocess.run(
+        [sys.executable, "-c",
+         "from ishard.formats.compress import gzip_library; print(gzip_library(6)[0])"],
+        check=True, capture_output=True, text=True,
+    )
+    return probe.stdout.strip()
 
 
 def profile_ishard(data: Path, out: Path, shard_size: str, dest: str) -> None:
@@ -371,6 +488,7 @@ def profile_ishard(data: Path, out: Path, shard_size: str, dest: str) -> None:
     clear(out)
     if hasattr(write, "ThreadPoolExecutor"):
         write.ThreadPoolExecutor = SerialPool  # type: ignore[assignment, misc]
+        write.FORK = None  # no writer processes either: everything on this thread
     else:
         print(
             "profile: ishard.write has no ThreadPoolExecutor to replace — shard writers run in "
@@ -393,35 +511,27 @@ def profile_ishard(data: Path, out: Path, shard_size: str, dest: str) -> None:
 # Report
 
 
-def machine_line() -> str:
-    mem = ""
-    try:
-        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        mem = f", {pages / GIB:.0f} GiB RAM"
-    except (ValueError, OSError, AttributeError):
-        pass
-    return (
-        f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs{mem}, "
-        f"Python {platform.python_version()}"
+
+def print_table(tools: list[Tool], files: int, total: int, ref: Tool, ref_name: str) -> None:
+    header = (
+        f"{'tool':<34} {'median s':>9} {'MiB/s':>8} {'files/s':>9} {'CPU s':>7} "
+        f"{'peak RSS MiB':>13} {'all procs PSS':>14} {'vs ' + ref_name:>9}"
     )
-
-
-def print_table(tools: list[Tool], files: int, total: int) -> None:
-    ref = tools[0].median
-    header = f"{'tool':<26} {'median s':>9} {'MiB/s':>8} {'files/s':>9} {'CPU s':>7} {'peak RSS MiB':>13} {'vs tar':>7}"
     print(header)
     print("-" * len(header))
     for t in tools:
         med = t.median
         cpu = statistics.median(r.cpu_seconds for r in t.runs)
         rss = max(r.max_rss_mib for r in t.runs)
+        pss = max(r.pss_mib for r in t.runs)
         print(
-            f"{t.label:<26} {med:>9.2f} {total / MIB / med:>8.0f} {files / med:>9,.0f} "
-            f"{cpu:>7.2f} {rss:>13.1f} {med / ref:>6.2f}x"
+            f"{t.label:<34} {med:>9.2f} {total / MIB / med:>8.0f} {files / med:>9,.0f} "
+            f"{cpu:>7.2f} {rss:>13.1f} {f'{pss:.1f}' if pss else '-':>14} "
+            f"{med / ref.median:>8.2f}x"
         )
     print()
     for t in tools:
-        print(f"  {t.label:<24} runs: " + ", ".join(f"{r.seconds:.2f}" for r in t.runs))
+        print(f"  {t.label:<32} runs: " + ", ".join(f"{r.seconds:.2f}" for r in t.runs))
 
 
 def verdict(tool: Tool, ref: Tool) -> str:
@@ -433,6 +543,12 @@ def verdict(tool: Tool, ref: Tool) -> str:
     else:
         word = "much slower than tar"
     return f"verdict: {tool.label} takes {ratio:.2f}x the time of {ref.label} ({word})"
+
+
+def target(what: str, value: float, limit: float, at_most: bool = True) -> str:
+    met = value <= limit if at_most else value >= limit
+    sign = "<=" if at_most else ">="
+    return f"target: {what} = {value:.2f} ({sign} {limit:g} wanted): {'met' if met else 'NOT met'}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -458,13 +574,23 @@ def main(argv: list[str] | None = None) -> None:
         default=[],
         help="also time ishard --jobs N (repeatable)",
     )
+    ap.add_argument("--no-tgz", action="store_true", help="skip the .tgz group (the slow part)")
+    ap.add_argument(
+        "--no-webdataset", action="store_true", help="skip webdataset's ShardWriter"
+    )
     ap.add_argument(
         "--profile",
         metavar="FILE",
         default=None,
         help="also profile one in-process ishard run (writers serial) into FILE",
     )
+    ap.add_argument("--run-webdataset", nargs=3, metavar=("DATA", "OUT", "BYTES"),
+                    help=argparse.SUPPRESS)  # the timed webdataset job, in its own process
     args = ap.parse_args(argv)
+    if args.run_webdataset:
+        data_dir, out_dir, nbytes = args.run_webdataset
+        webdataset_job(Path(data_dir), Path(out_dir), int(nbytes))
+        return
 
     if args.small:
         args.files, args.total_gib = 2_000, 50 / 1024
@@ -486,6 +612,13 @@ def main(argv: list[str] | None = None) -> None:
         )
     if shutil.which("tar") is None:
         raise SystemExit("bench_local: GNU tar is not on PATH — install it (apt-get install tar)")
+    with_wds = not args.no_webdataset
+    if with_wds:
+        try:
+            import webdataset  # noqa: F401
+        except ImportError:
+            print("webdataset: not installed (pip install -e '.[bench]') — left out")
+            with_wds = False
     print(machine_line())
     print(f"data: {data}")
     ensure_data(data, marker, p)
@@ -519,16 +652,53 @@ def main(argv: list[str] | None = None) -> None:
         "--overwrite",
         "--no-progress",
     ]
-    tools = [
-        Tool(
-            "tar -cf (GNU tar)",
-            ["tar", "-cf", str(work / "ref.tar"), "-C", str(data), "."],
-            work / "ref.tar",
-        ),
-        Tool(f"ishard (default, jobs {min(8, os.cpu_count() or 1)})", ishard + common, shards),
-    ]
+    jobs = min(8, os.cpu_count() or 1)
+
+    def ishard_check(ext: str = ".tar", md5: bool = True):
+        return lambda: check_ishard_output(shards, sizes, ext, md5)
+
+    tar_tool = Tool(
+        "tar -cf (GNU tar)",
+        ["tar", "-cf", str(work / "ref.tar"), "-C", str(data), "."],
+        work / "ref.tar",
+    )
+    default = Tool(f"ishard (default, jobs {jobs})", ishard + common, shards, ishard_check())
+    no_md5 = Tool("ishard --checksum none", ishard + common + ["--checksum", "none"], shards,
+                  ishard_check(md5=False))
+    tools = [tar_tool, default, no_md5]
+    wds_tool = None
+    if with_wds:
+        wds_out = work / "wds"
+        parse = "import sys; from ishard.sizes import parse_size; print(parse_size(sys.argv[1]))"
+        size_bytes = subprocess.run(
+            [sys.executable, "-c", parse, args.shard_size],
+            check=True, capture_output=True, text=True,
+        ).stdout.strip()
+        wds_tool = Tool(
+            "webdataset ShardWriter",
+            [sys.executable, os.path.abspath(__file__), "--run-webdataset", str(data),
+             str(wds_out), size_bytes],
+            wds_out,
+            lambda: check_webdataset_output(wds_out, sizes),
+        )
+        tools.append(wds_tool)
     for j in args.jobs:
-        tools.append(Tool(f"ishard --jobs {j}", ishard + common + ["--jobs", str(j)], shards))
+        tools.append(Tool(f"ishard --jobs {j}", ishard + common + ["--jobs", str(j)], shards,
+                          ishard_check()))
+    tgz: list[Tool] = []
+    if not args.no_tgz:
+        library = gzip_library_name()
+        tgz_args = common + ["--ext", ".tgz"]
+        tgz = [
+            Tool(f"ishard .tgz ({library}, jobs {jobs})", ishard + tgz_args, shards,
+                 ishard_check(".tgz")),
+            Tool(f"ishard .tgz (built-in zlib, jobs {jobs})",
+                 [sys.executable, "-c", BUILTIN_GZIP, "shard", *tgz_args], shards,
+                 ishard_check(".tgz")),
+        ]
+        if library == "zlib":
+            print("gzip: only the built-in zlib is installed (pip install -e '.[fast]' adds "
+                  "ISA-L), so the .tgz group compares zlib with itself")
 
     timer = gnu_time()
     print(
@@ -543,21 +713,22 @@ def main(argv: list[str] | None = None) -> None:
         f"ishard start-up (python -m ishard --version): "
         f"{startup_seconds([sys.executable, '-m', 'ishard', '--version']):.3f} s"
     )
-    # One untimed run of each: warms the programs' own files and checks ishard's output.
+    # One untimed run of each: warms the programs' own files and checks their output.
     tar_version = subprocess.run(["tar", "--version"], check=True, capture_output=True, text=True)
     print(f"tar: {tar_version.stdout.splitlines()[0]}")
-    for t in tools:
+    everything = tools + tgz
+    for t in everything:
         run_once(t, log, timer)
-        if t.out == shards:
-            print(f"check: {t.label}: {check_ishard_output(shards, sizes)}")
+        if t.check is not None:
+            print(f"check: {t.label}: {t.check()}")
 
     print(f"timing: {args.repeat} rounds, tool order rotated each round, medians reported")
     other_before, wall_before = other_cpu_seconds(), time.perf_counter()
     for r in range(args.repeat):
-        for t in tools[r % len(tools) :] + tools[: r % len(tools)]:
+        for t in everything[r % len(everything) :] + everything[: r % len(everything)]:
             t.runs.append(run_once(t, log, timer))
-    clear(work / "ref.tar")
-    clear(shards)
+    for t in everything:
+        clear(t.out)
 
     if other_before is not None:
         share = ((other_cpu_seconds() or 0.0) - other_before) / (time.perf_counter() - wall_before)
@@ -565,10 +736,23 @@ def main(argv: list[str] | None = None) -> None:
         if share > 0.25:
             print("warning: the machine was busy with other work while timing — numbers are noisy")
     print(f"\n{len(names):,} files, {total / MIB:,.0f} MiB, shard size {args.shard_size}\n")
-    print_table(tools, len(names), total)
+    print_table(tools, len(names), total, tar_tool, "tar")
     print()
     for t in tools[1:]:
-        print(verdict(t, tools[0]))
+        print(verdict(t, tar_tool))
+    best = min((default, no_md5), key=lambda t: t.median)
+    print(target(f"{best.label} / tar", best.median / tar_tool.median, 0.85))
+    if wds_tool is not None:
+        for t in (default, no_md5):
+            print(target(f"{t.label} / webdataset", t.median / wds_tool.median, 0.4))
+    peak = max(max(r.max_rss_mib, r.pss_mib) for t in (default, no_md5) for r in t.runs)
+    print(target("ishard peak memory MiB (RSS or all processes' PSS)", peak, 250))
+    if tgz:
+        print()
+        print_table(tgz, len(names), total, tgz[1], "zlib")
+        print()
+        print(target(f"{tgz[0].label} throughput / built-in zlib's",
+                     tgz[1].median / tgz[0].median, 2, at_most=False))
     if args.profile:
         profile_ishard(data, shards, args.shard_size, args.profile)
     print(f"\ndata left at {data}")

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
-
-import json
 
 import regex
 

@@ -11,8 +11,8 @@ import fsspec.asyn
 
 from .errors import IshardError, SourceError, UsageError
 from .model import Tally
-from .table import FileTable
 from .storage import Location, storage_error
+from .table import FileTable
 
 HIDDEN = "hidden (name starts with '.'; --include-hidden keeps it)"
 HIDDEN_DIR = "hidden directory, not entered (--include-hidden enters it)"

@@ -12,9 +12,11 @@ from rich.progress import (
     BarColumn,
     DownloadColumn,
     ProgressColumn,
-    Progress as RichBar,
     TextColumn,
     TimeRemainingColumn,
+)
+from rich.progress import (
+    Progress as RichBar,
 )
 from rich.text import Text
 

@@ -197,8 +197,10 @@ class S3Sink(_Hashing):
         self._count(data)
         self._buf += data
         while len(self._buf) >= self._part_size:
-            self._send(bytes(self._buf[: self._part_size]))
+            with memoryview(self._buf) as view:  # one copy (a bytearray slice would be two)
+                part = bytes(view[: self._part_size])
             del self._buf[: self._part_size]
+            self._send(part)
 
     def close(self) -> None:
         """All bytes are written: send the last part (a small shard waits for commit)."""

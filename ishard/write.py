@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import gc
+import itertools
+import multiprocessing
+import os
+import signal
+import sys
 import threading
-from collections.abc import Callable
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from collections.abc import Callable, Sequence
+from concurrent.futures import (
+    FIRST_EXCEPTION,
+    Future,
+    ProcessPoolExecutor,
+    ThreadPoolExecutor,
+    wait,
+)
+from concurrent.futures.process import BrokenProcessPool
 
 from .errors import Interrupted, IshardError, WriteError
 from .formats import open_writer
@@ -12,6 +25,14 @@ from .model import ShardPlan, ShardResult
 from .progress import Progress
 
 REPORT_EVERY = 4 << 20
+RELAY_EVERY = 0.25  # seconds between progress reports relayed from writer processes
+ORPHAN_CHECK = 1024  # a writer process checks every this many members that ishard still runs
+# Writer processes are forked, so they inherit the plan, reader and sink factory instead of
+# having them pickled; only Linux's fork is both cheap and safe enough for that.
+FORK = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+_RUNS: dict[int, tuple] = {}  # run token -> (shards, reader, open_sink, settings)
+_TOKENS = itertools.count()
+_CHILD: tuple = ()  # in a writer process: (cancel flag, progress relay)
 
 
 class _Cancelled(Exception):
@@ -51,9 +72,37 @@ def _write_one(shard: ShardPlan, reader, open_sink: Callable, settings: dict,
     return result
 
 
-def write_shards(shards: tuple[ShardPlan, ...], reader, open_sink: Callable, *, jobs: int,
-                 settings: dict, progress: Progress) -> list[ShardResult]:
+def _collect(futures: list[Future], cancel: Callable[[], None]) -> list[ShardResult]:
+    """Results in submission order; on the first failure or Ctrl-C, cancel the rest and raise."""
+    try:
+        wait(futures, return_when=FIRST_EXCEPTION)
+        if any(f.done() and not f.cancelled() and f.exception() for f in futures):
+            cancel()
+            for f in futures:
+                f.cancel()
+            wait(futures)
+            errors = [f.exception() for f in futures if f.done() and not f.cancelled()]
+            error = next(e for e in errors if e is not None and not isinstance(e, _Cancelled))
+            if isinstance(error, BrokenProcessPool):
+                raise WriteError("a shard writer process died unexpectedly — run again with "
+                                 "--overwrite (with --jobs 1 if it keeps happening)") from None
+            raise error
+    except KeyboardInterrupt:
+        cancel()
+        for f in futures:
+            f.cancel()
+        wait(futures)
+        raise Interrupted(Interrupted.MESSAGE) from None
+    return [f.result() for f in futures]
+
+
+def write_shards(shards: Sequence[ShardPlan], reader, open_sink: Callable, *, jobs: int,
+                 settings: dict, progress: Progress, processes: bool = False) -> list[ShardResult]:
     """Write every shard (``jobs`` at a time); results come back in plan order.
+
+    With ``processes`` (for CPU-bound work: local to local, compression) and more than one job,
+    the writers are forked processes, each writing whole shards, so they run beside each other
+    instead of taking turns at the interpreter lock; otherwise they are threads.
 
     On the first failure, or Ctrl-C, the other writers stop and abandon their shards (temp files
     removed, uploads aborted); shards already complete stay (they are exactly what the plan says).
@@ -61,23 +110,109 @@ def write_shards(shards: tuple[ShardPlan, ...], reader, open_sink: Callable, *, 
     Raises:
         IshardError: the first failure in plan order; Interrupted on Ctrl-C.
     """
+    jobs = max(1, min(jobs, len(shards)))
+    if processes and jobs > 1 and FORK is not None:
+        return _write_in_processes(shards, reader, open_sink, jobs=jobs, settings=settings,
+                                   progress=progress)
     cancel = threading.Event()
-    with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="ishard-write") as pool:
-        futures = [pool.submit(_write_one, s, reader, open_sink, settings, cancel, progress)
-                   for s in shards]
+
+    def write(index: int) -> ShardResult:  # the shard's members are built only when it starts
+        return _write_one(shards[index], reader, open_sink, settings, cancel, progress)
+
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="ishard-write") as pool:
         try:
-            wait(futures, return_when=FIRST_EXCEPTION)
-            if any(f.done() and not f.cancelled() and f.exception() for f in futures):
-                cancel.set()
-                for f in futures:
-                    f.cancel()
-                wait(futures)
-                errors = [f.exception() for f in futures if f.done() and not f.cancelled()]
-                raise next(e for e in errors if e is not None and not isinstance(e, _Cancelled))
-        except KeyboardInterrupt:
+            futures = [pool.submit(write, i) for i in range(len(shards))]
+        except BaseException:  # Ctrl-C while submitting: the pool must not finish the rest
             cancel.set()
-            for f in futures:
-                f.cancel()
-            wait(futures)
-            raise Interrupted(Interrupted.MESSAGE) from None
-    return [f.result() for f in futures]
+            raise
+        return _collect(futures, cancel.set)
+
+
+class _ChildCancel:
+    """A writer process's view of the cancel flag; an orphaned writer (ishard was killed)
+    cancels itself too."""
+
+    def __init__(self, flag, parent: int) -> None:
+        self._flag, self._parent, self._calls = flag, parent, 0
+
+    def is_set(self) -> bool:
+        if self._flag.value:
+            return True
+        self._calls += 1
+        return self._calls % ORPHAN_CHECK == 0 and os.getppid() != self._parent
+
+
+class _ChildProgress(Progress):
+    """Adds written bytes to a counter the parent relays; the parent reports finished shards."""
+
+    def __init__(self, counter) -> None:
+        self._counter = counter
+
+    def wrote(self, nbytes: int) -> None:
+        with self._counter.get_lock():
+            self._counter.value += nbytes
+
+
+def _start_writer(flag, counter, parent: int) -> None:
+    # Ctrl-C and SIGTERM reach the whole process group: the parent alone turns them into the
+    # cancel flag, so each writer stops between members and removes its temp file.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    global _CHILD
+    _CHILD = (_ChildCancel(flag, parent), _ChildProgress(counter))
+
+
+def _write_forked(token: int, index: int) -> ShardResult:
+    shards, reader, open_sink, settings = _RUNS[token]
+    return _write_one(shards[index], reader, open_sink, settings, *_CHILD)
+
+
+def _write_in_processes(shards: Sequence[ShardPlan], reader, open_sink: Callable, *, jobs: int,
+                        settings: dict, progress: Progress) -> list[ShardResult]:
+    flag = FORK.RawValue("b", 0)
+    counter = FORK.Value("q", 0)
+    stop = threading.Event()
+    relayed = 0
+
+    def relay() -> None:
+        nonlocal relayed
+        while True:
+            stopping = stop.wait(RELAY_EVERY)
+            now = counter.value
+            if now > relayed:
+                progress.wrote(now - relayed)
+                relayed = now
+            if stopping:
+                return
+
+    def finished(future: Future) -> None:
+        if not future.cancelled() and future.exception() is None:
+            progress.shard_done(future.result())
+
+    def cancel() -> None:
+        flag.value = 1
+
+    token = next(_TOKENS)
+    _RUNS[token] = (shards, reader, open_sink, settings)
+    relay_thread = threading.Thread(target=relay, name="ishard-progress", daemon=True)
+    # Objects that exist now are never collected in the writers: a collection there would
+    # touch (and so copy) every page of the inherited plan.
+    gc.freeze()
+    try:
+        with ProcessPoolExecutor(jobs, mp_context=FORK, initializer=_start_writer,
+                                 initargs=(flag, counter, os.getpid())) as pool:
+            try:
+                futures = [pool.submit(_write_forked, token, i) for i in range(len(shards))]
+                relay_thread.start()  # after the fork: the writers inherit no extra thread
+                for f in futures:
+                    f.add_done_callback(finished)
+            except BaseException:  # Ctrl-C while submitting: the pool must not finish the rest
+                cancel()
+                raise
+            return _collect(futures, cancel)
+    finally:
+        gc.unfreeze()
+        _RUNS.pop(token, None)
+        stop.set()
+        if relay_thread.is_alive():
+            relay_thread.join()

@@ -98,6 +98,7 @@ BAD_OPTIONS = [
     (["--sort", "bogus"], ["--sort", "'bogus'", "shuffle"]),
     (["--dry-run=bogus"], ["--dry-run", "bogus", "show_keys"]),
     (["--samples-per-shard", "0"], ["--samples-per-shard '0'", "at least 1"]),
+    (["--checksum", "sha1"], ["--checksum", "'sha1'", "md5 or none"]),
     (["--bogus"], ["--bogus"]),
 ]
 
@@ -636,3 +637,12 @@ def test_warn_action_names_offenders_and_keeps_every_file(src, tmp_path):
     ]
     assert "warning" not in result.stdout
     assert tar_names(dst / "shard-000000.tar") == VISIBLE
+
+
+def test_go_style_checksum_flag_turns_md5_off(src, tmp_path):
+    dst = tmp_path / "out"
+    result = run_ishard(f"-src_bck={src}", f"-dst_bck={dst}", "-checksum", "none",
+                        "-shard_size=1KiB", "--no-progress")
+    assert result.returncode == 0, result.stderr
+    entries = json.loads((dst / "manifest.json").read_text())["shardlist"]
+    assert entries and all("md5sum" not in e and e["filesize"] > 0 for e in entries)

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import lz4.frame
 import pytest
-
 from conftest import make_tree, run_ishard
 
 EXTS = (".tar", ".tgz", ".tar.gz", ".zip", ".tar.lz4")
@@ -518,3 +517,74 @@ def test_zip_members_method_and_attributes(args, method, tmp_path):
         assert "No errors detected" in run_tool("unzip", "-t", str(path)).stdout.decode()
         tool_extract(path, out)
     assert source_files(out) == source_files(src)
+
+
+# ---------------------------------------------------------------- header builder
+
+
+def test_packed_ustar_headers_equal_the_field_by_field_builder():
+    """TarWriter packs common headers from a template; the bytes must not change."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from ishard.formats.tar import TarWriter, member_header
+
+    names = st.one_of(
+        st.text(st.characters(min_codepoint=32, max_codepoint=126), min_size=1, max_size=120),
+        st.lists(st.text("abcxyz._-", min_size=1, max_size=70), min_size=1, max_size=5).map(
+            "/".join
+        ),
+        st.sampled_from(PLAIN_NAMES + PAX_NAMES),
+    )
+
+    class Sink:
+        def __init__(self) -> None:
+            self.data = bytearray()
+
+        def write(self, data) -> None:
+            self.data += data
+
+        def close(self) -> None:
+            pass
+
+    @settings(max_examples=300, deadline=None)
+    @given(names, st.integers(0, 8**11 + 5), st.integers(-5, 8**11 + 5))
+    def check(name, size, mtime):
+        sink = Sink()
+        writer = TarWriter(sink)
+        writer._header(name, size, mtime)
+        writer._flush()
+        assert bytes(sink.data) == member_header(name, size, mtime)
+        assert writer.offset == len(sink.data)
+
+    check()
+
+
+# ---------------------------------------------------------------- gzip libraries
+
+
+@pytest.mark.parametrize("library", ["isal", "zlib-ng", "zlib"])
+@pytest.mark.parametrize("level", [None, "1", "9", "0"])
+def test_every_gzip_library_writes_gzip_that_gnu_tar_and_tarfile_read(library, level, tmp_path,
+                                                                      monkeypatch):
+    """The fastest installed gzip library is used; each must give valid, repeatable gzip."""
+    import ishard
+    from ishard.formats import compress
+
+    pytest.importorskip(compress.GZIP_LIBRARIES[library])
+    monkeypatch.setattr(compress, "GZIP_PREFERENCE", (library,))
+    expected = "zlib" if level == "0" else library
+    assert compress.gzip_library(int(level or 6))[0] == expected
+    src = make_tree(tmp_path / "src", TREE)
+    outs = []
+    for run in ("one", "two"):
+        ishard.shard(src, tmp_path / run, ext=".tgz", shard_size="4KiB", jobs=2,
+                     compress_level=level)
+        outs.append({p.name: p.read_bytes() for p in shard_files(tmp_path / run)})
+    assert outs[0] == outs[1]
+    extracted = tmp_path / "x"
+    for path in shard_files(tmp_path / "one"):
+        run_tool("gzip", "-t", str(path))
+        tool_extract(path, extracted)
+        assert [n for n, _ in read_shard(path)] == tool_list(path)
+    assert source_files(extracted) == source_files(src)

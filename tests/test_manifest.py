@@ -12,7 +12,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import make_tree, run_ishard
 from test_formats import EXTS, TREE, read_shard, sample_key, shard_files
 

@@ -69,6 +69,15 @@ def test_endpoint_url_and_storage_options_reach_s3fs():
     assert fs.config_kwargs["max_pool_connections"] == 128
 
 
+def test_whole_object_reads_are_one_get_each():
+    # s3fs's max_concurrency > 1 adds a HEAD before every whole-object read (cat_file)
+    fs = resolve("s3://bkt/p", endpoint_url="http://127.0.0.1:9").fs
+    assert getattr(fs, "max_concurrency", 1) == 1
+    options = parse_storage_options(["max_concurrency=4"])  # a user's choice still wins
+    fs = resolve("s3://bkt/p", endpoint_url="http://127.0.0.1:9", storage_options=options).fs
+    assert fs.storage_options["max_concurrency"] == 4
+
+
 def test_ais_uses_ais_endpoint_plus_s3(monkeypatch):
     for value in ("http://h:1", "http://h:1/"):
         monkeypatch.setenv("AIS_ENDPOINT", value)

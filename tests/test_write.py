@@ -15,12 +15,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import make_tree, run_ishard
+from test_formats import EXTS, TREE, member_names, read_shard, shard_files
 
 import ishard
-from conftest import make_tree, run_ishard
 from ishard.errors import SourceError
 from ishard.progress import Progress
-from test_formats import EXTS, TREE, member_names, read_shard, shard_files
 
 SHARD_ARGS = ("--shard-size", "4KiB", "--no-progress")
 
@@ -330,3 +330,84 @@ def test_failed_overwrite_run_leaves_no_manifest_that_disagrees_with_the_shards(
             assert hashlib.md5(data).hexdigest() == entry["md5sum"], (
                 f"manifest.json describes an old {entry['url']} that the failed run replaced"
             )
+
+
+# ---------------------------------------------------------------- --checksum none
+
+
+@pytest.mark.parametrize("ext", EXTS)
+def test_checksum_none_writes_the_same_shards_and_no_md5sum(ext, tmp_path, reference):
+    src = make_tree(tmp_path / "src", TREE)
+    dst = tmp_path / "dst"
+    ishard.shard(src, dst, ext=ext, shard_size="4KiB", jobs=2, checksum="none")
+    assert shard_bytes(dst) == reference(ext)
+    entries = manifest(dst)["shardlist"]
+    assert [e["url"] for e in entries] == sorted(reference(ext))
+    for entry in entries:
+        assert "md5sum" not in entry
+        assert entry["filesize"] == len(reference(ext)[entry["url"]])
+    assert manifest(dst)["ishard"]["options"]["checksum"] == "none"
+
+
+@pytest.mark.parametrize("action", ACTIONS)
+@pytest.mark.parametrize("victim", VICTIMS)
+@pytest.mark.parametrize("jobs", [1, 4])
+def test_kernel_copy_still_sees_a_source_changed_after_listing(jobs, victim, action, tmp_path,
+                                                               reference):
+    change, words = ACTIONS[action]
+    src = make_tree(tmp_path / "src", TREE)
+    dst = tmp_path / "dst"
+    with pytest.raises(SourceError) as caught:
+        ishard.shard(src, dst, shard_size="4KiB", jobs=jobs, checksum="none",
+                     progress=Meddle(lambda: change(src / victim)))
+    message = str(caught.value)
+    assert repr(victim) in message and words in message, message
+    assert_clean_failure(dst, reference(".tar"), victim)
+
+
+def _fails(src: int, dst: int, count: int) -> int:
+    raise OSError(18, "Invalid cross-device link")
+
+
+def _copies_nothing(src: int, dst: int, count: int) -> int:
+    return 0  # what some file systems answer for a copy they do not support
+
+
+@pytest.mark.parametrize("copies", [(), (_fails,), (_copies_nothing, _fails), (_fails, None)],
+                         ids=["none", "exdev", "zero-then-exdev", "exdev-then-real"])
+def test_kernel_copy_falls_back_to_plain_copies_with_the_same_bytes(copies, tmp_path, reference,
+                                                                    monkeypatch):
+    from ishard import sinks
+
+    calls = []
+
+    def counted(real):
+        def copy(src: int, dst: int, count: int) -> int:
+            calls.append(count)
+            return real(src, dst, count)
+        return copy
+
+    chain = tuple(counted(c or sinks.KERNEL_COPIES[0]) for c in copies)
+    monkeypatch.setattr(sinks, "KERNEL_COPIES", chain)
+    src = make_tree(tmp_path / "src", TREE)
+    ishard.shard(src, tmp_path / "dst", shard_size="4KiB", jobs=1, checksum="none")
+    assert shard_bytes(tmp_path / "dst") == reference(".tar")
+    assert bool(calls) == bool(copies)
+
+
+def test_kernel_copy_is_used_only_without_a_checksum(tmp_path, monkeypatch):
+    from ishard import sinks
+
+    calls = []
+    real = sinks.KERNEL_COPIES
+
+    def copy(src: int, dst: int, count: int) -> int:
+        calls.append(count)
+        return real[0](src, dst, count)
+
+    monkeypatch.setattr(sinks, "KERNEL_COPIES", (copy, *real[1:]))
+    src = make_tree(tmp_path / "src", TREE)
+    ishard.shard(src, tmp_path / "md5", shard_size="4KiB", jobs=1)
+    assert calls == []
+    ishard.shard(src, tmp_path / "none", shard_size="4KiB", jobs=1, checksum="none")
+    assert calls == [TREE["big/0005.bin"]]

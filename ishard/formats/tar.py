@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import struct
 from typing import BinaryIO
 
-from ..errors import SourceError
+from ..errors import SourceError, WriteError
 from .compress import Sink
 
 BLOCK = 512
@@ -16,6 +18,14 @@ MODE = b"0000644\0"
 ZERO8 = b"0000000\0"
 MAGIC = b"ustar\x0000"
 PAX_NAME = b"././@PaxHeader"
+KERNEL_MIN = 64 << 10  # members this large are copied file to file in the kernel, when allowed
+# The plain ustar header as one struct: name, mode+uid+gid, size, mtime, checksum, typeflag,
+# (linkname), magic+version, (uname, gname), devmajor+devminor, prefix, (padding).
+_USTAR = struct.Struct("100s24s12s12s8s1s100x8s64x16s155s12x")
+_IDS = MODE + ZERO8 + ZERO8
+_DEVS = ZERO8 + ZERO8
+_FIXED_SUM = sum(_IDS) + sum(b"0") + sum(MAGIC) + sum(_DEVS) + sum(b" " * 8)
+_ZEROS = memoryview(bytes(BLOCK))
 
 
 def _octal(value: int, width: int) -> bytes:
@@ -126,6 +136,37 @@ def read_exactly(source: BinaryIO, size: int, name: str, into: Sink | bytearray)
         raise _grew(name, size)
 
 
+def _shrank(name: str, size: int, got: int) -> SourceError:
+    return SourceError(
+        f"file {name!r} shrank while being read: listed {size} bytes, "
+        f"got {got} — run again once the source is stable"
+    )
+
+
+def _unreadable(name: str, err: OSError) -> SourceError:
+    return SourceError(
+        f"cannot read {name!r} from the source: {err.strerror or err} — "
+        "check that it exists and is readable"
+    )
+
+
+def _fileno(source: BinaryIO) -> int:
+    """The descriptor to read ``source`` through (from its current offset), or -1."""
+    try:
+        return source.fileno()
+    except (AttributeError, OSError, ValueError):
+        return -1
+
+
+class _Into:
+    """Hands ``read_exactly``'s pieces to a function."""
+
+    __slots__ = ("write",)
+
+    def __init__(self, write) -> None:
+        self.write = write
+
+
 def _grew(name: str, size: int) -> SourceError:
     return SourceError(
         f"file {name!r} grew while being read: listed {size} bytes — "
@@ -134,43 +175,129 @@ def _grew(name: str, size: int) -> SourceError:
 
 
 class TarWriter:
-    """Streams members into ``sink`` as a tar archive; ``offset`` is the bytes written so far."""
+    """Streams members into ``sink`` as a tar archive; ``offset`` is the bytes written so far.
+
+    Headers, padding and member bytes gather in one reused buffer that goes to the sink in
+    writes of about ``FLUSH_AT`` bytes (``sink.write`` gets a memoryview of it, which it must
+    not keep). A source with a ``fileno()`` is read through that descriptor, straight into the
+    buffer; when the sink can also copy from a descriptor (``can_copy()``: a local file with no
+    checksum to compute), members of ``KERNEL_MIN`` bytes or more are copied in the kernel.
+    """
 
     def __init__(self, sink: Sink) -> None:
         self._sink = sink
-        self._buf = bytearray()
+        self._view = memoryview(bytearray(FLUSH_AT))
+        self._pos = 0
         self.offset = 0
         self.data_offsets: list[int] = []
-
-    def _emit(self, data: bytes) -> None:
-        self._buf += data
-        self.offset += len(data)
-        if len(self._buf) >= FLUSH_AT:
-            self._flush()
+        self._mtime, self._mtime_field, self._mtime_sum = -1, b"", 0
+        can_copy = getattr(sink, "can_copy", None)
+        self._copy = sink.copy_from if can_copy is not None and can_copy() else None
 
     def _flush(self) -> None:
-        if self._buf:
-            self._sink.write(bytes(self._buf))
-            self._buf.clear()
+        if self._pos:
+            self._sink.write(self._view[: self._pos])
+            self._pos = 0
+
+    def _put(self, data: bytes) -> None:
+        n = len(data)
+        self.offset += n
+        if self._pos + n > FLUSH_AT:
+            self._flush()
+            if n > FLUSH_AT:
+                self._sink.write(data)
+                return
+        self._view[self._pos : self._pos + n] = data
+        self._pos += n
+
+    def _header(self, name: str, size: int, mtime: int) -> None:
+        """``member_header``'s bytes; its common case (one plain ustar block) packed straight
+        into the buffer, with the checksum of the constant fields computed once."""
+        if name.isascii() and 0 <= size < OCTAL_11 and 0 <= mtime < OCTAL_11:
+            raw, prefix = name.encode("ascii"), b""
+            if len(raw) > 100:
+                split = _split_name(raw)
+                if split is None:
+                    self._put(member_header(name, size, mtime))
+                    return
+                prefix, raw = split
+            if mtime != self._mtime:  # files listed together often share their mtime
+                self._mtime, self._mtime_field = mtime, b"%011o\0" % mtime
+                self._mtime_sum = sum(self._mtime_field)
+            size_field = b"%011o\0" % size
+            check = _FIXED_SUM + self._mtime_sum + sum(raw) + sum(prefix) + sum(size_field)
+            if self._pos + BLOCK > FLUSH_AT:
+                self._flush()
+            _USTAR.pack_into(self._view, self._pos, raw, _IDS, size_field, self._mtime_field,
+                             b"%06o\0 " % check, b"0", MAGIC, _DEVS, prefix)
+            self._pos += BLOCK
+            self.offset += BLOCK
+            return
+        self._put(member_header(name, size, mtime))
+
+    def _read_fd(self, fd: int, size: int, name: str) -> None:
+        """Read the member into the buffer, one byte more than listed to see growth."""
+        if self._pos + size >= FLUSH_AT:
+            self._flush()
+        view, left = self._view, size
+        while True:
+            room = FLUSH_AT - self._pos
+            if room == 0:
+                self._flush()
+                room = FLUSH_AT
+            try:
+                n = os.readv(fd, [view[self._pos : self._pos + min(left + 1, room)]])
+            except OSError as err:
+                raise _unreadable(name, err) from None
+            if n > left:
+                raise _grew(name, size)
+            if n == 0:
+                if left:
+                    raise _shrank(name, size, size - left)
+                return
+            self._pos += n
+            left -= n
+            if left == 0:
+                return
+
+    def _copy_fd(self, fd: int, size: int, name: str) -> None:
+        """Copy the member in the kernel; then check the file ends where it was listed to."""
+        self._flush()
+        try:
+            copied = self._copy(fd, size)
+            more = os.pread(fd, 1, size) if copied == size else b""
+        except WriteError:
+            raise
+        except OSError as err:
+            raise _unreadable(name, err) from None
+        if copied < size:
+            raise _shrank(name, size, copied)
+        if more:
+            raise _grew(name, size)
 
     def add(self, name: str, size: int, mtime: int, source: BinaryIO) -> None:
         """Append a regular file of ``size`` bytes read from ``source``."""
-        self._emit(member_header(name, size, mtime))
+        self._header(name, size, mtime)
         self.data_offsets.append(self.offset)
-        if size <= FLUSH_AT:
-            read_exactly(source, size, name, self._buf)
+        fd = _fileno(source)
+        if fd < 0:
+            read_exactly(source, size, name, _Into(self._put))
+            self.offset -= size  # _put counted the bytes; counted once below
+        elif self._copy is not None and size >= KERNEL_MIN:
+            self._copy_fd(fd, size, name)
         else:
-            self._flush()
-            read_exactly(source, size, name, self._sink)
+            self._read_fd(fd, size, name)
         self.offset += size
-        self._emit(_padding(size))
+        pad = -size % BLOCK
+        if pad:
+            self._put(_ZEROS[:pad])
 
     def close(self) -> None:
         """Write the two zero end blocks and close the sink."""
-        self._emit(END)
+        self._put(END)
         self._flush()
         self._sink.close()
 
     def abort(self) -> None:
-        """Abandon the archive (nothing is held that needs releasing)."""
-        self._buf.clear()
+        """Abandon the archive: buffered bytes are dropped, never written."""
+        self._pos = 0
