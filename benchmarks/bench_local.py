@@ -16,6 +16,7 @@ reference lines printed beside them.
     python benchmarks/bench_local.py                  # ~85,000 files / ~2 GiB
     python benchmarks/bench_local.py --jobs 1         # also time ishard --jobs 1
     python benchmarks/bench_local.py --no-tgz         # skip the (slow) .tgz group
+    python benchmarks/bench_local.py --dask           # also .tgz on a Dask LocalCluster, 1 vs 2
     python benchmarks/bench_local.py --profile prof   # also profile one in-process ishard run
 """
 
@@ -575,6 +576,10 @@ def main(argv: list[str] | None = None) -> None:
         help="also time ishard --jobs N (repeatable)",
     )
     ap.add_argument("--no-tgz", action="store_true", help="skip the .tgz group (the slow part)")
+    ap.add_argument("--dask", action="store_true",
+                    help="also time .tgz with --executor dask, 1 worker against 2 (ishard[dask])")
+    ap.add_argument("--dask-shard-size", default="64MiB",
+                    help="shard size of the Dask group (default 64MiB: enough shards to balance)")
     ap.add_argument(
         "--no-webdataset", action="store_true", help="skip webdataset's ShardWriter"
     )
@@ -700,6 +705,14 @@ def main(argv: list[str] | None = None) -> None:
             print("gzip: only the built-in zlib is installed (pip install -e '.[fast]' adds "
                   "ISA-L), so the .tgz group compares zlib with itself")
 
+    dask: list[Tool] = []
+    if args.dask:
+        dask_args = [str(data), str(shards), "--shard-size", args.dask_shard_size, "--overwrite",
+                     "--no-progress", "--ext", ".tgz", "--executor", "dask"]
+        dask = [Tool(f"ishard .tgz --executor dask --jobs {n}",
+                     ishard + dask_args + ["--jobs", str(n)], shards, ishard_check(".tgz"))
+                for n in (1, 2)]
+
     timer = gnu_time()
     print(
         "peak RSS: "
@@ -716,7 +729,7 @@ def main(argv: list[str] | None = None) -> None:
     # One untimed run of each: warms the programs' own files and checks their output.
     tar_version = subprocess.run(["tar", "--version"], check=True, capture_output=True, text=True)
     print(f"tar: {tar_version.stdout.splitlines()[0]}")
-    everything = tools + tgz
+    everything = tools + tgz + dask
     for t in everything:
         run_once(t, log, timer)
         if t.check is not None:
@@ -753,6 +766,12 @@ def main(argv: list[str] | None = None) -> None:
         print()
         print(target(f"{tgz[0].label} throughput / built-in zlib's",
                      tgz[1].median / tgz[0].median, 2, at_most=False))
+    if dask:
+        print()
+        print_table(dask, len(names), total, dask[0], "1 worker")
+        print()
+        print(target("Dask speed-up, 2 workers over 1", dask[0].median / dask[1].median, 1.6,
+                     at_most=False))
     if args.profile:
         profile_ishard(data, shards, args.shard_size, args.profile)
     print(f"\ndata left at {data}")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .destination import check_destination
@@ -12,17 +14,18 @@ from .inventory import list_inventory
 from .keys import key_function
 from .listing import list_local, list_remote
 from .manifest import MANIFEST_NAME, manifest_bytes, remove_manifest
-from .model import Plan, Report, ShardPlan, Tally
+from .executors import write_with_dask
+from .model import Plan, Report, ShardPlan, ShardResult, Tally
 from .options import Options, make_options
 from .plan import check_unique, cut_indices, shard_names
 from .progress import SILENT, Progress
-from .readers import open_reader
+from .readers import Reader, open_reader
 from .retry import Retrier
 from .samples import apply_sample_exts_table, group_table, route_table
 from .sinks import open_sink, put_file
 from .storage import Location, parse_storage_options, resolve
 from .table import FileTable, SampleTable, ShardList
-from .write import write_shards
+from .write import Cancel, write_one, write_shards
 
 LISTING_REPORT_EVERY = 1000
 CLEANUP_ATTEMPTS = 12  # aborting uploads after a failure: about 40 s of patience
@@ -75,25 +78,54 @@ def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **op
     if opts.overwrite:
         remove_manifest(dest)  # else a failed run would leave it describing replaced shards
     retrier = Retrier(opts.retries)
+    if opts.executor == "dask":
+        task = functools.partial(_write_on_worker, src=str(src), dst=str(dst), opts=opts)
+        results = write_with_dask(the_plan.shards, task, scheduler=opts.scheduler,
+                                  workers=opts.workers(remote=False), progress=progress)
+    else:
+        local = source.is_local and dest.is_local
+        reader, sink_for, settings = _writer_parts(source, dest, opts, retrier, progress.notice)
+        try:
+            results = write_shards(the_plan.shards, reader, sink_for, jobs=_jobs(opts, source, dest),
+                                   settings=settings, progress=progress, processes=local)
+        finally:
+            reader.close()
+    manifest = put_file(dest, MANIFEST_NAME, manifest_bytes(the_plan, results), retrier)
+    return Report(the_plan, str(dst), tuple(results), time.monotonic() - started, manifest,
+                  retrier.retries)
+
+
+def _jobs(opts: Options, source: Location, dest: Location) -> int:
+    return opts.workers(remote=not (source.is_local and dest.is_local))
+
+
+def _writer_parts(source: Location, dest: Location, opts: Options, retrier: Retrier,
+                  notice: Callable[[str], None]) -> tuple[Reader, Callable, dict]:
+    """The reader of member bytes, the shard sink factory and the archive writer settings."""
     cleanup = Retrier(CLEANUP_ATTEMPTS, cap=4.0)
-    jobs = opts.workers(remote=not (source.is_local and dest.is_local))
-    reader = open_reader(source, retrier, jobs=jobs, budget=opts.read_buffer)
+    reader = open_reader(source, retrier, jobs=_jobs(opts, source, dest), budget=opts.read_buffer)
 
     def sink_for(shard_plan: ShardPlan):
         return open_sink(dest, shard_plan.name, retrier=retrier, cleanup=cleanup,
-                         part_size=opts.part_size, expected=shard_plan.size, notice=progress.notice,
+                         part_size=opts.part_size, expected=shard_plan.size, notice=notice,
                          checksum=opts.checksum == "md5")
 
     settings = {"compress_level": opts.compress_level,
                 "zip_deflate": opts.zip_compression == "deflated"}
+    return reader, sink_for, settings
+
+
+def _write_on_worker(shard_plan: ShardPlan, cancel: Cancel, *, src: str, dst: str,
+                     opts: Options) -> ShardResult:
+    """One shard, written by a Dask worker: it opens SRC and DST itself (through fsspec)."""
+    source = _location(src, opts, "source")
+    dest = _location(dst, opts, "destination")
+    reader, sink_for, settings = _writer_parts(source, dest, opts, Retrier(opts.retries),
+                                               SILENT.notice)
     try:
-        results = write_shards(the_plan.shards, reader, sink_for, jobs=jobs, settings=settings,
-                               progress=progress, processes=source.is_local and dest.is_local)
+        return write_one(shard_plan, reader, sink_for, settings, cancel, SILENT)
     finally:
         reader.close()
-    manifest = put_file(dest, MANIFEST_NAME, manifest_bytes(the_plan, results), retrier)
-    return Report(the_plan, str(dst), tuple(results), time.monotonic() - started, manifest,
-                  retrier.retries)
 
 
 def _location(url: str, opts: Options, role: str) -> Location:

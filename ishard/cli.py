@@ -40,6 +40,8 @@ GO_FLAGS = {
     "src_list": "--src-list",
     "endpoint_url": "--endpoint-url",
     "checksum": "--checksum",
+    "executor": "--executor",
+    "scheduler": "--scheduler",
 }
 GO_BOOLS = {
     "collapse": ("--collapse", "--no-collapse"),
@@ -157,6 +159,8 @@ def _emit_json(doc: dict) -> None:
 @click.option("--read-buffer", default="256MiB", show_default=True, help="Bytes fetched ahead from a store, across all writers.")
 @click.option("--retries", type=int, default=5, show_default=True, help="Tries per store request before giving up.")
 @click.option("--checksum", default="md5", show_default=True, help="md5 of every shard for the manifest, or none (faster).")
+@click.option("--executor", default="local", show_default=True, help="local, or dask: shards are Dask tasks on a cluster's workers.")
+@click.option("--scheduler", default=None, help="With --executor dask: tcp://HOST:PORT of a running Dask scheduler (default: a local cluster of --jobs processes).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def shard_command(src, dst, dry_run, progress, as_json, debug, **options) -> None:
@@ -169,7 +173,7 @@ def shard_command(src, dst, dry_run, progress, as_json, debug, **options) -> Non
     if dry_run is None and dst is None:
         raise click.UsageError("missing DST — say where the shards go: ishard shard SRC DST")
     if dry_run is not None:
-        the_plan = api.plan(src, **{k: v for k, v in options.items() if k not in ("jobs", "overwrite")})
+        the_plan = api.plan(src, **{k: v for k, v in options.items() if k not in ("jobs", "overwrite", "executor", "scheduler")})
         warnings_text(list(the_plan.warnings))
         if dry_run == "json":
             _emit_json(plan_document(the_plan))

@@ -23,6 +23,8 @@ DEFAULT_PART_SIZE = 16 << 20
 DEFAULT_READ_BUFFER = 256 << 20
 _DIGITS = regex.compile(r"[0-9]+")
 ZIP_METHODS = ("stored", "deflated")
+EXECUTORS = ("local", "dask")
+_SCHEDULER = regex.compile(r"(tcp|tls|ucx|ws|wss)://(\[[0-9a-fA-F:]+\]|[^/\s:\[\]]+)(:\d{1,5})?/?")
 CHECKSUMS = ("md5", "none")
 
 
@@ -53,6 +55,8 @@ class Options:
     read_buffer: int = DEFAULT_READ_BUFFER
     retries: int = 5
     checksum: str = "md5"
+    executor: str = "local"
+    scheduler: str | None = None
 
     @property
     def bounds(self) -> Bounds:
@@ -168,6 +172,7 @@ def make_options(**kwargs) -> Options:
         raise UsageError(f"--zip-compression {opts.zip_compression!r} must be stored or deflated")
     if str(opts.checksum).lower() not in CHECKSUMS:
         raise UsageError(f"--checksum {opts.checksum!r} must be md5 or none")
+    _check_executor(opts.executor, opts.scheduler)
     level = opts.compress_level
     if level is not None and (not _DIGITS.fullmatch(str(level)) or not 0 <= int(level) <= 9):
         raise UsageError(f"--compress-level {level!r} must be a whole number from 0 to 9")
@@ -197,5 +202,20 @@ def make_options(**kwargs) -> Options:
             "storage_options": _storage_options(opts.storage_options),
             "prefix": opts.prefix or "",
             "checksum": str(opts.checksum).lower(),
+            "executor": str(opts.executor).lower(),
         }
     )
+
+
+def _check_executor(executor: str, scheduler: str | None) -> None:
+    if str(executor).lower() not in EXECUTORS:
+        raise UsageError(f"--executor {executor!r} must be local or dask")
+    if scheduler is None:
+        return
+    if str(executor).lower() != "dask":
+        raise UsageError(f"--scheduler {scheduler!r} needs --executor dask")
+    if not _SCHEDULER.fullmatch(scheduler):
+        raise UsageError(
+            f"--scheduler {scheduler!r} is not a scheduler address — use tcp://HOST:PORT "
+            "(or tls://HOST:PORT), as `dask scheduler` prints it"
+        )

@@ -177,7 +177,10 @@ class RemoteReader:
             self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def open_reader(location: Location, retrier: Retrier, *, jobs: int, budget: int):
+Reader = LocalReader | RemoteReader  # what open_reader returns: ``read(entries)``, ``close()``
+
+
+def open_reader(location: Location, retrier: Retrier, *, jobs: int, budget: int) -> Reader:
     """The reader for a source: direct files locally, a prefetching reader for stores."""
     if location.is_local:
         return LocalReader(location)

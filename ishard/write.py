@@ -10,6 +10,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from typing import Protocol
 from concurrent.futures import (
     FIRST_EXCEPTION,
     Future,
@@ -35,12 +36,20 @@ _TOKENS = itertools.count()
 _CHILD: tuple = ()  # in a writer process: (cancel flag, progress relay)
 
 
+class Cancel(Protocol):
+    """What a writer asks between members: should it stop? (a ``threading.Event`` is one)."""
+
+    def is_set(self) -> bool:
+        """True once the run is being stopped."""
+
+
 class _Cancelled(Exception):
     """Another shard failed or the user interrupted: stop this one quietly."""
 
 
-def _write_one(shard: ShardPlan, reader, open_sink: Callable, settings: dict,
-               cancel: threading.Event, progress: Progress) -> ShardResult:
+def write_one(shard: ShardPlan, reader, open_sink: Callable, settings: dict,
+              cancel: Cancel, progress: Progress) -> ShardResult:
+    """Write one shard: reader → archive writer → sink, then commit; abort on any failure."""
     if cancel.is_set():
         raise _Cancelled
     sink = open_sink(shard)
@@ -117,7 +126,7 @@ def write_shards(shards: Sequence[ShardPlan], reader, open_sink: Callable, *, jo
     cancel = threading.Event()
 
     def write(index: int) -> ShardResult:  # the shard's members are built only when it starts
-        return _write_one(shards[index], reader, open_sink, settings, cancel, progress)
+        return write_one(shards[index], reader, open_sink, settings, cancel, progress)
 
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="ishard-write") as pool:
         try:
@@ -164,7 +173,7 @@ def _start_writer(flag, counter, parent: int) -> None:
 
 def _write_forked(token: int, index: int) -> ShardResult:
     shards, reader, open_sink, settings = _RUNS[token]
-    return _write_one(shards[index], reader, open_sink, settings, *_CHILD)
+    return write_one(shards[index], reader, open_sink, settings, *_CHILD)
 
 
 def _write_in_processes(shards: Sequence[ShardPlan], reader, open_sink: Callable, *, jobs: int,

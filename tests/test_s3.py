@@ -356,6 +356,22 @@ def test_multipart_shards_are_byte_identical_and_deterministic(
     assert uploads(client, bucket2) == []
 
 
+def test_dask_workers_read_and_write_the_store_themselves(cli, client, s3_bucket, bucket2):
+    """--executor dask: worker processes open the buckets (credentials and endpoint travel with
+    the task); the shards are the same objects a local run writes."""
+    put(client, s3_bucket, TREE)
+    common = ("--shard-size", "100KB", "--ext", ".tgz")
+    assert_ok(cli("shard", f"s3://{s3_bucket}", f"s3://{bucket2}/local", *common))
+    assert_ok(cli("shard", f"s3://{s3_bucket}", f"s3://{bucket2}/dask", *common,
+                  "--executor", "dask", "--jobs", "2"))
+    local, local_manifest = split_shards(objects(client, bucket2, "local/"), "local/")
+    dask, dask_manifest = split_shards(objects(client, bucket2, "dask/"), "dask/")
+    check_shards(dask, dask_manifest, TREE)
+    assert dask == local
+    assert dask_manifest["shardlist"] == local_manifest["shardlist"]
+    assert uploads(client, bucket2) == []
+
+
 # ---------------------------------------------------------------- dry run, ais://
 
 

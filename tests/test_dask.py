@@ -1,0 +1,174 @@
+"""``--executor dask``: shards written as Dask tasks by worker processes.
+
+A local cluster started by ishard itself, and one started here and named with --scheduler, must
+write exactly the shards a local run writes; failures on a worker come back as ishard's one-line
+errors with nothing partial left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import tarfile
+from pathlib import Path
+
+import distributed
+import pytest
+from conftest import make_tree, run_ishard
+
+import ishard
+from ishard import executors
+from ishard.errors import IshardError, SourceError
+from ishard.progress import Progress
+
+# 12 samples of a .jpg and a .json each, in two directories; ~60 KB payload per sample.
+TREE = {
+    **{f"train/{i:03d}.jpg": 50_000 + 997 * i for i in range(8)},
+    **{f"train/{i:03d}.json": 100 + i for i in range(8)},
+    **{f"val/{i:03d}.jpg": 61_000 for i in range(20, 24)},
+    **{f"val/{i:03d}.json": 50 for i in range(20, 24)},
+}
+COMMON = ("--shard-size", "120KB", "--no-progress", "--json")
+
+
+@pytest.fixture(scope="module")
+def scheduler():
+    """A two-process Dask cluster on 127.0.0.1 for the module; yields its scheduler address."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address="127.0.0.1:0") as cluster:
+        yield cluster.scheduler_address
+
+
+def shard_files(dst: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(dst.iterdir()) if p.name != "manifest.json"}
+
+
+def tar_members(path: Path) -> dict[str, bytes]:
+    with tarfile.open(path) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+
+
+def assert_ok(result) -> dict:
+    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
+    return json.loads(result.stdout)
+
+
+def assert_error(result, code: int, *needles: str) -> None:
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ishard: error: "), result.stderr
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+@pytest.mark.parametrize("how", ["own-cluster", "scheduler"])
+def test_dask_writes_the_same_tgz_shards_as_a_local_run(how, scheduler, tmp_path):
+    src = make_tree(tmp_path / "src", TREE)
+    assert_ok(run_ishard("shard", src, tmp_path / "local", "--ext", ".tgz", *COMMON))
+    extra = ("--jobs", "2") if how == "own-cluster" else ("--scheduler", scheduler)
+    summary = assert_ok(run_ishard("shard", src, tmp_path / "dask", "--ext", ".tgz", *COMMON,
+                                   "--executor", "dask", *extra))
+
+    local, dask = shard_files(tmp_path / "local"), shard_files(tmp_path / "dask")
+    assert len(local) >= 4
+    assert dask == local  # same names, same bytes
+    assert summary["shards"] == len(local)
+    # every source file exactly once, with its bytes (read back with tarfile)
+    members = {}
+    for name in dask:
+        for member, data in tar_members(tmp_path / "dask" / name).items():
+            assert member not in members
+            members[member] = data
+    assert members == {name: (src / name).read_bytes() for name in TREE}
+    manifests = [json.loads((tmp_path / d / "manifest.json").read_bytes()) for d in ("local", "dask")]
+    assert manifests[0]["shardlist"] == manifests[1]["shardlist"]
+    assert manifests[1]["ishard"]["options"]["executor"] == "dask"
+
+
+def test_gnu_tar_lists_what_dask_workers_wrote(scheduler, tmp_path):
+    src = make_tree(tmp_path / "src", TREE)
+    assert_ok(run_ishard("shard", src, tmp_path / "out", *COMMON, "--executor", "dask",
+                         "--scheduler", scheduler))
+    listed = []
+    for shard in sorted((tmp_path / "out").glob("*.tar")):
+        done = subprocess.run(["tar", "-tf", shard], capture_output=True, text=True, check=True)
+        listed += done.stdout.split()
+    assert sorted(listed) == sorted(TREE)
+
+
+class VanishAfterPlanning(Progress):
+    """Removes a planned file once planning is done, before any shard is written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def planned(self, shards: int, nbytes: int) -> None:
+        self.path.unlink()
+
+
+def test_a_worker_failure_is_ishards_error_and_leaves_no_partial_shard(scheduler, tmp_path):
+    src = make_tree(tmp_path / "src", TREE)
+    dst = tmp_path / "out"
+    with pytest.raises(SourceError, match=r"cannot read 'val/021\.jpg' from the source"):
+        ishard.shard(src, dst, shard_size="120KB", executor="dask", scheduler=scheduler,
+                     progress=VanishAfterPlanning(src / "val/021.jpg"))
+    left = sorted(p.name for p in dst.iterdir())
+    assert not [n for n in left if "ishard-tmp" in n]  # no temp file anywhere
+    assert "manifest.json" not in left
+    for name in left:  # whatever was finished is a whole, valid shard without the lost file
+        assert "val/021.jpg" not in tar_members(dst / name)
+
+
+def test_cli_shows_a_worker_failure_in_one_line(tmp_path):
+    src = make_tree(tmp_path / "src", {"a/1.jpg": 10, "a/2.jpg": 20})
+    dst = tmp_path / "out"
+    dst.mkdir()
+    (dst / "shard-000000.tar").mkdir()  # a directory where the shard must go: rename fails
+    result = run_ishard("shard", src, dst, "--overwrite", "--executor", "dask", "--jobs", "1",
+                        "--no-progress")
+    assert_error(result, 1, "shard-000000.tar")
+    assert not [p for p in dst.iterdir() if "ishard-tmp" in p.name]
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (("--executor", "spark"), ("--executor 'spark'", "local or dask")),
+        (("--scheduler", "tcp://127.0.0.1:8786"), ("needs --executor dask",)),
+        (("--executor", "dask", "--scheduler", "127.0.0.1:8786"),
+         ("'127.0.0.1:8786' is not a scheduler address", "tcp://HOST:PORT")),
+        (("--executor", "dask", "--scheduler", "http://127.0.0.1:8786"), ("tcp://HOST:PORT",)),
+    ],
+)
+def test_bad_executor_options_exit_2_before_anything_is_written(args, needles, tmp_path):
+    src = make_tree(tmp_path / "src", {"a/1.jpg": 10})
+    result = run_ishard("shard", src, tmp_path / "out", *args)
+    assert_error(result, 2, *needles)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_scheduler_that_does_not_answer_is_one_clear_error(monkeypatch, tmp_path):
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setattr(executors, "CONNECT_SECONDS", 2)
+    src = make_tree(tmp_path / "src", {"a/1.jpg": 10})
+    with pytest.raises(IshardError, match=rf"scheduler 'tcp://127.0.0.1:{port}' did not answer"):
+        ishard.shard(src, tmp_path / "out", executor="dask", scheduler=f"tcp://127.0.0.1:{port}")
+    assert not [p for p in (tmp_path / "out").iterdir()]
+
+
+def test_workers_do_not_inherit_a_cancelled_run(scheduler, tmp_path):
+    """A second run on the same cluster after a failed one writes everything: each run has
+    its own cancel flag."""
+    src = make_tree(tmp_path / "src", TREE)
+    with pytest.raises(SourceError):
+        ishard.shard(src, tmp_path / "first", shard_size="120KB", executor="dask",
+                     scheduler=scheduler, progress=VanishAfterPlanning(src / "train/003.jpg"))
+    (src / "train/003.jpg").write_bytes(os.urandom(10))
+    report = ishard.shard(src, tmp_path / "second", shard_size="120KB", executor="dask",
+                          scheduler=scheduler)
+    assert report.plan.file_count == len(TREE)
+    assert sum(len(tar_members(tmp_path / "second" / r.name)) for r in report.results) == len(TREE)
