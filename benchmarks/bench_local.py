@@ -17,6 +17,7 @@ reference lines printed beside them.
     python benchmarks/bench_local.py --jobs 1         # also time ishard --jobs 1
     python benchmarks/bench_local.py --no-tgz         # skip the (slow) .tgz group
     python benchmarks/bench_local.py --dask           # also .tgz on a Dask LocalCluster, 1 vs 2
+    python benchmarks/bench_local.py --dask --dask-gzip-library zlib --no-tgz --no-webdataset
     python benchmarks/bench_local.py --profile prof   # also profile one in-process ishard run
 """
 
@@ -578,6 +579,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-tgz", action="store_true", help="skip the .tgz group (the slow part)")
     ap.add_argument("--dask", action="store_true",
                     help="also time .tgz with --executor dask, 1 worker against 2 (ishard[dask])")
+    ap.add_argument("--dask-gzip-library", default="auto",
+                    help="--gzip-library of the Dask group (default auto: the fastest installed)")
     ap.add_argument("--dask-shard-size", default="64MiB",
                     help="shard size of the Dask group (default 64MiB: enough shards to balance)")
     ap.add_argument(
@@ -708,8 +711,9 @@ def main(argv: list[str] | None = None) -> None:
     dask: list[Tool] = []
     if args.dask:
         dask_args = [str(data), str(shards), "--shard-size", args.dask_shard_size, "--overwrite",
-                     "--no-progress", "--ext", ".tgz", "--executor", "dask"]
-        dask = [Tool(f"ishard .tgz --executor dask --jobs {n}",
+                     "--no-progress", "--ext", ".tgz", "--executor", "dask",
+                     "--gzip-library", args.dask_gzip_library]
+        dask = [Tool(f"ishard .tgz ({args.dask_gzip_library}) dask --jobs {n}",
                      ishard + dask_args + ["--jobs", str(n)], shards, ishard_check(".tgz"))
                 for n in (1, 2)]
 

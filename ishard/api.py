@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .destination import check_destination
 from .errors import DataError
+from .executors import write_with_dask
 from .formats import check_names
 from .inventory import list_inventory
 from .keys import key_function
 from .listing import list_local, list_remote
+from .lock import acquire
 from .manifest import MANIFEST_NAME, manifest_bytes, remove_manifest
-from .executors import write_with_dask
 from .model import Plan, Report, ShardPlan, ShardResult, Tally
 from .options import Options, make_options
 from .plan import check_unique, cut_indices, shard_names
 from .progress import SILENT, Progress
 from .readers import Reader, open_reader
+from .resume import Recorder, Remaining, finished_earlier
 from .retry import Retrier
+from .runstate import RunState
+from .runstate import fingerprint as run_fingerprint
 from .samples import apply_sample_exts_table, group_table, route_table
 from .sinks import open_sink, put_file
 from .storage import Location, parse_storage_options, resolve
@@ -70,29 +74,67 @@ def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **op
     started = time.monotonic()
     source = _location(str(src), opts, "source")
     dest = _location(str(dst), opts, "destination")
-    check_destination(source, dest, overwrite=opts.overwrite)
-    the_plan = make_plan(source, opts, progress)
-    progress.planned(len(the_plan.shards), the_plan.size)
+    check_destination(source, dest, overwrite=opts.overwrite, resume=opts.resume)
+    created = dest.is_local and not Path(dest.root).exists()
     if dest.is_local:
         Path(dest.root).mkdir(parents=True, exist_ok=True)
-    if opts.overwrite:
-        remove_manifest(dest)  # else a failed run would leave it describing replaced shards
+    lock = acquire(dest)
     retrier = Retrier(opts.retries)
-    if opts.executor == "dask":
-        task = functools.partial(_write_on_worker, src=str(src), dst=str(dst), opts=opts)
-        results = write_with_dask(the_plan.shards, task, scheduler=opts.scheduler,
-                                  workers=opts.workers(remote=False), progress=progress)
-    else:
-        local = source.is_local and dest.is_local
-        reader, sink_for, settings = _writer_parts(source, dest, opts, retrier, progress.notice)
-        try:
-            results = write_shards(the_plan.shards, reader, sink_for, jobs=_jobs(opts, source, dest),
-                                   settings=settings, progress=progress, processes=local)
-        finally:
-            reader.close()
-    manifest = put_file(dest, MANIFEST_NAME, manifest_bytes(the_plan, results), retrier)
+    state = RunState(dest, retrier)
+    begun = state.earlier_fingerprint() is not None  # an earlier run's records: keep them
+    try:
+        the_plan = make_plan(source, opts, progress)
+        fingerprint = run_fingerprint(the_plan)
+        done = finished_earlier(dest, the_plan, fingerprint, state, retrier) if opts.resume else {}
+        if not done:
+            remove_manifest(dest)  # else a failed run would leave it describing replaced shards
+            state.forget_shards()
+        state.begin(fingerprint, len(the_plan.shards))
+        begun = True
+        todo = Remaining(the_plan.shards, done)
+        progress.planned(len(todo), sum(the_plan.shard_sizes[i] for i in todo.indices))
+        if done:
+            progress.notice(f"resuming: {len(done)} of {len(the_plan.shards)} shards were "
+                            "already complete (checked); writing the rest")
+        recorder = Recorder(progress, the_plan.shard_names, state.record)
+        written = _write(source, dest, opts, todo, recorder, retrier, str(src), str(dst))
+        results = [done.get(i) for i in range(len(the_plan.shards))]
+        for i, result in zip(todo.indices, written):
+            results[i] = result
+        manifest = put_file(dest, MANIFEST_NAME,
+                            manifest_bytes(the_plan, results, fingerprint), retrier)
+        state.clear()
+    finally:
+        lock.release()
+        if not begun:
+            state.clear()
+            if created:
+                _remove_if_empty(Path(dest.root))
     return Report(the_plan, str(dst), tuple(results), time.monotonic() - started, manifest,
-                  retrier.retries)
+                  retrier.retries, kept=len(done))
+
+
+def _write(source: Location, dest: Location, opts: Options, shards: Sequence[ShardPlan],
+           progress: Progress, retrier: Retrier, src: str, dst: str) -> list[ShardResult]:
+    """Write ``shards`` with the chosen executor; results in their order."""
+    if opts.executor == "dask":
+        task = functools.partial(_write_on_worker, src=src, dst=dst, opts=opts)
+        return write_with_dask(shards, task, scheduler=opts.scheduler,
+                               workers=opts.workers(remote=False), progress=progress)
+    reader, sink_for, settings = _writer_parts(source, dest, opts, retrier, progress.notice)
+    try:
+        return write_shards(shards, reader, sink_for, jobs=_jobs(opts, source, dest),
+                            settings=settings, progress=progress,
+                            processes=source.is_local and dest.is_local)
+    finally:
+        reader.close()
+
+
+def _remove_if_empty(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:
+        pass  # not empty: keep it
 
 
 def _jobs(opts: Options, source: Location, dest: Location) -> int:
@@ -111,7 +153,8 @@ def _writer_parts(source: Location, dest: Location, opts: Options, retrier: Retr
                          checksum=opts.checksum == "md5")
 
     settings = {"compress_level": opts.compress_level,
-                "zip_deflate": opts.zip_compression == "deflated"}
+                "zip_deflate": opts.zip_compression == "deflated",
+                "gzip_library": opts.gzip_library}
     return reader, sink_for, settings
 
 

@@ -48,6 +48,7 @@ GO_BOOLS = {
     "progress": ("--progress", "--no-progress"),
     "include_hidden": ("--include-hidden", None),
     "overwrite": ("--overwrite", None),
+    "resume": ("--resume", None),
     "json": ("--json", None),
     "debug": ("--debug", None),
 }
@@ -150,7 +151,9 @@ def _emit_json(doc: dict) -> None:
 @click.option("--jobs", type=int, default=0, help="Shards written at once (default: CPUs, at most 8).")
 @click.option("--include-hidden", is_flag=True, help="Keep files and directories whose name starts with '.'.")
 @click.option("--overwrite", is_flag=True, help="Allow a non-empty DST; same-named files are replaced.")
+@click.option("--resume", is_flag=True, help="Finish an interrupted run into DST: keep its complete shards (checked), write the rest.")
 @click.option("--compress-level", type=int, default=None, help="gzip 0-9 (default 6), lz4 0-9 (default 0), zip with deflate.")
+@click.option("--gzip-library", default="auto", show_default=True, help="gzip compressor for .tgz: auto (fastest installed), isal, zlib-ng or zlib; pin one for the same bytes on every machine.")
 @click.option("--zip-compression", default="stored", show_default=True, help="stored or deflated.")
 @click.option("--src-list", default=None, help="Take the listing from an inventory file (CSV with header, JSON Lines, S3 Inventory manifest.json).")
 @click.option("--endpoint-url", default=None, help="S3-compatible endpoint, e.g. http://127.0.0.1:8333 (ais:// uses $AIS_ENDPOINT/s3).")
@@ -173,7 +176,7 @@ def shard_command(src, dst, dry_run, progress, as_json, debug, **options) -> Non
     if dry_run is None and dst is None:
         raise click.UsageError("missing DST — say where the shards go: ishard shard SRC DST")
     if dry_run is not None:
-        the_plan = api.plan(src, **{k: v for k, v in options.items() if k not in ("jobs", "overwrite", "executor", "scheduler")})
+        the_plan = api.plan(src, **{k: v for k, v in options.items() if k not in ("jobs", "overwrite", "resume", "executor", "scheduler")})
         warnings_text(list(the_plan.warnings))
         if dry_run == "json":
             _emit_json(plan_document(the_plan))

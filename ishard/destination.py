@@ -8,9 +8,12 @@ import fsspec.asyn
 
 from .errors import IshardError, UsageError
 from .listing import check_source_dir
+from .lock import STATE_DIR
+from .manifest import MANIFEST_NAME
 from .storage import Location, storage_error
 
 NOT_EMPTY = "use an empty destination, or --overwrite to replace same-named shards"
+RUN_MARKS = (STATE_DIR, MANIFEST_NAME)  # what a resumable run leaves in its destination
 
 
 def _inside(src: Location, dst: Location) -> bool:
@@ -45,8 +48,10 @@ def _remote_has_objects(dst: Location) -> bool:
     return bool(fs.ls(path, detail=False))
 
 
-def check_destination(src: Location, dst: Location, *, overwrite: bool) -> None:
-    """Refuse a destination inside the source, a file, a missing bucket, or one not empty.
+def check_destination(src: Location, dst: Location, *, overwrite: bool,
+                      resume: bool = False) -> None:
+    """Refuse a destination inside the source, a file, a missing bucket, or one not empty
+    (unless ``overwrite``; with ``resume``, one holding a run to resume is fine).
 
     Raises:
         UsageError: naming the destination and the fix (exit 2).
@@ -62,7 +67,7 @@ def check_destination(src: Location, dst: Location, *, overwrite: bool) -> None:
         if path.exists() and not path.is_dir():
             raise UsageError(f"destination {dst.url!r} is a file — give a directory")
         if path.is_dir() and not overwrite and any(path.iterdir()):
-            raise UsageError(f"destination {dst.url!r} is not empty — {NOT_EMPTY}")
+            _refuse_not_empty(dst, resume, has_run=any((path / n).exists() for n in RUN_MARKS))
         return
     try:
         has_objects = _remote_has_objects(dst)
@@ -71,4 +76,20 @@ def check_destination(src: Location, dst: Location, *, overwrite: bool) -> None:
     except Exception as err:
         raise storage_error(err, dst, "destination") from None
     if has_objects and not overwrite:
-        raise UsageError(f"destination {dst.url!r} is not empty — {NOT_EMPTY}")
+        try:
+            has_run = any(dst.fs.exists(dst.child(n)) for n in RUN_MARKS)
+        except Exception as err:
+            raise storage_error(err, dst, "destination") from None
+        _refuse_not_empty(dst, resume, has_run)
+
+
+def _refuse_not_empty(dst: Location, resume: bool, has_run: bool) -> None:
+    if resume and has_run:
+        return
+    if has_run:
+        raise UsageError(f"destination {dst.url!r} holds an unfinished or finished ishard run — "
+                         "add --resume to finish it, or --overwrite to start over")
+    if resume:
+        raise UsageError(f"destination {dst.url!r} is not empty and holds no ishard run to "
+                         "resume — use an empty destination, or --overwrite")
+    raise UsageError(f"destination {dst.url!r} is not empty — {NOT_EMPTY}")

@@ -15,8 +15,10 @@ from .storage import Location
 MANIFEST_NAME = "manifest.json"
 
 
-def manifest_document(plan: Plan, results: Sequence[ShardResult]) -> dict:
-    """The manifest as a dict: ``shardlist`` for wids, ``ishard`` for everything else."""
+def manifest_document(plan: Plan, results: Sequence[ShardResult],
+                      fingerprint: str | None = None) -> dict:
+    """The manifest as a dict: ``shardlist`` for wids, ``ishard`` for everything else
+    (``fingerprint``: the plan's, which ``--resume`` compares)."""
     return {
         "__kind__": "wids-shard-index-v1",
         "wids_version": 1,
@@ -26,6 +28,7 @@ def manifest_document(plan: Plan, results: Sequence[ShardResult]) -> dict:
             "source": plan.source,
             "options": plan.options,
             "seed": plan.seed,
+            "fingerprint": fingerprint,
             "totals": {
                 "shards": len(results),
                 "samples": plan.sample_count,
@@ -53,9 +56,11 @@ def _shard_entry(r: ShardResult) -> dict:
     return entry
 
 
-def manifest_bytes(plan: Plan, results: Sequence[ShardResult]) -> bytes:
+def manifest_bytes(plan: Plan, results: Sequence[ShardResult],
+                   fingerprint: str | None = None) -> bytes:
     """The manifest as the JSON bytes written to ``DST/manifest.json``."""
-    return orjson.dumps(manifest_document(plan, results), option=orjson.OPT_INDENT_2) + b"\n"
+    document = manifest_document(plan, results, fingerprint)
+    return orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
 
 
 def remove_manifest(dst: Location) -> None:

@@ -159,3 +159,4 @@ class Report:
     seconds: float
     manifest: str
     retries: int = 0  # transient store errors that succeeded on another try
+    kept: int = 0  # shards an earlier run had completed (``--resume``), checked and kept

@@ -11,6 +11,7 @@ import regex
 
 from .ekm import Ekm, parse_ekm
 from .errors import UsageError
+from .formats.compress import GZIP_LIBRARIES, gzip_library
 from .keys import ALIASES, BUILT_IN, key_function
 from .plan import ARCHIVE_EXTS, Bounds, Order
 from .samples import ACTIONS
@@ -24,6 +25,7 @@ DEFAULT_READ_BUFFER = 256 << 20
 _DIGITS = regex.compile(r"[0-9]+")
 ZIP_METHODS = ("stored", "deflated")
 EXECUTORS = ("local", "dask")
+GZIP_CHOICES = ("auto", *GZIP_LIBRARIES)
 _SCHEDULER = regex.compile(r"(tcp|tls|ucx|ws|wss)://(\[[0-9a-fA-F:]+\]|[^/\s:\[\]]+)(:\d{1,5})?/?")
 CHECKSUMS = ("md5", "none")
 
@@ -46,6 +48,7 @@ class Options:
     include_hidden: bool = False
     jobs: int = 0
     overwrite: bool = False
+    resume: bool = False
     compress_level: int | None = None
     zip_compression: str = "stored"
     src_list: str | None = None
@@ -56,6 +59,7 @@ class Options:
     retries: int = 5
     checksum: str = "md5"
     executor: str = "local"
+    gzip_library: str = "auto"
     scheduler: str | None = None
 
     @property
@@ -173,6 +177,11 @@ def make_options(**kwargs) -> Options:
     if str(opts.checksum).lower() not in CHECKSUMS:
         raise UsageError(f"--checksum {opts.checksum!r} must be md5 or none")
     _check_executor(opts.executor, opts.scheduler)
+    if opts.gzip_library not in GZIP_CHOICES:
+        raise UsageError(f"--gzip-library {opts.gzip_library!r} must be one of "
+                         f"{', '.join(GZIP_CHOICES)}")
+    if opts.gzip_library != "auto" and opts.ext in (".tgz", ".tar.gz"):
+        gzip_library(6, opts.gzip_library)  # not installed: say so before listing
     level = opts.compress_level
     if level is not None and (not _DIGITS.fullmatch(str(level)) or not 0 <= int(level) <= 9):
         raise UsageError(f"--compress-level {level!r} must be a whole number from 0 to 9")

@@ -82,6 +82,9 @@ def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
         )
         if summary.get("retries"):
             out.write(f"store requests retried after transient errors: {summary['retries']}\n")
+        if summary.get("kept_shards"):
+            out.write(f"resumed: {_count(summary['kept_shards'], 'shard')} complete from the "
+                      "earlier run were checked and kept\n")
 
 
 def warnings_text(warnings: list[str], out: TextIO = sys.stderr) -> None:

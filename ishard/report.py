@@ -57,4 +57,5 @@ def run_summary(report: Report) -> dict:
         "seconds": round(report.seconds, 3),
         "bytes_per_second": round(report.plan.size / report.seconds) if report.seconds else None,
         "retries": report.retries,
+        "kept_shards": report.kept,
     }

@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -316,3 +316,32 @@ def open_sink(location: Location, name: str, *, retrier: Retrier, cleanup: Retri
         sink.skip_checksum()
     return sink
 
+
+
+def abort_dangling_uploads(location: Location, names: Iterable[str], retrier: Retrier) -> int:
+    """Abort unfinished multipart uploads of these shard names (a killed run's); return how
+    many. Only S3 destinations have them."""
+    if not location.is_s3:
+        return 0
+    bucket = location.root
+    keys = {location.child(name).partition("/")[2] for name in names}
+    prefix = location.prefix.strip("/")
+    fs, aborted, marker = location.fs, 0, {}
+    try:
+        while True:
+            page = fs.call_s3("list_multipart_uploads", Bucket=bucket,
+                              Prefix=prefix + "/" if prefix else "", **marker)
+            for upload in page.get("Uploads", []):
+                if upload["Key"] in keys:
+                    retrier.run(lambda u=upload: fs.call_s3(
+                        "abort_multipart_upload", Bucket=bucket, Key=u["Key"],
+                        UploadId=u["UploadId"]))
+                    aborted += 1
+            if not page.get("IsTruncated"):
+                return aborted
+            marker = {"KeyMarker": page["NextKeyMarker"],
+                      "UploadIdMarker": page["NextUploadIdMarker"]}
+    except IshardError:
+        raise
+    except Exception as err:
+        raise storage_error(err, location, "destination") from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import itertools
 import multiprocessing
@@ -10,7 +11,6 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import Protocol
 from concurrent.futures import (
     FIRST_EXCEPTION,
     Future,
@@ -19,6 +19,7 @@ from concurrent.futures import (
     wait,
 )
 from concurrent.futures.process import BrokenProcessPool
+from typing import Protocol
 
 from .errors import Interrupted, IshardError, WriteError
 from .formats import open_writer
@@ -27,6 +28,7 @@ from .progress import Progress
 
 REPORT_EVERY = 4 << 20
 RELAY_EVERY = 0.25  # seconds between progress reports relayed from writer processes
+PR_SET_PDEATHSIG = 1  # prctl(2)
 ORPHAN_CHECK = 1024  # a writer process checks every this many members that ishard still runs
 # Writer processes are forked, so they inherit the plan, reader and sink factory instead of
 # having them pickled; only Linux's fork is both cheap and safe enough for that.
@@ -162,11 +164,24 @@ class _ChildProgress(Progress):
             self._counter.value += nbytes
 
 
+def _die_with_parent() -> None:
+    """If ishard is killed outright (kill -9, preemption), its writers die at once instead of
+    going on without it (and holding its destination lock); ``--resume`` cleans up after them."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass  # then the writer notices the lost parent itself (ORPHAN_CHECK)
+
+
 def _start_writer(flag, counter, parent: int) -> None:
     # Ctrl-C and SIGTERM reach the whole process group: the parent alone turns them into the
     # cancel flag, so each writer stops between members and removes its temp file.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _die_with_parent()
+    if os.getppid() != parent:  # ishard died before the line above took effect
+        os._exit(1)
     global _CHILD
     _CHILD = (_ChildCancel(flag, parent), _ChildProgress(counter))
 

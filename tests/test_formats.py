@@ -13,6 +13,7 @@ import subprocess
 import tarfile
 import time
 import zipfile
+import zlib
 from pathlib import Path
 
 import lz4.frame
@@ -588,3 +589,47 @@ def test_every_gzip_library_writes_gzip_that_gnu_tar_and_tarfile_read(library, l
         tool_extract(path, extracted)
         assert [n for n, _ in read_shard(path)] == tool_list(path)
     assert source_files(extracted) == source_files(src)
+
+
+def test_gzip_library_zlib_writes_exactly_pythons_zlib_bytes(tmp_path):
+    """--gzip-library zlib pins the bytes: each shard is its tar stream through Python's own
+    zlib at the level, gzip framing (wbits 31), whatever else is installed."""
+    src = make_tree(tmp_path / "src", TREE)
+    for level in ("6", "1"):
+        out = tmp_path / f"out{level}"
+        done = run_ishard("shard", src, out, "--ext", ".tgz", "--shard-size", "4KiB",
+                          "--gzip-library", "zlib", "--compress-level", level)
+        assert done.returncode == 0, done.stderr
+        shards = shard_files(out)
+        assert len(shards) > 1
+        for path in shards:
+            data = path.read_bytes()
+            tar = gzip.decompress(data)
+            z = zlib.compressobj(int(level), zlib.DEFLATED, 31)
+            assert z.compress(tar) + z.flush() == data, path.name
+
+
+@pytest.mark.parametrize(("value", "needle"), [
+    ("pigz", "--gzip-library 'pigz' must be one of auto, isal, zlib-ng, zlib"),
+])
+def test_gzip_library_unknown_is_exit_2(value, needle, tmp_path):
+    src = make_tree(tmp_path / "src", TREE)
+    done = run_ishard("shard", src, tmp_path / "out", "--ext", ".tgz", "--gzip-library", value)
+    assert done.returncode == 2
+    assert done.stderr == f"ishard: error: {needle}\n"
+    assert not (tmp_path / "out").exists()
+
+
+def test_gzip_library_not_installed_is_exit_2_with_the_install_command(tmp_path):
+    from ishard.formats import compress
+
+    missing = [n for n in ("isal", "zlib-ng") if compress._load(n) is None]
+    if not missing:
+        pytest.skip("isal and zlib-ng are both installed here")
+    src = make_tree(tmp_path / "src", TREE)
+    done = run_ishard("shard", src, tmp_path / "out", "--ext", ".tgz",
+                      "--gzip-library", missing[0])
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        f"ishard: error: --gzip-library {missing[0]!r} is not installed — pip install")
+    assert not (tmp_path / "out").exists()

@@ -15,8 +15,11 @@ import json
 import math
 import os
 import random
+import subprocess
+import sys
 import tarfile
 import threading
+import time
 import zipfile
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote_plus
@@ -518,7 +521,8 @@ def test_src_list_name_missing_from_the_bucket_fails_at_read_time(
     result = cli("shard", f"s3://{s3_bucket}/m", f"s3://{bucket2}/out", "--src-list", path,
                  "--shard-size", "64MiB", "--part-size", "5MiB", "--jobs", "1")  # fmt: skip
     assert_error(result, 1, "'m/ghost.bin'", "missing")
-    assert listing(client, bucket2) == []
+    # no shard, no manifest: only the run's records, kept for --resume
+    assert [o["Key"] for o in listing(client, bucket2)] == ["out/.ishard-run/run.json"]
     assert uploads(client, bucket2) == []
 
 
@@ -677,6 +681,11 @@ def test_server_killed_mid_run_leaves_no_partial_shard_or_upload(
     client = s3_server.client()
     assert uploads(client, s3_bucket) == []
     written = objects(client, s3_bucket)
+    records = {k for k in written if k.startswith("out/.ishard-run/")}  # kept for --resume
+    assert records >= {"out/.ishard-run/run.json", "out/.ishard-run/done/000000000.json"}
+    if when == "mid-upload":  # the server came back before the run ended: lock removed
+        assert "out/.ishard-run/lock" not in records
+    written = {k: v for k, v in written.items() if k not in records}
     assert "out/manifest.json" not in written
     names = {k.removeprefix("out/"): v for k, v in written.items()}
     assert set(names) <= set(planned) and set(names) != set(planned)
@@ -688,3 +697,67 @@ def test_server_killed_mid_run_leaves_no_partial_shard_or_upload(
         assert "shard-000001.tar" in progress.notices[0]
     else:
         assert progress.notices == []
+
+    # --resume keeps shard-000000, writes the rest: the same objects as a run that never failed
+    ishard.shard(src, f"s3://{s3_bucket}/out", endpoint_url=s3_server.endpoint_url,
+                 storage_options=storage, resume=True, **options)
+    ishard.shard(src, f"s3://{s3_bucket}/fresh", endpoint_url=s3_server.endpoint_url,
+                 storage_options=storage, **options)
+    resumed, resumed_manifest = split_shards(objects(client, s3_bucket, "out/"), "out/")
+    fresh, fresh_manifest = split_shards(objects(client, s3_bucket, "fresh/"), "fresh/")
+    assert resumed == fresh and len(resumed) == 4
+    assert resumed_manifest["shardlist"] == fresh_manifest["shardlist"]
+    assert uploads(client, s3_bucket) == []
+
+
+# ---------------------------------------------------------------- kill -9, resume, the lock
+
+
+def test_kill_9_mid_upload_then_resume_aborts_the_dangling_upload(
+    cli, s3_server, clean_env, client, s3_bucket, tmp_path
+):
+    """ishard killed outright while a multipart upload is open: the upload dangles until
+    --resume aborts it; the resumed output equals a run that was never killed."""
+    files = {f"{i:03d}.bin": blob(f"k{i}", MiB) for i in range(36)}
+    src = make_tree(tmp_path / "src", files)
+    common = ("--shard-size", "12MiB", "--part-size", "5MiB", "--jobs", "1", "--no-progress")
+    env = {**clean_env, "AWS_ACCESS_KEY_ID": s3_server.access_key,
+           "AWS_SECRET_ACCESS_KEY": s3_server.secret_key}
+    run = subprocess.Popen(
+        [sys.executable, "-m", "ishard", "shard", str(src), f"s3://{s3_bucket}/out", *common,
+         "--endpoint-url", s3_server.endpoint_url], env=env, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        while run.poll() is None and not uploads(client, s3_bucket):
+            time.sleep(0.01)  # until an upload is open (or the run is over)
+    finally:
+        run.kill()
+        run.wait()
+    dangling = uploads(client, s3_bucket)
+    assert_ok(cli("shard", src, f"s3://{s3_bucket}/out", *common, "--resume"))
+    assert_ok(cli("shard", src, f"s3://{s3_bucket}/fresh", *common))
+    assert uploads(client, s3_bucket) == []
+    resumed, resumed_manifest = split_shards(objects(client, s3_bucket, "out/"), "out/")
+    fresh, fresh_manifest = split_shards(objects(client, s3_bucket, "fresh/"), "fresh/")
+    assert resumed == fresh and len(fresh) == 3
+    assert resumed_manifest["shardlist"] == fresh_manifest["shardlist"]
+    assert len(dangling) <= 1  # one writer: at most one upload was open when it died
+
+
+@pytest.mark.parametrize("expires_in", [300, -5])
+def test_a_live_lock_on_a_bucket_refuses_and_an_expired_one_does_not(
+    cli, client, s3_bucket, tmp_path, expires_in
+):
+    src = make_tree(tmp_path / "src", {"a/1.jpg": b"one", "a/2.jpg": b"two"})
+    lock = {"id": "x", "host": "trainer-3", "pid": 77, "started": "2026-11-22 09:00:00 UTC",
+            "expires": time.time() + expires_in}
+    client.put_object(Bucket=s3_bucket, Key="out/.ishard-run/lock", Body=json.dumps(lock))
+    result = cli("shard", src, f"s3://{s3_bucket}/out", "--resume", "--no-progress")
+    if expires_in > 0:
+        line = assert_error(result, 1, f"another ishard run is writing into 's3://{s3_bucket}/out' "
+                                       "(pid 77 on trainer-3, started 2026-11-22 09:00:00 UTC)")
+        assert "its lock runs out in" in line
+        assert sorted(objects(client, s3_bucket)) == ["out/.ishard-run/lock"]
+    else:
+        assert_ok(result)
+        assert sorted(objects(client, s3_bucket)) == ["out/manifest.json", "out/shard-000000.tar"]

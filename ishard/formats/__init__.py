@@ -43,13 +43,15 @@ def check_names(shard: ShardPlan) -> None:
 
 
 def open_writer(
-    shard_name: str, sink: Sink, *, compress_level: int | None = None, zip_deflate: bool = False
+    shard_name: str, sink: Sink, *, compress_level: int | None = None, zip_deflate: bool = False,
+    gzip_library: str = "auto",
 ) -> ArchiveWriter:
     """The writer for the archive format that ``shard_name``'s extension names."""
     if shard_name.endswith(".zip"):
         return ZipWriter(sink, deflate=zip_deflate, level=compress_level)
     if shard_name.endswith((".tgz", ".tar.gz")):
-        return TarWriter(GzipSink(sink, 6 if compress_level is None else compress_level))
+        level = 6 if compress_level is None else compress_level
+        return TarWriter(GzipSink(sink, level, gzip_library))
     if shard_name.endswith(".tar.lz4"):
         return TarWriter(Lz4Sink(sink, 0 if compress_level is None else compress_level))
     if shard_name.endswith(".tar"):

@@ -10,6 +10,8 @@ from typing import Protocol
 
 import lz4.frame
 
+from ..errors import UsageError
+
 
 class Sink(Protocol):
     """Anything bytes can be written to, then closed."""
@@ -25,6 +27,7 @@ class Sink(Protocol):
 # (``pip install 'ishard[fast]'`` brings ISA-L). Each writes valid gzip, but not the same bytes.
 GZIP_LIBRARIES = {"isal": "isal.isal_zlib", "zlib-ng": "zlib_ng.zlib_ng", "zlib": "zlib"}
 GZIP_PREFERENCE = ("isal", "zlib-ng", "zlib")
+GZIP_INSTALL = {"isal": "pip install 'ishard[fast]'", "zlib-ng": "pip install zlib-ng"}
 # Input is compressed in pieces of this size: ISA-L returns about as many bytes as it is given,
 # and ~1 MiB outputs freed among the many small objects of a run fragment the C heap (a writer
 # grew by ~45 MiB over a 2 GiB run). 256 KiB pieces keep that to a few MiB for ~5 % more CPU.
@@ -44,8 +47,19 @@ def _library_level(name: str, level: int) -> int:
     return (level + 2) // 3 if name == "isal" else level
 
 
-def gzip_library(level: int) -> tuple[str, ModuleType]:
-    """The name and module of the gzip compressor used at ``level`` (0, stored: always zlib)."""
+def gzip_library(level: int, choice: str = "auto") -> tuple[str, ModuleType]:
+    """The name and module of the gzip compressor used at ``level``: ``choice``, or with
+    "auto" the fastest installed (level 0, stored blocks: always zlib).
+
+    Raises:
+        UsageError: the chosen library is not installed.
+    """
+    if choice != "auto":
+        module = _load(choice) if choice in GZIP_LIBRARIES else None
+        if module is None:
+            raise UsageError(f"--gzip-library {choice!r} is not installed — "
+                             f"{GZIP_INSTALL.get(choice, 'choose auto, isal, zlib-ng or zlib')}")
+        return choice, module
     for name in GZIP_PREFERENCE if level else ():
         module = _load(name)
         if module is not None:
@@ -57,9 +71,9 @@ class GzipSink:
     """A gzip member with fixed header fields (mtime 0, no file name), so output is repeatable
     for a given compressor library and level (see ``gzip_library``)."""
 
-    def __init__(self, out: Sink, level: int) -> None:
+    def __init__(self, out: Sink, level: int, library: str = "auto") -> None:
         self._out = out
-        name, module = gzip_library(level)
+        name, module = gzip_library(level, library)
         self._z = module.compressobj(_library_level(name, level), module.DEFLATED, 31)
 
     def write(self, data: bytes) -> None:

@@ -1,0 +1,119 @@
+"""``--resume``: which planned shards an earlier run finished (checked, not assumed), the rest
+to write, and recording each shard as it finishes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import orjson
+
+from .errors import DataError
+from .manifest import MANIFEST_NAME
+from .model import Plan, ShardPlan, ShardResult
+from .progress import Progress
+from .retry import Retrier
+from .runstate import RunState, remove_temp_files, still_complete
+from .sinks import abort_dangling_uploads
+from .storage import Location, storage_error
+
+CHANGED = (
+    "cannot resume into {dst!r}: the source or the options changed since the interrupted run "
+    "(its plan fingerprint differs) — rerun with the same source and options, or use "
+    "--overwrite to start over"
+)
+
+
+def _manifest_records(dest: Location, fingerprint: str) -> dict[int, dict] | None:
+    """A finished run's shards, from its manifest, if it is this plan's; None without one."""
+    try:
+        if dest.is_local:
+            path = Path(dest.root) / MANIFEST_NAME
+            data = path.read_bytes() if path.is_file() else None
+        else:
+            path = dest.child(MANIFEST_NAME)
+            data = dest.fs.cat_file(path) if dest.fs.exists(path) else None
+    except Exception as err:
+        raise storage_error(err, dest, "destination") from None
+    if data is None:
+        return None
+    try:
+        document = orjson.loads(data)
+        recorded = document["ishard"].get("fingerprint")
+        entries = document["shardlist"]
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        recorded, entries = None, []
+    if recorded != fingerprint:
+        raise DataError(CHANGED.format(dst=dest.url).replace("the interrupted run",
+                                                             "the run that wrote its manifest"))
+    return {i: {"name": e.get("url"), "filesize": e.get("filesize"), "md5": e.get("md5sum")}
+            for i, e in enumerate(entries) if isinstance(e, dict)}
+
+
+def finished_earlier(dest: Location, plan: Plan, fingerprint: str, state: RunState,
+                     retrier: Retrier) -> dict[int, ShardResult]:
+    """The shards of ``plan`` an earlier run into ``dest`` completed and that are still whole,
+    by plan index; its temp files and unfinished uploads are cleaned up.
+
+    Raises:
+        DataError: the earlier run planned something else (source or options changed).
+    """
+    earlier = state.earlier_fingerprint()
+    if earlier is not None and earlier != fingerprint:
+        raise DataError(CHANGED.format(dst=dest.url))
+    records = _manifest_records(dest, fingerprint) or {}  # a resume of a finished run
+    if earlier is not None:
+        records.update(state.recorded())
+    names = plan.shard_names
+    remove_temp_files(dest, names)
+    abort_dangling_uploads(dest, names, retrier)
+    samples, files, sizes = plan.shard_sample_counts, plan.shard_file_counts, plan.shard_sizes
+    return {
+        i: ShardResult(names[i], r["filesize"], r.get("md5"), samples[i], files[i], sizes[i])
+        for i, r in sorted(records.items())
+        if i < len(names) and r.get("name") == names[i] and still_complete(dest, r)
+    }
+
+
+class Remaining(Sequence[ShardPlan]):
+    """The planned shards not yet done, in plan order (built on access, like the plan's)."""
+
+    def __init__(self, shards: Sequence[ShardPlan], done: dict[int, ShardResult]) -> None:
+        self._shards = shards
+        self.indices = [i for i in range(len(shards)) if i not in done]
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        return self._shards[self.indices[index]]
+
+
+class Recorder(Progress):
+    """Passes every hook on, and records each finished shard (by plan index) for a resume."""
+
+    def __init__(self, inner: Progress, names: Sequence[str],
+                 record: Callable[[int, ShardResult], None]) -> None:
+        self._inner, self._record = inner, record
+        self._index = {name: i for i, name in enumerate(names)}
+
+    def listing(self, files: int, nbytes: int) -> None:
+        self._inner.listing(files, nbytes)
+
+    def planned(self, shards: int, nbytes: int) -> None:
+        self._inner.planned(shards, nbytes)
+
+    def wrote(self, nbytes: int) -> None:
+        self._inner.wrote(nbytes)
+
+    def shard_done(self, result: ShardResult) -> None:
+        self._record(self._index[result.name], result)
+        self._inner.shard_done(result)
+
+    def notice(self, text: str) -> None:
+        self._inner.notice(text)
+
+    def close(self) -> None:
+        self._inner.close()

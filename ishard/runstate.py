@@ -1,0 +1,184 @@
+"""A run's records in DST while it works: its plan's fingerprint and its finished shards."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+import orjson
+
+from . import __version__
+from .errors import IshardError
+from .formats.compress import gzip_library
+from .lock import STATE_DIR
+from .model import Plan, ShardResult
+from .retry import Retrier
+from .sinks import TEMP_SUFFIX, put_file
+from .storage import Location, storage_error
+from .table import ShardList
+
+RUN_NAME = f"{STATE_DIR}/run.json"
+DONE_DIR = f"{STATE_DIR}/done"
+# Options that change how a run goes, not what it writes: a resume may change them.
+EXECUTION_ONLY = frozenset({"jobs", "overwrite", "resume", "executor", "scheduler",
+                            "read_buffer", "retries", "part_size", "endpoint_url",
+                            "storage_options"})
+MD5_CHUNK = 8 << 20
+
+
+def fingerprint(plan: Plan) -> str:
+    """A digest of everything the shards' bytes depend on: ishard's version, the gzip library,
+    the source, the options that shape output, the seed, and every planned member (name,
+    size, mtime) in every shard."""
+    options = {k: v for k, v in plan.options.items() if k not in EXECUTION_ONLY}
+    level = options.get("compress_level")
+    digest = hashlib.sha256(orjson.dumps(
+        {"ishard": __version__, "source": plan.source, "options": options, "seed": plan.seed,
+         "gzip": gzip_library(6 if level is None else level, options.get("gzip_library", "auto"))[0]},
+        option=orjson.OPT_SORT_KEYS,
+    ))
+    shards = plan.shards
+    if isinstance(shards, ShardList):
+        shards.digest(digest.update)
+    else:
+        for shard in shards:
+            digest.update(f"\x01{shard.name}\n".encode("utf-8", "surrogateescape"))
+            for f in shard.members():
+                digest.update(f"{f.name}\x00{f.size}\x00{f.mtime}\n"
+                              .encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()
+
+
+class RunState:
+    """``DST/.ishard-run/``: ``run.json`` (the fingerprint) and ``done/<index>.json`` (one per
+    finished shard: its name, size and md5). Removed once the manifest is written."""
+
+    def __init__(self, dest: Location, retrier: Retrier) -> None:
+        self._dest, self._retrier = dest, retrier
+
+    def _read(self, name: str) -> bytes | None:
+        dest = self._dest
+        try:
+            if dest.is_local:
+                return (Path(dest.root) / name).read_bytes()
+            return dest.fs.cat_file(dest.child(name))
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            raise IshardError(f"cannot read {name!r} in {dest.url!r}: {err.strerror or err} — "
+                              "check the destination's permissions") from None
+        except Exception as err:
+            raise storage_error(err, dest, "destination") from None
+
+    def _put(self, name: str, data: bytes) -> None:
+        if self._dest.is_local:
+            (Path(self._dest.root) / name).parent.mkdir(parents=True, exist_ok=True)
+        put_file(self._dest, name, data, self._retrier)
+
+    def earlier_fingerprint(self) -> str | None:
+        """The fingerprint an earlier, unfinished run recorded here, if any."""
+        data = self._read(RUN_NAME)
+        try:
+            return orjson.loads(data)["fingerprint"] if data else None
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            return None
+
+    def begin(self, fingerprint: str, shards: int) -> None:
+        """Record this run's fingerprint (before any shard is written)."""
+        self._put(RUN_NAME, orjson.dumps({"fingerprint": fingerprint, "shards": shards}))
+
+    def record(self, index: int, result: ShardResult) -> None:
+        """Note that shard ``index`` is complete (called after it got its final name)."""
+        self._put(f"{DONE_DIR}/{index:09d}.json",
+                  orjson.dumps({"name": result.name, "filesize": result.filesize,
+                                "md5": result.md5}))
+
+    def recorded(self) -> dict[int, dict]:
+        """The finished shards recorded so far, by plan index."""
+        dest = self._dest
+        try:
+            if dest.is_local:
+                folder = Path(dest.root) / DONE_DIR
+                names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
+            else:
+                found = dest.fs.find(dest.child(DONE_DIR))
+                names = [p.rpartition("/")[2] for p in found]
+        except Exception as err:
+            raise storage_error(err, dest, "destination") from None
+        records = {}
+        for name in names:
+            stem = name.removesuffix(".json")
+            data = self._read(f"{DONE_DIR}/{name}") if stem.isdigit() else None
+            try:
+                records[int(stem)] = orjson.loads(data) if data else None
+            except orjson.JSONDecodeError:
+                continue  # unreadable: the shard is written again
+        return {i: r for i, r in records.items() if isinstance(r, dict)}
+
+    def clear(self) -> None:
+        """Remove every record (the lock's file too: the run is over or starts afresh)."""
+        dest = self._dest
+        try:
+            if dest.is_local:
+                shutil.rmtree(Path(dest.root) / STATE_DIR, ignore_errors=True)
+            elif dest.fs.exists(dest.child(STATE_DIR)):
+                dest.fs.rm(dest.child(STATE_DIR), recursive=True)
+        except Exception as err:
+            raise storage_error(err, dest, "destination") from None
+
+    def forget_shards(self) -> None:
+        """A fresh run over old records: drop them, keep the lock."""
+        dest = self._dest
+        try:
+            if dest.is_local:
+                shutil.rmtree(Path(dest.root) / DONE_DIR, ignore_errors=True)
+                (Path(dest.root) / RUN_NAME).unlink(missing_ok=True)
+            else:
+                for name in (DONE_DIR, RUN_NAME):
+                    if dest.fs.exists(dest.child(name)):
+                        dest.fs.rm(dest.child(name), recursive=True)
+        except Exception as err:
+            raise storage_error(err, dest, "destination") from None
+
+
+def file_md5(path: Path) -> str:
+    """The md5 of a local file, read in chunks."""
+    digest = hashlib.md5()
+    with open(path, "rb", buffering=0) as f:
+        while chunk := f.read(MD5_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def still_complete(dest: Location, record: dict) -> bool:
+    """Is the recorded shard still there, whole? Its size always; its md5 too when local."""
+    name = record.get("name")
+    if not isinstance(name, str):
+        return False
+    try:
+        if dest.is_local:
+            path = Path(dest.root) / name
+            if path.stat().st_size != record.get("filesize"):
+                return False
+            return record.get("md5") is None or file_md5(path) == record["md5"]
+        return dest.fs.info(dest.child(name))["size"] == record.get("filesize")
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return False
+
+
+def remove_temp_files(dest: Location, names: Iterable[str]) -> int:
+    """Remove temp files a killed run left beside the shards (local destinations)."""
+    if not dest.is_local:
+        return 0
+    removed = 0
+    folders = {(Path(dest.root) / name).parent for name in names}
+    folders.add(Path(dest.root))
+    for folder in folders:
+        for temp in folder.glob(f".*{TEMP_SUFFIX}"):
+            temp.unlink(missing_ok=True)
+            removed += 1
+    return removed

@@ -1,0 +1,255 @@
+"""--resume after kill -9 and Ctrl-C, refusal when the plan changed, shards checked before they
+are kept, and one run at a time per destination (local; the S3 side is in test_s3.py)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import make_tree, run_ishard
+
+# 120 samples (.jpg + .cls) over 3 directories: with 64KB shards about 20 shards.
+TREE = {
+    **{f"d{i % 3}/{i:04d}.jpg": 9_000 + 211 * (i % 17) for i in range(120)},
+    **{f"d{i % 3}/{i:04d}.cls": 3 + i % 5 for i in range(120)},
+}
+COMMON = ("--shard-size", "64KB", "--no-progress")
+TRIALS = 10  # kill -9 trials; each is a run, a kill at a random moment and a resume
+
+
+def snapshot(dst: Path) -> dict[str, bytes]:
+    """Every file under ``dst`` (hidden ones too, but the lock: it names the last run) with its
+    bytes, the manifest without the options that only say how the run went."""
+    files = {}
+    for path in sorted(dst.rglob("*")):
+        if path.is_file() and path.name != "lock":
+            files[str(path.relative_to(dst))] = path.read_bytes()
+    if "manifest.json" in files:
+        manifest = json.loads(files["manifest.json"])
+        for name in ("resume", "jobs", "overwrite", "retries", "read_buffer", "executor"):
+            manifest["ishard"]["options"].pop(name, None)
+        files["manifest.json"] = manifest
+    return files
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """The source tree and, per format, the output of one uninterrupted run."""
+    root = tmp_path_factory.mktemp("resume")
+    src = make_tree(root / "src", TREE)
+    reference = {}
+    for ext in (".tar", ".tgz"):
+        done = run_ishard("shard", src, root / f"ref{ext}", *COMMON, "--ext", ext)
+        assert done.returncode == 0, done.stderr
+        reference[ext] = snapshot(root / f"ref{ext}")
+        assert len(reference[ext]) > 15
+    return src, reference
+
+
+def start(src: Path, dst: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "ishard", "shard", str(src), str(dst),
+                             *COMMON, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def test_killed_runs_resume_to_exactly_the_uninterrupted_output(dataset, tmp_path):
+    """kill -9 at a random moment (planning, writing, the manifest, or after the end), then
+    --resume: the result is byte for byte the uninterrupted run's, with nothing left over.
+    When the kill lands does not decide the outcome, only which path a trial exercises."""
+    src, reference = dataset
+    rng = random.Random(20261122)
+    started = time.monotonic()
+    run = start(src, tmp_path / "timing", "--ext", ".tgz")
+    run.communicate(timeout=120)
+    whole = time.monotonic() - started
+    interrupted = 0
+    for trial in range(TRIALS):
+        ext = (".tar", ".tgz")[trial % 2]
+        jobs = ("1", "2")[trial // 2 % 2]
+        dst = tmp_path / f"trial{trial}"
+        run = start(src, dst, "--ext", ext, "--jobs", jobs)
+        time.sleep(rng.uniform(0.1, 1.0) * whole)
+        run.send_signal(signal.SIGKILL)
+        run.communicate(timeout=120)
+        interrupted += run.returncode == -signal.SIGKILL and not (dst / "manifest.json").exists()
+        resumed = run_ishard("shard", src, dst, *COMMON, "--ext", ext, "--resume")
+        assert resumed.returncode == 0, (trial, resumed.stderr)
+        assert snapshot(dst) == reference[ext], trial
+    assert interrupted >= 1  # kills land at random moments: some before the end
+
+
+def test_ctrl_c_exits_130_leaves_no_temp_file_and_resumes(dataset, tmp_path):
+    src, reference = dataset
+    dst = tmp_path / "out"
+    run = start(src, dst, "--ext", ".tgz", "--jobs", "2")
+    while not (dst / ".ishard-run" / "done").exists() and run.poll() is None:
+        time.sleep(0.01)  # wait until at least one shard is complete
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=120)
+    if run.returncode == 0:
+        pytest.skip("the run finished before Ctrl-C arrived")
+    assert run.returncode == 130, err
+    assert err.strip().splitlines()[-1].startswith("ishard: error: interrupted")
+    assert not [p for p in dst.rglob("*ishard-tmp*")]
+    assert not (dst / "manifest.json").exists()
+    resumed = run_ishard("shard", src, dst, *COMMON, "--ext", ".tgz", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed:" in resumed.stdout
+    assert snapshot(dst) == reference[".tgz"]
+
+
+def interrupted_run(src: Path, dst: Path, *args: str) -> None:
+    """A run stopped by a failure after some shards: the last planned file is removed once
+    planning is done, so the last shard fails and the rest stay complete."""
+    script = (
+        "import os, sys\n"
+        "from ishard import cli\n"
+        "from ishard.progress import Progress\n"
+        "class Vanish(Progress):\n"
+        "    def planned(self, shards, nbytes):\n"
+        "        os.rename(sys.argv[1], sys.argv[1] + '.away')\n"
+        "cli.make_progress = lambda *a, **k: Vanish()\n"
+        "cli.main(sys.argv[2:])\n"
+    )
+    last = sorted(n for n in TREE if n.startswith("d2/"))[-1]
+    done = subprocess.run([sys.executable, "-c", script, str(src / last), "shard", str(src),
+                           str(dst), *COMMON, "--jobs", "1", *args], capture_output=True,
+                          text=True)
+    assert done.returncode == 1 and "cannot read" in done.stderr, done.stderr
+    os.rename(str(src / last) + ".away", src / last)
+
+
+def test_a_damaged_complete_shard_is_written_again(dataset, tmp_path):
+    src, reference = dataset
+    dst = tmp_path / "out"
+    interrupted_run(src, dst)
+    kept = sorted(dst.glob("shard-*.tar"))
+    assert len(kept) >= 5
+    flipped = bytearray(kept[1].read_bytes())
+    flipped[700] ^= 0xFF  # same size, other bytes: only the md5 shows it
+    kept[1].write_bytes(bytes(flipped))
+    os.truncate(kept[3], 1000)
+    resumed = run_ishard("shard", src, dst, *COMMON, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert snapshot(dst) == reference[".tar"]
+
+
+def test_resume_refuses_when_the_source_changed(dataset, tmp_path):
+    src, _ = dataset
+    copy = make_tree(tmp_path / "src", TREE)
+    dst = tmp_path / "out"
+    interrupted_run(copy, dst)
+    before = snapshot(dst)
+    (copy / "d0/0000.jpg").write_bytes(b"changed")
+    resumed = run_ishard("shard", copy, dst, *COMMON, "--resume")
+    assert resumed.returncode == 1
+    assert resumed.stderr.splitlines() == [
+        f"ishard: error: cannot resume into {str(dst)!r}: the source or the options changed "
+        "since the interrupted run (its plan fingerprint differs) — rerun with the same source "
+        "and options, or use --overwrite to start over"
+    ]
+    assert snapshot(dst) == before  # nothing touched
+
+
+@pytest.mark.parametrize("change", [("--shard-size", "65KB"), ("--ext", ".tgz"),
+                                    ("--sort", "alpha:dec"), ("--checksum", "none")])
+def test_resume_refuses_when_an_output_option_changed(change, dataset, tmp_path):
+    src, _ = dataset
+    dst = tmp_path / "out"
+    interrupted_run(src, dst)
+    resumed = run_ishard("shard", src, dst, *COMMON, "--resume", *change)
+    assert resumed.returncode == 1
+    assert "the source or the options changed" in resumed.stderr
+
+
+def test_resume_may_change_how_the_run_goes(dataset, tmp_path):
+    src, reference = dataset
+    dst = tmp_path / "out"
+    interrupted_run(src, dst)
+    resumed = run_ishard("shard", src, dst, *COMMON, "--resume", "--jobs", "2",
+                         "--retries", "3", "--read-buffer", "64MiB")
+    assert resumed.returncode == 0, resumed.stderr
+    assert snapshot(dst) == reference[".tar"]
+
+
+def test_a_finished_run_resumes_to_nothing_and_a_missing_shard_is_rewritten(dataset, tmp_path):
+    src, reference = dataset
+    dst = tmp_path / "out"
+    assert run_ishard("shard", src, dst, *COMMON).returncode == 0
+    again = run_ishard("shard", src, dst, *COMMON, "--resume")
+    assert again.returncode == 0, again.stderr
+    shards = len([n for n in reference[".tar"] if n.endswith(".tar")])
+    assert f"resumed: {shards} shards complete from the earlier run" in again.stdout
+    (dst / "shard-000004.tar").unlink()
+    again = run_ishard("shard", src, dst, *COMMON, "--resume")
+    assert again.returncode == 0, again.stderr
+    assert snapshot(dst) == reference[".tar"]
+
+
+@pytest.mark.parametrize(
+    ("setup", "args", "message"),
+    [
+        ("finished", (), "holds an unfinished or finished ishard run — add --resume to finish "
+                         "it, or --overwrite to start over"),
+        ("interrupted", (), "holds an unfinished or finished ishard run — add --resume to "
+                            "finish it, or --overwrite to start over"),
+        ("foreign", ("--resume",), "is not empty and holds no ishard run to resume — use an "
+                                   "empty destination, or --overwrite"),
+    ],
+)
+def test_destinations_that_need_a_decision_exit_2(setup, args, message, dataset, tmp_path):
+    src, _ = dataset
+    dst = tmp_path / "out"
+    if setup == "finished":
+        assert run_ishard("shard", src, dst, *COMMON).returncode == 0
+    elif setup == "interrupted":
+        interrupted_run(src, dst)
+    else:
+        make_tree(dst, {"notes.txt": b"mine"})
+    before = snapshot(dst)
+    result = run_ishard("shard", src, dst, *COMMON, *args)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [f"ishard: error: destination {str(dst)!r} {message}"]
+    assert snapshot(dst) == before
+
+
+def test_a_second_run_into_the_same_destination_refuses(dataset, tmp_path):
+    """While a live run holds the lock (taken here as ishard takes it), another run refuses
+    and changes nothing; once the holder is gone, the same command works."""
+    src, reference = dataset
+    dst = tmp_path / "out"
+    lock = dst / ".ishard-run" / "lock"
+    lock.parent.mkdir(parents=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT)
+    os.write(fd, json.dumps({"pid": 4242, "host": "trainer-7",
+                             "started": "2026-11-22 10:00:00 UTC"}).encode())
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        result = run_ishard("shard", src, dst, *COMMON, "--resume")
+        assert result.returncode == 1
+        assert result.stderr.splitlines() == [
+            f"ishard: error: another ishard run is writing into {str(dst)!r} (pid 4242 on "
+            "trainer-7, started 2026-11-22 10:00:00 UTC) — wait for it to finish or stop it, "
+            "then add --resume to finish its work; a run that was killed holds no lock"
+        ]
+        assert sorted(p.name for p in dst.iterdir()) == [".ishard-run"]
+    finally:
+        os.close(fd)  # the holder "dies": the kernel drops its lock; the file stays
+    result = run_ishard("shard", src, dst, *COMMON, "--resume")
+    assert result.returncode == 0, result.stderr
+    assert snapshot(dst) == reference[".tar"]
+
+
+def test_a_failed_plan_leaves_no_destination_behind(tmp_path):
+    src = make_tree(tmp_path / "src", {"a/1.jpg": 10})
+    result = run_ishard("shard", src, tmp_path / "out", "--prefix", "zzz")
+    assert result.returncode == 1 and "nothing to shard" in result.stderr
+    assert not (tmp_path / "out").exists()
