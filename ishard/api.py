@@ -191,7 +191,7 @@ def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> 
         fs = _location(opts.src_list, opts, "--src-list").fs if "://" in opts.src_list else None
         entries = list_inventory(opts.src_list, list_prefix=source.prefix, fs=fs, **common)
     elif source.is_local:
-        entries = list_local(source.root, **common)
+        entries = list_local(source.root, follow_symlinks=opts.follow_symlinks, **common)
     else:
         entries = list_remote(source, **common)
     progress.listing(*seen)

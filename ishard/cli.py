@@ -47,6 +47,7 @@ GO_BOOLS = {
     "collapse": ("--collapse", "--no-collapse"),
     "progress": ("--progress", "--no-progress"),
     "include_hidden": ("--include-hidden", None),
+    "follow_symlinks": ("--follow-symlinks", None),
     "overwrite": ("--overwrite", None),
     "resume": ("--resume", None),
     "json": ("--json", None),
@@ -149,6 +150,7 @@ def _emit_json(doc: dict) -> None:
 @click.option("--dry-run", "dry_run", default=None, help="Print the plan, write nothing: --dry-run, --dry-run=show_keys, --dry-run=json, --dry-run=summary (shard lines only).")
 @click.option("--progress/--no-progress", default=None, help="Show progress (default: when stderr is a terminal).")
 @click.option("--jobs", type=int, default=0, help="Shards written at once (default: CPUs, at most 8).")
+@click.option("--follow-symlinks", is_flag=True, help="List what symbolic links point to (inside SRC only; each directory once).")
 @click.option("--include-hidden", is_flag=True, help="Keep files and directories whose name starts with '.'.")
 @click.option("--overwrite", is_flag=True, help="Allow a non-empty DST; same-named files are replaced.")
 @click.option("--resume", is_flag=True, help="Finish an interrupted run into DST: keep its complete shards (checked), write the rest.")

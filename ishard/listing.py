@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import fsspec.asyn
+import regex
 
 from .errors import IshardError, SourceError, UsageError
 from .model import Tally
@@ -16,8 +17,26 @@ from .table import FileTable
 
 HIDDEN = "hidden (name starts with '.'; --include-hidden keeps it)"
 HIDDEN_DIR = "hidden directory, not entered (--include-hidden enters it)"
-SYMLINK = "symbolic link, not followed"
+SYMLINK = "symbolic link, not followed (--follow-symlinks follows it)"
+LINK_OUTSIDE = "symbolic link leading outside the source"
+LINK_SEEN = "symbolic link to a directory already listed (a loop or a second path)"
+LINK_DANGLING = "dangling symbolic link"
 SPECIAL = "not a regular file"
+UNSAFE = ("unsafe name (absolute, a '..' part, or a control character): no archive may "
+          "extract outside its folder")
+_CONTROL = regex.compile(r"[\x00-\x1f\x7f]")
+_DRIVE = regex.compile(r"[A-Za-z]:")
+
+
+def unsafe_name(name: str) -> bool:
+    """Would this member name extract outside its folder somewhere, or break a listing?
+
+    Absolute names (``/x``, ``\\x``, ``C:x``), any ``..`` part (parts split on ``/`` and on
+    ``\\``, which Windows tools treat as a separator), and C0/DEL control characters.
+    """
+    if not name or name[0] in "/\\" or _DRIVE.match(name) or _CONTROL.search(name):
+        return True
+    return ".." in name and ".." in regex.split(r"[/\\]", name)
 
 
 def sort_key(name: str) -> bytes:
@@ -45,60 +64,116 @@ def list_local(
     *,
     prefix: str = "",
     include_hidden: bool = False,
+    follow_symlinks: bool = False,
     tally: Tally | None = None,
     on_file: Callable[[int], None] | None = None,
 ) -> FileTable:
     """List regular files under ``src`` whose relative name starts with ``prefix``.
 
-    Names use ``/`` and are relative to ``src``; the result is sorted bytewise. Symbolic links,
-    special files and (unless ``include_hidden``) names starting with ``.`` are left out and
-    counted in ``tally``.
+    Names use ``/`` and are relative to ``src``; the result is sorted bytewise. Special files,
+    unsafe names and (unless ``include_hidden``) names starting with ``.`` are left out and
+    counted in ``tally``; so are symbolic links, unless ``follow_symlinks``: then a link is
+    listed under its own name as what it points to, if that is inside ``src`` and (for a
+    directory) not listed already — real directories first, so a loop ends and a second path
+    to a directory adds nothing.
 
     Raises:
         UsageError: ``src`` is missing or not a directory.
-        SourceError: the top directory cannot be read.
+        SourceError: a directory cannot be read.
     """
-    root = check_source_dir(src)
-    tally = tally if tally is not None else Tally()
-    entries = FileTable()
-    pending = [""]
-    while pending:
-        rel_dir = pending.pop()
-        try:
-            with os.scandir(root / rel_dir if rel_dir else root) as it:
-                children = list(it)
-        except OSError as err:
-            where = f"directory {rel_dir!r} in source {src!r}" if rel_dir else f"source {src!r}"
-            raise SourceError(
-                f"cannot read {where}: {err.strerror} — fix its permissions or narrow --prefix"
-            ) from None
-        for child in children:
-            name = rel_dir + child.name
-            hidden = child.name.startswith(".") and not include_hidden
-            if child.is_dir(follow_symlinks=False):
-                if not _wanted(name + "/", prefix):
-                    continue
-                if hidden and not prefix.startswith(name + "/"):  # a prefix may name it
-                    tally.add(HIDDEN_DIR, name + "/")
-                else:
-                    pending.append(name + "/")
-                continue
-            if not name.startswith(prefix):
-                continue
-            if child.is_symlink():
-                tally.add(SYMLINK, name)
-            elif hidden:
-                tally.add(HIDDEN, name)
+    walk = _LocalWalk(check_source_dir(src), src, prefix, include_hidden, follow_symlinks,
+                      tally if tally is not None else Tally(), on_file)
+    walk.run()
+    walk.entries.sort()
+    return walk.entries
+
+
+class _LocalWalk:
+    """One listing of a local tree (see ``list_local``)."""
+
+    def __init__(self, root: Path, src: str, prefix: str, include_hidden: bool,
+                 follow_symlinks: bool, tally: Tally, on_file) -> None:
+        self.root, self.src, self.prefix = root, src, prefix
+        self.include_hidden, self.follow, self.tally = include_hidden, follow_symlinks, tally
+        self.on_file = on_file
+        self.entries = FileTable()
+        self.real_root = os.path.realpath(root)
+        self.seen: set[tuple[int, int]] = set()  # directories listed (with follow_symlinks)
+        self.linked: list[tuple[str, os.stat_result]] = []  # linked directories, for later
+
+    def run(self) -> None:
+        self._walk("")
+        while self.linked:
+            name, st = self.linked.pop(0)
+            if (st.st_dev, st.st_ino) in self.seen:
+                self.tally.add(LINK_SEEN, name)
             else:
-                st = child.stat(follow_symlinks=False)
-                if not stat.S_ISREG(st.st_mode):
-                    tally.add(SPECIAL, name)
-                    continue
-                entries.add(name, st.st_size, st.st_mtime_ns // 1_000_000_000)
-                if on_file is not None:
-                    on_file(st.st_size)
-    entries.sort()
-    return entries
+                self._walk(name + "/")
+
+    def _walk(self, top: str) -> None:
+        pending = [top]
+        while pending:
+            rel_dir = pending.pop()
+            path = self.root / rel_dir if rel_dir else self.root
+            try:
+                if self.follow:
+                    st = os.stat(path)
+                    self.seen.add((st.st_dev, st.st_ino))
+                with os.scandir(path) as it:
+                    children = list(it)
+            except OSError as err:
+                where = (f"directory {rel_dir!r} in source {self.src!r}" if rel_dir
+                         else f"source {self.src!r}")
+                raise SourceError(
+                    f"cannot read {where}: {err.strerror} — fix its permissions or narrow "
+                    "--prefix"
+                ) from None
+            for child in children:
+                self._child(child, rel_dir + child.name, pending)
+
+    def _child(self, child: os.DirEntry, name: str, pending: list[str]) -> None:
+        hidden = child.name.startswith(".") and not self.include_hidden
+        if child.is_dir(follow_symlinks=False):
+            if not _wanted(name + "/", self.prefix):
+                return
+            if hidden and not self.prefix.startswith(name + "/"):  # a prefix may name it
+                self.tally.add(HIDDEN_DIR, name + "/")
+            else:
+                pending.append(name + "/")
+            return
+        if not name.startswith(self.prefix):
+            return
+        if unsafe_name(name):
+            self.tally.add(UNSAFE, name)
+        elif hidden:
+            self.tally.add(HIDDEN, name)
+        elif child.is_symlink():
+            self._link(child, name) if self.follow else self.tally.add(SYMLINK, name)
+        else:
+            self._file(name, child.stat(follow_symlinks=False))
+
+    def _link(self, child: os.DirEntry, name: str) -> None:
+        real = os.path.realpath(child.path)
+        if real != self.real_root and not real.startswith(self.real_root + os.sep):
+            self.tally.add(LINK_OUTSIDE, name)
+            return
+        try:
+            st = os.stat(child.path)
+        except OSError:
+            self.tally.add(LINK_DANGLING, name)
+            return
+        if stat.S_ISDIR(st.st_mode):
+            self.linked.append((name, st))
+        else:
+            self._file(name, st)
+
+    def _file(self, name: str, st: os.stat_result) -> None:
+        if not stat.S_ISREG(st.st_mode):
+            self.tally.add(SPECIAL, name)
+            return
+        self.entries.add(name, st.st_size, st.st_mtime_ns // 1_000_000_000)
+        if self.on_file is not None:
+            self.on_file(st.st_size)
 
 
 def combined_prefix(a: str, b: str) -> str | None:
@@ -113,6 +188,9 @@ def combined_prefix(a: str, b: str) -> str | None:
 def keep_remote_name(name: str, include_hidden: bool, tally: Tally) -> bool:
     """Object-store rules: directory markers are not files; hidden path parts are skipped."""
     if not name or name.endswith("/"):
+        return False
+    if unsafe_name(name):
+        tally.add(UNSAFE, name)
         return False
     if not include_hidden and (name[0] == "." or "/." in name):
         tally.add(HIDDEN, name)

@@ -46,6 +46,7 @@ class Options:
     shard_template: str = "shard-%06d"
     sort: str | None = None
     include_hidden: bool = False
+    follow_symlinks: bool = False
     jobs: int = 0
     overwrite: bool = False
     resume: bool = False

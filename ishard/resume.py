@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 
-from .errors import DataError
+from .errors import DataError, IshardError
 from .manifest import MANIFEST_NAME
 from .model import Plan, ShardPlan, ShardResult
 from .progress import Progress
@@ -109,7 +109,10 @@ class Recorder(Progress):
         self._inner.wrote(nbytes)
 
     def shard_done(self, result: ShardResult) -> None:
-        self._record(self._index[result.name], result)
+        try:
+            self._record(self._index[result.name], result)
+        except IshardError:
+            pass  # e.g. the disk just filled up: a resume writes this shard again, that is all
         self._inner.shard_done(result)
 
     def notice(self, text: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import math
 import os
@@ -15,6 +16,13 @@ from .retry import Retrier
 from .storage import Location, storage_error
 
 TEMP_SUFFIX = ".ishard-tmp"
+WRITE_FIX = {
+    errno.ENOSPC: "free space on the destination, then run again with --resume",
+    errno.EDQUOT: "free space (disk quota) on the destination, then run again with --resume",
+    errno.EACCES: "make the destination writable, then run again with --resume",
+    errno.EROFS: "the destination is read-only — write somewhere else",
+    None: "fix the destination, then run again with --resume",
+}
 MIN_PART = 5 << 20  # S3's smallest part (but the last)
 MAX_PARTS = 10_000
 PARTS_IN_FLIGHT = 2  # per shard: part_size * (this + 1) bytes of memory at most
@@ -36,6 +44,11 @@ KERNEL_COPIES = tuple(
     f for f, name in ((_copy_file_range, "copy_file_range"), (_sendfile, "sendfile"))
     if hasattr(os, name)
 )
+
+
+def _write_failed(where: str, err: OSError) -> WriteError:
+    return WriteError(f"cannot write shard {where!r}: {err.strerror or err} — "
+                      f"{WRITE_FIX.get(err.errno, WRITE_FIX[None])}")
 
 
 def temp_path(final: Path) -> Path:
@@ -76,7 +89,7 @@ class LocalSink(_Hashing):
         try:
             self._fd = os.open(self.temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except OSError as err:
-            raise WriteError(f"cannot write shard {str(final)!r}: {err.strerror}") from None
+            raise _write_failed(str(final), err) from None
 
     def write(self, data: bytes) -> None:
         """Append ``data`` (bytes or any buffer, e.g. a memoryview)."""
@@ -88,7 +101,7 @@ class LocalSink(_Hashing):
                 while view:
                     view = view[os.write(self._fd, view) :]
         except OSError as err:
-            raise WriteError(f"cannot write shard {str(self.final)!r}: {err.strerror}") from None
+            raise _write_failed(str(self.final), err) from None
 
     def can_copy(self) -> bool:
         """Whether ``copy_from`` may be used: only when no checksum has to see the bytes."""
@@ -130,7 +143,7 @@ class LocalSink(_Hashing):
             while view:
                 view = view[os.write(self._fd, view) :]
         except OSError as err:
-            raise WriteError(f"cannot write shard {str(self.final)!r}: {err.strerror}") from None
+            raise _write_failed(str(self.final), err) from None
         return n
 
     def close(self) -> None:

@@ -11,6 +11,7 @@ import fsspec
 from .errors import IshardError, SourceError, UsageError, WriteError
 
 BUCKET_PROTOCOLS = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "ais")
+SUPPORTED_SCHEMES = (*BUCKET_PROTOCOLS, "memory", "file")  # what ishard documents and tests
 EXTRAS = {"gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure", "abfss": "azure"}
 S3_DEFAULTS = {
     # Above 1, s3fs (since 2026, fsspec/s3fs#1007) sends a HEAD before every whole-object
@@ -134,6 +135,11 @@ def resolve(url: str, *, endpoint_url: str | None = None, storage_options: dict 
     scheme, rest = split_url(url)
     if scheme is None:
         return Location(url, None, rest)
+    if scheme not in SUPPORTED_SCHEMES:
+        raise UsageError(
+            f"{role} {url!r}: unsupported storage scheme {scheme + '://'!r} — use a local path, "
+            "s3://, gs://, az:// or ais://"
+        )
     options = dict(storage_options or {})
     protocol = scheme
     if scheme == "ais":

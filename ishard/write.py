@@ -75,7 +75,8 @@ def write_one(shard: ShardPlan, reader, open_sink: Callable, settings: dict,
             writer.abort()
         sink.abort()
         if isinstance(err, OSError) and not isinstance(err, IshardError):
-            raise WriteError(f"cannot write shard {shard.name!r}: {err.strerror or err}") from None
+            raise WriteError(f"cannot write shard {shard.name!r}: {err.strerror or err} — fix the "
+                             "destination, then run again with --resume") from None
         raise
     result = ShardResult(shard.name, sink.size, sink.checksum, len(shard.samples),
                          shard.file_count, shard.size)

@@ -1,0 +1,126 @@
+"""Every bad input of docs/bad-inputs.md: its exit code, its one-line message, and that nothing
+was written under a final name. The table and CASES must list the same rows."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import make_tree, run_ishard
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "bad-inputs.md"
+TREE = {"a/1.jpg": b"x" * 10, "a/1.cls": b"1", "a/2.jpg": b"y" * 10, "b/3.jpg": b"z" * 10}
+
+# id -> (arguments after SRC DST, exit code, fragment of the message); {src} {dst} {tmp} filled in
+CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
+    "shard-size-zero": (("--shard-size", "0"), 2, "--shard-size '0' must be more than 0 bytes"),
+    "shard-size-negative": (("--shard-size", "-5MiB"), 2, "--shard-size '-5MiB' is not a size"),
+    "shard-size-unit": (("--shard-size", "12XB"), 2, "--shard-size '12XB' is not a size"),
+    "samples-per-shard-zero": (("--samples-per-shard", "0"), 2,
+                               "--samples-per-shard '0' must be a whole number of at least 1"),
+    "key-regex": (("--sample-key-pattern", "(["), 2, "--sample-key-pattern"),
+    "missing-ext-action": (("--missing-extension-action", "explode"), 2,
+                           "--missing-extension-action 'explode' is not an action"),
+    "sample-exts-no-dot": (("--sample-exts", "jpg"), 2,
+                           "--sample-exts item 'jpg' must start with a dot"),
+    "missing-extension-abort": (("--sample-exts", ".jpg,.cls", "--missing-extension-action",
+                                 "abort"), 1, ".cls"),
+    "ext": (("--ext", ".rar"), 2, "--ext '.rar' is not supported"),
+    "template-two-numbers": (("--shard-template", "%d-%d"), 2,
+                             "--shard-template '%d-%d' is not a valid fmt template"),
+    "template-no-number": (("--shard-template", "shard", "--shard-size", "1"), 2, "'shard"),
+    "template-exhausted": (("--shard-template", "a-{0..1}", "--shard-size", "1"), 2,
+                           "a-{0..1}"),
+    "sort": (("--sort", "random"), 2, "--sort 'random' is not a sort order"),
+    "sort-seed": (("--sort", "shuffle:abc"), 2, "--sort 'shuffle:abc' is not a sort order"),
+    "jobs": (("--jobs", "-1"), 2, "--jobs"),
+    "compress-level": (("--ext", ".tgz", "--compress-level", "12"), 2,
+                       "--compress-level 12 must be a whole number from 0 to 9"),
+    "zip-compression": (("--zip-compression", "bzip2"), 2,
+                        "--zip-compression 'bzip2' must be stored or deflated"),
+    "checksum": (("--checksum", "sha1"), 2, "--checksum 'sha1' must be md5 or none"),
+    "executor": (("--executor", "spark"), 2, "--executor 'spark' must be local or dask"),
+    "scheduler-without-dask": (("--scheduler", "tcp://127.0.0.1:8786"), 2,
+                               "needs --executor dask"),
+    "gzip-library": (("--ext", ".tgz", "--gzip-library", "pigz"), 2,
+                     "--gzip-library 'pigz' must be one of auto, isal, zlib-ng, zlib"),
+    "dry-run-mode": (("--dry-run=yaml",), 2, "--dry-run='yaml' is not a dry-run mode"),
+    "part-size": (("--part-size", "1MiB"), 2, "below S3's minimum part of 5MiB"),
+    "read-buffer": (("--read-buffer", "0"), 2, "--read-buffer '0' must be more than 0 bytes"),
+    "retries": (("--retries", "0"), 2, "--retries '0' must be a whole number of at least 1"),
+    "storage-option": (("--storage-option", "novalue"), 2,
+                       "--storage-option 'novalue' is not KEY=VALUE"),
+    "ekm-json": (("--ekm", "{not-json"), 2, "inline --ekm JSON is not valid JSON"),
+    "ekm-duplicate": (("--ekm", '{"a-%d": ["x"], "a-%d": ["y"]}'), 2, "a-%d"),
+    "ekm-missing-file": (("--ekm", "{tmp}/none.json"), 2,
+                         "is neither inline JSON (starting with '{') nor an existing file"),
+    "prefix-nothing": (("--prefix", "zzz"), 1, "nothing to shard under"),
+    "src-list-missing": (("--src-list", "{tmp}/none.csv"), 2, "does not exist"),
+    "src-list-no-header": (("--src-list", "{tmp}/headless.csv"), 2, "headless.csv"),
+    "src-missing": (("@src={tmp}/nowhere",), 2, "does not exist — give an existing directory"),
+    "src-is-file": (("@src={tmp}/afile",), 2, "is not a directory"),
+    "src-protocol": (("@src=ftp://127.0.0.1/x",), 2, "unsupported storage scheme 'ftp://'"),
+    "dst-inside-src": (("@dst={src}/a/out",), 2, "is inside the source"),
+    "dst-is-file": (("@dst={tmp}/afile",), 2, "is a file — give a directory"),
+    "dst-not-empty": (("@dst={tmp}/full",), 2, "is not empty — use an empty destination"),
+    "dst-finished-run": (("@dst={tmp}/finished",), 2, "add --resume to finish it"),
+    "resume-foreign": (("@dst={tmp}/full", "--resume"), 2, "holds no ishard run to resume"),
+}
+
+
+@pytest.fixture
+def place(tmp_path) -> dict[str, str]:
+    src = make_tree(tmp_path / "src", TREE)
+    (tmp_path / "afile").write_bytes(b"a file")
+    make_tree(tmp_path / "full", {"notes.txt": b"mine"})
+    (tmp_path / "headless.csv").write_text("a/1.jpg,10\n")
+    done = run_ishard("shard", src, tmp_path / "finished")
+    assert done.returncode == 0, done.stderr
+    return {"src": str(src), "tmp": str(tmp_path), "dst": str(tmp_path / "out")}
+
+
+def final_names(folder: Path) -> list[str]:
+    """Shards and manifests anywhere under ``folder`` (hidden run records are not output)."""
+    if not folder.is_dir():
+        return []
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
+                  if p.is_file() and not p.name.startswith(".") and p.name != "notes.txt"
+                  and ".ishard-run" not in p.parts)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input(case, place, tmp_path):
+    args, code, fragment = CASES[case]
+
+    def fill(text: str) -> str:
+        return text.replace("{tmp}", place["tmp"]).replace("{src}", place["src"])
+
+    where = dict(place)
+    rest = []
+    for arg in args:
+        if arg.startswith("@"):
+            key, _, value = arg[1:].partition("=")
+            where[key] = fill(value)
+        else:
+            rest.append(fill(arg))
+    before = {d: final_names(Path(d)) for d in (where["dst"], place["src"])}
+    done = run_ishard("shard", where["src"], where["dst"], *rest)
+    assert done.returncode == code, (done.returncode, done.stderr)
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ishard: error: "), done.stderr
+    assert fill(fragment) in lines[0], lines[0]
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    for folder, names in before.items():  # nothing new under a final name
+        assert final_names(Path(folder)) == names
+
+
+def test_the_document_lists_exactly_these_cases():
+    rows = re.findall(r"^\| `([a-z0-9-]+)` \|", DOC.read_text(), flags=re.M)
+    tested = re.findall(r"^\| [^|]+ \| [^|]+ \| [^|]+ \| `(tests/[^`]+)` \|", DOC.read_text(),
+                        flags=re.M)
+    assert sorted(rows) == sorted(CASES)
+    assert len(rows) + len(tested) >= 30
+    for ref in tested:  # rows answered by tests elsewhere name them; they must exist
+        path, _, name = ref.partition("::")
+        assert f"def {name}(" in (DOC.parent.parent / path).read_text(), ref
