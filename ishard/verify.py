@@ -101,17 +101,21 @@ class _Tap(io.RawIOBase):
         self._md5 = hashlib.md5() if md5 else None
         self.count = self._pending = 0
         self.error: Exception | None = None
+        self._ended = False
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer) -> int:  # type: ignore[override]
+        if self._ended:  # a zip's reader moves the file on afterwards: count nothing twice
+            return 0
         try:
             data = self._raw.read(len(buffer))
         except Exception as err:
             self.error = err
             raise OSError(f"read failed: {err}") from None
         n = len(data)
+        self._ended = not n
         buffer[:n] = data
         self.count += n
         self._pending += n
