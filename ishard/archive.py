@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import tarfile
 import zipfile
@@ -73,7 +74,7 @@ def _tar_members(name: str, fileobj: BinaryIO, read_data: bool) -> Iterator[Memb
             if not info.isfile():
                 continue
             if read_data:
-                _read_member(name, info.name, info.size, lambda: tar.extractfile(info))
+                _read_member(name, info.name, info.size, functools.partial(tar.extractfile, info))
             yield Member(info.name, info.size)
     if read_data:
         _read_all(stream)  # the compressed formats check their trailer (CRC, length) at the end
@@ -85,7 +86,7 @@ def _zip_members(name: str, fileobj: BinaryIO, read_data: bool) -> Iterator[Memb
             if info.is_dir():
                 continue
             if read_data:  # zipfile checks the CRC-32 and length at the end
-                _read_member(name, info.filename, info.file_size, lambda: zf.open(info))
+                _read_member(name, info.filename, info.file_size, functools.partial(zf.open, info))
             yield Member(info.filename, info.file_size)
 
 

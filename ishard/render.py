@@ -234,7 +234,7 @@ class LineProgress(_Adapter):
     def _report(self, force: bool = False) -> None:
         elapsed = max(time.monotonic() - self._start, 1e-9)
         rate = self._bytes / elapsed
-        eta = (self._total - self._bytes) / rate if rate else 0.0
+        eta = max(self._total - self._bytes, 0) / rate if rate else 0.0
         pct = 100.0 * self._bytes / self._total if self._total else 100.0
         self._say(
             f"{self._verb} {format_size(self._bytes)} of {format_size(self._total)} ({pct:.0f}%), "

@@ -228,10 +228,11 @@ def _check_shard(dst: Location, entry: Mapping, record: Mapping | None, deep: bo
         try:
             shard = _check_members(name, _members(name, raw, tap, deep), record, deep, key_of,
                                    entry)
-        except DamagedArchive as err:
+        except (DamagedArchive, OSError) as err:
             if tap.error is not None and not dst.is_local:
                 raise tap.error from None  # the store, not the archive: retried by the caller
-            shard = _Shard([Problem(name, "unreadable", f"cannot be read: {err.reason}")], None)
+            reason = err.reason if isinstance(err, DamagedArchive) else str(err)
+            shard = _Shard([Problem(name, "unreadable", f"cannot be read: {reason}")], None)
             _drain_quietly(tap)
     if "md5sum" in entry and tap.error is None:
         _compare(problems, name, "md5", "md5", entry["md5sum"], tap.md5)
