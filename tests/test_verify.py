@@ -167,6 +167,16 @@ def test_clean_shards_verify_with_and_without_deep(written, ext):
     assert "member data, samples" in check(dst, "--deep").stdout
 
 
+def test_progress_lines_without_a_terminal(written):
+    result = check(written[".tar"], "--progress")
+    assert result.returncode == 0
+    lines = result.stderr.splitlines()
+    total = sum(e["filesize"] for e in manifest(written[".tar"])["shardlist"])
+    assert lines[0] == f"ishard: verifying 6 shards, {total / 2**20:.2f}MiB"
+    assert lines[-1].startswith(f"ishard: read {total / 2**20:.2f}MiB of {total / 2**20:.2f}MiB "
+                                "(100%), 6/6 shards, ")
+
+
 # ---------------------------------------------------------------- damage, per format
 
 
