@@ -1,17 +1,26 @@
-"""Read back the members of a shard of any supported format (for ``ishard ls``)."""
+"""Read back the members of a shard of any supported format (``ishard ls``, ``ishard verify``)."""
 
 from __future__ import annotations
 
+import functools
+import gzip
 import tarfile
 import zipfile
+import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import lz4.frame
 
 from .errors import SourceError, UsageError
 from .plan import ARCHIVE_EXTS
+
+READ_STEP = 1 << 20  # bytes per read when member data is read back
+TAR_BUFFER = 1 << 20
+DAMAGE = (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, OSError)
 
 
 @dataclass(frozen=True)
@@ -22,15 +31,106 @@ class Member:
     size: int
 
 
-def _tar_members(fileobj) -> Iterator[Member]:
-    with tarfile.open(fileobj=fileobj, mode="r|*") as tar:
+class DamagedArchive(SourceError):
+    """An archive that cannot be read to its end; ``reason`` says what broke, and where."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"cannot read archive {name!r}: {reason}")
+        self.reason = reason
+
+
+def _read_all(stream: BinaryIO) -> int:
+    """Read ``stream`` to its end (checks run as the bytes go by); the byte count."""
+    total = 0
+    while chunk := stream.read(READ_STEP):
+        total += len(chunk)
+    return total
+
+
+def _read_member(archive: str, member: str, size: int, opener) -> None:
+    """Read one member's bytes in full; any damage is named after the member."""
+    try:
+        with opener() as data:
+            got = _read_all(data)
+    except DAMAGE as err:
+        raise DamagedArchive(archive, f"member {member!r}: {err or type(err).__name__}") from None
+    if got != size:
+        raise DamagedArchive(archive, f"member {member!r} holds {got} of its {size} bytes")
+
+
+def _decompressed(name: str, fileobj: BinaryIO) -> BinaryIO:
+    if name.endswith((".tgz", ".tar.gz")):
+        return gzip.GzipFile(fileobj=fileobj, mode="rb")  # type: ignore[return-value]
+    if name.endswith(".tar.lz4"):
+        return lz4.frame.LZ4FrameFile(fileobj, "rb")  # type: ignore[return-value]
+    return fileobj
+
+
+def _tar_members(name: str, fileobj: BinaryIO, read_data: bool) -> Iterator[Member]:
+    stream = _decompressed(name, fileobj)
+    with tarfile.open(fileobj=stream, mode="r|", bufsize=TAR_BUFFER) as tar:
         for info in tar:
-            if info.isfile():
-                yield Member(info.name, info.size)
+            tar.members = []  # forward-only reading: keep no history, memory stays flat
+            if not info.isfile():
+                continue
+            if read_data:
+                _read_member(name, info.name, info.size, functools.partial(tar.extractfile, info))
+            yield Member(info.name, info.size)
+    if read_data:
+        _read_all(stream)  # the compressed formats check their trailer (CRC, length) at the end
+
+
+def _zip_members(name: str, fileobj: BinaryIO, read_data: bool) -> Iterator[Member]:
+    with zipfile.ZipFile(fileobj) as zf:
+        for info in zf.infolist():
+            if info.is_dir():
+                continue
+            if read_data:  # zipfile checks the CRC-32 and length at the end
+                _read_member(name, info.filename, info.file_size, functools.partial(zf.open, info))
+            yield Member(info.filename, info.file_size)
+
+
+@contextmanager
+def damage_as_error(name: str, where: list[str] | None = None) -> Iterator[None]:
+    """Turn any sign of a damaged archive ``name`` into a one-line ``DamagedArchive``;
+    ``where[0]``, if given, names the last member read well."""
+    try:
+        yield
+    except SourceError:
+        raise
+    except DAMAGE as err:
+        reason = str(err) or type(err).__name__
+        if where:
+            reason += f" (after member {where[0]!r})"
+        raise DamagedArchive(name, reason) from None
+
+
+def scan(name: str, fileobj: BinaryIO, *, read_data: bool = False) -> Iterator[Member]:
+    """Yield the regular-file members of archive ``name`` (format from its extension).
+
+    Tar formats (``.tar``, ``.tgz``/``.tar.gz``, ``.tar.lz4``) are read forward only, in bounded
+    memory; a zip needs a seekable ``fileobj``.
+
+    Args:
+        name: the archive's file name; its extension says the format.
+        fileobj: the archive's bytes.
+        read_data: also read every member's bytes in full: a member shorter than its header
+            says, a bad zip CRC-32 or a bad gzip/lz4 trailer is then an error too.
+
+    Raises:
+        DamagedArchive: the archive is damaged (a ``SourceError``).
+    """
+    last: list[str] = []
+    with damage_as_error(name, last):
+        read = _zip_members(name, fileobj, read_data) if name.endswith(".zip") else _tar_members(
+            name, fileobj, read_data)
+        for member in read:
+            last[:] = [member.name]
+            yield member
 
 
 def members(path: str) -> Iterator[Member]:
-    """Yield the regular-file members of ``path`` in archive order.
+    """Yield the regular-file members of the local archive ``path`` in archive order.
 
     Raises:
         UsageError: the path is missing or its extension is not an archive ishard writes.
@@ -43,17 +143,5 @@ def members(path: str) -> Iterator[Member]:
         raise UsageError(
             f"{path!r} is not an archive ishard reads — give a file ending in {', '.join(ARCHIVE_EXTS)}"
         )
-    try:
-        if p.name.endswith(".zip"):
-            with zipfile.ZipFile(p) as zf:
-                for info in zf.infolist():
-                    if not info.is_dir():
-                        yield Member(info.filename, info.file_size)
-        elif p.name.endswith(".tar.lz4"):
-            with lz4.frame.open(p, "rb") as raw:
-                yield from _tar_members(raw)
-        else:
-            with open(p, "rb") as raw:
-                yield from _tar_members(raw)
-    except (tarfile.TarError, zipfile.BadZipFile, EOFError, RuntimeError, OSError) as err:
-        raise SourceError(f"cannot read archive {path!r}: {err}") from None
+    with damage_as_error(path), open(p, "rb") as raw:
+        yield from scan(path, raw)

@@ -9,7 +9,7 @@ import traceback
 import click
 import orjson
 
-from . import __version__, api, archive
+from . import __version__, api, archive, verify
 from .errors import Interrupted, IshardError, UsageError
 from .render import (
     error_line,
@@ -17,6 +17,7 @@ from .render import (
     plan_headers,
     plan_text,
     summary_text,
+    verify_text,
     warnings_text,
 )
 from .report import plan_document, plan_summary, run_summary
@@ -117,7 +118,7 @@ def translate(argv: list[str]) -> list[str]:
         if not out or out[0] != "shard":
             out.insert(0, "shard")
         out += ["--"] + [v for v in (src, dst) if v is not None]
-    elif any(_go_flag(a) for a in argv) and (not out or out[0] not in ("shard", "ls")):
+    elif any(_go_flag(a) for a in argv) and (not out or out[0] not in ("shard", "ls", "verify")):
         out.insert(0, "shard")
     return out
 
@@ -216,6 +217,30 @@ def ls_command(archive_path, as_json, debug) -> None:
         click.echo(f"{m.size:>12}  {format_size(m.size):>10}  {m.name}")
 
 
+@cli.command("verify")
+@click.argument("dst")
+@click.option("--deep", is_flag=True, help="Also read every member back and check samples: counts, payload, grouping.")
+@click.option("--jobs", type=int, default=0, help="Shards checked at once (default: CPUs, at most 8; 8 for a store).")
+@click.option("--endpoint-url", default=None, help="S3-compatible endpoint, e.g. http://127.0.0.1:8333.")
+@click.option("--storage-option", "storage_options", multiple=True, help="KEY=VALUE passed to the filesystem (repeatable; a.b=c nests).")
+@click.option("--progress/--no-progress", default=None, help="Show progress (default: when stderr is a terminal).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object on stdout.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def verify_command(dst, progress, as_json, debug, **options) -> int:
+    """Check the shards in DST against DST/manifest.json; exit 1 if anything is wrong."""
+    bar = make_progress(progress)
+    try:
+        result = verify.verify(dst, progress=bar, **options)
+    finally:
+        bar.close()
+    warnings_text(list(result.warnings))
+    if as_json:
+        _emit_json(result.to_dict())
+    else:
+        verify_text(result.to_dict(), sys.stdout)
+    return 0 if result.ok else 1
+
+
 def _terminate(signum, frame) -> None:
     raise KeyboardInterrupt
 
@@ -226,9 +251,10 @@ def main(argv: list[str] | None = None) -> None:
     debug = "--debug" in raw or "-debug" in raw
     signal.signal(signal.SIGTERM, _terminate)  # clean up like Ctrl-C when a scheduler stops us
     args: list[str] = []
+    code = 0
     try:
         args = translate(raw)
-        cli.main(args, prog_name="ishard", standalone_mode=False)
+        code = cli.main(args, prog_name="ishard", standalone_mode=False)
     except IshardError as err:
         if debug:
             traceback.print_exc()  # then the usual line and exit code, so scripts see no change
@@ -239,7 +265,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except click.exceptions.NoArgsIsHelpError:
         error_line(
-            "no command given — run 'ishard shard SRC DST' or 'ishard ls ARCHIVE'; "
+            "no command given — run 'ishard shard SRC DST', 'ishard ls ARCHIVE' or "
+            "'ishard verify DST'; "
             "see 'ishard --help'"
         )
         sys.exit(2)
@@ -255,4 +282,4 @@ def main(argv: list[str] | None = None) -> None:
             raise
         error_line(f"unexpected {type(err).__name__}: {err} — rerun with --debug for the traceback")
         sys.exit(1)
-    sys.exit(0)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -8,9 +8,9 @@ from pathlib import Path
 import orjson
 
 from . import __version__
-from .errors import WriteError
+from .errors import DataError, UsageError, WriteError
 from .model import Plan, ShardResult
-from .storage import Location
+from .storage import Location, storage_error
 
 MANIFEST_NAME = "manifest.json"
 
@@ -78,3 +78,89 @@ def remove_manifest(dst: Location) -> None:
             f"cannot remove the old manifest in {dst.url!r}: {err.strerror or err} — fix its "
             "permissions"
         ) from None
+
+
+def read_manifest(dst: Location) -> dict:
+    """Read and check ``DST/manifest.json``: a wids shard index, with ishard's record if present.
+
+    Raises:
+        UsageError: DST does not exist or is a file.
+        DataError: no manifest, or one that is not valid JSON or lacks what verify needs.
+        IshardError: the store cannot be reached or denies access.
+    """
+    where = dst.child(MANIFEST_NAME)
+    if dst.is_local and Path(dst.root).is_file():
+        raise UsageError(f"destination {dst.url!r} is a file — give the directory that holds "
+                         f"{MANIFEST_NAME}")
+    try:
+        data = Path(where).read_bytes() if dst.is_local else dst.fs.cat_file(where)
+    except FileNotFoundError:
+        if not _exists(dst):
+            raise UsageError(f"destination {dst.url!r} does not exist — give the directory or "
+                             "URL ishard wrote its shards to") from None
+        raise DataError(f"no {MANIFEST_NAME} in {dst.url!r} — it is written when a run ends; "
+                        "run ishard shard again (with --overwrite) to finish the job") from None
+    except (IsADirectoryError, PermissionError) as err:
+        if dst.is_local:
+            raise DataError(f"cannot read {where!r}: {err.strerror or err} — it must be the "
+                            "manifest file ishard wrote, readable by you") from None
+        raise storage_error(err, dst, "destination") from None
+    except Exception as err:
+        if dst.is_local and isinstance(err, OSError):
+            raise DataError(f"cannot read {where!r}: {err.strerror or err}") from None
+        raise storage_error(err, dst, "destination") from None
+    return check_manifest(data, where)
+
+
+def _exists(dst: Location) -> bool:
+    if dst.is_local:
+        return Path(dst.root).exists()
+    try:
+        return bool(dst.fs.exists(dst.child("").rstrip("/")))
+    except Exception:
+        return True  # cannot tell: say the manifest is missing, the likelier case
+
+
+def check_manifest(data: bytes, where: str) -> dict:
+    """The parsed manifest, or a ``DataError`` saying what is wrong with it."""
+
+    def bad(what: str) -> DataError:
+        return DataError(f"{where!r} is not an ishard manifest: {what} — run ishard shard "
+                         "again (with --overwrite) to rewrite it")
+
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as err:
+        raise bad(f"invalid JSON ({err})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("shardlist"), list):
+        raise bad("no 'shardlist' list")
+    for i, entry in enumerate(doc["shardlist"]):
+        if not (isinstance(entry, dict) and _is_name(entry.get("url"))
+                and _is_count(entry.get("filesize")) and _is_count(entry.get("nsamples"))
+                and isinstance(entry.get("md5sum", ""), str)):
+            raise bad(f"shardlist entry {i} needs a relative 'url', and whole-number "
+                      "'filesize' and 'nsamples'")
+    record = doc.get("ishard")
+    if record is None:
+        return doc
+    shards = record.get("shards") if isinstance(record, dict) else None
+    if not isinstance(shards, list) or len(shards) != len(doc["shardlist"]):
+        raise bad("'ishard.shards' does not list one record per shardlist entry")
+    for entry, rec in zip(doc["shardlist"], shards):
+        if not (isinstance(rec, dict) and rec.get("name") == entry["url"]
+                and _is_count(rec.get("files")) and _is_count(rec.get("payload_bytes"))):
+            raise bad(f"'ishard.shards' has no files and payload_bytes for {entry['url']!r}")
+    if not isinstance(record.get("options", {}), dict):
+        raise bad("'ishard.options' is not an object")
+    return doc
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_name(value: object) -> bool:
+    """A shard name inside DST: relative, no '..', no URL (verify reads nothing outside DST)."""
+    if not isinstance(value, str) or not value or value.startswith(("/", "\\")) or "://" in value:
+        return False
+    return ".." not in value.replace("\\", "/").split("/")

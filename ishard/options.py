@@ -130,7 +130,8 @@ def _exts(value: str | Sequence[str] | None) -> tuple[str, ...]:
     return tuple(items)
 
 
-def _positive_int(value, option: str, *, allow_none: bool) -> int | None:
+def positive_int(value, option: str, *, allow_none: bool) -> int | None:
+    """``value`` as a whole number >= 1 (None passes when allowed), else a ``UsageError``."""
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not _DIGITS.fullmatch(str(value).strip()) or int(value) < 1:
@@ -199,16 +200,16 @@ def make_options(**kwargs) -> Options:
             **asdict(opts),
             "sample_key_pattern": pattern if pattern in BUILT_IN else opts.sample_key_pattern,
             "shard_size": parse_size(opts.shard_size),
-            "samples_per_shard": _positive_int(
+            "samples_per_shard": positive_int(
                 opts.samples_per_shard, "--samples-per-shard", allow_none=True
             ),
             "sample_exts": _exts(opts.sample_exts),
             "sort": sort,
-            "jobs": _positive_int(opts.jobs, "--jobs", allow_none=False) if opts.jobs else 0,
+            "jobs": positive_int(opts.jobs, "--jobs", allow_none=False) if opts.jobs else 0,
             "compress_level": None if level is None else int(level),
             "part_size": _part_size(opts.part_size),
             "read_buffer": parse_size(opts.read_buffer, option="--read-buffer"),
-            "retries": _positive_int(opts.retries, "--retries", allow_none=False),
+            "retries": positive_int(opts.retries, "--retries", allow_none=False),
             "storage_options": _storage_options(opts.storage_options),
             "prefix": opts.prefix or "",
             "checksum": str(opts.checksum).lower(),

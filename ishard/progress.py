@@ -8,8 +8,8 @@ from .model import ShardResult
 class Progress:
     """Hooks called while a run lists, plans and writes. All are no-ops here.
 
-    ``wrote`` and ``shard_done`` are called from writer threads; implementations must be
-    thread-safe.
+    ``wrote``, ``shard_done``, ``verified`` and ``shard_verified`` are called from worker
+    threads; implementations must be thread-safe.
     """
 
     def listing(self, files: int, nbytes: int) -> None:
@@ -23,6 +23,15 @@ class Progress:
 
     def shard_done(self, result: ShardResult) -> None:
         """One shard is complete under its final name."""
+
+    def verifying(self, shards: int, nbytes: int) -> None:
+        """``ishard verify`` starts: this many shards holding this many archive bytes."""
+
+    def verified(self, nbytes: int) -> None:
+        """Another ``nbytes`` of archive bytes were read back by verify."""
+
+    def shard_verified(self, name: str) -> None:
+        """Verify is done with shard ``name``."""
 
     def notice(self, text: str) -> None:
         """Something the user should know now (e.g. cleanup after a failure is waiting)."""

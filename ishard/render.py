@@ -87,6 +87,21 @@ def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
                       "earlier run were checked and kept\n")
 
 
+def verify_text(result: dict, out: TextIO) -> None:
+    """``ishard verify``: one line per problem, then a summary line (``result`` as ``to_dict``)."""
+    for p in result["problems"]:
+        out.write(f"{p['name']}: {p['detail']}\n")
+    shards, bad = result["shards"], result["shards"] - result["shards_ok"]
+    checks = "size, md5, members" if result["md5_checked"] else "size, members (no md5 recorded)"
+    if result["deep"]:
+        checks += ", member data, samples"
+    verdict = "all ok" if result["ok"] else (
+        f"{_count(len(result['problems']), 'problem')} ({bad} of {shards} listed shards "
+        "affected)")
+    out.write(f"verified {_count(shards, 'shard')} ({format_size(result['bytes_read'])} read; "
+              f"{checks}): {verdict}\n")
+
+
 def warnings_text(warnings: list[str], out: TextIO = sys.stderr) -> None:
     """Each warning on its own ``ishard: warning:`` line."""
     for line in warnings:
@@ -105,7 +120,23 @@ class _Speed(ProgressColumn):
         return Text(f"{format_size(int(task.speed))}/s" if task.speed else "")
 
 
-class BarProgress(Progress):
+class _Adapter(Progress):
+    """What both progress displays share: verify's hooks map onto the writing ones."""
+
+    def _one_done(self) -> None:
+        raise NotImplementedError
+
+    def verified(self, nbytes: int) -> None:
+        self.wrote(nbytes)
+
+    def shard_verified(self, name: str) -> None:
+        self._one_done()
+
+    def shard_done(self, result: ShardResult) -> None:
+        self._one_done()
+
+
+class BarProgress(_Adapter):
     """A rich live display on a terminal: files listed, then bytes and shards written."""
 
     def __init__(self) -> None:
@@ -120,24 +151,33 @@ class BarProgress(Progress):
             transient=False,
         )
         self._bar.start()
-        self._listing = self._bar.add_task("listing", total=None, detail="")
+        self._listing = None
         self._writing = None
         self._shards = self._done = 0
         self._lock = threading.Lock()
 
     def listing(self, files: int, nbytes: int) -> None:
+        if self._listing is None:
+            self._listing = self._bar.add_task("listing", total=None, detail="")
         self._bar.update(self._listing, completed=nbytes, detail=f"{files} files")
 
     def planned(self, shards: int, nbytes: int) -> None:
-        self._bar.update(self._listing, total=self._bar.tasks[self._listing].completed)
+        if self._listing is not None:
+            self._bar.update(self._listing, total=self._bar.tasks[self._listing].completed)
+        self._start_bytes("writing", shards, nbytes)
+
+    def verifying(self, shards: int, nbytes: int) -> None:
+        self._start_bytes("verifying", shards, nbytes)
+
+    def _start_bytes(self, what: str, shards: int, nbytes: int) -> None:
         self._shards = shards
-        self._writing = self._bar.add_task("writing", total=nbytes, detail=f"0/{shards} shards")
+        self._writing = self._bar.add_task(what, total=nbytes, detail=f"0/{shards} shards")
 
     def wrote(self, nbytes: int) -> None:
         if self._writing is not None:
             self._bar.advance(self._writing, nbytes)
 
-    def shard_done(self, result: ShardResult) -> None:
+    def _one_done(self) -> None:
         with self._lock:
             self._done += 1
             detail = f"{self._done}/{self._shards} shards"
@@ -151,7 +191,7 @@ class BarProgress(Progress):
         self._bar.stop()
 
 
-class LineProgress(Progress):
+class LineProgress(_Adapter):
     """Plain progress lines for logs (``--progress`` without a terminal), at most every 2 s."""
 
     def __init__(self, out: TextIO = sys.stderr) -> None:
@@ -160,6 +200,7 @@ class LineProgress(Progress):
         self._last = 0.0
         self._start = time.monotonic()
         self._total = self._bytes = self._shards = self._done = 0
+        self._verb = "wrote"
 
     def _say(self, text: str, force: bool = False) -> None:
         now = time.monotonic()
@@ -178,12 +219,17 @@ class LineProgress(Progress):
         self._total, self._shards, self._start = nbytes, shards, time.monotonic()
         self._say(f"planned {shards} shards, {format_size(nbytes)}", force=True)
 
+    def verifying(self, shards: int, nbytes: int) -> None:
+        self._total, self._shards, self._start = nbytes, shards, time.monotonic()
+        self._verb = "read"
+        self._say(f"verifying {shards} shards, {format_size(nbytes)}", force=True)
+
     def wrote(self, nbytes: int) -> None:
         with self._lock:
             self._bytes += nbytes
             self._report()
 
-    def shard_done(self, result: ShardResult) -> None:
+    def _one_done(self) -> None:
         with self._lock:
             self._done += 1
             self._report(force=self._done == self._shards)
@@ -191,10 +237,10 @@ class LineProgress(Progress):
     def _report(self, force: bool = False) -> None:
         elapsed = max(time.monotonic() - self._start, 1e-9)
         rate = self._bytes / elapsed
-        eta = (self._total - self._bytes) / rate if rate else 0.0
+        eta = max(self._total - self._bytes, 0) / rate if rate else 0.0
         pct = 100.0 * self._bytes / self._total if self._total else 100.0
         self._say(
-            f"wrote {format_size(self._bytes)} of {format_size(self._total)} ({pct:.0f}%), "
+            f"{self._verb} {format_size(self._bytes)} of {format_size(self._total)} ({pct:.0f}%), "
             f"{self._done}/{self._shards} shards, {format_size(int(rate))}/s, ETA {eta:.0f}s",
             force,
         )

@@ -1,0 +1,355 @@
+"""Check the shards in a destination against its manifest: presence, size, md5, members, samples."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from .archive import DamagedArchive, Member, scan
+from .errors import DataError, UsageError
+from .keys import KeyFunction, key_function, sample_key
+from .manifest import MANIFEST_NAME, read_manifest
+from .options import positive_int
+from .plan import ARCHIVE_EXTS
+from .progress import SILENT, Progress
+from .retry import Retrier
+from .sinks import TEMP_SUFFIX
+from .storage import Location, parse_storage_options, resolve, storage_error
+
+READ_STEP = 1 << 20
+REPORT_EVERY = 4 << 20  # bytes read between progress reports
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong in DST: the file it is about, its kind, a sentence, expected vs found.
+
+    Kinds: ``missing``, ``unreadable``, ``size``, ``md5``, ``members``, ``payload``,
+    ``samples``, ``split_sample``, ``scattered_sample``, ``unlisted``.
+    """
+
+    name: str
+    kind: str
+    detail: str
+    expected: object = None
+    found: object = None
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What :func:`verify` found: no problems means every listed shard is intact."""
+
+    destination: str
+    deep: bool
+    shards: int
+    shards_ok: int
+    md5_checked: int
+    bytes_read: int
+    problems: tuple[Problem, ...]
+    warnings: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing is wrong."""
+        return not self.problems
+
+    def to_dict(self) -> dict:
+        """Plain JSON-ready values (what ``ishard verify --json`` prints)."""
+        doc = asdict(self)
+        doc["ok"] = self.ok
+        return doc
+
+
+def member_key_function(options: Mapping) -> KeyFunction:
+    """A member's sample key, from the options a manifest recorded.
+
+    Members named like their source files (``member_names`` absent or ``"original"``) have
+    the key the run gave the file: ``sample_key_pattern`` with the file's extension trimmed.
+    ``--ekm`` and ``--collapse`` only route and cut samples, so they leave keys alone.
+    Members named ``<key>.<ext>`` (``member_names="sample"``) have their name without the
+    extension as key.
+
+    Raises:
+        DataError: the recorded naming or key pattern is not one this ishard knows.
+    """
+    naming = options.get("member_names") or "original"
+    if naming not in ("original", "sample"):
+        raise DataError(f"the manifest's member_names {naming!r} is unknown to this ishard — "
+                        "verify with the ishard version that wrote the shards")
+    pattern = "full_name" if naming == "sample" else options.get("sample_key_pattern", "")
+    try:
+        key = key_function(pattern)
+    except UsageError:
+        raise DataError(f"the manifest's sample_key_pattern {pattern!r} is not a valid regex — "
+                        "the manifest was edited; rewrite the shards") from None
+    return lambda name: sample_key(name, key)
+
+
+class _Tap(io.RawIOBase):
+    """A shard's raw bytes on their way in: counted, hashed (when an md5 is to be checked),
+    reported as progress; the first read failure is kept apart from archive damage."""
+
+    def __init__(self, raw: BinaryIO, md5: bool, progress: Progress) -> None:
+        super().__init__()
+        self._raw, self._progress = raw, progress
+        self._md5 = hashlib.md5() if md5 else None
+        self.count = self._pending = 0
+        self.error: Exception | None = None
+        self._ended = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        if self._ended:  # a zip's reader moves the file on afterwards: count nothing twice
+            return 0
+        try:
+            data = self._raw.read(len(buffer))
+        except Exception as err:
+            self.error = err
+            raise OSError(f"read failed: {err}") from None
+        n = len(data)
+        self._ended = not n
+        buffer[:n] = data
+        self.count += n
+        self._pending += n
+        if self._md5 is not None:
+            self._md5.update(data)
+        if self._pending >= REPORT_EVERY or not n:
+            self._progress.verified(self._pending)
+            self._pending = 0
+        return n
+
+    def drain(self) -> None:
+        """Read what is left (for the md5 and the count)."""
+        while self.read(READ_STEP):
+            pass
+
+    @property
+    def md5(self) -> str | None:
+        return self._md5.hexdigest() if self._md5 is not None else None
+
+
+@dataclass
+class _Shard:
+    problems: list[Problem]
+    keys: list[str] | None  # distinct sample keys in archive order (with deep only)
+    nbytes: int = 0
+
+
+def _open(dst: Location, name: str) -> tuple[BinaryIO, int]:
+    """The shard's bytes and its size; FileNotFoundError when it is not there."""
+    if dst.is_local:
+        raw = open(dst.child(name), "rb")  # noqa: SIM115 - closed by the caller
+        return raw, os.fstat(raw.fileno()).st_size
+    raw = dst.fs.open(dst.child(name), "rb", block_size=8 * READ_STEP)
+    size = getattr(raw, "size", None)
+    return raw, int(size if size is not None else dst.fs.size(dst.child(name)))
+
+
+def _members(name: str, raw: BinaryIO, tap: _Tap, deep: bool) -> list[Member]:
+    """Every member, read from one pass over the bytes (a zip is hashed first: it seeks)."""
+    if name.endswith(".zip"):
+        tap.drain()
+        raw.seek(0)
+        return list(scan(name, raw, read_data=deep))
+    found = list(scan(name, io.BufferedReader(tap, READ_STEP), read_data=deep))
+    tap.drain()
+    return found
+
+
+def _check_members(name: str, members: list[Member], record: Mapping | None, deep: bool,
+                   key_of: KeyFunction | None, entry: Mapping) -> _Shard:
+    if record is None:
+        return _Shard([], None)
+    problems: list[Problem] = []
+    _compare(problems, name, "members", "member count", record["files"], len(members))
+    if not deep or key_of is None:
+        return _Shard(problems, None)
+    _compare(problems, name, "payload", "member payload", record["payload_bytes"],
+             sum(m.size for m in members), " bytes")
+    keys, scattered = _sample_runs(name, members, key_of)
+    _compare(problems, name, "samples", "sample count", entry["nsamples"], len(keys))
+    return _Shard(problems + scattered, keys)
+
+
+def _compare(problems: list[Problem], name: str, kind: str, what: str, expected, found,
+             unit: str = "") -> None:
+    if found != expected:
+        problems.append(Problem(name, kind, f"{what} is {found}{unit}, the manifest says "
+                                f"{expected}{unit}", expected, found))
+
+
+def _sample_runs(name: str, members: list[Member],
+                 key_of: KeyFunction) -> tuple[list[str], list[Problem]]:
+    """Distinct keys in order; a problem for each sample whose members are not side by side."""
+    keys: list[str] = []
+    seen: set[str] = set()
+    problems: list[Problem] = []
+    last = None
+    for m in members:
+        key = key_of(m.name)
+        if key == last:
+            continue
+        if key not in seen:
+            seen.add(key)
+            keys.append(key)
+        elif not any(p.expected == key for p in problems):
+            problems.append(Problem(name, "scattered_sample", f"members of sample {key!r} are "
+                                    f"not side by side: {m.name!r} follows another sample's",
+                                    key, m.name))
+        last = key
+    return keys, problems
+
+
+def _check_shard(dst: Location, entry: Mapping, record: Mapping | None, deep: bool,
+                 key_of: KeyFunction | None, progress: Progress) -> _Shard:
+    """Every check of one shard that needs only that shard."""
+    name = entry["url"]
+    try:
+        raw, size = _open(dst, name)
+    except FileNotFoundError:
+        return _Shard([Problem(name, "missing", "is missing (the manifest lists it)")], None)
+    except OSError as err:
+        if not dst.is_local:
+            raise
+        return _Shard([Problem(name, "unreadable", f"cannot be read: {err.strerror or err}")],
+                      None)
+    problems: list[Problem] = []
+    _compare(problems, name, "size", "size", entry["filesize"], size, " bytes")
+    tap = _Tap(raw, "md5sum" in entry, progress)
+    with raw:
+        try:
+            shard = _check_members(name, _members(name, raw, tap, deep), record, deep, key_of,
+                                   entry)
+        except (DamagedArchive, OSError) as err:
+            if tap.error is not None and not dst.is_local:
+                raise tap.error from None  # the store, not the archive: retried by the caller
+            reason = err.reason if isinstance(err, DamagedArchive) else str(err)
+            shard = _Shard([Problem(name, "unreadable", f"cannot be read: {reason}")], None)
+            _drain_quietly(tap)
+    if "md5sum" in entry and tap.error is None:
+        _compare(problems, name, "md5", "md5", entry["md5sum"], tap.md5)
+    shard.problems[:0] = problems
+    shard.nbytes = tap.count
+    progress.shard_verified(name)
+    return shard
+
+
+def _drain_quietly(tap: _Tap) -> None:
+    try:
+        tap.drain()
+    except OSError:
+        pass  # already reported as unreadable
+
+
+def _dst_names(dst: Location) -> Iterator[str]:
+    """Every file under DST, relative to it, with '/' between parts."""
+    if dst.is_local:
+        root = Path(dst.root)
+        for folder, _dirs, files in os.walk(root):
+            rel = Path(folder).relative_to(root).as_posix()
+            yield from (f if rel == "." else f"{rel}/{f}" for f in files)
+        return
+    base = dst.child("").rstrip("/")
+    for path in dst.fs.find(base):
+        yield path[len(base) + 1:]
+
+
+def _strays(dst: Location, listed: set[str]) -> tuple[list[Problem], list[str]]:
+    """Archives DST holds but the manifest does not list (problems); temp files (warnings)."""
+    problems, warnings = [], []
+    for name in sorted(_dst_names(dst)):
+        base = name.rpartition("/")[2]
+        if name in listed or name == MANIFEST_NAME:
+            continue
+        if base.startswith(".") and base.endswith(TEMP_SUFFIX):
+            warnings.append(f"leftover temp file {name!r} from an interrupted run — safe to "
+                            "delete once no ishard run writes to this destination")
+        elif name.endswith(ARCHIVE_EXTS):
+            problems.append(Problem(name, "unlisted", "looks like a shard but the manifest does "
+                                    "not list it (left by another run?)"))
+    return problems, warnings
+
+
+def verify(dst: str | Path, *, deep: bool = False, jobs: int = 0, progress: Progress = SILENT,
+           endpoint_url: str | None = None, storage_options=None) -> Verification:
+    """Check every shard ``dst/manifest.json`` lists, and look for files it does not list.
+
+    Args:
+        dst: the destination of a finished run: a directory or a store URL.
+        deep: also read every member back in full, and check payload bytes, sample counts
+            and that each sample's members sit side by side in exactly one shard.
+        jobs: shards checked at once (default: CPUs, at most 8; 8 for a store).
+        progress: told how many bytes and shards are checked.
+        endpoint_url: an S3-compatible endpoint, as for :func:`ishard.shard`.
+        storage_options: ``KEY=VALUE`` strings or a dict for the filesystem.
+
+    Returns:
+        Every problem found (none means all is well), warnings and totals.
+
+    Raises:
+        UsageError: a bad ``jobs`` value, or DST does not exist.
+        IshardError: no manifest or a broken one; the store cannot be reached.
+    """
+    workers = positive_int(jobs, "--jobs", allow_none=False) if jobs else 0
+    location = resolve(str(dst), endpoint_url=endpoint_url, role="destination",
+                       storage_options=parse_storage_options(storage_options))
+    manifest = read_manifest(location)
+    record = manifest.get("ishard")
+    records = record["shards"] if record else [None] * len(manifest["shardlist"])
+    key_of = member_key_function(record.get("options", {})) if record and deep else None
+    entries = list(zip(manifest["shardlist"], records))
+    progress.verifying(len(entries), sum(e["filesize"] for e, _ in entries))
+    workers = workers or (min(8, os.cpu_count() or 1) if location.is_local else 8)
+    check = _checker(location, deep, key_of, progress)
+    problems: list[Problem] = []
+    owner: dict[str, str] = {}
+    ok = nbytes = 0
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for (entry, _), shard in zip(entries, pool.map(check, entries)):
+            shard.problems += _split_samples(entry["url"], shard.keys or (), owner)
+            problems += shard.problems
+            ok += not shard.problems
+            nbytes += shard.nbytes
+    strays, warnings = _strays(location, {e["url"] for e, _ in entries})
+    if record is None:
+        warnings.insert(0, "the manifest has no 'ishard' record: member counts and samples are "
+                        "not checked")
+    return Verification(str(dst), deep, len(entries), ok,
+                        sum("md5sum" in e for e, _ in entries), nbytes,
+                        tuple(problems + strays), tuple(warnings))
+
+
+def _checker(location: Location, deep: bool, key_of: KeyFunction | None,
+             progress: Progress) -> Callable[[tuple], _Shard]:
+    retrier = Retrier()
+
+    def check(item: tuple) -> _Shard:
+        entry, record = item
+        if location.is_local:
+            return _check_shard(location, entry, record, deep, key_of, progress)
+        try:
+            return retrier.run(lambda: _check_shard(location, entry, record, deep, key_of,
+                                                    progress))
+        except Exception as err:
+            raise storage_error(err, location, "destination") from None
+
+    return check
+
+
+def _split_samples(name: str, keys, owner: dict[str, str]) -> list[Problem]:
+    """A problem for each sample of shard ``name`` that an earlier shard holds too."""
+    problems = []
+    for key in keys:
+        first = owner.setdefault(key, name)
+        if first != name:
+            problems.append(Problem(name, "split_sample", f"sample {key!r} is split: "
+                                    f"{first!r} holds some of its members too", first, name))
+    return problems

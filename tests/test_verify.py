@@ -1,0 +1,438 @@
+"""``ishard verify``: shards written by the installed ishard, damaged with the standard tools.
+
+Every expectation (md5s, sizes, member counts, sample keys) is computed here with hashlib,
+tarfile, zipfile and lz4, never with ishard's own code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import tarfile
+import zipfile
+from pathlib import Path, PurePosixPath
+
+import lz4.frame
+import pytest
+from conftest import FIXTURES, run_ishard
+from test_s3 import assert_error, clean_env, cli, client  # noqa: F401 (fixtures)
+
+from ishard.verify import member_key_function, verify
+
+FORMATS = (".tar", ".tgz", ".zip", ".tar.lz4")
+SOURCE = FIXTURES / "imagenet"
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def stem(member: str) -> str:
+    """A member's sample under base_file_name keys: its base name without the last extension."""
+    base = PurePosixPath(member).name
+    return base.rsplit(".", 1)[0] if "." in base else base
+
+
+def md5(path: Path) -> str:
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def manifest(dst: Path) -> dict:
+    return json.loads((dst / "manifest.json").read_text())
+
+
+def entry(dst: Path, name: str) -> dict:
+    return next(e for e in manifest(dst)["shardlist"] if e["url"] == name)
+
+
+def files_of(dst: Path, name: str) -> int:
+    return next(s["files"] for s in manifest(dst)["ishard"]["shards"] if s["name"] == name)
+
+
+def read_members(path: Path) -> list[tuple[str, bytes]]:
+    """The shard's members in archive order, with their bytes."""
+    data = path.read_bytes()
+    if path.name.endswith(".zip"):
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            return [(i.filename, zf.read(i)) for i in zf.infolist()]
+    if path.name.endswith(".tar.lz4"):
+        data = lz4.frame.decompress(data)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
+        return [(m.name, tar.extractfile(m).read()) for m in tar.getmembers()]
+
+
+def write_members(path: Path, members: list[tuple[str, bytes]]) -> None:
+    """Rewrite the shard at ``path`` (same format) to hold exactly ``members``."""
+    if path.name.endswith(".zip"):
+        with zipfile.ZipFile(path, "w") as zf:
+            for name, data in members:
+                zf.writestr(name, data)
+        return
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz" if path.name.endswith(".tgz") else "w") as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    raw = buf.getvalue()
+    path.write_bytes(lz4.frame.compress(raw) if path.name.endswith(".tar.lz4") else raw)
+
+
+def fix_manifest(dst: Path, *names: str) -> None:
+    """Make the manifest agree with the shards ``names`` as they are now (size, md5, member
+    count, samples, payload), so only what cannot be fixed that way is left to find."""
+    doc = manifest(dst)
+    for name in names:
+        members = read_members(dst / name)
+        e = next(e for e in doc["shardlist"] if e["url"] == name)
+        e.update(filesize=(dst / name).stat().st_size, md5sum=md5(dst / name),
+                 nsamples=len({stem(m) for m, _ in members}))
+        r = next(r for r in doc["ishard"]["shards"] if r["name"] == name)
+        r.update(files=len(members), payload_bytes=sum(len(d) for _, d in members))
+    (dst / "manifest.json").write_text(json.dumps(doc, indent=2))
+
+
+def check(dst, *args):
+    return run_ishard("verify", dst, *args)
+
+
+def problem_lines(result) -> list[str]:
+    """stdout lines before the summary; the summary is checked to be the last line."""
+    lines = result.stdout.splitlines()
+    assert lines and lines[-1].startswith("verified "), result.stdout
+    return lines[:-1]
+
+
+def assert_clean(result, shards: int) -> None:
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    assert result.stderr == ""
+    assert problem_lines(result) == []
+    assert result.stdout.startswith(f"verified {shards} shards (")
+    assert result.stdout.rstrip().endswith(": all ok")
+
+
+def assert_problems(result, expected: list[str], affected: int, shards: int) -> None:
+    """Exit 1, exactly ``expected`` problem lines (in order), and the summary's counts."""
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert problem_lines(result) == expected
+    summary = result.stdout.splitlines()[-1]
+    plural = "s" if len(expected) != 1 else ""
+    assert summary.endswith(
+        f": {len(expected)} problem{plural} ({affected} of {shards} listed shards affected)"
+    ), summary
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory) -> dict[str, Path]:
+    """The fixture dataset sharded once per format by the installed command."""
+    out = {}
+    for ext in FORMATS:
+        dst = tmp_path_factory.mktemp("written") / ext.strip(".")
+        result = run_ishard("shard", SOURCE, dst, "--shard-size", "256KiB", "--ext", ext)
+        assert result.returncode == 0, result.stderr
+        out[ext] = dst
+    return out
+
+
+@pytest.fixture
+def shards(written, tmp_path):
+    """``shards(ext)``: a fresh copy of that format's shards to damage."""
+
+    def copy(ext: str) -> Path:
+        dst = tmp_path / ext.strip(".")
+        shutil.copytree(written[ext], dst)
+        return dst
+
+    return copy
+
+
+def shard_names(dst: Path) -> list[str]:
+    return [e["url"] for e in manifest(dst)["shardlist"]]
+
+
+# ---------------------------------------------------------------- clean runs
+
+
+@pytest.mark.parametrize("ext", FORMATS)
+def test_clean_shards_verify_with_and_without_deep(written, ext):
+    dst = written[ext]
+    n = len(shard_names(dst))
+    assert n == 6
+    for args in ((), ("--deep",)):
+        result = check(dst, *args)
+        assert_clean(result, n)
+        assert "md5" in result.stdout
+    assert "member data, samples" in check(dst, "--deep").stdout
+
+
+def test_progress_lines_without_a_terminal(written):
+    result = check(written[".tar"], "--progress")
+    assert result.returncode == 0
+    lines = result.stderr.splitlines()
+    total = sum(e["filesize"] for e in manifest(written[".tar"])["shardlist"])
+    assert lines[0] == f"ishard: verifying 6 shards, {total / 2**20:.2f}MiB"
+    assert lines[-1].startswith(f"ishard: read {total / 2**20:.2f}MiB of {total / 2**20:.2f}MiB "
+                                "(100%), 6/6 shards, ")
+
+
+# ---------------------------------------------------------------- damage, per format
+
+
+@pytest.mark.parametrize("ext", FORMATS)
+def test_a_flipped_byte_is_an_md5_mismatch(shards, ext):
+    dst = shards(ext)
+    name = shard_names(dst)[1]
+    path = dst / name
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    result = check(dst)
+    assert result.returncode == 1
+    lines = problem_lines(result)
+    assert f"{name}: md5 is {md5(path)}, the manifest says {entry(dst, name)['md5sum']}" in lines
+    assert all(line.startswith(f"{name}: ") for line in lines), lines
+    assert "(1 of 6 listed shards affected)" in result.stdout
+
+
+@pytest.mark.parametrize("ext", FORMATS)
+def test_a_truncated_shard_fails_size_and_cannot_be_read_back(shards, ext):
+    dst = shards(ext)
+    name = shard_names(dst)[2]
+    path = dst / name
+    expected_size = path.stat().st_size
+    os.truncate(path, expected_size // 2)
+    result = check(dst, "--deep")
+    lines = problem_lines(result)
+    assert result.returncode == 1
+    assert lines[0] == f"{name}: size is {expected_size // 2} bytes, the manifest says {expected_size} bytes"
+    assert lines[1] == f"{name}: md5 is {md5(path)}, the manifest says {entry(dst, name)['md5sum']}"
+    assert lines[2].startswith(f"{name}: cannot be read: "), lines
+    assert len(lines) == 3
+
+
+@pytest.mark.parametrize("ext", FORMATS)
+def test_a_deleted_shard_is_missing(shards, ext):
+    dst = shards(ext)
+    name = shard_names(dst)[0]
+    (dst / name).unlink()
+    assert_problems(check(dst), [f"{name}: is missing (the manifest lists it)"], 1, 6)
+
+
+@pytest.mark.parametrize("ext", FORMATS)
+def test_an_appended_member_is_a_member_count_mismatch(shards, ext):
+    dst = shards(ext)
+    name = shard_names(dst)[3]
+    path = dst / name
+    files = files_of(dst, name)
+    if ext in (".tar", ".zip"):  # appended in place, as a user's tool would
+        if ext == ".zip":
+            with zipfile.ZipFile(path, "a") as zf:
+                zf.writestr("extra/notes.txt", b"hello")
+        else:
+            with tarfile.open(path, "a") as tar:
+                info = tarfile.TarInfo("extra/notes.txt")
+                info.size = 5
+                tar.addfile(info, io.BytesIO(b"hello"))
+    else:
+        write_members(path, read_members(path) + [("extra/notes.txt", b"hello")])
+    assert len(read_members(path)) == files + 1
+    fix = entry(dst, name)
+    assert_problems(check(dst), [
+        f"{name}: size is {path.stat().st_size} bytes, the manifest says {fix['filesize']} bytes",
+        f"{name}: md5 is {md5(path)}, the manifest says {fix['md5sum']}",
+        f"{name}: member count is {files + 1}, the manifest says {files}",
+    ], 1, 6)
+
+
+@pytest.mark.parametrize("ext", FORMATS)
+def test_a_member_moved_to_another_shard_splits_its_sample_under_deep(shards, ext):
+    dst = shards(ext)
+    first, second = shard_names(dst)[:2]
+    members = read_members(dst / first)
+    moved = next(m for m in members if m[0].endswith(".xml"))  # a sample's annotation
+    key = stem(moved[0])
+    assert sum(stem(m) == key for m, _ in members) == 2  # its image stays behind
+    write_members(dst / first, [m for m in members if m != moved])
+    write_members(dst / second, read_members(dst / second) + [moved])
+    fix_manifest(dst, first, second)  # sizes, md5s and counts agree: only grouping is wrong
+    assert_clean(check(dst), 6)
+    assert_problems(check(dst, "--deep"), [
+        f"{second}: sample {key!r} is split: {first!r} holds some of its members too",
+    ], 1, 6)
+
+
+def test_members_of_a_sample_apart_within_a_shard_are_found_under_deep(shards):
+    dst = shards(".tar")
+    name = shard_names(dst)[0]
+    members = read_members(dst / name)
+    assert stem(members[0][0]) == stem(members[1][0]) != stem(members[2][0])
+    members.append(members.pop(1))  # sample 0's second file now comes last
+    write_members(dst / name, members)
+    fix_manifest(dst, name)
+    assert_clean(check(dst), 6)
+    assert_problems(check(dst, "--deep"), [
+        (f"{name}: members of sample {stem(members[0][0])!r} are not side by side: "
+         f"{members[-1][0]!r} follows another sample's"),
+    ], 1, 6)
+
+
+def test_deep_finds_damaged_member_data_that_the_manifest_cannot(shards):
+    dst = shards(".zip")
+    name = shard_names(dst)[0]
+    path = dst / name
+    first = read_members(path)[0]
+    data = path.read_bytes()
+    at = data.index(first[1][:64]) + 10  # inside the first member's stored bytes
+    path.write_bytes(data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :])
+    fix_manifest_without_reading(dst, name)
+    assert_clean(check(dst), 6)  # sizes and md5 agree, the central directory is intact
+    assert_problems(check(dst, "--deep"), [
+        f"{name}: cannot be read: member {first[0]!r}: Bad CRC-32 for file {first[0]!r}",
+    ], 1, 6)
+
+
+def fix_manifest_without_reading(dst: Path, name: str) -> None:
+    doc = manifest(dst)
+    e = next(e for e in doc["shardlist"] if e["url"] == name)
+    e.update(filesize=(dst / name).stat().st_size, md5sum=md5(dst / name))
+    (dst / "manifest.json").write_text(json.dumps(doc))
+
+
+# ---------------------------------------------------------------- no md5, strays, options
+
+
+def test_without_md5_sizes_are_still_checked(tmp_path):
+    dst = tmp_path / "out"
+    assert run_ishard("shard", SOURCE, dst, "--shard-size", "256KiB", "--checksum", "none").returncode == 0
+    assert all("md5sum" not in e for e in manifest(dst)["shardlist"])
+    result = check(dst, "--deep")
+    assert_clean(result, 6)
+    assert "(no md5 recorded)" in result.stdout
+    name = shard_names(dst)[4]
+    size = (dst / name).stat().st_size
+    with open(dst / name, "ab") as f:
+        f.write(b"\0" * 512)
+    assert_problems(check(dst), [
+        f"{name}: size is {size + 512} bytes, the manifest says {size} bytes",
+    ], 1, 6)
+
+
+def test_unlisted_archives_are_problems_and_temp_files_warnings(shards):
+    dst = shards(".tar")
+    shutil.copy(dst / "shard-000000.tar", dst / "shard-000099.tar")
+    (dst / "sub").mkdir()
+    (dst / "sub" / "old.tgz").write_bytes(b"x")
+    (dst / "notes.txt").write_text("not a shard")
+    (dst / ".shard-000003.tar.4242.ishard-tmp").write_bytes(b"partial")
+    result = check(dst)
+    unlisted = ": looks like a shard but the manifest does not list it (left by another run?)"
+    assert_problems(result, ["shard-000099.tar" + unlisted, "sub/old.tgz" + unlisted], 0, 6)
+    assert result.stderr.splitlines() == [
+        ("ishard: warning: leftover temp file '.shard-000003.tar.4242.ishard-tmp' from an "
+         "interrupted run — safe to delete once no ishard run writes to this destination")
+    ]
+    for stray in ("shard-000099.tar", "sub/old.tgz"):
+        (dst / stray).unlink()
+    only_temp = check(dst)
+    assert only_temp.returncode == 0 and "warning: leftover temp file" in only_temp.stderr
+
+
+@pytest.mark.parametrize(
+    "options",
+    [("--ekm", str(FIXTURES / "ekm.json")),
+     ("--sample-key-pattern", "full_name", "--collapse", "--shard-size", "100KiB"),
+     ("--sample-key-pattern", r"(n\d+_\d+|ILSVRC2012_val_\d+)", "--sort", "shuffle:7")],
+    ids=["ekm", "full-name-collapse", "regex-shuffle"],
+)
+def test_deep_uses_the_recorded_key_options(tmp_path, options):
+    dst = tmp_path / "out"
+    result = run_ishard("shard", SOURCE, dst, *options)
+    assert result.returncode == 0, result.stderr
+    n = len(shard_names(dst))
+    assert_clean(check(dst, "--deep", "--jobs", "2"), n)
+
+
+def test_json_output(written, shards):
+    clean = check(written[".tgz"], "--json", "--deep")
+    assert clean.returncode == 0 and clean.stderr == ""
+    doc = json.loads(clean.stdout)
+    assert doc["ok"] is True and doc["problems"] == [] and doc["deep"] is True
+    assert doc["bytes_read"] == sum(p.stat().st_size for p in written[".tgz"].glob("*.tgz"))
+    dst = shards(".tgz")
+    name = shard_names(dst)[5]
+    (dst / name).unlink()
+    result = check(dst, "--json")
+    assert result.returncode == 1
+    doc = json.loads(result.stdout)
+    assert doc["ok"] is False and doc["shards"] == 6 and doc["shards_ok"] == 5
+    assert doc["problems"] == [{"name": name, "kind": "missing", "detail":
+                                "is missing (the manifest lists it)", "expected": None,
+                                "found": None}]
+
+
+def test_python_api_returns_problems_and_prints_nothing(shards, capsys):
+    dst = shards(".tar.lz4")
+    name = shard_names(dst)[1]
+    os.truncate(dst / name, 100)
+    result = verify(dst, deep=True)
+    assert not result.ok and result.shards == 6 and result.shards_ok == 5
+    assert [p.kind for p in result.problems] == ["size", "md5", "unreadable"]
+    assert result.problems[0].expected == entry(dst, name)["filesize"]
+    assert result.problems[0].found == 100
+    assert capsys.readouterr() == ("", "")
+
+
+def test_member_keys_follow_the_recorded_naming():
+    original = member_key_function({"sample_key_pattern": "base_file_name"})
+    assert original("Data/train/x/n01_1.JPEG") == "n01_1"
+    assert member_key_function({"sample_key_pattern": "full_name"})("a/b.c.jpg") == "a/b.c"
+    sample = member_key_function({"member_names": "sample", "sample_key_pattern": "base_file_name"})
+    assert sample("Data/train/x/n01_1.JPEG") == "Data/train/x/n01_1"
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_errors_name_the_destination_and_the_fix(tmp_path, shards):
+    assert_error(check(tmp_path / "nope"), 2, "'" + str(tmp_path / "nope") + "'", "does not exist")
+    (tmp_path / "empty").mkdir()
+    assert_error(check(tmp_path / "empty"), 1, "no manifest.json in", "run ishard shard again")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "manifest.json").write_text("{not json")
+    assert_error(check(tmp_path / "bad"), 1, "is not an ishard manifest", "invalid JSON")
+    (tmp_path / "bad" / "manifest.json").write_text(json.dumps(
+        {"shardlist": [{"url": "../elsewhere.tar", "filesize": 1, "nsamples": 1}]}))
+    assert_error(check(tmp_path / "bad"), 1, "shardlist entry 0 needs a relative 'url'")
+    (tmp_path / "file").write_text("x")
+    assert_error(check(tmp_path / "file"), 2, "is a file", "manifest.json")
+    assert_error(check(shards(".tar"), "--jobs", "-1"), 2, "--jobs '-1'")
+
+
+# ---------------------------------------------------------------- S3
+
+
+def test_s3_destination_with_a_damaged_and_a_missing_object(cli, client, s3_bucket):  # noqa: F811
+    result = cli("shard", SOURCE, f"s3://{s3_bucket}/out", "--shard-size", "256KiB",
+                 "--ext", ".tgz")
+    assert result.returncode == 0, result.stderr
+    clean = cli("verify", f"s3://{s3_bucket}/out", "--deep")
+    assert_clean(clean, 6)
+    doc = json.loads(client.get_object(Bucket=s3_bucket, Key="out/manifest.json")["Body"].read())
+    damaged, gone = doc["shardlist"][1], doc["shardlist"][4]
+    body = client.get_object(Bucket=s3_bucket, Key=f"out/{damaged['url']}")["Body"].read()
+    flipped = body[:100] + bytes([body[100] ^ 0xFF]) + body[101:]
+    client.put_object(Bucket=s3_bucket, Key=f"out/{damaged['url']}", Body=flipped)
+    client.delete_object(Bucket=s3_bucket, Key=f"out/{gone['url']}")
+    result = cli("verify", f"s3://{s3_bucket}/out", "--deep")
+    lines = problem_lines(result)
+    assert result.returncode == 1
+    assert lines[0] == (f"{damaged['url']}: md5 is {hashlib.md5(flipped).hexdigest()}, "
+                        f"the manifest says {damaged['md5sum']}")
+    assert lines[1].startswith(f"{damaged['url']}: cannot be read: ")
+    assert lines[2] == f"{gone['url']}: is missing (the manifest lists it)"
+    assert len(lines) == 3
+    assert result.stdout.rstrip().endswith("(2 of 6 listed shards affected)")
+    missing = cli("verify", f"s3://{s3_bucket}/nothing-here")
+    assert_error(missing, 2, "does not exist")
