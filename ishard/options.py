@@ -234,10 +234,14 @@ def _check_balance(opts: Options) -> dict:
         ),
     }
     if out["num_shards"] and out["shards_multiple_of"]:
-        raise UsageError("--num-shards and --shards-multiple-of both set the shard count — give one")
+        raise UsageError(
+            "--num-shards and --shards-multiple-of both set the shard count — give one"
+        )
     flag = "--num-shards" if out["num_shards"] else "--shards-multiple-of"
     if any(out.values()) and opts.ekm:
         raise UsageError(f"{flag} cannot be combined with --ekm — balance one category at a time")
     if out["num_shards"] and opts.samples_per_shard is not None:
-        raise UsageError("--num-shards fixes the samples per shard — leave out --samples-per-shard")
+        raise UsageError(
+            "--num-shards fixes the samples per shard — leave out --samples-per-shard"
+        )
     return out

@@ -32,7 +32,9 @@ class ReadSample(NamedTuple):
     files: dict[str, bytes]
 
 
-def read_manifest(url: str, storage_options: dict | None = None) -> tuple[list[str], list[int], str]:
+def read_manifest(
+    url: str, storage_options: dict | None = None
+) -> tuple[list[str], list[int], str]:
     """Shard URLs (next to the manifest), samples per shard and the key pattern used.
 
     Raises:
@@ -48,11 +50,14 @@ def read_manifest(url: str, storage_options: dict | None = None) -> tuple[list[s
         urls = [e["url"] for e in entries]
         counts = [int(e["nsamples"]) for e in entries]
     except (OSError, ValueError, KeyError, TypeError) as err:
-        raise SourceError(f"cannot read manifest {url!r}: {err} — give a manifest.json written "
-                          "by ishard shard") from None
+        raise SourceError(
+            f"cannot read manifest {url!r}: {err} — give a manifest.json written by ishard shard"
+        ) from None
     base = posixpath.dirname(url) if "://" in url else os.path.dirname(os.path.abspath(url))
     join = posixpath.join if "://" in url else os.path.join
-    pattern = (doc.get("ishard") or {}).get("options", {}).get("sample_key_pattern", "base_file_name")
+    pattern = (
+        (doc.get("ishard") or {}).get("options", {}).get("sample_key_pattern", "base_file_name")
+    )
     return [u if "://" in u else join(base, u) for u in urls], counts, pattern
 
 
@@ -74,10 +79,12 @@ def _env_world(rank, world_size, worker, num_workers) -> tuple[int, int, int, in
     return rank, world_size, worker, num_workers
 
 
+# fmt: off
 def assigned_ids(counts: Sequence[int], *, rank: int, world_size: int, worker: int = 0,
                  num_workers: int = 1, epoch: int = 0, policy: str = "webdataset",
                  shuffle: str | None = None, seed: int = streaming.DEFAULT_SEED,
                  batch_size: int = 1, nodes: int = 1, **options) -> list[int]:
+    # fmt: on
     """The global sample ids (shard order, 0-based) one worker of one rank reads in ``epoch``.
 
     Shard-level policies (webdataset, whale) give whole shards; sample-level ones (torch, dali,
@@ -89,10 +96,15 @@ def assigned_ids(counts: Sequence[int], *, rank: int, world_size: int, worker: i
     index(rank, positive(world_size, "world_size"), "rank", "world_size")
     index(worker, positive(num_workers, "num_workers"), "worker", "num_workers")
     positive(batch_size, "batch_size")
-    if shuffle is not None and policy != "streaming" and (policy, shuffle) != (
-            "webdataset", "detshuffle"):
-        raise UsageError(f"shuffle {shuffle!r} does not apply to policy {policy} — use a Streaming "
-                         "algorithm with policy streaming, or 'detshuffle' with webdataset")
+    if (
+        shuffle is not None
+        and policy != "streaming"
+        and (policy, shuffle) != ("webdataset", "detshuffle")
+    ):
+        raise UsageError(
+            f"shuffle {shuffle!r} does not apply to policy {policy} — use a Streaming "
+            "algorithm with policy streaming, or 'detshuffle' with webdataset"
+        )
     starts = [0]
     for c in counts:
         starts.append(starts[-1] + c)
@@ -102,25 +114,38 @@ def assigned_ids(counts: Sequence[int], *, rank: int, world_size: int, worker: i
             if shuffle:
                 shards = wds.detshuffle(shards, seed, epoch, bufsize=100, initial=100)
         else:
-            files = whale.assign([str(i) for i in range(len(counts))], [1] * world_size,
-                                 seed=seed, **options)[rank]
+            files = whale.assign(
+                [str(i) for i in range(len(counts))], [1] * world_size, seed=seed, **options
+            )[rank]
             shards = [int(f) for f in files][worker::num_workers]
         return [i for s in shards for i in range(starts[s], starts[s + 1])]
     if policy == "streaming":
         per_node = world_size // positive(nodes, "nodes")
         if per_node * nodes != world_size:
-            raise UsageError(f"world_size {world_size} is not a multiple of nodes {nodes} — "
-                             "give the ranks of every node")
-        ids = streaming.epoch_sample_ids(counts, nodes, per_node, num_workers, batch_size,
-                                         shuffle_algo=shuffle, seed=seed, epoch=epoch, **options)
+            raise UsageError(
+                f"world_size {world_size} is not a multiple of nodes {nodes} — "
+                "give the ranks of every node"
+            )
+        ids = streaming.epoch_sample_ids(
+            counts,
+            nodes,
+            per_node,
+            num_workers,
+            batch_size,
+            shuffle_algo=shuffle,
+            seed=seed,
+            epoch=epoch,
+            **options,
+        )
         mine = ids[rank // per_node, rank % per_node, worker].reshape(-1)
         return [int(i) for i in mine if i >= 0]
     if policy == "torch":
         ids = sampler.indices(starts[-1], world_size, rank, **options)
         batches = [ids[i : i + batch_size] for i in range(0, len(ids), batch_size)]
     else:
-        batches = dali.epoch_batches(starts[-1], world_size, rank, batch_size, epoch + 1,
-                                     **options)[epoch]
+        batches = dali.epoch_batches(
+            starts[-1], world_size, rank, batch_size, epoch + 1, **options
+        )[epoch]
     return [i for b in batches[worker::num_workers] for i in b]
 
 
@@ -153,8 +178,9 @@ def _shard_samples(url: str, pattern: str, storage_options: dict) -> Iterator[Re
                 current = ReadSample(key, {})
             current.files[extension(name).lstrip(".") or name] = data
     except (tarfile.TarError, zipfile.BadZipFile, EOFError, RuntimeError, OSError) as err:
-        raise SourceError(f"cannot read shard {url!r}: {err} — check the shard against the "
-                          "manifest") from None
+        raise SourceError(
+            f"cannot read shard {url!r}: {err} — check the shard against the manifest"
+        ) from None
     if current is not None:
         yield current
 
@@ -181,22 +207,47 @@ class ShardedSamples:
             ``num_canonical_nodes`` …).
     """
 
-    def __init__(self, manifest_url: str, *, rank: int | None = None, world_size: int | None = None,
-                 worker: int | None = None, num_workers: int | None = None, epoch: int = 0,
-                 policy: str = "webdataset", shuffle: str | None = None,
-                 seed: int = streaming.DEFAULT_SEED, batch_size: int = 1, nodes: int = 1,
-                 storage_options: dict | None = None, **options) -> None:
+    def __init__(
+        self,
+        manifest_url: str,
+        *,
+        rank: int | None = None,
+        world_size: int | None = None,
+        worker: int | None = None,
+        num_workers: int | None = None,
+        epoch: int = 0,
+        policy: str = "webdataset",
+        shuffle: str | None = None,
+        seed: int = streaming.DEFAULT_SEED,
+        batch_size: int = 1,
+        nodes: int = 1,
+        storage_options: dict | None = None,
+        **options,
+    ) -> None:
         self.manifest_url, self.storage_options = manifest_url, dict(storage_options or {})
         self.who = (rank, world_size, worker, num_workers)
-        self.settings = dict(epoch=epoch, policy=policy, shuffle=shuffle, seed=seed,
-                             batch_size=batch_size, nodes=nodes, **options)
+        self.settings = dict(
+            epoch=epoch,
+            policy=policy,
+            shuffle=shuffle,
+            seed=seed,
+            batch_size=batch_size,
+            nodes=nodes,
+            **options,
+        )
         self.urls, self.counts, self.pattern = read_manifest(manifest_url, self.storage_options)
 
     def ids(self) -> list[int]:
         """The global sample ids this reader yields, in order."""
         rank, world_size, worker, num_workers = _env_world(*self.who)
-        return assigned_ids(self.counts, rank=rank, world_size=world_size, worker=worker,
-                            num_workers=num_workers, **self.settings)
+        return assigned_ids(
+            self.counts,
+            rank=rank,
+            world_size=world_size,
+            worker=worker,
+            num_workers=num_workers,
+            **self.settings,
+        )
 
     def __iter__(self) -> Iterator[ReadSample]:
         starts = [0]
@@ -211,13 +262,16 @@ class ShardedSamples:
                 end += 1
             wanted = {i - starts[shard] for i in ids[at:end]}
             got = {}
-            for local, sample in enumerate(_shard_samples(self.urls[shard], self.pattern,
-                                                          self.storage_options)):
+            for local, sample in enumerate(
+                _shard_samples(self.urls[shard], self.pattern, self.storage_options)
+            ):
                 if local in wanted:
                     got[local] = sample
             if len(got) < len(wanted):
-                raise SourceError(f"shard {self.urls[shard]!r} holds fewer samples than the "
-                                  f"manifest's {self.counts[shard]} — rewrite the shards")
+                raise SourceError(
+                    f"shard {self.urls[shard]!r} holds fewer samples than the "
+                    f"manifest's {self.counts[shard]} — rewrite the shards"
+                )
             yield from (got[i - starts[shard]] for i in ids[at:end])
             at = end
 

@@ -240,11 +240,12 @@ def split_text(doc: dict, out: TextIO) -> None:
                 out.write(f"    samples {_ranges_text(rank['ranges'])}\n")
                 continue
             for part in parts:
-                where = (f"shards {','.join(map(str, part['shards'])) or 'none'}"
-                         if part["shards"] is not None else f"samples {_ranges_text(part['ranges'])}")
+                where = f"samples {_ranges_text(part['ranges'])}"
+                if part["shards"] is not None:
+                    where = f"shards {','.join(map(str, part['shards'])) or 'none'}"
                 out.write(f"    worker {part['worker']}: {where}; "
                           f"{_count(part['samples'], 'sample')}, {_batches(part['batches'])}\n")
         out.write(f"  dropped {epoch['dropped']}\n")
         if epoch["hang_risk"]:
-            out.write(f"  WARNING: ranks get different batch counts (spread {epoch['batch_spread']}): "
-                      f"DDP hangs at the epoch end — {epoch['fix']}\n")
+            out.write(f"  WARNING: ranks get different batch counts "
+                      f"(spread {epoch['batch_spread']}): DDP hangs at the epoch end — {epoch['fix']}\n")

@@ -6,6 +6,7 @@ import json
 from collections import Counter
 
 import pytest
+from conftest import make_tree, run_ishard
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,8 +15,6 @@ from ishard.errors import UsageError
 from ishard.plan import balance
 from ishard.read import ShardedSamples, assigned_ids
 from ishard.split.world import World, describe
-
-from conftest import make_tree, run_ishard
 
 
 def split_json(*args):
@@ -34,8 +33,19 @@ def test_split_flags_uneven_webdataset_ranks_and_names_the_fix():
 
 
 def test_split_json_for_dali_padding():
-    doc = split_json("--shard-sizes", "4,3,3", "--policy", "dali", "--ranks-per-node", "3",
-                     "--batch-size", "4", "--pad-last-batch", "--epochs", "2")
+    doc = split_json(
+        "--shard-sizes",
+        "4,3,3",
+        "--policy",
+        "dali",
+        "--ranks-per-node",
+        "3",
+        "--batch-size",
+        "4",
+        "--pad-last-batch",
+        "--epochs",
+        "2",
+    )
     first = doc["epochs"][0]
     assert [r["ranges"] for r in first["ranks"]] == [[[0, 3]], [[3, 6]], [[6, 10]]]
     assert [r["duplicates"] for r in first["ranks"]] == [1, 1, 0]
@@ -61,12 +71,18 @@ def test_split_reads_a_manifest(tmp_path):
         (["--shard-sizes", "1,x"], "--shard-sizes '1,x' is not a list of sample counts"),
         (["--shard-sizes", "4", "--policy", "horovod"], "--policy 'horovod' is not a policy"),
         (["--shard-sizes", "4", "--nodes", "0"], "--nodes 0 must be a whole number of at least 1"),
-        (["--shard-sizes", "4", "--policy", "torch", "--pad-last-batch"],
-         "--pad-last-batch does not apply to --policy torch"),
-        (["--shard-sizes", "4", "--policy", "streaming", "--shuffle", "py9"],
-         "--shuffle 'py9' is not a Streaming shuffle"),
-        (["--shard-sizes", "4", "--policy", "dali", "--last-batch-policy", "pad"],
-         "--last-batch-policy 'pad' must be fill, drop or partial"),
+        (
+            ["--shard-sizes", "4", "--policy", "torch", "--pad-last-batch"],
+            "--pad-last-batch does not apply to --policy torch",
+        ),
+        (
+            ["--shard-sizes", "4", "--policy", "streaming", "--shuffle", "py9"],
+            "--shuffle 'py9' is not a Streaming shuffle",
+        ),
+        (
+            ["--shard-sizes", "4", "--policy", "dali", "--last-batch-policy", "pad"],
+            "--last-batch-policy 'pad' must be fill, drop or partial",
+        ),
         ([], "give a MANIFEST or --shard-sizes"),
         (["no-such-manifest.json"], "manifest 'no-such-manifest.json' does not exist"),
         (["--shard-sizes", "2", "--policy", "dali", "--nodes", "3"], "2 samples cannot be split"),
@@ -85,9 +101,14 @@ def test_split_unreadable_manifest_exits_1(tmp_path):
     assert done.returncode == 1 and "cannot read manifest" in done.stderr
 
 
-@given(st.lists(st.integers(0, 30), min_size=1, max_size=12).filter(any), st.integers(1, 8),
-       st.integers(1, 4), st.integers(1, 4), st.integers(1, 6),
-       st.sampled_from(["dali", "torch", "streaming", "webdataset", "whale"]))
+@given(
+    st.lists(st.integers(0, 30), min_size=1, max_size=12).filter(any),
+    st.integers(1, 8),
+    st.integers(1, 4),
+    st.integers(1, 4),
+    st.integers(1, 6),
+    st.sampled_from(["dali", "torch", "streaming", "webdataset", "whale"]),
+)
 def test_describe_accounts_for_every_sample(sizes, ranks, nodes, workers, batch, policy):
     world = World(nodes=nodes, ranks_per_node=ranks, workers=workers, batch_size=batch)
     try:
@@ -137,8 +158,9 @@ def test_balanced_dry_run_and_errors(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "would write 4 shards: 10 samples" in done.stdout
     assert "3 samples" in done.stdout and "2 samples" in done.stdout
-    tree = run_ishard("shard", src, "--dry-run", "--num-shards", "3", "--sample-key-pattern",
-                      "full_name")
+    tree = run_ishard(
+        "shard", src, "--dry-run", "--num-shards", "3", "--sample-key-pattern", "full_name"
+    )
     assert tree.returncode == 2 and "add --collapse" in tree.stderr
     both = run_ishard("shard", src, "--dry-run", "-num_shards=2", "--shards-multiple-of", "2")
     assert both.returncode == 2 and "give one" in both.stderr
@@ -170,8 +192,9 @@ def test_two_ranks_two_workers_read_every_sample_once(sharded):
     for rank in range(2):
         per_rank[rank] = 0
         for worker in range(2):
-            for sample in ShardedSamples(str(sharded), rank=rank, world_size=2, worker=worker,
-                                         num_workers=2):
+            for sample in ShardedSamples(
+                str(sharded), rank=rank, world_size=2, worker=worker, num_workers=2
+            ):
                 keys[sample.key] += 1
                 per_rank[rank] += 1
                 n = int(sample.key[3:])
@@ -180,14 +203,29 @@ def test_two_ranks_two_workers_read_every_sample_once(sharded):
     assert abs(per_rank[0] - per_rank[1]) <= 1  # 23 samples: counts differ by the odd one
 
 
-@pytest.mark.parametrize("policy, extra", [("torch", {}), ("dali", {"pad_last_batch": True}),
-                                           ("streaming", {}), ("whale", {"unbalanced": True})])
+@pytest.mark.parametrize(
+    "policy, extra",
+    [
+        ("torch", {}),
+        ("dali", {"pad_last_batch": True}),
+        ("streaming", {}),
+        ("whale", {"unbalanced": True}),
+    ],
+)
 def test_sample_level_policies_read_their_assigned_ids(sharded, policy, extra):
     seen = []
     for rank in range(2):
         for worker in range(2):
-            reader = ShardedSamples(str(sharded), rank=rank, world_size=2, worker=worker,
-                                    num_workers=2, policy=policy, batch_size=2, **extra)
+            reader = ShardedSamples(
+                str(sharded),
+                rank=rank,
+                world_size=2,
+                worker=worker,
+                num_workers=2,
+                policy=policy,
+                batch_size=2,
+                **extra,
+            )
             got = [int(s.key[3:]) for s in reader]
             assert got == reader.ids()
             seen += got
@@ -202,8 +240,15 @@ def test_reader_takes_rank_and_world_from_the_environment(sharded, monkeypatch):
 
 
 def test_streaming_shuffle_reader_matches_the_shuffle(sharded):
-    reader = ShardedSamples(str(sharded), rank=0, world_size=1, policy="streaming", shuffle="py1s", num_canonical_nodes=2,
-                            epoch=1)
+    reader = ShardedSamples(
+        str(sharded),
+        rank=0,
+        world_size=1,
+        policy="streaming",
+        shuffle="py1s",
+        num_canonical_nodes=2,
+        epoch=1,
+    )
     got = [int(s.key[3:]) for s in reader]
     assert set(got) == set(range(23)) and len(got) == 24  # C=2: the short row repeats one
     assert got == reader.ids() and got != sorted(got)

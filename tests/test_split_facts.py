@@ -13,13 +13,17 @@ from ishard.split import webdataset as wds
 
 
 def batches(n, s, k, b, epochs, policy="fill", pad=False, stick=False):
-    return dali.epoch_batches(n, s, k, b, epochs, pad_last_batch=pad, last_batch_policy=policy,
-                              stick_to_shard=stick)
+    return dali.epoch_batches(
+        n, s, k, b, epochs, pad_last_batch=pad, last_batch_policy=policy, stick_to_shard=stick
+    )
 
 
 def test_dali_bounds_and_padded_epoch_size():  # fact 1
     assert dali.shard_bounds(10, 3) == [(0, 3), (3, 3), (6, 4)]
-    assert dali.reader_meta(10, 3, pad_last_batch=True) == {"epoch_size": 10, "epoch_size_padded": 12}
+    assert dali.reader_meta(10, 3, pad_last_batch=True) == {
+        "epoch_size": 10,
+        "epoch_size_padded": 12,
+    }
     assert dali.reader_meta(10, 3) == {"epoch_size": 10, "epoch_size_padded": 10}
 
 
@@ -34,7 +38,11 @@ def test_dali_reader_epochs_rotate_unless_sticky():  # facts 2, 3
     assert [dali.reader_epoch_shard(2, e, 3) for e in range(3)] == [2, 0, 1]
     assert {sizes[dali.reader_epoch_shard(2, e, 3, stick_to_shard=True)] for e in range(4)} == {4}
     assert dali.reader_epoch_shard(1, 5, 3) == 0
-    assert [sorted(set(sum(b, []))) for b in batches(10, 3, 1, 3, 6, "partial", True)][5] == [0, 1, 2]
+    assert [sorted(set(sum(b, []))) for b in batches(10, 3, 1, 3, 6, "partial", True)][5] == [
+        0,
+        1,
+        2,
+    ]
 
 
 def test_dali_fill_with_padding():  # fact 4
@@ -101,8 +109,13 @@ def test_dali_drop_with_padding_quirk():
 
 @pytest.mark.parametrize(
     "policy, pad, last, next_first",
-    [("partial", True, [6], [0, 1]), ("fill", True, [6, 6], [0, 1]), ("fill", False, [6, 0], [1, 2]),
-     ("drop", False, [4, 5], [1, 2]), ("drop", True, [4, 5], [0, 1])],
+    [
+        ("partial", True, [6], [0, 1]),
+        ("fill", True, [6, 6], [0, 1]),
+        ("fill", False, [6, 0], [1, 2]),
+        ("drop", False, [4, 5], [1, 2]),
+        ("drop", True, [4, 5], [0, 1]),
+    ],
 )
 def test_dali_docstring_example(policy, pad, last, next_first):
     two = batches(7, 1, 0, 2, 2, policy, pad)
@@ -144,12 +157,15 @@ def test_whale_fewer_files_than_units():  # fact 16
 
 
 def test_whale_units_and_replication():
-    assert whale.units([4, 2, 2]) == [range(0, 2), range(2, 3), range(3, 4)]
+    assert whale.units([4, 2, 2]) == [range(2), range(2, 3), range(3, 4)]
     got = whale.assign(files(2), [4, 2, 2], seed=3)  # 2 files < 4 units: not sliced
     assert sorted(got[0]) == ["f0", "f0", "f1", "f1"] and got[1] == got[2] == files(2)
     assert got == whale.assign(files(2), [4, 2, 2], seed=3)
     assert whale.assign(files(5), [4, 2, 2], unbalanced=True) == [
-        ["f0", "f1", "f4"], ["f2"], ["f3"]]
+        ["f0", "f1", "f4"],
+        ["f2"],
+        ["f3"],
+    ]
 
 
 # ---- MosaicML Streaming -----------------------------------------------------------------
@@ -178,7 +194,10 @@ def test_streaming_divide_spans():  # fact 25
     spans = [(4 * i, 4 * i + 4) for i in range(5)]
     out, nodes = streaming.divide_spans(spans, 20, 3)
     assert [out[a:b] for a, b in nodes] == [
-        [(0, 4), (4, 6)], [(6, 8), (8, 12), (12, 13)], [(13, 16), (16, 20)]]
+        [(0, 4), (4, 6)],
+        [(6, 8), (8, 12), (12, 13)],
+        [(13, 16), (16, 20)],
+    ]
 
 
 def test_streaming_node_sets_fixed_for_the_run():  # fact 26
@@ -188,7 +207,10 @@ def test_streaming_node_sets_fixed_for_the_run():  # fact 26
             assert set(streaming.get_shuffle(algo, [4] * 5, 2, 9176, epoch)[:10].tolist()) == want
     for epoch in (0, 1):
         assert set(streaming.get_shuffle("py2s", [4] * 5, 2, 9176, epoch)[:10].tolist()) == {
-            0, 2, *range(4, 12)}
+            0,
+            2,
+            *range(4, 12),
+        }
 
 
 def test_streaming_run_shard_order():  # fact 26; one node per shard, blocks of 1
@@ -198,8 +220,39 @@ def test_streaming_run_shard_order():  # fact 26; one node per shard, blocks of 
 
 def test_streaming_py1s_and_naive_orders():  # fact 27
     assert streaming.get_shuffle("py1s", [4] * 5, 2, 9176, 0).tolist() == [
-        1, 0, 6, 5, 7, 4, 8, 11, 9, 10, 18, 19, 16, 17, 15, 14, 13, 12, 2, 3]
-    assert streaming.get_shuffle("naive", [10], 2, 9176, 0).tolist() == [8, 1, 2, 7, 5, 6, 9, 3, 0, 4]
+        1,
+        0,
+        6,
+        5,
+        7,
+        4,
+        8,
+        11,
+        9,
+        10,
+        18,
+        19,
+        16,
+        17,
+        15,
+        14,
+        13,
+        12,
+        2,
+        3,
+    ]
+    assert streaming.get_shuffle("naive", [10], 2, 9176, 0).tolist() == [
+        8,
+        1,
+        2,
+        7,
+        5,
+        6,
+        9,
+        3,
+        0,
+        4,
+    ]
 
 
 def test_streaming_defaults():  # fact 28
@@ -247,7 +300,8 @@ def test_wds_ddp_equalize():  # fact 33
 def test_wds_detshuffle_seed_plus_epoch():
     items = list(range(50))
     assert wds.detshuffle(items, 7, 1, bufsize=10, initial=5) == wds.detshuffle(
-        items, 8, 0, bufsize=10, initial=5)
+        items, 8, 0, bufsize=10, initial=5
+    )
     assert sorted(wds.detshuffle(items, 7, 0)) == items
 
 
@@ -262,9 +316,16 @@ def test_wds_uneven_batches():
 
 
 def test_sampler_indices():  # fact 34
-    assert [sampler.indices(10, 3, r) for r in range(3)] == [[0, 3, 6, 9], [1, 4, 7, 0], [2, 5, 8, 1]]
+    assert [sampler.indices(10, 3, r) for r in range(3)] == [
+        [0, 3, 6, 9],
+        [1, 4, 7, 0],
+        [2, 5, 8, 1],
+    ]
     assert [sampler.indices(10, 3, r, drop_last=True) for r in range(3)] == [
-        [0, 3, 6], [1, 4, 7], [2, 5, 8]]
+        [0, 3, 6],
+        [1, 4, 7],
+        [2, 5, 8],
+    ]
 
 
 def test_sampler_small_datasets():

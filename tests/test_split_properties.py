@@ -8,9 +8,11 @@ from collections import Counter
 from itertools import islice
 from unittest import mock
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ishard.errors import UsageError
 from ishard.split import dali, streaming, whale
 from ishard.split import torch as sampler
 from ishard.split import webdataset as wds
@@ -25,8 +27,12 @@ def dali_world(draw):
 
 
 def _all(n, s, b, e, policy, pad, stick=False):
-    return [dali.epoch_batches(n, s, k, b, e, pad_last_batch=pad, last_batch_policy=policy,
-                               stick_to_shard=stick) for k in range(s)]
+    return [
+        dali.epoch_batches(
+            n, s, k, b, e, pad_last_batch=pad, last_batch_policy=policy, stick_to_shard=stick
+        )
+        for k in range(s)
+    ]
 
 
 @given(dali_world(), st.sampled_from(["fill", "partial"]), st.booleans())
@@ -81,8 +87,12 @@ def test_dali_partial_without_padding_has_constant_batch_counts(world):
         assert [len(ep) for ep in rank] == [math.ceil(math.ceil(n / s) / b)] * e
 
 
-@given(st.integers(0, 30), st.lists(st.integers(1, 4), min_size=1, max_size=4), st.booleans(),
-       st.booleans())
+@given(
+    st.integers(0, 30),
+    st.lists(st.integers(1, 4), min_size=1, max_size=4),
+    st.booleans(),
+    st.booleans(),
+)
 def test_whale_every_file_accounted_for(count, gpus, unbalanced, drop_last):
     names = [f"f{i}" for i in range(count)]
     got = whale.assign(names, gpus, unbalanced=unbalanced, drop_last=drop_last)
@@ -107,8 +117,12 @@ def test_wds_assign_matches_split_by_node_and_worker(shards, world, workers):
     got = wds.assign(shards, world, workers)
     for rank in range(world):
         for worker in range(workers):
-            env = {"RANK": str(rank), "WORLD_SIZE": str(world), "WORKER": str(worker),
-                   "NUM_WORKERS": str(workers)}
+            env = {
+                "RANK": str(rank),
+                "WORLD_SIZE": str(world),
+                "WORKER": str(worker),
+                "NUM_WORKERS": str(workers),
+            }
             with mock.patch.dict(os.environ, env):
                 want = list(split_by_worker(split_by_node(iter(range(shards)))))
             assert got[rank][worker] == want
@@ -126,8 +140,13 @@ def test_wds_batches_per_rank_and_when_they_agree(sizes, world, workers, b, drop
         assert len(set(got)) <= 1  # balanced shards: every rank agrees
 
 
-@given(st.lists(st.integers(), max_size=60), st.integers(0, 1000), st.integers(0, 5),
-       st.integers(1, 30), st.integers(1, 30))
+@given(
+    st.lists(st.integers(), max_size=60),
+    st.integers(0, 1000),
+    st.integers(0, 5),
+    st.integers(1, 30),
+    st.integers(1, 30),
+)
 def test_wds_detshuffle_is_webdatasets(items, seed, epoch, bufsize, initial):
     from webdataset.filters import detshuffle
 
@@ -161,8 +180,14 @@ def test_sampler_pads_or_drops_to_equal_ranks(n, world, drop_last, b):
 def streaming_world(draw):
     physical = draw(st.integers(1, 3))
     nodes = physical * draw(st.integers(1, 3)) if draw(st.booleans()) else physical
-    return (draw(st.integers(1, 60)), nodes, physical, draw(small), draw(st.integers(1, 3)),
-            draw(st.integers(1, 4)))
+    return (
+        draw(st.integers(1, 60)),
+        nodes,
+        physical,
+        draw(small),
+        draw(st.integers(1, 3)),
+        draw(st.integers(1, 4)),
+    )
 
 
 @settings(max_examples=60)
@@ -180,16 +205,24 @@ def test_streaming_partition_covers_everything_equally(world):
         for p in range(physical):
             for r in range(ranks):
                 rank = ids[p, r].transpose(1, 0, 2).reshape(-1).tolist()  # batch-major
-                expect = flat[p + physical * r:: physical * ranks]
+                expect = flat[p + physical * r :: physical * ranks]
                 assert [x for x in rank if x >= 0] == expect
 
 
 @settings(max_examples=60)
-@given(st.lists(st.integers(0, 9), min_size=1, max_size=12).filter(lambda s: sum(s) >= 8),
-       st.integers(1, 8), st.integers(0, 99), st.sampled_from(streaming.ALGOS),
-       st.sampled_from([1, 3, 8, 1 << 18]))
+@given(
+    st.lists(st.integers(0, 9), min_size=1, max_size=12).filter(lambda s: sum(s) >= 8),
+    st.integers(1, 8),
+    st.integers(0, 99),
+    st.sampled_from(streaming.ALGOS),
+    st.sampled_from([1, 3, 8, 1 << 18]),
+)
 def test_streaming_shuffles_permute_and_keep_node_sets(sizes, nodes, seed, algo, block):
     n = sum(sizes)
+    if algo == "py1br" and block == 1:
+        with pytest.raises(UsageError, match="py1br needs a block size of at least 2"):
+            streaming.get_shuffle(algo, sizes, nodes, seed, 0, block)
+        return
     first = streaming.get_shuffle(algo, sizes, nodes, seed, 0, block)
     second = streaming.get_shuffle(algo, sizes, nodes, seed, 1, block)
     assert sorted(first.tolist()) == list(range(n))

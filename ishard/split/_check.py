@@ -32,7 +32,5 @@ def numpy():
     try:
         import numpy as np
     except ImportError:
-        raise UsageError(
-            "the streaming policy needs numpy — pip install 'ishard[split]'"
-        ) from None
+        raise UsageError("the streaming policy needs numpy — pip install 'ishard[split]'") from None
     return np

@@ -32,21 +32,31 @@ def shard_bounds(num_samples: int, num_shards: int) -> list[tuple[int, int]]:
     return [(starts[k], starts[k + 1] - starts[k]) for k in range(num_shards)]
 
 
-def reader_epoch_shard(shard_id: int, epoch: int, num_shards: int, *, stick_to_shard: bool = False) -> int:
+def reader_epoch_shard(
+    shard_id: int, epoch: int, num_shards: int, *, stick_to_shard: bool = False
+) -> int:
     """The shard a reader reads in its ``epoch``: (shard_id + epoch) mod S, or its own if sticky."""
     index(shard_id, num_shards, "shard_id", "num_shards")
     return shard_id if stick_to_shard else (shard_id + non_negative(epoch, "epoch")) % num_shards
 
 
-def reader_meta(num_samples: int, num_shards: int, *, pad_last_batch: bool = False) -> dict[str, int]:
+def reader_meta(
+    num_samples: int, num_shards: int, *, pad_last_batch: bool = False
+) -> dict[str, int]:
     """The reader's ``epoch_size`` (N) and ``epoch_size_padded`` (M·S with padding, else N)."""
     _check(num_samples, num_shards)
     padded = math.ceil(num_samples / num_shards) * num_shards if pad_last_batch else num_samples
     return {"epoch_size": num_samples, "epoch_size_padded": padded}
 
 
-def iterator_size(num_samples: int, num_shards: int, batch_size: int, *,
-                  pad_last_batch: bool = False, last_batch_policy: str = "fill") -> tuple[int, int]:
+def iterator_size(
+    num_samples: int,
+    num_shards: int,
+    batch_size: int,
+    *,
+    pad_last_batch: bool = False,
+    last_batch_policy: str = "fill",
+) -> tuple[int, int]:
     """What a DALI iterator with ``reader_name`` reports in epoch 0: ``(size, len)``.
 
     DROP: floor(N/S) and floor(size/B); FILL or PARTIAL with padding: M and ceil(M/B);
@@ -66,12 +76,15 @@ def iterator_size(num_samples: int, num_shards: int, batch_size: int, *,
 def _policy(name: str) -> str:
     policy = str(name).lower()
     if policy not in POLICIES:
-        raise UsageError(f"last_batch_policy {name!r} is not a DALI policy — use fill, drop or partial")
+        raise UsageError(
+            f"last_batch_policy {name!r} is not a DALI policy — use fill, drop or partial"
+        )
     return policy
 
 
-def _stream(bounds: list[tuple[int, int]], shard_id: int, batch_size: int, most: int,
-            pad: bool, stick: bool) -> Iterator[int]:
+def _stream(
+    bounds: list[tuple[int, int]], shard_id: int, batch_size: int, most: int, pad: bool, stick: bool
+) -> Iterator[int]:
     """Everything one reader emits, forever: its reader-epochs one after the other."""
     epoch = 0
     while True:
@@ -82,7 +95,9 @@ def _stream(bounds: list[tuple[int, int]], shard_id: int, batch_size: int, most:
         epoch += 1
 
 
-def _fill_counts(bounds: list[tuple[int, int]], batch_size: int, epochs: int, stick: bool) -> list[int]:
+def _fill_counts(
+    bounds: list[tuple[int, int]], batch_size: int, epochs: int, stick: bool
+) -> list[int]:
     """Batches per iterator epoch for FILL without padding: enough for the slowest reader to
     finish its current reader-epoch; a reader-epoch all readers already passed is skipped."""
     shards = len(bounds)
@@ -102,9 +117,17 @@ def _fill_counts(bounds: list[tuple[int, int]], batch_size: int, epochs: int, st
     return counts
 
 
-def epoch_batches(num_samples: int, num_shards: int, shard_id: int, batch_size: int, epochs: int,
-                  *, pad_last_batch: bool = False, last_batch_policy: str = "fill",
-                  stick_to_shard: bool = False) -> list[list[list[int]]]:
+def epoch_batches(
+    num_samples: int,
+    num_shards: int,
+    shard_id: int,
+    batch_size: int,
+    epochs: int,
+    *,
+    pad_last_batch: bool = False,
+    last_batch_policy: str = "fill",
+    stick_to_shard: bool = False,
+) -> list[list[list[int]]]:
     """The batches rank ``shard_id`` receives in each iterator epoch, as global sample indices.
 
     Models a non-shuffled DALI reader (``shard_id``, ``num_shards``, ``pad_last_batch``,
@@ -125,13 +148,15 @@ def epoch_batches(num_samples: int, num_shards: int, shard_id: int, batch_size: 
     stream = _stream(bounds, shard_id, batch_size, most, pad_last_batch, stick_to_shard)
     fill = policy == "fill" and not pad_last_batch
     counts = _fill_counts(bounds, batch_size, epochs, stick_to_shard) if fill else []
-    size, _ = iterator_size(num_samples, num_shards, batch_size,
-                            pad_last_batch=pad_last_batch, last_batch_policy=policy)
+    size, _ = iterator_size(
+        num_samples, num_shards, batch_size, pad_last_batch=pad_last_batch, last_batch_policy=policy
+    )
     smallest = min(s for _, s in bounds)
     out: list[list[list[int]]] = []
     for epoch in range(epochs):
-        shard_size = bounds[reader_epoch_shard(shard_id, epoch, num_shards,
-                                               stick_to_shard=stick_to_shard)][1]
+        shard_size = bounds[
+            reader_epoch_shard(shard_id, epoch, num_shards, stick_to_shard=stick_to_shard)
+        ][1]
         batches: list[list[int]] = []
         counter = 0
         while (len(batches) < counts[epoch]) if fill else counter < size:

@@ -55,7 +55,9 @@ def _pieces(lengths: Sequence[int], num_parts: int) -> list[list[tuple[int, int,
     return parts
 
 
-def divide_spans(spans: Sequence[Span], num_samples: int, num_parts: int) -> tuple[list[Span], list[Span]]:
+def divide_spans(
+    spans: Sequence[Span], num_samples: int, num_parts: int
+) -> tuple[list[Span], list[Span]]:
     """Cut id spans at canonical-node bounds floor(N(c+1)/C).
 
     Returns:
@@ -196,12 +198,24 @@ def _naive(shard_sizes, nodes, seed, epoch, block):
     return np.random.default_rng(seed + epoch).permutation(int(sum(shard_sizes))).astype(np.int64)
 
 
-_ALGOS = {"naive": _naive, "py1s": _py1s, "py2s": _py2s, "py1b": _py1b, "py1br": _py1br,
-          "py1e": _py1e}
+_ALGOS = {
+    "naive": _naive,
+    "py1s": _py1s,
+    "py2s": _py2s,
+    "py1b": _py1b,
+    "py1br": _py1br,
+    "py1e": _py1e,
+}
 
 
-def get_shuffle(algo: str, shard_sizes: Sequence[int], num_canonical_nodes: int, seed: int,
-                epoch: int, block_size: int = 1 << 18):
+def get_shuffle(
+    algo: str,
+    shard_sizes: Sequence[int],
+    num_canonical_nodes: int,
+    seed: int,
+    epoch: int,
+    block_size: int = 1 << 18,
+):
     """The epoch's permutation of sample ids: position i of the partition reads id ``out[i]``.
 
     Args:
@@ -221,6 +235,8 @@ def get_shuffle(algo: str, shard_sizes: Sequence[int], num_canonical_nodes: int,
         non_negative(int(size), "shard size")
     positive(num_canonical_nodes, "num_canonical_nodes")
     positive(block_size, "block_size")
+    if algo == "py1br" and block_size < 2:  # its stagger is drawn from [0, int(0.75 * block))
+        raise UsageError(f"py1br needs a block size of at least 2, not {block_size}")
     return _ALGOS[algo](list(shard_sizes), num_canonical_nodes, seed, epoch, block_size)
 
 
@@ -243,9 +259,15 @@ def _rows(num_samples: int, nodes: int, physical: int):
     return np.resize(np.arange(num_samples, dtype=np.int64), needed).reshape(nodes, width)
 
 
-def get_partitions_orig(num_samples: int, num_canonical_nodes: int, num_physical_nodes: int,
-                        ranks_per_node: int, workers_per_rank: int, batch_size: int,
-                        drop_first: int = 0):
+def get_partitions_orig(
+    num_samples: int,
+    num_canonical_nodes: int,
+    num_physical_nodes: int,
+    ranks_per_node: int,
+    workers_per_rank: int,
+    batch_size: int,
+    drop_first: int = 0,
+):
     """Streaming's ``orig`` partition of sample positions over nodes, ranks and workers.
 
     Returns:
@@ -260,7 +282,10 @@ def get_partitions_orig(num_samples: int, num_canonical_nodes: int, num_physical
     nodes = positive(num_canonical_nodes, "num_canonical_nodes")
     physical = positive(num_physical_nodes, "num_physical_nodes")
     ranks = positive(ranks_per_node, "ranks_per_node")
-    workers, batch = positive(workers_per_rank, "workers_per_rank"), positive(batch_size, "batch_size")
+    workers, batch = (
+        positive(workers_per_rank, "workers_per_rank"),
+        positive(batch_size, "batch_size"),
+    )
     positive(num_samples, "num_samples")
     if max(nodes, physical) % min(nodes, physical):
         raise UsageError(
@@ -286,10 +311,20 @@ def get_partitions_orig(num_samples: int, num_canonical_nodes: int, num_physical
     return ids.reshape(physical, ranks, -1, workers, batch).transpose(0, 1, 3, 2, 4)
 
 
-def epoch_sample_ids(shard_sizes: Sequence[int], num_physical_nodes: int, ranks_per_node: int,
-                     workers_per_rank: int, batch_size: int, *, num_canonical_nodes: int | None = None,
-                     shuffle_algo: str | None = None, seed: int = DEFAULT_SEED, epoch: int = 0,
-                     block_size: int | None = None, drop_first: int = 0):
+def epoch_sample_ids(
+    shard_sizes: Sequence[int],
+    num_physical_nodes: int,
+    ranks_per_node: int,
+    workers_per_rank: int,
+    batch_size: int,
+    *,
+    num_canonical_nodes: int | None = None,
+    shuffle_algo: str | None = None,
+    seed: int = DEFAULT_SEED,
+    epoch: int = 0,
+    block_size: int | None = None,
+    drop_first: int = 0,
+):
     """Sample ids per (node, rank, worker, batch, slot) for one epoch, −1 for padding.
 
     Positions from :func:`get_partitions_orig`, mapped through :func:`get_shuffle` when
@@ -298,10 +333,18 @@ def epoch_sample_ids(shard_sizes: Sequence[int], num_physical_nodes: int, ranks_
     np = numpy()
     algo = shuffle_algo or "py1e"
     nodes = num_canonical_nodes or default_canonical_nodes(algo, num_physical_nodes)
-    positions = get_partitions_orig(int(sum(shard_sizes)), nodes, num_physical_nodes,
-                                    ranks_per_node, workers_per_rank, batch_size, drop_first)
+    positions = get_partitions_orig(
+        int(sum(shard_sizes)),
+        nodes,
+        num_physical_nodes,
+        ranks_per_node,
+        workers_per_rank,
+        batch_size,
+        drop_first,
+    )
     if shuffle_algo is None:
         return positions
-    perm = get_shuffle(shuffle_algo, shard_sizes, nodes, seed, epoch,
-                       block_size or default_block_size(nodes))
+    perm = get_shuffle(
+        shuffle_algo, shard_sizes, nodes, seed, epoch, block_size or default_block_size(nodes)
+    )
     return np.where(positions < 0, -1, perm[np.maximum(positions, 0)])

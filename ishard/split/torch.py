@@ -30,8 +30,14 @@ def indices(num_samples: int, world_size: int, rank: int, *, drop_last: bool = F
     return order[:total][rank:total:world_size]
 
 
-def batches_per_rank(num_samples: int, world_size: int, batch_size: int, *,
-                     drop_last: bool = False, drop_last_batch: bool = False) -> int:
+def batches_per_rank(
+    num_samples: int,
+    world_size: int,
+    batch_size: int,
+    *,
+    drop_last: bool = False,
+    drop_last_batch: bool = False,
+) -> int:
     """DataLoader batches per rank: ceil(per_rank/B), or floor with the loader's own
     ``drop_last`` (``drop_last_batch`` here; ``drop_last`` is the sampler's).
 

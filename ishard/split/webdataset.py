@@ -43,8 +43,9 @@ def make_seed(*args) -> int:
     return seed
 
 
-def detshuffle(items: Iterable[T], seed: int, epoch: int, *, bufsize: int = 1000,
-               initial: int = 100) -> list[T]:
+def detshuffle(
+    items: Iterable[T], seed: int, epoch: int, *, bufsize: int = 1000, initial: int = 100
+) -> list[T]:
     """The order ``detshuffle`` gives ``items`` in ``epoch`` (the first run is epoch 0).
 
     A ``random.Random(seed + epoch)`` drives WebDataset's buffered shuffle: fill a buffer of
@@ -78,8 +79,14 @@ def _pick(buffer: list, rng: random.Random):
     return item
 
 
-def batches_per_rank(shard_sizes: Sequence[int], world_size: int, num_workers: int,
-                     batch_size: int, *, drop_last: bool = False) -> list[int]:
+def batches_per_rank(
+    shard_sizes: Sequence[int],
+    world_size: int,
+    num_workers: int,
+    batch_size: int,
+    *,
+    drop_last: bool = False,
+) -> list[int]:
     """Batches each rank's DataLoader yields: Σ over its workers of ceil(n_w / B).
 
     Each worker batches its own stream (a partial last batch unless ``drop_last``); the

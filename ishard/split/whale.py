@@ -25,8 +25,14 @@ def units(gpus_per_task: Sequence[int]) -> list[range]:
     return out
 
 
-def assign(files: Sequence[str], gpus_per_task: Sequence[int], *, unbalanced: bool = False,
-           drop_last: bool = False, seed: int = 0) -> list[list[str]]:
+def assign(
+    files: Sequence[str],
+    gpus_per_task: Sequence[int],
+    *,
+    unbalanced: bool = False,
+    drop_last: bool = False,
+    seed: int = 0,
+) -> list[list[str]]:
     """The files each worker task reads under EPL's ``io.slicing`` rule.
 
     Args:

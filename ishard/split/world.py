@@ -73,27 +73,43 @@ def _dali(sizes, world: World, epoch: int, opts: dict) -> list[list[Part]]:
     n = sum(sizes)
     out = []
     for rank in range(world.ranks):
-        got = dali.epoch_batches(n, world.ranks, rank, world.batch_size, epoch + 1,
-                                 pad_last_batch=opts.get("pad_last_batch", False),
-                                 last_batch_policy=opts.get("last_batch_policy", "fill"),
-                                 stick_to_shard=opts.get("stick_to_shard", False))[epoch]
-        out.append([Part(sum(got, []), len(got))])
+        got = dali.epoch_batches(
+            n,
+            world.ranks,
+            rank,
+            world.batch_size,
+            epoch + 1,
+            pad_last_batch=opts.get("pad_last_batch", False),
+            last_batch_policy=opts.get("last_batch_policy", "fill"),
+            stick_to_shard=opts.get("stick_to_shard", False),
+        )[epoch]
+        out.append([Part([i for batch in got for i in batch], len(got))])
     return out
 
 
 def _whale(sizes, world: World, epoch: int, opts: dict) -> list[list[Part]]:
     names = [str(i) for i in range(len(sizes))]
-    tasks = whale.assign(names, [world.ranks_per_node] * world.nodes,
-                         unbalanced=opts.get("unbalanced", False),
-                         drop_last=opts.get("drop_last", False), seed=opts.get("seed", 0))
-    return [[_shard_parts(sizes, [int(f) for f in task], world.batch_size, False)]
-            for task in tasks]
+    tasks = whale.assign(
+        names,
+        [world.ranks_per_node] * world.nodes,
+        unbalanced=opts.get("unbalanced", False),
+        drop_last=opts.get("drop_last", False),
+        seed=opts.get("seed", 0),
+    )
+    return [
+        [_shard_parts(sizes, [int(f) for f in task], world.batch_size, False)] for task in tasks
+    ]
 
 
 def _webdataset(sizes, world: World, epoch: int, opts: dict) -> list[list[Part]]:
     owners = wds.assign(len(sizes), world.ranks, world.workers)
-    return [[_shard_parts(sizes, owners[r][w], world.batch_size, opts.get("drop_last", False))
-             for w in range(world.workers)] for r in range(world.ranks)]
+    return [
+        [
+            _shard_parts(sizes, owners[r][w], world.batch_size, opts.get("drop_last", False))
+            for w in range(world.workers)
+        ]
+        for r in range(world.ranks)
+    ]
 
 
 def _torch(sizes, world: World, epoch: int, opts: dict) -> list[list[Part]]:
@@ -101,18 +117,27 @@ def _torch(sizes, world: World, epoch: int, opts: dict) -> list[list[Part]]:
     out = []
     for rank in range(world.ranks):
         ids = sampler.indices(n, world.ranks, rank, drop_last=opts.get("drop_last", False))
-        chunks = [ids[i: i + b] for i in range(0, len(ids), b)]
+        chunks = [ids[i : i + b] for i in range(0, len(ids), b)]
         if opts.get("drop_last_batch", False) and chunks and len(chunks[-1]) < b:
             chunks.pop()
-        out.append([Part(sum(chunks[k::w], []), len(chunks[k::w])) for k in range(w)])
+        out.append(
+            [Part([i for c in chunks[k::w] for i in c], len(chunks[k::w])) for k in range(w)]
+        )
     return out
 
 
 def _streaming(sizes, world: World, epoch: int, opts: dict) -> list[list[Part]]:
     ids = streaming.epoch_sample_ids(
-        sizes, world.nodes, world.ranks_per_node, world.workers, world.batch_size,
-        num_canonical_nodes=opts.get("canonical_nodes"), shuffle_algo=opts.get("shuffle"),
-        seed=opts.get("seed", streaming.DEFAULT_SEED), epoch=epoch)
+        sizes,
+        world.nodes,
+        world.ranks_per_node,
+        world.workers,
+        world.batch_size,
+        num_canonical_nodes=opts.get("canonical_nodes"),
+        shuffle_algo=opts.get("shuffle"),
+        seed=opts.get("seed", streaming.DEFAULT_SEED),
+        epoch=epoch,
+    )
     out = []
     for p in range(world.nodes):
         for r in range(world.ranks_per_node):
@@ -124,15 +149,20 @@ def _streaming(sizes, world: World, epoch: int, opts: dict) -> list[list[Part]]:
     return out
 
 
-_POLICY = {"dali": _dali, "whale": _whale, "webdataset": _webdataset, "torch": _torch,
-           "streaming": _streaming}
+_POLICY = {
+    "dali": _dali,
+    "whale": _whale,
+    "webdataset": _webdataset,
+    "torch": _torch,
+    "streaming": _streaming,
+}
 
 FIXES = {
     "webdataset": "give every worker the same number of equal shards: reshard with "
-                  "'ishard shard --shards-multiple-of {units}', or read with resampled=True "
-                  "and .with_epoch(N // (B * world_size))",
+    "'ishard shard --shards-multiple-of {units}', or read with resampled=True "
+    "and .with_epoch(N // (B * world_size))",
     "whale": "pass --drop-last (io.drop_last_files) or reshard with "
-             "'ishard shard --shards-multiple-of {units}'",
+    "'ishard shard --shards-multiple-of {units}'",
 }
 
 
@@ -158,8 +188,14 @@ def describe(shard_sizes: Sequence[int], policy: str, world: World, **options) -
     if not shard_sizes or sum(shard_sizes) == 0:
         raise UsageError("the shards hold no samples — give shard sizes above 0")
     epochs = [_epoch(shard_sizes, policy, world, e, options) for e in range(world.epochs)]
-    return {"policy": policy, "options": options, "world": world.__dict__ | {"ranks": world.ranks},
-            "shards": len(shard_sizes), "samples": sum(shard_sizes), "epochs": epochs}
+    return {
+        "policy": policy,
+        "options": options,
+        "world": world.__dict__ | {"ranks": world.ranks},
+        "shards": len(shard_sizes),
+        "samples": sum(shard_sizes),
+        "epochs": epochs,
+    }
 
 
 def _epoch(sizes, policy: str, world: World, epoch: int, opts: dict) -> dict:
@@ -172,19 +208,37 @@ def _epoch(sizes, policy: str, world: World, epoch: int, opts: dict) -> dict:
         for i in ids:
             repeats += i in seen
             seen.add(i)
-        ranks.append({
-            "rank": rank, "samples": len(ids), "batches": sum(p.batches for p in parts),
-            "duplicates": repeats, "ranges": ranges(ids),
-            "workers": [{"worker": w, "shards": p.shards, "samples": len(p.ids),
-                         "batches": p.batches, "ranges": ranges(p.ids)}
-                        for w, p in enumerate(parts)],
-        })
+        ranks.append(
+            {
+                "rank": rank,
+                "samples": len(ids),
+                "batches": sum(p.batches for p in parts),
+                "duplicates": repeats,
+                "ranges": ranges(ids),
+                "workers": [
+                    {
+                        "worker": w,
+                        "shards": p.shards,
+                        "samples": len(p.ids),
+                        "batches": p.batches,
+                        "ranges": ranges(p.ids),
+                    }
+                    for w, p in enumerate(parts)
+                ],
+            }
+        )
     counts = [r["batches"] for r in ranks]
     spread = max(counts) - min(counts)
     units = world.ranks * world.workers if policy == "webdataset" else world.nodes
     fix = FIXES.get(policy, "").format(units=units) if spread else None
-    return {"epoch": epoch, "ranks": ranks, "dropped": sum(sizes) - len(seen),
-            "batch_spread": spread, "hang_risk": spread > 0, "fix": fix}
+    return {
+        "epoch": epoch,
+        "ranks": ranks,
+        "dropped": sum(sizes) - len(seen),
+        "batch_spread": spread,
+        "hang_risk": spread > 0,
+        "fix": fix,
+    }
 
 
 OPTIONS = {
@@ -206,16 +260,21 @@ def policy_options(policy: str, options: dict) -> dict:
         if name not in OPTIONS[policy]:
             owners = [p for p, known in OPTIONS.items() if name in known]
             flag = "--" + name.replace("_", "-")
-            raise UsageError(f"{flag} does not apply to --policy {policy} — it is for --policy "
-                             f"{' or '.join(owners) or 'none'}; leave it out")
+            raise UsageError(
+                f"{flag} does not apply to --policy {policy} — it is for --policy "
+                f"{' or '.join(owners) or 'none'}; leave it out"
+            )
     out = {**OPTIONS[policy], **given}
     if policy == "dali" and str(out["last_batch_policy"]).lower() not in dali.POLICIES:
-        raise UsageError(f"--last-batch-policy {out['last_batch_policy']!r} must be fill, drop "
-                         "or partial")
+        raise UsageError(
+            f"--last-batch-policy {out['last_batch_policy']!r} must be fill, drop or partial"
+        )
     if policy == "streaming":
         if out["shuffle"] is not None and out["shuffle"] not in streaming.ALGOS:
-            raise UsageError(f"--shuffle {out['shuffle']!r} is not a Streaming shuffle — use one "
-                             f"of {', '.join(streaming.ALGOS)}")
+            raise UsageError(
+                f"--shuffle {out['shuffle']!r} is not a Streaming shuffle — use one "
+                f"of {', '.join(streaming.ALGOS)}"
+            )
         if out["canonical_nodes"] is not None:
             positive(out["canonical_nodes"], "--canonical-nodes")
     return out
@@ -229,6 +288,8 @@ def parse_shard_sizes(text: str | Sequence[int]) -> list[int]:
     except ValueError:
         sizes = [-1]
     if not sizes or any(s < 0 for s in sizes):
-        raise UsageError(f"--shard-sizes {text!r} is not a list of sample counts — write e.g. "
-                         "--shard-sizes 100,100,80")
+        raise UsageError(
+            f"--shard-sizes {text!r} is not a list of sample counts — write e.g. "
+            "--shard-sizes 100,100,80"
+        )
     return sizes
