@@ -18,7 +18,7 @@ from .lock import acquire
 from .manifest import MANIFEST_NAME, manifest_bytes, remove_manifest
 from .model import Plan, Report, ShardPlan, ShardResult, Tally
 from .options import Options, make_options
-from .plan import check_unique, cut_indices, shard_names
+from .plan import balance, check_unique, cut_indices, shard_names
 from .progress import SILENT, Progress
 from .readers import Reader, open_reader
 from .resume import Recorder, Remaining, finished_earlier
@@ -213,6 +213,8 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
             table, opts.sample_exts, opts.missing_extension_action, tally, warnings
         )
         cuts = cut_indices(table.keys, table.sizes, opts.bounds, opts.order, opts.collapse)
+        cuts = balance(cuts, table.keys, opts.collapse, num_shards=opts.num_shards,
+                       multiple_of=opts.shards_multiple_of)
         if ekm is None:
             names += shard_names(len(cuts), opts.template, opts.ext)
         else:

@@ -16,6 +16,7 @@ from .render import (
     make_progress,
     plan_headers,
     plan_text,
+    split_text,
     summary_text,
     verify_text,
     warnings_text,
@@ -43,6 +44,8 @@ GO_FLAGS = {
     "checksum": "--checksum",
     "executor": "--executor",
     "scheduler": "--scheduler",
+    "num_shards": "--num-shards",
+    "shards_multiple_of": "--shards-multiple-of",
 }
 GO_BOOLS = {
     "collapse": ("--collapse", "--no-collapse"),
@@ -118,7 +121,7 @@ def translate(argv: list[str]) -> list[str]:
         if not out or out[0] != "shard":
             out.insert(0, "shard")
         out += ["--"] + [v for v in (src, dst) if v is not None]
-    elif any(_go_flag(a) for a in argv) and (not out or out[0] not in ("shard", "ls", "verify")):
+    elif any(_go_flag(a) for a in argv) and (not out or out[0] not in ("shard", "ls", "verify", "split")):
         out.insert(0, "shard")
     return out
 
@@ -167,6 +170,8 @@ def _emit_json(doc: dict) -> None:
 @click.option("--checksum", default="md5", show_default=True, help="md5 of every shard for the manifest, or none (faster).")
 @click.option("--executor", default="local", show_default=True, help="local, or dask: shards are Dask tasks on a cluster's workers.")
 @click.option("--scheduler", default=None, help="With --executor dask: tcp://HOST:PORT of a running Dask scheduler (default: a local cluster of --jobs processes).")
+@click.option("--num-shards", type=int, default=None, help="Exactly N shards whose sample counts differ by at most one (flat keys or --collapse).")
+@click.option("--shards-multiple-of", type=int, default=None, help="Round the shard count up to a multiple of K, samples spread evenly (flat keys or --collapse).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def shard_command(src, dst, dry_run, progress, as_json, debug, **options) -> None:
@@ -201,6 +206,43 @@ def shard_command(src, dst, dry_run, progress, as_json, debug, **options) -> Non
         _emit_json(summary)
     else:
         summary_text(summary, sys.stdout, dry_run=False)
+
+
+@cli.command("split")
+@click.argument("manifest", required=False)
+@click.option("--shard-sizes", default=None, help="Samples per shard instead of a manifest: 100,100,80")
+@click.option("--policy", default="webdataset", show_default=True, help="dali, whale, webdataset, torch or streaming.")
+@click.option("--nodes", type=int, default=1, show_default=True, help="Physical nodes (Whale: worker tasks).")
+@click.option("--ranks-per-node", type=int, default=1, show_default=True, help="Ranks (GPUs) per node.")
+@click.option("--workers", type=int, default=1, show_default=True, help="DataLoader workers per rank.")
+@click.option("--batch-size", type=int, default=1, show_default=True, help="Per-rank batch size.")
+@click.option("--epochs", type=int, default=1, show_default=True, help="Epochs to show.")
+@click.option("--last-batch-policy", default=None, help="dali: fill, drop or partial.")
+@click.option("--pad-last-batch", is_flag=True, default=None, help="dali: pad each shard to a full batch.")
+@click.option("--stick-to-shard", is_flag=True, default=None, help="dali: read the same shard every epoch.")
+@click.option("--drop-last", is_flag=True, default=None, help="torch sampler, webdataset loader, whale io.drop_last_files.")
+@click.option("--drop-last-batch", is_flag=True, default=None, help="torch: the DataLoader's drop_last.")
+@click.option("--unbalanced", is_flag=True, default=None, help="whale: io.unbalanced_io_slicing.")
+@click.option("--shuffle", default=None, help="streaming: naive, py1s, py2s, py1b, py1br or py1e.")
+@click.option("--seed", type=int, default=None, help="streaming shuffle seed (9176), whale replication seed.")
+@click.option("--canonical-nodes", type=int, default=None, help="streaming: num_canonical_nodes.")
+@click.option("--json", "as_json", is_flag=True, help="Print the division as JSON.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def split_command(manifest, shard_sizes, policy, as_json, debug, **options) -> None:
+    """Show how MANIFEST's shards divide over ranks, workers and epochs under a policy."""
+    from .read import read_manifest
+    from .split.world import World, describe, parse_shard_sizes, policy_options
+
+    world = World(**{k: options.pop(k) for k in ("nodes", "ranks_per_node", "workers", "batch_size", "epochs")}).check()
+    opts = policy_options(policy, options)
+    if (manifest is None) == (shard_sizes is None):
+        raise click.UsageError("give a MANIFEST or --shard-sizes, one of them — e.g. ishard split DST/manifest.json")
+    sizes = parse_shard_sizes(shard_sizes) if shard_sizes is not None else read_manifest(manifest)[1]
+    doc = describe(sizes, policy, world, **opts)
+    if as_json:
+        _emit_json(doc)
+    else:
+        split_text(doc, sys.stdout)
 
 
 @cli.command("ls")

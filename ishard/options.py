@@ -62,6 +62,8 @@ class Options:
     executor: str = "local"
     gzip_library: str = "auto"
     scheduler: str | None = None
+    num_shards: int | None = None
+    shards_multiple_of: int | None = None
 
     @property
     def bounds(self) -> Bounds:
@@ -184,6 +186,7 @@ def make_options(**kwargs) -> Options:
                          f"{', '.join(GZIP_CHOICES)}")
     if opts.gzip_library != "auto" and opts.ext in (".tgz", ".tar.gz"):
         gzip_library(6, opts.gzip_library)  # not installed: say so before listing
+    balance = _check_balance(opts)
     level = opts.compress_level
     if level is not None and (not _DIGITS.fullmatch(str(level)) or not 0 <= int(level) <= 9):
         raise UsageError(f"--compress-level {level!r} must be a whole number from 0 to 9")
@@ -214,6 +217,7 @@ def make_options(**kwargs) -> Options:
             "prefix": opts.prefix or "",
             "checksum": str(opts.checksum).lower(),
             "executor": str(opts.executor).lower(),
+            **balance,
         }
     )
 
@@ -230,3 +234,25 @@ def _check_executor(executor: str, scheduler: str | None) -> None:
             f"--scheduler {scheduler!r} is not a scheduler address — use tcp://HOST:PORT "
             "(or tls://HOST:PORT), as `dask scheduler` prints it"
         )
+
+
+def _check_balance(opts: Options) -> dict:
+    """--num-shards / --shards-multiple-of: positive, one at a time, flat (single-group) plans."""
+    out = {
+        "num_shards": positive_int(opts.num_shards, "--num-shards", allow_none=True),
+        "shards_multiple_of": positive_int(
+            opts.shards_multiple_of, "--shards-multiple-of", allow_none=True
+        ),
+    }
+    if out["num_shards"] and out["shards_multiple_of"]:
+        raise UsageError(
+            "--num-shards and --shards-multiple-of both set the shard count — give one"
+        )
+    flag = "--num-shards" if out["num_shards"] else "--shards-multiple-of"
+    if any(out.values()) and opts.ekm:
+        raise UsageError(f"{flag} cannot be combined with --ekm — balance one category at a time")
+    if out["num_shards"] and opts.samples_per_shard is not None:
+        raise UsageError(
+            "--num-shards fixes the samples per shard — leave out --samples-per-shard"
+        )
+    return out

@@ -125,6 +125,30 @@ def cut_indices(
     return out
 
 
+def balance(cuts: list[list[int]], keys: Sequence[str], collapse: bool, *,
+            num_shards: int | None = None, multiple_of: int | None = None) -> list[list[int]]:
+    """Re-cut planned shards into ``num_shards`` (or the planned count rounded up to a multiple
+    of ``multiple_of``) shards of consecutive samples whose counts differ by at most one.
+
+    Raises:
+        UsageError: keys form directories and ``collapse`` is off, or too few samples.
+    """
+    if not num_shards and not multiple_of:
+        return cuts
+    flag = f"--num-shards {num_shards}" if num_shards else f"--shards-multiple-of {multiple_of}"
+    if not collapse and any("/" in k for k in keys):
+        raise UsageError(f"{flag} needs one flat run of samples, but the keys form directories "
+                         "— add --collapse, or a --sample-key-pattern without directories")
+    order = [i for shard in cuts for i in shard]
+    count = num_shards or -(-len(cuts) // multiple_of) * multiple_of
+    if count > len(order):
+        raise UsageError(f"{flag} asks for {count} shards but there are only {len(order)} "
+                         "samples — ask for fewer shards")
+    per, extra = divmod(len(order), count)
+    bounds = [k * per + min(k, extra) for k in range(count + 1)]
+    return [order[bounds[k] : bounds[k + 1]] for k in range(count)]
+
+
 def cut(samples: Sequence[Sample], bounds: Bounds, order: Order, collapse: bool) -> list[list[Sample]]:
     """:func:`cut_indices` on sample values: lists of samples per shard."""
     keys = [s.key for s in samples]

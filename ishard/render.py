@@ -262,3 +262,39 @@ class NoticesOnly(Progress):
     def notice(self, text: str) -> None:
         sys.stderr.write(f"ishard: {text}\n")
         sys.stderr.flush()
+
+
+def _ranges_text(ranges: list[list[int]], limit: int = 6) -> str:
+    parts = [f"{a}" if b == a + 1 else f"{a}-{b - 1}" for a, b in ranges[:limit]]
+    return ",".join(parts) + (f",… ({len(ranges) - limit} more)" if len(ranges) > limit else "")
+
+
+def _batches(n: int) -> str:
+    return f"{n} batch{'es' * (n != 1)}"
+
+
+def split_text(doc: dict, out: TextIO) -> None:
+    """Per epoch and rank (and worker): shards or sample ranges, counts, and any hang risk."""
+    w = doc["world"]
+    out.write(f"policy {doc['policy']}: {_count(doc['shards'], 'shard')}, "
+              f"{_count(doc['samples'], 'sample')}; {w['nodes']} node(s) x {w['ranks_per_node']} "
+              f"rank(s), {w['workers']} worker(s), batch {w['batch_size']}\n")
+    for epoch in doc["epochs"]:
+        out.write(f"epoch {epoch['epoch']}\n")
+        for rank in epoch["ranks"]:
+            out.write(f"  rank {rank['rank']}: {_count(rank['samples'], 'sample')}, "
+                      f"{_batches(rank['batches'])}, {rank['duplicates']} duplicate(s)\n")
+            parts = rank["workers"]
+            if len(parts) == 1 and parts[0]["shards"] is None:
+                out.write(f"    samples {_ranges_text(rank['ranges'])}\n")
+                continue
+            for part in parts:
+                where = f"samples {_ranges_text(part['ranges'])}"
+                if part["shards"] is not None:
+                    where = f"shards {','.join(map(str, part['shards'])) or 'none'}"
+                out.write(f"    worker {part['worker']}: {where}; "
+                          f"{_count(part['samples'], 'sample')}, {_batches(part['batches'])}\n")
+        out.write(f"  dropped {epoch['dropped']}\n")
+        if epoch["hang_risk"]:
+            out.write(f"  WARNING: ranks get different batch counts "
+                      f"(spread {epoch['batch_spread']}): DDP hangs at the epoch end — {epoch['fix']}\n")

@@ -1,0 +1,280 @@
+"""Read one rank's and worker's samples of an ishard manifest, divided as a training framework does."""
+
+from __future__ import annotations
+
+import bisect
+import os
+import posixpath
+import sys
+import tarfile
+import zipfile
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+import fsspec
+import lz4.frame
+import orjson
+
+from .errors import SourceError, UsageError
+from .keys import extension, key_function, sample_key
+from .split import dali, streaming, whale
+from .split import torch as sampler
+from .split import webdataset as wds
+from .split._check import index, positive
+
+READ_POLICIES = ("webdataset", "whale", "torch", "dali", "streaming")
+
+
+class ReadSample(NamedTuple):
+    """One sample: its key and its files' bytes by extension (``{"jpg": b"...", "cls": b"3"}``)."""
+
+    key: str
+    files: dict[str, bytes]
+
+
+def read_manifest(
+    url: str, storage_options: dict | None = None
+) -> tuple[list[str], list[int], str]:
+    """Shard URLs (next to the manifest), samples per shard and the key pattern used.
+
+    Raises:
+        UsageError: a local manifest path that does not exist.
+        SourceError: the manifest cannot be read or is not an ishard/wids manifest.
+    """
+    if "://" not in url and not os.path.isfile(url):
+        raise UsageError(f"manifest {url!r} does not exist — give DST/manifest.json of a shard run")
+    try:
+        with fsspec.open(url, "rb", **(storage_options or {})) as f:
+            doc = orjson.loads(f.read())
+        entries = doc["shardlist"]
+        urls = [e["url"] for e in entries]
+        counts = [int(e["nsamples"]) for e in entries]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise SourceError(
+            f"cannot read manifest {url!r}: {err} — give a manifest.json written by ishard shard"
+        ) from None
+    base = posixpath.dirname(url) if "://" in url else os.path.dirname(os.path.abspath(url))
+    join = posixpath.join if "://" in url else os.path.join
+    pattern = (
+        (doc.get("ishard") or {}).get("options", {}).get("sample_key_pattern", "base_file_name")
+    )
+    return [u if "://" in u else join(base, u) for u in urls], counts, pattern
+
+
+def _env_world(rank, world_size, worker, num_workers) -> tuple[int, int, int, int]:
+    """Missing rank/world from RANK/WORLD_SIZE or torch.distributed, workers from torch's
+    worker info — torch only when it is already imported (a DataLoader worker has it)."""
+    if rank is None or world_size is None:
+        dist = sys.modules.get("torch.distributed")
+        if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+            rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        elif dist is not None and dist.is_available() and dist.is_initialized():
+            rank, world_size = dist.get_rank(), dist.get_world_size()
+        else:
+            rank, world_size = 0, 1
+    if worker is None or num_workers is None:
+        data = sys.modules.get("torch.utils.data")
+        info = data.get_worker_info() if data is not None else None
+        worker, num_workers = (info.id, info.num_workers) if info is not None else (0, 1)
+    return rank, world_size, worker, num_workers
+
+
+# fmt: off
+def assigned_ids(counts: Sequence[int], *, rank: int, world_size: int, worker: int = 0,
+                 num_workers: int = 1, epoch: int = 0, policy: str = "webdataset",
+                 shuffle: str | None = None, seed: int = streaming.DEFAULT_SEED,
+                 batch_size: int = 1, nodes: int = 1, **options) -> list[int]:
+    # fmt: on
+    """The global sample ids (shard order, 0-based) one worker of one rank reads in ``epoch``.
+
+    Shard-level policies (webdataset, whale) give whole shards; sample-level ones (torch, dali,
+    streaming) give batches, worker w taking batches w, w+W, ... as a DataLoader does.
+    ``shuffle``: a Streaming algorithm for ``streaming``, ``"detshuffle"`` for webdataset.
+    """
+    if policy not in READ_POLICIES:
+        raise UsageError(f"policy {policy!r} is unknown — use one of {', '.join(READ_POLICIES)}")
+    index(rank, positive(world_size, "world_size"), "rank", "world_size")
+    index(worker, positive(num_workers, "num_workers"), "worker", "num_workers")
+    positive(batch_size, "batch_size")
+    if (
+        shuffle is not None
+        and policy != "streaming"
+        and (policy, shuffle) != ("webdataset", "detshuffle")
+    ):
+        raise UsageError(
+            f"shuffle {shuffle!r} does not apply to policy {policy} — use a Streaming "
+            "algorithm with policy streaming, or 'detshuffle' with webdataset"
+        )
+    starts = [0]
+    for c in counts:
+        starts.append(starts[-1] + c)
+    if policy in ("webdataset", "whale"):
+        if policy == "webdataset":
+            shards = wds.assign(len(counts), world_size, num_workers)[rank][worker]
+            if shuffle:
+                shards = wds.detshuffle(shards, seed, epoch, bufsize=100, initial=100)
+        else:
+            files = whale.assign(
+                [str(i) for i in range(len(counts))], [1] * world_size, seed=seed, **options
+            )[rank]
+            shards = [int(f) for f in files][worker::num_workers]
+        return [i for s in shards for i in range(starts[s], starts[s + 1])]
+    if policy == "streaming":
+        per_node = world_size // positive(nodes, "nodes")
+        if per_node * nodes != world_size:
+            raise UsageError(
+                f"world_size {world_size} is not a multiple of nodes {nodes} — "
+                "give the ranks of every node"
+            )
+        ids = streaming.epoch_sample_ids(
+            counts,
+            nodes,
+            per_node,
+            num_workers,
+            batch_size,
+            shuffle_algo=shuffle,
+            seed=seed,
+            epoch=epoch,
+            **options,
+        )
+        mine = ids[rank // per_node, rank % per_node, worker].reshape(-1)
+        return [int(i) for i in mine if i >= 0]
+    if policy == "torch":
+        ids = sampler.indices(starts[-1], world_size, rank, **options)
+        batches = [ids[i : i + batch_size] for i in range(0, len(ids), batch_size)]
+    else:
+        batches = dali.epoch_batches(
+            starts[-1], world_size, rank, batch_size, epoch + 1, **options
+        )[epoch]
+    return [i for b in batches[worker::num_workers] for i in b]
+
+
+def _members(url: str, storage_options: dict) -> Iterator[tuple[str, bytes]]:
+    """(name, bytes) of each regular member of a shard, streamed in archive order."""
+    with fsspec.open(url, "rb", **storage_options) as raw:
+        if url.endswith(".zip"):
+            with zipfile.ZipFile(raw) as zf:
+                for info in zf.infolist():
+                    if not info.is_dir():
+                        yield info.filename, zf.read(info)
+            return
+        stream = lz4.frame.open(raw, "rb") if url.endswith(".tar.lz4") else raw
+        with tarfile.open(fileobj=stream, mode="r|*") as tar:
+            for info in tar:
+                if info.isfile():
+                    yield info.name, tar.extractfile(info).read()
+
+
+def _shard_samples(url: str, pattern: str, storage_options: dict) -> Iterator[ReadSample]:
+    """A shard's samples: consecutive members with one sample key (the manifest's pattern)."""
+    key_of = key_function(pattern)
+    current: ReadSample | None = None
+    try:
+        for name, data in _members(url, storage_options):
+            key = sample_key(name, key_of)
+            if current is None or key != current.key:
+                if current is not None:
+                    yield current
+                current = ReadSample(key, {})
+            current.files[extension(name).lstrip(".") or name] = data
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, RuntimeError, OSError) as err:
+        raise SourceError(
+            f"cannot read shard {url!r}: {err} — check the shard against the manifest"
+        ) from None
+    if current is not None:
+        yield current
+
+
+class ShardedSamples:
+    """The samples one rank (and DataLoader worker) reads in one epoch of an ishard manifest.
+
+    Iterable (usable as the source of a PyTorch ``IterableDataset``); torch is never imported:
+    when ``rank``/``world_size`` are None they come from ``RANK``/``WORLD_SIZE`` or an
+    initialised ``torch.distributed``, and ``worker``/``num_workers`` from torch's worker
+    info, each only if torch is already loaded.
+
+    Args:
+        manifest_url: ``DST/manifest.json`` of ``ishard shard``, a path or fsspec URL.
+        rank, world_size, worker, num_workers: who reads.
+        epoch: from 0.
+        policy: webdataset, whale, torch, dali or streaming (see :func:`assigned_ids`).
+        shuffle: a Streaming shuffle algorithm, or ``"detshuffle"`` for webdataset.
+        seed: the shuffle seed (Streaming's default 9176).
+        batch_size: per-rank batch size (sample-level policies batch before dividing).
+        nodes: physical nodes (streaming).
+        storage_options: passed to fsspec when opening the manifest and shards.
+        **options: the policy's own (``drop_last``, ``pad_last_batch``, ``last_batch_policy``,
+            ``num_canonical_nodes`` …).
+    """
+
+    def __init__(
+        self,
+        manifest_url: str,
+        *,
+        rank: int | None = None,
+        world_size: int | None = None,
+        worker: int | None = None,
+        num_workers: int | None = None,
+        epoch: int = 0,
+        policy: str = "webdataset",
+        shuffle: str | None = None,
+        seed: int = streaming.DEFAULT_SEED,
+        batch_size: int = 1,
+        nodes: int = 1,
+        storage_options: dict | None = None,
+        **options,
+    ) -> None:
+        self.manifest_url, self.storage_options = manifest_url, dict(storage_options or {})
+        self.who = (rank, world_size, worker, num_workers)
+        self.settings = dict(
+            epoch=epoch,
+            policy=policy,
+            shuffle=shuffle,
+            seed=seed,
+            batch_size=batch_size,
+            nodes=nodes,
+            **options,
+        )
+        self.urls, self.counts, self.pattern = read_manifest(manifest_url, self.storage_options)
+
+    def ids(self) -> list[int]:
+        """The global sample ids this reader yields, in order."""
+        rank, world_size, worker, num_workers = _env_world(*self.who)
+        return assigned_ids(
+            self.counts,
+            rank=rank,
+            world_size=world_size,
+            worker=worker,
+            num_workers=num_workers,
+            **self.settings,
+        )
+
+    def __iter__(self) -> Iterator[ReadSample]:
+        starts = [0]
+        for c in self.counts:
+            starts.append(starts[-1] + c)
+        ids = self.ids()
+        at = 0
+        while at < len(ids):  # a run of ids in one shard: read that shard once
+            shard = _shard_of(starts, ids[at])
+            end = at
+            while end < len(ids) and starts[shard] <= ids[end] < starts[shard + 1]:
+                end += 1
+            wanted = {i - starts[shard] for i in ids[at:end]}
+            got = {}
+            for local, sample in enumerate(
+                _shard_samples(self.urls[shard], self.pattern, self.storage_options)
+            ):
+                if local in wanted:
+                    got[local] = sample
+            if len(got) < len(wanted):
+                raise SourceError(
+                    f"shard {self.urls[shard]!r} holds fewer samples than the "
+                    f"manifest's {self.counts[shard]} — rewrite the shards"
+                )
+            yield from (got[i - starts[shard]] for i in ids[at:end])
+            at = end
+
+
+def _shard_of(starts: list[int], sample: int) -> int:
+    return bisect.bisect_right(starts, sample) - 1

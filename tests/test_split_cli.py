@@ -1,0 +1,254 @@
+"""``ishard split``, balanced shard counts, and ShardedSamples reading real shards back."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+from conftest import make_tree, run_ishard
+from hypothesis import given
+from hypothesis import strategies as st
+
+import ishard
+from ishard.errors import UsageError
+from ishard.plan import balance
+from ishard.read import ShardedSamples, assigned_ids
+from ishard.split.world import World, describe
+
+
+def split_json(*args):
+    done = run_ishard("split", *args, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_split_flags_uneven_webdataset_ranks_and_names_the_fix():
+    done = run_ishard("split", "--shard-sizes", "100,100,80", "--nodes", "2", "--batch-size", "10")
+    assert done.returncode == 0, done.stderr
+    assert "rank 0: 180 samples, 18 batches" in done.stdout
+    assert "rank 1: 100 samples, 10 batches" in done.stdout
+    assert "WARNING: ranks get different batch counts (spread 8)" in done.stdout
+    assert "--shards-multiple-of 2" in done.stdout
+
+
+def test_split_json_for_dali_padding():
+    doc = split_json(
+        "--shard-sizes",
+        "4,3,3",
+        "--policy",
+        "dali",
+        "--ranks-per-node",
+        "3",
+        "--batch-size",
+        "4",
+        "--pad-last-batch",
+        "--epochs",
+        "2",
+    )
+    first = doc["epochs"][0]
+    assert [r["ranges"] for r in first["ranks"]] == [[[0, 3]], [[3, 6]], [[6, 10]]]
+    assert [r["duplicates"] for r in first["ranks"]] == [1, 1, 0]
+    assert not first["hang_risk"] and first["dropped"] == 0
+
+
+def test_split_json_torch_drop_last_counts_the_dropped():
+    doc = split_json("--shard-sizes", "10", "--policy", "torch", "--nodes", "3", "--drop-last")
+    assert doc["epochs"][0]["dropped"] == 1
+    assert [r["samples"] for r in doc["epochs"][0]["ranks"]] == [3, 3, 3]
+
+
+def test_split_reads_a_manifest(tmp_path):
+    src = make_tree(tmp_path / "src", {f"s{i:02d}.txt": 10 for i in range(10)})
+    assert run_ishard("shard", src, tmp_path / "out", "--num-shards", "3").returncode == 0
+    doc = split_json(tmp_path / "out" / "manifest.json", "--nodes", "3")
+    assert [r["samples"] for r in doc["epochs"][0]["ranks"]] == [4, 3, 3]
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--shard-sizes", "1,x"], "--shard-sizes '1,x' is not a list of sample counts"),
+        (["--shard-sizes", "4", "--policy", "horovod"], "--policy 'horovod' is not a policy"),
+        (["--shard-sizes", "4", "--nodes", "0"], "--nodes 0 must be a whole number of at least 1"),
+        (
+            ["--shard-sizes", "4", "--policy", "torch", "--pad-last-batch"],
+            "--pad-last-batch does not apply to --policy torch",
+        ),
+        (
+            ["--shard-sizes", "4", "--policy", "streaming", "--shuffle", "py9"],
+            "--shuffle 'py9' is not a Streaming shuffle",
+        ),
+        (
+            ["--shard-sizes", "4", "--policy", "dali", "--last-batch-policy", "pad"],
+            "--last-batch-policy 'pad' must be fill, drop or partial",
+        ),
+        ([], "give a MANIFEST or --shard-sizes"),
+        (["no-such-manifest.json"], "manifest 'no-such-manifest.json' does not exist"),
+        (["--shard-sizes", "2", "--policy", "dali", "--nodes", "3"], "2 samples cannot be split"),
+    ],
+)
+def test_split_bad_input_exits_2_with_one_line(tmp_path, args, needle):
+    done = run_ishard("split", *args, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith("ishard: error: ") and needle in done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_split_unreadable_manifest_exits_1(tmp_path):
+    (tmp_path / "manifest.json").write_text("{not json")
+    done = run_ishard("split", tmp_path / "manifest.json")
+    assert done.returncode == 1 and "cannot read manifest" in done.stderr
+
+
+@given(
+    st.lists(st.integers(0, 30), min_size=1, max_size=12).filter(any),
+    st.integers(1, 8),
+    st.integers(1, 4),
+    st.integers(1, 4),
+    st.integers(1, 6),
+    st.sampled_from(["dali", "torch", "streaming", "webdataset", "whale"]),
+)
+def test_describe_accounts_for_every_sample(sizes, ranks, nodes, workers, batch, policy):
+    world = World(nodes=nodes, ranks_per_node=ranks, workers=workers, batch_size=batch)
+    try:
+        doc = describe(sizes, policy, world)
+    except UsageError:  # DALI refuses fewer samples than ranks
+        assert policy == "dali" and sum(sizes) < nodes * ranks
+        return
+    epoch = doc["epochs"][0]
+    delivered = sum(r["samples"] for r in epoch["ranks"])
+    assert delivered - sum(r["duplicates"] for r in epoch["ranks"]) + epoch["dropped"] == sum(sizes)
+    counts = {r["batches"] for r in epoch["ranks"]}
+    assert epoch["hang_risk"] == (len(counts) > 1)
+    if policy in ("dali", "torch", "streaming"):
+        assert len(counts) == 1  # these frameworks guarantee equal batch counts
+
+
+# ---- balanced creation ------------------------------------------------------------------
+
+
+@given(st.integers(1, 60), st.integers(1, 20), st.data())
+def test_balance_counts_differ_by_at_most_one(samples, planned, data):
+    cuts = [list(range(samples))[k::planned] for k in range(min(planned, samples))]
+    cuts = [sorted(c) for c in cuts if c]
+    keys = [f"k{i}" for i in range(samples)]
+    n = data.draw(st.integers(1, samples))
+    got = balance(cuts, keys, False, num_shards=n)
+    assert len(got) == n and max(map(len, got)) - min(map(len, got)) <= 1
+    assert [i for s in got for i in s] == [i for s in cuts for i in s]
+    k = data.draw(st.integers(1, 5))
+    if -(-len(cuts) // k) * k <= samples:
+        got = balance(cuts, keys, False, multiple_of=k)
+        assert len(got) % k == 0 and len(got) >= len(cuts)
+        assert max(map(len, got)) - min(map(len, got)) <= 1
+
+
+def test_balance_needs_flat_keys_or_collapse():
+    with pytest.raises(UsageError, match="keys form directories — add --collapse"):
+        balance([[0], [1]], ["a/x", "b/y"], False, num_shards=2)
+    assert balance([[0], [1]], ["a/x", "b/y"], True, num_shards=1) == [[0, 1]]
+    with pytest.raises(UsageError, match="asks for 3 shards but there are only 2 samples"):
+        balance([[0], [1]], ["x", "y"], False, num_shards=3)
+
+
+def test_balanced_dry_run_and_errors(tmp_path):
+    src = make_tree(tmp_path / "src", {f"d{i % 2}/s{i:02d}.txt": 100 for i in range(10)})
+    done = run_ishard("shard", src, "--dry-run=summary", "--shards-multiple-of", "4")
+    assert done.returncode == 0, done.stderr
+    assert "would write 4 shards: 10 samples" in done.stdout
+    assert "3 samples" in done.stdout and "2 samples" in done.stdout
+    tree = run_ishard(
+        "shard", src, "--dry-run", "--num-shards", "3", "--sample-key-pattern", "full_name"
+    )
+    assert tree.returncode == 2 and "add --collapse" in tree.stderr
+    both = run_ishard("shard", src, "--dry-run", "-num_shards=2", "--shards-multiple-of", "2")
+    assert both.returncode == 2 and "give one" in both.stderr
+    plan = ishard.plan(src, num_shards=3, sample_key_pattern="full_name", collapse=True)
+    assert list(plan.shard_sample_counts) == [4, 3, 3]
+
+
+# ---- the reader -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("read")
+    files = {}
+    for i in range(23):
+        files[f"img{i:03d}.jpg"] = f"jpeg {i}".encode()
+        files[f"img{i:03d}.cls"] = str(i % 5).encode()
+    src = make_tree(root / "src", files)
+    done = run_ishard("shard", src, root / "out", "--shards-multiple-of", "4", "--shard-size", "60")
+    assert done.returncode == 0, done.stderr
+    return root / "out" / "manifest.json"
+
+
+def test_two_ranks_two_workers_read_every_sample_once(sharded):
+    doc = json.loads(sharded.read_text())
+    assert len(doc["shardlist"]) % 4 == 0
+    per_rank = {}
+    keys = Counter()
+    for rank in range(2):
+        per_rank[rank] = 0
+        for worker in range(2):
+            for sample in ShardedSamples(
+                str(sharded), rank=rank, world_size=2, worker=worker, num_workers=2
+            ):
+                keys[sample.key] += 1
+                per_rank[rank] += 1
+                n = int(sample.key[3:])
+                assert sample.files == {"jpg": f"jpeg {n}".encode(), "cls": str(n % 5).encode()}
+    assert keys == Counter({f"img{i:03d}": 1 for i in range(23)})
+    assert abs(per_rank[0] - per_rank[1]) <= 1  # 23 samples: counts differ by the odd one
+
+
+@pytest.mark.parametrize(
+    "policy, extra",
+    [
+        ("torch", {}),
+        ("dali", {"pad_last_batch": True}),
+        ("streaming", {}),
+        ("whale", {"unbalanced": True}),
+    ],
+)
+def test_sample_level_policies_read_their_assigned_ids(sharded, policy, extra):
+    seen = []
+    for rank in range(2):
+        for worker in range(2):
+            reader = ShardedSamples(
+                str(sharded),
+                rank=rank,
+                world_size=2,
+                worker=worker,
+                num_workers=2,
+                policy=policy,
+                batch_size=2,
+                **extra,
+            )
+            got = [int(s.key[3:]) for s in reader]
+            assert got == reader.ids()
+            seen += got
+    assert set(seen) == set(range(23))
+
+
+def test_reader_takes_rank_and_world_from_the_environment(sharded, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    reader = ShardedSamples(str(sharded))
+    assert reader.ids() == assigned_ids(reader.counts, rank=1, world_size=2)
+
+
+def test_streaming_shuffle_reader_matches_the_shuffle(sharded):
+    reader = ShardedSamples(
+        str(sharded),
+        rank=0,
+        world_size=1,
+        policy="streaming",
+        shuffle="py1s",
+        num_canonical_nodes=2,
+        epoch=1,
+    )
+    got = [int(s.key[3:]) for s in reader]
+    assert set(got) == set(range(23)) and len(got) == 24  # C=2: the short row repeats one
+    assert got == reader.ids() and got != sorted(got)
