@@ -203,6 +203,36 @@ def test_two_ranks_two_workers_read_every_sample_once(sharded):
     assert abs(per_rank[0] - per_rank[1]) <= 1  # 23 samples: counts differ by the odd one
 
 
+def test_shards_multiple_of_4_give_2_ranks_x_2_workers_equal_counts(tmp_path):
+    """The issue's end to end case: 36 samples sharded with --shards-multiple-of 4, then 2
+    ranks x 2 workers of ShardedSamples: every sample exactly once, equal counts per rank and
+    per worker (each reads whole shards that differ by at most one sample)."""
+    files = {}
+    for i in range(36):
+        files[f"d/s{i:03d}.jpg"] = bytes([i]) * (50 + i)
+        files[f"d/s{i:03d}.cls"] = str(i % 7).encode()
+    src = make_tree(tmp_path / "src", files)
+    done = run_ishard("shard", src, tmp_path / "out", "--shards-multiple-of", "4",
+                      "--shard-size", "300")
+    assert done.returncode == 0, done.stderr
+    manifest = tmp_path / "out" / "manifest.json"
+    shardlist = json.loads(manifest.read_text())["shardlist"]
+    assert len(shardlist) % 4 == 0 and len(shardlist) >= 8
+    assert max(e["nsamples"] for e in shardlist) - min(e["nsamples"] for e in shardlist) <= 1
+    counts, keys = {}, Counter()
+    for rank in range(2):
+        for worker in range(2):
+            got = list(ShardedSamples(str(manifest), rank=rank, world_size=2, worker=worker,
+                                      num_workers=2))
+            counts[rank, worker] = len(got)
+            for sample in got:
+                keys[sample.key] += 1
+                assert sample.files == {"jpg": files[f"d/{sample.key}.jpg"],
+                                        "cls": files[f"d/{sample.key}.cls"]}
+    assert keys == Counter({f"s{i:03d}": 1 for i in range(36)})
+    assert len(set(counts.values())) == 1, counts  # 9 samples each (shards of 5,5,5,5,4,4,4,4)
+
+
 @pytest.mark.parametrize(
     "policy, extra",
     [
