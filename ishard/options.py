@@ -12,6 +12,7 @@ import regex
 from .ekm import Ekm, parse_ekm
 from .errors import UsageError
 from .keys import ALIASES, BUILT_IN, key_function
+from .naming import MEMBER_NAMES
 from .plan import ARCHIVE_EXTS, Bounds, Order
 from .samples import ACTIONS
 from .sizes import parse_size
@@ -26,6 +27,7 @@ ZIP_METHODS = ("stored", "deflated")
 EXECUTORS = ("local", "dask")
 _SCHEDULER = regex.compile(r"(tcp|tls|ucx|ws|wss)://(\[[0-9a-fA-F:]+\]|[^/\s:\[\]]+)(:\d{1,5})?/?")
 CHECKSUMS = ("md5", "none")
+INDEXES = ("none", "dali")
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class Options:
     checksum: str = "md5"
     executor: str = "local"
     scheduler: str | None = None
+    member_names: str = "original"
+    index: str = "none"
 
     @property
     def bounds(self) -> Bounds:
@@ -173,6 +177,7 @@ def make_options(**kwargs) -> Options:
     if str(opts.checksum).lower() not in CHECKSUMS:
         raise UsageError(f"--checksum {opts.checksum!r} must be md5 or none")
     _check_executor(opts.executor, opts.scheduler)
+    _check_naming(opts.member_names, opts.index, opts.ext)
     level = opts.compress_level
     if level is not None and (not _DIGITS.fullmatch(str(level)) or not 0 <= int(level) <= 9):
         raise UsageError(f"--compress-level {level!r} must be a whole number from 0 to 9")
@@ -218,4 +223,16 @@ def _check_executor(executor: str, scheduler: str | None) -> None:
         raise UsageError(
             f"--scheduler {scheduler!r} is not a scheduler address — use tcp://HOST:PORT "
             "(or tls://HOST:PORT), as `dask scheduler` prints it"
+        )
+
+
+def _check_naming(member_names: str, index: str, ext: str) -> None:
+    if member_names not in MEMBER_NAMES:
+        raise UsageError(f"--member-names {member_names!r} must be original or sample")
+    if index not in INDEXES:
+        raise UsageError(f"--index {index!r} must be none or dali")
+    if index == "dali" and ext != ".tar":
+        raise UsageError(
+            f"--index dali indexes plain tar shards, not {ext!r} — use --ext .tar (DALI reads "
+            "uncompressed tar), or drop --index dali"
         )
