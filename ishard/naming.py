@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 import re
+from array import array
 from bisect import bisect_right
 from itertools import compress
 
@@ -14,8 +15,8 @@ from .table import SampleTable
 MEMBER_NAMES = ("original", "sample")
 EXAMPLES = 3
 _WHITESPACE = re.compile(r"[ \t\n\r\f\v]")  # what DALI's index parser splits on
-_TWO_DOTS = re.compile(r"\.[^\n/.]*\.[^\n/]*\n")  # a basename with two dots
-_DIR_DOT = re.compile(r"\.[^\n/]*/")  # a dot in a directory name
+_MORE = re.compile(r"\.[^\n]*[./]")  # a dot with another dot or a slash after it on its line
+CHUNK = 1 << 16  # samples checked at a time
 KEY_FIX = ("use a --sample-key-pattern that ends the key at the first dot, e.g. "
            "'^(?:.*/)?([^/.]+)\\..*$', or --member-names original")
 
@@ -54,15 +55,15 @@ class KeyCheck:
 
 
 def _file_names(table: SampleTable) -> list[str]:
-    names = table.files.names
-    members = table.members
-    if len(members) == len(names) and (not members or members[-1] == len(names) - 1):
-        return names  # every file, in order (one run per sample from group_table)
+    """Source names of the table's files in sample order."""
+    names, members = table.files.names, table.members
+    if len(members) == len(names) and members == array("q", range(len(names))):
+        return names
     return [names[i] for i in members]
 
 
-def _sample_of(table: SampleTable, positions: list[int]) -> list[str]:
-    """The keys of the samples holding these member positions (each sample once)."""
+def _sample_keys(table: SampleTable, positions: list[int]) -> list[str]:
+    """The keys of the samples holding these file positions (each sample once)."""
     starts, out, last = table.starts, [], -1
     for p in positions:
         s = bisect_right(starts, p) - 1
@@ -72,64 +73,59 @@ def _sample_of(table: SampleTable, positions: list[int]) -> list[str]:
     return out
 
 
-def _file_findings(table: SampleTable, names: list[str], blob: str, check: KeyCheck) -> None:
-    """Dotted, dotless and dot-leading basenames; a scan in C first, per file only if needed."""
-    clean = (blob.count(".") == len(names) and not _TWO_DOTS.search(blob)
-             and not _DIR_DOT.search(blob) and "/." not in blob and "\n." not in blob
-             and not blob.startswith("."))
-    if clean:  # exactly one dot per name, inside a basename that does not start with it
-        return
+def _file_findings(table: SampleTable, names: list[str], first: int, check: KeyCheck) -> None:
+    """Dotted, dotless and dot-leading basenames among ``names`` (from position ``first``):
+    scans in C, and a look at each name only when they find something."""
+    blob = "\n" + "\n".join(names) + "\n"
+    if blob.count(".") == len(names) and not _MORE.search(blob) and "/." not in blob \
+            and "\n." not in blob:
+        return  # one dot per name, in the basename, not leading
     dotted, dropped = [], []
-    for pos, name in enumerate(names):
+    for pos, name in enumerate(names, first):
         base = name[name.rfind("/") + 1 :]
         dot = base.find(".")
         if dot <= 0:
             dropped.append(pos)
         elif base.find(".", dot + 1) > 0:
             dotted.append(pos)
-    check.add(DOTTED, _sample_of(table, dotted))
-    check.add(DROPPED, _sample_of(table, dropped))
+    check.add(DOTTED, _sample_keys(table, dotted))
+    check.add(DROPPED, _sample_keys(table, dropped))
 
 
-def key_check(table: SampleTable, names: list[str] | None = None, check: KeyCheck | None = None
-              ) -> KeyCheck:
+def key_check(table: SampleTable, check: KeyCheck | None = None) -> KeyCheck:
     """Count samples of ``table`` that WebDataset readers group differently under original names.
 
-    Files of a sample are in name order, so a sample's files share one reader key exactly when
-    its first and last do.
+    Files of a sample are in name order, so they share one reader key when the last one starts
+    with the first one's key and dot (files under a directory named like that key plus a dot
+    are the exception this misses). Samples are taken ``CHUNK`` at a time, so the check's
+    memory stays small.
     """
     check = check or KeyCheck()
-    names = _file_names(table) if names is None else names
-    if not names:
-        return check
-    blob = "\n".join(names) + "\n"
-    _file_findings(table, names, blob, check)
-    if len(table.keys) == len(names):
-        return check  # one file per sample: nothing to split or collide
-    starts = table.starts
-    first = [names[i] for i in starts[:-1]]
-    last = [names[i - 1] for i in starts[1:]]
-    wfirst = [n[: n.find(".", n.rfind("/") + 1)] for n in first]
-    wlast = [n[: n.find(".", n.rfind("/") + 1)] for n in last]
-    split = list(compress(range(len(first)), map(operator.ne, wfirst, wlast)))
-    check.add(SPLIT, [table.keys[s] for s in split])
-    lowered = blob.lower()
-    if lowered != blob:  # names equal but for case are rare: look per sample only then
-        lines = lowered.split("\n")
-        if len(set(lines)) < len(lines):
-            check.add(CASE, _case_collisions(table, names))
+    names, starts, keys = _file_names(table), table.starts, table.keys
+    for s0 in range(0, len(keys), CHUNK):
+        s1 = min(s0 + CHUNK, len(keys))
+        _file_findings(table, names[starts[s0] : starts[s1]], starts[s0], check)
+        if starts[s1] - starts[s0] == s1 - s0:
+            continue  # one file per sample: nothing to split or collide
+        first = [names[i] for i in starts[s0:s1]]
+        last = [names[i - 1] for i in starts[s0 + 1 : s1 + 1]]
+        key_dot = [n[: n.find(".", n.rfind("/") + 1) + 1] for n in first]  # 'dir/key.'
+        together = list(map(str.startswith, last, key_dot))
+        check.add(SPLIT, [keys[s] for s in compress(range(s0, s1), map(operator.not_, together))])
+        cased = " ".join(first) + " ".join(last)
+        if cased.lower() != cased:  # only then can two extensions differ only in case
+            same = compress(range(s0, s1), together)
+            check.add(CASE, [keys[s] for s in same if _case_collision(table, names, s)])
     return check
 
 
-def _case_collisions(table: SampleTable, names: list[str]) -> list[str]:
-    """Samples holding two files of one reader key whose extensions differ only in case."""
-    found = []
-    starts = table.starts
-    for s, key in enumerate(table.keys):
-        split = [wds_split(n) for n in names[starts[s] : starts[s + 1]]]
-        if len({(k, ext.lower()) for k, ext in split}) < len(split):
-            found.append(key)
-    return found
+def _case_collision(table: SampleTable, names: list[str], s: int) -> bool:
+    """Has sample ``s`` (whose files share a reader key) two extensions equal but for case?"""
+    files = names[table.starts[s] : table.starts[s + 1]]
+    if len(files) == 2:
+        return files[0].lower() == files[1].lower()
+    lowered = [wds_split(n)[1].lower() for n in files]
+    return len(set(lowered)) < len(lowered)
 
 
 def sample_members(table: SampleTable) -> None:
@@ -207,7 +203,7 @@ def check_reader_names(table: SampleTable, rename: bool, index: str, check: KeyC
     if rename:
         sample_members(table)
     else:
-        key_check(table, check=check)
+        key_check(table, check)
     if index == "dali":
         index_names(table, rename)
 
