@@ -112,7 +112,8 @@ def _writer_parts(source: Location, dest: Location, opts: Options, retrier: Retr
                          checksum=opts.checksum == "md5")
 
     settings = {"compress_level": opts.compress_level,
-                "zip_deflate": opts.zip_compression == "deflated", "dali_index": opts.index == "dali"}
+                "zip_deflate": opts.zip_compression == "deflated",
+                "dali_index": opts.index == "dali"}
     return reader, sink_for, settings
 
 

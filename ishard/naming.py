@@ -1,4 +1,4 @@
-"""Member names as WebDataset readers see them: ``--member-names sample``, key checks, DALI names."""
+"""Member names as WebDataset readers see them: ``--member-names sample``, key check, DALI index."""
 
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ class KeyCheck:
     def warnings(self) -> list[str]:
         """One warning line per finding, then the advice once."""
         lines = [
-            f"{count} sample{'s' * (count != 1)} {finding} (e.g. {', '.join(map(repr, self.examples[finding]))})"
+            f"{count} sample{'s' * (count != 1)} {finding} "
+            f"(e.g. {', '.join(map(repr, self.examples[finding]))})"
             for finding, count in self.counts.items()
         ]
         return lines + [ADVICE] if lines else []
@@ -166,7 +167,8 @@ def _check_ext(key: str, name: str, ext: str, seen: dict[str, str]) -> None:
         )
     other = seen.setdefault(ext.lower(), name)
     if other != name:
-        same = "the same extension" if wds_split(other)[1] == ext else "extensions that differ only in case"
+        same = ("the same extension" if wds_split(other)[1] == ext
+                else "extensions that differ only in case")
         raise DataError(
             f"sample {key!r} has two files with {same} ({other!r} and {name!r}), which "
             "--member-names sample would give one name — keep one with --sample-exts and "
@@ -181,20 +183,19 @@ def index_names(table: SampleTable, renamed: bool) -> None:
     Raises:
         DataError: the first file (or sample key) whose member name has whitespace.
     """
-    texts = table.keys if renamed else _file_names(table)
-    found = _WHITESPACE.search("\0".join(texts))
-    if found is None and renamed:
-        names = _file_names(table)
-        found = _WHITESPACE.search("\0".join(wds_split(n)[1] for n in names))
-        texts = names
+    names = _file_names(table)
+    if renamed:
+        starts, keys = table.starts, table.keys
+        names = [f"{keys[s]}.{wds_split(n)[1]}" for s in range(len(keys))
+                 for n in names[starts[s] : starts[s + 1]]]
+    joined = "\0".join(names)
+    found = _WHITESPACE.search(joined)
     if found is not None:
-        joined = "\0".join(texts)
-        bad = joined[joined.rfind("\0", 0, found.start()) + 1 :].split("\0", 1)[0]
+        bad = names[joined.count("\0", 0, found.start())]
         raise DataError(
-            f"member name {bad!r} has whitespace, which a DALI index (--index dali) cannot hold — "
-            "rename the files, or drop --index dali"
+            f"member name {bad!r} has whitespace, which a DALI index (--index dali) cannot "
+            "hold — rename the files, or drop --index dali"
         )
-
 
 
 def check_reader_names(table: SampleTable, rename: bool, index: str, check: KeyCheck) -> None:

@@ -191,7 +191,8 @@ def test_sample_names_that_cannot_hold_stop_before_writing(files, extra, needle,
 
 @pytest.mark.parametrize("files,args,code,needle", [
     ({"a b.jpg": 3}, ["--index", "dali"], 1, "member name 'a b.jpg' has whitespace"),
-    ({"d/a\tb.jpg": 3}, ["--index", "dali", "--member-names", "sample"], 1, "has whitespace"),
+    ({"d/a\tb.jpg": 3}, ["--index", "dali", "--member-names", "sample"], 1,
+     "member name 'a\\tb.jpg' has whitespace"),
     ({"a.jpg": 3}, ["--index", "dali", "--ext", ".tgz"], 2, "--index dali indexes plain tar shards, not '.tgz'"),
     ({"a.jpg": 3}, ["--index", "csv"], 2, "--index 'csv' must be none or dali"),
     ({"a.jpg": 3}, ["--member-names", "key"], 2, "--member-names 'key' must be original or sample"),
