@@ -74,13 +74,14 @@ def _sample_keys(table: SampleTable, positions: list[int]) -> list[str]:
     return out
 
 
-def _file_findings(table: SampleTable, names: list[str], first: int, check: KeyCheck) -> None:
-    """Dotted, dotless and dot-leading basenames among ``names`` (from position ``first``):
-    scans in C, and a look at each name only when they find something."""
-    blob = "\n" + "\n".join(names) + "\n"
+def _file_findings(table: SampleTable, names: list[str], blob: str, first: int,
+                   check: KeyCheck) -> bool:
+    """Dotted, dotless and dot-leading basenames among ``names`` (from position ``first``,
+    ``blob`` their lines): scans in C, a look at each name only when they find something.
+    True when every name has one dot, in its basename, not leading."""
     if blob.count(".") == len(names) and not _MORE.search(blob) and "/." not in blob \
             and "\n." not in blob:
-        return  # one dot per name, in the basename, not leading
+        return True
     dotted, dropped = [], []
     for pos, name in enumerate(names, first):
         base = name[name.rfind("/") + 1 :]
@@ -91,6 +92,7 @@ def _file_findings(table: SampleTable, names: list[str], first: int, check: KeyC
             dotted.append(pos)
     check.add(DOTTED, _sample_keys(table, dotted))
     check.add(DROPPED, _sample_keys(table, dropped))
+    return False
 
 
 def key_check(table: SampleTable, check: KeyCheck | None = None) -> KeyCheck:
@@ -102,27 +104,33 @@ def key_check(table: SampleTable, check: KeyCheck | None = None) -> KeyCheck:
     memory stays small.
     """
     check = check or KeyCheck()
-    names, starts, keys = _file_names(table), table.starts, table.keys
+    all_names, members, starts, keys = table.files.names, table.members, table.starts, table.keys
     for s0 in range(0, len(keys), CHUNK):
         s1 = min(s0 + CHUNK, len(keys))
-        _file_findings(table, names[starts[s0] : starts[s1]], starts[s0], check)
-        if starts[s1] - starts[s0] == s1 - s0:
+        base = starts[s0]
+        chunk = [all_names[i] for i in members[base : starts[s1]]]
+        blob = "\n" + "\n".join(chunk) + "\n"
+        one_dot = _file_findings(table, chunk, blob, base, check)
+        if len(chunk) == s1 - s0:
             continue  # one file per sample: nothing to split or collide
-        first = [names[i] for i in starts[s0:s1]]
-        last = [names[i - 1] for i in starts[s0 + 1 : s1 + 1]]
-        key_dot = [n[: n.find(".", n.rfind("/") + 1) + 1] for n in first]  # 'dir/key.'
+        first = [chunk[i - base] for i in starts[s0:s1]]
+        last = [chunk[i - base - 1] for i in starts[s0 + 1 : s1 + 1]]
+        if one_dot:  # each 'dir/key.' ends at the name's only dot
+            key_dot = [n[: n.find(".") + 1] for n in first]
+        else:
+            key_dot = [n[: n.find(".", n.rfind("/") + 1) + 1] for n in first]
         together = list(map(str.startswith, last, key_dot))
         check.add(SPLIT, [keys[s] for s in compress(range(s0, s1), map(operator.not_, together))])
-        cased = " ".join(first) + " ".join(last)
-        if cased.lower() != cased:  # only then can two extensions differ only in case
+        if blob.lower() != blob:  # only then can two extensions differ only in case
             same = compress(range(s0, s1), together)
-            check.add(CASE, [keys[s] for s in same if _case_collision(table, names, s)])
+            check.add(CASE, [keys[s] for s in same if _case_collision(table, chunk, base, s)])
     return check
 
 
-def _case_collision(table: SampleTable, names: list[str], s: int) -> bool:
-    """Has sample ``s`` (whose files share a reader key) two extensions equal but for case?"""
-    files = names[table.starts[s] : table.starts[s + 1]]
+def _case_collision(table: SampleTable, chunk: list[str], base: int, s: int) -> bool:
+    """Has sample ``s`` (whose files share a reader key) two extensions equal but for case?
+    ``chunk`` holds the names of files from position ``base`` on."""
+    files = chunk[table.starts[s] - base : table.starts[s + 1] - base]
     if len(files) == 2:
         return files[0].lower() == files[1].lower()
     lowered = [wds_split(n)[1].lower() for n in files]
