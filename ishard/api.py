@@ -17,6 +17,7 @@ from .listing import list_local, list_remote
 from .lock import acquire
 from .manifest import MANIFEST_NAME, manifest_bytes, remove_manifest
 from .model import Plan, Report, ShardPlan, ShardResult, Tally
+from .naming import KeyCheck, check_index_shards, check_reader_names
 from .options import Options, make_options
 from .plan import balance, check_unique, cut_indices, shard_names
 from .progress import SILENT, Progress
@@ -154,7 +155,8 @@ def _writer_parts(source: Location, dest: Location, opts: Options, retrier: Retr
 
     settings = {"compress_level": opts.compress_level,
                 "zip_deflate": opts.zip_compression == "deflated",
-                "gzip_library": opts.gzip_library}
+                "gzip_library": opts.gzip_library,
+                "dali_index": opts.index == "dali"}
     return reader, sink_for, settings
 
 
@@ -208,10 +210,12 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
     names: list[str] = []
     members: list[list[int]] = []
     tables: list[SampleTable] = []
+    check = KeyCheck()
     for index, table in enumerate(groups):
         table = apply_sample_exts_table(
             table, opts.sample_exts, opts.missing_extension_action, tally, warnings
         )
+        check_reader_names(table, opts.member_names == "sample", opts.index, check)
         cuts = cut_indices(table.keys, table.sizes, opts.bounds, opts.order, opts.collapse)
         cuts = balance(cuts, table.keys, opts.collapse, num_shards=opts.num_shards,
                        multiple_of=opts.shards_multiple_of)
@@ -223,8 +227,11 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
         members += cuts
         tables += [table] * len(cuts)
     check_unique(names)
-    shards = ShardList(names, members, tables)
+    warnings += check.warnings()
+    shards = ShardList(names, members, tables, rename=opts.member_names == "sample")
     del members
+    if opts.index == "dali":
+        check_index_shards(names)
     if any(n.endswith(".zip") for n in names):
         for shard_plan in shards:
             check_names(shard_plan)

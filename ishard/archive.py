@@ -9,13 +9,14 @@ import zipfile
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 import lz4.frame
 
 from .errors import SourceError, UsageError
+from .keys import wds_split
 from .plan import ARCHIVE_EXTS
 
 READ_STEP = 1 << 20  # bytes per read when member data is read back
@@ -145,3 +146,42 @@ def members(path: str) -> Iterator[Member]:
         )
     with damage_as_error(path), open(p, "rb") as raw:
         yield from scan(path, raw)
+
+
+@dataclass
+class ReaderSamples:
+    """An archive's members grouped as WebDataset readers group them."""
+
+    samples: list[tuple[str, list[Member]]] = field(default_factory=list)
+    skipped: list[Member] = field(default_factory=list)  # readers pass over these
+    repeated: list[str] = field(default_factory=list)  # keys with an extension twice (any case)
+
+    def problems(self) -> list[str]:
+        """Warning lines: members readers skip, samples webdataset refuses."""
+        lines = [f"member {m.name!r} has no dot in its basename: WebDataset readers skip it"
+                 if "." not in m.name[m.name.rfind("/") + 1 :] else
+                 f"member {m.name!r} has a leading dot: DALI skips it, webdataset keys it by its "
+                 "directory" for m in self.skipped]
+        lines += [f"sample {k!r} has one extension twice (ignoring case): webdataset stops "
+                  "with a duplicate-file error" for k in self.repeated]
+        return lines
+
+
+def reader_samples(found: list[Member]) -> ReaderSamples:
+    """Group members by WebDataset's rule: consecutive members with one key (the path up to the
+    basename's first dot) form a sample; names with no dot or a leading dot are skipped."""
+    out = ReaderSamples()
+    last, exts = None, set()
+    for m in found:
+        key, ext = wds_split(m.name)
+        if not ext or not key or key.endswith("/"):
+            out.skipped.append(m)
+            continue
+        if key != last:
+            out.samples.append((key, []))
+            last, exts = key, set()
+        elif ext.lower() in exts and key not in out.repeated:
+            out.repeated.append(key)
+        exts.add(ext.lower())
+        out.samples[-1][1].append(m)
+    return out

@@ -17,11 +17,12 @@ from .render import (
     plan_headers,
     plan_text,
     split_text,
+    samples_text,
     summary_text,
     verify_text,
     warnings_text,
 )
-from .report import plan_document, plan_summary, run_summary
+from .report import plan_document, plan_summary, run_summary, samples_document
 from .sizes import format_size
 
 DRY_RUN_MODES = ("text", "show_keys", "json", "summary")
@@ -172,6 +173,8 @@ def _emit_json(doc: dict) -> None:
 @click.option("--scheduler", default=None, help="With --executor dask: tcp://HOST:PORT of a running Dask scheduler (default: a local cluster of --jobs processes).")
 @click.option("--num-shards", type=int, default=None, help="Exactly N shards whose sample counts differ by at most one (flat keys or --collapse).")
 @click.option("--shards-multiple-of", type=int, default=None, help="Round the shard count up to a multiple of K, samples spread evenly (flat keys or --collapse).")
+@click.option("--member-names", default="original", show_default=True, help="original (paths as listed) or sample: <sample key>.<extension>, one WebDataset sample per ishard sample.")
+@click.option("--index", default="none", show_default=True, help="none, or dali: write <shard>.idx (DALI v1.2) beside each .tar shard.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def shard_command(src, dst, dry_run, progress, as_json, debug, **options) -> None:
@@ -247,11 +250,20 @@ def split_command(manifest, shard_sizes, policy, as_json, debug, **options) -> N
 
 @cli.command("ls")
 @click.argument("archive_path", metavar="ARCHIVE")
+@click.option("--samples", is_flag=True, help="Group members into samples as WebDataset readers do.")
 @click.option("--json", "as_json", is_flag=True, help="Print the members as JSON.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-def ls_command(archive_path, as_json, debug) -> None:
+def ls_command(archive_path, samples, as_json, debug) -> None:
     """List an archive's members with their sizes."""
     found = list(archive.members(archive_path))
+    if samples:
+        grouped = archive.reader_samples(found)
+        if as_json:
+            _emit_json(samples_document(grouped))
+        else:
+            samples_text(grouped, sys.stdout)
+        warnings_text(grouped.problems())
+        return
     if as_json:
         _emit_json({"members": [{"name": m.name, "size": m.size} for m in found]})
         return

@@ -1,4 +1,4 @@
-"""Sample keys: Go ishard's key patterns as plain ``name -> key`` functions, and its extension rule."""
+"""Sample keys: Go ishard's key patterns as ``name -> key`` functions; Go's and WebDataset's extensions."""
 
 from __future__ import annotations
 
@@ -21,6 +21,13 @@ def extension(name: str) -> str:
     base = name[name.rfind("/") + 1 :]
     dot = base.rfind(".")
     return base[dot:] if dot >= 0 else ""
+
+
+def wds_split(name: str) -> tuple[str, str]:
+    """WebDataset's rule: (path up to the basename's first dot, the rest after that dot);
+    a basename with no dot gives (name, "")."""
+    dot = name.find(".", name.rfind("/") + 1)
+    return (name, "") if dot < 0 else (name[:dot], name[dot + 1 :])
 
 
 def _base_file_name(name: str) -> str:

@@ -41,7 +41,8 @@ def manifest_document(plan: Plan, results: Sequence[ShardResult],
                 for s in plan.skipped
             ],
             "shards": [
-                {"name": r.name, "files": r.files, "samples": r.samples, "payload_bytes": r.payload}
+                {"name": r.name, "files": r.files, "samples": r.samples, "payload_bytes": r.payload,
+                 **({"dali_index": r.index} if r.index else {})}
                 for r in results
             ],
         },

@@ -10,11 +10,18 @@ EXAMPLES_KEPT = 5
 
 @dataclass(frozen=True, slots=True)
 class FileEntry:
-    """One listed file: its member name (relative to the source), size in bytes, integer mtime."""
+    """One listed file: its name (relative to the source), size in bytes, integer mtime, and
+    ``member``, its name inside the archive when that differs (``--member-names sample``)."""
 
     name: str
     size: int
     mtime: int = 0
+    member: str | None = None
+
+    @property
+    def arcname(self) -> str:
+        """The name the file has inside the archive."""
+        return self.member or self.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +154,7 @@ class ShardResult:
     samples: int
     files: int
     payload: int
+    index: str | None = None  # the DALI index written beside the shard (``--index dali``)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from .ekm import Ekm, parse_ekm
 from .errors import UsageError
 from .formats.compress import GZIP_LIBRARIES, gzip_library
 from .keys import ALIASES, BUILT_IN, key_function
+from .naming import MEMBER_NAMES
 from .plan import ARCHIVE_EXTS, Bounds, Order
 from .samples import ACTIONS
 from .sizes import parse_size
@@ -28,6 +29,7 @@ EXECUTORS = ("local", "dask")
 GZIP_CHOICES = ("auto", *GZIP_LIBRARIES)
 _SCHEDULER = regex.compile(r"(tcp|tls|ucx|ws|wss)://(\[[0-9a-fA-F:]+\]|[^/\s:\[\]]+)(:\d{1,5})?/?")
 CHECKSUMS = ("md5", "none")
+INDEXES = ("none", "dali")
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,8 @@ class Options:
     scheduler: str | None = None
     num_shards: int | None = None
     shards_multiple_of: int | None = None
+    member_names: str = "original"
+    index: str = "none"
 
     @property
     def bounds(self) -> Bounds:
@@ -187,6 +191,7 @@ def make_options(**kwargs) -> Options:
     if opts.gzip_library != "auto" and opts.ext in (".tgz", ".tar.gz"):
         gzip_library(6, opts.gzip_library)  # not installed: say so before listing
     balance = _check_balance(opts)
+    _check_naming(opts.member_names, opts.index, opts.ext)
     level = opts.compress_level
     if level is not None and (not _DIGITS.fullmatch(str(level)) or not 0 <= int(level) <= 9):
         raise UsageError(f"--compress-level {level!r} must be a whole number from 0 to 9")
@@ -256,3 +261,15 @@ def _check_balance(opts: Options) -> dict:
             "--num-shards fixes the samples per shard — leave out --samples-per-shard"
         )
     return out
+
+
+def _check_naming(member_names: str, index: str, ext: str) -> None:
+    if member_names not in MEMBER_NAMES:
+        raise UsageError(f"--member-names {member_names!r} must be original or sample")
+    if index not in INDEXES:
+        raise UsageError(f"--index {index!r} must be none or dali")
+    if index == "dali" and ext != ".tar":
+        raise UsageError(
+            f"--index dali indexes plain tar shards, not {ext!r} — use --ext .tar (DALI reads "
+            "uncompressed tar), or drop --index dali"
+        )

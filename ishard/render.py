@@ -34,11 +34,20 @@ def plan_text(plan: Plan, show_keys: bool, out: TextIO) -> None:
         for sample in shard.samples:
             if show_keys:
                 rows.append((f"  [{sample.key}]", ""))
-            rows += [(f"    {f.name}", format_size(f.size)) for f in sample.files]
+            rows += [(f"    {f.arcname}", format_size(f.size)) for f in sample.files]
         width = max(len(shard.name), *(len(r[0]) for r in rows))
         out.write(f"{shard.name.ljust(width)}  {format_size(shard.size)}\n")
         for left, right in rows:
             out.write(f"{left.ljust(width)}  {right}".rstrip() + "\n")
+
+
+def samples_text(grouped, out: TextIO) -> None:
+    """``[key]`` per sample, its members indented (``ishard ls --samples``)."""
+    for key, files in grouped.samples:
+        out.write(f"[{key}]\n")
+        for m in files:
+            out.write(f"  {m.size:>12}  {format_size(m.size):>10}  {m.name}\n")
+    out.write(f"{_count(len(grouped.samples), 'sample')}, {_count(len(grouped.skipped), 'skipped member')}\n")
 
 
 def plan_headers(plan: Plan, out: TextIO) -> None:

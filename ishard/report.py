@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from statistics import median_low
 
-from .model import Plan, Report
+from .model import FileEntry, Plan, Report
 
 
 def plan_document(plan: Plan) -> dict:
@@ -15,7 +15,7 @@ def plan_document(plan: Plan) -> dict:
                 "name": shard.name,
                 "size": shard.size,
                 "samples": [
-                    {"key": s.key, "files": [{"name": f.name, "size": f.size} for f in s.files]}
+                    {"key": s.key, "files": [_file(f) for f in s.files]}
                     for s in shard.samples
                 ],
             }
@@ -23,6 +23,11 @@ def plan_document(plan: Plan) -> dict:
         ],
         "summary": plan_summary(plan),
     }
+
+
+def _file(f: FileEntry) -> dict:
+    """A planned file; ``member`` is its name inside the archive when that differs."""
+    return {"name": f.name, "size": f.size, **({"member": f.member} if f.member else {})}
 
 
 def plan_summary(plan: Plan) -> dict:
@@ -58,4 +63,13 @@ def run_summary(report: Report) -> dict:
         "bytes_per_second": round(report.plan.size / report.seconds) if report.seconds else None,
         "retries": report.retries,
         "kept_shards": report.kept,
+    }
+
+
+def samples_document(grouped) -> dict:
+    """``ishard ls --samples --json``: members grouped as WebDataset readers group them."""
+    return {
+        "samples": [{"key": key, "files": [{"name": m.name, "size": m.size} for m in files]}
+                    for key, files in grouped.samples],
+        "skipped": [{"name": m.name, "size": m.size} for m in grouped.skipped],
     }

@@ -7,6 +7,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 
+from .keys import wds_split
 from .model import FileEntry, Sample, ShardPlan
 
 
@@ -98,11 +99,15 @@ class SampleTable:
         """How many files sample ``index`` has."""
         return self.starts[index + 1] - self.starts[index]
 
-    def sample(self, index: int) -> Sample:
-        """Sample ``index`` as a value object."""
-        files = self.files
+    def sample(self, index: int, rename: bool = False) -> Sample:
+        """Sample ``index`` as a value object; with ``rename`` its files are named
+        ``<key>.<extension>`` inside the archive."""
+        files, key = self.files, self.keys[index]
         entries = tuple(files[i] for i in self.file_indices(index))
-        return Sample(self.keys[index], entries, self.sizes[index])
+        if rename:
+            entries = tuple(FileEntry(e.name, e.size, e.mtime, f"{key}.{wds_split(e.name)[1]}")
+                            for e in entries)
+        return Sample(key, entries, self.sizes[index])
 
     @classmethod
     def of(cls, samples: Iterable[Sample]) -> SampleTable:
@@ -120,11 +125,13 @@ class SampleTable:
 class ShardList(Sequence[ShardPlan]):
     """The planned shards, built one at a time on access so millions of files stay compact.
 
-    Shard ``i`` is named ``names[i]`` and holds samples ``members[i]`` of ``tables[i]``.
+    Shard ``i`` is named ``names[i]`` and holds samples ``members[i]`` of ``tables[i]``; with
+    ``rename`` members are named ``<sample key>.<extension>``.
     """
 
-    def __init__(self, names: list[str], members: list[list[int]], tables: list[SampleTable]):
-        self.names = names
+    def __init__(self, names: list[str], members: list[list[int]], tables: list[SampleTable],
+                 rename: bool = False):
+        self.names, self.rename = names, rename
         self._members = [array("q", m) for m in members]
         self._tables = tables
         self.sizes = [sum(t.sizes[i] for i in m) for m, t in zip(self._members, tables)]
@@ -139,7 +146,7 @@ class ShardList(Sequence[ShardPlan]):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         table = self._tables[index]
-        samples = tuple(table.sample(i) for i in self._members[index])
+        samples = tuple(table.sample(i, self.rename) for i in self._members[index])
         return ShardPlan(self.names[index], samples, self.sizes[index])
 
     def digest(self, update: Callable[[bytes], None]) -> None:

@@ -24,6 +24,7 @@ from typing import Protocol
 from .errors import Interrupted, IshardError, WriteError
 from .formats import open_writer
 from .model import ShardPlan, ShardResult
+from .naming import dali_index, index_name
 from .progress import Progress
 
 REPORT_EVERY = 4 << 20
@@ -54,20 +55,24 @@ def write_one(shard: ShardPlan, reader, open_sink: Callable, settings: dict,
     """Write one shard: reader → archive writer → sink, then commit; abort on any failure."""
     if cancel.is_set():
         raise _Cancelled
+    settings = dict(settings)
+    dali = settings.pop("dali_index", False)
     sink = open_sink(shard)
-    writer = None
+    writer = index = None
     try:
         writer = open_writer(shard.name, sink, **settings)
         pending = 0
         for entry, stream in reader.read(shard.members()):
             if cancel.is_set():
                 raise _Cancelled
-            writer.add(entry.name, entry.size, entry.mtime, stream)
+            writer.add(entry.arcname, entry.size, entry.mtime, stream)
             pending += entry.size
             if pending >= REPORT_EVERY:
                 progress.wrote(pending)
                 pending = 0
         writer.close()
+        if dali:  # committed before the shard: a visible shard always has its index
+            index = _put_index(shard, writer.data_offsets, open_sink)
         sink.commit()
         progress.wrote(pending)
     except BaseException as err:
@@ -79,9 +84,25 @@ def write_one(shard: ShardPlan, reader, open_sink: Callable, settings: dict,
                              "destination, then run again with --resume") from None
         raise
     result = ShardResult(shard.name, sink.size, sink.checksum, len(shard.samples),
-                         shard.file_count, shard.size)
+                         shard.file_count, shard.size, index)
     progress.shard_done(result)
     return result
+
+
+def _put_index(shard: ShardPlan, offsets: list[int], open_sink: Callable) -> str:
+    """Write the shard's DALI index through a sink of its own (temp name, then renamed)."""
+    members = shard.members()
+    data = dali_index([m.arcname for m in members], offsets, [m.size for m in members])
+    name = index_name(shard.name)
+    sink = open_sink(ShardPlan(name, (), len(data)))
+    try:
+        sink.write(data)
+        sink.close()
+        sink.commit()
+    except BaseException:
+        sink.abort()
+        raise
+    return name
 
 
 def _collect(futures: list[Future], cancel: Callable[[], None]) -> list[ShardResult]:

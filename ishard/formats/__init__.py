@@ -34,10 +34,10 @@ def check_names(shard: ShardPlan) -> None:
         return
     for f in shard.members():
         try:
-            f.name.encode("utf-8")
+            f.arcname.encode("utf-8")
         except UnicodeEncodeError:
             raise UsageError(
-                f"file {f.name!r} has a name that is not UTF-8, which zip cannot store — "
+                f"file {f.arcname!r} has a name that is not UTF-8, which zip cannot store — "
                 "use a tar format (--ext .tar)"
             ) from None
 

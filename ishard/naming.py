@@ -1,0 +1,260 @@
+"""Member names as WebDataset readers see them: ``--member-names sample``, key check, DALI index."""
+
+from __future__ import annotations
+
+import operator
+import re
+from array import array
+from bisect import bisect_right
+from itertools import compress
+
+from .errors import DataError, UsageError
+from .keys import wds_split
+from .table import SampleTable
+
+MEMBER_NAMES = ("original", "sample")
+EXAMPLES = 3
+_WHITESPACE = re.compile(r"[ \t\n\r\f\v]")  # what DALI's index parser splits on
+_MORE = re.compile(r"\.[^\n]*[./]")  # a dot with another dot or a slash after it on its line
+CHUNK = 1 << 16  # samples checked at a time
+KEY_FIX = ("use a --sample-key-pattern that ends the key at the first dot, e.g. "
+           "'^(?:.*/)?([^/.]+)\\..*$', or --member-names original")
+
+# Key-check findings: what WebDataset-style readers do with such samples.
+SPLIT = ("that WebDataset readers take as several: their files' names differ before the "
+         "first dot of the basename, e.g. in another directory")
+DOTTED = "with a dot inside a file's basename: readers cut the key at the first dot"
+DROPPED = "with files readers skip or mis-key: no dot in the basename, or a leading dot"
+CASE = ("with two files whose extensions differ only in case: webdataset stops with a "
+        "duplicate-file error")
+ADVICE = ("for shards that WebDataset readers group as ishard does, use --member-names sample "
+          "(members named <sample key>.<extension>)")
+
+
+class KeyCheck:
+    """Counts of samples readers would see differently, with a few example sample keys."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.examples: dict[str, list[str]] = {}
+
+    def add(self, finding: str, keys: list[str]) -> None:
+        """Count ``keys`` (samples) under ``finding``."""
+        if keys:
+            self.counts[finding] = self.counts.get(finding, 0) + len(keys)
+            shown = self.examples.setdefault(finding, [])
+            shown.extend(keys[: EXAMPLES - len(shown)])
+
+    def warnings(self) -> list[str]:
+        """One warning line per finding, then the advice once."""
+        lines = [
+            f"{count} sample{'s' * (count != 1)} {finding} "
+            f"(e.g. {', '.join(map(repr, self.examples[finding]))})"
+            for finding, count in self.counts.items()
+        ]
+        return lines + [ADVICE] if lines else []
+
+
+def _file_names(table: SampleTable) -> list[str]:
+    """Source names of the table's files in sample order."""
+    names, members = table.files.names, table.members
+    if len(members) == len(names) and members == array("q", range(len(names))):
+        return names
+    return [names[i] for i in members]
+
+
+def _sample_keys(table: SampleTable, positions: list[int]) -> list[str]:
+    """The keys of the samples holding these file positions (each sample once)."""
+    starts, out, last = table.starts, [], -1
+    for p in positions:
+        s = bisect_right(starts, p) - 1
+        if s != last:
+            out.append(table.keys[s])
+            last = s
+    return out
+
+
+def _file_findings(table: SampleTable, names: list[str], blob: str, first: int,
+                   check: KeyCheck) -> bool:
+    """Dotted, dotless and dot-leading basenames among ``names`` (from position ``first``,
+    ``blob`` their lines): scans in C, a look at each name only when they find something.
+    True when every name has one dot, in its basename, not leading."""
+    if blob.count(".") == len(names) and not _MORE.search(blob) and "/." not in blob \
+            and "\n." not in blob:
+        return True
+    dotted, dropped = [], []
+    for pos, name in enumerate(names, first):
+        base = name[name.rfind("/") + 1 :]
+        dot = base.find(".")
+        if dot <= 0:
+            dropped.append(pos)
+        elif base.find(".", dot + 1) > 0:
+            dotted.append(pos)
+    check.add(DOTTED, _sample_keys(table, dotted))
+    check.add(DROPPED, _sample_keys(table, dropped))
+    return False
+
+
+def key_check(table: SampleTable, check: KeyCheck | None = None) -> KeyCheck:
+    """Count samples of ``table`` that WebDataset readers group differently under original names.
+
+    Files of a sample are in name order, so they share one reader key when the last one starts
+    with the first one's key and dot (files under a directory named like that key plus a dot
+    are the exception this misses). Samples are taken ``CHUNK`` at a time, so the check's
+    memory stays small.
+    """
+    check = check or KeyCheck()
+    all_names, members, starts, keys = table.files.names, table.members, table.starts, table.keys
+    for s0 in range(0, len(keys), CHUNK):
+        s1 = min(s0 + CHUNK, len(keys))
+        base = starts[s0]
+        chunk = [all_names[i] for i in members[base : starts[s1]]]
+        blob = "\n" + "\n".join(chunk) + "\n"
+        one_dot = _file_findings(table, chunk, blob, base, check)
+        if len(chunk) == s1 - s0:
+            continue  # one file per sample: nothing to split or collide
+        first = [chunk[i - base] for i in starts[s0:s1]]
+        last = [chunk[i - base - 1] for i in starts[s0 + 1 : s1 + 1]]
+        if one_dot:  # each 'dir/key.' ends at the name's only dot
+            key_dot = [n[: n.find(".") + 1] for n in first]
+        else:
+            key_dot = [n[: n.find(".", n.rfind("/") + 1) + 1] for n in first]
+        together = list(map(str.startswith, last, key_dot))
+        check.add(SPLIT, [keys[s] for s in compress(range(s0, s1), map(operator.not_, together))])
+        if blob.lower() != blob:  # only then can two extensions differ only in case
+            same = compress(range(s0, s1), together)
+            check.add(CASE, [keys[s] for s in same if _case_collision(table, chunk, base, s)])
+    return check
+
+
+def _case_collision(table: SampleTable, chunk: list[str], base: int, s: int) -> bool:
+    """Has sample ``s`` (whose files share a reader key) two extensions equal but for case?
+    ``chunk`` holds the names of files from position ``base`` on."""
+    files = chunk[table.starts[s] - base : table.starts[s + 1] - base]
+    if len(files) == 2:
+        return files[0].lower() == files[1].lower()
+    lowered = [wds_split(n)[1].lower() for n in files]
+    return len(set(lowered)) < len(lowered)
+
+
+def sample_members(table: SampleTable) -> None:
+    """Check that every file of ``table`` can be named ``<sample key>.<extension>``.
+
+    The extension is what WebDataset readers take: everything after the first dot of the
+    file's basename (``a.seg.png`` → ``seg.png``).
+
+    Raises:
+        DataError: the first sample whose names would not read back as that one sample.
+    """
+    names = table.files.names
+    starts, members = table.starts, table.members
+    for s, key in enumerate(table.keys):
+        base = key[key.rfind("/") + 1 :]
+        if not base:
+            raise DataError(
+                f"sample {key!r} has an empty key (file {names[members[starts[s]]]!r}), so "
+                f"--member-names sample cannot name its files — {KEY_FIX}"
+            )
+        if "." in base:
+            raise DataError(
+                f"sample {key!r} has a dot in its key, so readers would cut it there under "
+                f"--member-names sample — {KEY_FIX}"
+            )
+        seen: dict[str, str] = {}
+        for f in members[starts[s] : starts[s + 1]]:
+            ext = wds_split(names[f])[1]
+            _check_ext(key, names[f], ext, seen)
+
+
+def _check_ext(key: str, name: str, ext: str, seen: dict[str, str]) -> None:
+    if not ext:
+        raise DataError(
+            f"file {name!r} of sample {key!r} has no extension, so --member-names sample cannot "
+            "name it — rename it, or leave it out with --sample-exts and "
+            "--missing-extension-action exclude"
+        )
+    other = seen.setdefault(ext.lower(), name)
+    if other != name:
+        same = ("the same extension" if wds_split(other)[1] == ext
+                else "extensions that differ only in case")
+        raise DataError(
+            f"sample {key!r} has two files with {same} ({other!r} and {name!r}), which "
+            "--member-names sample would give one name — keep one with --sample-exts and "
+            "--missing-extension-action exclude, or use a --sample-key-pattern that tells them "
+            "apart"
+        )
+
+
+def index_names(table: SampleTable, renamed: bool) -> None:
+    """Refuse member names a DALI index cannot hold (its parser splits lines at whitespace).
+
+    Raises:
+        DataError: the first file (or sample key) whose member name has whitespace.
+    """
+    names = _file_names(table)
+    if renamed:
+        starts, keys = table.starts, table.keys
+        names = [f"{keys[s]}.{wds_split(n)[1]}" for s in range(len(keys))
+                 for n in names[starts[s] : starts[s + 1]]]
+    joined = "\0".join(names)
+    found = _WHITESPACE.search(joined)
+    if found is not None:
+        bad = names[joined.count("\0", 0, found.start())]
+        raise DataError(
+            f"member name {bad!r} has whitespace, which a DALI index (--index dali) cannot "
+            "hold — rename the files, or drop --index dali"
+        )
+
+
+def check_reader_names(table: SampleTable, rename: bool, index: str, check: KeyCheck) -> None:
+    """The naming checks of one planned group: ``--member-names sample`` rules (else the key
+    check, counted into ``check``) and, for ``--index dali``, names without whitespace."""
+    if rename:
+        sample_members(table)
+    else:
+        key_check(table, check)
+    if index == "dali":
+        index_names(table, rename)
+
+
+def check_index_shards(names: list[str]) -> None:
+    """Refuse ``--index dali`` for shards that are not plain tar (``--ekm`` formats may name
+    their own extension).
+
+    Raises:
+        UsageError: the first such shard name.
+    """
+    for name in names:
+        if not name.endswith(".tar"):
+            raise UsageError(
+                f"shard {name!r} is not a plain .tar, which --index dali needs — give the "
+                "--ekm formats a .tar extension, or drop --index dali"
+            )
+
+
+def index_name(shard: str) -> str:
+    """The DALI index beside a shard: ``shard-000001.tar`` → ``shard-000001.idx``."""
+    return shard.removesuffix(".tar") + ".idx"
+
+
+def dali_index(names: list[str], offsets: list[int], sizes: list[int]) -> bytes:
+    """A DALI v1.2 index of one tar: ``v1.2 <samples>``, then a line per sample of
+    ``<ext> <data offset> <size> <member name>`` groups.
+
+    Members are grouped as readers group them (consecutive names with one key); members readers
+    skip (no dot, or a leading dot, in the basename) are left out, as DALI's own tool does.
+    """
+    lines: list[str] = []
+    last = None
+    for name, offset, size in zip(names, offsets, sizes):
+        key, ext = wds_split(name)
+        if not ext or key.endswith("/") or not key:
+            continue
+        part = f"{ext} {offset} {size} {name}"
+        if key == last:
+            lines[-1] += " " + part
+        else:
+            lines.append(part)
+            last = key
+    return f"v1.2 {len(lines)}\n".encode() + "".join(f"{line}\n" for line in lines).encode(
+        "utf-8", "surrogateescape")

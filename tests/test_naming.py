@@ -1,0 +1,249 @@
+"""Shards as WebDataset readers see them, read back with webdataset, wids and tarfile."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import tarfile
+import types
+from pathlib import Path, PurePosixPath
+from typing import Generic, TypeVar
+
+import pytest
+import webdataset as wds
+from conftest import FIXTURES, make_tree, run_ishard
+from test_cli import assert_error, snapshot
+
+import ishard
+
+FIRST_DOT = r"^(?:.*/)?([^/.]+)\..*$"  # keys end at the basename's first dot, directories dropped
+
+
+def import_wids():
+    """wids, imported for real. wids 0.1 imports torch at module level (``torch.distributed``,
+    and ``torch.utils.data`` for two generic base classes) without declaring it; the dataset
+    classes never call torch. When torch is absent, empty stand-ins satisfy those imports
+    during the import only; everything wids reads and groups is its own code."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        T = TypeVar("T")
+        names = ("torch", "torch.distributed", "torch.utils", "torch.utils.data")
+        stubs = {name: types.ModuleType(name) for name in names}
+        for base in ("Dataset", "Sampler"):
+            setattr(stubs["torch.utils.data"], base, types.new_class(base, (Generic[T],)))
+        sys.modules.update(stubs)
+        try:
+            return importlib.import_module("wids")
+        finally:
+            for name in names:
+                del sys.modules[name]
+    return importlib.import_module("wids")
+
+
+def reader_ext(name: str) -> str:
+    """The extension as the test reads it: after the basename's first dot, lower-cased."""
+    base = PurePosixPath(name).name
+    return base.split(".", 1)[1].lower()
+
+
+@pytest.fixture
+def generated(tmp_path) -> Path:
+    """Each sample's files in three directories; one file has a two-part extension."""
+    files = {}
+    for i in range(40):
+        cls = ("cat", "dog")[i % 2]
+        files[f"images/{cls}/{cls}_{i:04d}.jpg"] = 300 + 37 * i
+        files[f"captions/{cls}_{i:04d}.txt"] = f"a {cls} number {i}".encode()
+        if i % 3 == 0:
+            files[f"masks/{cls}/{cls}_{i:04d}.seg.png"] = 100 + i
+    return make_tree(tmp_path / "gen", files)
+
+
+def planned(src: Path, **options) -> dict[str, dict[str, bytes]]:
+    """key → {reader extension: source bytes} for every planned sample (bytes read here)."""
+    out = {}
+    for shard in ishard.plan(src, **options).shards:
+        for s in shard.samples:
+            out[s.key] = {reader_ext(f.arcname): (src / f.name).read_bytes() for f in s.files}
+    return out
+
+
+def read_webdataset(urls: list[str]) -> dict[str, dict[str, bytes]]:
+    out = {}
+    for sample in wds.WebDataset(urls, shardshuffle=False):
+        assert sample["__key__"] not in out, sample["__key__"]
+        out[sample["__key__"]] = {k: v for k, v in sample.items() if not k.startswith("__")}
+    return out
+
+
+CASES = [
+    ("fixture", {"shard_size": "40KiB"}),
+    ("generated", {"shard_size": "8KiB", "sample_key_pattern": FIRST_DOT}),
+]
+
+
+@pytest.mark.parametrize("ext", [".tar", ".tgz"])
+@pytest.mark.parametrize("which,options", CASES)
+def test_webdataset_reads_exactly_the_planned_samples(which, options, ext, generated, tmp_path):
+    src = FIXTURES / "imagenet" if which == "fixture" else generated
+    options = {**options, "ext": ext, "member_names": "sample"}
+    dst = tmp_path / "dst"
+    report = ishard.shard(src, dst, **options)
+    assert len(report.results) > 2
+    expected = planned(src, **options)
+    assert read_webdataset([str(dst / r.name) for r in report.results]) == expected
+    if which == "generated":
+        assert len(expected) == 40 and expected["cat_0000"].keys() == {"jpg", "txt", "seg.png"}
+
+
+@pytest.mark.parametrize("which,options", CASES)
+def test_wids_reads_every_sample_through_the_manifest(which, options, generated, tmp_path):
+    wids = import_wids()
+    src = FIXTURES / "imagenet" if which == "fixture" else generated
+    options = {**options, "member_names": "sample"}
+    report = ishard.shard(src, tmp_path / "dst", **options)
+    assert len(report.results) > 2
+    expected = planned(src, **options)
+    dataset = wids.ShardListDataset(str(tmp_path / "dst" / "manifest.json"),
+                                    cache_dir=str(tmp_path / "cache"), transformations=[])
+    assert len(dataset) == len(expected) == report.plan.sample_count
+    got = {}
+    for i in range(len(dataset)):
+        sample = dataset[i]
+        got[sample["__key__"]] = {k[1:].lower(): v.read() for k, v in sample.items()
+                                  if not k.startswith("__")}
+    assert got == expected
+
+
+def read_idx(path: Path) -> list[list[tuple[str, int, int, str]]]:
+    """A DALI index parsed as DALI parses it: whitespace-separated tokens, four per member."""
+    lines = path.read_text().splitlines()
+    version, count = lines[0].split()
+    assert version == "v1.2" and int(count) == len(lines) - 1
+    samples = []
+    for line in lines[1:]:
+        tokens = line.split()
+        assert len(tokens) % 4 == 0, line
+        samples.append([(tokens[i], int(tokens[i + 1]), int(tokens[i + 2]), tokens[i + 3])
+                        for i in range(0, len(tokens), 4)])
+    return samples
+
+
+@pytest.mark.parametrize("member_names", ["sample", "original"])
+def test_dali_index_matches_the_tar_as_tarfile_reads_it(member_names, tmp_path):
+    src, dst = FIXTURES / "imagenet", tmp_path / "dst"
+    report = ishard.shard(src, dst, shard_size="60KiB", index="dali", member_names=member_names)
+    for result in report.results:
+        tar_path = dst / result.name
+        idx = dst / result.name.replace(".tar", ".idx")
+        assert result.index == idx.name
+        with tarfile.open(tar_path) as tar:
+            where = {m.name: (m.offset_data, m.size) for m in tar.getmembers() if m.isfile()}
+        entries = read_idx(idx)
+        for sample in entries:
+            for ext, offset, size, name in sample:
+                assert (offset, size) == where.pop(name)
+                assert offset % 512 == 0 and ext == PurePosixPath(name).name.split(".", 1)[1]
+        assert where == {}  # every member is indexed once
+        # one index line per sample as webdataset groups the same tar
+        keys = [s["__key__"] for s in wds.WebDataset(str(tar_path), shardshuffle=False)]
+        assert [PurePosixPath(s[0][3]).as_posix().split(".")[0] for s in entries] == keys
+    manifest = json.loads((dst / "manifest.json").read_text())
+    assert [s["dali_index"] for s in manifest["ishard"]["shards"]] == [
+        r.name.replace(".tar", ".idx") for r in report.results]
+    assert all(s["url"].endswith(".tar") for s in manifest["shardlist"])
+
+
+def test_dry_run_shows_the_member_names_the_archive_will_have(tmp_path):
+    src = make_tree(tmp_path / "src", {"a/x.jpg": 10, "b/x.json": 5, "a/y.jpg": 7})
+    dry = run_ishard("shard", src, "--dry-run", "--member-names", "sample")
+    assert dry.returncode == 0, dry.stderr
+    members = [line.split()[0] for line in dry.stdout.splitlines() if line.startswith("    ")]
+    run_ishard("shard", src, tmp_path / "dst", "--member-names", "sample")
+    with tarfile.open(tmp_path / "dst" / "shard-000000.tar") as tar:
+        assert members == tar.getnames() == ["x.jpg", "x.json", "y.jpg"]
+    doc = json.loads(run_ishard("shard", src, "--dry-run=json", "--member-names", "sample").stdout)
+    files = doc["shards"][0]["samples"][0]["files"]
+    assert files == [{"name": "a/x.jpg", "size": 10, "member": "x.jpg"},
+                     {"name": "b/x.json", "size": 5, "member": "x.json"}]
+
+
+NAMING_ERRORS = [
+    ({"a.b.jpg": 3}, [], "sample 'a.b' has a dot in its key"),
+    ({"x/a.jpg": 3, "y/a.jpg": 4}, [], "two files with the same extension ('x/a.jpg' and 'y/a.jpg')"),
+    ({"a.JPG": 3, "a.jpg": 4}, [], "extensions that differ only in case"),
+    ({".DS_Store": 3}, ["--include-hidden"], "sample '' has an empty key"),
+    ({"README": 3, "a.jpg": 2}, ["--sample-key-pattern", "full_name"], "file 'README' of sample 'README' has no extension"),
+]
+
+
+@pytest.mark.parametrize("files,extra,needle", NAMING_ERRORS)
+def test_sample_names_that_cannot_hold_stop_before_writing(files, extra, needle, tmp_path):
+    src = make_tree(tmp_path / "src", files)
+    for args in (["--dry-run"], [tmp_path / "dst"]):
+        result = run_ishard("shard", src, *args, "--member-names", "sample", *extra)
+        line = assert_error(result, 1, needle)
+        assert line.count(" — ") == 1 and "--" in line.split(" — ")[1]
+    assert snapshot(tmp_path / "dst") == {}
+
+
+@pytest.mark.parametrize("files,args,code,needle", [
+    ({"a b.jpg": 3}, ["--index", "dali"], 1, "member name 'a b.jpg' has whitespace"),
+    ({"d/a b.jpg": 3}, ["--index", "dali", "--member-names", "sample"], 1,
+     "member name 'a b.jpg' has whitespace"),  # (a tab is a control character: left out)
+    ({"a.jpg": 3}, ["--index", "dali", "--ext", ".tgz"], 2, "--index dali indexes plain tar shards, not '.tgz'"),
+    ({"a.jpg": 3}, ["--index", "csv"], 2, "--index 'csv' must be none or dali"),
+    ({"a.jpg": 3}, ["--member-names", "key"], 2, "--member-names 'key' must be original or sample"),
+])
+def test_index_and_option_errors_write_nothing(files, args, code, needle, tmp_path):
+    src = make_tree(tmp_path / "src", files)
+    assert_error(run_ishard("shard", src, tmp_path / "dst", *args), code, needle)
+    assert snapshot(tmp_path / "dst") == {}
+
+
+def test_key_check_warns_with_counts_and_examples_in_runs_and_dry_runs(tmp_path):
+    src = make_tree(tmp_path / "src", {
+        "img/a.jpg": 3, "ann/a.xml": 3,  # split across directories
+        "img/b.jpg": 3, "ann/b.xml": 3,
+        "c.seg.png": 3,  # dotted basename
+        "d": 3,  # no dot: skipped by readers
+        "e.jpg": 3, "e.JPG": 4,  # case collision
+    })
+    dry = run_ishard("shard", src, "--dry-run")
+    run = run_ishard("shard", src, tmp_path / "dst")
+    for result in (dry, run):
+        assert result.returncode == 0, result.stderr
+        warnings = [w for w in result.stderr.splitlines() if w.startswith("ishard: warning: ")]
+        assert len(warnings) == 5, warnings
+        joined = "\n".join(warnings)
+        assert "2 samples that WebDataset readers take as several" in joined and "'a', 'b'" in joined
+        assert "1 sample with a dot inside a file's basename" in joined and "'c.seg'" in joined
+        assert "1 sample with files readers skip or mis-key" in joined and "'d'" in joined
+        assert "1 sample with two files whose extensions differ only in case" in joined
+        assert "--member-names sample" in warnings[-1]
+    summary = json.loads(run_ishard("shard", src, "--dry-run=json").stdout)["summary"]
+    assert len(summary["warnings"]) == 5
+
+
+def test_clean_names_give_no_warning(tmp_path):
+    src = make_tree(tmp_path / "src", {"d/a.jpg": 3, "d/a.json": 3, "d/b.jpg": 4})
+    result = run_ishard("shard", src, "--dry-run")
+    assert result.returncode == 0 and "warning" not in result.stderr
+
+
+def test_ls_samples_groups_as_webdataset_does(tmp_path):
+    src = make_tree(tmp_path / "src", {"x/a.jpg": 3, "y/a.xml": 4, "x/b.jpg": 5, "x/.c.jpg": 1})
+    run_ishard("shard", src, tmp_path / "dst", "--include-hidden")
+    tar_path = tmp_path / "dst" / "shard-000000.tar"
+    result = run_ishard("ls", tar_path, "--samples", "--json")
+    doc = json.loads(result.stdout)
+    keys = [s["__key__"] for s in wds.WebDataset(str(tar_path), shardshuffle=False)]
+    # webdataset keys a dot-leading basename by its directory ('x/'); DALI skips it
+    assert keys == ["x/", "x/a", "y/a", "x/b"]
+    assert [s["key"] for s in doc["samples"]] == keys[1:]
+    assert doc["skipped"] == [{"name": "x/.c.jpg", "size": 1}]
+    assert "'x/.c.jpg' has a leading dot" in result.stderr
+    text = run_ishard("ls", tar_path, "--samples").stdout
+    assert text.splitlines()[0] == "[x/a]" and text.splitlines()[-1] == "3 samples, 1 skipped member"
