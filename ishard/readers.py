@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import os
 from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor, wait
 from typing import BinaryIO
 
 from .errors import IshardError, SourceError
@@ -16,6 +17,7 @@ from .retry import Retrier
 from .storage import Location, storage_error
 
 CHUNK = 8 << 20  # objects larger than this are fetched as ranges of this size
+BATCH = 8  # requests handed to the event loop at once, and awaited at once by a writer
 
 
 def _unreadable(name: str, err: OSError) -> SourceError:
@@ -104,17 +106,27 @@ class _Window:
 
     def _fill(self) -> None:
         r = self._reader
-        while self._next is not None and len(self._inflight) < r.max_requests and (
-            self._bytes < r.budget or not self._inflight
+        room = r.max_requests - len(self._inflight)
+        if self._next is None or (room < r.batch and self._inflight):
+            return  # requests go out a batch at a time: one hand-over to the event loop each
+        batch: list[tuple[FileEntry, int, int]] = []
+        while self._next is not None and len(batch) < room and (
+            self._bytes < r.budget or not (self._inflight or batch)
         ):
-            entry, start, end = self._next
-            self._inflight.append((entry, r.submit(entry, start, end), end - start))
-            self._bytes += end - start
+            batch.append(self._next)
+            self._bytes += self._next[2] - self._next[1]
             self._next = next(self._todo, None)
+        for (entry, start, end), future in zip(batch, r.submit_many(batch)):
+            self._inflight.append((entry, future, end - start))
 
     def next_chunk(self) -> bytes:
         self._fill()
-        entry, future, nbytes = self._inflight.popleft()
+        entry, future, nbytes = self._inflight[0]
+        if not future.done():
+            # Sleep until a batch has arrived, not each object: every wake-up of this thread
+            # takes the interpreter lock away from the thread that runs the requests.
+            wait([self._inflight[min(len(self._inflight), self._reader.batch) - 1][1]])
+        self._inflight.popleft()
         try:
             data = future.result()
         except IshardError:
@@ -131,9 +143,19 @@ class _Window:
         return data
 
     def cancel(self) -> None:
-        for _, future, _ in self._inflight:
-            future.cancel()
+        self._reader.cancel([future for _, future, _ in self._inflight])
         self._inflight.clear()
+
+
+def _settle(tasks: dict, future: Future, task: asyncio.Task) -> None:
+    """Pass a finished task's outcome to the future a writer waits on."""
+    tasks.pop(future, None)
+    if task.cancelled():
+        future.set_exception(CancelledError())  # a running future cannot be cancelled
+    elif task.exception() is not None:
+        future.set_exception(task.exception())
+    else:
+        future.set_result(task.result())
 
 
 def _ranges(size: int) -> list[tuple[int, int]]:
@@ -148,18 +170,50 @@ class RemoteReader:
     def __init__(self, location: Location, retrier: Retrier, *, budget: int, max_requests: int):
         self.location, self.retrier = location, retrier
         self.budget, self.max_requests = budget, max_requests
+        self.batch = max(1, min(BATCH, max_requests // 4))
         fs = location.fs
         self._loop = getattr(fs, "loop", None) if getattr(fs, "async_impl", False) else None
         self._pool = None if self._loop else ThreadPoolExecutor(max_requests, "ishard-read")
+        self._tasks: dict[Future, asyncio.Task] = {}  # requests under way; event loop only
 
-    def submit(self, entry: FileEntry, start: int, end: int) -> Future:
-        """Start fetching ``entry``'s bytes [start, end) (start -1: the whole object)."""
+    def _fetch(self, entry: FileEntry, start: int, end: int):
+        """``entry``'s bytes [start, end) (start -1: the whole object), retried; a coroutine
+        for an async store."""
         fs, path = self.location.fs, self.location.path(entry.name)
         kwargs = {} if start < 0 else {"start": start, "end": end}
         if self._loop is not None:
-            coro = self.retrier.run_async(lambda: fs._cat_file(path, **kwargs))
-            return asyncio.run_coroutine_threadsafe(coro, self._loop)
-        return self._pool.submit(self.retrier.run, lambda: fs.cat_file(path, **kwargs))
+            return self.retrier.run_async(lambda: fs._cat_file(path, **kwargs))
+        return self.retrier.run(lambda: fs.cat_file(path, **kwargs))
+
+    def submit_many(self, requests: list[tuple[FileEntry, int, int]]) -> list[Future]:
+        """Start fetching each ``(entry, start, end)``; an async store's event loop is handed
+        them all at once."""
+        if self._loop is None:
+            return [self._pool.submit(self._fetch, *request) for request in requests]
+        futures = [Future() for _ in requests]
+        self._loop.call_soon_threadsafe(self._start, requests, futures)
+        return futures
+
+    def _start(self, requests: list[tuple[FileEntry, int, int]], futures: list[Future]) -> None:
+        """In the event loop: a task per request, its outcome passed to its future."""
+        for request, future in zip(requests, futures):
+            if future.set_running_or_notify_cancel():
+                task = self._loop.create_task(self._fetch(*request))
+                self._tasks[future] = task
+                task.add_done_callback(functools.partial(_settle, self._tasks, future))
+
+    def cancel(self, futures: list[Future]) -> None:
+        """Stop fetching for these futures (requests under way are cancelled too)."""
+        for future in futures:
+            future.cancel()  # one not started yet never starts
+        if self._loop is not None and futures:
+            self._loop.call_soon_threadsafe(self._cancel_tasks, futures)
+
+    def _cancel_tasks(self, futures: list[Future]) -> None:
+        for future in futures:  # in the event loop, after every _start handed over before
+            task = self._tasks.get(future)
+            if task is not None:
+                task.cancel()
 
     def read(self, entries: Iterable[FileEntry]) -> Iterator[tuple[FileEntry, BinaryIO]]:
         """Each entry with a stream of its bytes, fetched ahead of the writer."""

@@ -12,11 +12,12 @@ from urllib.parse import quote_plus
 
 import pytest
 
+from ishard import __version__
 from ishard.errors import IshardError, SourceError, UsageError, WriteError
 from ishard.inventory import list_inventory
 from ishard.listing import HIDDEN
 from ishard.model import Tally
-from ishard.storage import parse_storage_options, resolve, storage_error
+from ishard.storage import parse_s3_timestamp, parse_storage_options, resolve, storage_error
 
 # ---------------------------------------------------------------- resolve
 
@@ -67,6 +68,34 @@ def test_endpoint_url_and_storage_options_reach_s3fs():
     # the nested option merges with ishard's defaults instead of replacing them
     assert fs.config_kwargs["connect_timeout"] == 3
     assert fs.config_kwargs["max_pool_connections"] == 128
+
+
+@pytest.mark.parametrize("text", [
+    "2026-11-23T08:00:00.000Z",  # ListObjectsV2
+    "2024-02-29T23:59:59.123Z",
+    "2026-11-23T08:00:00Z",
+    "Mon, 23 Nov 2026 08:00:00 GMT",  # Last-Modified header
+    "Thu, 29 Feb 2024 23:59:59 GMT",
+    "2026-11-23T08:00:00+02:00",  # other forms go to botocore's parser
+    "1700000000",
+])
+def test_s3_timestamps_read_as_botocore_reads_them(text):
+    from botocore.utils import parse_timestamp
+
+    ours, theirs = parse_s3_timestamp(text), parse_timestamp(text)
+    assert ours == theirs
+    assert ours.utcoffset() == theirs.utcoffset()
+
+
+def test_s3_clients_parse_times_fast_send_a_fixed_agent_and_keep_the_profile():
+    fs = resolve("s3://bkt/p", endpoint_url="http://127.0.0.1:9").fs
+    factory = fs.session.get_component("response_parser_factory")
+    assert factory.create_parser("rest-xml")._timestamp_parser is parse_s3_timestamp
+    assert fs.config_kwargs["user_agent"] == f"ishard/{__version__}"
+    options = parse_storage_options(["profile=other", "config_kwargs.user_agent=mine"])
+    fs = resolve("s3://bkt/p", endpoint_url="http://127.0.0.1:9", storage_options=options).fs
+    assert fs.session.profile == "other"
+    assert fs.config_kwargs["user_agent"] == "mine"
 
 
 def test_whole_object_reads_are_one_get_each():
