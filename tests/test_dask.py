@@ -172,3 +172,19 @@ def test_workers_do_not_inherit_a_cancelled_run(scheduler, tmp_path):
                           scheduler=scheduler)
     assert report.plan.file_count == len(TREE)
     assert sum(len(tar_members(tmp_path / "second" / r.name)) for r in report.results) == len(TREE)
+
+
+def test_a_shard_plan_reaches_a_worker_whole(tmp_path):
+    """Plans travel to workers as columns (ShardPlan.__reduce__): every file, with its size,
+    mtime and archive name, in the same samples and order."""
+    import pickle
+
+    tree = make_tree(tmp_path / "src", {"a/x.jpg": 3, "a/x.cls": 1, "b/y.jpg": 5, "b/y.cls": 2,
+                                        "c/z.JPEG": 4})
+    for member_names in ("original", "sample"):
+        plan = ishard.plan(tree, shard_size="1KB", member_names=member_names)
+        for shard in plan.shards:
+            back = pickle.loads(pickle.dumps(shard))
+            assert back == shard
+            assert [(f.arcname, f.size, f.mtime) for f in back.members()] == [
+                (f.arcname, f.size, f.mtime) for f in shard.members()]
