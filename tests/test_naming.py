@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import sys
 import tarfile
 import types
@@ -16,6 +17,7 @@ from conftest import FIXTURES, make_tree, run_ishard
 from test_cli import assert_error, snapshot
 
 import ishard
+from ishard.cli import cli
 
 FIRST_DOT = r"^(?:.*/)?([^/.]+)\..*$"  # keys end at the basename's first dot, directories dropped
 
@@ -131,29 +133,68 @@ def read_idx(path: Path) -> list[list[tuple[str, int, int, str]]]:
     return samples
 
 
-@pytest.mark.parametrize("member_names", ["sample", "original"])
-def test_dali_index_matches_the_tar_as_tarfile_reads_it(member_names, tmp_path):
-    src, dst = FIXTURES / "imagenet", tmp_path / "dst"
-    report = ishard.shard(src, dst, shard_size="60KiB", index="dali", member_names=member_names)
+def check_dali_indexes(dst: Path, report) -> dict[str, tarfile.TarInfo]:
+    """Compare each shard's ``.idx`` with the tar as tarfile reads it: every entry's offset and
+    size are the member's ``offset_data`` and ``size``, each member is indexed at most once,
+    and the lines are the samples webdataset reads. Returns the members no line names."""
+    unindexed = {}
     for result in report.results:
         tar_path = dst / result.name
         idx = dst / result.name.replace(".tar", ".idx")
         assert result.index == idx.name
         with tarfile.open(tar_path) as tar:
-            where = {m.name: (m.offset_data, m.size) for m in tar.getmembers() if m.isfile()}
+            where = {m.name: m for m in tar.getmembers() if m.isfile()}
         entries = read_idx(idx)
         for sample in entries:
             for ext, offset, size, name in sample:
-                assert (offset, size) == where.pop(name)
+                member = where.pop(name)
+                assert (offset, size) == (member.offset_data, member.size)
                 assert offset % 512 == 0 and ext == PurePosixPath(name).name.split(".", 1)[1]
-        assert where == {}  # every member is indexed once
+        unindexed.update(where)
         # one index line per sample as webdataset groups the same tar
-        keys = [s["__key__"] for s in wds.WebDataset(str(tar_path), shardshuffle=False)]
+        read = wds.WebDataset(str(tar_path), shardshuffle=False, empty_check=False)
+        keys = [s["__key__"] for s in read]  # (empty_check: a shard may hold only skipped names)
         assert [PurePosixPath(s[0][3]).as_posix().split(".")[0] for s in entries] == keys
     manifest = json.loads((dst / "manifest.json").read_text())
     assert [s["dali_index"] for s in manifest["ishard"]["shards"]] == [
         r.name.replace(".tar", ".idx") for r in report.results]
     assert all(s["url"].endswith(".tar") for s in manifest["shardlist"])
+    return unindexed
+
+
+@pytest.mark.parametrize("member_names", ["sample", "original"])
+def test_dali_index_matches_the_tar_as_tarfile_reads_it(member_names, tmp_path):
+    src, dst = FIXTURES / "imagenet", tmp_path / "dst"
+    report = ishard.shard(src, dst, shard_size="60KiB", index="dali", member_names=member_names)
+    assert check_dali_indexes(dst, report) == {}  # every member is indexed once
+
+
+LONG = "cat_" + "l" * 110  # a basename over tar's 100-byte name field: needs a pax header
+
+
+@pytest.mark.parametrize("member_names", ["sample", "original"])
+def test_dali_index_of_the_generated_dataset_with_long_and_dotless_names(member_names, generated,
+                                                                        tmp_path):
+    extra = {f"images/cat/{LONG}.jpg": 900, f"captions/{LONG}.txt": b"a long name"}
+    if member_names == "original":  # (--member-names sample refuses a file with no extension)
+        extra["captions/NOTES"] = 50  # no dot: readers skip it, so the index leaves it out
+    src, dst = make_tree(generated, extra), tmp_path / "dst"
+    report = ishard.shard(src, dst, shard_size="8KiB", sample_key_pattern=FIRST_DOT,
+                          index="dali", member_names=member_names)
+    assert len(report.results) > 2
+    unindexed = check_dali_indexes(dst, report)
+    assert list(unindexed) == (["captions/NOTES"] if member_names == "original" else [])
+    long_names = ({f"{LONG}.jpg", f"{LONG}.txt"} if member_names == "sample"
+                  else {f"images/cat/{LONG}.jpg", f"captions/{LONG}.txt"})
+    found = set()
+    for result in report.results:  # (check_dali_indexes matched their offsets and sizes)
+        with tarfile.open(dst / result.name) as tar:
+            for m in tar.getmembers():
+                if m.name in long_names:
+                    assert m.pax_headers["path"] == m.name  # the name came from a pax header
+                    assert m.offset_data - m.offset > 512  # pax header blocks before the member's
+                    found.add(m.name)
+    assert found == long_names
 
 
 def test_dry_run_shows_the_member_names_the_archive_will_have(tmp_path):
@@ -170,22 +211,32 @@ def test_dry_run_shows_the_member_names_the_archive_will_have(tmp_path):
                      {"name": "b/x.json", "size": 5, "member": "x.json"}]
 
 
-NAMING_ERRORS = [
-    ({"a.b.jpg": 3}, [], "sample 'a.b' has a dot in its key"),
-    ({"x/a.jpg": 3, "y/a.jpg": 4}, [], "two files with the same extension ('x/a.jpg' and 'y/a.jpg')"),
-    ({"a.JPG": 3, "a.jpg": 4}, [], "extensions that differ only in case"),
-    ({".DS_Store": 3}, ["--include-hidden"], "sample '' has an empty key"),
-    ({"README": 3, "a.jpg": 2}, ["--sample-key-pattern", "full_name"], "file 'README' of sample 'README' has no extension"),
+NAMING_ERRORS = [  # files, extra options, the message's what-part, an option the fix names
+    ({"a.b.jpg": 3}, [], "sample 'a.b' has a dot in its key", "--sample-key-pattern"),
+    ({"x/a.jpg": 3, "y/a.jpg": 4}, [],
+     "sample 'a' has two files with the same extension ('x/a.jpg' and 'y/a.jpg')",
+     "--sample-key-pattern"),
+    ({"a.JPG": 3, "a.jpg": 4}, [],
+     "sample 'a' has two files with extensions that differ only in case ('a.JPG' and 'a.jpg')",
+     "--sample-exts"),
+    ({".DS_Store": 3}, ["--include-hidden"], "sample '' has an empty key (file '.DS_Store')",
+     "--sample-key-pattern"),
+    ({"README": 3, "a.jpg": 2}, ["--sample-key-pattern", "full_name"],
+     "file 'README' of sample 'README' has no extension", "--missing-extension-action"),
 ]
+SHARD_OPTIONS = {o for p in cli.commands["shard"].params for o in p.opts}
 
 
-@pytest.mark.parametrize("files,extra,needle", NAMING_ERRORS)
-def test_sample_names_that_cannot_hold_stop_before_writing(files, extra, needle, tmp_path):
+@pytest.mark.parametrize("files,extra,needle,fix_option", NAMING_ERRORS)
+def test_sample_names_that_cannot_hold_stop_before_writing(files, extra, needle, fix_option,
+                                                           tmp_path):
     src = make_tree(tmp_path / "src", files)
     for args in (["--dry-run"], [tmp_path / "dst"]):
         result = run_ishard("shard", src, *args, "--member-names", "sample", *extra)
         line = assert_error(result, 1, needle)
-        assert line.count(" — ") == 1 and "--" in line.split(" — ")[1]
+        assert line.count(" — ") == 1
+        named = re.findall(r"--[a-z][a-z-]*", line.split(" — ")[1])
+        assert fix_option in named and set(named) <= SHARD_OPTIONS, named  # real options only
     assert snapshot(tmp_path / "dst") == {}
 
 
@@ -210,9 +261,10 @@ def test_key_check_warns_with_counts_and_examples_in_runs_and_dry_runs(tmp_path)
         "c.seg.png": 3,  # dotted basename
         "d": 3,  # no dot: skipped by readers
         "e.jpg": 3, "e.JPG": 4,  # case collision
+        "x/.c.jpg": 3,  # leading dot: DALI skips it, webdataset keys it by its directory
     })
-    dry = run_ishard("shard", src, "--dry-run")
-    run = run_ishard("shard", src, tmp_path / "dst")
+    dry = run_ishard("shard", src, "--dry-run", "--include-hidden")
+    run = run_ishard("shard", src, tmp_path / "dst", "--include-hidden")
     for result in (dry, run):
         assert result.returncode == 0, result.stderr
         warnings = [w for w in result.stderr.splitlines() if w.startswith("ishard: warning: ")]
@@ -220,11 +272,12 @@ def test_key_check_warns_with_counts_and_examples_in_runs_and_dry_runs(tmp_path)
         joined = "\n".join(warnings)
         assert "2 samples that WebDataset readers take as several" in joined and "'a', 'b'" in joined
         assert "1 sample with a dot inside a file's basename" in joined and "'c.seg'" in joined
-        assert "1 sample with files readers skip or mis-key" in joined and "'d'" in joined
+        assert "2 samples with files readers skip or mis-key" in joined
+        assert "(e.g. 'd', '.c')" in joined  # in file-name order: 'd' < 'x/.c.jpg'
         assert "1 sample with two files whose extensions differ only in case" in joined
         assert "--member-names sample" in warnings[-1]
-    summary = json.loads(run_ishard("shard", src, "--dry-run=json").stdout)["summary"]
-    assert len(summary["warnings"]) == 5
+    summary = json.loads(run_ishard("shard", src, "--dry-run=json", "--include-hidden").stdout)
+    assert summary["summary"]["warnings"] == [w.removeprefix("ishard: warning: ") for w in warnings]
 
 
 def test_clean_names_give_no_warning(tmp_path):
@@ -247,3 +300,28 @@ def test_ls_samples_groups_as_webdataset_does(tmp_path):
     assert "'x/.c.jpg' has a leading dot" in result.stderr
     text = run_ishard("ls", tar_path, "--samples").stdout
     assert text.splitlines()[0] == "[x/a]" and text.splitlines()[-1] == "3 samples, 1 skipped member"
+
+
+def test_ls_samples_warns_of_dotless_members_and_one_extension_twice(tmp_path):
+    src = make_tree(tmp_path / "src", {"d/README": 2, "e.JPG": 4, "e.jpg": 3, "f.jpg": 5})
+    assert run_ishard("shard", src, tmp_path / "dst").returncode == 0  # the key check only warns
+    tar_path = tmp_path / "dst" / "shard-000000.tar"
+    with tarfile.open(tar_path) as tar:
+        assert tar.getnames() == ["d/README", "e.JPG", "e.jpg", "f.jpg"]
+    with pytest.raises(ValueError, match="duplicate"):  # what the warning says webdataset does
+        list(wds.WebDataset(str(tar_path), shardshuffle=False))
+    for args in ([], ["--json"]):
+        result = run_ishard("ls", tar_path, "--samples", *args)
+        assert result.returncode == 0, result.stderr
+        assert result.stderr.splitlines() == [
+            ("ishard: warning: member 'd/README' has no dot in its basename: WebDataset readers "
+             "skip it"),
+            ("ishard: warning: sample 'e' has one extension twice (ignoring case): webdataset "
+             "stops with a duplicate-file error"),
+        ]
+    doc = json.loads(result.stdout)
+    assert doc["skipped"] == [{"name": "d/README", "size": 2}]
+    assert [(s["key"], [f["name"] for f in s["files"]]) for s in doc["samples"]] == [
+        ("e", ["e.JPG", "e.jpg"]), ("f", ["f.jpg"])]
+    text = run_ishard("ls", tar_path, "--samples").stdout.splitlines()
+    assert text[0] == "[e]" and text[-1] == "2 samples, 1 skipped member"
