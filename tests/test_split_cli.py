@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 
 import pytest
 from conftest import make_tree, run_ishard
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ishard
 from ishard.errors import UsageError
 from ishard.plan import balance
 from ishard.read import ShardedSamples, assigned_ids
+from ishard.split import dali, streaming, whale
+from ishard.split import torch as sampler
+from ishard.split import webdataset as wds
 from ishard.split.world import World, describe
 
 
@@ -30,6 +34,120 @@ def test_split_flags_uneven_webdataset_ranks_and_names_the_fix():
     assert "rank 1: 100 samples, 10 batches" in done.stdout
     assert "WARNING: ranks get different batch counts (spread 8)" in done.stdout
     assert "--shards-multiple-of 2" in done.stdout
+
+
+def split_fix(*args):
+    """The epoch-0 advice ``ishard split --json`` gives, or None without a hang risk."""
+    epoch = split_json(*args)["epochs"][0]
+    assert epoch["hang_risk"] == (epoch["fix"] is not None)
+    return epoch["fix"]
+
+
+WDS_EVEN_COUNTS = ["--shard-sizes", "71,70,70,70", "--nodes", "2", "--workers", "2"]
+
+
+def test_split_advice_when_shard_counts_already_divide():
+    done = run_ishard("split", *WDS_EVEN_COUNTS, "--batch-size", "10")
+    assert done.returncode == 0, done.stderr
+    assert "WARNING: ranks get different batch counts (spread 1)" in done.stdout
+    # 4 shards over 2 ranks x 2 workers: rounding up to a multiple of 4 would change nothing
+    assert "--shards-multiple-of" not in done.stdout
+    assert "ranks get 140 to 141 samples and equal batches need equal samples per rank" in (
+        done.stdout
+    )
+    assert "pass --drop-last" in done.stdout and ".with_epoch(14)" in done.stdout
+    # and the option it names does even them out
+    assert split_fix(*WDS_EVEN_COUNTS, "--batch-size", "10", "--drop-last") is None
+
+
+def test_split_advice_when_no_shard_count_can_help():
+    sizes = ",".join(["63"] * 9 + ["62"] * 7)  # 1001 samples: never 4 equal parts
+    fix = split_fix("--shard-sizes", sizes, "--nodes", "4", "--workers", "4", "--batch-size", "1")
+    assert "--shards-multiple-of" not in fix and "--num-shards" not in fix
+    assert "--drop-last" not in fix  # a batch of 1 has no partial batch to drop
+    assert "ranks get 250 to 251 samples and equal batches need equal samples per rank" in fix
+    assert "with any multiple of 16 shards the 16 workers get 62 or 63 samples each" in fix
+    assert "loader.repeat(2).with_epoch(250)" in fix
+
+
+def test_split_advice_for_whale_unbalanced_over_drop_last():
+    whale_args = ["--shard-sizes", "10,10,10", "--policy", "whale", "--nodes", "2"]
+    fix = split_fix(*whale_args, "--ranks-per-node", "2", "--unbalanced", "--drop-last")
+    assert "pass --drop-last" not in fix  # it is passed; --unbalanced wins over it in EPL
+    assert fix.startswith("leave out --unbalanced (EPL applies it before --drop-last)")
+    assert split_fix(*whale_args, "--ranks-per-node", "2", "--drop-last") is None
+    fix = split_fix("--shard-sizes", "10,12", "--policy", "whale", "--nodes", "2")
+    assert "--drop-last" not in fix and "--unbalanced" not in fix  # 2 files: nothing to drop
+    assert fix.startswith(
+        "every task already gets 1 file(s) (2 files over 2 tasks), but tasks get 10 to 12 samples"
+    )
+    assert "--shards-multiple-of 2' (2 shards of 11 samples)" in fix
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(1, 30), min_size=1, max_size=12),
+    st.integers(1, 3),
+    st.integers(1, 3),
+    st.integers(1, 6),
+    st.sampled_from(["webdataset", "whale"]),
+    st.booleans(),
+    st.booleans(),
+)
+def test_every_fix_named_evens_the_batches(sizes, nodes, per_node, batch, policy, one, two):
+    """Whatever the warning names, applied (resharding by the real planner), gives no warning."""
+    if policy == "webdataset":
+        world = World(nodes=nodes, workers=per_node, batch_size=batch)
+        opts = {"drop_last": one}
+    else:
+        world = World(nodes=nodes, ranks_per_node=per_node, batch_size=batch)
+        opts = {"unbalanced": one, "drop_last": two}
+    fix = describe(sizes, policy, world, **opts)["epochs"][0]["fix"]
+    if fix is None:
+        return
+    cuts, start = [], 0
+    for size in sizes:
+        cuts.append(list(range(start, start + size)))
+        start += size
+    keys = [f"k{i}" for i in range(start)]
+    for flag, value in re.findall(r"'ishard shard --(shards-multiple-of|num-shards) (\d+)'", fix):
+        name = flag.replace("-", "_").replace("shards_multiple_of", "multiple_of")
+        resharded = [len(s) for s in balance(cuts, keys, False, **{name: int(value)})]
+        assert resharded != sizes
+        assert describe(resharded, policy, world, **opts)["epochs"][0]["fix"] is None, fix
+    if "pass --drop-last" in fix:
+        fixed = (
+            {**opts, "drop_last": True, "unbalanced": False}
+            if policy == "whale"
+            else {"drop_last": True}
+        )
+        assert describe(sizes, policy, world, **fixed)["epochs"][0]["fix"] is None, fix
+    if "leave out --unbalanced" in fix:
+        fixed = {**opts, "unbalanced": False}
+        if "leave out --unbalanced and --drop-last" in fix:
+            fixed["drop_last"] = False
+        assert describe(sizes, policy, world, **fixed)["epochs"][0]["fix"] is None, fix
+    if "leave out --drop-last" in fix:
+        fixed = {**opts, "drop_last": False}
+        assert describe(sizes, policy, world, **fixed)["epochs"][0]["fix"] is None, fix
+
+
+@given(st.integers(1, 80), st.integers(1, 3), st.integers(1, 3), st.integers(1, 6))
+def test_one_reshard_count_answers_for_all(n, ranks, workers, batch):
+    """Why the advice tries one shard count: every multiple of ranks x workers, cut by the
+    planner, gives each worker the same samples, so equal batches for one mean for all."""
+    unit = ranks * workers
+    keys = [f"k{i}" for i in range(n)]
+    outcomes = set()
+    for count in range(unit, n + 1, unit):
+        sizes = [len(s) for s in balance([list(range(n))], keys, False, num_shards=count)]
+        owners = wds.assign(count, ranks, workers)
+        for r in range(ranks):
+            for w in range(workers):  # worker q = r + ranks*w holds shards q, q + unit, ...
+                extra = r + ranks * w < n % unit
+                assert sum(sizes[s] for s in owners[r][w]) == n // unit + extra
+        outcomes.add(len(set(wds.batches_per_rank(sizes, ranks, workers, batch))) == 1)
+    assert len(outcomes) <= 1
 
 
 def test_split_json_for_dali_padding():
@@ -101,28 +219,103 @@ def test_split_unreadable_manifest_exits_1(tmp_path):
     assert done.returncode == 1 and "cannot read manifest" in done.stderr
 
 
+def _rank_lists(sizes, policy, world, epoch, opts):
+    """Each rank's sample ids in ``epoch``, straight from the policy's own function, and its
+    batch count as the framework yields them."""
+    n, ranks, b = sum(sizes), world.ranks, world.batch_size
+    starts = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+
+    def shard_ids(shards):
+        return [i for s in shards for i in range(starts[s], starts[s + 1])]
+
+    if policy == "dali":
+        got = [dali.epoch_batches(n, ranks, r, b, epoch + 1, **opts)[epoch] for r in range(ranks)]
+        return [[i for batch in batches for i in batch] for batches in got], [len(x) for x in got]
+    if policy == "torch":
+        lists = [sampler.indices(n, ranks, r, **opts) for r in range(ranks)]
+        return lists, [-(-len(ids) // b) for ids in lists]
+    if policy == "streaming":
+        ids = streaming.epoch_sample_ids(
+            sizes, world.nodes, world.ranks_per_node, world.workers, b, epoch=epoch, **opts
+        )
+        per_rank = [ids[p, r] for p in range(world.nodes) for r in range(world.ranks_per_node)]
+        lists = [
+            [int(i) for i in rank.transpose(1, 0, 2).reshape(-1) if i >= 0] for rank in per_rank
+        ]
+        return lists, [int((rank >= 0).any(axis=2).sum()) for rank in per_rank]
+    if policy == "webdataset":
+        owners = wds.assign(len(sizes), ranks, world.workers)
+        lists = [
+            shard_ids(s for w in range(world.workers) for s in owners[r][w]) for r in range(ranks)
+        ]
+        return lists, wds.batches_per_rank(sizes, ranks, world.workers, b)
+    names = [str(i) for i in range(len(sizes))]
+    tasks = whale.assign(names, [world.ranks_per_node] * world.nodes, **opts)
+    lists = [shard_ids(int(f) for f in task) for task in tasks]
+    return lists, [-(-len(ids) // b) for ids in lists]
+
+
+POLICY_OPTIONS = {
+    "dali": st.fixed_dictionaries(
+        {
+            "last_batch_policy": st.sampled_from(["fill", "drop", "partial"]),
+            "pad_last_batch": st.booleans(),
+            "stick_to_shard": st.booleans(),
+        }
+    ),
+    "torch": st.fixed_dictionaries({"drop_last": st.booleans()}),
+    "streaming": st.fixed_dictionaries({"shuffle_algo": st.sampled_from([None, "py1s", "py1e"])}),
+    "webdataset": st.just({}),
+    "whale": st.fixed_dictionaries({"unbalanced": st.booleans(), "drop_last": st.booleans()}),
+}
+DESCRIBE_NAMES = {"shuffle_algo": "shuffle"}  # describe's option names where they differ
+
+
+@settings(max_examples=120, deadline=None)
 @given(
     st.lists(st.integers(0, 30), min_size=1, max_size=12).filter(any),
-    st.integers(1, 8),
     st.integers(1, 4),
-    st.integers(1, 4),
+    st.integers(1, 3),
+    st.integers(1, 3),
     st.integers(1, 6),
-    st.sampled_from(["dali", "torch", "streaming", "webdataset", "whale"]),
+    st.sampled_from(sorted(POLICY_OPTIONS)),
+    st.data(),
 )
-def test_describe_accounts_for_every_sample(sizes, ranks, nodes, workers, batch, policy):
-    world = World(nodes=nodes, ranks_per_node=ranks, workers=workers, batch_size=batch)
+def test_describe_accounts_for_every_sample(sizes, ranks, nodes, workers, batch, policy, data):
+    opts = data.draw(POLICY_OPTIONS[policy])
+    world = World(nodes=nodes, ranks_per_node=ranks, workers=workers, batch_size=batch, epochs=3)
+    given_opts = {DESCRIBE_NAMES.get(k, k): v for k, v in opts.items()}
     try:
-        doc = describe(sizes, policy, world)
-    except UsageError:  # DALI refuses fewer samples than ranks
-        assert policy == "dali" and sum(sizes) < nodes * ranks
+        doc = describe(sizes, policy, world, **given_opts)
+    except UsageError:  # DALI needs a sample per rank, py1e one per canonical node (= node)
+        n = sum(sizes)
+        assert (policy == "dali" and n < nodes * ranks) or (
+            policy == "streaming" and opts["shuffle_algo"] == "py1e" and n < nodes
+        )
         return
-    epoch = doc["epochs"][0]
-    delivered = sum(r["samples"] for r in epoch["ranks"])
-    assert delivered - sum(r["duplicates"] for r in epoch["ranks"]) + epoch["dropped"] == sum(sizes)
-    counts = {r["batches"] for r in epoch["ranks"]}
-    assert epoch["hang_risk"] == (len(counts) > 1)
-    if policy in ("dali", "torch", "streaming"):
-        assert len(counts) == 1  # these frameworks guarantee equal batch counts
+    n = sum(sizes)
+    for e, epoch in enumerate(doc["epochs"]):
+        lists, batches = _rank_lists(sizes, policy, world, e, opts)
+        reads = Counter(i for ids in lists for i in ids)
+        assert set(reads) <= set(range(n))
+        seen, duplicates = set(), []
+        for ids in lists:  # a read of an id already read this epoch, in rank order
+            duplicates.append(0)
+            for i in ids:
+                duplicates[-1] += i in seen
+                seen.add(i)
+        got = epoch["ranks"]
+        assert [r["samples"] for r in got] == [len(ids) for ids in lists]
+        assert [r["duplicates"] for r in got] == duplicates
+        assert sum(duplicates) == sum(c - 1 for c in reads.values())
+        assert epoch["dropped"] == sum(1 for i in range(n) if i not in reads)
+        assert [{i for a, b in r["ranges"] for i in range(a, b)} for r in got] == [
+            set(ids) for ids in lists
+        ]
+        assert [r["batches"] for r in got] == batches
+        assert epoch["hang_risk"] == (len(set(batches)) > 1)
+        if policy in ("dali", "torch", "streaming"):
+            assert len(set(batches)) == 1  # these frameworks guarantee equal batch counts
 
 
 # ---- balanced creation ------------------------------------------------------------------
@@ -212,8 +405,9 @@ def test_shards_multiple_of_4_give_2_ranks_x_2_workers_equal_counts(tmp_path):
         files[f"d/s{i:03d}.jpg"] = bytes([i]) * (50 + i)
         files[f"d/s{i:03d}.cls"] = str(i % 7).encode()
     src = make_tree(tmp_path / "src", files)
-    done = run_ishard("shard", src, tmp_path / "out", "--shards-multiple-of", "4",
-                      "--shard-size", "300")
+    done = run_ishard(
+        "shard", src, tmp_path / "out", "--shards-multiple-of", "4", "--shard-size", "300"
+    )
     assert done.returncode == 0, done.stderr
     manifest = tmp_path / "out" / "manifest.json"
     shardlist = json.loads(manifest.read_text())["shardlist"]
@@ -222,13 +416,16 @@ def test_shards_multiple_of_4_give_2_ranks_x_2_workers_equal_counts(tmp_path):
     counts, keys = {}, Counter()
     for rank in range(2):
         for worker in range(2):
-            got = list(ShardedSamples(str(manifest), rank=rank, world_size=2, worker=worker,
-                                      num_workers=2))
+            got = list(
+                ShardedSamples(str(manifest), rank=rank, world_size=2, worker=worker, num_workers=2)
+            )
             counts[rank, worker] = len(got)
             for sample in got:
                 keys[sample.key] += 1
-                assert sample.files == {"jpg": files[f"d/{sample.key}.jpg"],
-                                        "cls": files[f"d/{sample.key}.cls"]}
+                assert sample.files == {
+                    "jpg": files[f"d/{sample.key}.jpg"],
+                    "cls": files[f"d/{sample.key}.cls"],
+                }
     assert keys == Counter({f"s{i:03d}": 1 for i in range(36)})
     assert len(set(counts.values())) == 1, counts  # 9 samples each (shards of 5,5,5,5,4,4,4,4)
 

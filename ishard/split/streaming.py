@@ -252,6 +252,12 @@ def _rows(num_samples: int, nodes: int, physical: int):
         stops = np.arange(1, nodes + 1, dtype=np.int64) * num_samples // nodes
         rows = starts[:, None] + np.arange(width, dtype=np.int64)[None, :]
         rows[:, per_node - 1] -= (stops - starts < per_node).astype(np.int64)
+        if padding and width < 2 * padding + ratio - 1:  # the columns to repeat do not exist
+            raise UsageError(
+                f"{num_samples} samples are too few for {nodes} canonical node(s) over "
+                f"{physical} physical nodes (Streaming's orig partition fails here too) — use "
+                "as many canonical nodes as physical nodes, or more samples"
+            )
         if padding:  # each pad column repeats the column pad + ratio − 1 places before it
             rows[:, -padding:] = rows[:, -2 * padding - ratio + 1 : -padding - ratio + 1]
         return rows

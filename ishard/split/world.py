@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ishard.errors import UsageError
-from ishard.split import POLICIES, dali, streaming, whale
+from ishard.split import POLICIES, advice, dali, streaming, whale
 from ishard.split import torch as sampler
 from ishard.split import webdataset as wds
 from ishard.split._check import non_negative, positive
@@ -157,14 +157,6 @@ _POLICY = {
     "streaming": _streaming,
 }
 
-FIXES = {
-    "webdataset": "give every worker the same number of equal shards: reshard with "
-    "'ishard shard --shards-multiple-of {units}', or read with resampled=True "
-    "and .with_epoch(N // (B * world_size))",
-    "whale": "pass --drop-last (io.drop_last_files) or reshard with "
-    "'ishard shard --shards-multiple-of {units}'",
-}
-
 
 def describe(shard_sizes: Sequence[int], policy: str, world: World, **options) -> dict:
     """Per epoch, rank and worker: ids read, batches, duplicates, drops and the batch spread.
@@ -188,6 +180,10 @@ def describe(shard_sizes: Sequence[int], policy: str, world: World, **options) -
     if not shard_sizes or sum(shard_sizes) == 0:
         raise UsageError("the shards hold no samples — give shard sizes above 0")
     epochs = [_epoch(shard_sizes, policy, world, e, options) for e in range(world.epochs)]
+    if any(e["hang_risk"] for e in epochs):  # the same advice for every epoch: compute it once
+        fix = _fix(list(shard_sizes), policy, world, options)
+        for e in epochs:
+            e["fix"] = fix if e["hang_risk"] else None
     return {
         "policy": policy,
         "options": options,
@@ -229,16 +225,32 @@ def _epoch(sizes, policy: str, world: World, epoch: int, opts: dict) -> dict:
         )
     counts = [r["batches"] for r in ranks]
     spread = max(counts) - min(counts)
-    units = world.ranks * world.workers if policy == "webdataset" else world.nodes
-    fix = FIXES.get(policy, "").format(units=units) if spread else None
     return {
         "epoch": epoch,
         "ranks": ranks,
         "dropped": sum(sizes) - len(seen),
         "batch_spread": spread,
         "hang_risk": spread > 0,
-        "fix": fix,
+        "fix": None,
     }
+
+
+def _fix(sizes: list[int], policy: str, world: World, opts: dict) -> str:
+    """Only options that, recomputed, give every rank the same batch count (or why none)."""
+    if policy == "webdataset":
+        return advice.webdataset(
+            sizes, world.ranks, world.workers, world.batch_size, opts.get("drop_last", False)
+        )
+    if policy == "whale":
+        return advice.whale_tasks(
+            sizes,
+            world.nodes,
+            world.ranks_per_node,
+            world.batch_size,
+            opts.get("unbalanced", False),
+            opts.get("drop_last", False),
+        )
+    return "ishard knows no option of this policy that evens it out"  # they pad or drop
 
 
 OPTIONS = {
