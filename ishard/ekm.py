@@ -39,13 +39,16 @@ class Ekm:
         """
         found = -1
         for index, cat in enumerate(self.categories):
-            try:
-                hits = sum(1 for p in cat.patterns if p.search(name, timeout=REGEX_SECONDS))
-            except TimeoutError:
-                raise DataError(
-                    f"an --ekm pattern of {cat.template.text!r} took over {REGEX_SECONDS:g}s "
-                    f"on {name!r} — simplify the regex"
-                ) from None
+            hits = 0
+            for pattern in cat.patterns:
+                try:
+                    hits += pattern.search(name, timeout=REGEX_SECONDS) is not None
+                except TimeoutError:  # name the regex: a category may hold hundreds
+                    raise DataError(
+                        f"--ekm pattern {pattern.pattern!r} of {cat.template.text!r} took over "
+                        f"{REGEX_SECONDS:g}s on {name!r} — simplify the regex (avoid nested "
+                        "repeats such as (a+)+)"
+                    ) from None
             if hits:
                 if found >= 0 or hits > 1:
                     return SEVERAL

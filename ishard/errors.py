@@ -39,5 +39,5 @@ class Interrupted(IshardError):
     exit_code = 130
     MESSAGE = (
         "interrupted — complete shards were kept and no partial one was left; "
-        "run again with --overwrite to redo the job"
+        "run again with --resume to finish the job (or --overwrite to start over)"
     )

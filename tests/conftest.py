@@ -49,3 +49,29 @@ def make_tree(root: Path, files: dict[str, bytes | int], mtime: int = 1_700_000_
 def ishard_cli():
     """The ``run_ishard`` helper as a fixture."""
     return run_ishard
+
+
+# Fault trials counted by the tests that run them (e.g. the kill -9 loop), so the closing lines
+# of a plain ``python -m pytest -q`` say how many ran and how many resumed byte-identical.
+_FAULT_TRIALS: dict[str, list[int]] = {}
+
+
+@pytest.fixture
+def fault_trials():
+    """``record(kind, trials, identical, whole=0)``: count fault trials (and the shards found
+    whole under final names right after the fault) for the end-of-run summary."""
+
+    def record(kind: str, trials: int, identical: int, whole: int = 0) -> None:
+        done = _FAULT_TRIALS.setdefault(kind, [0, 0, 0])
+        done[0] += trials
+        done[1] += identical
+        done[2] += whole
+
+    return record
+
+
+def pytest_terminal_summary(terminalreporter):
+    for kind, (trials, identical, whole) in _FAULT_TRIALS.items():
+        terminalreporter.write_line(
+            f"{kind} trials: {trials}, resumed outputs identical: {identical} (shards already "
+            f"under a final name after the {kind}, each byte-identical: {whole})")

@@ -19,22 +19,27 @@ CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
     "shard-size-unit": (("--shard-size", "12XB"), 2, "--shard-size '12XB' is not a size"),
     "samples-per-shard-zero": (("--samples-per-shard", "0"), 2,
                                "--samples-per-shard '0' must be a whole number of at least 1"),
-    "key-regex": (("--sample-key-pattern", "(["), 2, "--sample-key-pattern"),
+    "key-regex": (("--sample-key-pattern", "(["), 2,
+                  "--sample-key-pattern '([' is not a valid regular expression"),
     "missing-ext-action": (("--missing-extension-action", "explode"), 2,
                            "--missing-extension-action 'explode' is not an action"),
     "sample-exts-no-dot": (("--sample-exts", "jpg"), 2,
                            "--sample-exts item 'jpg' must start with a dot"),
     "missing-extension-abort": (("--sample-exts", ".jpg,.cls", "--missing-extension-action",
-                                 "abort"), 1, ".cls"),
+                                 "abort"), 1,
+                                "sample '2': no '.cls' file (--missing-extension-action abort) — "
+                                "fix the dataset"),
     "ext": (("--ext", ".rar"), 2, "--ext '.rar' is not supported"),
     "template-two-numbers": (("--shard-template", "%d-%d"), 2,
                              "--shard-template '%d-%d' is not a valid fmt template"),
-    "template-no-number": (("--shard-template", "shard", "--shard-size", "1"), 2, "'shard"),
+    "template-no-number": (("--shard-template", "shard", "--shard-size", "1"), 2,
+                           "shard template 'shard' yields 1 name(s) but the plan needs 3 shards"),
     "template-exhausted": (("--shard-template", "a-{0..1}", "--shard-size", "1"), 2,
-                           "a-{0..1}"),
+                           "shard template 'a-{0..1}' yields 2 name(s) but the plan needs 3 "
+                           "shards — widen its range or raise --shard-size"),
     "sort": (("--sort", "random"), 2, "--sort 'random' is not a sort order"),
     "sort-seed": (("--sort", "shuffle:abc"), 2, "--sort 'shuffle:abc' is not a sort order"),
-    "jobs": (("--jobs", "-1"), 2, "--jobs"),
+    "jobs": (("--jobs", "-1"), 2, "--jobs '-1' must be a whole number of at least 1"),
     "compress-level": (("--ext", ".tgz", "--compress-level", "12"), 2,
                        "--compress-level 12 must be a whole number from 0 to 9"),
     "zip-compression": (("--zip-compression", "bzip2"), 2,
@@ -52,12 +57,18 @@ CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
     "storage-option": (("--storage-option", "novalue"), 2,
                        "--storage-option 'novalue' is not KEY=VALUE"),
     "ekm-json": (("--ekm", "{not-json"), 2, "inline --ekm JSON is not valid JSON"),
-    "ekm-duplicate": (("--ekm", '{"a-%d": ["x"], "a-%d": ["y"]}'), 2, "a-%d"),
+    "ekm-duplicate": (("--ekm", '{"a-%d": ["x"], "a-%d": ["y"]}'), 2,
+                      "lists format 'a-%d' more than once — merge its patterns into one list"),
     "ekm-missing-file": (("--ekm", "{tmp}/none.json"), 2,
                          "is neither inline JSON (starting with '{') nor an existing file"),
-    "prefix-nothing": (("--prefix", "zzz"), 1, "nothing to shard under"),
-    "src-list-missing": (("--src-list", "{tmp}/none.csv"), 2, "does not exist"),
-    "src-list-no-header": (("--src-list", "{tmp}/headless.csv"), 2, "headless.csv"),
+    "prefix-nothing": (("--prefix", "zzz"), 1,
+                       "nothing to shard under '{src}' with prefix 'zzz': no file matches the "
+                       "prefix"),
+    "src-list-missing": (("--src-list", "{tmp}/none.csv"), 2,
+                         "--src-list '{tmp}/none.csv' does not exist — give an inventory file"),
+    "src-list-no-header": (("--src-list", "{tmp}/headless.csv"), 2,
+                           "--src-list '{tmp}/headless.csv' has no header with a name (or key) "
+                           "and a size column"),
     "src-missing": (("@src={tmp}/nowhere",), 2, "does not exist — give an existing directory"),
     "src-is-file": (("@src={tmp}/afile",), 2, "is not a directory"),
     "src-protocol": (("@src=ftp://127.0.0.1/x",), 2, "unsupported storage scheme 'ftp://'"),
@@ -67,6 +78,13 @@ CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
     "dst-finished-run": (("@dst={tmp}/finished",), 2, "add --resume to finish it"),
     "resume-foreign": (("@dst={tmp}/full", "--resume"), 2, "holds no ishard run to resume"),
 }
+
+
+def documented() -> dict[str, tuple[int, str]]:
+    """Table 1 of the document: case id -> (exit code, message)."""
+    rows = re.findall(r"^\| `([a-z0-9-]+)` \| [^|]+ \| (\d+) \| (ishard: error: [^|]+?) \|$",
+                      DOC.read_text(), flags=re.M)
+    return {case: (int(code), message) for case, code, message in rows}
 
 
 @pytest.fixture
@@ -110,6 +128,8 @@ def test_bad_input(case, place, tmp_path):
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("ishard: error: "), done.stderr
     assert fill(fragment) in lines[0], lines[0]
+    # the document shows the same line, with paths relative to the test's folder
+    assert documented()[case] == (code, lines[0].replace(place["tmp"] + "/", "")), lines[0]
     assert "Traceback" not in done.stderr and done.stdout == ""
     for folder, names in before.items():  # nothing new under a final name
         assert final_names(Path(folder)) == names

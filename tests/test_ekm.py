@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
+from conftest import make_tree, run_ishard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -164,6 +166,24 @@ def test_category_reasons_are_readable():
 
 
 def test_category_backtracking_pattern_raises_data_error():
-    ekm = parse_ekm('{"a-%d.tar": ["(a+)+$"]}')
-    with pytest.raises(DataError, match="a-%d.tar"):
+    ekm = parse_ekm('{"a-%d.tar": ["^n01", "(a+)+$"]}')
+    with pytest.raises(DataError, match=r"--ekm pattern '\(a\+\)\+\$' of 'a-%d.tar' took over"):
         ekm.category("a" * 5000 + "b")
+
+
+def test_cli_catastrophic_ekm_pattern_fails_in_bounded_time_naming_it(tmp_path):
+    """Through the CLI: exit 1 after about a second, one line naming the regex, its category
+    and the name, and no destination written."""
+    hostile = "a/" + "a" * 200 + "b.jpg"  # (a+?)+$ backtracks on it for far longer than 1 s
+    src = make_tree(tmp_path / "src", {"a/1.jpg": b"one", hostile: b"two"})
+    dst = tmp_path / "out"
+    ekm = '{"ok-%d.tar": ["1"], "a-%d.tar": ["(a+?)+$"]}'
+    started = time.monotonic()
+    done = run_ishard("shard", src, dst, "--ekm", ekm)
+    assert time.monotonic() - started < 30  # gave up on the name instead of hanging
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines() == [
+        f"ishard: error: --ekm pattern '(a+?)+$' of 'a-%d.tar' took over 1s on {hostile!r} — "
+        "simplify the regex (avoid nested repeats such as (a+)+)"
+    ]
+    assert not dst.exists() or [p.name for p in dst.iterdir()] == []

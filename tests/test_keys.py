@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from conftest import make_tree, run_ishard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -104,6 +105,27 @@ def test_catastrophic_backtracking_raises_data_error_not_hang():
         key(name)
     assert time.monotonic() - started < 30  # bounded: it gave up instead of hanging
     assert "(a+)+$" in str(err.value)
+
+
+# A name (under 255 bytes) on which (a+?)+$ backtracks for far longer than the 1 s allowed
+# (already ~10 s at 25 'a's); the regex module cuts (a+)+$ short at this length, not this one.
+HOSTILE_NAME = "a/" + "a" * 200 + "b.jpg"
+
+
+def test_cli_catastrophic_key_regex_fails_in_bounded_time_naming_it(tmp_path):
+    """Through the CLI: exit 1 after about a second, one line naming the regex and the name,
+    and no destination written."""
+    src = make_tree(tmp_path / "src", {"a/1.jpg": b"one", HOSTILE_NAME: b"two"})
+    dst = tmp_path / "out"
+    started = time.monotonic()
+    done = run_ishard("shard", src, dst, "--sample-key-pattern", "(a+?)+$")
+    assert time.monotonic() - started < 30  # gave up on the name instead of hanging
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines() == [
+        f"ishard: error: --sample-key-pattern '(a+?)+$' took over 1s on {HOSTILE_NAME!r} — "
+        "simplify the regex (avoid nested repeats such as (a+)+)"
+    ]
+    assert not dst.exists() or [p.name for p in dst.iterdir()] == []  # no shard, no manifest
 
 
 _component = st.text("abcXY_-0123456789", min_size=1, max_size=6)

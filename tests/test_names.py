@@ -61,6 +61,27 @@ def test_inventory_names_that_would_escape_are_left_out_and_reported(tmp_path):
     assert outside.joinpath("key.txt").read_bytes() == b"do not ship"
 
 
+def test_inventory_name_with_a_nul_is_left_out_and_reported_escaped(tmp_path):
+    """No local file name can hold a NUL, but an inventory line can ("\\u0000" in JSON). Such a
+    name is left out like any control character, and the report shows it escaped: no raw NUL
+    reaches the terminal or the JSON summary's text."""
+    src = make_tree(tmp_path / "src", {"a/1.jpg": b"one", "a/2.jpg": b"two"})
+    nul = "a/2.jpg\x00.png"  # cut at the NUL, a C string would name a/2.jpg
+    inventory = tmp_path / "list.jsonl"
+    inventory.write_text("".join(json.dumps({"name": n, "size": 3}) + "\n"
+                                 for n in ["a/1.jpg", "a/2.jpg", "a/nul\x00.jpg", nul]))
+    assert "\\u0000" in inventory.read_text() and "\x00" not in inventory.read_text()
+    summary = shard_json(src, tmp_path / "out", "--src-list", inventory)
+    assert sorted(members(tmp_path / "out")) == ["a/1.jpg", "a/2.jpg"]
+    left = skipped(summary, UNSAFE)
+    assert left["count"] == 2 and sorted(left["examples"]) == sorted(["a/nul\x00.jpg", nul])
+    done = run_ishard("shard", src, tmp_path / "out2", "--no-progress", "--src-list", inventory)
+    assert done.returncode == 0, done.stderr
+    assert "\x00" not in done.stdout + done.stderr
+    assert f"left out 2: {UNSAFE}" in done.stdout and "'a/nul\\x00.jpg'" in done.stdout
+    assert sorted(members(tmp_path / "out2")) == ["a/1.jpg", "a/2.jpg"]
+
+
 def test_local_names_with_control_characters_or_escaping_backslashes_are_left_out(tmp_path):
     src = make_tree(tmp_path / "src", {
         "ok/1.jpg": b"1",

@@ -60,10 +60,18 @@ def start(src: Path, dst: Path, *args: str) -> subprocess.Popen:
                             text=True)
 
 
-def test_killed_runs_resume_to_exactly_the_uninterrupted_output(dataset, tmp_path):
-    """kill -9 at a random moment (planning, writing, the manifest, or after the end), then
-    --resume: the result is byte for byte the uninterrupted run's, with nothing left over.
-    When the kill lands does not decide the outcome, only which path a trial exercises."""
+def visible(dst: Path) -> dict[str, bytes]:
+    """What a user sees in ``dst``: files under final names (no hidden part: temp files and
+    the run record are hidden), as ``snapshot`` reports them."""
+    return {name: data for name, data in snapshot(dst).items()
+            if not any(part.startswith(".") for part in Path(name).parts)}
+
+
+def test_killed_runs_resume_to_exactly_the_uninterrupted_output(dataset, tmp_path, fault_trials):
+    """kill -9 at a random moment (planning, writing, the manifest, or after the end): every
+    shard already under its final name is whole (byte for byte the uninterrupted run's), and
+    --resume then makes the result byte for byte the uninterrupted run's, with nothing left
+    over. When the kill lands does not decide the outcome, only which path a trial exercises."""
     src, reference = dataset
     rng = random.Random(20261122)
     started = time.monotonic()
@@ -80,31 +88,70 @@ def test_killed_runs_resume_to_exactly_the_uninterrupted_output(dataset, tmp_pat
         run.send_signal(signal.SIGKILL)
         run.communicate(timeout=120)
         interrupted += run.returncode == -signal.SIGKILL and not (dst / "manifest.json").exists()
+        left = visible(dst)
+        for name, data in left.items():  # no torn shard is visible after the kill
+            assert data == reference[ext].get(name), (trial, name)
         resumed = run_ishard("shard", src, dst, *COMMON, "--ext", ext, "--resume")
         assert resumed.returncode == 0, (trial, resumed.stderr)
-        assert snapshot(dst) == reference[ext], trial
-    print(f"kill -9 trials: {TRIALS}, interrupted before the manifest: {interrupted}, "
-          "every resumed output byte-identical to the uninterrupted run")
+        identical = snapshot(dst) == reference[ext]
+        fault_trials("kill -9", 1, identical, len(left))
+        assert identical, trial
     assert interrupted >= 1  # kills land at random moments: some before the end
 
 
+# Holds every shard but the first after its first member until the run is being stopped, so a
+# Ctrl-C lands mid-run for certain: one shard complete, others half-written (the writers are
+# forked, so they inherit this patch).
+HOLD = """
+import sys, time
+from ishard import cli, write
+real = write.write_one
+def held(shard, reader, open_sink, settings, cancel, progress):
+    inner = reader
+    class Held:
+        def read(self, members):
+            stream = inner.read(members)
+            yield next(stream)
+            deadline = time.monotonic() + 60
+            while not cancel.is_set() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            yield from stream
+    if shard.name != sys.argv[1]:
+        reader = Held()
+    return real(shard, reader, open_sink, settings, cancel, progress)
+write.write_one = held
+cli.main(sys.argv[2:])
+"""
+
+
 def test_ctrl_c_exits_130_leaves_no_temp_file_and_resumes(dataset, tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while one shard is
+    complete and others are half-written: exit 130, the complete shard stays, no temp file
+    is left, and --resume finishes byte-identical."""
     src, reference = dataset
     dst = tmp_path / "out"
-    run = start(src, dst, "--ext", ".tgz", "--jobs", "2")
-    while not (dst / ".ishard-run" / "done").exists() and run.poll() is None:
-        time.sleep(0.01)  # wait until at least one shard is complete
-    run.send_signal(signal.SIGINT)
+    first = min(n for n in reference[".tgz"] if n.endswith(".tgz"))
+    run = subprocess.Popen([sys.executable, "-c", HOLD, first, "shard", str(src), str(dst),
+                            *COMMON, "--ext", ".tgz", "--jobs", "2"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while run.poll() is None and time.monotonic() < deadline:
+        done = list((dst / ".ishard-run" / "done").glob("*"))
+        if done and len(list(dst.glob("*ishard-tmp"))) == 2:  # both writers mid-shard
+            break
+        time.sleep(0.01)
+    assert run.poll() is None, run.communicate()
+    os.killpg(run.pid, signal.SIGINT)
     _, err = run.communicate(timeout=120)
-    if run.returncode == 0:
-        pytest.skip("the run finished before Ctrl-C arrived")
     assert run.returncode == 130, err
-    assert err.strip().splitlines()[-1].startswith("ishard: error: interrupted")
+    (line,) = err.splitlines()
+    assert line.startswith("ishard: error: interrupted — complete shards were kept and no "
+                           "partial one was left"), err
     assert not [p for p in dst.rglob("*ishard-tmp*")]
-    assert not (dst / "manifest.json").exists()
+    assert visible(dst) == {first: reference[".tgz"][first]}  # the complete shard stays
     resumed = run_ishard("shard", src, dst, *COMMON, "--ext", ".tgz", "--resume")
     assert resumed.returncode == 0, resumed.stderr
-    assert "resumed:" in resumed.stdout
+    assert "resumed: 1 shard complete from the earlier run" in resumed.stdout
     assert snapshot(dst) == reference[".tgz"]
 
 
