@@ -116,6 +116,8 @@ class _Window:
             batch.append(self._next)
             self._bytes += self._next[2] - self._next[1]
             self._next = next(self._todo, None)
+        if not batch:  # the byte budget is spent
+            return
         for (entry, start, end), future in zip(batch, r.submit_many(batch)):
             self._inflight.append((entry, future, end - start))
 
