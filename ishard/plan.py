@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -144,9 +145,15 @@ def balance(cuts: list[list[int]], keys: Sequence[str], collapse: bool, *,
     if count > len(order):
         raise UsageError(f"{flag} asks for {count} shards but there are only {len(order)} "
                          "samples — ask for fewer shards")
-    per, extra = divmod(len(order), count)
-    bounds = [k * per + min(k, extra) for k in range(count + 1)]
+    bounds = [0, *itertools.accumulate(balanced_sizes(len(order), count))]
     return [order[bounds[k] : bounds[k + 1]] for k in range(count)]
+
+
+def balanced_sizes(total: int, count: int) -> list[int]:
+    """Samples in each of ``count`` balanced shards of ``total`` (what ``--num-shards`` and
+    ``--shards-multiple-of`` make): the first ``total mod count`` hold one more."""
+    per, extra = divmod(total, count)
+    return [per + 1] * extra + [per] * (count - extra)
 
 
 def cut(samples: Sequence[Sample], bounds: Bounds, order: Order, collapse: bool) -> list[list[Sample]]:

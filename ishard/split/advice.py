@@ -5,14 +5,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+from ishard.plan import balanced_sizes
 from ishard.split import webdataset as wds
 from ishard.split import whale
-
-
-def balanced(num_samples: int, num_shards: int) -> list[int]:
-    """Shard sizes ``ishard shard --num-shards`` makes: the first N mod S shards one larger."""
-    per, extra = divmod(num_samples, num_shards)
-    return [per + 1] * extra + [per] * (num_shards - extra)
 
 
 def _even(counts: Sequence[int]) -> bool:
@@ -36,7 +31,7 @@ def _reshard(
     if rounded > n:
         rounded = n // unit * unit
         flag = f"--num-shards {rounded}"
-    after = balanced(n, rounded)
+    after = balanced_sizes(n, rounded)
     if not even(after):
         return None, (
             f"resharding cannot: with any multiple of {unit} shards the {unit} {readers} get "
