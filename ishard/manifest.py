@@ -10,6 +10,7 @@ import orjson
 from . import __version__
 from .errors import DataError, UsageError, WriteError
 from .model import Plan, ShardResult
+from .retry import Retrier
 from .storage import Location, storage_error
 
 MANIFEST_NAME = "manifest.json"
@@ -64,16 +65,18 @@ def manifest_bytes(plan: Plan, results: Sequence[ShardResult],
     return orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
 
 
-def remove_manifest(dst: Location) -> None:
-    """Remove an earlier ``DST/manifest.json`` before its shards may be replaced.
+def remove_manifest(dst: Location, retrier: Retrier | None = None) -> None:
+    """Remove an earlier ``DST/manifest.json`` before its shards may be replaced (store
+    requests retried by ``retrier``).
 
     A run that then fails leaves no manifest describing shards it overwrote.
     """
+    run = retrier.run if retrier is not None else (lambda call: call())
     try:
         if dst.is_local:
             (Path(dst.root) / MANIFEST_NAME).unlink(missing_ok=True)
-        elif dst.fs.exists(dst.child(MANIFEST_NAME)):
-            dst.fs.rm(dst.child(MANIFEST_NAME))
+        elif run(lambda: dst.fs.exists(dst.child(MANIFEST_NAME))):
+            run(lambda: dst.fs.rm(dst.child(MANIFEST_NAME)))
     except OSError as err:
         raise WriteError(
             f"cannot remove the old manifest in {dst.url!r}: {err.strerror or err} — fix its "

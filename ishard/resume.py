@@ -24,15 +24,17 @@ CHANGED = (
 )
 
 
-def _manifest_records(dest: Location, fingerprint: str) -> dict[int, dict] | None:
+def _manifest_records(dest: Location, fingerprint: str,
+                      retrier: Retrier) -> dict[int, dict] | None:
     """A finished run's shards, from its manifest, if it is this plan's; None without one."""
     try:
         if dest.is_local:
             path = Path(dest.root) / MANIFEST_NAME
             data = path.read_bytes() if path.is_file() else None
         else:
-            path = dest.child(MANIFEST_NAME)
-            data = dest.fs.cat_file(path) if dest.fs.exists(path) else None
+            where, fs = dest.child(MANIFEST_NAME), dest.fs
+            found = retrier.run(lambda: fs.exists(where))
+            data = retrier.run(lambda: fs.cat_file(where)) if found else None
     except Exception as err:
         raise storage_error(err, dest, "destination") from None
     if data is None:
@@ -61,7 +63,7 @@ def finished_earlier(dest: Location, plan: Plan, fingerprint: str, state: RunSta
     earlier = state.earlier_fingerprint()
     if earlier is not None and earlier != fingerprint:
         raise DataError(CHANGED.format(dst=dest.url))
-    records = _manifest_records(dest, fingerprint) or {}  # a resume of a finished run
+    records = _manifest_records(dest, fingerprint, retrier) or {}  # a finished run's
     if earlier is not None:
         records.update(state.recorded())
     names = plan.shard_names
@@ -69,9 +71,10 @@ def finished_earlier(dest: Location, plan: Plan, fingerprint: str, state: RunSta
     abort_dangling_uploads(dest, names, retrier)
     samples, files, sizes = plan.shard_sample_counts, plan.shard_file_counts, plan.shard_sizes
     return {
-        i: ShardResult(names[i], r["filesize"], r.get("md5"), samples[i], files[i], sizes[i])
+        i: ShardResult(names[i], r["filesize"], r.get("md5"), samples[i], files[i], sizes[i],
+                       etag=r.get("etag"))
         for i, r in sorted(records.items())
-        if i < len(names) and r.get("name") == names[i] and still_complete(dest, r)
+        if i < len(names) and r.get("name") == names[i] and still_complete(dest, r, retrier)
     }
 
 

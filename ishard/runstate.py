@@ -63,7 +63,7 @@ class RunState:
         try:
             if dest.is_local:
                 return (Path(dest.root) / name).read_bytes()
-            return dest.fs.cat_file(dest.child(name))
+            return self._retrier.run(lambda: dest.fs.cat_file(dest.child(name)))
         except FileNotFoundError:
             return None
         except OSError as err:
@@ -91,9 +91,10 @@ class RunState:
 
     def record(self, index: int, result: ShardResult) -> None:
         """Note that shard ``index`` is complete (called after it got its final name)."""
-        self._put(f"{DONE_DIR}/{index:09d}.json",
-                  orjson.dumps({"name": result.name, "filesize": result.filesize,
-                                "md5": result.md5}))
+        record = {"name": result.name, "filesize": result.filesize, "md5": result.md5}
+        if result.etag is not None:
+            record["etag"] = result.etag
+        self._put(f"{DONE_DIR}/{index:09d}.json", orjson.dumps(record))
 
     def recorded(self) -> dict[int, dict]:
         """The finished shards recorded so far, by plan index."""
@@ -103,7 +104,7 @@ class RunState:
                 folder = Path(dest.root) / DONE_DIR
                 names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
             else:
-                found = dest.fs.find(dest.child(DONE_DIR))
+                found = self._retrier.run(lambda: dest.fs.find(dest.child(DONE_DIR)))
                 names = [p.rpartition("/")[2] for p in found]
         except Exception as err:
             raise storage_error(err, dest, "destination") from None
@@ -118,13 +119,16 @@ class RunState:
         return {i: r for i, r in records.items() if isinstance(r, dict)}
 
     def clear(self) -> None:
-        """Remove every record (the lock's file too: the run is over or starts afresh)."""
+        """Remove every record (locally the lock's file too: the run is over or starts afresh;
+        a store's lock object is the lease's to remove)."""
         dest = self._dest
         try:
             if dest.is_local:
                 shutil.rmtree(Path(dest.root) / STATE_DIR, ignore_errors=True)
-            elif dest.fs.exists(dest.child(STATE_DIR)):
-                dest.fs.rm(dest.child(STATE_DIR), recursive=True)
+            else:
+                self._remove_remote()
+        except IshardError:
+            raise
         except Exception as err:
             raise storage_error(err, dest, "destination") from None
 
@@ -136,11 +140,16 @@ class RunState:
                 shutil.rmtree(Path(dest.root) / DONE_DIR, ignore_errors=True)
                 (Path(dest.root) / RUN_NAME).unlink(missing_ok=True)
             else:
-                for name in (DONE_DIR, RUN_NAME):
-                    if dest.fs.exists(dest.child(name)):
-                        dest.fs.rm(dest.child(name), recursive=True)
+                self._remove_remote()
         except Exception as err:
             raise storage_error(err, dest, "destination") from None
+
+    def _remove_remote(self) -> None:
+        fs, run = self._dest.fs, self._retrier.run
+        for name in (DONE_DIR, RUN_NAME):
+            path = self._dest.child(name)
+            if run(lambda p=path: fs.exists(p)):
+                run(lambda p=path: fs.rm(p, recursive=True))
 
 
 def file_md5(path: Path) -> str:
@@ -152,22 +161,49 @@ def file_md5(path: Path) -> str:
     return digest.hexdigest()
 
 
-def still_complete(dest: Location, record: dict) -> bool:
-    """Is the recorded shard still there, whole? Its size always; its md5 too when local."""
+def still_complete(dest: Location, record: dict, retrier: Retrier | None = None) -> bool:
+    """Is the recorded shard still there, whole? Its size always, then what was recorded: on
+    S3 its ETag (from the write; else the md5 when the ETag is a plain md5), elsewhere its md5
+    (re-read). Nothing recorded to compare with (``--checksum none``): the size alone."""
     name = record.get("name")
     if not isinstance(name, str):
         return False
+    run = retrier.run if retrier is not None else (lambda call: call())
+    md5 = record.get("md5")
     try:
         if dest.is_local:
             path = Path(dest.root) / name
             if path.stat().st_size != record.get("filesize"):
                 return False
-            return record.get("md5") is None or file_md5(path) == record["md5"]
-        return dest.fs.info(dest.child(name))["size"] == record.get("filesize")
+            return md5 is None or file_md5(path) == md5
+        fs, where = dest.fs, dest.child(name)
+        if dest.is_s3:
+            bucket, _, key = where.partition("/")
+            head = run(lambda: fs.call_s3("head_object", Bucket=bucket, Key=key))
+            if head.get("ContentLength") != record.get("filesize"):
+                return False
+            etag = head.get("ETag")
+            if record.get("etag") is not None:
+                return etag == record["etag"]
+            plain = (etag or "").strip('"')
+            if md5 is not None and len(plain) == 32 and "-" not in plain:
+                return plain == md5
+        elif run(lambda: fs.info(where))["size"] != record.get("filesize"):
+            return False
+        return md5 is None or run(lambda: _store_md5(fs, where)) == md5
     except FileNotFoundError:
         return False
     except OSError:
         return False
+
+
+def _store_md5(fs, path: str) -> str:
+    """The md5 of an object, read in chunks."""
+    digest = hashlib.md5()
+    with fs.open(path, "rb") as f:
+        while chunk := f.read(MD5_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def remove_temp_files(dest: Location, names: Iterable[str]) -> int:
