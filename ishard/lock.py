@@ -40,7 +40,7 @@ def _owner() -> dict:
 
 def _busy(dest: Location, owner: dict, until: str) -> IshardError:
     pid, host, started = owner.get("pid"), owner.get("host"), owner.get("started")
-    who = " on ".join(str(x) for x in (pid and f"pid {pid}", host) if x)
+    who = " ".join(x for x in (pid and f"pid {pid}", host and f"on {host}") if x)
     who = ", ".join(x for x in (who, started and f"started {started}") if x)
     return IshardError(
         f"another ishard run is writing into {dest.url!r}{f' ({who})' if who else ''} — wait "
