@@ -145,11 +145,30 @@ class RunState:
             raise storage_error(err, dest, "destination") from None
 
     def _remove_remote(self) -> None:
-        fs, run = self._dest.fs, self._retrier.run
-        for name in (DONE_DIR, RUN_NAME):
-            path = self._dest.child(name)
-            if run(lambda p=path: fs.exists(p)):
-                run(lambda p=path: fs.rm(p, recursive=True))
+        """Remove ``run.json`` and ``done/``, one retried request at a time (a retry repeats
+        one request, not a composite call that may fail at the same step again)."""
+        dest, run = self._dest, self._retrier.run
+        fs = dest.fs
+        if not dest.is_s3:
+            for name in (DONE_DIR, RUN_NAME):
+                path = dest.child(name)
+                if run(lambda p=path: fs.exists(p)):
+                    run(lambda p=path: fs.rm(p, recursive=True))
+            return
+        bucket, _, done = dest.child(DONE_DIR).partition("/")
+        keys, token = [dest.child(RUN_NAME).partition("/")[2]], {}
+        while True:
+            page = run(lambda t=token: fs.call_s3("list_objects_v2", Bucket=bucket,
+                                                  Prefix=done + "/", **t))
+            keys += [item["Key"] for item in page.get("Contents", [])]
+            if not page.get("IsTruncated"):
+                break
+            token = {"ContinuationToken": page["NextContinuationToken"]}
+        for start in range(0, len(keys), 1000):  # S3's most per request
+            batch = [{"Key": key} for key in keys[start : start + 1000]]
+            run(lambda b=batch: fs.call_s3("delete_objects", Bucket=bucket,
+                                           Delete={"Objects": b, "Quiet": True}))
+        fs.invalidate_cache(dest.child(STATE_DIR))
 
 
 def file_md5(path: Path) -> str:

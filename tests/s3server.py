@@ -422,12 +422,14 @@ _HOP_BY_HOP = ("connection", "keep-alive", "proxy-connection", "transfer-encodin
                "trailer", "upgrade", "expect", "content-length")  # fmt: skip
 
 
-def slow_down(request: ProxyRequest) -> Reply:
-    """S3's throttling answer: ``503 SlowDown`` with its XML error document."""
+def slow_down(request: ProxyRequest, code: str = "SlowDown",
+              message: str = "Please reduce your request rate.") -> Reply:
+    """S3's answer to too many requests: ``503`` with its XML error document (``SlowDown``, or
+    e.g. ``ServiceUnavailable``)."""
     body = (
-        '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code><Message>Please '
-        f"reduce your request rate.</Message><Resource>{request.path.partition('?')[0]}"
-        "</Resource><RequestId>ishard-test-proxy</RequestId></Error>"
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{message}'
+        f"</Message><Resource>{request.path.partition('?')[0]}</Resource>"
+        "<RequestId>ishard-test-proxy</RequestId></Error>"
     ).encode()
     return 503, [("Content-Type", "application/xml")], body
 

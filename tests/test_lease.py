@@ -75,9 +75,11 @@ def poll(what: str, check, bound: float = WAIT):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def verify(s3_server, env: dict, dst: str) -> None:
-    result = ishard_at(s3_server.endpoint_url, env, "verify", dst)
-    assert result.returncode == 0, (result.stdout, result.stderr)
+def verify(s3_server, env: dict, *dsts: str) -> None:
+    """``ishard verify DST`` passes for each of ``dsts`` (checked side by side)."""
+    runs = [start_ishard(s3_server.endpoint_url, env, "verify", dst) for dst in dsts]
+    for dst, result in zip(dsts, map(finish, runs)):
+        assert result.returncode == 0, (dst, result.stdout, result.stderr)
 
 
 def read_lock(client, bucket: str, prefix: str) -> dict | None:
@@ -109,7 +111,6 @@ def test_a_paused_run_whose_lease_ran_out_publishes_nothing_after_another_run_to
         if request.method == "GET" and request.key == "ds/004.bin" and not held.is_set():
             held.set()
             release.wait(WAIT)
-        return None
 
     proxy = S3Proxy(s3_server.endpoint_url, hold_third_shard)
     src, dst = f"s3://{s3_bucket}/ds", f"s3://{s3_bucket}/out"
@@ -159,57 +160,64 @@ def test_two_runs_starting_together_while_the_lock_put_is_slow_exactly_one_proce
     """Both runs find no lock. The first lock PUT is held until the other run has read the
     lock too (so both decided to take it), then goes through; every later lock PUT takes 1 s
     (more than the 0.5 s a run used to wait before re-reading its lock). The store decides:
-    one run proceeds, the other is refused with the usual line."""
+    one run proceeds, the other is refused with the usual line. Three such trials, side by
+    side (each pair through its own proxy, into its own prefix)."""
     src = make_tree(tmp_path / "src", {f"{i}.jpg": blob(f"s{i}", 10_000) for i in range(6)})
-    for trial in range(3):
-        prefix = f"out{trial}"
-        reads, first_put = threading.Semaphore(0), threading.Lock()
-        state = {"first": True}
 
-        def slow_lock_put(request, prefix=prefix, reads=reads, first_put=first_put,
-                          state=state):
-            if request.key != f"{prefix}/{LOCK}" or request.method != "PUT":
-                return None
-            with first_put:
-                first, state["first"] = state["first"], False
+    class SlowLockPut:
+        def __init__(self, prefix: str) -> None:
+            self.lock_key = f"{prefix}/{LOCK}"
+            self.reads, self.mutex, self.first = threading.Semaphore(0), threading.Lock(), True
+
+        def __call__(self, request):
+            if request.key != self.lock_key or request.method != "PUT":
+                return
+            with self.mutex:
+                first, self.first = self.first, False
             if first:  # until both runs have read the lock (their first request for it)
                 for _ in range(2):
-                    reads.acquire(timeout=WAIT)
+                    self.reads.acquire(timeout=WAIT)
             else:
                 time.sleep(1.0)
-            return None
+            return
 
-        def after(request, status, prefix=prefix, reads=reads):
-            if request.key == f"{prefix}/{LOCK}" and request.method == "GET":
-                reads.release()
+        def after(self, request, status) -> None:
+            if request.key == self.lock_key and request.method == "GET":
+                self.reads.release()
 
-        proxy = S3Proxy(s3_server.endpoint_url, slow_lock_put, after)
-        try:
-            runs = [start_ishard(proxy.endpoint_url, s3env, "shard", src,
-                                 f"s3://{s3_bucket}/{prefix}", "--shard-size", "25KB",
-                                 "--no-progress") for _ in range(2)]
-            results = [finish(run) for run in runs]
-        finally:
+    prefixes = [f"out{trial}" for trial in range(3)]
+    rules = [SlowLockPut(prefix) for prefix in prefixes]
+    proxies = [S3Proxy(s3_server.endpoint_url, rule, rule.after) for rule in rules]
+    try:
+        runs = [[start_ishard(proxy.endpoint_url, s3env, "shard", src, f"s3://{s3_bucket}/{prefix}",
+                              "--shard-size", "25KB", "--no-progress") for _ in range(2)]
+                for proxy, prefix in zip(proxies, prefixes)]
+        trials = [[finish(run) for run in pair] for pair in runs]
+    finally:
+        for proxy in proxies:
             proxy.close()
+    for prefix, results in zip(prefixes, trials):
         codes = sorted(r.returncode for r in results)
         assert codes == [0, 1], [(r.returncode, r.stderr) for r in results]
         loser = next(r for r in results if r.returncode == 1)
         assert_error(loser, 1, f"another ishard run is writing into 's3://{s3_bucket}/{prefix}'",
                      "it started at the same moment as this one")
-        verify(s3_server, s3env, f"s3://{s3_bucket}/{prefix}")
         keys = {o["Key"] for o in listing(client, s3_bucket, prefix + "/")}
         assert not any("/.ishard-run/" in k for k in keys), keys
+    verify(s3_server, s3env, *(f"s3://{s3_bucket}/{prefix}" for prefix in prefixes))
 
 
 # ---------------------------------------------------------------- throttling
 
 
 class Throttle:
-    """Answers every 3rd request with ``503 SlowDown``; counts those, by method."""
+    """Answers every 3rd request (counting from ``phase``) with ``503 ServiceUnavailable`` (a
+    503 neither s3fs nor, with NO_LOWER_RETRIES, botocore retries: only ishard does); counts
+    those by method."""
 
-    def __init__(self) -> None:
+    def __init__(self, phase: int = 0) -> None:
         self.lock = threading.Lock()
-        self.count = 0
+        self.count = phase
         self.refused: dict[str, int] = {}
 
     def __call__(self, request):
@@ -218,42 +226,48 @@ class Throttle:
             if self.count % 3:
                 return None
             self.refused[request.method] = self.refused.get(request.method, 0) + 1
-        return slow_down(request)
+        return slow_down(request, "ServiceUnavailable", "Service is unable to handle request.")
 
 
-# botocore and s3fs retry some requests themselves (botocore twice, s3fs throttled GETs and PUTs
-# but not HEADs): turned off here, so every refused request must be retried by ishard itself
-NO_LOWER_RETRIES = ("--storage-option", "config_kwargs.retries.max_attempts=0",
-                    "--storage-option", "retries=1")
+NO_LOWER_RETRIES = ("--storage-option", "config_kwargs.retries.max_attempts=0")
 
 
 def test_throttled_store_requests_are_retried_by_ishard_local_to_s3_and_back(
     s3_server, s3env, client, s3_bucket, tmp_path
 ):
     """Every store request a run makes (destination check, lock and its probes, run records,
-    existence checks, uploads, manifest, listing pages, reads) survives 503 SlowDown answers
-    to every third request: each refused request is retried by ishard (counted in --json)."""
-    files = {f"d{i % 3}/{i:03d}.jpg": blob(f"t{i}", 9_000 + 500 * i) for i in range(24)}
+    existence checks, uploads, manifest, removing the records, listing pages, reads) survives
+    a 503 for every third request, in each of the three phases (so each request of the run is
+    refused in one of them): each refusal is one retry of ishard's own (--json counts them).
+    The runs (three local -> S3, one S3 -> local) go side by side, each through its own proxy."""
+    files = {f"d{i % 3}/{i:03d}.jpg": blob(f"t{i}", 9_000 + 500 * i) for i in range(9)}
     src = make_tree(tmp_path / "src", files)
-    throttle = Throttle()
-    proxy = S3Proxy(s3_server.endpoint_url, throttle)
+    put(client, s3_bucket, {f"in/{k}": v for k, v in files.items()})
+    throttles = [Throttle(phase) for phase in range(4)]
+    proxies = [S3Proxy(s3_server.endpoint_url, t) for t in throttles]
     try:
-        up = ishard_at(proxy.endpoint_url, s3env, "shard", src, f"s3://{s3_bucket}/out",
-                       "--shard-size", "40KB", "--no-progress", "--json", *NO_LOWER_RETRIES)
-        refused_up = dict(throttle.refused)
-        down = ishard_at(proxy.endpoint_url, s3env, "shard", f"s3://{s3_bucket}/out",
-                         tmp_path / "back", "--shard-size", "100KB", "--no-progress",
-                         "--json", *NO_LOWER_RETRIES)
+        runs = [start_ishard(proxies[phase].endpoint_url, s3env, "shard", src,
+                             f"s3://{s3_bucket}/out{phase}", "--shard-size", "40KB",
+                             "--no-progress", "--json", *NO_LOWER_RETRIES) for phase in range(3)]
+        runs.append(start_ishard(proxies[3].endpoint_url, s3env, "shard", f"s3://{s3_bucket}/in",
+                                 tmp_path / "back", "--shard-size", "40KB", "--no-progress",
+                                 *NO_LOWER_RETRIES))
+        results = [finish(run) for run in runs]
     finally:
-        proxy.close()
-    for result in (up, down):
-        assert result.returncode == 0, (result.stdout, result.stderr)
-        assert result.stderr == ""
-    # (s3fs answers some refused HEADs by listing instead, so fewer retries than refusals)
-    assert 0 < json.loads(up.stdout)["retries"] <= sum(refused_up.values())
-    assert {"HEAD", "GET", "PUT"} <= refused_up.keys(), refused_up
-    assert sum(throttle.refused.values()) > sum(refused_up.values()) + 3  # the way back too
-    verify(s3_server, s3env, f"s3://{s3_bucket}/out")
+        for proxy in proxies:
+            proxy.close()
+    for result in results:
+        assert result.returncode == 0, (result.args, result.stdout, result.stderr)
+        assert result.stderr == ""  # not even a notice about the run's records
+    methods: set[str] = set()
+    for phase in range(3):
+        refused = throttles[phase].refused
+        assert json.loads(results[phase].stdout)["retries"] == sum(refused.values()), refused
+        methods |= refused.keys()
+        assert listing(client, s3_bucket, f"out{phase}/.ishard-run") == []
+    assert {"HEAD", "GET", "PUT", "DELETE"} <= methods, methods
+    assert sum(throttles[3].refused.values()) >= 3  # listing and reads on the way back
+    verify(s3_server, s3env, *(f"s3://{s3_bucket}/out{phase}" for phase in range(3)))
     back = run_ishard("verify", tmp_path / "back")
     assert back.returncode == 0, back.stdout
     assert uploads(client, s3_bucket) == []
@@ -276,7 +290,6 @@ def test_resume_rewrites_a_kept_s3_shard_replaced_by_same_size_garbage(
         if request.method == "GET" and request.key == "ds/004.bin" and not held.is_set():
             held.set()
             release.wait(WAIT)
-        return None
 
     proxy = S3Proxy(s3_server.endpoint_url, hold_third_shard)
     src, dst = f"s3://{s3_bucket}/ds", f"s3://{s3_bucket}/out"
@@ -315,10 +328,9 @@ def test_resume_rewrites_a_kept_s3_shard_replaced_by_same_size_garbage(
 
 @pytest.mark.parametrize("fields, shown", [
     ({}, ""),
-    ({"host": "trainer-3"}, " (on trainer-3)"),
+    ({"host": "trainer-3", "started": "2026-11-22 09:00:00 UTC"},
+     " (on trainer-3, started 2026-11-22 09:00:00 UTC)"),
     ({"pid": 77}, " (pid 77)"),
-    ({"started": "2026-11-22 09:00:00 UTC"}, " (started 2026-11-22 09:00:00 UTC)"),
-    ({"pid": 77, "host": "trainer-3"}, " (pid 77 on trainer-3)"),
 ])  # fmt: skip
 def test_a_live_lock_missing_fields_is_described_without_them(
     s3_server, s3env, client, s3_bucket, tmp_path, fields, shown
@@ -335,8 +347,12 @@ def test_a_live_lock_missing_fields_is_described_without_them(
     assert sorted(objects(client, s3_bucket)) == [f"out/{LOCK}"]
 
 
-def test_a_lease_length_that_is_not_a_number_is_a_usage_error(tmp_path):
+def test_a_lease_length_that_is_not_a_number_is_a_usage_error(
+    s3_server, s3env, client, s3_bucket, tmp_path
+):
     src = make_tree(tmp_path / "src", {"a/1.jpg": b"one"})
-    result = run_ishard("shard", src, "memory://ishard-lease-test/out", "--no-progress",
-                        env={**os.environ, "ISHARD_LEASE_SECONDS": "soon"})
-    assert_error(result, 2, "ISHARD_LEASE_SECONDS='soon' is not a number of seconds above 0")
+    result = ishard_at(s3_server.endpoint_url, s3env, "shard", src, f"s3://{s3_bucket}/out",
+                       "--no-progress", ISHARD_LEASE_SECONDS="soon")
+    assert_error(result, 2, "ISHARD_LEASE_SECONDS='soon' is not a number of seconds above 0 — "
+                            "unset it (the default is 60) or write e.g. 60")
+    assert listing(client, s3_bucket) == []
