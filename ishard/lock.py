@@ -353,13 +353,19 @@ class LeaseLock:
         return self._renew()
 
     def committed(self, confirmed: float, what: str) -> None:
-        """After publishing ``what``: was the lease confirmed at ``confirmed`` still valid?
+        """After publishing ``what``: was the lease confirmed at ``confirmed`` still valid? If
+        the publication took longer than the lease, a renewal now tells: on a store with
+        conditional writes it succeeds only if no other run took the lock meanwhile.
 
         Raises:
-            IshardError: it may have run out before the publication ended.
+            IshardError: another run may have taken over before the publication ended.
         """
-        if clock() - confirmed >= self.lease:
-            raise _late(self._dest.url, what)
+        if clock() - confirmed < self.lease:
+            return
+        try:
+            self._renew()
+        except LeaseLost:
+            raise _late(self._dest.url, what) from None
 
     def for_workers(self) -> LeaseCheck:
         """What a Dask worker needs to check this lease itself before it commits."""
@@ -425,9 +431,13 @@ class LeaseCheck:
         return sent
 
     def committed(self, confirmed: float, what: str) -> None:
-        """As :meth:`LeaseLock.committed`."""
-        if clock() - confirmed >= self.lease:
-            raise _late(self.url, what)
+        """As :meth:`LeaseLock.committed`, by re-reading the lock."""
+        if clock() - confirmed < self.lease:
+            return
+        try:
+            self.confirm()
+        except LeaseLost:
+            raise _late(self.url, what) from None
 
 
 def _error_code(err: BaseException) -> str | None:

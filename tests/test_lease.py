@@ -151,6 +151,47 @@ def test_a_paused_run_whose_lease_ran_out_publishes_nothing_after_another_run_to
     assert uploads(client, s3_bucket) == []
 
 
+def test_a_shard_published_after_the_lease_was_taken_over_is_reported_as_possibly_inconsistent(
+    s3_server, s3env, client, s3_bucket, tmp_path
+):
+    """Run A's second shard PUT (after its lease check) and its lease renewals are held in the
+    network; its lease runs out, run B takes over with --overwrite and finishes; then the held
+    requests go through and A's shard lands over B's. A cannot undo that: it must say the
+    destination may be inconsistent and to run verify, which then finds the shard."""
+    src = make_tree(tmp_path / "src", {f"{i:03d}.bin": blob(f"l{i}", 30_000) for i in range(8)})
+    caught, release = threading.Event(), threading.Event()
+
+    def hold_second_shard(request):
+        if request.method == "PUT" and request.key == "out/shard-000001.tar":
+            caught.set()
+        if caught.is_set() and request.method == "PUT" and request.key in (
+                "out/shard-000001.tar", f"out/{LOCK}"):
+            release.wait(WAIT)
+
+    proxy = S3Proxy(s3_server.endpoint_url, hold_second_shard)
+    dst = f"s3://{s3_bucket}/out"
+    common = ("--shard-size", "50KB", "--jobs", "1", "--no-progress")
+    a = start_ishard(proxy.endpoint_url, s3env, "shard", src, dst, *common,
+                     ISHARD_LEASE_SECONDS="2")
+    try:
+        poll("run A to commit its second shard", lambda: caught.is_set() or a.poll() is not None)
+        assert a.poll() is None, finish(a)
+        poll("run A's lease to run out",
+             lambda: (read_lock(client, s3_bucket, "out") or {}).get("expires", 0)
+             < time.time() - 0.5, bound=30)
+        b = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, *common,
+                      "--overwrite", "--sort", "alpha:dec")
+        assert b.returncode == 0, (b.stdout, b.stderr)
+    finally:
+        release.set()
+        a_result = finish(a)
+        proxy.close()
+    assert_error(a_result, 1, f"shard-000001.tar was published in {dst!r} after this run's lease",
+                 "may be inconsistent", f"ishard verify {dst}")
+    check = ishard_at(s3_server.endpoint_url, s3env, "verify", dst)
+    assert check.returncode == 1 and "shard-000001.tar" in check.stdout + check.stderr
+
+
 # ---------------------------------------------------------------- a slow lock PUT
 
 
