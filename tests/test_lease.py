@@ -314,6 +314,39 @@ def test_throttled_store_requests_are_retried_by_ishard_local_to_s3_and_back(
     assert uploads(client, s3_bucket) == []
 
 
+def test_records_that_cannot_be_removed_after_the_manifest_are_a_notice_not_a_failure(
+    s3_server, s3env, client, s3_bucket, tmp_path
+):
+    """Once the manifest is written the dataset is complete: the store refusing every later
+    request to remove the run's records is a notice, and the exit code stays 0."""
+    src = make_tree(tmp_path / "src", {f"{i}.jpg": blob(f"n{i}", 10_000) for i in range(4)})
+    published = threading.Event()
+
+    def refuse_cleanup(request):  # the records go in one bulk delete: POST /BUCKET?delete
+        if published.is_set() and request.method == "POST" and request.query == "delete":
+            return slow_down(request, "ServiceUnavailable", "Service is unable to handle request.")
+        return None
+
+    def after(request, status):
+        if request.method == "PUT" and request.key == "out/manifest.json" and status == 200:
+            published.set()
+
+    proxy = S3Proxy(s3_server.endpoint_url, refuse_cleanup, after)
+    dst = f"s3://{s3_bucket}/out"
+    try:
+        result = ishard_at(proxy.endpoint_url, s3env, "shard", src, dst, "--shard-size", "25KB",
+                           "--no-progress", "--retries", "2", *NO_LOWER_RETRIES)
+    finally:
+        proxy.close()
+    assert result.returncode == 0, result.stderr
+    notice = (f"ishard: the dataset is complete, but this run's records in {dst!r} could not "
+              f"be removed (cannot reach destination {dst!r}: [Errno 16] Service is unable to "
+              "handle request. — check the endpoint and the network, then run again); they do "
+              "no harm")
+    assert result.stderr.splitlines() == [notice]
+    verify(s3_server, s3env, dst)
+
+
 # ---------------------------------------------------------------- resume checks what it keeps
 
 
