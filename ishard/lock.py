@@ -380,14 +380,33 @@ class LeaseLock:
             if self._lost:
                 return
             try:
-                if self.conditional:
-                    self._s3("delete_object", IfMatch=self._etag)
-                else:
-                    current, _ = self._read()
-                    if current and current.get("id") == self._owner["id"]:
-                        self._fs.rm_file(self._path)
+                self._delete()
             except Exception:
                 pass  # it runs out by itself
+
+    def _delete(self) -> None:
+        """Delete the lock if it is this run's: on condition of the ETag last seen (or, when
+        that is refused, of the ETag of a lock that still holds our id: a renewal whose answer
+        was lost); by id where the store does not take the condition."""
+        if self.conditional:
+            try:
+                self._s3("delete_object", IfMatch=self._etag)
+                return
+            except Exception as err:
+                if http_status(err) != 412 and http_status(err) != 501 \
+                        and _error_code(err) not in _UNSUPPORTED:
+                    raise
+                unsupported = http_status(err) != 412
+            current, etag = self._read()
+            if current and current.get("id") == self._owner["id"]:
+                if unsupported:
+                    self._fs.rm_file(self._path)
+                elif etag:
+                    self._s3("delete_object", IfMatch=etag)
+            return
+        current, _ = self._read()
+        if current and current.get("id") == self._owner["id"]:
+            self._fs.rm_file(self._path)
 
 
 class LeaseCheck:

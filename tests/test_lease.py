@@ -139,15 +139,15 @@ def test_a_paused_run_whose_lease_ran_out_publishes_nothing_after_another_run_to
                         "published nothing more", f"ishard verify {dst}")
     assert "None" not in line
 
-    ref = ishard_at(s3_server.endpoint_url, s3env, "shard", src, f"s3://{s3_bucket}/ref",
-                    *common, "--sort", "alpha:dec")
-    assert ref.returncode == 0, ref.stderr
+    ref = start_ishard(s3_server.endpoint_url, s3env, "shard", src, f"s3://{s3_bucket}/ref",
+                       *common, "--sort", "alpha:dec")
+    verify(s3_server, s3env, dst)
+    assert finish(ref).returncode == 0
     out, expected = shards_of(client, s3_bucket, "out"), shards_of(client, s3_bucket, "ref")
     assert out.keys() == expected.keys() and len(out) == 7  # six shards and the manifest
     manifest, expected_manifest = (json.loads(x.pop("manifest.json")) for x in (out, expected))
     assert manifest["shardlist"] == expected_manifest["shardlist"]
     assert out == expected  # nothing of A's: its two shards were replaced, no third appeared
-    verify(s3_server, s3env, dst)
     assert uploads(client, s3_bucket) == []
 
 
@@ -244,8 +244,8 @@ def test_two_runs_starting_together_while_the_lock_put_is_slow_exactly_one_proce
         assert_error(loser, 1, f"another ishard run is writing into 's3://{s3_bucket}/{prefix}'",
                      "it started at the same moment as this one")
         keys = {o["Key"] for o in listing(client, s3_bucket, prefix + "/")}
+        assert f"{prefix}/manifest.json" in keys  # the winner finished, its lock is gone
         assert not any("/.ishard-run/" in k for k in keys), keys
-    verify(s3_server, s3env, *(f"s3://{s3_bucket}/{prefix}" for prefix in prefixes))
 
 
 # ---------------------------------------------------------------- throttling
@@ -281,7 +281,7 @@ def test_throttled_store_requests_are_retried_by_ishard_local_to_s3_and_back(
     a 503 for every third request, in each of the three phases (so each request of the run is
     refused in one of them): each refusal is one retry of ishard's own (--json counts them).
     The runs (three local -> S3, one S3 -> local) go side by side, each through its own proxy."""
-    files = {f"d{i % 3}/{i:03d}.jpg": blob(f"t{i}", 9_000 + 500 * i) for i in range(9)}
+    files = {f"d{i % 3}/{i:03d}.jpg": blob(f"t{i}", 12_000 + 500 * i) for i in range(6)}
     src = make_tree(tmp_path / "src", files)
     put(client, s3_bucket, {f"in/{k}": v for k, v in files.items()})
     throttles = [Throttle(phase) for phase in range(4)]
@@ -308,9 +308,10 @@ def test_throttled_store_requests_are_retried_by_ishard_local_to_s3_and_back(
         assert listing(client, s3_bucket, f"out{phase}/.ishard-run") == []
     assert {"HEAD", "GET", "PUT", "DELETE"} <= methods, methods
     assert sum(throttles[3].refused.values()) >= 3  # listing and reads on the way back
+    local = subprocess.Popen([sys.executable, "-m", "ishard", "verify", str(tmp_path / "back")],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     verify(s3_server, s3env, *(f"s3://{s3_bucket}/out{phase}" for phase in range(3)))
-    back = run_ishard("verify", tmp_path / "back")
-    assert back.returncode == 0, back.stdout
+    assert local.wait(WAIT) == 0, local.communicate()[0]
     assert uploads(client, s3_bucket) == []
 
 
@@ -387,10 +388,10 @@ def test_resume_rewrites_a_kept_s3_shard_replaced_by_same_size_garbage(
     resumed = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, *common, "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming: 1 of 4 shards were already complete" in resumed.stdout + resumed.stderr
+    fresh = start_ishard(s3_server.endpoint_url, s3env, "shard", src, f"s3://{s3_bucket}/fresh",
+                         *common)
     verify(s3_server, s3env, dst)
-    fresh = ishard_at(s3_server.endpoint_url, s3env, "shard", src, f"s3://{s3_bucket}/fresh",
-                      *common)
-    assert fresh.returncode == 0, fresh.stderr
+    assert finish(fresh).returncode == 0
     out, expected = shards_of(client, s3_bucket, "out"), shards_of(client, s3_bucket, "fresh")
     manifest, expected_manifest = (json.loads(x.pop("manifest.json")) for x in (out, expected))
     assert manifest["shardlist"] == expected_manifest["shardlist"]
