@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import fsspec.asyn
@@ -80,7 +81,7 @@ def check_destination(src: Location, dst: Location, *, overwrite: bool,
         raise storage_error(err, dst, "destination") from None
     if has_objects and not overwrite:
         try:
-            has_run = any(run(lambda n=n: dst.fs.exists(dst.child(n))) for n in RUN_MARKS)
+            has_run = any(run(partial(dst.fs.exists, dst.child(n))) for n in RUN_MARKS)
         except Exception as err:
             raise storage_error(err, dst, "destination") from None
         _refuse_not_empty(dst, resume, has_run)

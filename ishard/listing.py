@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import fsspec.asyn
@@ -218,7 +219,7 @@ async def _s3_pages(fs, bucket: str, prefix: str, on_object: Callable[[dict], No
     """Every object under ``prefix``, page by page, each page's request retried on its own."""
     kwargs = {"Bucket": bucket, "Prefix": prefix, **fs.req_kw}
     while True:
-        page = await retrier.run_async(lambda kw=dict(kwargs): fs._call_s3("list_objects_v2", **kw))
+        page = await retrier.run_async(partial(fs._call_s3, "list_objects_v2", **kwargs))
         for item in page.get("Contents", []):
             on_object({**item, "name": f"{bucket}/{item['Key']}", "size": item["Size"],
                        "type": "file"})

@@ -252,7 +252,7 @@ class LeaseLock:
         body = orjson.dumps(record)
         try:
             return self._s3("put_object", Body=body, **cond)["ETag"]
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - its HTTP status decides
             status = http_status(err)
             if status == 412:
                 current, etag = self._read()
@@ -442,7 +442,7 @@ class LeaseCheck:
             record = {}
         except orjson.JSONDecodeError:
             record = {}
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - any other failure: one line
             raise storage_error(err, dest, "destination") from None
         if not isinstance(record, dict) or record.get("id") != self.lease_id \
                 or record.get("expires", 0) <= time.time():

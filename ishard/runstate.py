@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import shutil
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -148,26 +150,27 @@ class RunState:
         """Remove ``run.json`` and ``done/``, one retried request at a time (a retry repeats
         one request, not a composite call that may fail at the same step again)."""
         dest, run = self._dest, self._retrier.run
-        fs = dest.fs
+        fs: Any = dest.fs
         if not dest.is_s3:
             for name in (DONE_DIR, RUN_NAME):
                 path = dest.child(name)
-                if run(lambda p=path: fs.exists(p)):
-                    run(lambda p=path: fs.rm(p, recursive=True))
+                if run(partial(fs.exists, path)):
+                    run(partial(fs.rm, path, recursive=True))
             return
         bucket, _, done = dest.child(DONE_DIR).partition("/")
-        keys, token = [dest.child(RUN_NAME).partition("/")[2]], {}
+        keys = [dest.child(RUN_NAME).partition("/")[2]]
+        token: dict[str, str] = {}
         while True:
-            page = run(lambda t=token: fs.call_s3("list_objects_v2", Bucket=bucket,
-                                                  Prefix=done + "/", **t))
+            page = run(partial(fs.call_s3, "list_objects_v2", Bucket=bucket, Prefix=done + "/",
+                               **token))
             keys += [item["Key"] for item in page.get("Contents", [])]
             if not page.get("IsTruncated"):
                 break
             token = {"ContinuationToken": page["NextContinuationToken"]}
         for start in range(0, len(keys), 1000):  # S3's most per request
             batch = [{"Key": key} for key in keys[start : start + 1000]]
-            run(lambda b=batch: fs.call_s3("delete_objects", Bucket=bucket,
-                                           Delete={"Objects": b, "Quiet": True}))
+            run(partial(fs.call_s3, "delete_objects", Bucket=bucket,
+                        Delete={"Objects": batch, "Quiet": True}))
         fs.invalidate_cache(dest.child(STATE_DIR))
 
 
@@ -195,7 +198,8 @@ def still_complete(dest: Location, record: dict, retrier: Retrier | None = None)
             if path.stat().st_size != record.get("filesize"):
                 return False
             return md5 is None or file_md5(path) == md5
-        fs, where = dest.fs, dest.child(name)
+        fs: Any = dest.fs
+        where = dest.child(name)
         if dest.is_s3:
             bucket, _, key = where.partition("/")
             head = run(lambda: fs.call_s3("head_object", Bucket=bucket, Key=key))

@@ -9,6 +9,7 @@ import math
 import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
@@ -382,9 +383,8 @@ def abort_dangling_uploads(location: Location, names: Iterable[str], retrier: Re
     fs, aborted, marker = location.fs, 0, {}
     try:
         while True:
-            page = retrier.run(lambda m=marker: fs.call_s3(  # type: ignore[misc]
-                "list_multipart_uploads", Bucket=bucket, Prefix=prefix + "/" if prefix else "",
-                **m))
+            page = retrier.run(partial(fs.call_s3, "list_multipart_uploads", Bucket=bucket,
+                                       Prefix=prefix + "/" if prefix else "", **marker))
             for upload in page.get("Uploads", []):
                 if upload["Key"] in keys:
                     retrier.run(lambda u=upload: fs.call_s3(
