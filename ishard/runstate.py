@@ -31,7 +31,8 @@ MD5_CHUNK = 8 << 20
 def fingerprint(plan: Plan) -> str:
     """A digest of everything the shards' bytes depend on: ishard's version, the gzip library,
     the source, the options that shape output, the seed, and every planned member (name,
-    size, mtime) in every shard."""
+    size, mtime, and its stamp: nanosecond mtime and inode locally, ETag and mtime on a store)
+    in every shard, so a file rewritten within the same second is not taken for the same."""
     options = {k: v for k, v in plan.options.items() if k not in EXECUTION_ONLY}
     level = options.get("compress_level")
     digest = hashlib.sha256(orjson.dumps(
