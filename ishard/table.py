@@ -54,7 +54,7 @@ class FileTable:
     headers get) and stamps (the rest of a file's identity, for the plan fingerprint only:
     ``local_stamp``, ``store_stamp``, or 0 where the listing has nothing more)."""
 
-    __slots__ = ("names", "sizes", "mtimes", "stamps")
+    __slots__ = ("mtimes", "names", "sizes", "stamps")
 
     def __init__(self) -> None:
         self.names: list[str] = []
