@@ -290,3 +290,36 @@ def test_a_destination_inside_the_source_through_a_bind_mount_is_refused(tmp_pat
                                  f"source {str(src)!r} — write the shards somewhere else")]
     assert sorted(p.name for p in src.iterdir()) == ["a", "b"]  # nothing written into SRC
     assert sorted(p.name for p in (src / "a").iterdir()) == ["1.jpg"]
+
+
+def test_overwrite_aborts_a_killed_runs_multipart_upload(s3_server, s3_bucket, src, tmp_path,
+                                                         reference):
+    """An S3 destination holding a killed run's shard and its open multipart upload of a
+    planned shard: --overwrite aborts that upload (and no other) and writes the same bytes as a
+    local run."""
+    client = s3_server.client()
+    planned = sorted(n for n in reference if n.endswith(".tar"))[3]
+    dangling = client.create_multipart_upload(Bucket=s3_bucket, Key=f"out/{planned}")["UploadId"]
+    client.upload_part(Bucket=s3_bucket, Key=f"out/{planned}", PartNumber=1, UploadId=dangling,
+                       Body=b"half a shard")
+    other = client.create_multipart_upload(Bucket=s3_bucket, Key="out/notes.bin")["UploadId"]
+    client.put_object(Bucket=s3_bucket, Key="out/shard-000000.tar", Body=b"a killed run's")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("AWS_") and k.lower() not in ("http_proxy", "https_proxy",
+                                                             "all_proxy")}
+    env.update(AWS_ACCESS_KEY_ID=s3_server.access_key, AWS_SECRET_ACCESS_KEY=s3_server.secret_key,
+               AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+               AWS_EC2_METADATA_DISABLED="true", NO_PROXY="127.0.0.1,localhost")
+    try:
+        result = run_ishard("shard", src, f"s3://{s3_bucket}/out", *COMMON, "--overwrite",
+                            "--endpoint-url", s3_server.endpoint_url, env=env)
+        assert result.returncode == 0, result.stderr
+        left = client.list_multipart_uploads(Bucket=s3_bucket).get("Uploads", [])
+        assert [(u["Key"], u["UploadId"]) for u in left] == [("out/notes.bin", other)]
+    finally:
+        client.abort_multipart_upload(Bucket=s3_bucket, Key="out/notes.bin", UploadId=other)
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=s3_bucket)["Contents"]]
+    written = {k.removeprefix("out/"): client.get_object(Bucket=s3_bucket, Key=k)["Body"].read()
+               for k in keys}
+    assert {n: d for n, d in written.items() if n != "manifest.json"} == {
+        n: d for n, d in reference.items() if n != "manifest.json"}
