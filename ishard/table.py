@@ -188,8 +188,10 @@ class ShardList(Sequence[ShardPlan]):
         for name, members, table in zip(self.names, self._members, self._tables):
             files, starts, runs = table.files, table.starts, table.members
             names, sizes, mtimes, stamps = files.names, files.sizes, files.mtimes, files.stamps
-            lines = [f"\x01{name}"]
+            rows = array("q")
             for i in members:
-                lines += [f"{names[f]}\x00{sizes[f]}\x00{mtimes[f]}\x00{stamps[f]}"
-                          for f in runs[starts[i]:starts[i + 1]]]
+                rows += runs[starts[i]:starts[i + 1]]
+            lines = [f"\x01{name}"]
+            lines += [f"{names[f]}\x00{sizes[f]}\x00{mtimes[f]}" for f in rows]
             update("\n".join(lines).encode("utf-8", "surrogateescape") + b"\n")
+            update(array("q", map(stamps.__getitem__, rows)).tobytes())  # 8 bytes a member
