@@ -36,16 +36,17 @@ def check(root: str) -> None:
     folder = Path(root) / STATE_DIR
     try:
         mode = folder.lstat().st_mode
-    except FileNotFoundError:
-        return
+    except OSError:
+        return  # missing; or unreadable, which taking the lock then reports
     if not stat.S_ISDIR(mode):
         raise not_ours(root, STATE_DIR)
     for name, kind in ENTRIES.items():
         try:
-            if not kind((folder / name).lstat().st_mode):
-                raise not_ours(root, f"{STATE_DIR}/{name}")
-        except FileNotFoundError:
+            mode = (folder / name).lstat().st_mode
+        except OSError:
             continue
+        if not kind(mode):
+            raise not_ours(root, f"{STATE_DIR}/{name}")
 
 
 def open_dir(root: str, inner: str, *, create: bool) -> int | None:
