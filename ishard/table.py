@@ -41,8 +41,9 @@ def local_stamp(mtime_ns: int, inode: int) -> int:
 def store_stamp(info: dict) -> int:
     """An object's identity beyond its size, in 64 bits: its ETag and modification time as the
     store lists them (0 when it lists neither)."""
-    etag = info.get("ETag", info.get("etag"))
-    modified = info.get("LastModified", info.get("last_modified", info.get("mtime")))
+    etag = next((info[k] for k in ("ETag", "etag") if k in info), None)
+    modified = next((info[k] for k in ("LastModified", "last_modified", "updated", "mtime")
+                     if k in info), None)
     if etag is None and modified is None:
         return 0
     text = f"{etag}\x00{modified}".encode("utf-8", "surrogateescape")

@@ -40,11 +40,12 @@ cli.main(sys.argv[2:])
 """
 
 
-def killed_run(src: Path, dst: Path, after: int, *args: str) -> subprocess.CompletedProcess:
+def killed_run(src: Path | str, dst: Path, after: int, *args: str,
+               env: dict | None = None) -> subprocess.CompletedProcess:
     """``ishard shard SRC DST`` killed with SIGKILL once ``after`` shards are complete."""
     done = subprocess.run([sys.executable, "-c", KILL_AFTER, str(after), "shard", str(src),
                            str(dst), *COMMON, *args], check=False, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=300, env=env)
     assert done.returncode == -signal.SIGKILL, done.stderr
     return done
 
@@ -292,6 +293,34 @@ def test_a_destination_inside_the_source_through_a_bind_mount_is_refused(tmp_pat
     assert sorted(p.name for p in (src / "a").iterdir()) == ["1.jpg"]
 
 
+def s3_env(s3_server) -> dict[str, str]:
+    """This environment with the test server's credentials, no other AWS settings, no proxy."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("AWS_") and k.lower() not in ("http_proxy", "https_proxy",
+                                                             "all_proxy")}
+    env.update(AWS_ACCESS_KEY_ID=s3_server.access_key, AWS_SECRET_ACCESS_KEY=s3_server.secret_key,
+               AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+               AWS_EC2_METADATA_DISABLED="true", NO_PROXY="127.0.0.1,localhost")
+    return env
+
+
+def test_resume_notices_an_object_rewritten_with_the_same_size(s3_server, s3_bucket, tmp_path):
+    """An S3 source: an object of a complete shard rewritten with other bytes of the same
+    size after the kill (its listed ETag changes) makes --resume refuse."""
+    client = s3_server.client()
+    for name, size in TREE.items():
+        client.put_object(Bucket=s3_bucket, Key=name, Body=bytes([len(name)]) * size)
+    env = s3_env(s3_server)
+    where = ("--endpoint-url", s3_server.endpoint_url)
+    dst = tmp_path / "out"
+    killed_run(f"s3://{s3_bucket}", dst, 3, *where, env=env)
+    before = files(dst)
+    client.put_object(Bucket=s3_bucket, Key="d0/0000.jpg", Body=b"\xff" * TREE["d0/0000.jpg"])
+    result = run_ishard("shard", f"s3://{s3_bucket}", dst, *COMMON, *where, "--resume", env=env)
+    assert "the source or the options changed" in one_error(result, 1)
+    assert files(dst) == before
+
+
 def test_overwrite_aborts_a_killed_runs_multipart_upload(s3_server, s3_bucket, src, tmp_path,
                                                          reference):
     """An S3 destination holding a killed run's shard and its open multipart upload of a
@@ -304,12 +333,7 @@ def test_overwrite_aborts_a_killed_runs_multipart_upload(s3_server, s3_bucket, s
                        Body=b"half a shard")
     other = client.create_multipart_upload(Bucket=s3_bucket, Key="out/notes.bin")["UploadId"]
     client.put_object(Bucket=s3_bucket, Key="out/shard-000000.tar", Body=b"a killed run's")
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("AWS_") and k.lower() not in ("http_proxy", "https_proxy",
-                                                             "all_proxy")}
-    env.update(AWS_ACCESS_KEY_ID=s3_server.access_key, AWS_SECRET_ACCESS_KEY=s3_server.secret_key,
-               AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull,
-               AWS_EC2_METADATA_DISABLED="true", NO_PROXY="127.0.0.1,localhost")
+    env = s3_env(s3_server)
     try:
         result = run_ishard("shard", src, f"s3://{s3_bucket}/out", *COMMON, "--overwrite",
                             "--endpoint-url", s3_server.endpoint_url, env=env)
