@@ -152,9 +152,9 @@ def _make_destination(dest: Location) -> None:
 
 def _drawn_seed(sort: object, opts: Options) -> int | None:
     """The seed ``make_options`` drew for an unseeded ``--sort shuffle``; None otherwise."""
-    if not isinstance(sort, str) or parse_sort(sort).kind != "shuffle":
-        return None
-    return opts.order.seed if parse_sort(sort).seed is None else None
+    order = parse_sort(sort) if isinstance(sort, str) else None
+    unseeded = order is not None and order.kind == "shuffle" and order.seed is None
+    return opts.order.seed if unseeded else None
 
 
 def _shuffle_seed(opts: Options, drawn: int, state: RunState, dest: Location,
