@@ -103,8 +103,8 @@ def read_manifest(dst: Location) -> dict:
             raise UsageError(f"destination {dst.url!r} does not exist — give the directory or "
                              "URL ishard wrote its shards to") from None
         raise DataError(f"no {MANIFEST_NAME} in {dst.url!r} — it is written when a run ends; "
-                        "run the same ishard shard command again with --resume to finish the "
-                        "job") from None
+                        "run ishard shard again with the same source and options and --resume "
+                        "to finish the job") from None
     except (IsADirectoryError, PermissionError) as err:
         if dst.is_local:
             raise DataError(f"cannot read {where!r}: {err.strerror or err} — it must be the "

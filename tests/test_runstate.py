@@ -236,8 +236,8 @@ def test_verify_on_an_interrupted_run_advises_resume(src, tmp_path):
     killed_run(src, dst, 2)
     line = one_error(run_ishard("verify", dst), 1)
     assert line == (f"ishard: error: no manifest.json in {str(dst)!r} — it is written when a "
-                    "run ends; run the same ishard shard command again with --resume to finish "
-                    "the job")
+                    "run ends; run ishard shard again with the same source and options and "
+                    "--resume to finish the job")
 
 
 # In a private user and mount namespace (nothing outside sees it): $SETUP, then ishard.
