@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -217,7 +218,8 @@ def still_complete(dest: Location, record: dict) -> bool:
     try:
         if dest.is_local:
             path = Path(dest.root) / name
-            if path.stat().st_size != record.get("filesize"):
+            st = path.lstat()  # a link planted under a shard's name is no shard: rewritten
+            if not stat.S_ISREG(st.st_mode) or st.st_size != record.get("filesize"):
                 return False
             return record.get("md5") is None or file_md5(path) == record["md5"]
         return dest.fs.info(dest.child(name))["size"] == record.get("filesize")
@@ -232,9 +234,12 @@ def remove_temp_files(dest: Location, names: Iterable[str]) -> int:
     if not dest.is_local:
         return 0
     removed = 0
-    folders = {(Path(dest.root) / name).parent for name in names}
-    folders.add(Path(dest.root))
+    root = Path(dest.root)
+    folders = {(root / name).parent for name in names}
+    folders.add(root)
     for folder in folders:
+        if any(p.is_symlink() for p in (folder, *folder.parents) if root in p.parents):
+            continue  # a linked folder leads out of DST: nothing there is ours to remove
         for temp in folder.glob(f".*{TEMP_SUFFIX}"):
             temp.unlink(missing_ok=True)
             removed += 1

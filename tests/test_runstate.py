@@ -137,6 +137,23 @@ def test_a_linked_manifest_is_replaced_not_written_through(src, tmp_path, refere
     assert files(dst) == reference
 
 
+def test_resume_rewrites_a_complete_shard_replaced_by_a_link(src, tmp_path, reference):
+    """A recorded shard swapped for a link to a copy elsewhere (same bytes, same md5): not
+    kept as a link, written again as a file; the copy is untouched."""
+    dst = tmp_path / "out"
+    killed_run(src, dst, 3)
+    name = min(n for n in reference if n.endswith(".tar"))
+    elsewhere = tmp_path / "elsewhere.tar"
+    os.replace(dst / name, elsewhere)
+    (dst / name).symlink_to(elsewhere)
+    result = run_ishard("shard", src, dst, *COMMON, "--resume")
+    assert result.returncode == 0, result.stderr
+    assert "resumed: 2 shards complete from the earlier run" in result.stdout
+    assert not (dst / name).is_symlink()
+    assert files(dst) == reference
+    assert elsewhere.read_bytes() == reference[name]
+
+
 def test_a_stray_temp_record_in_done_is_ignored_and_removed(src, tmp_path, reference):
     """kill -9 while a shard's record was being written leaves a temp record in done/: a
     later --resume ignores it (the shard is checked like any other) and finishes."""
