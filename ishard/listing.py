@@ -13,7 +13,7 @@ import regex
 from .errors import IshardError, SourceError, UsageError
 from .model import Tally
 from .storage import Location, storage_error
-from .table import FileTable
+from .table import FileTable, local_stamp, store_stamp
 
 HIDDEN = "hidden (name starts with '.'; --include-hidden keeps it)"
 HIDDEN_DIR = "hidden directory, not entered (--include-hidden enters it)"
@@ -171,7 +171,8 @@ class _LocalWalk:
         if not stat.S_ISREG(st.st_mode):
             self.tally.add(SPECIAL, name)
             return
-        self.entries.add(name, st.st_size, st.st_mtime_ns // 1_000_000_000)
+        self.entries.add(name, st.st_size, st.st_mtime_ns // 1_000_000_000,
+                         local_stamp(st.st_mtime_ns, st.st_ino))
         if self.on_file is not None:
             self.on_file(st.st_size)
 
@@ -246,7 +247,7 @@ def list_remote(
         if not name.startswith(wanted) or not keep_remote_name(name, include_hidden, tally):
             return
         size = int(info["size"])
-        entries.add(name, size, _mtime(info))
+        entries.add(name, size, _mtime(info), store_stamp(info))
         if on_file is not None:
             on_file(size)
 

@@ -10,6 +10,7 @@ import orjson
 from . import __version__
 from .errors import DataError, UsageError, WriteError
 from .model import Plan, ShardResult
+from .runstate import EXECUTION_ONLY
 from .storage import Location, storage_error
 
 MANIFEST_NAME = "manifest.json"
@@ -18,7 +19,9 @@ MANIFEST_NAME = "manifest.json"
 def manifest_document(plan: Plan, results: Sequence[ShardResult],
                       fingerprint: str | None = None) -> dict:
     """The manifest as a dict: ``shardlist`` for wids, ``ishard`` for everything else
-    (``fingerprint``: the plan's, which ``--resume`` compares)."""
+    (``fingerprint``: the plan's, which ``--resume`` compares). Options that only say how the
+    run went (``EXECUTION_ONLY``: jobs, resume …) are left out, so a resumed run's manifest is
+    byte for byte an uninterrupted one's."""
     return {
         "__kind__": "wids-shard-index-v1",
         "wids_version": 1,
@@ -26,7 +29,7 @@ def manifest_document(plan: Plan, results: Sequence[ShardResult],
         "ishard": {
             "version": __version__,
             "source": plan.source,
-            "options": plan.options,
+            "options": {k: v for k, v in plan.options.items() if k not in EXECUTION_ONLY},
             "seed": plan.seed,
             "fingerprint": fingerprint,
             "totals": {
@@ -100,7 +103,8 @@ def read_manifest(dst: Location) -> dict:
             raise UsageError(f"destination {dst.url!r} does not exist — give the directory or "
                              "URL ishard wrote its shards to") from None
         raise DataError(f"no {MANIFEST_NAME} in {dst.url!r} — it is written when a run ends; "
-                        "run ishard shard again (with --overwrite) to finish the job") from None
+                        "run ishard shard again with the same source and options and --resume "
+                        "to finish the job") from None
     except (IsADirectoryError, PermissionError) as err:
         if dst.is_local:
             raise DataError(f"cannot read {where!r}: {err.strerror or err} — it must be the "

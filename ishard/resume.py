@@ -24,17 +24,31 @@ CHANGED = (
 )
 
 
-def _manifest_records(dest: Location, fingerprint: str) -> dict[int, dict] | None:
-    """A finished run's shards, from its manifest, if it is this plan's; None without one."""
+def _manifest_data(dest: Location) -> bytes | None:
+    """The bytes of ``DST/manifest.json`` (locally not through a link); None without one."""
     try:
         if dest.is_local:
             path = Path(dest.root) / MANIFEST_NAME
-            data = path.read_bytes() if path.is_file() else None
-        else:
-            path = dest.child(MANIFEST_NAME)
-            data = dest.fs.cat_file(path) if dest.fs.exists(path) else None
+            return path.read_bytes() if path.is_file() and not path.is_symlink() else None
+        path = dest.child(MANIFEST_NAME)
+        return dest.fs.cat_file(path) if dest.fs.exists(path) else None
     except Exception as err:
         raise storage_error(err, dest, "destination") from None
+
+
+def earlier_manifest_seed(dest: Location) -> int | None:
+    """The seed a finished run's manifest records, if any (an unseeded shuffle's resumed)."""
+    data = _manifest_data(dest)
+    try:
+        seed = orjson.loads(data)["ishard"]["seed"] if data else None
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+    return seed if isinstance(seed, int) else None
+
+
+def _manifest_records(dest: Location, fingerprint: str) -> dict[int, dict] | None:
+    """A finished run's shards, from its manifest, if it is this plan's; None without one."""
+    data = _manifest_data(dest)
     if data is None:
         return None
     try:
