@@ -146,7 +146,8 @@ def _writer_parts(source: Location, dest: Location, opts: Options, retrier: Retr
                   notice: Callable[[str], None]) -> tuple[Reader, Callable, dict]:
     """The reader of member bytes, the shard sink factory and the archive writer settings."""
     cleanup = Retrier(CLEANUP_ATTEMPTS, cap=4.0)
-    reader = open_reader(source, retrier, jobs=_jobs(opts, source, dest), budget=opts.read_buffer)
+    reader = open_reader(source, retrier, jobs=_jobs(opts, source, dest), budget=opts.read_buffer,
+                         follow_symlinks=opts.follow_symlinks)
 
     def sink_for(shard_plan: ShardPlan):
         return open_sink(dest, shard_plan.name, retrier=retrier, cleanup=cleanup,

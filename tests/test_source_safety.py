@@ -1,0 +1,157 @@
+"""One path rule for every local read, whatever named the file (a walk, an inventory) and whatever
+changed after listing: no symbolic link followed without --follow-symlinks (and never out of the
+source), regular files only, opened so that nothing can block for good."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+from conftest import make_tree
+
+import ishard
+from ishard.errors import SourceError
+from ishard.progress import Progress
+
+SECRET = b"TOP SECRET, NEVER SHIP"
+HANG_GUARD = 120  # seconds: only a hang (the bug) ever gets near this
+
+
+def inventory(path: Path, rows: dict[str, int]) -> Path:
+    path.write_text("".join(json.dumps({"name": n, "size": s}) + "\n" for n, s in rows.items()))
+    return path
+
+
+def no_secret_anywhere(dst: Path) -> None:
+    """No file in DST (shards, temp files, records) holds the outside file's bytes."""
+    for path in dst.rglob("*") if dst.exists() else ():
+        if path.is_file():
+            assert SECRET not in path.read_bytes(), path
+
+
+def finals(dst: Path) -> list[str]:
+    """Shards and manifest under final names (hidden run records and temp files excluded)."""
+    return sorted(p.name for p in dst.iterdir() if not p.name.startswith(".")) if dst.exists() else []
+
+
+@pytest.fixture
+def outside(tmp_path) -> Path:
+    return make_tree(tmp_path / "outside", {"key.txt": SECRET, "d/key.txt": SECRET})
+
+
+@pytest.fixture
+def src(tmp_path) -> Path:
+    return make_tree(tmp_path / "src", {"a/1.jpg": b"one", "a/2.jpg": b"two", "b/3.jpg": b"3"})
+
+
+def run(*args) -> subprocess.CompletedProcess:
+    """The CLI with a hang guard (a FIFO used to block it for good)."""
+    return subprocess.run([sys.executable, "-m", "ishard", *map(str, args)], capture_output=True, check=False,
+                          text=True, timeout=HANG_GUARD)
+
+
+def test_src_list_naming_a_link_out_of_src_is_refused(src, outside, tmp_path):
+    """Finding: --src-list put a file outside SRC into a shard through a link, without
+    --follow-symlinks. Now the read refuses the link, naming it; nothing is shipped."""
+    os.symlink(outside / "key.txt", src / "a" / "link.jpg")
+    inv = inventory(tmp_path / "l.jsonl", {"a/1.jpg": 3, "a/link.jpg": len(SECRET)})
+    for extra in ((), ("--follow-symlinks",)):
+        dst = tmp_path / f"out{len(extra)}"
+        done = run("shard", src, dst, "--src-list", inv, "--no-progress", *extra)
+        assert done.returncode == 1, done.stderr
+        line = done.stderr.strip()
+        assert line.count("\n") == 0 and line.startswith("ishard: error: source file 'a/link.jpg'")
+        assert ("leads outside the source" if extra else "is a symbolic link") in line
+        assert "Traceback" not in done.stderr
+        assert finals(dst) == []
+        no_secret_anywhere(dst)
+
+
+def test_src_list_through_a_linked_directory_is_refused(src, outside, tmp_path):
+    """A link in an intermediate directory is caught too (the final name is a plain file)."""
+    os.symlink(outside / "d", src / "linked")
+    os.symlink("a", src / "inner")  # a link that stays inside SRC
+    inv = inventory(tmp_path / "l.jsonl", {"a/1.jpg": 3, "linked/key.txt": len(SECRET)})
+    done = run("shard", src, tmp_path / "out", "--src-list", inv, "--no-progress")
+    assert done.returncode == 1
+    assert ("source file 'linked/key.txt' is reached through the symbolic link 'linked'"
+            in done.stderr)
+    done = run("shard", src, tmp_path / "out2", "--src-list", inv, "--no-progress",
+               "--follow-symlinks")
+    assert done.returncode == 1 and "'linked/key.txt' leads outside the source" in done.stderr
+    for dst in ("out", "out2"):
+        assert finals(tmp_path / dst) == []
+        no_secret_anywhere(tmp_path / dst)
+    # links that stay inside SRC: refused without --follow-symlinks, read with it
+    inv = inventory(tmp_path / "in.jsonl", {"inner/1.jpg": 3, "b/3.jpg": 1})
+    done = run("shard", src, tmp_path / "out3", "--src-list", inv, "--no-progress")
+    assert done.returncode == 1 and "through the symbolic link 'inner'" in done.stderr
+    done = run("shard", src, tmp_path / "out4", "--src-list", inv, "--no-progress",
+               "--follow-symlinks")
+    assert done.returncode == 0, done.stderr
+    with tarfile.open(next((tmp_path / "out4").glob("*.tar"))) as tar:
+        assert tar.extractfile("inner/1.jpg").read() == b"one"
+
+
+def test_a_fifo_named_in_an_inventory_fails_at_once(src, tmp_path):
+    """Finding: a FIFO in an inventory hung the run for good, deaf to Ctrl-C. Now it is opened
+    without blocking and refused as not a regular file."""
+    os.mkfifo(src / "a" / "pipe.jpg")
+    inv = inventory(tmp_path / "l.jsonl", {"a/1.jpg": 3, "a/pipe.jpg": 10})
+    for ext in (".tar", ".tgz", ".zip"):
+        dst = tmp_path / f"out{ext}"
+        done = run("shard", src, dst, "--src-list", inv, "--no-progress", "--ext", ext)
+        assert done.returncode == 1, done.stderr
+        assert ("cannot read 'a/pipe.jpg' from the source: it is a FIFO, not a regular file"
+                in done.stderr)
+        assert finals(dst) == []
+        # the lock is free again: the same destination takes a good run
+        good = run("shard", src, dst, "--no-progress", "--ext", ext, "--overwrite")
+        assert good.returncode == 0, good.stderr
+
+
+class Swap(Progress):
+    """Once the plan is made (before any shard is written), replace a listed file."""
+
+    def __init__(self, path: Path, into) -> None:
+        self.path, self.into = path, into
+
+    def planned(self, shards: int, nbytes: int) -> None:
+        self.path.unlink()
+        self.into(self.path)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_file_swapped_for_a_link_or_fifo_after_listing_is_refused(src, outside, tmp_path, jobs):
+    """Finding: a file replaced by a symlink between listing and reading was followed."""
+    swaps = {
+        "link": (lambda p: os.symlink(outside / "key.txt", p), "is a symbolic link"),
+        "fifo": (os.mkfifo, "it is a FIFO, not a regular file"),
+        "dir-link": (None, "is reached through the symbolic link 'a'"),
+    }
+    for what, (into, message) in swaps.items():
+        tree = make_tree(tmp_path / f"src-{what}-{jobs}", {"a/1.jpg": b"one", "b/3.jpg": b"3"})
+        dst = tmp_path / f"out-{what}-{jobs}"
+        if into is None:  # the whole directory becomes a link to a copy outside
+            make_tree(tmp_path / f"copy-{what}-{jobs}", {"1.jpg": SECRET[:3]})
+
+            class DirSwap(Progress):
+                def planned(self, shards, nbytes, tree=tree, copy=tmp_path / f"copy-{what}-{jobs}"):
+                    (tree / "a" / "1.jpg").unlink()
+                    (tree / "a").rmdir()
+                    os.symlink(copy, tree / "a")
+
+            hook = DirSwap()
+        else:
+            hook = Swap(tree / "a" / "1.jpg", into)
+        with pytest.raises(SourceError, match=message) as err:
+            ishard.shard(tree, dst, progress=hook, jobs=jobs, shard_size="1B")
+        assert "'a/1.jpg'" in str(err.value)
+        assert [n for n in finals(dst) if n.endswith(".tar")] in ([], ["shard-000001.tar"])
+        assert "manifest.json" not in finals(dst)
+        no_secret_anywhere(dst)
