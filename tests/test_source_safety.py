@@ -155,3 +155,67 @@ def test_a_file_swapped_for_a_link_or_fifo_after_listing_is_refused(src, outside
         assert [n for n in finals(dst) if n.endswith(".tar")] in ([], ["shard-000001.tar"])
         assert "manifest.json" not in finals(dst)
         no_secret_anywhere(dst)
+
+
+# ---------------------------------------------------------------- inventory rows
+
+BAD_ROWS = {
+    # id: (inventory file name, its bytes, the message after "--src-list 'NAME' line N: ")
+    "jsonl-not-utf8": ("l.jsonl", (b'{"name": "a/1.jpg", "size": 3}\n{"name": "a/\xff.jpg", '
+                                   b'"size": 3}\n'),
+                       "line 2: not UTF-8 (byte 0xff at column 13) — write the inventory as UTF-8"),
+    "csv-not-utf8": ("l.csv", b"name,size\na/1.jpg,3\na/\xfe.jpg,3\n",
+                     "line 3: not UTF-8 (byte 0xfe at column 3)"),
+    "name-is-a-list": ("l.jsonl", b'{"name": ["a/1.jpg"], "size": 3}\n',
+                       "line 1: the name is a list, not a string"),
+    "name-is-an-object": ("l.jsonl", (b'{"name": "a/1.jpg", "size": 3}\n{"name": {"a": 1}, '
+                                      b'"size": 3}\n'), "line 2: the name is a dict, not a string"),
+    "name-missing": ("l.jsonl", b'{"size": 3}\n', "line 1: the name is missing"),
+    "row-is-a-list": ("l.jsonl", b'{"name": "a/1.jpg", "size": 3}\n["a/2.jpg", 3]\n',
+                      "line 2: a JSON list, not an object"),
+    "size-float": ("l.jsonl", b'{"name": "a/1.jpg", "size": 2.5}\n',
+                   "line 1: the size is 2.5, not a whole number of bytes (0 or more)"),
+    "size-negative": ("l.csv", b"name,size\na/1.jpg,3\na/2.jpg,-3\n",
+                      "line 3: the size is '-3', not a whole number of bytes (0 or more)"),
+    "size-negative-json": ("l.jsonl", b'{"name": "a/1.jpg", "size": -1}\n',
+                           "line 1: the size is -1, not a whole number"),
+    "size-bool": ("l.jsonl", b'{"name": "a/1.jpg", "size": true}\n', "line 1: the size is True"),
+    "field-over-128KiB-json": ("l.jsonl", b'{"name": "' + b"n" * (129 << 10) + b'", "size": 3}\n',
+                               "line 1: the name is longer than 128 KiB"),
+    "field-over-128KiB-csv": ("l.csv", b"name,size\n\"" + b"n" * (129 << 10) + b"\",3\n",
+                              "line 2: a field is longer than 128 KiB"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ROWS))
+def test_inventory_rows_that_break_the_format_are_one_clear_line(case, src, tmp_path):
+    """Finding: such rows gave 'unexpected …' or passed. Each is now one line, exit 2."""
+    name, data, message = BAD_ROWS[case]
+    inv = tmp_path / name
+    inv.write_bytes(data)
+    done = run("shard", src, tmp_path / "out", "--src-list", inv, "--no-progress")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"ishard: error: --src-list '{inv}' {message}"), done.stderr
+    assert done.stderr.count("\n") == 1 and "unexpected" not in done.stderr
+    assert finals(tmp_path / "out") == []
+
+
+@pytest.mark.parametrize("start", [b'{"name": "', b"name,size\n"])
+def test_an_inventory_without_newlines_fails_at_once_in_bounded_memory(start, src, tmp_path):
+    """Finding: a 7 GB line grew memory without bound. A 600 MiB line (a sparse file: cheap to
+    make) now stops at the first MiB with the line-length error; the run's peak memory stays
+    far below the line's size."""
+    import resource
+
+    inv = tmp_path / ("l.jsonl" if start.startswith(b"{") else "l.csv")
+    with open(inv, "wb") as f:
+        f.write(start)
+        f.truncate(600 << 20)  # NUL bytes, no newline
+    done = run("shard", src, tmp_path / "out", "--src-list", inv, "--no-progress")
+    assert done.returncode == 2, done.stderr
+    line = 2 if start.startswith(b"name") else 1
+    assert done.stderr == (f"ishard: error: --src-list '{inv}' line {line}: longer than 1 MiB (no "
+                           "end of line) — an inventory has one file per line; check that this "
+                           "is one\n")
+    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # any child so far
+    assert peak_mib < 400, peak_mib
