@@ -72,6 +72,13 @@ def _name(value, where: str, number: int) -> str:
         shown = "missing" if value is None else f"a {type(value).__name__}, not a string"
         raise _bad_row(where, number, f"the name is {shown} — give each file's name as text, "
                        'e.g. {"name": "a/b.jpg", "size": 123}')
+    if not value.isascii():
+        try:
+            value.encode("utf-8", "surrogateescape")  # as a local file name would be
+        except UnicodeEncodeError as err:
+            raise _bad_row(where, number, f"the name has a lone surrogate "
+                           f"(\\u{ord(value[err.start]):04x}), which no file name can hold — "
+                           "write names as UTF-8 text") from None
     if len(value) > MAX_FIELD:
         raise _bad_row(where, number, f"the name is longer than {MAX_FIELD >> 10} KiB — "
                        "an inventory names one file per line; check that this is one")

@@ -20,6 +20,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from .listing import quoted, shown
 from .model import Plan, ShardResult
 from .progress import Progress
 from .sizes import format_size
@@ -33,8 +34,8 @@ def plan_text(plan: Plan, show_keys: bool, out: TextIO) -> None:
         rows: list[tuple[str, str]] = []
         for sample in shard.samples:
             if show_keys:
-                rows.append((f"  [{sample.key}]", ""))
-            rows += [(f"    {f.arcname}", format_size(f.size)) for f in sample.files]
+                rows.append((f"  [{shown(sample.key)}]", ""))
+            rows += [(f"    {shown(f.arcname)}", format_size(f.size)) for f in sample.files]
         width = max(len(shard.name), *(len(r[0]) for r in rows))
         out.write(f"{shard.name.ljust(width)}  {format_size(shard.size)}\n")
         for left, right in rows:
@@ -78,7 +79,7 @@ def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
         f"largest {format_size(summary['largest_shard'])}\n"
     )
     for skip in summary["skipped"]:
-        examples = ", ".join(repr(e) for e in skip["examples"])
+        examples = ", ".join(map(quoted, skip["examples"]))
         out.write(f"left out {skip['count']}: {skip['reason']} (e.g. {examples})\n")
     if summary.get("seed") is not None:
         out.write(f"shuffle seed: {summary['seed']} (pass --sort shuffle:{summary['seed']} to repeat)\n")

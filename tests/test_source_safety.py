@@ -219,3 +219,71 @@ def test_an_inventory_without_newlines_fails_at_once_in_bounded_memory(start, sr
                            "is one\n")
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # any child so far
     assert peak_mib < 400, peak_mib
+
+
+# ---------------------------------------------------------------- names that are not UTF-8
+
+
+def undecodable(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def test_names_that_are_not_utf8_are_shown_escaped_and_never_crash_a_run(tmp_path):
+    """Finding: a non-UTF-8 name among the left-out files crashed the run after every shard
+    was written (no manifest; --resume and --dry-run=json the same). Such names are now shown
+    with \\xNN escapes in the manifest, the summaries, the dry runs, and a sharded one keeps
+    its exact bytes in the archive."""
+    src = make_tree(tmp_path / "src", {"a/1.jpg": b"one", "a/1.cls": b"c", "a/2.jpg": b"two"})
+    top = os.fsencode(src)
+    for raw, data in ((b"a/.hidden\xff.jpg", b"h"), (b"a/unsafe\xfe\n.jpg", b"u"),
+                      (b"a/3.\xfdx", b"x"),  # its sample is excluded below (no .cls)
+                      (b"a/ok\xfc.jpg", b"ok"), (b"a/ok\xfc.cls", b"k")):
+        fd = os.open(top + b"/" + raw, os.O_WRONLY | os.O_CREAT, 0o644)
+        os.write(fd, data)
+        os.close(fd)
+    opts = ("--sample-exts", ".jpg,.cls", "--missing-extension-action", "exclude",
+            "--no-progress")
+    dst = tmp_path / "out"
+    done = run("shard", src, dst, *opts, "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    examples = sorted(e for s in summary["skipped"] for e in s["examples"])
+    assert r"a/.hidden\xff.jpg" in examples and "a/unsafe\\xfe\n.jpg" in examples
+    assert r"a/3.\xfdx" in examples
+    manifest = json.loads((dst / "manifest.json").read_text(encoding="utf-8"))
+    shown = [e for s in manifest["ishard"]["skipped"] for e in s["examples"]]
+    assert r"a/.hidden\xff.jpg" in shown
+    with tarfile.open(next(dst.glob("*.tar")), encoding="utf-8", errors="surrogateescape") as tar:
+        members = tar.getnames()
+        assert undecodable(b"a/ok\xfc.jpg") in members and len(members) == 4
+        assert tar.extractfile(undecodable(b"a/ok\xfc.jpg")).read() == b"ok"
+    extract = tmp_path / "x"
+    extract.mkdir()
+    tar_bin = next(dst.glob("*.tar"))
+    subprocess.run(["tar", "-xf", str(tar_bin), "-C", str(extract)], check=True)
+    with open(os.fsencode(extract) + b"/a/ok\xfc.jpg", "rb") as f:
+        assert f.read() == b"ok"
+    # the dry runs: JSON parses, text shows the escapes
+    dry = run("shard", src, "--dry-run=json", *opts)
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)
+    names = [f["name"] for sh in plan["shards"] for s in sh["samples"] for f in s["files"]]
+    assert r"a/ok\xfc.jpg" in names
+    text = run("shard", src, "--dry-run", *opts)
+    assert text.returncode == 0, text.stderr
+    assert r"a/ok\xfc.jpg" in text.stdout and r"'a/.hidden\xff.jpg'" in text.stdout
+    # --resume rewrites the manifest; verify reads everything back
+    again = run("shard", src, dst, *opts, "--resume")
+    assert again.returncode == 0, again.stderr
+    for deep in ((), ("--deep",)):
+        checked = run("verify", dst, *deep)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert "all ok" in checked.stdout
+
+
+def test_an_inventory_name_with_a_lone_surrogate_is_one_clear_line(tmp_path, src):
+    inv = tmp_path / "l.jsonl"
+    inv.write_text('{"name": "a/1.jpg", "size": 3}\n{"name": "a/\\ud800.jpg", "size": 3}\n')
+    done = run("shard", src, tmp_path / "out", "--src-list", inv, "--no-progress")
+    assert done.returncode == 2
+    assert f"--src-list '{inv}' line 2: the name has a lone surrogate (\\ud800)" in done.stderr
