@@ -10,11 +10,13 @@ from itertools import compress
 
 from .errors import DataError, UsageError
 from .keys import wds_split
+from .listing import unsafe_name
 from .table import SampleTable
 
 MEMBER_NAMES = ("original", "sample")
 EXAMPLES = 3
 _WHITESPACE = re.compile(r"[ \t\n\r\f\v]")  # what DALI's index parser splits on
+_CONTROL_NO_NL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
 _MORE = re.compile(r"\.[^\n]*[./]")  # a dot with another dot or a slash after it on its line
 CHUNK = 1 << 16  # samples checked at a time
 KEY_FIX = ("use a --sample-key-pattern that ends the key at the first dot, e.g. "
@@ -148,6 +150,7 @@ def sample_members(table: SampleTable) -> None:
     """
     names = table.files.names
     starts, members = table.starts, table.members
+    unsafe_keys(table)
     for s, key in enumerate(table.keys):
         base = key[key.rfind("/") + 1 :]
         if not base:
@@ -164,6 +167,38 @@ def sample_members(table: SampleTable) -> None:
         for f in members[starts[s] : starts[s + 1]]:
             ext = wds_split(names[f])[1]
             _check_ext(key, names[f], ext, seen)
+
+
+def unsafe_keys(table: SampleTable) -> None:
+    """Refuse sample keys that would make ``<key>.<extension>`` an unsafe member name (the
+    check every source name passed at listing: absolute, a '..' part, a control character).
+
+    The extension cannot change that verdict (it comes from a source name that passed the same
+    check, has no '/', and follows a dot), so keys are checked, a chunk at a time, with string
+    scans in C; single keys only when those find something.
+
+    Raises:
+        DataError: the first such sample, with the member name it would have.
+    """
+    keys = table.keys
+    for k0 in range(0, len(keys), CHUNK):
+        chunk = keys[k0 : k0 + CHUNK]
+        blob = "\n".join(chunk)
+        if (".." not in blob and ":" not in blob and "\n/" not in blob and "\n\\" not in blob
+                and not blob.startswith(("/", "\\")) and blob.count("\n") == len(chunk) - 1
+                and not _CONTROL_NO_NL.search(blob)):
+            continue
+        for s, key in enumerate(chunk, k0):
+            if unsafe_name(f"{key}.x"):
+                first = table.files.names[table.members[table.starts[s]]]
+                member = f"{key}.{wds_split(first)[1]}"
+                raise DataError(
+                    f"sample {key!r} would give member {member!r} (file {first!r}) under "
+                    "--member-names sample, which could extract outside the target folder "
+                    "(absolute, a '..' part, or a control character) — use a "
+                    "--sample-key-pattern whose keys are relative paths without '..' parts, or "
+                    "--member-names original"
+                )
 
 
 def _check_ext(key: str, name: str, ext: str, seen: dict[str, str]) -> None:

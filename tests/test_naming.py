@@ -223,6 +223,13 @@ NAMING_ERRORS = [  # files, extra options, the message's what-part, an option th
      "--sample-key-pattern"),
     ({"README": 3, "a.jpg": 2}, ["--sample-key-pattern", "full_name"],
      "file 'README' of sample 'README' has no extension", "--missing-extension-action"),
+    # keys a regex cuts out of a directory named 'x..': '../foo' and '/bar' would climb out
+    ({"x../foo.jpg": 3, "x/bar.jpg": 2}, ["--sample-key-pattern", r"^x(.*)\.jpg$"],
+     ("sample '../foo' would give member '../foo.jpg' (file 'x../foo.jpg') under "
+      "--member-names sample, which could extract outside the target folder"),
+     "--sample-key-pattern"),
+    ({"x/bar.jpg": 2, "x/bar.txt": 1}, ["--sample-key-pattern", r"^x(.*)\.[a-z]+$"],
+     "sample '/bar' would give member '/bar.jpg' (file 'x/bar.jpg')", "--member-names"),
 ]
 SHARD_OPTIONS = {o for p in cli.commands["shard"].params for o in p.opts}
 
@@ -325,3 +332,29 @@ def test_ls_samples_warns_of_dotless_members_and_one_extension_twice(tmp_path):
         ("e", ["e.JPG", "e.jpg"]), ("f", ["f.jpg"])]
     text = run_ishard("ls", tar_path, "--samples").stdout.splitlines()
     assert text[0] == "[e]" and text[-1] == "2 samples, 1 skipped member"
+
+
+def test_sample_member_names_extract_inside_the_target_folder(tmp_path):
+    """Keys with odd but safe directory parts ('x..', 'a...') make members that tarfile's
+    'data' filter and GNU tar both extract inside the target folder, every one of them."""
+    import subprocess
+
+    files = {"x../foo.jpg": 3, "x../foo.txt": 1, "a.../b.jpg": 2, "y../z../w.txt": 4}
+    src = make_tree(tmp_path / "src", files)
+    result = run_ishard("shard", src, tmp_path / "dst", "--member-names", "sample",
+                        "--sample-key-pattern", r"^(.*)\.[a-z]+$")
+    assert result.returncode == 0, result.stderr
+    shards = sorted((tmp_path / "dst").glob("*.tar"))
+    for tool in ("tarfile", "gnu"):
+        top = tmp_path / f"x-{tool}"
+        target = top / "inside"
+        target.mkdir(parents=True)
+        for shard in shards:
+            if tool == "tarfile":
+                with tarfile.open(shard) as tar:
+                    tar.extractall(target, filter="data")
+            else:
+                subprocess.run(["tar", "-xf", str(shard), "-C", str(target)], check=True)
+        assert [p.name for p in top.iterdir()] == ["inside"]
+        got = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
+        assert got == sorted(files), got
