@@ -46,25 +46,50 @@ def _bad_row(where: str, number: int, what: str) -> UsageError:
     return UsageError(f"--src-list {where!r} line {number}: {what}")
 
 
-def _lines(stream, where: str, first: int = 1) -> Iterator[tuple[int, str]]:
-    """Numbered lines of a binary stream, each read with a length limit and decoded as UTF-8:
-    an inventory without newlines (or with a huge line) fails at once instead of filling memory."""
-    for number in itertools.count(first):
+def _line_blocks(stream, where: str) -> Iterator[tuple[int, list[str]]]:
+    """Lines of a binary stream in blocks (with the number of each block's first line), read
+    a MiB at a time and split and decoded in C; a line over ``MAX_LINE`` bytes (an inventory
+    without newlines) or one that is not UTF-8 stops the run at once, naming its number."""
+    number, tail = 1, b""
+    while True:
         try:
-            raw = stream.readline(MAX_LINE + 1)
+            data = stream.read(MAX_LINE)
         except (OSError, EOFError, ValueError) as err:  # a damaged .gz, a failed store read
             raise UsageError(f"--src-list {where!r} cannot be read after line {number - 1}: "
                              f"{err}") from None
-        if not raw:
-            return
-        if len(raw) > MAX_LINE:
-            raise _bad_row(where, number, f"longer than {MAX_LINE >> 20} MiB (no end of line) — "
-                           "an inventory has one file per line; check that this is one")
+        lines = (tail + data).splitlines(keepends=True)
+        tail = b""
+        if data and lines and not lines[-1].endswith(b"\n"):  # it may go on in the next block
+            tail = lines.pop()
+        if len(tail) > MAX_LINE or max(map(len, lines), default=0) > MAX_LINE:
+            long = next((i for i, x in enumerate(lines) if len(x) > MAX_LINE), len(lines))
+            raise _bad_row(where, number + long, f"longer than {MAX_LINE >> 20} MiB (no end of "
+                           "line) — an inventory has one file per line; check that this is one")
         try:
-            yield number, raw.decode("utf-8")
+            text = list(map(bytes.decode, lines))
+        except UnicodeDecodeError:
+            _not_utf8(lines, where, number)
+            raise
+        if text:
+            yield number, text
+            number += len(text)
+        if not data:
+            return
+
+
+def _not_utf8(lines: list[bytes], where: str, number: int) -> None:
+    for i, raw in enumerate(lines):
+        try:
+            raw.decode("utf-8")
         except UnicodeDecodeError as err:
-            raise _bad_row(where, number, f"not UTF-8 (byte {raw[err.start]:#04x} at column "
+            raise _bad_row(where, number + i, f"not UTF-8 (byte {raw[err.start]:#04x} at column "
                            f"{err.start + 1}) — write the inventory as UTF-8") from None
+
+
+def _lines(stream, where: str) -> Iterator[tuple[int, str]]:
+    """Numbered lines (see ``_line_blocks``)."""
+    for first, lines in _line_blocks(stream, where):
+        yield from enumerate(lines, first)
 
 
 def _name(value, where: str, number: int) -> str:
@@ -131,60 +156,65 @@ def _rows_jsonl(stream, where: str) -> Iterator[tuple[str, int, int]]:
         if not isinstance(row, dict):
             raise _bad_row(where, number, f"a JSON {type(row).__name__}, not an object — write "
                            '{"name": "a/b.jpg", "size": 123}')
-        yield (_name(_pick(row, NAME_COLUMNS), where, number),
-               _size(_pick(row, SIZE_COLUMNS), where, number), _mtime(_pick(row, MTIME_COLUMNS)))
+        name, size = _pick(row, NAME_COLUMNS), _pick(row, SIZE_COLUMNS)
+        if type(name) is not str or not name.isascii() or len(name) > MAX_FIELD:
+            name = _name(name, where, number)
+        if type(size) is not int or size < 0:  # not a bool, a float, a string
+            size = _size(size, where, number)
+        yield name, size, _mtime(_pick(row, MTIME_COLUMNS))
 
 
 def _column(fields: list[str], names: tuple[str, ...]) -> int | None:
     return next((fields.index(n) for n in names if n in fields), None)
 
 
-def _csv_rows(stream, where: str) -> Iterator[tuple[int, list[str]]]:
-    """CSV records with the number of the line each starts on; csv's field limit (128 KiB)
-    bounds a quoted field that runs over many lines."""
-    numbered = _lines(stream, where)
-    at = [0]
+def _csv_reader(stream, where: str):
+    """A csv reader over the stream's lines (see ``_line_blocks``); csv's own field limit
+    (128 KiB) bounds a quoted field that runs over many lines. ``reader.line_num`` is the
+    number of the line a record ends on."""
+    return csv.reader(itertools.chain.from_iterable(
+        lines for _, lines in _line_blocks(stream, where)))
 
-    def text() -> Iterator[str]:
-        for number, line in numbered:
-            at[0] = number
-            yield line
 
-    reader = csv.reader(text())
-    while True:
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as err:
-            if "field limit" in str(err):
-                raise _bad_row(where, at[0], f"a field is longer than {MAX_FIELD >> 10} KiB — "
-                               "an inventory names one file per line; check that this is "
-                               "one") from None
-            raise _bad_row(where, at[0], f"not CSV ({err}) — write one 'name,size' record "
-                           "per line") from None
-        yield at[0], row
+def _csv_error(err: csv.Error, reader, where: str) -> UsageError:
+    if "field limit" in str(err):
+        return _bad_row(where, reader.line_num, f"a field is longer than {MAX_FIELD >> 10} KiB "
+                        "— an inventory names one file per line; check that this is one")
+    return _bad_row(where, reader.line_num, f"not CSV ({err}) — write one 'name,size' record "
+                    "per line")
 
 
 def _rows_csv(stream, where: str) -> Iterator[tuple[str, int, int]]:
-    rows = _csv_rows(stream, where)
-    fields = next(rows, (0, []))[1]
-    name_at, size_at = _column(fields, NAME_COLUMNS), _column(fields, SIZE_COLUMNS)
-    mtime_at = _column(fields, MTIME_COLUMNS)
-    if name_at is None or size_at is None:
-        raise UsageError(
-            f"--src-list {where!r} has no header with a name (or key) and a size column — "
-            "add a first line such as 'name,size'"
-        )
-    for number, row in rows:
-        if not row:
-            continue
-        if len(row) <= max(name_at, size_at):
+    reader = _csv_reader(stream, where)
+    try:
+        fields = next(reader, [])
+        name_at, size_at = _column(fields, NAME_COLUMNS), _column(fields, SIZE_COLUMNS)
+        mtime_at = _column(fields, MTIME_COLUMNS)
+        if name_at is None or size_at is None:
             raise UsageError(
-                f"--src-list {where!r} line {number}: expected a name and a whole-number size"
+                f"--src-list {where!r} has no header with a name (or key) and a size column — "
+                "add a first line such as 'name,size'"
             )
-        yield (_name(row[name_at], where, number), _size(row[size_at], where, number),
-               0 if mtime_at is None or len(row) <= mtime_at else _mtime(row[mtime_at]))
+        need = max(name_at, size_at)
+        for row in reader:
+            if not row:
+                continue
+            if len(row) <= need:
+                raise UsageError(f"--src-list {where!r} line {reader.line_num}: expected a name "
+                                 "and a whole-number size")
+            name = row[name_at]  # at most 128 KiB: csv's field limit
+            if not name.isascii():
+                name = _name(name, where, reader.line_num)
+            try:
+                size = int(row[size_at])
+            except ValueError:
+                size = -1
+            if size < 0:
+                _size(row[size_at], where, reader.line_num)
+            yield name, size, 0 if mtime_at is None or len(row) <= mtime_at else _mtime(
+                row[mtime_at])
+    except csv.Error as err:
+        raise _csv_error(err, reader, where) from None
 
 
 def _s3_inventory(manifest: dict, where: str, fs=None) -> Iterator[tuple[str, int, int]]:
@@ -200,22 +230,31 @@ def _s3_inventory(manifest: dict, where: str, fs=None) -> Iterator[tuple[str, in
         data = _data_file(where, manifest, item["key"])
         label = f"{where}: data file {item['key']}"
         with _open(data, fs) as stream:
-            for number, row in _csv_rows(stream, label):
-                if not row:
-                    continue
-                try:
-                    mtime = _mtime(row[mtime_at]) if mtime_at is not None else 0
-                    size = int(row[size_at] or 0)
-                    name = _name(unquote_plus(row[key_at]), label, number)
-                    if size < 0:
-                        raise ValueError(size)
-                except (ValueError, IndexError):
-                    raise UsageError(
-                        f"--src-list {where!r}: data file {item['key']!r} line {number} does "
-                        "not match the manifest's fileSchema (Key, Size) — use the inventory "
-                        "as AWS wrote it"
-                    ) from None
-                yield name, size, mtime
+            reader = _csv_reader(stream, label)
+            try:
+                for row in reader:
+                    if row:
+                        yield _s3_row(row, key_at, size_at, mtime_at, where, item["key"],
+                                      reader.line_num)
+            except csv.Error as err:
+                raise _csv_error(err, reader, label) from None
+
+
+def _s3_row(row: list[str], key_at: int, size_at: int, mtime_at: int | None, where: str,
+            data: str, number: int) -> tuple[str, int, int]:
+    try:
+        mtime = _mtime(row[mtime_at]) if mtime_at is not None else 0
+        size = int(row[size_at] or 0)
+        name = _name(unquote_plus(row[key_at]), f"{where}: data file {data}", number)
+        if size < 0:
+            raise ValueError(size)
+    except (ValueError, IndexError):
+        raise UsageError(
+            f"--src-list {where!r}: data file {data!r} line {number} does "
+            "not match the manifest's fileSchema (Key, Size) — use the inventory "
+            "as AWS wrote it"
+        ) from None
+    return name, size, mtime
 
 
 def _manifest(text, where: str) -> dict:

@@ -287,3 +287,76 @@ def test_an_inventory_name_with_a_lone_surrogate_is_one_clear_line(tmp_path, src
     done = run("shard", src, tmp_path / "out", "--src-list", inv, "--no-progress")
     assert done.returncode == 2
     assert f"--src-list '{inv}' line 2: the name has a lone surrogate (\\ud800)" in done.stderr
+
+
+# ---------------------------------------------------------------- names that collide on extraction
+
+NFC, NFD = "caf\u00e9", "cafe\u0301"
+LONG = "n" * 252 + ".jpg"  # 256 bytes
+LONG_UTF8 = "\u00e9" * 126 + ".jpg"  # 130 characters, 256 bytes
+
+
+def write_local(root: Path, names: list[str]) -> None:
+    for name in names:
+        make_tree(root, {name: name.encode()})
+
+
+COLLISIONS = {
+    # id: (local files, inventory names (None: walk the tree), extra options, message part)
+    "repeated-slash": (["a/b.jpg", "c/d.jpg"], ["a/b.jpg", "a//b.jpg", "c/d.jpg"], [],
+                       ("member names 'a//b.jpg' and 'a/b.jpg' would extract to one file (they "
+                        "differ only in repeated slashes or './' parts)")),
+    "dot-part": (["a/b.jpg"], ["a/b.jpg", "a/./b.jpg"], ["--include-hidden"],
+                 "member names 'a/./b.jpg' and 'a/b.jpg' would extract to one file"),
+    "nfc-nfd": ([f"u/{NFC}.jpg", f"u/{NFD}.jpg"], None, [],
+                ("member names 'u/cafe\\\\u0301.jpg' and 'u/caf\\\\xe9.jpg' would extract to one "
+                 "file (the same text in two Unicode normalisations, composed and decomposed)")),
+    "case-across-shards": (["A.jpg", "B.jpg", "a.jpg"], None, ["--shard-size", "1B"],
+                           ("member names 'A.jpg' and 'a.jpg' would extract to one file (they "
+                            "differ only in case, which macOS and Windows ignore)")),
+    "case-directories": (["Train/x.jpg", "train/x.jpg"], None, [],
+                         "member names 'Train/x.jpg' and 'train/x.jpg'"),
+    "case-one-sample": (["e.JPG", "e.jpg"], None, [], "member names 'e.JPG' and 'e.jpg'"),
+    "case-sample-keys": (["x/A.jpg", "y/a.jpg"], None, ["--member-names", "sample"],
+                         "member names 'A.jpg' and 'a.jpg' would extract to one file"),
+    "long-part": (["a/b.jpg"], ["a/b.jpg", f"d/{LONG}"], [],
+                  (f"member name 'd/{LONG[:38]}…{LONG[-30:]}' has a part of 256 bytes, more "
+                   "than the 255 most file systems allow, so it cannot be extracted")),
+    "long-part-utf8": (["a/b.jpg"], ["a/b.jpg", f"{LONG_UTF8}/x.jpg"], [],
+                       (f"member name '{LONG_UTF8[:40]}…{LONG_UTF8[-24:]}/x.jpg' has a part of "
+                        "256 bytes")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(COLLISIONS))
+def test_names_that_collide_on_extraction_are_refused_before_writing(case, tmp_path):
+    """Finding: names that extract to one file (or cannot be created) were written without a
+    word. The whole plan is checked (users extract every shard into one folder): exit 1, both
+    names in the line, nothing written; the dry run says the same."""
+    files, listed, extra, message = COLLISIONS[case]
+    src = tmp_path / "src"
+    write_local(src, files)
+    if listed is not None:
+        inv = tmp_path / "l.jsonl"
+        inv.write_text("".join(json.dumps({"name": n, "size": 7}) + "\n" for n in listed))
+        extra = [*extra, "--src-list", str(inv)]
+    for args in ([tmp_path / "out"], ["--dry-run"]):
+        done = run("shard", src, *args, "--no-progress", *extra)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert done.stderr.startswith(f"ishard: error: {message}"), done.stderr
+        assert done.stderr.count("\n") == 1 and done.stdout == ""
+    assert finals(tmp_path / "out") == []
+
+
+def test_names_that_differ_in_more_than_case_or_form_still_shard_and_extract_apart(tmp_path):
+    src = tmp_path / "src"
+    names = ["a/b.jpg", "a/b.jpg.x", "A2/b.jpg", f"u/{NFC}.jpg", f"v/{NFD}.jpg", "n" * 200 + ".jpg"]
+    write_local(src, names)
+    done = run("shard", src, tmp_path / "out", "--no-progress", "--shard-size", "1B")
+    assert done.returncode == 0, done.stderr
+    target = tmp_path / "x"
+    target.mkdir()
+    for shard in (tmp_path / "out").glob("*.tar"):
+        subprocess.run(["tar", "-xf", str(shard), "-C", str(target)], check=True)
+    assert sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file()) == \
+        sorted(names)
