@@ -159,7 +159,7 @@ class _Walker:
         """``open`` for a first name in its directory (or an odd one: ``a//b``, ``./a``)."""
         if self._root < 0:
             try:
-                self._root = os.open(self._root_path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+                self._root = os.open(self._root_path, DIR_FLAGS & ~os.O_NOFOLLOW)
             except OSError as err:
                 raise _unreadable(name, err) from None
         parts = _parts(name) or ["."]
