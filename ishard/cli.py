@@ -11,7 +11,7 @@ import orjson
 
 from . import __version__, api, archive, verify
 from .errors import Interrupted, IshardError, UsageError
-from .listing import printable
+from .listing import printable, shown
 from .render import (
     error_line,
     make_progress,
@@ -273,7 +273,7 @@ def ls_command(archive_path, samples, as_json, debug) -> None:
         _emit_json({"members": [{"name": m.name, "size": m.size} for m in found]})
         return
     for m in found:
-        click.echo(f"{m.size:>12}  {format_size(m.size):>10}  {m.name}")
+        click.echo(f"{m.size:>12}  {format_size(m.size):>10}  {shown(m.name)}")
 
 
 @cli.command("verify")

@@ -108,7 +108,8 @@ def _link_error(name: str, link: str, outside: bool = False) -> SourceError:
         return SourceError(f"source file {name!r} leads outside the source through the symbolic "
                            f"link {link!r}, which ishard never follows — remove it from the "
                            "source (or from --src-list)")
-    where = "is a symbolic link" if link == name else f"is reached through the symbolic link {link!r}"
+    where = ("is a symbolic link" if link == name
+             else f"is reached through the symbolic link {link!r}")
     return SourceError(f"source file {name!r} {where}, which ishard does not follow unless "
                        f"--follow-symlinks — {RULE_FIX}")
 

@@ -360,3 +360,21 @@ def test_names_that_differ_in_more_than_case_or_form_still_shard_and_extract_apa
         subprocess.run(["tar", "-xf", str(shard), "-C", str(target)], check=True)
     assert sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file()) == \
         sorted(names)
+
+
+def test_names_that_are_not_utf8_print_on_a_strict_terminal(tmp_path):
+    """Where stdout refuses undecodable bytes (a UTF-8 locale's strict encoding), the dry run,
+    ls and ls --samples still print, with \\xNN escapes."""
+    src = make_tree(tmp_path / "src", {"a/1.jpg": b"one"})
+    with open(os.fsencode(src) + b"/a/ok\xfe.jpg", "wb") as f:
+        f.write(b"two")
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8:strict"}
+    done = subprocess.run([sys.executable, "-m", "ishard", "shard", src, tmp_path / "out",
+                           "--no-progress"], capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    shard = next((tmp_path / "out").glob("*.tar"))
+    for args in (["shard", src, "--dry-run=show_keys"], ["ls", shard], ["ls", shard, "--samples"]):
+        out = subprocess.run([sys.executable, "-m", "ishard", *map(str, args)],
+                             capture_output=True, text=True, env=env, check=False)
+        assert out.returncode == 0, out.stderr
+        assert r"a/ok\xfe.jpg" in out.stdout
