@@ -187,7 +187,7 @@ def _csv_error(err: csv.Error, reader, where: str) -> UsageError:
 def _rows_csv(stream, where: str) -> Iterator[tuple[str, int, int]]:
     reader = _csv_reader(stream, where)
     try:
-        fields = next(reader, [])
+        fields: list[str] = next(reader, [])
         name_at, size_at = _column(fields, NAME_COLUMNS), _column(fields, SIZE_COLUMNS)
         mtime_at = _column(fields, MTIME_COLUMNS)
         if name_at is None or size_at is None:
