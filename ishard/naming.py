@@ -223,9 +223,10 @@ def _member_chunks(table: SampleTable, rename: bool):
         yield out
 
 
-def _folded(chunk: list[str]) -> list[str]:
+def _folded(chunk: list[str]) -> tuple[list[str], str]:
     """The names as an extracting file system may see them: repeated slashes and '.' parts
-    gone, Unicode composed (NFC), lower case (macOS and Windows ignore case by default)."""
+    gone, Unicode composed (NFC), lower case (macOS and Windows ignore case by default); as a
+    list and as lines of one string."""
     blob = "\n".join(chunk)
     if not blob.isascii():
         blob = unicodedata.normalize("NFC", blob)
@@ -233,7 +234,17 @@ def _folded(chunk: list[str]) -> list[str]:
     lines = blob.split("\n")
     if "//" in blob or "./" in blob or blob.endswith("/.") or "/.\n" in blob:
         lines = [posixpath.normpath(n) for n in lines]  # no '..' parts: unsafe names are gone
-    return lines
+        blob = "\n".join(lines)
+    return lines, blob
+
+
+def _add_directories(folded: list[str], into: set[int]) -> None:
+    """Hashes of every directory the (folded) names need, parents included."""
+    for d in {n[: n.rfind("/") + 1] for n in folded}:  # 'dir/', or '' for a top-level name
+        d = d[:-1]
+        while d and hash(d) not in into:  # a directory's parents went in with it
+            into.add(hash(d))
+            d = d.rpartition("/")[0]
 
 
 NAME_MAX = 255
@@ -261,13 +272,15 @@ def _long_part(chunk: list[str]) -> None:
 
 def check_extraction_names(tables: list[SampleTable], rename: bool) -> None:
     """Refuse member names that cannot be extracted as distinct files into one folder (users
-    extract every shard of a run into one): a path part over 255 bytes, or two names equal once
-    repeated slashes and '.' parts, Unicode normalisation and case are ignored.
+    extract every shard of a run into one): a path part over 255 bytes, two names equal once
+    repeated slashes and '.' parts, Unicode normalisation and case are ignored, or a file name
+    that another name needs as a directory (``a/b`` and ``a/b/c.jpg``, as a store may hold).
 
     Names are folded a chunk at a time with string operations in C and only 64-bit hashes of
     the folded names are kept (8 bytes a file), sorted into ``BUCKETS`` arrays by their top
     bits; each array is then checked with a set. Names are looked at one by one only for a
-    hash seen twice.
+    hash seen twice. The directories the names need are kept as a set of hashes (one per
+    distinct directory).
 
     Raises:
         DataError: the first long part, or two colliding names.
@@ -275,10 +288,14 @@ def check_extraction_names(tables: list[SampleTable], rename: bool) -> None:
     buckets = [array("q") for _ in range(BUCKETS)]
     shift = 64 - BUCKETS.bit_length() + 1
     bounds = [(b - BUCKETS // 2) << shift for b in range(1, BUCKETS)]
+    directories: set[int] = set()
     for table in tables:
         for chunk in _member_chunks(table, rename):
             _long_part(chunk)
-            hashes = sorted(map(hash, _folded(chunk)))
+            folded, blob = _folded(chunk)
+            if "/" in blob:
+                _add_directories(folded, directories)
+            hashes = sorted(map(hash, folded))
             packed, lo = array("q", hashes), 0
             for b, bound in enumerate(bounds):
                 hi = bisect_left(hashes, bound, lo)
@@ -286,13 +303,19 @@ def check_extraction_names(tables: list[SampleTable], rename: bool) -> None:
                 lo = hi
             buckets[-1].extend(packed[lo:])
     twice: set[int] = set()
+    both: set[int] = set()  # names of files that are also directories
     for bucket in buckets:
-        if len(set(bucket)) < len(bucket):
+        files = set(bucket)
+        if len(files) < len(bucket):
             seen: set[int] = set()
             twice.update(h for h in bucket if h in seen or seen.add(h))  # type: ignore[func-returns-value]
+        if directories and not files.isdisjoint(directories):
+            both.update(files & directories)
     del buckets
     if twice:
         _name_collision(tables, rename, twice)
+    if both:
+        _file_is_directory(tables, rename, both)
 
 
 def _name_collision(tables: list[SampleTable], rename: bool, twice: set[int]) -> None:
@@ -300,7 +323,7 @@ def _name_collision(tables: list[SampleTable], rename: bool, twice: set[int]) ->
     first: dict[str, str] = {}
     for table in tables:
         for chunk in _member_chunks(table, rename):
-            for name, folded in zip(chunk, _folded(chunk)):
+            for name, folded in zip(chunk, _folded(chunk)[0]):
                 if hash(folded) not in twice:
                     continue
                 other = first.setdefault(folded, name)
@@ -313,6 +336,27 @@ def _name_collision(tables: list[SampleTable], rename: bool, twice: set[int]) ->
                         f"member names {a!r} and {b!r} would extract to one file ({why}) "
                         "— rename or leave out one of the two files (--prefix, --src-list, "
                         "--sample-exts)"
+                    )
+
+
+def _file_is_directory(tables: list[SampleTable], rename: bool, both: set[int]) -> None:
+    """Find a file name that another name needs as a directory, and raise."""
+    file = below = None
+    for table in tables:
+        for chunk in _member_chunks(table, rename):
+            for name, folded in zip(chunk, _folded(chunk)[0]):
+                if file is None and hash(folded) in both:
+                    file = name
+                d = folded.rpartition("/")[0]
+                while below is None and d:
+                    if hash(d) in both:
+                        below = name
+                    d = d.rpartition("/")[0]
+                if file is not None and below is not None:
+                    raise DataError(
+                        f"member name {file!r} is a file, but {below!r} needs a directory of "
+                        "that name, so they cannot both be extracted — rename or leave out one "
+                        "of the two files (--prefix, --src-list, --sample-exts)"
                     )
 
 

@@ -319,6 +319,11 @@ COLLISIONS = {
     "case-one-sample": (["e.JPG", "e.jpg"], None, [], "member names 'e.JPG' and 'e.jpg'"),
     "case-sample-keys": (["x/A.jpg", "y/a.jpg"], None, ["--member-names", "sample"],
                          "member names 'A.jpg' and 'a.jpg' would extract to one file"),
+    "file-and-directory": (["a/b.jpg"], ["a/b.jpg", "x/y", "x/y/z.jpg"], [],
+                           ("member name 'x/y' is a file, but 'x/y/z.jpg' needs a directory of "
+                            "that name, so they cannot both be extracted")),
+    "file-and-directory-case": (["a/b.jpg"], ["a/b.jpg", "X/Y", "x/y/z/w.jpg"], [],
+                                "member name 'X/Y' is a file, but 'x/y/z/w.jpg' needs a directory"),
     "long-part": (["a/b.jpg"], ["a/b.jpg", f"d/{LONG}"], [],
                   (f"member name 'd/{LONG[:38]}…{LONG[-30:]}' has a part of 256 bytes, more "
                    "than the 255 most file systems allow, so it cannot be extracted")),
@@ -350,7 +355,8 @@ def test_names_that_collide_on_extraction_are_refused_before_writing(case, tmp_p
 
 def test_names_that_differ_in_more_than_case_or_form_still_shard_and_extract_apart(tmp_path):
     src = tmp_path / "src"
-    names = ["a/b.jpg", "a/b.jpg.x", "A2/b.jpg", f"u/{NFC}.jpg", f"v/{NFD}.jpg", "n" * 200 + ".jpg"]
+    names = ["a/b.jpg", "a/b.jpg.x", "A2/b.jpg", f"u/{NFC}.jpg", f"v/{NFD}.jpg", "n" * 200 + ".jpg",
+             "c/d", "c/de/f.jpg"]
     write_local(src, names)
     done = run("shard", src, tmp_path / "out", "--no-progress", "--shard-size", "1B")
     assert done.returncode == 0, done.stderr
