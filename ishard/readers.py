@@ -105,9 +105,9 @@ RULE_FIX = ("remove it from the source (or from --src-list); --follow-symlinks f
 
 def _link_error(name: str, link: str, outside: bool = False) -> SourceError:
     if outside:
-        return SourceError(f"source file {name!r} leads outside the source through the symbolic "
-                           f"link {link!r}, which ishard never follows — remove it from the "
-                           "source (or from --src-list)")
+        return SourceError(f"source file {name!r} leads outside the source through a symbolic "
+                           "link, which ishard never follows — remove it from the source (or "
+                           "from --src-list)")
     where = ("is a symbolic link" if link == name
              else f"is reached through the symbolic link {link!r}")
     return SourceError(f"source file {name!r} {where}, which ishard does not follow unless "
