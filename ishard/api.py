@@ -18,7 +18,7 @@ from .listing import list_local, list_remote
 from .lock import acquire
 from .manifest import MANIFEST_NAME, manifest_bytes, remove_manifest
 from .model import Plan, Report, ShardPlan, ShardResult, Tally
-from .naming import KeyCheck, check_index_shards, check_reader_names
+from .naming import KeyCheck, check_extraction_names, check_index_shards, check_reader_names
 from .options import Options, make_options, parse_sort
 from .plan import balance, check_unique, cut_indices, shard_names
 from .progress import SILENT, Progress
@@ -187,7 +187,8 @@ def _writer_parts(source: Location, dest: Location, opts: Options, retrier: Retr
                   notice: Callable[[str], None]) -> tuple[Reader, Callable, dict]:
     """The reader of member bytes, the shard sink factory and the archive writer settings."""
     cleanup = Retrier(CLEANUP_ATTEMPTS, cap=4.0)
-    reader = open_reader(source, retrier, jobs=_jobs(opts, source, dest), budget=opts.read_buffer)
+    reader = open_reader(source, retrier, jobs=_jobs(opts, source, dest), budget=opts.read_buffer,
+                         follow_symlinks=opts.follow_symlinks)
 
     def sink_for(shard_plan: ShardPlan):
         return open_sink(dest, shard_plan.name, retrier=retrier, cleanup=cleanup,
@@ -252,10 +253,12 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
     members: list[list[int]] = []
     tables: list[SampleTable] = []
     check = KeyCheck()
+    planned: list[SampleTable] = []
     for index, table in enumerate(groups):
         table = apply_sample_exts_table(
             table, opts.sample_exts, opts.missing_extension_action, tally, warnings
         )
+        planned.append(table)
         check_reader_names(table, opts.member_names == "sample", opts.index, check)
         cuts = cut_indices(table.keys, table.sizes, opts.bounds, opts.order, opts.collapse)
         cuts = balance(cuts, table.keys, opts.collapse, num_shards=opts.num_shards,
@@ -268,6 +271,8 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
         members += cuts
         tables += [table] * len(cuts)
     check_unique(names)
+    check_extraction_names(planned, opts.member_names == "sample")
+    del planned
     warnings += check.warnings()
     shards = ShardList(names, members, tables, rename=opts.member_names == "sample")
     del members

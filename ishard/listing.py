@@ -39,6 +39,44 @@ def unsafe_name(name: str) -> bool:
     return ".." in name and ".." in regex.split(r"[/\\]", name)
 
 
+_SURROGATE = regex.compile(r"[\ud800-\udfff]")
+_REPR_SURROGATE = regex.compile(r"(\\\\)|\\udc([89a-f][0-9a-f])")
+
+
+def _escape(match) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
+def shown(name: str) -> str:
+    """``name`` fit for JSON and terminals: an undecodable byte of a local file name (kept as
+    a surrogate escape, U+DC80..U+DCFF) is written ``\\xNN``, any other lone surrogate
+    ``\\uNNNN``; every other name is returned as it is."""
+    if name.isascii() or not _SURROGATE.search(name):
+        return name
+    return _SURROGATE.sub(_escape, name)
+
+
+def quoted(name: str) -> str:
+    """``repr(name)`` with undecodable bytes shown as ``\\xNN`` (as Python shows bytes)."""
+    text = repr(name)
+    if "\\udc" not in text:
+        return text
+    return _REPR_SURROGATE.sub(lambda m: m.group(1) or f"\\x{m.group(2)}", text)
+
+
+def printable(value):
+    """A JSON-ready copy of ``value`` (dicts, lists, tuples, strings) with every string
+    :func:`shown`."""
+    if isinstance(value, str):
+        return shown(value)
+    if isinstance(value, dict):
+        return {printable(k): printable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [printable(v) for v in value]
+    return value
+
+
 def sort_key(name: str) -> bytes:
     """Bytewise order of a member name (the order object stores list in)."""
     return name.encode("utf-8", "surrogateescape")

@@ -9,6 +9,7 @@ import orjson
 
 from . import __version__
 from .errors import DataError, UsageError, WriteError
+from .listing import printable
 from .model import Plan, ShardResult
 from .runstate import EXECUTION_ONLY
 from .storage import Location, storage_error
@@ -64,7 +65,10 @@ def manifest_bytes(plan: Plan, results: Sequence[ShardResult],
                    fingerprint: str | None = None) -> bytes:
     """The manifest as the JSON bytes written to ``DST/manifest.json``."""
     document = manifest_document(plan, results, fingerprint)
-    return orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
+    try:
+        return orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
+    except TypeError:  # a name that is not UTF-8 (a local file's): shown with \xNN escapes
+        return orjson.dumps(printable(document), option=orjson.OPT_INDENT_2) + b"\n"
 
 
 def remove_manifest(dst: Location) -> None:
