@@ -5,10 +5,11 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from .destination import check_destination
-from .errors import DataError, IshardError
+from .errors import DataError, IshardError, WriteError
 from .executors import write_with_dask
 from .formats import check_names
 from .inventory import list_inventory
@@ -17,17 +18,17 @@ from .listing import list_local, list_remote
 from .lock import LeaseCheck, LeaseLock, acquire
 from .manifest import MANIFEST_NAME, manifest_bytes, remove_manifest
 from .model import Plan, Report, ShardPlan, ShardResult, Tally
-from .naming import KeyCheck, check_index_shards, check_reader_names
-from .options import Options, make_options
+from .naming import KeyCheck, check_extraction_names, check_index_shards, check_reader_names
+from .options import Options, make_options, parse_sort
 from .plan import balance, check_unique, cut_indices, shard_names
 from .progress import SILENT, Progress
 from .readers import Reader, open_reader
-from .resume import Recorder, Remaining, finished_earlier
+from .resume import Recorder, Remaining, earlier_manifest_seed, finished_earlier
 from .retry import Retrier
-from .runstate import RunState
+from .runstate import RunState, remove_temp_files
 from .runstate import fingerprint as run_fingerprint
 from .samples import apply_sample_exts_table, group_table, route_table
-from .sinks import Guard, open_sink, put_file
+from .sinks import Guard, abort_dangling_uploads, open_sink, put_file
 from .storage import Location, parse_storage_options, resolve
 from .table import FileTable, SampleTable, ShardList
 from .write import Cancel, write_one, write_shards
@@ -72,6 +73,7 @@ def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **op
             never appear under their final names.
     """
     opts = make_options(**options)
+    drawn = _drawn_seed(options.get("sort"), opts)  # an unseeded shuffle's seed, drawn now
     started = time.monotonic()
     source = _location(str(src), opts, "source")
     dest = _location(str(dst), opts, "destination")
@@ -79,19 +81,24 @@ def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **op
     check_destination(source, dest, overwrite=opts.overwrite, resume=opts.resume, retrier=retrier)
     created = dest.is_local and not Path(dest.root).exists()
     if dest.is_local:
-        Path(dest.root).mkdir(parents=True, exist_ok=True)
+        _make_destination(dest)
     lock = acquire(dest, retrier)
     guard = lock if isinstance(lock, LeaseLock) else None  # a local flock cannot be lost
     state = RunState(dest, retrier)
     begun = state.earlier_fingerprint() is not None  # an earlier run's records: keep them
     try:
+        if drawn is not None:
+            opts, drawn = _shuffle_seed(opts, drawn, state, dest, progress)
         the_plan = make_plan(source, opts, progress)
         fingerprint = run_fingerprint(the_plan)
         done = finished_earlier(dest, the_plan, fingerprint, state, retrier) if opts.resume else {}
         if not done:  # else a failed run would leave a manifest describing replaced shards
             remove_manifest(dest, retrier)
             state.forget_shards()
-        state.begin(fingerprint, len(the_plan.shards))
+        if opts.overwrite and not opts.resume:  # a killed run's leftovers go too
+            remove_temp_files(dest, the_plan.shard_names)
+            abort_dangling_uploads(dest, the_plan.shard_names, retrier)
+        state.begin(fingerprint, len(the_plan.shards), drawn)
         begun = True
         todo = Remaining(the_plan.shards, done)
         progress.planned(len(todo), sum(the_plan.shard_sizes[i] for i in todo.indices))
@@ -139,6 +146,40 @@ def _write(source: Location, dest: Location, opts: Options, shards: Sequence[Sha
         reader.close()
 
 
+def _make_destination(dest: Location) -> None:
+    path = Path(dest.root)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        where = next((p for p in (path, *path.parents) if p.exists()), path)
+        raise WriteError(
+            f"cannot create the destination {dest.url!r}: {err.strerror or err} (in "
+            f"{str(where)!r}) — choose a destination you can write to, or create it first"
+        ) from None
+
+
+def _drawn_seed(sort: object, opts: Options) -> int | None:
+    """The seed ``make_options`` drew for an unseeded ``--sort shuffle``; None otherwise."""
+    order = parse_sort(sort) if isinstance(sort, str) else None
+    unseeded = order is not None and order.kind == "shuffle" and order.seed is None
+    return opts.order.seed if unseeded else None
+
+
+def _shuffle_seed(opts: Options, drawn: int, state: RunState, dest: Location,
+                  progress: Progress) -> tuple[Options, int]:
+    """An unseeded shuffle's seed: with ``--resume`` the one the earlier run recorded (in its
+    run state, or its manifest), else the one just drawn; told to the user either way."""
+    earlier = state.earlier().get("shuffle_seed") if opts.resume else None
+    if opts.resume and not isinstance(earlier, int):
+        earlier = earlier_manifest_seed(dest)
+    if isinstance(earlier, int) and earlier >= 0:
+        progress.notice(f"shuffle seed: {earlier} (the interrupted run's, reused by --resume)")
+        return replace(opts, sort=f"shuffle:{earlier}"), earlier
+    progress.notice(f"shuffle seed: {drawn} (drawn for this run; --resume reuses it, "
+                    f"--sort shuffle:{drawn} repeats the order)")
+    return opts, drawn
+
+
 def _remove_if_empty(path: Path) -> None:
     try:
         path.rmdir()
@@ -155,7 +196,8 @@ def _writer_parts(source: Location, dest: Location, opts: Options, retrier: Retr
                   guard: Guard | None = None) -> tuple[Reader, Callable, dict]:
     """The reader of member bytes, the shard sink factory and the archive writer settings."""
     cleanup = Retrier(CLEANUP_ATTEMPTS, cap=4.0)
-    reader = open_reader(source, retrier, jobs=_jobs(opts, source, dest), budget=opts.read_buffer)
+    reader = open_reader(source, retrier, jobs=_jobs(opts, source, dest), budget=opts.read_buffer,
+                         follow_symlinks=opts.follow_symlinks)
 
     def sink_for(shard_plan: ShardPlan):
         return open_sink(dest, shard_plan.name, retrier=retrier, cleanup=cleanup,
@@ -222,10 +264,12 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
     members: list[list[int]] = []
     tables: list[SampleTable] = []
     check = KeyCheck()
+    planned: list[SampleTable] = []
     for index, table in enumerate(groups):
         table = apply_sample_exts_table(
             table, opts.sample_exts, opts.missing_extension_action, tally, warnings
         )
+        planned.append(table)
         check_reader_names(table, opts.member_names == "sample", opts.index, check)
         cuts = cut_indices(table.keys, table.sizes, opts.bounds, opts.order, opts.collapse)
         cuts = balance(cuts, table.keys, opts.collapse, num_shards=opts.num_shards,
@@ -238,6 +282,8 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
         members += cuts
         tables += [table] * len(cuts)
     check_unique(names)
+    check_extraction_names(planned, opts.member_names == "sample")
+    del planned
     warnings += check.warnings()
     shards = ShardList(names, members, tables, rename=opts.member_names == "sample")
     del members

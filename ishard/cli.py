@@ -11,6 +11,7 @@ import orjson
 
 from . import __version__, api, archive, verify
 from .errors import Interrupted, IshardError, UsageError
+from .listing import printable, shown
 from .render import (
     error_line,
     make_progress,
@@ -134,7 +135,11 @@ def cli() -> None:
 
 
 def _emit_json(doc: dict) -> None:
-    sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    try:
+        data = orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+    except TypeError:  # a name that is not UTF-8 (a local file's): shown with \xNN escapes
+        data = orjson.dumps(printable(doc), option=orjson.OPT_INDENT_2)
+    sys.stdout.buffer.write(data + b"\n")
     sys.stdout.flush()
 
 
@@ -268,7 +273,7 @@ def ls_command(archive_path, samples, as_json, debug) -> None:
         _emit_json({"members": [{"name": m.name, "size": m.size} for m in found]})
         return
     for m in found:
-        click.echo(f"{m.size:>12}  {format_size(m.size):>10}  {m.name}")
+        click.echo(f"{m.size:>12}  {format_size(m.size):>10}  {shown(m.name)}")
 
 
 @cli.command("verify")

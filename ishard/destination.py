@@ -7,6 +7,7 @@ from pathlib import Path
 
 import fsspec.asyn
 
+from . import localstate
 from .errors import IshardError, UsageError
 from .listing import check_source_dir
 from .lock import STATE_DIR
@@ -24,10 +25,23 @@ def _inside(src: Location, dst: Location) -> bool:
     if src.is_local:
         src_path = check_source_dir(src.root).resolve()
         dst_path = Path(dst.root).resolve()
-        return dst_path == src_path or src_path in dst_path.parents
+        if dst_path == src_path or src_path in dst_path.parents:
+            return True
+        # the same directory under another path (a bind mount): compare device and inode
+        src_id = _identity(src_path)
+        return src_id is not None and any(_identity(p) == src_id
+                                          for p in (dst_path, *dst_path.parents))
     if type(src.fs) is not type(dst.fs) or src.root != dst.root:
         return False
     return dst.prefix.strip("/").startswith(src.prefix.strip("/"))
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None  # not there (yet): a missing part of DST is no directory of SRC
+    return st.st_dev, st.st_ino
 
 
 async def _first_key(fs, bucket: str, prefix: str) -> str | None:
@@ -69,6 +83,7 @@ def check_destination(src: Location, dst: Location, *, overwrite: bool,
         path = Path(dst.root)
         if path.exists() and not path.is_dir():
             raise UsageError(f"destination {dst.url!r} is a file — give a directory")
+        localstate.check(dst.root)  # with --overwrite too: nothing is removed through a link
         if path.is_dir() and not overwrite and any(path.iterdir()):
             _refuse_not_empty(dst, resume, has_run=any((path / n).exists() for n in RUN_MARKS))
         return

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import csv
-import io
+import itertools
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,19 +22,103 @@ SIZE_COLUMNS = ("size", "Size", "bytes")
 MTIME_COLUMNS = ("mtime", "last_modified", "LastModifiedDate", "LastModified")
 
 
-def _open_text(url: str, fs=None) -> io.TextIOBase:
+MAX_LINE = 1 << 20  # bytes in one inventory line: a file per line never needs more
+MAX_FIELD = 128 << 10  # characters in one field (a name): csv's own default limit
+
+
+def _open(url: str, fs=None, mode: str = "rb"):
     """Open a local path, or a URL through ``fs`` (the store's filesystem, with its endpoint and
-    credentials), as text; ``.gz`` and other compressions are undone."""
+    credentials); ``.gz`` and other compressions are undone. Bytes by default."""
+    text = {"encoding": "utf-8", "newline": ""} if mode == "rt" else {}
     try:
         if fs is None:
-            return fsspec.open(url, "rt", encoding="utf-8", newline="", compression="infer").open()
+            return fsspec.open(url, mode, compression="infer", **text).open()
         path = url.partition("://")[2] if "://" in url else url
-        return fsspec.core.OpenFile(fs, path, mode="rt", encoding="utf-8", newline="",
-                                    compression=infer_compression(path)).open()
+        return fsspec.core.OpenFile(fs, path, mode=mode, compression=infer_compression(path),
+                                    **text).open()
     except FileNotFoundError:
         raise UsageError(f"--src-list {url!r} does not exist — give an inventory file") from None
     except Exception as err:
         raise UsageError(f"--src-list {url!r} cannot be opened: {err}") from None
+
+
+def _bad_row(where: str, number: int, what: str) -> UsageError:
+    return UsageError(f"--src-list {where!r} line {number}: {what}")
+
+
+def _line_blocks(stream, where: str) -> Iterator[tuple[int, list[str]]]:
+    """Lines of a binary stream in blocks (with the number of each block's first line), read
+    a MiB at a time and split and decoded in C; a line over ``MAX_LINE`` bytes (an inventory
+    without newlines) or one that is not UTF-8 stops the run at once, naming its number."""
+    number, tail = 1, b""
+    while True:
+        try:
+            data = stream.read(MAX_LINE)
+        except (OSError, EOFError, ValueError) as err:  # a damaged .gz, a failed store read
+            raise UsageError(f"--src-list {where!r} cannot be read after line {number - 1}: "
+                             f"{err}") from None
+        lines = (tail + data).splitlines(keepends=True)
+        tail = b""
+        if data and lines and not lines[-1].endswith(b"\n"):  # it may go on in the next block
+            tail = lines.pop()
+        if len(tail) > MAX_LINE or max(map(len, lines), default=0) > MAX_LINE:
+            long = next((i for i, x in enumerate(lines) if len(x) > MAX_LINE), len(lines))
+            raise _bad_row(where, number + long, f"longer than {MAX_LINE >> 20} MiB (no end of "
+                           "line) — an inventory has one file per line; check that this is one")
+        try:
+            text = list(map(bytes.decode, lines))
+        except UnicodeDecodeError:
+            _not_utf8(lines, where, number)
+            raise
+        if text:
+            yield number, text
+            number += len(text)
+        if not data:
+            return
+
+
+def _not_utf8(lines: list[bytes], where: str, number: int) -> None:
+    for i, raw in enumerate(lines):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise _bad_row(where, number + i, f"not UTF-8 (byte {raw[err.start]:#04x} at column "
+                           f"{err.start + 1}) — write the inventory as UTF-8") from None
+
+
+def _lines(stream, where: str) -> Iterator[tuple[int, str]]:
+    """Numbered lines (see ``_line_blocks``)."""
+    for first, lines in _line_blocks(stream, where):
+        yield from enumerate(lines, first)
+
+
+def _name(value, where: str, number: int) -> str:
+    if not isinstance(value, str) or not value:
+        shown = "missing" if value is None else f"a {type(value).__name__}, not a string"
+        raise _bad_row(where, number, f"the name is {shown} — give each file's name as text, "
+                       'e.g. {"name": "a/b.jpg", "size": 123}')
+    if not value.isascii():
+        try:
+            value.encode("utf-8", "surrogateescape")  # as a local file name would be
+        except UnicodeEncodeError as err:
+            raise _bad_row(where, number, f"the name has a lone surrogate "
+                           f"(\\u{ord(value[err.start]):04x}), which no file name can hold — "
+                           "write names as UTF-8 text") from None
+    if len(value) > MAX_FIELD:
+        raise _bad_row(where, number, f"the name is longer than {MAX_FIELD >> 10} KiB — "
+                       "an inventory names one file per line; check that this is one")
+    return value
+
+
+def _size(value, where: str, number: int) -> int:
+    """A whole number of bytes, 0 or more (JSON integers or CSV digits; not 1.5, -3, true)."""
+    if isinstance(value, str) and value.strip().isdigit() and value.strip().isascii():
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    shown = "missing" if value is None else repr(value)[:40]
+    raise _bad_row(where, number, f"the size is {shown}, not a whole number of bytes (0 or "
+                   "more) — give each file's size in bytes, e.g. 123")
 
 
 def _mtime(value) -> int:
@@ -42,12 +126,12 @@ def _mtime(value) -> int:
         return 0
     try:
         return int(float(value))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         from datetime import datetime
 
         try:
             return int(datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp())
-        except ValueError:
+        except (ValueError, OverflowError, OSError):
             return 0
 
 
@@ -58,45 +142,79 @@ def _pick(row: dict, names: tuple[str, ...]):
     return None
 
 
-def _rows_jsonl(text: io.TextIOBase, where: str) -> Iterator[tuple[str, int, int]]:
-    for number, line in enumerate(text, 1):
+def _rows_jsonl(stream, where: str) -> Iterator[tuple[str, int, int]]:
+    for number, line in _lines(stream, where):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-            yield str(_pick(row, NAME_COLUMNS)), int(_pick(row, SIZE_COLUMNS)), _mtime(
-                _pick(row, MTIME_COLUMNS)
-            )
-        except (ValueError, TypeError) as err:
+        except ValueError as err:
             raise UsageError(
                 f"--src-list {where!r} line {number} is not a JSON object with name and size "
                 f"({err}) — write {{\"name\": \"a/b.jpg\", \"size\": 123}}"
             ) from None
+        if not isinstance(row, dict):
+            raise _bad_row(where, number, f"a JSON {type(row).__name__}, not an object — write "
+                           '{"name": "a/b.jpg", "size": 123}')
+        name, size = _pick(row, NAME_COLUMNS), _pick(row, SIZE_COLUMNS)
+        if type(name) is not str or not name.isascii() or len(name) > MAX_FIELD:
+            name = _name(name, where, number)
+        if type(size) is not int or size < 0:  # not a bool, a float, a string
+            size = _size(size, where, number)
+        yield name, size, _mtime(_pick(row, MTIME_COLUMNS))
 
 
 def _column(fields: list[str], names: tuple[str, ...]) -> int | None:
     return next((fields.index(n) for n in names if n in fields), None)
 
 
-def _rows_csv(text: io.TextIOBase, where: str) -> Iterator[tuple[str, int, int]]:
-    reader = csv.reader(text)
-    fields = next(reader, [])
-    name_at, size_at = _column(fields, NAME_COLUMNS), _column(fields, SIZE_COLUMNS)
-    mtime_at = _column(fields, MTIME_COLUMNS)
-    if name_at is None or size_at is None:
-        raise UsageError(
-            f"--src-list {where!r} has no header with a name (or key) and a size column — "
-            "add a first line such as 'name,size'"
-        )
-    number = 1
+def _csv_reader(stream, where: str):
+    """A csv reader over the stream's lines (see ``_line_blocks``); csv's own field limit
+    (128 KiB) bounds a quoted field that runs over many lines. ``reader.line_num`` is the
+    number of the line a record ends on."""
+    return csv.reader(itertools.chain.from_iterable(
+        lines for _, lines in _line_blocks(stream, where)))
+
+
+def _csv_error(err: csv.Error, reader, where: str) -> UsageError:
+    if "field limit" in str(err):
+        return _bad_row(where, reader.line_num, f"a field is longer than {MAX_FIELD >> 10} KiB "
+                        "— an inventory names one file per line; check that this is one")
+    return _bad_row(where, reader.line_num, f"not CSV ({err}) — write one 'name,size' record "
+                    "per line")
+
+
+def _rows_csv(stream, where: str) -> Iterator[tuple[str, int, int]]:
+    reader = _csv_reader(stream, where)
     try:
-        for number, row in enumerate(reader, 2):  # noqa: B007 - kept for the error message
-            if row:
-                yield row[name_at], int(row[size_at]), 0 if mtime_at is None else _mtime(row[mtime_at])
-    except (ValueError, IndexError):
-        raise UsageError(
-            f"--src-list {where!r} line {number}: expected a name and a whole-number size"
-        ) from None
+        fields: list[str] = next(reader, [])
+        name_at, size_at = _column(fields, NAME_COLUMNS), _column(fields, SIZE_COLUMNS)
+        mtime_at = _column(fields, MTIME_COLUMNS)
+        if name_at is None or size_at is None:
+            raise UsageError(
+                f"--src-list {where!r} has no header with a name (or key) and a size column — "
+                "add a first line such as 'name,size'"
+            )
+        need = max(name_at, size_at)
+        for row in reader:
+            if not row:
+                continue
+            if len(row) <= need:
+                raise UsageError(f"--src-list {where!r} line {reader.line_num}: expected a name "
+                                 "and a whole-number size")
+            name = row[name_at]  # at most 128 KiB: csv's field limit
+            if not name.isascii():
+                name = _name(name, where, reader.line_num)
+            try:
+                size = int(row[size_at])
+            except ValueError:
+                size = -1
+            if size < 0:
+                _size(row[size_at], where, reader.line_num)
+            yield name, size, 0 if mtime_at is None or len(row) <= mtime_at else _mtime(
+                row[mtime_at])
+    except csv.Error as err:
+        raise _csv_error(err, reader, where) from None
 
 
 def _s3_inventory(manifest: dict, where: str, fs=None) -> Iterator[tuple[str, int, int]]:
@@ -110,20 +228,45 @@ def _s3_inventory(manifest: dict, where: str, fs=None) -> Iterator[tuple[str, in
     mtime_at = schema.index("LastModifiedDate") if "LastModifiedDate" in schema else None
     for item in manifest.get("files", []):
         data = _data_file(where, manifest, item["key"])
-        with _open_text(data, fs) as text:
-            for number, row in enumerate(csv.reader(text), 1):
-                if not row:
-                    continue
-                try:
-                    mtime = _mtime(row[mtime_at]) if mtime_at is not None else 0
-                    size = int(row[size_at] or 0)
-                except (ValueError, IndexError):
-                    raise UsageError(
-                        f"--src-list {where!r}: data file {item['key']!r} line {number} does "
-                        "not match the manifest's fileSchema (Key, Size) — use the inventory "
-                        "as AWS wrote it"
-                    ) from None
-                yield unquote_plus(row[key_at]), size, mtime
+        label = f"{where}: data file {item['key']}"
+        with _open(data, fs) as stream:
+            reader = _csv_reader(stream, label)
+            try:
+                for row in reader:
+                    if row:
+                        yield _s3_row(row, key_at, size_at, mtime_at, where, item["key"],
+                                      reader.line_num)
+            except csv.Error as err:
+                raise _csv_error(err, reader, label) from None
+
+
+def _s3_row(row: list[str], key_at: int, size_at: int, mtime_at: int | None, where: str,
+            data: str, number: int) -> tuple[str, int, int]:
+    try:
+        mtime = _mtime(row[mtime_at]) if mtime_at is not None else 0
+        size = int(row[size_at] or 0)
+        name = _name(unquote_plus(row[key_at]), f"{where}: data file {data}", number)
+        if size < 0:
+            raise ValueError(size)
+    except (ValueError, IndexError):
+        raise UsageError(
+            f"--src-list {where!r}: data file {data!r} line {number} does "
+            "not match the manifest's fileSchema (Key, Size) — use the inventory "
+            "as AWS wrote it"
+        ) from None
+    return name, size, mtime
+
+
+def _manifest(text, where: str) -> dict:
+    try:
+        manifest = json.loads(text.read(MAX_LINE * 16))
+    except ValueError as err:  # UnicodeDecodeError too
+        manifest = f"{err}"
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("fileSchema"), str):
+        why = manifest if isinstance(manifest, str) else "no fileSchema"
+        raise UsageError(f"--src-list {where!r} is not an S3 Inventory manifest ({why}) — use "
+                         "the manifest.json AWS wrote")
+    return manifest
 
 
 def _data_file(where: str, manifest: dict, key: str) -> str:
@@ -159,15 +302,15 @@ def list_inventory(
     """
     tally = tally if tally is not None else Tally()
     wanted = combined_prefix(list_prefix, prefix)
-    with _open_text(where, fs) as text:
-        head = text.read(1 << 16)
+    with _open(where, fs) as stream:
+        head = stream.read(1 << 16).decode("utf-8", "replace")
     stripped = head.lstrip()
     stream = None
     if stripped.startswith("{") and '"fileSchema"' in head:
-        with _open_text(where, fs) as text:
-            rows = _s3_inventory(json.load(text), where, fs)
+        with _open(where, fs, "rt") as text:
+            rows = _s3_inventory(_manifest(text, where), where, fs)
     else:
-        stream = _open_text(where, fs)  # read again, row by row: a big inventory is never held whole
+        stream = _open(where, fs)  # read again, line by line: a big inventory is never held whole
         rows = _rows_jsonl(stream, where) if stripped.startswith("{") else _rows_csv(stream, where)
     entries = FileTable()
     try:

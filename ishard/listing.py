@@ -15,7 +15,7 @@ from .errors import IshardError, SourceError, UsageError
 from .model import Tally
 from .retry import Retrier
 from .storage import Location, storage_error
-from .table import FileTable
+from .table import FileTable, local_stamp, store_stamp
 
 HIDDEN = "hidden (name starts with '.'; --include-hidden keeps it)"
 HIDDEN_DIR = "hidden directory, not entered (--include-hidden enters it)"
@@ -39,6 +39,44 @@ def unsafe_name(name: str) -> bool:
     if not name or name[0] in "/\\" or _DRIVE.match(name) or _CONTROL.search(name):
         return True
     return ".." in name and ".." in regex.split(r"[/\\]", name)
+
+
+_SURROGATE = regex.compile(r"[\ud800-\udfff]")
+_REPR_SURROGATE = regex.compile(r"(\\\\)|\\udc([89a-f][0-9a-f])")
+
+
+def _escape(match) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
+def shown(name: str) -> str:
+    """``name`` fit for JSON and terminals: an undecodable byte of a local file name (kept as
+    a surrogate escape, U+DC80..U+DCFF) is written ``\\xNN``, any other lone surrogate
+    ``\\uNNNN``; every other name is returned as it is."""
+    if name.isascii() or not _SURROGATE.search(name):
+        return name
+    return _SURROGATE.sub(_escape, name)
+
+
+def quoted(name: str) -> str:
+    """``repr(name)`` with undecodable bytes shown as ``\\xNN`` (as Python shows bytes)."""
+    text = repr(name)
+    if "\\udc" not in text:
+        return text
+    return _REPR_SURROGATE.sub(lambda m: m.group(1) or f"\\x{m.group(2)}", text)
+
+
+def printable(value):
+    """A JSON-ready copy of ``value`` (dicts, lists, tuples, strings) with every string
+    :func:`shown`."""
+    if isinstance(value, str):
+        return shown(value)
+    if isinstance(value, dict):
+        return {printable(k): printable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [printable(v) for v in value]
+    return value
 
 
 def sort_key(name: str) -> bytes:
@@ -173,7 +211,8 @@ class _LocalWalk:
         if not stat.S_ISREG(st.st_mode):
             self.tally.add(SPECIAL, name)
             return
-        self.entries.add(name, st.st_size, st.st_mtime_ns // 1_000_000_000)
+        self.entries.add(name, st.st_size, st.st_mtime_ns // 1_000_000_000,
+                         local_stamp(st.st_mtime_ns, st.st_ino))
         if self.on_file is not None:
             self.on_file(st.st_size)
 
@@ -259,7 +298,7 @@ def list_remote(
         if not name.startswith(wanted) or not keep_remote_name(name, include_hidden, tally):
             return
         size = int(info["size"])
-        entries.add(name, size, _mtime(info))
+        entries.add(name, size, _mtime(info), store_stamp(info))
         if on_file is not None:
             on_file(size)
 

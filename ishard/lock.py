@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
 import math
 import os
@@ -117,13 +118,23 @@ class LocalLock:
     """``flock`` on ``DST/.ishard-run/lock``: the kernel releases it when the process dies."""
 
     def __init__(self, dest: Location) -> None:
+        from . import localstate  # it needs STATE_DIR from here
+
         path = Path(dest.root) / LOCK_NAME
+        folder = None
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            # in the real DST/.ishard-run (no link), a lock file that is no link either
+            folder = localstate.open_dir(dest.root, STATE_DIR, create=True)
+            self._fd = os.open("lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                               0o644, dir_fd=folder)
         except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise localstate.not_ours(dest.root, LOCK_NAME) from None
             raise IshardError(f"cannot create the run lock {str(path)!r}: {err.strerror} — "
                               "check that the destination is writable") from None
+        finally:
+            if folder is not None:
+                os.close(folder)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -9,8 +9,10 @@ import orjson
 
 from . import __version__
 from .errors import DataError, UsageError, WriteError
+from .listing import printable
 from .model import Plan, ShardResult
 from .retry import Retrier
+from .runstate import EXECUTION_ONLY
 from .storage import Location, storage_error
 
 MANIFEST_NAME = "manifest.json"
@@ -19,7 +21,9 @@ MANIFEST_NAME = "manifest.json"
 def manifest_document(plan: Plan, results: Sequence[ShardResult],
                       fingerprint: str | None = None) -> dict:
     """The manifest as a dict: ``shardlist`` for wids, ``ishard`` for everything else
-    (``fingerprint``: the plan's, which ``--resume`` compares)."""
+    (``fingerprint``: the plan's, which ``--resume`` compares). Options that only say how the
+    run went (``EXECUTION_ONLY``: jobs, resume …) are left out, so a resumed run's manifest is
+    byte for byte an uninterrupted one's."""
     return {
         "__kind__": "wids-shard-index-v1",
         "wids_version": 1,
@@ -27,7 +31,7 @@ def manifest_document(plan: Plan, results: Sequence[ShardResult],
         "ishard": {
             "version": __version__,
             "source": plan.source,
-            "options": plan.options,
+            "options": {k: v for k, v in plan.options.items() if k not in EXECUTION_ONLY},
             "seed": plan.seed,
             "fingerprint": fingerprint,
             "totals": {
@@ -62,7 +66,10 @@ def manifest_bytes(plan: Plan, results: Sequence[ShardResult],
                    fingerprint: str | None = None) -> bytes:
     """The manifest as the JSON bytes written to ``DST/manifest.json``."""
     document = manifest_document(plan, results, fingerprint)
-    return orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
+    try:
+        return orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
+    except TypeError:  # a name that is not UTF-8 (a local file's): shown with \xNN escapes
+        return orjson.dumps(printable(document), option=orjson.OPT_INDENT_2) + b"\n"
 
 
 def remove_manifest(dst: Location, retrier: Retrier | None = None) -> None:
@@ -103,7 +110,8 @@ def read_manifest(dst: Location) -> dict:
             raise UsageError(f"destination {dst.url!r} does not exist — give the directory or "
                              "URL ishard wrote its shards to") from None
         raise DataError(f"no {MANIFEST_NAME} in {dst.url!r} — it is written when a run ends; "
-                        "run ishard shard again (with --overwrite) to finish the job") from None
+                        "run ishard shard again with the same source and options and --resume "
+                        "to finish the job") from None
     except (IsADirectoryError, PermissionError) as err:
         if dst.is_local:
             raise DataError(f"cannot read {where!r}: {err.strerror or err} — it must be the "

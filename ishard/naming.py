@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import operator
+import posixpath
 import re
+import unicodedata
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from itertools import compress
 
 from .errors import DataError, UsageError
 from .keys import wds_split
+from .listing import unsafe_name
 from .table import SampleTable
 
 MEMBER_NAMES = ("original", "sample")
 EXAMPLES = 3
 _WHITESPACE = re.compile(r"[ \t\n\r\f\v]")  # what DALI's index parser splits on
+_CONTROL_NO_NL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
 _MORE = re.compile(r"\.[^\n]*[./]")  # a dot with another dot or a slash after it on its line
 CHUNK = 1 << 16  # samples checked at a time
 KEY_FIX = ("use a --sample-key-pattern that ends the key at the first dot, e.g. "
@@ -25,8 +29,6 @@ SPLIT = ("that WebDataset readers take as several: their files' names differ bef
          "first dot of the basename, e.g. in another directory")
 DOTTED = "with a dot inside a file's basename: readers cut the key at the first dot"
 DROPPED = "with files readers skip or mis-key: no dot in the basename, or a leading dot"
-CASE = ("with two files whose extensions differ only in case: webdataset stops with a "
-        "duplicate-file error")
 ADVICE = ("for shards that WebDataset readers group as ishard does, use --member-names sample "
           "(members named <sample key>.<extension>)")
 
@@ -119,22 +121,9 @@ def key_check(table: SampleTable, check: KeyCheck | None = None) -> KeyCheck:
             key_dot = [n[: n.find(".") + 1] for n in first]
         else:
             key_dot = [n[: n.find(".", n.rfind("/") + 1) + 1] for n in first]
-        together = list(map(str.startswith, last, key_dot))
+        together = map(str.startswith, last, key_dot)
         check.add(SPLIT, [keys[s] for s in compress(range(s0, s1), map(operator.not_, together))])
-        if blob.lower() != blob:  # only then can two extensions differ only in case
-            same = compress(range(s0, s1), together)
-            check.add(CASE, [keys[s] for s in same if _case_collision(table, chunk, base, s)])
     return check
-
-
-def _case_collision(table: SampleTable, chunk: list[str], base: int, s: int) -> bool:
-    """Has sample ``s`` (whose files share a reader key) two extensions equal but for case?
-    ``chunk`` holds the names of files from position ``base`` on."""
-    files = chunk[table.starts[s] - base : table.starts[s + 1] - base]
-    if len(files) == 2:
-        return files[0].lower() == files[1].lower()
-    lowered = [wds_split(n)[1].lower() for n in files]
-    return len(set(lowered)) < len(lowered)
 
 
 def sample_members(table: SampleTable) -> None:
@@ -148,6 +137,7 @@ def sample_members(table: SampleTable) -> None:
     """
     names = table.files.names
     starts, members = table.starts, table.members
+    unsafe_keys(table)
     for s, key in enumerate(table.keys):
         base = key[key.rfind("/") + 1 :]
         if not base:
@@ -164,6 +154,38 @@ def sample_members(table: SampleTable) -> None:
         for f in members[starts[s] : starts[s + 1]]:
             ext = wds_split(names[f])[1]
             _check_ext(key, names[f], ext, seen)
+
+
+def unsafe_keys(table: SampleTable) -> None:
+    """Refuse sample keys that would make ``<key>.<extension>`` an unsafe member name (the
+    check every source name passed at listing: absolute, a '..' part, a control character).
+
+    The extension cannot change that verdict (it comes from a source name that passed the same
+    check, has no '/', and follows a dot), so keys are checked, a chunk at a time, with string
+    scans in C; single keys only when those find something.
+
+    Raises:
+        DataError: the first such sample, with the member name it would have.
+    """
+    keys = table.keys
+    for k0 in range(0, len(keys), CHUNK):
+        chunk = keys[k0 : k0 + CHUNK]
+        blob = "\n".join(chunk)
+        if (".." not in blob and ":" not in blob and "\n/" not in blob and "\n\\" not in blob
+                and not blob.startswith(("/", "\\")) and blob.count("\n") == len(chunk) - 1
+                and not _CONTROL_NO_NL.search(blob)):
+            continue
+        for s, key in enumerate(chunk, k0):
+            if unsafe_name(f"{key}.x"):
+                first = table.files.names[table.members[table.starts[s]]]
+                member = f"{key}.{wds_split(first)[1]}"
+                raise DataError(
+                    f"sample {key!r} would give member {member!r} (file {first!r}) under "
+                    "--member-names sample, which could extract outside the target folder "
+                    "(absolute, a '..' part, or a control character) — use a "
+                    "--sample-key-pattern whose keys are relative paths without '..' parts, or "
+                    "--member-names original"
+                )
 
 
 def _check_ext(key: str, name: str, ext: str, seen: dict[str, str]) -> None:
@@ -183,6 +205,167 @@ def _check_ext(key: str, name: str, ext: str, seen: dict[str, str]) -> None:
             "--missing-extension-action exclude, or use a --sample-key-pattern that tells them "
             "apart"
         )
+
+
+def _member_chunks(table: SampleTable, rename: bool):
+    """The member names of ``table``'s files, ``CHUNK`` files at a time, in sample order."""
+    names, members, starts, keys = table.files.names, table.members, table.starts, table.keys
+    if not rename:
+        for a in range(0, len(members), CHUNK):
+            yield [names[i] for i in members[a : a + CHUNK]]
+        return
+    for s0 in range(0, len(keys), CHUNK):
+        out = []
+        for s in range(s0, min(s0 + CHUNK, len(keys))):
+            key = keys[s]
+            out += [f"{key}.{n[n.find('.', n.rfind('/') + 1) + 1 :]}"  # wds_split's extension
+                    for n in map(names.__getitem__, members[starts[s] : starts[s + 1]])]
+        yield out
+
+
+def _folded(chunk: list[str]) -> tuple[list[str], str]:
+    """The names as an extracting file system may see them: repeated slashes and '.' parts
+    gone, Unicode composed (NFC), lower case (macOS and Windows ignore case by default); as a
+    list and as lines of one string."""
+    blob = "\n".join(chunk)
+    if not blob.isascii():
+        blob = unicodedata.normalize("NFC", blob)
+    blob = blob.lower()
+    lines = blob.split("\n")
+    if "//" in blob or "./" in blob or blob.endswith("/.") or "/.\n" in blob:
+        lines = [posixpath.normpath(n) for n in lines]  # no '..' parts: unsafe names are gone
+        blob = "\n".join(lines)
+    return lines, blob
+
+
+def _add_directories(folded: list[str], into: set[int]) -> None:
+    """Hashes of every directory the (folded) names need, parents included."""
+    for d in {n[: n.rfind("/") + 1] for n in folded}:  # 'dir/', or '' for a top-level name
+        d = d[:-1]
+        while d and hash(d) not in into:  # a directory's parents went in with it
+            into.add(hash(d))
+            d = d.rpartition("/")[0]
+
+
+NAME_MAX = 255
+BUCKETS = 64  # hashes are kept in this many arrays by their top bits, checked one at a time
+
+
+def _long_part(chunk: list[str]) -> None:
+    """Refuse a name with a part over ``NAME_MAX`` bytes; only names over 63 characters can
+    have one (a character is at most 4 bytes), so only those are split."""
+    if max(map(len, chunk), default=0) < 64:
+        return
+    for name in chunk:
+        if len(name) < 64:
+            continue
+        for part in name.split("/"):
+            size = len(part.encode("utf-8", "surrogateescape")) if len(part) >= 64 else 0
+            if size > NAME_MAX:
+                shown = f"{name[:40]}…{name[-30:]}" if len(name) > 80 else name
+                raise DataError(
+                    f"member name {shown!r} has a part of {size} bytes, more than the "
+                    f"{NAME_MAX} most file systems allow, so it cannot be extracted — shorten "
+                    "that file or directory name, or leave the file out (--prefix, --src-list)"
+                )
+
+
+def check_extraction_names(tables: list[SampleTable], rename: bool) -> None:
+    """Refuse member names that cannot be extracted as distinct files into one folder (users
+    extract every shard of a run into one): a path part over 255 bytes, two names equal once
+    repeated slashes and '.' parts, Unicode normalisation and case are ignored, or a file name
+    that another name needs as a directory (``a/b`` and ``a/b/c.jpg``, as a store may hold).
+
+    Names are folded a chunk at a time with string operations in C and only 64-bit hashes of
+    the folded names are kept (8 bytes a file), sorted into ``BUCKETS`` arrays by their top
+    bits; each array is then checked with a set. Names are looked at one by one only for a
+    hash seen twice. The directories the names need are kept as a set of hashes (one per
+    distinct directory).
+
+    Raises:
+        DataError: the first long part, or two colliding names.
+    """
+    buckets = [array("q") for _ in range(BUCKETS)]
+    shift = 64 - BUCKETS.bit_length() + 1
+    bounds = [(b - BUCKETS // 2) << shift for b in range(1, BUCKETS)]
+    directories: set[int] = set()
+    for table in tables:
+        for chunk in _member_chunks(table, rename):
+            _long_part(chunk)
+            folded, blob = _folded(chunk)
+            if "/" in blob:
+                _add_directories(folded, directories)
+            hashes = sorted(map(hash, folded))
+            packed, lo = array("q", hashes), 0
+            for b, bound in enumerate(bounds):
+                hi = bisect_left(hashes, bound, lo)
+                buckets[b].extend(packed[lo:hi])
+                lo = hi
+            buckets[-1].extend(packed[lo:])
+    twice: set[int] = set()
+    both: set[int] = set()  # names of files that are also directories
+    for bucket in buckets:
+        files = set(bucket)
+        if len(files) < len(bucket):
+            seen: set[int] = set()
+            twice.update(h for h in bucket if h in seen or seen.add(h))  # type: ignore[func-returns-value]
+        if directories and not files.isdisjoint(directories):
+            both.update(files & directories)
+    del buckets
+    if twice:
+        _name_collision(tables, rename, twice)
+    if both:
+        _file_is_directory(tables, rename, both)
+
+
+def _name_collision(tables: list[SampleTable], rename: bool, twice: set[int]) -> None:
+    """Find two names behind the repeated hashes and raise; a mere hash collision passes."""
+    first: dict[str, str] = {}
+    for table in tables:
+        for chunk in _member_chunks(table, rename):
+            for name, folded in zip(chunk, _folded(chunk)[0]):
+                if hash(folded) not in twice:
+                    continue
+                other = first.setdefault(folded, name)
+                if other != name:
+                    a, b = sorted((other, name))
+                    why = _why(a, b)
+                    if "Unicode" in why:  # they look alike: show their code points
+                        a, b = ascii(a)[1:-1], ascii(b)[1:-1]
+                    raise DataError(
+                        f"member names {a!r} and {b!r} would extract to one file ({why}) "
+                        "— rename or leave out one of the two files (--prefix, --src-list, "
+                        "--sample-exts)"
+                    )
+
+
+def _file_is_directory(tables: list[SampleTable], rename: bool, both: set[int]) -> None:
+    """Find a file name that another name needs as a directory, and raise."""
+    file = below = None
+    for table in tables:
+        for chunk in _member_chunks(table, rename):
+            for name, folded in zip(chunk, _folded(chunk)[0]):
+                if file is None and hash(folded) in both:
+                    file = name
+                d = folded.rpartition("/")[0]
+                while below is None and d:
+                    if hash(d) in both:
+                        below = name
+                    d = d.rpartition("/")[0]
+                if file is not None and below is not None:
+                    raise DataError(
+                        f"member name {file!r} is a file, but {below!r} needs a directory of "
+                        "that name, so they cannot both be extracted — rename or leave out one "
+                        "of the two files (--prefix, --src-list, --sample-exts)"
+                    )
+
+
+def _why(a: str, b: str) -> str:
+    if posixpath.normpath(a) == posixpath.normpath(b):
+        return "they differ only in repeated slashes or './' parts"
+    if unicodedata.normalize("NFC", a) == unicodedata.normalize("NFC", b):
+        return "the same text in two Unicode normalisations, composed and decomposed"
+    return "they differ only in case, which macOS and Windows ignore"
 
 
 def index_names(table: SampleTable, renamed: bool) -> None:

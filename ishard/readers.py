@@ -6,6 +6,7 @@ import asyncio
 import functools
 import io
 import os
+import stat
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor, wait
@@ -53,26 +54,204 @@ class LocalFile:
 
 
 class LocalReader:
-    """Opens local files one after another."""
+    """Opens local files one after another under one path rule, whatever named them (a walk,
+    an inventory) and whatever changed since: regular files only, opened without blocking
+    (``O_NONBLOCK``: a FIFO cannot hang the run) and checked with ``fstat`` against the
+    listing; no symbolic link is followed, in any part of the name, unless ``follow_symlinks``
+    — and then never to outside the source.
 
-    def __init__(self, location: Location) -> None:
+    Without ``follow_symlinks`` a name is opened one component at a time with ``O_NOFOLLOW``
+    from the source's own descriptor (directory descriptors cached per shard), which costs less
+    than opening the whole path; with it, the opened file's real path must lie in the source.
+    """
+
+    def __init__(self, location: Location, follow_symlinks: bool = False) -> None:
         self._location = location
+        self._follow = follow_symlinks
 
     def read(self, entries: Iterable[FileEntry]) -> Iterator[tuple[FileEntry, BinaryIO]]:
-        """Each entry with its file open (closed when the next one is asked for)."""
-        root = os.path.join(self._location.root, "")  # names join with one string concat
-        for entry in entries:
-            try:
-                fd = os.open(root + entry.name, os.O_RDONLY)
-            except OSError as err:
-                raise _unreadable(entry.name, err) from None
-            try:
-                yield entry, LocalFile(fd, entry.name)
-            finally:
-                os.close(fd)
+        """Each entry with its file open (closed when the next one is asked for).
+
+        Raises:
+            SourceError: a file cannot be opened, or breaks the path rule (a link, not a
+                regular file, another size than listed).
+        """
+        opener = _Resolver(self._location.root) if self._follow else _Walker(self._location.root)
+        fstat, regular = os.fstat, stat.S_IFREG
+        try:
+            for entry in entries:
+                fd = opener.open(entry.name)
+                try:
+                    st = fstat(fd)
+                    if st.st_mode & 0o170000 != regular or st.st_size != entry.size:
+                        _refuse(st, entry)
+                    yield entry, LocalFile(fd, entry.name)
+                finally:
+                    os.close(fd)
+        finally:
+            opener.close()
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+DIR_FLAGS = FILE_FLAGS | getattr(os, "O_DIRECTORY", 0)
+DIRS_KEPT = 256  # directory descriptors a shard's reader keeps open at most
+STABLE = "run again once the source is stable"
+RULE_FIX = ("remove it from the source (or from --src-list); --follow-symlinks follows links "
+            "that stay inside the source")
+
+
+def _link_error(name: str, link: str, outside: bool = False) -> SourceError:
+    if outside:
+        return SourceError(f"source file {name!r} leads outside the source through a symbolic "
+                           "link, which ishard never follows — remove it from the source (or "
+                           "from --src-list)")
+    where = ("is a symbolic link" if link == name
+             else f"is reached through the symbolic link {link!r}")
+    return SourceError(f"source file {name!r} {where}, which ishard does not follow unless "
+                       f"--follow-symlinks — {RULE_FIX}")
+
+
+def _kind(mode: int) -> str:
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symbolic link")):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def _refuse(st: os.stat_result, entry: FileEntry) -> None:
+    """Raise why an open file is not the regular file of the listed size it must be."""
+    if not stat.S_ISREG(st.st_mode):
+        raise SourceError(f"cannot read {entry.name!r} from the source: it is {_kind(st.st_mode)}, "
+                          "not a regular file — remove it from the source (or from --src-list)")
+    if st.st_size != entry.size:
+        how = "shrank" if st.st_size < entry.size else "grew"
+        raise SourceError(f"file {entry.name!r} {how} after it was listed: listed {entry.size} "
+                          f"bytes, now {st.st_size} — {STABLE}")
+
+
+def _parts(name: str) -> list[str]:
+    return [p for p in name.split("/") if p and p != "."]
+
+
+class _Walker:
+    """Opens names below a root one component at a time, never through a symbolic link."""
+
+    def __init__(self, root: str) -> None:
+        self._root_path = root
+        self._root = -1
+        self._dirs: dict[str, int] = {}
+
+    def open(self, name: str) -> int:
+        head, _, base = name.rpartition("/")
+        parent = self._dirs.get(head) if head else self._root
+        if parent is not None and parent >= 0 and base and base != ".":
+            try:
+                return os.open(base, FILE_FLAGS, dir_fd=parent)
+            except OSError as err:
+                raise self._why(parent, base, name, name, err) from None
+        return self._open_slowly(name)
+
+    def _open_slowly(self, name: str) -> int:
+        """``open`` for a first name in its directory (or an odd one: ``a//b``, ``./a``)."""
+        if self._root < 0:
+            try:
+                self._root = os.open(self._root_path, DIR_FLAGS & ~os.O_NOFOLLOW)
+            except OSError as err:
+                raise _unreadable(name, err) from None
+        parts = _parts(name) or ["."]
+        head = name.rpartition("/")[0]
+        parent = self._dir(head, parts[:-1], name) if len(parts) > 1 else self._root
+        try:
+            return os.open(parts[-1], FILE_FLAGS, dir_fd=parent)
+        except OSError as err:
+            raise self._why(parent, parts[-1], name, name, err) from None
+
+    def _dir(self, head: str, parts: list[str], name: str) -> int:
+        fd = self._dirs.get(head)
+        if fd is not None:
+            return fd
+        if len(self._dirs) >= DIRS_KEPT:
+            self._close_dirs()
+        fd, done = self._root, []
+        try:
+            for part in parts:
+                done.append(part)
+                try:
+                    nxt = os.open(part, DIR_FLAGS, dir_fd=fd)
+                except OSError as err:
+                    raise self._why(fd, part, "/".join(done), name, err) from None
+                if fd != self._root:
+                    os.close(fd)
+                fd = nxt
+        except BaseException:
+            if fd != self._root:
+                os.close(fd)
+            raise
+        self._dirs[head] = fd
+        return fd
+
+    @staticmethod
+    def _why(parent: int, part: str, path: str, name: str, err: OSError) -> SourceError:
+        """The error for a component that would not open: a link, or the OS's reason."""
+        try:
+            st = os.stat(part, dir_fd=parent, follow_symlinks=False)
+        except OSError:
+            st = None
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            return _link_error(name, path)
+        if st is not None and path != name and not stat.S_ISDIR(st.st_mode):
+            err = OSError(err.errno, f"{path!r} is not a directory")
+        return _unreadable(name, err)
+
+    def _close_dirs(self) -> None:
+        for fd in self._dirs.values():
+            os.close(fd)
+        self._dirs.clear()
+
+    def close(self) -> None:
+        self._close_dirs()
+        if self._root >= 0:
+            os.close(self._root)
+            self._root = -1
+
+
+class _Resolver:
+    """With --follow-symlinks: opens the whole path (links followed), then requires the file's
+    real path to lie inside the source's real path."""
+
+    def __init__(self, root: str) -> None:
+        self._root = os.path.join(root, "")
+        self._real = os.path.join(os.path.realpath(root), "")
+        self._proc = os.path.isdir("/proc/self/fd")
+
+    def open(self, name: str) -> int:
+        path = self._root + name
+        if not self._proc and not self._inside(os.path.realpath(path)):
+            raise _link_error(name, name, outside=True)
+        try:
+            fd = os.open(path, FILE_FLAGS & ~os.O_NOFOLLOW)
+        except OSError as err:
+            raise _unreadable(name, err) from None
+        if self._proc:
+            try:
+                real = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                real = os.path.realpath(path)
+            if not self._inside(real):
+                os.close(fd)
+                raise _link_error(name, name, outside=True)
+        return fd
+
+    def _inside(self, real: str) -> bool:
+        return real.startswith(self._real)
+
+    def close(self) -> None:
+        """Nothing kept open."""
 
 
 class _Chunks(io.RawIOBase):
@@ -236,10 +415,11 @@ class RemoteReader:
 Reader = LocalReader | RemoteReader  # what open_reader returns: ``read(entries)``, ``close()``
 
 
-def open_reader(location: Location, retrier: Retrier, *, jobs: int, budget: int) -> Reader:
+def open_reader(location: Location, retrier: Retrier, *, jobs: int, budget: int,
+                follow_symlinks: bool = False) -> Reader:
     """The reader for a source: direct files locally, a prefetching reader for stores."""
     if location.is_local:
-        return LocalReader(location)
+        return LocalReader(location, follow_symlinks)
     return RemoteReader(
         location, retrier, budget=max(CHUNK, budget // max(1, jobs)),
         max_requests=max(8, 256 // max(1, jobs)),

@@ -20,6 +20,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from .listing import quoted, shown
 from .model import Plan, ShardResult
 from .progress import Progress
 from .sizes import format_size
@@ -33,8 +34,8 @@ def plan_text(plan: Plan, show_keys: bool, out: TextIO) -> None:
         rows: list[tuple[str, str]] = []
         for sample in shard.samples:
             if show_keys:
-                rows.append((f"  [{sample.key}]", ""))
-            rows += [(f"    {f.arcname}", format_size(f.size)) for f in sample.files]
+                rows.append((f"  [{shown(sample.key)}]", ""))
+            rows += [(f"    {shown(f.arcname)}", format_size(f.size)) for f in sample.files]
         width = max(len(shard.name), *(len(r[0]) for r in rows))
         out.write(f"{shard.name.ljust(width)}  {format_size(shard.size)}\n")
         for left, right in rows:
@@ -44,9 +45,9 @@ def plan_text(plan: Plan, show_keys: bool, out: TextIO) -> None:
 def samples_text(grouped, out: TextIO) -> None:
     """``[key]`` per sample, its members indented (``ishard ls --samples``)."""
     for key, files in grouped.samples:
-        out.write(f"[{key}]\n")
+        out.write(f"[{shown(key)}]\n")
         for m in files:
-            out.write(f"  {m.size:>12}  {format_size(m.size):>10}  {m.name}\n")
+            out.write(f"  {m.size:>12}  {format_size(m.size):>10}  {shown(m.name)}\n")
     out.write(f"{_count(len(grouped.samples), 'sample')}, {_count(len(grouped.skipped), 'skipped member')}\n")
 
 
@@ -78,7 +79,7 @@ def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
         f"largest {format_size(summary['largest_shard'])}\n"
     )
     for skip in summary["skipped"]:
-        examples = ", ".join(repr(e) for e in skip["examples"])
+        examples = ", ".join(map(quoted, skip["examples"]))
         out.write(f"left out {skip['count']}: {skip['reason']} (e.g. {examples})\n")
     if summary.get("seed") is not None:
         out.write(f"shuffle seed: {summary['seed']} (pass --sort shuffle:{summary['seed']} to repeat)\n")
@@ -86,8 +87,9 @@ def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
         seconds = summary["seconds"]
         rate = format_size(summary["bytes_per_second"] or 0)
         out.write(
-            f"archives: {format_size(summary['archive_bytes'])} in {summary['destination']} "
-            f"({seconds:.2f}s, {rate}/s); manifest {summary['manifest']}\n"
+            f"archives: {format_size(summary['archive_bytes'])} in "
+            f"{shown(summary['destination'])} "
+            f"({seconds:.2f}s, {rate}/s); manifest {shown(summary['manifest'])}\n"
         )
         if summary.get("retries"):
             out.write(f"store requests retried after transient errors: {summary['retries']}\n")
@@ -99,7 +101,7 @@ def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
 def verify_text(result: dict, out: TextIO) -> None:
     """``ishard verify``: one line per problem, then a summary line (``result`` as ``to_dict``)."""
     for p in result["problems"]:
-        out.write(f"{p['name']}: {p['detail']}\n")
+        out.write(f"{shown(p['name'])}: {shown(p['detail'])}\n")
     shards, bad = result["shards"], result["shards"] - result["shards_ok"]
     checks = "size, md5, members" if result["md5_checked"] else "size, members (no md5 recorded)"
     if result["deep"]:

@@ -4,6 +4,7 @@ to write, and recording each shard as it finishes."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import orjson
@@ -24,19 +25,33 @@ CHANGED = (
 )
 
 
-def _manifest_records(dest: Location, fingerprint: str,
-                      retrier: Retrier) -> dict[int, dict] | None:
-    """A finished run's shards, from its manifest, if it is this plan's; None without one."""
+def _manifest_data(dest: Location, retrier: Retrier | None = None) -> bytes | None:
+    """The bytes of ``DST/manifest.json`` (locally not through a link); None without one."""
+    run = retrier.run if retrier is not None else (lambda call: call())
     try:
         if dest.is_local:
             path = Path(dest.root) / MANIFEST_NAME
-            data = path.read_bytes() if path.is_file() else None
-        else:
-            where, fs = dest.child(MANIFEST_NAME), dest.fs
-            found = retrier.run(lambda: fs.exists(where))
-            data = retrier.run(lambda: fs.cat_file(where)) if found else None
+            return path.read_bytes() if path.is_file() and not path.is_symlink() else None
+        where, fs = dest.child(MANIFEST_NAME), dest.fs
+        return run(partial(fs.cat_file, where)) if run(partial(fs.exists, where)) else None
     except Exception as err:
         raise storage_error(err, dest, "destination") from None
+
+
+def earlier_manifest_seed(dest: Location) -> int | None:
+    """The seed a finished run's manifest records, if any (an unseeded shuffle's resumed)."""
+    data = _manifest_data(dest)
+    try:
+        seed = orjson.loads(data)["ishard"]["seed"] if data else None
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+    return seed if isinstance(seed, int) else None
+
+
+def _manifest_records(dest: Location, fingerprint: str,
+                      retrier: Retrier) -> dict[int, dict] | None:
+    """A finished run's shards, from its manifest, if it is this plan's; None without one."""
+    data = _manifest_data(dest, retrier)
     if data is None:
         return None
     try:

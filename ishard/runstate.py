@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import shutil
+import os
+import stat
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
@@ -11,13 +12,13 @@ from typing import Any
 
 import orjson
 
-from . import __version__
-from .errors import IshardError
+from . import __version__, localstate
+from .errors import IshardError, WriteError
 from .formats.compress import gzip_library
 from .lock import STATE_DIR
 from .model import Plan, ShardResult
 from .retry import Retrier
-from .sinks import TEMP_SUFFIX, put_file
+from .sinks import TEMP_SUFFIX, WRITE_FIX, put_file
 from .storage import Location, storage_error
 from .table import ShardList
 
@@ -33,7 +34,8 @@ MD5_CHUNK = 8 << 20
 def fingerprint(plan: Plan) -> str:
     """A digest of everything the shards' bytes depend on: ishard's version, the gzip library,
     the source, the options that shape output, the seed, and every planned member (name,
-    size, mtime) in every shard."""
+    size, mtime, and its stamp: nanosecond mtime and inode locally, ETag and mtime on a store)
+    in every shard, so a file rewritten within the same second is not taken for the same."""
     options = {k: v for k, v in plan.options.items() if k not in EXECUTION_ONLY}
     level = options.get("compress_level")
     digest = hashlib.sha256(orjson.dumps(
@@ -54,20 +56,36 @@ def fingerprint(plan: Plan) -> str:
 
 
 class RunState:
-    """``DST/.ishard-run/``: ``run.json`` (the fingerprint) and ``done/<index>.json`` (one per
-    finished shard: its name, size and md5). Removed once the manifest is written."""
+    """``DST/.ishard-run/``: ``run.json`` (the fingerprint, and the seed of an unseeded
+    shuffle) and ``done/<index>.json`` (one per finished shard: its name, size and md5).
+    Removed once the manifest is written. Locally nothing in it is read, written or removed
+    through a link (see ``localstate``)."""
 
     def __init__(self, dest: Location, retrier: Retrier) -> None:
         self._dest, self._retrier = dest, retrier
+
+    def _local(self, name: str, use, *, create: bool = False):
+        """``use(dir_fd, base)`` on ``name`` (a path inside ``.ishard-run``) in its real folder;
+        None when that folder is missing."""
+        inner, _, base = name.rpartition("/")
+        fd = localstate.open_dir(self._dest.root, inner, create=create)
+        if fd is None:
+            return None
+        try:
+            return use(fd, base)
+        finally:
+            os.close(fd)
 
     def _read(self, name: str) -> bytes | None:
         dest = self._dest
         try:
             if dest.is_local:
-                return (Path(dest.root) / name).read_bytes()
-            return self._retrier.run(lambda: dest.fs.cat_file(dest.child(name)))
+                return self._local(name, localstate.read)
+            return self._retrier.run(partial(dest.fs.cat_file, dest.child(name)))
         except FileNotFoundError:
             return None
+        except IshardError:
+            raise
         except OSError as err:
             raise IshardError(f"cannot read {name!r} in {dest.url!r}: {err.strerror or err} — "
                               "check the destination's permissions") from None
@@ -75,21 +93,40 @@ class RunState:
             raise storage_error(err, dest, "destination") from None
 
     def _put(self, name: str, data: bytes) -> None:
-        if self._dest.is_local:
-            (Path(self._dest.root) / name).parent.mkdir(parents=True, exist_ok=True)
-        put_file(self._dest, name, data, self._retrier)
+        dest = self._dest
+        if not dest.is_local:
+            put_file(dest, name, data, self._retrier)
+            return
+        temp = f".{name.rpartition('/')[2]}.{os.getpid()}{TEMP_SUFFIX}"
+        try:
+            self._local(name, lambda fd, base: localstate.write(fd, base, data, temp),
+                        create=True)
+        except OSError as err:
+            raise WriteError(f"cannot write {str(Path(dest.root) / name)!r}: "
+                             f"{err.strerror or err} — {WRITE_FIX.get(err.errno, WRITE_FIX[None])}"
+                             ) from None
+
+    def earlier(self) -> dict:
+        """What an earlier, unfinished run recorded here (``fingerprint``, ``seed`` …), if any."""
+        data = self._read(RUN_NAME)
+        try:
+            record = orjson.loads(data) if data else {}
+        except orjson.JSONDecodeError:
+            return {}
+        return record if isinstance(record, dict) else {}
 
     def earlier_fingerprint(self) -> str | None:
         """The fingerprint an earlier, unfinished run recorded here, if any."""
-        data = self._read(RUN_NAME)
-        try:
-            return orjson.loads(data)["fingerprint"] if data else None
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            return None
+        fingerprint = self.earlier().get("fingerprint")
+        return fingerprint if isinstance(fingerprint, str) else None
 
-    def begin(self, fingerprint: str, shards: int) -> None:
-        """Record this run's fingerprint (before any shard is written)."""
-        self._put(RUN_NAME, orjson.dumps({"fingerprint": fingerprint, "shards": shards}))
+    def begin(self, fingerprint: str, shards: int, shuffle_seed: int | None = None) -> None:
+        """Record this run's fingerprint (before any shard is written), and the seed ishard
+        drew for an unseeded ``--sort shuffle`` (which a ``--resume`` reuses)."""
+        record: dict = {"fingerprint": fingerprint, "shards": shards}
+        if shuffle_seed is not None:
+            record["shuffle_seed"] = shuffle_seed
+        self._put(RUN_NAME, orjson.dumps(record))
 
     def record(self, index: int, result: ShardResult) -> None:
         """Note that shard ``index`` is complete (called after it got its final name)."""
@@ -98,53 +135,73 @@ class RunState:
             record["etag"] = result.etag
         self._put(f"{DONE_DIR}/{index:09d}.json", orjson.dumps(record))
 
-    def recorded(self) -> dict[int, dict]:
-        """The finished shards recorded so far, by plan index."""
+    def _done_names(self) -> list[str]:
+        """The names in ``done/``; a killed run's temp records are removed on the way."""
         dest = self._dest
+        if dest.is_local:
+            def names(fd: int, _: str) -> list[str]:
+                found = os.listdir(fd)
+                for name in found:
+                    if name.endswith(TEMP_SUFFIX):
+                        localstate.remove(fd, name)
+                return found
+            return self._local(f"{DONE_DIR}/.", names) or []
+        found = self._retrier.run(partial(dest.fs.find, dest.child(DONE_DIR)))
+        return [p.rpartition("/")[2] for p in found]
+
+    def recorded(self) -> dict[int, dict]:
+        """The finished shards recorded so far, by plan index (anything else in ``done/`` —
+        a killed run's temp record, a stray file — is not a record)."""
         try:
-            if dest.is_local:
-                folder = Path(dest.root) / DONE_DIR
-                names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
-            else:
-                found = self._retrier.run(lambda: dest.fs.find(dest.child(DONE_DIR)))
-                names = [p.rpartition("/")[2] for p in found]
+            names = self._done_names()
+        except IshardError:
+            raise
         except Exception as err:
-            raise storage_error(err, dest, "destination") from None
+            raise storage_error(err, self._dest, "destination") from None
         records = {}
         for name in names:
             stem = name.removesuffix(".json")
-            data = self._read(f"{DONE_DIR}/{name}") if stem.isdigit() else None
+            if not (name.endswith(".json") and stem.isascii() and stem.isdigit()):
+                continue
+            data = self._read(f"{DONE_DIR}/{name}")
             try:
                 records[int(stem)] = orjson.loads(data) if data else None
             except orjson.JSONDecodeError:
                 continue  # unreadable: the shard is written again
         return {i: r for i, r in records.items() if isinstance(r, dict)}
 
-    def clear(self) -> None:
-        """Remove every record (locally the lock's file too: the run is over or starts afresh;
-        a store's lock object is the lease's to remove)."""
+    def _remove(self, names: Iterable[str], *, quiet: bool = False) -> None:
         dest = self._dest
         try:
             if dest.is_local:
-                shutil.rmtree(Path(dest.root) / STATE_DIR, ignore_errors=True)
-            else:
-                self._remove_remote()
+                for name in names:
+                    inner, _, base = name.rpartition("/")
+                    if inner:
+                        self._local(name, localstate.remove)
+                    else:
+                        fd = os.open(dest.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                        try:
+                            localstate.remove(fd, base)
+                        finally:
+                            os.close(fd)
+                return
+            self._remove_remote()  # run.json and done/: a store's lock is the lease's
+        except FileNotFoundError:
+            pass
         except IshardError:
             raise
         except Exception as err:
-            raise storage_error(err, dest, "destination") from None
+            if not (quiet and dest.is_local):
+                raise storage_error(err, dest, "destination") from None
+
+    def clear(self) -> None:
+        """Remove every record (locally the lock's file too: the run is over or starts afresh;
+        a store's lock object is the lease's to remove)."""
+        self._remove([STATE_DIR], quiet=True)  # the manifest is written: the run succeeded
 
     def forget_shards(self) -> None:
         """A fresh run over old records: drop them, keep the lock."""
-        dest = self._dest
-        try:
-            if dest.is_local:
-                shutil.rmtree(Path(dest.root) / DONE_DIR, ignore_errors=True)
-                (Path(dest.root) / RUN_NAME).unlink(missing_ok=True)
-            else:
-                self._remove_remote()
-        except Exception as err:
-            raise storage_error(err, dest, "destination") from None
+        self._remove([DONE_DIR, RUN_NAME])
 
     def _remove_remote(self) -> None:
         """Remove ``run.json`` and ``done/``, one retried request at a time (a retry repeats
@@ -195,7 +252,8 @@ def still_complete(dest: Location, record: dict, retrier: Retrier | None = None)
     try:
         if dest.is_local:
             path = Path(dest.root) / name
-            if path.stat().st_size != record.get("filesize"):
+            st = path.lstat()  # a link planted under a shard's name is no shard: rewritten
+            if not stat.S_ISREG(st.st_mode) or st.st_size != record.get("filesize"):
                 return False
             return md5 is None or file_md5(path) == md5
         fs: Any = dest.fs
@@ -234,9 +292,12 @@ def remove_temp_files(dest: Location, names: Iterable[str]) -> int:
     if not dest.is_local:
         return 0
     removed = 0
-    folders = {(Path(dest.root) / name).parent for name in names}
-    folders.add(Path(dest.root))
+    root = Path(dest.root)
+    folders = {(root / name).parent for name in names}
+    folders.add(root)
     for folder in folders:
+        if any(p.is_symlink() for p in (folder, *folder.parents) if root in p.parents):
+            continue  # a linked folder leads out of DST: nothing there is ours to remove
         for temp in folder.glob(f".*{TEMP_SUFFIX}"):
             temp.unlink(missing_ok=True)
             removed += 1

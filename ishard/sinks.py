@@ -338,7 +338,12 @@ def put_file(location: Location, name: str, data: bytes, retrier: Retrier,
         final = Path(location.root) / name
         temp = temp_path(final)
         try:
-            temp.write_bytes(data)
+            # a new temp file (never through a link planted under its name), renamed over the
+            # final name (which replaces a link there rather than writing through it)
+            temp.unlink(missing_ok=True)
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            with open(fd, "wb") as f:
+                f.write(data)
             os.replace(temp, final)
         except OSError as err:
             temp.unlink(missing_ok=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import operator
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -21,15 +22,46 @@ def _has_surrogates(names: list[str]) -> bool:
     return any(not n.isascii() and any("\udc80" <= c <= "\udcff" for c in n) for n in names)
 
 
-class FileTable:
-    """Listed files as three columns: names, sizes and integer mtimes."""
+_MASK = (1 << 64) - 1
+_MIX = 0x9E3779B97F4A7C15  # odd: a change of the mtime alone always changes the stamp
 
-    __slots__ = ("names", "sizes", "mtimes")
+
+def _signed(value: int) -> int:
+    value &= _MASK
+    return value - (1 << 64) if value >> 63 else value
+
+
+def local_stamp(mtime_ns: int, inode: int) -> int:
+    """A local file's identity beyond its size and whole-second mtime, in 64 bits: its
+    nanosecond mtime and its inode, mixed (a new file under the same name, or bytes rewritten
+    within the same second, change it)."""
+    return _signed(mtime_ns * _MIX + inode)
+
+
+def store_stamp(info: dict) -> int:
+    """An object's identity beyond its size, in 64 bits: its ETag and modification time as the
+    store lists them (0 when it lists neither)."""
+    etag = next((info[k] for k in ("ETag", "etag") if k in info), None)
+    modified = next((info[k] for k in ("LastModified", "last_modified", "updated", "mtime")
+                     if k in info), None)
+    if etag is None and modified is None:
+        return 0
+    text = f"{etag}\x00{modified}".encode("utf-8", "surrogateescape")
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little", signed=True)
+
+
+class FileTable:
+    """Listed files as four columns: names, sizes, integer mtimes (whole seconds, what archive
+    headers get) and stamps (the rest of a file's identity, for the plan fingerprint only:
+    ``local_stamp``, ``store_stamp``, or 0 where the listing has nothing more)."""
+
+    __slots__ = ("mtimes", "names", "sizes", "stamps")
 
     def __init__(self) -> None:
         self.names: list[str] = []
         self.sizes = array("q")
         self.mtimes = array("q")
+        self.stamps = array("q")
 
     @classmethod
     def of(cls, entries: Iterable[FileEntry]) -> FileTable:
@@ -39,11 +71,12 @@ class FileTable:
             table.add(e.name, e.size, e.mtime)
         return table
 
-    def add(self, name: str, size: int, mtime: int) -> None:
+    def add(self, name: str, size: int, mtime: int, stamp: int = 0) -> None:
         """Append one file."""
         self.names.append(name)
         self.sizes.append(size)
         self.mtimes.append(mtime)
+        self.stamps.append(stamp)
 
     def __len__(self) -> int:
         return len(self.names)
@@ -66,6 +99,7 @@ class FileTable:
         self.names = [names[i] for i in keep]
         self.sizes = array("q", [self.sizes[i] for i in keep])
         self.mtimes = array("q", [self.mtimes[i] for i in keep])
+        self.stamps = array("q", [self.stamps[i] for i in keep])
 
 
 class SampleTable:
@@ -150,13 +184,15 @@ class ShardList(Sequence[ShardPlan]):
         return ShardPlan(self.names[index], samples, self.sizes[index])
 
     def digest(self, update: Callable[[bytes], None]) -> None:
-        """Feed every shard's name and members (name, size, mtime) to ``update`` (a hash's),
-        straight from the columns: no object per file."""
+        """Feed every shard's name and members (name, size, mtime, stamp) to ``update`` (a
+        hash's), straight from the columns: no object per file."""
         for name, members, table in zip(self.names, self._members, self._tables):
             files, starts, runs = table.files, table.starts, table.members
-            names, sizes, mtimes = files.names, files.sizes, files.mtimes
-            lines = [f"\x01{name}"]
+            names, sizes, mtimes, stamps = files.names, files.sizes, files.mtimes, files.stamps
+            rows = array("q")
             for i in members:
-                lines += [f"{names[f]}\x00{sizes[f]}\x00{mtimes[f]}"
-                          for f in runs[starts[i]:starts[i + 1]]]
+                rows += runs[starts[i]:starts[i + 1]]
+            lines = [f"\x01{name}"]
+            lines += [f"{names[f]}\x00{sizes[f]}\x00{mtimes[f]}" for f in rows]
             update("\n".join(lines).encode("utf-8", "surrogateescape") + b"\n")
+            update(array("q", map(stamps.__getitem__, rows)).tobytes())  # 8 bytes a member

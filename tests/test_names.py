@@ -117,9 +117,9 @@ def test_unicode_normalisation_variants_spaces_and_long_names_round_trip(tmp_pat
     nfd = unicodedata.normalize("NFD", "caf\u00e9")
     assert nfc != nfd
     long_dir = "d" * 120
-    files = {
+    files = {  # one of each in its own directory: twins in one folder are refused (below)
         f"u/{nfc}.jpg": b"composed",
-        f"u/{nfd}.jpg": b"decomposed",
+        f"v/{nfd}.jpg": b"decomposed",
         "u/with space.jpg": b"space",
         f"{long_dir}/{'n' * 200}.jpg": b"long",  # over 255 bytes in all
     }

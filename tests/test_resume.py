@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import make_tree, run_ishard
 
+from ishard.verify import verify
+
 # 120 samples (.jpg + .cls) over 3 directories: with 64KB shards about 20 shards.
 TREE = {
     **{f"d{i % 3}/{i:04d}.jpg": 9_000 + 211 * (i % 17) for i in range(120)},
@@ -27,16 +29,11 @@ TRIALS = 10  # kill -9 trials; each is a run, a kill at a random moment and a re
 
 def snapshot(dst: Path) -> dict[str, bytes]:
     """Every file under ``dst`` (hidden ones too, but the lock: it names the last run) with its
-    bytes, the manifest without the options that only say how the run went."""
+    bytes, the manifest's too: a resumed run's manifest is byte for byte an uninterrupted one's."""
     files = {}
     for path in sorted(dst.rglob("*")):
         if path.is_file() and path.name != "lock":
             files[str(path.relative_to(dst))] = path.read_bytes()
-    if "manifest.json" in files:
-        manifest = json.loads(files["manifest.json"])
-        for name in ("resume", "jobs", "overwrite", "retries", "read_buffer", "executor"):
-            manifest["ishard"]["options"].pop(name, None)
-        files["manifest.json"] = manifest
     return files
 
 
@@ -67,11 +64,29 @@ def visible(dst: Path) -> dict[str, bytes]:
             if not any(part.startswith(".") for part in Path(name).parts)}
 
 
+def kill_at_random(src: Path, dst: Path, whole: float, rng: random.Random, *args: str) -> bool:
+    """Start a run, SIGKILL it after a random part of ``whole`` (an uninterrupted run's time);
+    True if it was stopped before it finished."""
+    run = start(src, dst, *args)
+    time.sleep(rng.uniform(0.1, 1.0) * whole)
+    run.send_signal(signal.SIGKILL)
+    run.communicate(timeout=120)
+    return run.returncode == -signal.SIGKILL and not (dst / "manifest.json").exists()
+
+
+# What follows a kill: a --resume; a restart with --overwrite; or a --overwrite restart that is
+# killed too, then a --resume.
+RECOVERIES = ("resume", "overwrite", "overwrite, killed, resume")
+
+
 def test_killed_runs_resume_to_exactly_the_uninterrupted_output(dataset, tmp_path, fault_trials):
-    """kill -9 at a random moment (planning, writing, the manifest, or after the end): every
-    shard already under its final name is whole (byte for byte the uninterrupted run's), and
-    --resume then makes the result byte for byte the uninterrupted run's, with nothing left
-    over. When the kill lands does not decide the outcome, only which path a trial exercises."""
+    """kill -9 at a random moment (planning, writing, the manifest, or after the end), then a
+    --resume or an --overwrite restart (itself killed at random, then resumed, in a third of the
+    trials): every shard under its final name after a kill is whole (byte for byte the
+    uninterrupted run's), and the end result is byte for byte the uninterrupted run's,
+    manifest included, with nothing left over (no temp file, no stale shard, no run state) and
+    `ishard verify` passing. When a kill lands does not decide the outcome, only which path a
+    trial exercises."""
     src, reference = dataset
     rng = random.Random(20261122)
     started = time.monotonic()
@@ -82,20 +97,29 @@ def test_killed_runs_resume_to_exactly_the_uninterrupted_output(dataset, tmp_pat
     for trial in range(TRIALS):
         ext = (".tar", ".tgz")[trial % 2]
         jobs = ("1", "2")[trial // 2 % 2]
+        recovery = RECOVERIES[trial % 3]
         dst = tmp_path / f"trial{trial}"
-        run = start(src, dst, "--ext", ext, "--jobs", jobs)
-        time.sleep(rng.uniform(0.1, 1.0) * whole)
-        run.send_signal(signal.SIGKILL)
-        run.communicate(timeout=120)
-        interrupted += run.returncode == -signal.SIGKILL and not (dst / "manifest.json").exists()
+        interrupted += kill_at_random(src, dst, whole, rng, "--ext", ext, "--jobs", jobs)
         left = visible(dst)
         for name, data in left.items():  # no torn shard is visible after the kill
             assert data == reference[ext].get(name), (trial, name)
-        resumed = run_ishard("shard", src, dst, *COMMON, "--ext", ext, "--resume")
-        assert resumed.returncode == 0, (trial, resumed.stderr)
+        if recovery.startswith("overwrite"):
+            again = ("--ext", ext, "--overwrite")
+            if recovery == "overwrite":
+                done = run_ishard("shard", src, dst, *COMMON, *again)
+                assert done.returncode == 0, (trial, done.stderr)
+            else:
+                interrupted += kill_at_random(src, dst, whole, rng, *again)
+                for name, data in visible(dst).items():
+                    assert data == reference[ext].get(name), (trial, name)
+        if recovery.endswith("resume"):
+            resumed = run_ishard("shard", src, dst, *COMMON, "--ext", ext, "--resume")
+            assert resumed.returncode == 0, (trial, resumed.stderr)
         identical = snapshot(dst) == reference[ext]
         fault_trials("kill -9", 1, identical, len(left))
-        assert identical, trial
+        assert identical, (trial, recovery)
+        checked = verify(dst)  # what `ishard verify` runs, without a new interpreter per trial
+        assert checked.problems == () and checked.shards_ok == checked.shards > 0, trial
     assert interrupted >= 1  # kills land at random moments: some before the end
 
 
