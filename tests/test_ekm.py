@@ -221,7 +221,7 @@ def _big_map(categories: int, per: int) -> dict:
 
 def test_cli_ekm_file_over_the_size_limit_is_refused_before_reading(tmp_path):
     path = tmp_path / "huge.json"
-    with open(path, "w") as f:  # a real map of about 9 MiB
+    with open(path, "w") as f:  # a real map of about 16 MiB
         json.dump(_big_map(2000, 250), f, indent=8)
     size = path.stat().st_size
     assert size > MAX_EKM_BYTES

@@ -11,6 +11,8 @@ import io
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
@@ -218,6 +220,34 @@ def test_a_deleted_shard_is_missing(shards, ext):
     name = shard_names(dst)[0]
     (dst / name).unlink()
     assert_problems(check(dst), [f"{name}: is missing (the manifest lists it)"], 1, 6)
+
+
+def _replace(path: Path, kind: str) -> str:
+    """Put something other than the shard under its name; the words verify must use."""
+    other = min(p for p in path.parent.glob("shard-*") if p != path)
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+        return "a FIFO"
+    if kind == "dir":
+        path.mkdir()
+        return "a directory"
+    path.symlink_to("/dev/zero" if kind == "link-dev-zero" else other.name)
+    return "a symbolic link"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link-dev-zero", "link-other-shard", "dir"])
+def test_a_shard_replaced_by_a_fifo_a_link_or_a_directory_is_reported_not_read(shards, kind):
+    """Each is a problem of its own shard, exit 1, and never read: a FIFO without a writer or
+    /dev/zero would block or never end (the subprocess timeout is only a safety net)."""
+    dst = shards(".tar")
+    name = shard_names(dst)[1]
+    what = _replace(dst / name, kind)
+    result = subprocess.run([sys.executable, "-m", "ishard", "verify", str(dst), "--deep"],
+                            check=False, capture_output=True, text=True, timeout=120)
+    assert_problems(result, [(f"{name}: is not a regular file ({what}) — verify reads only "
+                              "regular files; put the shard itself back")], 1, 6)
+    assert result.stderr == ""
 
 
 @pytest.mark.parametrize("ext", FORMATS)
