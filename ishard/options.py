@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
-
-import regex
 
 from .ekm import Ekm, parse_ekm
 from .errors import UsageError
@@ -24,11 +23,11 @@ from .templates import NameTemplate, parse_template
 DEFAULT_SHARD_SIZE = 1 << 20
 DEFAULT_PART_SIZE = 16 << 20
 DEFAULT_READ_BUFFER = 256 << 20
-_DIGITS = regex.compile(r"[0-9]+")
+_DIGITS = re.compile(r"[0-9]+")
 ZIP_METHODS = ("stored", "deflated")
 EXECUTORS = ("local", "dask")
 GZIP_CHOICES = ("auto", *GZIP_LIBRARIES)
-_SCHEDULER = regex.compile(r"(tcp|tls|ucx|ws|wss)://(\[[0-9a-fA-F:]+\]|[^/\s:\[\]]+)(:\d{1,5})?/?")
+_SCHEDULER = re.compile(r"(tcp|tls|ucx|ws|wss)://(\[[0-9a-fA-F:]+\]|[^/\s:\[\]]+)(:\d{1,5})?/?")
 CHECKSUMS = ("md5", "none")
 MAX_SEED = (1 << 63) - 1  # Go ishard's -sort shuffle:<int64>; the manifest records it
 INDEXES = ("none", "dali")

@@ -127,8 +127,9 @@ def parse_template(text: str, option: str = "--shard-template") -> NameTemplate:
             raise _bad(text, "at", "prefix-@00100-suffix", option)
         return _split(text, _AT, lambda m: _Range(0, int(m.group(1)) + 1, 1, len(m.group(1))))
     if "%" in text:
-        if text.count("%") != 1 or not _FMT.search(text):
+        fmt = _FMT.search(text)
+        if text.count("%") != 1 or fmt is None:
             raise _bad(text, "fmt", "prefix-%06d-suffix", option)
-        width = _FMT.search(text).group(1)
+        width = fmt.group(1)
         return _split(text, _FMT, lambda m: _Range(0, _FMT_LIMIT, 1, int(width or 0)))
     return NameTemplate(text, (text,), ())
