@@ -20,12 +20,15 @@ from .templates import NameTemplate, parse_template
 NO_MATCH = "matches no --ekm pattern"
 SEVERAL = "matches more than one --ekm pattern"
 
-# Limits measured (docs/dependencies.md): a map of 100,000 patterns (4 MiB) parses and compiles
-# in about 2 s and 200 MiB; far larger maps are attacks or mistakes (29 MiB took 270 s and 3 GB).
-MAX_EKM_BYTES = 8 << 20
+# Limits measured (docs/dependencies.md): a map of 100,000 patterns (3.2 MiB) parses and
+# compiles in about 1-3 s and 100 MiB; far larger maps are attacks or mistakes (a 29 MB one
+# took 270 s and 3 GB with one regex after another).
+MAX_EKM_BYTES = 4 << 20
 MAX_EKM_PATTERNS = 100_000
 _SET_BYTES = 512 << 10  # pattern text per RE2 set: bigger sets can fail to compile
+_FIRST_SET_BYTES = 64 << 10  # grown after each set that compiles: a failed compile costs
 _SET_MEMORY = 64 << 20
+MAX_SETS = 24  # separate searches per name (a few us each), and compiles before an answer
 
 
 @dataclass(frozen=True)
@@ -55,42 +58,75 @@ def _quiet_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+class _BadPattern(Exception):
+    """Pattern ``args[0]`` (an index) cannot be used: ``args[1]`` says why."""
+
+
+class _TooComplex(Exception):
+    """The patterns need more than ``MAX_SETS`` separate searches."""
+
+
 class _Matcher:
     """Which patterns of a map match a name: all patterns in a few RE2 sets, each searched
-    once in time linear in the name (not one regex after another)."""
+    once in time linear in the name (not one regex after another).
+
+    Sets take up to ``_SET_BYTES`` of pattern text, starting from ``_FIRST_SET_BYTES`` and
+    doubling after each set that compiles. When one fails to compile (heavy patterns, such as
+    thousands of ``\\pL+``, exceed RE2's memory limit) the budget is halved and grows no more,
+    so failed compiles are few. A map that would need more than
+    ``MAX_SETS`` searches per name at the budget that works is refused early rather than slowly
+    built.
+    """
 
     def __init__(self, patterns: list[bytes]) -> None:
         self._sets: list[tuple[int, re2.Set]] = []  # (index of its first pattern, set)
         self._single: list[tuple[int, re2._Regexp]] = []  # patterns no set would take
-        start = size = 0
-        for index, pattern in enumerate(patterns):
-            if index > start and size + len(pattern) > _SET_BYTES:
-                self._build(patterns, start, index)
-                start, size = index, 0
-            size += len(pattern)
-        if patterns:
-            self._build(patterns, start, len(patterns))
+        left = sum(map(len, patterns))
+        budget, start, failed = _FIRST_SET_BYTES, 0, False
+        while start < len(patterns):
+            stop, size = start, 0
+            while stop < len(patterns) and (stop == start or size + len(patterns[stop]) <= budget):
+                size += len(patterns[stop])
+                stop += 1
+            found = self._compile(patterns, start, stop)
+            if found is not None:
+                self._sets.append((start, found))
+                budget = budget if failed else min(_SET_BYTES, budget * 2)
+            elif stop - start == 1:
+                self._single.append((start, self._alone(patterns, start)))
+            else:
+                budget, failed = max(1, size // 2), True
+                if len(self._sets) + len(self._single) + left / budget > MAX_SETS:
+                    raise _TooComplex
+                continue
+            start, left = stop, left - size
+            if len(self._sets) + len(self._single) > MAX_SETS:
+                raise _TooComplex
 
-    def _build(self, patterns: list[bytes], start: int, stop: int) -> None:
+    @staticmethod
+    def _compile(patterns: list[bytes], start: int, stop: int) -> re2.Set | None:
         options = re2_options()
         options.max_mem = _SET_MEMORY
         found = re2.Set.SearchSet(options)
-        for pattern in patterns[start:stop]:
-            found.Add(pattern)
+        for index in range(start, stop):
+            try:
+                found.Add(patterns[index])
+            except re2.error:
+                _Matcher._alone(patterns, index)  # raises _BadPattern with RE2's reason
+                raise _BadPattern(index, "not accepted by RE2") from None
         try:
             with _quiet_stderr():
                 found.Compile()
         except re2.error:
-            if stop - start == 1:
-                self._single.append((start, compile_re2(patterns[start].decode("utf-8",
-                                                                                "surrogatepass"),
-                                                        _SET_MEMORY)))
-                return
-            middle = (start + stop) // 2
-            self._build(patterns, start, middle)
-            self._build(patterns, middle, stop)
-            return
-        self._sets.append((start, found))
+            return None
+        return found
+
+    @staticmethod
+    def _alone(patterns: list[bytes], index: int) -> re2._Regexp:
+        try:
+            return compile_re2(patterns[index].decode("utf-8", "surrogatepass"), _SET_MEMORY)
+        except re2.error as err:
+            raise _BadPattern(index, str(err)) from None
 
     def find(self, data: bytes) -> list[int]:
         """Indices of matching patterns; stops once two are found (one is all that may match).
@@ -236,11 +272,14 @@ def parse_ekm(value: str) -> Ekm:
         owner += [len(categories)] * len(patterns)
         categories.append(Category(template, tuple(patterns)))
     patterns = [p for c in categories for p in c.patterns]
-    for p in patterns:  # one by one: RE2's sets do not say why a pattern is refused
-        try:
-            compile_re2(p)
-        except re2.error as err:
-            raise UsageError(f"{where}: {p!r} is not a valid regex ({err}) — write an RE2 "
-                             "regex (no lookaround or backreferences)") from None
     encoded = [p.encode("utf-8", "surrogatepass") for p in patterns]
-    return Ekm(where, tuple(categories), tuple(owner), _Matcher(encoded))
+    try:
+        matcher = _Matcher(encoded)
+    except _BadPattern as err:
+        index, reason = err.args
+        raise UsageError(f"{where}: {patterns[index]!r} is not a valid regex ({reason}) — write "
+                         "an RE2 regex (no lookaround or backreferences)") from None
+    except _TooComplex:
+        raise _too_big(where, f"patterns too heavy to search together (more than {MAX_SETS} "
+                              "RE2 sets; e.g. thousands of \\pL or long counted repeats)") from None
+    return Ekm(where, tuple(categories), tuple(owner), matcher)

@@ -9,7 +9,15 @@ from conftest import make_tree, run_ishard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ishard.ekm import MAX_EKM_BYTES, MAX_EKM_PATTERNS, NO_MATCH, SEVERAL, parse_ekm, strip_comments
+from ishard.ekm import (
+    MAX_EKM_BYTES,
+    MAX_EKM_PATTERNS,
+    MAX_SETS,
+    NO_MATCH,
+    SEVERAL,
+    parse_ekm,
+    strip_comments,
+)
 from ishard.errors import UsageError
 
 FISH = '{"fish-%d.tar": ["^n01440764", "tench"], "dog-%d.tar": ["^n02"]}'
@@ -194,6 +202,28 @@ def test_category_many_patterns_in_several_sets():
         assert ekm.category(f"c{c:03d}/p{c % 100:03d}.jpg") == c
     assert ekm.category("c001/p001.jpg/c002/p002.jpg") == 1  # "^": only the first
     assert ekm.category("zzz/p001.jpg") == NO_MATCH
+
+
+def test_heavy_patterns_split_into_smaller_sets_quietly(capfd):
+    # a set of 3,000 \\pL+ patterns is over RE2's memory limit: smaller sets are built instead,
+    # and RE2's own complaint never reaches stderr
+    doc = {f"c{c}-%d.tar": [f"^\\pL+{c * 1000 + j}/" for j in range(1000)] for c in range(3)}
+    ekm = parse_ekm(json.dumps(doc))
+    assert len(ekm._matcher._sets) > 1
+    assert ekm.category("été1234/x.jpg") == 1
+    assert ekm.category("ab2999/x.jpg") == 2
+    assert ekm.category("12/x.jpg") == NO_MATCH
+    assert capfd.readouterr().err == ""
+
+
+def test_patterns_too_heavy_to_search_together_are_refused(capfd):
+    doc = {f"c{c}-%d.tar": [f"^\\pL+{c * 1000 + j}/" for j in range(1000)] for c in range(60)}
+    with pytest.raises(UsageError) as err:
+        parse_ekm(json.dumps(doc))
+    assert str(err.value).startswith(
+        f"inline --ekm JSON has patterns too heavy to search together (more than {MAX_SETS} RE2 "
+        "sets; e.g. thousands of \\pL or long counted repeats) — route by fewer")
+    assert capfd.readouterr().err == ""
 
 
 def test_cli_formerly_catastrophic_ekm_pattern_runs_over_many_hostile_names(tmp_path):
