@@ -89,8 +89,9 @@ def member_key_function(options: Mapping) -> KeyFunction:
     try:
         key = key_function(pattern)
     except UsageError:
-        raise DataError(f"the manifest's sample_key_pattern {pattern!r} is not a valid regex — "
-                        "the manifest was edited; rewrite the shards") from None
+        raise DataError(f"the manifest's sample_key_pattern {pattern!r} is not a valid RE2 "
+                        "regex (written by an ishard before RE2, or edited) — verify without "
+                        "--deep, or rewrite the shards") from None
     return lambda name: sample_key(name, key)
 
 

@@ -22,6 +22,7 @@ import pytest
 from conftest import FIXTURES, run_ishard
 from test_s3 import assert_error, clean_env, cli, client  # noqa: F401 (fixtures)
 
+from ishard.errors import DataError
 from ishard.verify import member_key_function, verify
 
 FORMATS = (".tar", ".tgz", ".zip", ".tar.lz4")
@@ -420,6 +421,16 @@ def test_member_keys_follow_the_recorded_naming():
     assert member_key_function({"sample_key_pattern": "full_name"})("a/b.c.jpg") == "a/b.c"
     sample = member_key_function({"member_names": "sample", "sample_key_pattern": "base_file_name"})
     assert sample("Data/train/x/n01_1.JPEG") == "Data/train/x/n01_1"
+
+
+
+def test_a_recorded_key_regex_that_re2_refuses_is_a_clear_error():
+    # e.g. a lookahead recorded by an ishard before RE2: --deep cannot rebuild the keys
+    with pytest.raises(DataError) as err:
+        member_key_function({"sample_key_pattern": "^(.*)(?=_)"})
+    assert str(err.value).startswith("the manifest's sample_key_pattern '^(.*)(?=_)' is not a "
+                                      "valid RE2 regex")
+    assert member_key_function({"sample_key_pattern": r"^(.*)_\d+"})("a/b_1.jpg") == "a/b"
 
 
 # ---------------------------------------------------------------- errors
