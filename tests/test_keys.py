@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ishard.errors import UsageError
-from ishard.keys import extension, key_function, sample_key
+from ishard.keys import _searcher, compile_re2, extension, key_function, sample_key
 
 CUSTOM = r".*/([^/]+)/[^/]+$"
 
@@ -112,6 +112,27 @@ def test_custom_name_that_is_not_utf8_matches_like_go():
     assert key_function(r".*/([^/]+)$")(name) == "caf\udce9.jpg"
     assert key_function(r"^(.)")("\udcff/x") == "\udcff/x"
     assert sample_key(name, key_function(r"^d/(...).*")) == "caf"
+
+
+
+def test_the_binding_fast_path_and_the_public_api_find_the_same_matches():
+    """keys.py calls RE2's compiled object directly; if a release renames it, the wrapper's
+    public ``search`` is used instead and must give the same (start, end, group 1)."""
+
+    class Public:  # what a compiled pattern without the private attribute offers
+        def __init__(self, pattern):
+            self._pattern, self.groups = pattern, pattern.groups
+
+        def search(self, data, pos):
+            return self._pattern.search(data, pos)
+
+    for text in [r"^(.*)_\d+\.\w+$", r"(a)|b", "x*", r"a*?(b)?", r"^(a)", r"(é)"]:
+        pattern = compile_re2(text)
+        fast, public = _searcher(pattern), _searcher(Public(pattern))
+        for name in ["img_12.jpg", "xaybz", "abxd", "ab", "aab", "", "éé"]:
+            data = name.encode()
+            for pos in range(len(data) + 1):
+                assert fast(data, pos) == public(data, pos), (text, name, pos)
 
 
 def test_custom_key_with_slash_keeps_directories():
