@@ -127,5 +127,5 @@ def _worker_error(err: BaseException) -> IshardError:
         return err
     if type(err).__name__ == "KilledWorker":
         return WriteError("a Dask worker died while writing a shard (out of memory, or killed) — "
-                          "run again with --overwrite")
+                          "complete shards were kept: run again with --resume")
     return WriteError(f"a Dask worker failed on a shard: {type(err).__name__}: {err}")

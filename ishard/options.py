@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-
-import regex
+from functools import cached_property
 
 from .ekm import Ekm, parse_ekm
 from .errors import UsageError
@@ -23,12 +23,13 @@ from .templates import NameTemplate, parse_template
 DEFAULT_SHARD_SIZE = 1 << 20
 DEFAULT_PART_SIZE = 16 << 20
 DEFAULT_READ_BUFFER = 256 << 20
-_DIGITS = regex.compile(r"[0-9]+")
+_DIGITS = re.compile(r"[0-9]+")
 ZIP_METHODS = ("stored", "deflated")
 EXECUTORS = ("local", "dask")
 GZIP_CHOICES = ("auto", *GZIP_LIBRARIES)
-_SCHEDULER = regex.compile(r"(tcp|tls|ucx|ws|wss)://(\[[0-9a-fA-F:]+\]|[^/\s:\[\]]+)(:\d{1,5})?/?")
+_SCHEDULER = re.compile(r"(tcp|tls|ucx|ws|wss)://(\[[0-9a-fA-F:]+\]|[^/\s:\[\]]+)(:\d{1,5})?/?")
 CHECKSUMS = ("md5", "none")
+MAX_SEED = (1 << 63) - 1  # Go ishard's -sort shuffle:<int64>; the manifest records it
 INDEXES = ("none", "dali")
 
 
@@ -79,9 +80,9 @@ class Options:
         """The parsed shard-name template."""
         return parse_template(self.shard_template)
 
-    @property
+    @cached_property
     def parsed_ekm(self) -> Ekm | None:
-        """The parsed external key map, if any."""
+        """The parsed external key map, if any (parsed once: a map may be megabytes)."""
         return parse_ekm(self.ekm) if self.ekm else None
 
     @property
@@ -113,6 +114,11 @@ def parse_sort(text: str | None) -> Order:
         if not colon:  # "shuffle:" with an empty seed is an error, as in Go ishard
             return Order("shuffle", seed=None)
         if _DIGITS.fullmatch(arg):
+            if len(arg) > 19 or int(arg) > MAX_SEED:
+                raise UsageError(
+                    f"--sort {text!r} has a seed over {MAX_SEED} (2^63-1, as Go's int64) — "
+                    f"use shuffle:SEED with SEED from 0 to {MAX_SEED}"
+                )
             return Order("shuffle", seed=int(arg))
     raise UsageError(
         f"--sort {text!r} is not a sort order — use alpha:inc, alpha:dec, shuffle or shuffle:SEED "
@@ -196,14 +202,14 @@ def make_options(**kwargs) -> Options:
     if level is not None and (not _DIGITS.fullmatch(str(level)) or not 0 <= int(level) <= 9):
         raise UsageError(f"--compress-level {level!r} must be a whole number from 0 to 9")
     opts.template  # noqa: B018 - parse now so a bad template fails before listing
-    opts.parsed_ekm  # noqa: B018
+    ekm = opts.parsed_ekm
     order = parse_sort(opts.sort)
     sort = opts.sort
     if order.kind == "shuffle" and order.seed is None:
         sort = f"shuffle:{secrets.randbits(63)}"  # recorded, so the run can be repeated
     elif order.kind == "alpha":
         sort = "alpha:dec" if order.descending else "alpha:inc"
-    return Options(
+    checked = Options(
         **{
             **asdict(opts),
             "sample_key_pattern": pattern if pattern in BUILT_IN else opts.sample_key_pattern,
@@ -225,6 +231,8 @@ def make_options(**kwargs) -> Options:
             **balance,
         }
     )
+    checked.__dict__["parsed_ekm"] = ekm  # the cached_property's slot: parsed once per run
+    return checked
 
 
 def _check_executor(executor: str, scheduler: str | None) -> None:

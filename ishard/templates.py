@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-import regex
-
 from .errors import UsageError
+from .listing import unsafe_name
 
-_BASH = regex.compile(r"\{([0-9]+)\.\.([0-9]+)(?:\.\.([0-9]+))?\}")
-_AT = regex.compile(r"@([0-9]+)")
-_FMT = regex.compile(r"%(0[1-9][0-9]*)?d")
+_BASH = re.compile(r"\{([0-9]+)\.\.([0-9]+)(?:\.\.([0-9]+))?\}")
+_AT = re.compile(r"@([0-9]+)")
+_FMT = re.compile(r"%(0[1-9][0-9]*)?d")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _FMT_LIMIT = (1 << 63) - 1
 
 
@@ -62,7 +63,7 @@ def _bad(text: str, kind: str, example: str, option: str) -> UsageError:
     return UsageError(f"{option} {text!r} is not a valid {kind} template — write e.g. {example!r}")
 
 
-def _split(text: str, pattern: regex.Pattern, make) -> NameTemplate:
+def _split(text: str, pattern: re.Pattern, make) -> NameTemplate:
     gaps, ranges, pos = [], [], 0
     for m in pattern.finditer(text):
         gaps.append(text[pos : m.start()])
@@ -72,7 +73,7 @@ def _split(text: str, pattern: regex.Pattern, make) -> NameTemplate:
     return NameTemplate(text, tuple(gaps), tuple(ranges))
 
 
-def _bash_range(text: str, m: regex.Match, option: str) -> _Range:
+def _bash_range(text: str, m: re.Match, option: str) -> _Range:
     lo_text, hi_text, step_text = m.group(1), m.group(2), m.group(3)
     lo, hi, step = int(lo_text), int(hi_text), int(step_text or 1)
     if lo > hi or step <= 0:
@@ -80,6 +81,22 @@ def _bash_range(text: str, m: regex.Match, option: str) -> _Range:
     padded = (len(lo_text) > 1 and lo_text[0] == "0") or (len(hi_text) > 1 and hi_text[0] == "0")
     width = max(len(lo_text), len(hi_text)) if padded else 0
     return _Range(lo, (hi - lo) // step + 1, step, width)
+
+
+def _check_safe(text: str, option: str) -> None:
+    """Refuse a template whose names a file system or an archive tool could misread."""
+    if _CONTROL.search(text):
+        why = "a control character"
+    elif unsafe_name(text) or text in (".", ".."):
+        why = "an absolute or drive name, or a '..' part"
+    elif text.startswith("."):
+        why = "a name starting with '.', which listings hide"
+    else:
+        return
+    raise UsageError(
+        f"{option} {text!r} would make unsafe shard names ({why}) — use letters, digits, "
+        "'-', '_' and '.' around the number, e.g. 'shard-%06d'"
+    )
 
 
 def parse_template(text: str, option: str = "--shard-template") -> NameTemplate:
@@ -99,6 +116,7 @@ def parse_template(text: str, option: str = "--shard-template") -> NameTemplate:
         raise UsageError(
             f"{option} {text!r} contains a path separator — shards are written flat into DST"
         )
+    _check_safe(text, option)
     if "{" in text or "}" in text:
         leftover = _BASH.sub("", text)
         if "{" in leftover or "}" in leftover or "{" not in text:
@@ -109,8 +127,9 @@ def parse_template(text: str, option: str = "--shard-template") -> NameTemplate:
             raise _bad(text, "at", "prefix-@00100-suffix", option)
         return _split(text, _AT, lambda m: _Range(0, int(m.group(1)) + 1, 1, len(m.group(1))))
     if "%" in text:
-        if text.count("%") != 1 or not _FMT.search(text):
+        fmt = _FMT.search(text)
+        if text.count("%") != 1 or fmt is None:
             raise _bad(text, "fmt", "prefix-%06d-suffix", option)
-        width = _FMT.search(text).group(1)
+        width = fmt.group(1)
         return _split(text, _FMT, lambda m: _Range(0, _FMT_LIMIT, 1, int(width or 0)))
     return NameTemplate(text, (text,), ())

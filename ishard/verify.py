@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import os
+import stat
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -30,7 +32,8 @@ REPORT_EVERY = 4 << 20  # bytes read between progress reports
 class Problem:
     """One thing wrong in DST: the file it is about, its kind, a sentence, expected vs found.
 
-    Kinds: ``missing``, ``unreadable``, ``size``, ``md5``, ``members``, ``payload``,
+    Kinds: ``missing``, ``not_regular`` (a link, FIFO, device or directory: never read),
+    ``unreadable``, ``size``, ``md5``, ``members``, ``payload``,
     ``samples``, ``split_sample``, ``scattered_sample``, ``unlisted``.
     """
 
@@ -86,8 +89,9 @@ def member_key_function(options: Mapping) -> KeyFunction:
     try:
         key = key_function(pattern)
     except UsageError:
-        raise DataError(f"the manifest's sample_key_pattern {pattern!r} is not a valid regex — "
-                        "the manifest was edited; rewrite the shards") from None
+        raise DataError(f"the manifest's sample_key_pattern {pattern!r} is not a valid RE2 "
+                        "regex (written by an ishard before RE2, or edited) — verify without "
+                        "--deep, or rewrite the shards") from None
     return lambda name: sample_key(name, key)
 
 
@@ -143,11 +147,42 @@ class _Shard:
     nbytes: int = 0
 
 
+class NotRegular(OSError):
+    """A local shard's name holds something other than a regular file (never read)."""
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def _open_regular(path: str) -> tuple[BinaryIO, int]:
+    """Open a regular file for reading, never a link, FIFO or device: with O_NOFOLLOW (a link
+    fails) and O_NONBLOCK (a FIFO does not wait for a writer), then fstat on what was opened."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+    except OSError as err:
+        if err.errno == errno.ELOOP and os.path.islink(path):
+            raise NotRegular("a symbolic link") from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegular(next((what for test, what in _KINDS if test(info.st_mode)),
+                                  "not a plain file"))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb"), info.st_size
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _open(dst: Location, name: str) -> tuple[BinaryIO, int]:
-    """The shard's bytes and its size; FileNotFoundError when it is not there."""
+    """The shard's bytes and its size; FileNotFoundError when it is not there, NotRegular
+    when it is not a regular file."""
     if dst.is_local:
-        raw = open(dst.child(name), "rb")  # noqa: SIM115 - closed by the caller
-        return raw, os.fstat(raw.fileno()).st_size
+        return _open_regular(dst.child(name))
     raw = dst.fs.open(dst.child(name), "rb", block_size=8 * READ_STEP)
     size = getattr(raw, "size", None)
     return raw, int(size if size is not None else dst.fs.size(dst.child(name)))
@@ -216,6 +251,9 @@ def _check_shard(dst: Location, entry: Mapping, record: Mapping | None, deep: bo
         raw, size = _open(dst, name)
     except FileNotFoundError:
         return _Shard([Problem(name, "missing", "is missing (the manifest lists it)")], None)
+    except NotRegular as err:
+        return _Shard([Problem(name, "not_regular", f"is not a regular file ({err}) — verify "
+                               "reads only regular files; put the shard itself back")], None)
     except OSError as err:
         if not dst.is_local:
             raise

@@ -117,8 +117,9 @@ def _collect(futures: list[Future], cancel: Callable[[], None]) -> list[ShardRes
             errors = [f.exception() for f in futures if f.done() and not f.cancelled()]
             error = next(e for e in errors if e is not None and not isinstance(e, _Cancelled))
             if isinstance(error, BrokenProcessPool):
-                raise WriteError("a shard writer process died unexpectedly — run again with "
-                                 "--overwrite (with --jobs 1 if it keeps happening)") from None
+                raise WriteError("a shard writer process died unexpectedly (killed, or out of "
+                                 "memory) — complete shards were kept: run again with --resume "
+                                 "(with --jobs 1 if it keeps happening)") from None
             raise error
     except KeyboardInterrupt:
         cancel()

@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import make_tree, run_ishard
 
+from ishard.errors import UsageError
+from ishard.options import make_options
+
 DOC = Path(__file__).resolve().parent.parent / "docs" / "bad-inputs.md"
 TREE = {"a/1.jpg": b"x" * 10, "a/1.cls": b"1", "a/2.jpg": b"y" * 10, "b/3.jpg": b"z" * 10}
 
@@ -21,6 +24,9 @@ CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
                                "--samples-per-shard '0' must be a whole number of at least 1"),
     "key-regex": (("--sample-key-pattern", "(["), 2,
                   "--sample-key-pattern '([' is not a valid regular expression"),
+    "key-regex-lookaround": (("--sample-key-pattern", "(?<=a)b"), 2,
+                             ("--sample-key-pattern '(?<=a)b' is not a valid regular expression "
+                              "(invalid perl operator: (?<=)")),
     "missing-ext-action": (("--missing-extension-action", "explode"), 2,
                            "--missing-extension-action 'explode' is not an action"),
     "sample-exts-no-dot": (("--sample-exts", "jpg"), 2,
@@ -32,6 +38,15 @@ CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
     "ext": (("--ext", ".rar"), 2, "--ext '.rar' is not supported"),
     "template-two-numbers": (("--shard-template", "%d-%d"), 2,
                              "--shard-template '%d-%d' is not a valid fmt template"),
+    "template-control-character": (("--shard-template", "a\nb-%d"), 2,
+                                   ("--shard-template 'a\\nb-%d' would make unsafe shard names "
+                                    "(a control character)")),
+    "template-dot-dot": (("--shard-template", ".."), 2,
+                         ("--shard-template '..' would make unsafe shard names (an absolute or "
+                          "drive name, or a '..' part)")),
+    "template-hidden": (("--shard-template", ".shard-%d"), 2,
+                        ("--shard-template '.shard-%d' would make unsafe shard names (a name "
+                         "starting with '.', which listings hide)")),
     "template-no-number": (("--shard-template", "shard", "--shard-size", "1"), 2,
                            "shard template 'shard' yields 1 name(s) but the plan needs 3 shards"),
     "template-exhausted": (("--shard-template", "a-{0..1}", "--shard-size", "1"), 2,
@@ -39,6 +54,9 @@ CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
                            "shards — widen its range or raise --shard-size"),
     "sort": (("--sort", "random"), 2, "--sort 'random' is not a sort order"),
     "sort-seed": (("--sort", "shuffle:abc"), 2, "--sort 'shuffle:abc' is not a sort order"),
+    "sort-seed-range": (("--sort", "shuffle:18446744073709551616"), 2,
+                        ("--sort 'shuffle:18446744073709551616' has a seed over "
+                         "9223372036854775807")),
     "jobs": (("--jobs", "-1"), 2, "--jobs '-1' must be a whole number of at least 1"),
     "compress-level": (("--ext", ".tgz", "--compress-level", "12"), 2,
                        "--compress-level 12 must be a whole number from 0 to 9"),
@@ -59,6 +77,12 @@ CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
     "ekm-json": (("--ekm", "{not-json"), 2, "inline --ekm JSON is not valid JSON"),
     "ekm-duplicate": (("--ekm", '{"a-%d": ["x"], "a-%d": ["y"]}'), 2,
                       "lists format 'a-%d' more than once — merge its patterns into one list"),
+    "ekm-template-unsafe": (("--ekm", '{"a\\nb-%d.tar": ["x"]}'), 2,
+                            ("inline --ekm JSON: format 'a\\nb-%d.tar' would make unsafe shard "
+                             "names (a control character)")),
+    "ekm-regex-backreference": (("--ekm", '{"a-%d.tar": ["(a)\\\\1"]}'), 2,
+                                ("inline --ekm JSON: '(a)\\\\1' is not a valid regex (invalid "
+                                 "escape sequence: \\1)")),
     "ekm-missing-file": (("--ekm", "{tmp}/none.json"), 2,
                          "is neither inline JSON (starting with '{') nor an existing file"),
     "prefix-nothing": (("--prefix", "zzz"), 1,
@@ -144,3 +168,15 @@ def test_the_document_lists_exactly_these_cases():
     for ref in tested:  # rows answered by tests elsewhere name them; they must exist
         path, _, name = ref.partition("::")
         assert f"def {name}(" in (DOC.parent.parent / path).read_text(), ref
+
+
+@pytest.mark.parametrize(("seed", "ok"), [("9223372036854775807", True), ("0", True),
+                                          ("9223372036854775808", False), ("9" * 5000, False)])
+def test_shuffle_seed_range_is_gos_int64(seed, ok):
+    """The library gives the CLI's answer; a 5000-digit seed is refused, not a ValueError."""
+    if ok:
+        assert make_options(sort=f"shuffle:{seed}").order.seed == int(seed)
+        return
+    with pytest.raises(UsageError) as err:
+        make_options(sort=f"shuffle:{seed}")
+    assert "has a seed over 9223372036854775807" in str(err.value)

@@ -326,3 +326,34 @@ def test_a_failed_plan_leaves_no_destination_behind(tmp_path):
     result = run_ishard("shard", src, tmp_path / "out", "--prefix", "zzz")
     assert result.returncode == 1 and "nothing to shard" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_writer_process_killed_outright_fails_with_resume_advice(dataset, tmp_path):
+    """A forked shard writer killed by someone else (the OOM killer, kill -9 of one process):
+    the run stops with one line that says complete shards were kept and --resume finishes,
+    and --resume does finish, byte-identical to the uninterrupted run."""
+    src, reference = dataset
+    dst = tmp_path / "out"
+    first = min(n for n in reference[".tgz"] if n.endswith(".tgz"))
+    run = subprocess.Popen([sys.executable, "-c", HOLD, first, "shard", str(src), str(dst),
+                            *COMMON, "--ext", ".tgz", "--jobs", "2"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while run.poll() is None and time.monotonic() < deadline:
+        if len(list(dst.glob("*ishard-tmp"))) == 2:  # both writers held mid-shard
+            break
+        time.sleep(0.01)
+    assert run.poll() is None, run.communicate()
+    writers = Path(f"/proc/{run.pid}/task/{run.pid}/children").read_text().split()
+    assert writers, "no forked writer process to kill"
+    os.kill(int(writers[0]), signal.SIGKILL)
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 1, err
+    (line,) = err.splitlines()
+    assert line.startswith("ishard: error: a shard writer process died unexpectedly"), line
+    assert "run again with --resume" in line and "--overwrite" not in line, line
+    resumed = run_ishard("shard", src, dst, *COMMON, "--ext", ".tgz", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert snapshot(dst) == reference[".tgz"]
+    verified = run_ishard("verify", dst)
+    assert verified.returncode == 0, verified.stdout + verified.stderr

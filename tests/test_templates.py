@@ -135,6 +135,30 @@ def test_template_errors(text):
     assert repr(text.strip()) in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("a\nb-%d", "a control character"), ("shard-%d\t.x", "a control character"),
+        ("s\x7f{0..3}", "a control character"), ("x\x1b[31m-@9", "a control character"),
+        ("..", "'..' part"), ("C:shard-%d", "drive name"),
+        (".shard-%d", "starting with '.'"), ("..%d", "starting with '.'"),
+    ],
+)
+def test_templates_making_unsafe_names_are_refused(text, why):
+    with pytest.raises(UsageError) as err:
+        parse_template(text)
+    message = str(err.value)
+    assert message.startswith(f"--shard-template {text!r} would make unsafe shard names (")
+    assert why in message and message.endswith("e.g. 'shard-%06d'")
+    assert "\n" not in message  # one line, the template shown escaped
+
+
+@pytest.mark.parametrize("text", ["shard-{0..9}..tar", "a..b-%d", "s.%06d", "x-@99.d"])
+def test_dots_inside_a_name_are_fine(text):
+    t = parse_template(text)
+    assert t.name(0) and not t.name(0).startswith(".")
+
+
 def test_template_error_uses_given_option():
     with pytest.raises(UsageError, match="--ekm format"):
         parse_template("x-%x", "--ekm format")

@@ -11,6 +11,8 @@ import io
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
@@ -20,6 +22,7 @@ import pytest
 from conftest import FIXTURES, run_ishard
 from test_s3 import assert_error, clean_env, cli, client  # noqa: F401 (fixtures)
 
+from ishard.errors import DataError
 from ishard.verify import member_key_function, verify
 
 FORMATS = (".tar", ".tgz", ".zip", ".tar.lz4")
@@ -220,6 +223,34 @@ def test_a_deleted_shard_is_missing(shards, ext):
     assert_problems(check(dst), [f"{name}: is missing (the manifest lists it)"], 1, 6)
 
 
+def _replace(path: Path, kind: str) -> str:
+    """Put something other than the shard under its name; the words verify must use."""
+    other = min(p for p in path.parent.glob("shard-*") if p != path)
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+        return "a FIFO"
+    if kind == "dir":
+        path.mkdir()
+        return "a directory"
+    path.symlink_to("/dev/zero" if kind == "link-dev-zero" else other.name)
+    return "a symbolic link"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link-dev-zero", "link-other-shard", "dir"])
+def test_a_shard_replaced_by_a_fifo_a_link_or_a_directory_is_reported_not_read(shards, kind):
+    """Each is a problem of its own shard, exit 1, and never read: a FIFO without a writer or
+    /dev/zero would block or never end (the subprocess timeout is only a safety net)."""
+    dst = shards(".tar")
+    name = shard_names(dst)[1]
+    what = _replace(dst / name, kind)
+    result = subprocess.run([sys.executable, "-m", "ishard", "verify", str(dst), "--deep"],
+                            check=False, capture_output=True, text=True, timeout=120)
+    assert_problems(result, [(f"{name}: is not a regular file ({what}) — verify reads only "
+                              "regular files; put the shard itself back")], 1, 6)
+    assert result.stderr == ""
+
+
 @pytest.mark.parametrize("ext", FORMATS)
 def test_an_appended_member_is_a_member_count_mismatch(shards, ext):
     dst = shards(ext)
@@ -390,6 +421,16 @@ def test_member_keys_follow_the_recorded_naming():
     assert member_key_function({"sample_key_pattern": "full_name"})("a/b.c.jpg") == "a/b.c"
     sample = member_key_function({"member_names": "sample", "sample_key_pattern": "base_file_name"})
     assert sample("Data/train/x/n01_1.JPEG") == "Data/train/x/n01_1"
+
+
+
+def test_a_recorded_key_regex_that_re2_refuses_is_a_clear_error():
+    # e.g. a lookahead recorded by an ishard before RE2: --deep cannot rebuild the keys
+    with pytest.raises(DataError) as err:
+        member_key_function({"sample_key_pattern": "^(.*)(?=_)"})
+    assert str(err.value).startswith("the manifest's sample_key_pattern '^(.*)(?=_)' is not a "
+                                      "valid RE2 regex")
+    assert member_key_function({"sample_key_pattern": r"^(.*)_\d+"})("a/b_1.jpg") == "a/b"
 
 
 # ---------------------------------------------------------------- errors
