@@ -9,13 +9,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from .destination import check_destination
-from .errors import DataError, WriteError
+from .errors import DataError, IshardError, WriteError
 from .executors import write_with_dask
 from .formats import check_names
 from .inventory import list_inventory
 from .keys import key_function
 from .listing import list_local, list_remote
-from .lock import acquire
+from .lock import LeaseCheck, LeaseLock, acquire
 from .manifest import MANIFEST_NAME, manifest_bytes, remove_manifest
 from .model import Plan, Report, ShardPlan, ShardResult, Tally
 from .naming import KeyCheck, check_extraction_names, check_index_shards, check_reader_names
@@ -28,7 +28,7 @@ from .retry import Retrier
 from .runstate import RunState, remove_temp_files
 from .runstate import fingerprint as run_fingerprint
 from .samples import apply_sample_exts_table, group_table, route_table
-from .sinks import abort_dangling_uploads, open_sink, put_file
+from .sinks import Guard, abort_dangling_uploads, open_sink, put_file
 from .storage import Location, parse_storage_options, resolve
 from .table import FileTable, SampleTable, ShardList
 from .write import Cancel, write_one, write_shards
@@ -77,12 +77,13 @@ def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **op
     started = time.monotonic()
     source = _location(str(src), opts, "source")
     dest = _location(str(dst), opts, "destination")
-    check_destination(source, dest, overwrite=opts.overwrite, resume=opts.resume)
+    retrier = Retrier(opts.retries)
+    check_destination(source, dest, overwrite=opts.overwrite, resume=opts.resume, retrier=retrier)
     created = dest.is_local and not Path(dest.root).exists()
     if dest.is_local:
         _make_destination(dest)
-    lock = acquire(dest)
-    retrier = Retrier(opts.retries)
+    lock = acquire(dest, retrier)
+    guard = lock if isinstance(lock, LeaseLock) else None  # a local flock cannot be lost
     state = RunState(dest, retrier)
     begun = state.earlier_fingerprint() is not None  # an earlier run's records: keep them
     try:
@@ -91,8 +92,8 @@ def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **op
         the_plan = make_plan(source, opts, progress)
         fingerprint = run_fingerprint(the_plan)
         done = finished_earlier(dest, the_plan, fingerprint, state, retrier) if opts.resume else {}
-        if not done:
-            remove_manifest(dest)  # else a failed run would leave it describing replaced shards
+        if not done:  # else a failed run would leave a manifest describing replaced shards
+            remove_manifest(dest, retrier)
             state.forget_shards()
         if opts.overwrite and not opts.resume:  # a killed run's leftovers go too
             remove_temp_files(dest, the_plan.shard_names)
@@ -105,13 +106,17 @@ def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **op
             progress.notice(f"resuming: {len(done)} of {len(the_plan.shards)} shards were "
                             "already complete (checked); writing the rest")
         recorder = Recorder(progress, the_plan.shard_names, state.record)
-        written = _write(source, dest, opts, todo, recorder, retrier, str(src), str(dst))
+        written = _write(source, dest, opts, todo, recorder, retrier, str(src), str(dst), guard)
         results = [done.get(i) for i in range(len(the_plan.shards))]
         for i, result in zip(todo.indices, written):
             results[i] = result
         manifest = put_file(dest, MANIFEST_NAME,
-                            manifest_bytes(the_plan, results, fingerprint), retrier)
-        state.clear()
+                            manifest_bytes(the_plan, results, fingerprint), retrier, guard)
+        try:
+            state.clear()
+        except IshardError as err:  # the dataset is complete: that is what counts
+            progress.notice(f"the dataset is complete, but this run's records in "
+                            f"{dest.url!r} could not be removed ({err}); they do no harm")
     finally:
         lock.release()
         if not begun:
@@ -123,13 +128,16 @@ def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **op
 
 
 def _write(source: Location, dest: Location, opts: Options, shards: Sequence[ShardPlan],
-           progress: Progress, retrier: Retrier, src: str, dst: str) -> list[ShardResult]:
+           progress: Progress, retrier: Retrier, src: str, dst: str,
+           guard: LeaseLock | None = None) -> list[ShardResult]:
     """Write ``shards`` with the chosen executor; results in their order."""
     if opts.executor == "dask":
-        task = functools.partial(_write_on_worker, src=src, dst=dst, opts=opts)
+        lease = guard.for_workers() if guard is not None else None
+        task = functools.partial(_write_on_worker, src=src, dst=dst, opts=opts, lease=lease)
         return write_with_dask(shards, task, scheduler=opts.scheduler,
                                workers=opts.workers(remote=False), progress=progress)
-    reader, sink_for, settings = _writer_parts(source, dest, opts, retrier, progress.notice)
+    reader, sink_for, settings = _writer_parts(source, dest, opts, retrier, progress.notice,
+                                               guard)
     try:
         return write_shards(shards, reader, sink_for, jobs=_jobs(opts, source, dest),
                             settings=settings, progress=progress,
@@ -184,7 +192,8 @@ def _jobs(opts: Options, source: Location, dest: Location) -> int:
 
 
 def _writer_parts(source: Location, dest: Location, opts: Options, retrier: Retrier,
-                  notice: Callable[[str], None]) -> tuple[Reader, Callable, dict]:
+                  notice: Callable[[str], None],
+                  guard: Guard | None = None) -> tuple[Reader, Callable, dict]:
     """The reader of member bytes, the shard sink factory and the archive writer settings."""
     cleanup = Retrier(CLEANUP_ATTEMPTS, cap=4.0)
     reader = open_reader(source, retrier, jobs=_jobs(opts, source, dest), budget=opts.read_buffer,
@@ -193,7 +202,7 @@ def _writer_parts(source: Location, dest: Location, opts: Options, retrier: Retr
     def sink_for(shard_plan: ShardPlan):
         return open_sink(dest, shard_plan.name, retrier=retrier, cleanup=cleanup,
                          part_size=opts.part_size, expected=shard_plan.size, notice=notice,
-                         checksum=opts.checksum == "md5")
+                         checksum=opts.checksum == "md5", guard=guard)
 
     settings = {"compress_level": opts.compress_level,
                 "zip_deflate": opts.zip_compression == "deflated",
@@ -203,12 +212,14 @@ def _writer_parts(source: Location, dest: Location, opts: Options, retrier: Retr
 
 
 def _write_on_worker(shard_plan: ShardPlan, cancel: Cancel, *, src: str, dst: str,
-                     opts: Options) -> ShardResult:
-    """One shard, written by a Dask worker: it opens SRC and DST itself (through fsspec)."""
+                     opts: Options, lease: LeaseCheck | None = None) -> ShardResult:
+    """One shard, written by a Dask worker: it opens SRC and DST itself (through fsspec), and
+    re-reads the run's lease before it commits."""
     source = _location(src, opts, "source")
     dest = _location(dst, opts, "destination")
+    guard = lease.bind(dest) if lease is not None else None
     reader, sink_for, settings = _writer_parts(source, dest, opts, Retrier(opts.retries),
-                                               SILENT.notice)
+                                               SILENT.notice, guard)
     try:
         return write_one(shard_plan, reader, sink_for, settings, cancel, SILENT)
     finally:

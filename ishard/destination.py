@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import fsspec.asyn
@@ -11,6 +12,7 @@ from .errors import IshardError, UsageError
 from .listing import check_source_dir
 from .lock import STATE_DIR
 from .manifest import MANIFEST_NAME
+from .retry import Retrier
 from .storage import Location, storage_error
 
 NOT_EMPTY = "use an empty destination, or --overwrite to replace same-named shards"
@@ -63,9 +65,10 @@ def _remote_has_objects(dst: Location) -> bool:
 
 
 def check_destination(src: Location, dst: Location, *, overwrite: bool,
-                      resume: bool = False) -> None:
+                      resume: bool = False, retrier: Retrier | None = None) -> None:
     """Refuse a destination inside the source, a file, a missing bucket, or one not empty
-    (unless ``overwrite``; with ``resume``, one holding a run to resume is fine).
+    (unless ``overwrite``; with ``resume``, one holding a run to resume is fine). Store
+    requests are retried by ``retrier``.
 
     Raises:
         UsageError: naming the destination and the fix (exit 2).
@@ -84,15 +87,16 @@ def check_destination(src: Location, dst: Location, *, overwrite: bool,
         if path.is_dir() and not overwrite and any(path.iterdir()):
             _refuse_not_empty(dst, resume, has_run=any((path / n).exists() for n in RUN_MARKS))
         return
+    run = (retrier or Retrier(1)).run
     try:
-        has_objects = _remote_has_objects(dst)
+        has_objects = run(lambda: _remote_has_objects(dst))
     except IshardError:
         raise
     except Exception as err:
         raise storage_error(err, dst, "destination") from None
     if has_objects and not overwrite:
         try:
-            has_run = any(dst.fs.exists(dst.child(n)) for n in RUN_MARKS)
+            has_run = any(run(partial(dst.fs.exists, dst.child(n))) for n in RUN_MARKS)
         except Exception as err:
             raise storage_error(err, dst, "destination") from None
         _refuse_not_empty(dst, resume, has_run)

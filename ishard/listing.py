@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import fsspec.asyn
@@ -12,6 +13,7 @@ import regex
 
 from .errors import IshardError, SourceError, UsageError
 from .model import Tally
+from .retry import Retrier
 from .storage import Location, storage_error
 from .table import FileTable, local_stamp, store_stamp
 
@@ -251,9 +253,18 @@ def _mtime(info: dict) -> int:
     return 0
 
 
-async def _s3_pages(fs, bucket: str, prefix: str, on_object: Callable[[dict], None]) -> None:
-    async for info in fs._iterdir(bucket, delimiter="", prefix=prefix):
-        on_object(info)
+async def _s3_pages(fs, bucket: str, prefix: str, on_object: Callable[[dict], None],
+                    retrier: Retrier) -> None:
+    """Every object under ``prefix``, page by page, each page's request retried on its own."""
+    kwargs = {"Bucket": bucket, "Prefix": prefix, **fs.req_kw}
+    while True:
+        page = await retrier.run_async(partial(fs._call_s3, "list_objects_v2", **kwargs))
+        for item in page.get("Contents", []):
+            on_object({**item, "name": f"{bucket}/{item['Key']}", "size": item["Size"],
+                       "type": "file"})
+        if not page.get("IsTruncated"):
+            return
+        kwargs["ContinuationToken"] = page["NextContinuationToken"]
 
 
 def list_remote(
@@ -263,8 +274,10 @@ def list_remote(
     include_hidden: bool = False,
     tally: Tally | None = None,
     on_file: Callable[[int], None] | None = None,
+    retrier: Retrier | None = None,
 ) -> FileTable:
-    """List the objects of a store location; names are relative to the bucket (or URL path).
+    """List the objects of a store location; names are relative to the bucket (or URL path);
+    each store request is retried by ``retrier`` (a default one if not given).
 
     Raises:
         UsageError: the bucket or path does not exist.
@@ -291,12 +304,13 @@ def list_remote(
 
     try:
         if location.is_s3:
-            fsspec.asyn.sync(fs.loop, _s3_pages, fs, root, wanted, take)
+            fsspec.asyn.sync(fs.loop, _s3_pages, fs, root, wanted, take, retrier or Retrier())
         else:
-            if not fs.exists(root or "/"):
+            run = (retrier or Retrier()).run
+            if not run(lambda: fs.exists(root or "/")):
                 raise FileNotFoundError(root)
             start = "/".join(p for p in (root, wanted.rpartition("/")[0]) if p)
-            for info in fs.find(start, detail=True).values():
+            for info in run(lambda: fs.find(start, detail=True)).values():
                 take(info)
     except IshardError:
         raise

@@ -11,6 +11,7 @@ from . import __version__
 from .errors import DataError, UsageError, WriteError
 from .listing import printable
 from .model import Plan, ShardResult
+from .retry import Retrier
 from .runstate import EXECUTION_ONLY
 from .storage import Location, storage_error
 
@@ -71,16 +72,18 @@ def manifest_bytes(plan: Plan, results: Sequence[ShardResult],
         return orjson.dumps(printable(document), option=orjson.OPT_INDENT_2) + b"\n"
 
 
-def remove_manifest(dst: Location) -> None:
-    """Remove an earlier ``DST/manifest.json`` before its shards may be replaced.
+def remove_manifest(dst: Location, retrier: Retrier | None = None) -> None:
+    """Remove an earlier ``DST/manifest.json`` before its shards may be replaced (store
+    requests retried by ``retrier``).
 
     A run that then fails leaves no manifest describing shards it overwrote.
     """
+    run = retrier.run if retrier is not None else (lambda call: call())
     try:
         if dst.is_local:
             (Path(dst.root) / MANIFEST_NAME).unlink(missing_ok=True)
-        elif dst.fs.exists(dst.child(MANIFEST_NAME)):
-            dst.fs.rm(dst.child(MANIFEST_NAME))
+        elif run(lambda: dst.fs.exists(dst.child(MANIFEST_NAME))):
+            run(lambda: dst.fs.rm(dst.child(MANIFEST_NAME)))
     except OSError as err:
         raise WriteError(
             f"cannot remove the old manifest in {dst.url!r}: {err.strerror or err} — fix its "

@@ -177,6 +177,7 @@ class ShardResult:
     files: int
     payload: int
     index: str | None = None  # the DALI index written beside the shard (``--index dali``)
+    etag: str | None = None  # the object's ETag on an S3 destination (checked by --resume)
 
 
 @dataclass(frozen=True)

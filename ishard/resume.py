@@ -4,6 +4,7 @@ to write, and recording each shard as it finishes."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import orjson
@@ -24,14 +25,15 @@ CHANGED = (
 )
 
 
-def _manifest_data(dest: Location) -> bytes | None:
+def _manifest_data(dest: Location, retrier: Retrier | None = None) -> bytes | None:
     """The bytes of ``DST/manifest.json`` (locally not through a link); None without one."""
+    run = retrier.run if retrier is not None else (lambda call: call())
     try:
         if dest.is_local:
             path = Path(dest.root) / MANIFEST_NAME
             return path.read_bytes() if path.is_file() and not path.is_symlink() else None
-        path = dest.child(MANIFEST_NAME)
-        return dest.fs.cat_file(path) if dest.fs.exists(path) else None
+        where, fs = dest.child(MANIFEST_NAME), dest.fs
+        return run(partial(fs.cat_file, where)) if run(partial(fs.exists, where)) else None
     except Exception as err:
         raise storage_error(err, dest, "destination") from None
 
@@ -46,9 +48,10 @@ def earlier_manifest_seed(dest: Location) -> int | None:
     return seed if isinstance(seed, int) else None
 
 
-def _manifest_records(dest: Location, fingerprint: str) -> dict[int, dict] | None:
+def _manifest_records(dest: Location, fingerprint: str,
+                      retrier: Retrier) -> dict[int, dict] | None:
     """A finished run's shards, from its manifest, if it is this plan's; None without one."""
-    data = _manifest_data(dest)
+    data = _manifest_data(dest, retrier)
     if data is None:
         return None
     try:
@@ -75,7 +78,7 @@ def finished_earlier(dest: Location, plan: Plan, fingerprint: str, state: RunSta
     earlier = state.earlier_fingerprint()
     if earlier is not None and earlier != fingerprint:
         raise DataError(CHANGED.format(dst=dest.url))
-    records = _manifest_records(dest, fingerprint) or {}  # a resume of a finished run
+    records = _manifest_records(dest, fingerprint, retrier) or {}  # a finished run's
     if earlier is not None:
         records.update(state.recorded())
     names = plan.shard_names
@@ -83,9 +86,10 @@ def finished_earlier(dest: Location, plan: Plan, fingerprint: str, state: RunSta
     abort_dangling_uploads(dest, names, retrier)
     samples, files, sizes = plan.shard_sample_counts, plan.shard_file_counts, plan.shard_sizes
     return {
-        i: ShardResult(names[i], r["filesize"], r.get("md5"), samples[i], files[i], sizes[i])
+        i: ShardResult(names[i], r["filesize"], r.get("md5"), samples[i], files[i], sizes[i],
+                       etag=r.get("etag"))
         for i, r in sorted(records.items())
-        if i < len(names) and r.get("name") == names[i] and still_complete(dest, r)
+        if i < len(names) and r.get("name") == names[i] and still_complete(dest, r, retrier)
     }
 
 

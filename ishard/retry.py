@@ -13,11 +13,27 @@ T = TypeVar("T")
 PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
              ValueError, TypeError, KeyError)  # fmt: skip
 PERMANENT_NAMES = ("NoCredentialsError", "PartialCredentialsError", "ParamValidationError")
+# HTTP answers another try cannot change: a condition that did not hold (If-Match,
+# If-None-Match), a feature the store does not implement.
+PERMANENT_STATUS = (412, 501)
+
+
+def http_status(err: BaseException) -> int | None:
+    """The HTTP status of a store's answer behind ``err`` (a botocore ClientError, or the
+    error s3fs made of one), if there was an answer."""
+    for e in (err, err.__cause__, err.__context__):
+        response = getattr(e, "response", None)
+        if isinstance(response, dict):
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            return status if isinstance(status, int) else None
+    return None
 
 
 def is_transient(err: BaseException) -> bool:
     """Worth another try: connection resets, timeouts, 5xx and throttling; not 'missing' or 'denied'."""
     if isinstance(err, PERMANENT) or type(err).__name__ in PERMANENT_NAMES:
+        return False
+    if http_status(err) in PERMANENT_STATUS:
         return False
     return isinstance(err, Exception)
 

@@ -6,7 +6,9 @@ import hashlib
 import os
 import stat
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -79,7 +81,7 @@ class RunState:
         try:
             if dest.is_local:
                 return self._local(name, localstate.read)
-            return dest.fs.cat_file(dest.child(name))
+            return self._retrier.run(partial(dest.fs.cat_file, dest.child(name)))
         except FileNotFoundError:
             return None
         except IshardError:
@@ -128,9 +130,10 @@ class RunState:
 
     def record(self, index: int, result: ShardResult) -> None:
         """Note that shard ``index`` is complete (called after it got its final name)."""
-        self._put(f"{DONE_DIR}/{index:09d}.json",
-                  orjson.dumps({"name": result.name, "filesize": result.filesize,
-                                "md5": result.md5}))
+        record = {"name": result.name, "filesize": result.filesize, "md5": result.md5}
+        if result.etag is not None:
+            record["etag"] = result.etag
+        self._put(f"{DONE_DIR}/{index:09d}.json", orjson.dumps(record))
 
     def _done_names(self) -> list[str]:
         """The names in ``done/``; a killed run's temp records are removed on the way."""
@@ -143,7 +146,8 @@ class RunState:
                         localstate.remove(fd, name)
                 return found
             return self._local(f"{DONE_DIR}/.", names) or []
-        return [p.rpartition("/")[2] for p in dest.fs.find(dest.child(DONE_DIR))]
+        found = self._retrier.run(partial(dest.fs.find, dest.child(DONE_DIR)))
+        return [p.rpartition("/")[2] for p in found]
 
     def recorded(self) -> dict[int, dict]:
         """The finished shards recorded so far, by plan index (anything else in ``done/`` —
@@ -181,9 +185,7 @@ class RunState:
                         finally:
                             os.close(fd)
                 return
-            for name in names:
-                if dest.fs.exists(dest.child(name)):
-                    dest.fs.rm(dest.child(name), recursive=True)
+            self._remove_remote()  # run.json and done/: a store's lock is the lease's
         except FileNotFoundError:
             pass
         except IshardError:
@@ -193,12 +195,40 @@ class RunState:
                 raise storage_error(err, dest, "destination") from None
 
     def clear(self) -> None:
-        """Remove every record (the lock's file too: the run is over or starts afresh)."""
+        """Remove every record (locally the lock's file too: the run is over or starts afresh;
+        a store's lock object is the lease's to remove)."""
         self._remove([STATE_DIR], quiet=True)  # the manifest is written: the run succeeded
 
     def forget_shards(self) -> None:
         """A fresh run over old records: drop them, keep the lock."""
         self._remove([DONE_DIR, RUN_NAME])
+
+    def _remove_remote(self) -> None:
+        """Remove ``run.json`` and ``done/``, one retried request at a time (a retry repeats
+        one request, not a composite call that may fail at the same step again)."""
+        dest, run = self._dest, self._retrier.run
+        fs: Any = dest.fs
+        if not dest.is_s3:
+            for name in (DONE_DIR, RUN_NAME):
+                path = dest.child(name)
+                if run(partial(fs.exists, path)):
+                    run(partial(fs.rm, path, recursive=True))
+            return
+        bucket, _, done = dest.child(DONE_DIR).partition("/")
+        keys = [dest.child(RUN_NAME).partition("/")[2]]
+        token: dict[str, str] = {}
+        while True:
+            page = run(partial(fs.call_s3, "list_objects_v2", Bucket=bucket, Prefix=done + "/",
+                               **token))
+            keys += [item["Key"] for item in page.get("Contents", [])]
+            if not page.get("IsTruncated"):
+                break
+            token = {"ContinuationToken": page["NextContinuationToken"]}
+        for start in range(0, len(keys), 1000):  # S3's most per request
+            batch = [{"Key": key} for key in keys[start : start + 1000]]
+            run(partial(fs.call_s3, "delete_objects", Bucket=bucket,
+                        Delete={"Objects": batch, "Quiet": True}))
+        fs.invalidate_cache(dest.child(STATE_DIR))
 
 
 def file_md5(path: Path) -> str:
@@ -210,23 +240,51 @@ def file_md5(path: Path) -> str:
     return digest.hexdigest()
 
 
-def still_complete(dest: Location, record: dict) -> bool:
-    """Is the recorded shard still there, whole? Its size always; its md5 too when local."""
+def still_complete(dest: Location, record: dict, retrier: Retrier | None = None) -> bool:
+    """Is the recorded shard still there, whole? Its size always, then what was recorded: on
+    S3 its ETag (from the write; else the md5 when the ETag is a plain md5), elsewhere its md5
+    (re-read). Nothing recorded to compare with (``--checksum none``): the size alone."""
     name = record.get("name")
     if not isinstance(name, str):
         return False
+    run = retrier.run if retrier is not None else (lambda call: call())
+    md5 = record.get("md5")
     try:
         if dest.is_local:
             path = Path(dest.root) / name
             st = path.lstat()  # a link planted under a shard's name is no shard: rewritten
             if not stat.S_ISREG(st.st_mode) or st.st_size != record.get("filesize"):
                 return False
-            return record.get("md5") is None or file_md5(path) == record["md5"]
-        return dest.fs.info(dest.child(name))["size"] == record.get("filesize")
+            return md5 is None or file_md5(path) == md5
+        fs: Any = dest.fs
+        where = dest.child(name)
+        if dest.is_s3:
+            bucket, _, key = where.partition("/")
+            head = run(lambda: fs.call_s3("head_object", Bucket=bucket, Key=key))
+            if head.get("ContentLength") != record.get("filesize"):
+                return False
+            etag = head.get("ETag")
+            if record.get("etag") is not None:
+                return etag == record["etag"]
+            plain = (etag or "").strip('"')
+            if md5 is not None and len(plain) == 32 and "-" not in plain:
+                return plain == md5
+        elif run(lambda: fs.info(where))["size"] != record.get("filesize"):
+            return False
+        return md5 is None or run(lambda: _store_md5(fs, where)) == md5
     except FileNotFoundError:
         return False
     except OSError:
         return False
+
+
+def _store_md5(fs, path: str) -> str:
+    """The md5 of an object, read in chunks."""
+    digest = hashlib.md5()
+    with fs.open(path, "rb") as f:
+        while chunk := f.read(MD5_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def remove_temp_files(dest: Location, names: Iterable[str]) -> int:

@@ -9,7 +9,9 @@ import math
 import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
+from functools import partial
 from pathlib import Path
+from typing import Protocol
 
 from .errors import IshardError, WriteError
 from .retry import Retrier
@@ -28,6 +30,27 @@ MAX_PARTS = 10_000
 PARTS_IN_FLIGHT = 2  # per shard: part_size * (this + 1) bytes of memory at most
 COPY_STEP = 64 << 20  # bytes per kernel copy call: Ctrl-C and cancellation act between calls
 PLAIN_STEP = 1 << 20  # user-space copy: read/write in pieces of this size
+
+
+class Guard(Protocol):
+    """The destination's lease, asked around every publication (``lock.LeaseLock`` on stores;
+    a Dask worker's ``lock.LeaseCheck``)."""
+
+    def confirm(self) -> float:
+        """Raise unless this run still holds the destination; return when that was confirmed."""
+
+    def committed(self, confirmed: float, what: str) -> None:
+        """Raise if the confirmation may have run out before ``what`` was published."""
+
+
+def _guarded(guard: Guard | None, what: str, publish: Callable[[], object]):
+    """``publish()`` only while this run holds the destination's lease."""
+    if guard is None:
+        return publish()
+    confirmed = guard.confirm()
+    out = publish()
+    guard.committed(confirmed, what)
+    return out
 
 
 def _copy_file_range(src: int, dst: int, count: int) -> int:
@@ -171,8 +194,11 @@ class S3Sink(_Hashing):
     """
 
     def __init__(self, location: Location, name: str, retrier: Retrier, cleanup: Retrier,
-                 part_size: int, expected: int, notice: Callable[[str], None]) -> None:
+                 part_size: int, expected: int, notice: Callable[[str], None],
+                 guard: Guard | None = None) -> None:
         super().__init__()
+        self._guard = guard
+        self.etag: str | None = None  # the object's ETag once committed
         self._fs, self._loc, self._retrier, self._cleanup = location.fs, location, retrier, cleanup
         self.url = f"{location.url.partition('://')[0]}://{location.child(name)}"
         self._bucket, _, self._key = location.child(name).partition("/")
@@ -222,15 +248,20 @@ class S3Sink(_Hashing):
             self._buf.clear()
 
     def commit(self) -> None:
-        """Complete the upload (or PUT a small shard): only now does the object exist."""
+        """Complete the upload (or PUT a small shard): only now does the object exist, and only
+        while this run holds the destination's lease."""
         if self._upload_id is None:
-            self._wait(self._call(self._retrier, "put_object", Body=bytes(self._buf)))
-            return
-        etags = [self._wait(f)["ETag"] for f in self._parts]
-        parts = [{"PartNumber": i + 1, "ETag": tag} for i, tag in enumerate(etags)]
-        self._wait(self._call(self._retrier, "complete_multipart_upload",
-                              UploadId=self._upload_id, MultipartUpload={"Parts": parts}))
-        self._upload_id = None
+            body = bytes(self._buf)
+            out = _guarded(self._guard, self.url, lambda: self._wait(
+                self._call(self._retrier, "put_object", Body=body)))
+        else:
+            etags = [self._wait(f)["ETag"] for f in self._parts]
+            parts = [{"PartNumber": i + 1, "ETag": tag} for i, tag in enumerate(etags)]
+            out = _guarded(self._guard, self.url, lambda: self._wait(self._call(
+                self._retrier, "complete_multipart_upload", UploadId=self._upload_id,
+                MultipartUpload={"Parts": parts})))
+            self._upload_id = None
+        self.etag = out.get("ETag")
 
     def abort(self) -> None:
         """Abort the multipart upload, retrying patiently: nothing may be left dangling."""
@@ -250,8 +281,9 @@ class S3Sink(_Hashing):
                            UploadId=self._upload_id).result()
             except Exception:
                 self._notice(
-                    f"the unfinished upload of {self.url} could not be aborted — run ishard "
-                    "again on this destination once the store is back, or set a lifecycle rule"
+                    f"the unfinished upload of {self.url} could not be aborted — once the store "
+                    "is back, run ishard again with --resume (it aborts such uploads), or set "
+                    "a lifecycle rule"
                 )
                 return
         self._upload_id = None
@@ -260,9 +292,9 @@ class S3Sink(_Hashing):
 class FsspecSink(_Hashing):
     """A shard written through any other fsspec filesystem; removed again on failure."""
 
-    def __init__(self, location: Location, name: str) -> None:
+    def __init__(self, location: Location, name: str, guard: Guard | None = None) -> None:
         super().__init__()
-        self._loc, self._path = location, location.child(name)
+        self._loc, self._path, self._guard = location, location.child(name), guard
         try:
             self._file = location.fs.open(self._path, "wb")
         except Exception as err:
@@ -277,9 +309,11 @@ class FsspecSink(_Hashing):
         """All bytes are written."""
 
     def commit(self) -> None:
-        """Finish the file."""
+        """Finish the file (while this run holds the destination's lease)."""
         try:
-            self._file.close()
+            _guarded(self._guard, self._path, self._file.close)
+        except IshardError:
+            raise
         except Exception as err:
             raise storage_error(err, self._loc, "destination") from None
 
@@ -296,8 +330,10 @@ class FsspecSink(_Hashing):
             pass  # best effort: the manifest never lists a failed shard
 
 
-def put_file(location: Location, name: str, data: bytes, retrier: Retrier) -> str:
-    """Write a small whole file (the manifest) to a destination in one request; return its URL."""
+def put_file(location: Location, name: str, data: bytes, retrier: Retrier,
+             guard: Guard | None = None) -> str:
+    """Write a small whole file (the manifest) to a destination in one request, while
+    ``guard`` (the destination's lease, if given) confirms this run holds it; return its URL."""
     if location.is_local:
         final = Path(location.root) / name
         temp = temp_path(final)
@@ -314,22 +350,27 @@ def put_file(location: Location, name: str, data: bytes, retrier: Retrier) -> st
             raise WriteError(f"cannot write {str(final)!r}: {err.strerror}") from None
         return str(final)
     path = location.child(name)
+    fs = location.fs
     try:
-        retrier.run(lambda: location.fs.pipe_file(path, data))
+        _guarded(guard, path, lambda: retrier.run(lambda: fs.pipe_file(path, data)))
+    except IshardError:
+        raise
     except Exception as err:
         raise storage_error(err, location, "destination") from None
     return f"{location.url.split('://')[0]}://{path}"
 
 
 def open_sink(location: Location, name: str, *, retrier: Retrier, cleanup: Retrier,
-              part_size: int, expected: int, notice: Callable[[str], None], checksum: bool = True):
-    """The sink for one shard at a destination (hashing its bytes unless ``checksum`` is off)."""
+              part_size: int, expected: int, notice: Callable[[str], None], checksum: bool = True,
+              guard: Guard | None = None):
+    """The sink for one shard at a destination (hashing its bytes unless ``checksum`` is off;
+    on a store, committed only while ``guard``, the destination's lease, confirms it)."""
     if location.is_local:
         sink = LocalSink(Path(location.root) / name)
     elif location.is_s3:
-        sink = S3Sink(location, name, retrier, cleanup, part_size, expected, notice)
+        sink = S3Sink(location, name, retrier, cleanup, part_size, expected, notice, guard)
     else:
-        sink = FsspecSink(location, name)
+        sink = FsspecSink(location, name, guard)
     if not checksum:
         sink.skip_checksum()
     return sink
@@ -347,8 +388,8 @@ def abort_dangling_uploads(location: Location, names: Iterable[str], retrier: Re
     fs, aborted, marker = location.fs, 0, {}
     try:
         while True:
-            page = fs.call_s3("list_multipart_uploads", Bucket=bucket,
-                              Prefix=prefix + "/" if prefix else "", **marker)
+            page = retrier.run(partial(fs.call_s3, "list_multipart_uploads", Bucket=bucket,
+                                       Prefix=prefix + "/" if prefix else "", **marker))
             for upload in page.get("Uploads", []):
                 if upload["Key"] in keys:
                     retrier.run(lambda u=upload: fs.call_s3(

@@ -84,7 +84,7 @@ def write_one(shard: ShardPlan, reader, open_sink: Callable, settings: dict,
                              "destination, then run again with --resume") from None
         raise
     result = ShardResult(shard.name, sink.size, sink.checksum, len(shard.samples),
-                         shard.file_count, shard.size, index)
+                         shard.file_count, shard.size, index, getattr(sink, "etag", None))
     progress.shard_done(result)
     return result
 

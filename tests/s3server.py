@@ -20,6 +20,8 @@ fresh, empty bucket on it.
 
 from __future__ import annotations
 
+import http.client
+import http.server
 import json
 import os
 import shutil
@@ -30,8 +32,10 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
@@ -398,3 +402,115 @@ def s3_bucket(s3_server: S3Server) -> str:
     if not s3_server.running:
         s3_server.start()
     return s3_server.make_bucket()
+
+
+# -- a loopback proxy for fault tests -----------------------------------------------------
+class ProxyRequest:
+    """One request as the proxy received it (``key`` is the object key, path-style URLs)."""
+
+    def __init__(self, method: str, path: str, headers: dict[str, str], body: bytes) -> None:
+        self.method, self.path, self.headers, self.body = method, path, headers, body
+        bucket_key = path.partition("?")[0].lstrip("/")
+        self.bucket, _, key = bucket_key.partition("/")
+        self.key = urllib.parse.unquote(key)
+        self.query = path.partition("?")[2]
+
+
+# (status, headers, body) a rule answers with instead of passing the request on
+Reply = tuple[int, list[tuple[str, str]], bytes]
+_HOP_BY_HOP = ("connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
+               "trailer", "upgrade", "expect", "content-length")  # fmt: skip
+
+
+def slow_down(request: ProxyRequest, code: str = "SlowDown",
+              message: str = "Please reduce your request rate.") -> Reply:
+    """S3's answer to too many requests: ``503`` with its XML error document (``SlowDown``, or
+    e.g. ``ServiceUnavailable``)."""
+    body = (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{message}'
+        f"</Message><Resource>{request.path.partition('?')[0]}</Resource>"
+        "<RequestId>ishard-test-proxy</RequestId></Error>"
+    ).encode()
+    return 503, [("Content-Type", "application/xml")], body
+
+
+class S3Proxy:
+    """An HTTP proxy on 127.0.0.1 in front of ``upstream`` (an S3 endpoint on 127.0.0.1) for
+    fault tests. Every request goes to ``rule(request)`` first, which may hold it (block), answer
+    it itself (return a ``Reply``) or let it through (return None); ``after(request, status)``
+    is called once its answer has been sent. Requests pass unchanged, Host header included, so
+    their signatures stay valid."""
+
+    def __init__(self, upstream: str, rule=None, after=None) -> None:
+        parsed = urllib.parse.urlsplit(upstream)
+        if parsed.hostname != HOST:
+            raise ValueError(f"the proxy forwards to {HOST} only, not {upstream!r}")
+        self.upstream = (parsed.hostname, parsed.port)
+        self.rule, self.after = rule, after
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:  # quiet
+                pass
+
+            def handle_one(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                request = ProxyRequest(self.command, self.path, dict(self.headers.items()), body)
+                reply = proxy.rule(request) if proxy.rule is not None else None
+                status, headers, data = reply if reply is not None else proxy._forward(request)
+                self.send_response(status)
+                for name, value in headers:
+                    if name.lower() not in _HOP_BY_HOP:
+                        self.send_header(name, value)
+                given = [v for n, v in headers if n.lower() == "content-length"]
+                head_size = given[0] if given and self.command == "HEAD" else None
+                self.send_header("Content-Length", head_size or str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                self.wfile.flush()
+                if proxy.after is not None:
+                    proxy.after(request, status)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = handle_one
+
+        self._server = http.server.ThreadingHTTPServer((HOST, 0), Handler)
+        self._server.daemon_threads = True
+        self._local = threading.local()
+        self._thread = threading.Thread(target=self._server.serve_forever, name="s3-proxy",
+                                        daemon=True)
+        self._thread.start()
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://{HOST}:{self._server.server_address[1]}"
+
+    def _forward(self, request: ProxyRequest) -> Reply:
+        for attempt in (0, 1):
+            conn = getattr(self._local, "conn", None)
+            if conn is None:
+                conn = self._local.conn = http.client.HTTPConnection(*self.upstream, timeout=120)
+            try:
+                conn.putrequest(request.method, request.path, skip_host=True,
+                                skip_accept_encoding=True)
+                for name, value in request.headers.items():
+                    if name.lower() not in _HOP_BY_HOP:
+                        conn.putheader(name, value)
+                conn.putheader("Content-Length", str(len(request.body)))
+                conn.endheaders(request.body)
+                response = conn.getresponse()
+                data = response.read()
+                return response.status, response.getheaders(), data
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                self._local.conn = None
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,433 @@
+"""The destination lease on an object store, and S3 requests under faults, through the CLI
+against the real SeaweedFS server (``s3server.py``), some of them through a loopback proxy that
+holds, delays or refuses chosen requests.
+
+A paused run whose lease ran out must not publish anything once another run took over; two
+runs starting together while the lock PUT is slow: exactly one proceeds; throttled (503) store
+requests are retried by ishard itself; ``--resume`` rewrites a kept S3 shard whose bytes were
+replaced; the "another run is writing" line names only what the lock record holds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from conftest import make_tree, run_ishard
+from s3server import S3Proxy, slow_down
+from test_s3 import assert_error, blob, listing, objects, put, uploads
+
+LOCK = ".ishard-run/lock"
+WAIT = 60.0  # generous bound for anything awaited (never reached when things work)
+
+
+@pytest.fixture
+def s3env(s3_server, tmp_path_factory) -> dict[str, str]:
+    """An environment with the test server's credentials and nothing that could lead past
+    127.0.0.1 (no AWS settings from the user, no proxies, no instance metadata)."""
+    home = tmp_path_factory.mktemp("home")
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("AWS_", "AIS_", "ISHARD_")) and "proxy" not in k.lower()}
+    env.update(HOME=str(home), AWS_CONFIG_FILE=os.devnull,
+               AWS_SHARED_CREDENTIALS_FILE=os.devnull, AWS_EC2_METADATA_DISABLED="true",
+               NO_PROXY="127.0.0.1", AWS_ACCESS_KEY_ID=s3_server.access_key,
+               AWS_SECRET_ACCESS_KEY=s3_server.secret_key)
+    return env
+
+
+@pytest.fixture
+def client(s3_server):
+    return s3_server.client()
+
+
+def ishard_at(endpoint: str, env: dict, *args, **extra_env):
+    """``ishard ARGS --endpoint-url ENDPOINT`` run to its end."""
+    return run_ishard(*args, "--endpoint-url", endpoint, env={**env, **extra_env})
+
+
+def start_ishard(endpoint: str, env: dict, *args, **extra_env) -> subprocess.Popen:
+    """``ishard ARGS --endpoint-url ENDPOINT`` started in the background."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "ishard", *map(str, args), "--endpoint-url", endpoint],
+        env={**env, **extra_env, "COLUMNS": "200"}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+
+
+def finish(run: subprocess.Popen) -> subprocess.CompletedProcess:
+    out, err = run.communicate(timeout=WAIT)
+    return subprocess.CompletedProcess(run.args, run.returncode, out, err)
+
+
+def poll(what: str, check, bound: float = WAIT):
+    """Wait (polling) until ``check()`` is truthy; fail after ``bound`` seconds."""
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def verify(s3_server, env: dict, *dsts: str) -> None:
+    """``ishard verify DST`` passes for each of ``dsts`` (checked side by side)."""
+    runs = [start_ishard(s3_server.endpoint_url, env, "verify", dst) for dst in dsts]
+    for dst, result in zip(dsts, map(finish, runs)):
+        assert result.returncode == 0, (dst, result.stdout, result.stderr)
+
+
+def read_lock(client, bucket: str, prefix: str) -> dict | None:
+    try:
+        return json.loads(client.get_object(Bucket=bucket, Key=f"{prefix}/{LOCK}")["Body"].read())
+    except client.exceptions.NoSuchKey:
+        return None
+
+
+def shards_of(client, bucket: str, prefix: str) -> dict[str, bytes]:
+    return {k.removeprefix(prefix + "/"): v for k, v in objects(client, bucket, prefix + "/").items()}
+
+
+# ---------------------------------------------------------------- a paused run
+
+
+def test_a_paused_run_whose_lease_ran_out_publishes_nothing_after_another_run_took_over(
+    s3_server, s3env, client, s3_bucket, tmp_path
+):
+    """Run A (2 s lease) is frozen while it waits for a source object of its third shard; once
+    its lease has run out, run B takes the destination with --overwrite (other member order,
+    so every shard differs from A's) and finishes. Thawed, A must stop with one clear line and
+    publish nothing: the destination is exactly B's output, and verify passes."""
+    files = {f"ds/{i:03d}.bin": blob(f"p{i}", 30_000) for i in range(12)}
+    put(client, s3_bucket, files)
+    held, release = threading.Event(), threading.Event()
+
+    def hold_third_shard(request):  # 2 files a shard: 004.bin is the third shard's first
+        if request.method == "GET" and request.key == "ds/004.bin" and not held.is_set():
+            held.set()
+            release.wait(WAIT)
+
+    proxy = S3Proxy(s3_server.endpoint_url, hold_third_shard)
+    src, dst = f"s3://{s3_bucket}/ds", f"s3://{s3_bucket}/out"
+    common = ("--shard-size", "50KB", "--jobs", "1", "--no-progress")
+    a = start_ishard(proxy.endpoint_url, s3env, "shard", src, dst, *common,
+                     ISHARD_LEASE_SECONDS="2")
+    try:
+        poll("run A to read its third shard", lambda: held.is_set() or a.poll() is not None)
+        assert a.poll() is None, finish(a)
+        a.send_signal(signal.SIGSTOP)
+        assert {"shard-000000.tar", "shard-000001.tar"} <= set(shards_of(client, s3_bucket,
+                                                                         "out"))
+        # past A's lease, as the lock object itself says (a renewal in flight may extend it)
+        poll("run A's lease to run out",
+             lambda: (read_lock(client, s3_bucket, "out") or {}).get("expires", 0)
+             < time.time() - 0.5, bound=30)
+        b = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, *common,
+                      "--overwrite", "--sort", "alpha:dec")
+        assert b.returncode == 0, (b.stdout, b.stderr)
+    finally:
+        release.set()
+        a.send_signal(signal.SIGCONT)
+        a_result = finish(a)
+        proxy.close()
+    line = assert_error(a_result, 1, f"another ishard run took over {dst!r}",
+                        "published nothing more", f"ishard verify {dst}")
+    assert "None" not in line
+
+    ref = start_ishard(s3_server.endpoint_url, s3env, "shard", src, f"s3://{s3_bucket}/ref",
+                       *common, "--sort", "alpha:dec")
+    verify(s3_server, s3env, dst)
+    assert finish(ref).returncode == 0
+    out, expected = shards_of(client, s3_bucket, "out"), shards_of(client, s3_bucket, "ref")
+    assert out.keys() == expected.keys() and len(out) == 7  # six shards and the manifest
+    manifest, expected_manifest = (json.loads(x.pop("manifest.json")) for x in (out, expected))
+    assert manifest["shardlist"] == expected_manifest["shardlist"]
+    assert out == expected  # nothing of A's: its two shards were replaced, no third appeared
+    assert uploads(client, s3_bucket) == []
+
+
+def test_a_shard_published_after_the_lease_was_taken_over_is_reported_as_possibly_inconsistent(
+    s3_server, s3env, client, s3_bucket, tmp_path
+):
+    """Run A's second shard PUT (after its lease check) and its lease renewals are held in the
+    network; its lease runs out, run B takes over with --overwrite and finishes; then the held
+    requests go through and A's shard lands over B's. A cannot undo that: it must say the
+    destination may be inconsistent and to run verify, which then finds the shard."""
+    src = make_tree(tmp_path / "src", {f"{i:03d}.bin": blob(f"l{i}", 30_000) for i in range(8)})
+    caught, release = threading.Event(), threading.Event()
+
+    def hold_second_shard(request):
+        if request.method == "PUT" and request.key == "out/shard-000001.tar":
+            caught.set()
+        if caught.is_set() and request.method == "PUT" and request.key in (
+                "out/shard-000001.tar", f"out/{LOCK}"):
+            release.wait(WAIT)
+
+    proxy = S3Proxy(s3_server.endpoint_url, hold_second_shard)
+    dst = f"s3://{s3_bucket}/out"
+    common = ("--shard-size", "50KB", "--jobs", "1", "--no-progress")
+    a = start_ishard(proxy.endpoint_url, s3env, "shard", src, dst, *common,
+                     ISHARD_LEASE_SECONDS="2")
+    try:
+        poll("run A to commit its second shard", lambda: caught.is_set() or a.poll() is not None)
+        assert a.poll() is None, finish(a)
+        poll("run A's lease to run out",
+             lambda: (read_lock(client, s3_bucket, "out") or {}).get("expires", 0)
+             < time.time() - 0.5, bound=30)
+        b = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, *common,
+                      "--overwrite", "--sort", "alpha:dec")
+        assert b.returncode == 0, (b.stdout, b.stderr)
+    finally:
+        release.set()
+        a_result = finish(a)
+        proxy.close()
+    assert_error(a_result, 1, f"shard-000001.tar was published in {dst!r} after this run's lease",
+                 "may be inconsistent", f"ishard verify {dst}")
+    check = ishard_at(s3_server.endpoint_url, s3env, "verify", dst)
+    assert check.returncode == 1 and "shard-000001.tar" in check.stdout + check.stderr
+
+
+# ---------------------------------------------------------------- a slow lock PUT
+
+
+def test_two_runs_starting_together_while_the_lock_put_is_slow_exactly_one_proceeds(
+    s3_server, s3env, client, s3_bucket, tmp_path
+):
+    """Both runs find no lock. The first lock PUT is held until the other run has read the
+    lock too (so both decided to take it), then goes through; every later lock PUT takes 1 s
+    (more than the 0.5 s a run used to wait before re-reading its lock). The store decides:
+    one run proceeds, the other is refused with the usual line. Three such trials, side by
+    side (each pair through its own proxy, into its own prefix)."""
+    src = make_tree(tmp_path / "src", {f"{i}.jpg": blob(f"s{i}", 10_000) for i in range(6)})
+
+    class SlowLockPut:
+        def __init__(self, prefix: str) -> None:
+            self.lock_key = f"{prefix}/{LOCK}"
+            self.reads, self.mutex, self.first = threading.Semaphore(0), threading.Lock(), True
+
+        def __call__(self, request):
+            if request.key != self.lock_key or request.method != "PUT":
+                return
+            with self.mutex:
+                first, self.first = self.first, False
+            if first:  # until both runs have read the lock (their first request for it)
+                for _ in range(2):
+                    self.reads.acquire(timeout=WAIT)
+            else:
+                time.sleep(1.0)
+            return
+
+        def after(self, request, status) -> None:
+            if request.key == self.lock_key and request.method == "GET":
+                self.reads.release()
+
+    prefixes = [f"out{trial}" for trial in range(3)]
+    rules = [SlowLockPut(prefix) for prefix in prefixes]
+    proxies = [S3Proxy(s3_server.endpoint_url, rule, rule.after) for rule in rules]
+    try:
+        runs = [[start_ishard(proxy.endpoint_url, s3env, "shard", src, f"s3://{s3_bucket}/{prefix}",
+                              "--shard-size", "25KB", "--no-progress") for _ in range(2)]
+                for proxy, prefix in zip(proxies, prefixes)]
+        trials = [[finish(run) for run in pair] for pair in runs]
+    finally:
+        for proxy in proxies:
+            proxy.close()
+    for prefix, results in zip(prefixes, trials):
+        codes = sorted(r.returncode for r in results)
+        assert codes == [0, 1], [(r.returncode, r.stderr) for r in results]
+        loser = next(r for r in results if r.returncode == 1)
+        assert_error(loser, 1, f"another ishard run is writing into 's3://{s3_bucket}/{prefix}'",
+                     "it started at the same moment as this one")
+        keys = {o["Key"] for o in listing(client, s3_bucket, prefix + "/")}
+        assert f"{prefix}/manifest.json" in keys  # the winner finished, its lock is gone
+        assert not any("/.ishard-run/" in k for k in keys), keys
+
+
+# ---------------------------------------------------------------- throttling
+
+
+class Throttle:
+    """Answers every 3rd request (counting from ``phase``) with ``503 ServiceUnavailable`` (a
+    503 neither s3fs nor, with NO_LOWER_RETRIES, botocore retries: only ishard does); counts
+    those by method."""
+
+    def __init__(self, phase: int = 0) -> None:
+        self.lock = threading.Lock()
+        self.count = phase
+        self.refused: dict[str, int] = {}
+
+    def __call__(self, request):
+        with self.lock:
+            self.count += 1
+            if self.count % 3:
+                return None
+            self.refused[request.method] = self.refused.get(request.method, 0) + 1
+        return slow_down(request, "ServiceUnavailable", "Service is unable to handle request.")
+
+
+NO_LOWER_RETRIES = ("--storage-option", "config_kwargs.retries.max_attempts=0")
+
+
+def test_throttled_store_requests_are_retried_by_ishard_local_to_s3_and_back(
+    s3_server, s3env, client, s3_bucket, tmp_path
+):
+    """Every store request a run makes (destination check, lock and its probes, run records,
+    existence checks, uploads, manifest, removing the records, listing pages, reads) survives
+    a 503 for every third request, in each of the three phases (so each request of the run is
+    refused in one of them): each refusal is one retry of ishard's own (--json counts them).
+    The runs (three local -> S3, one S3 -> local) go side by side, each through its own proxy."""
+    files = {f"d{i % 3}/{i:03d}.jpg": blob(f"t{i}", 12_000 + 500 * i) for i in range(6)}
+    src = make_tree(tmp_path / "src", files)
+    put(client, s3_bucket, {f"in/{k}": v for k, v in files.items()})
+    throttles = [Throttle(phase) for phase in range(4)]
+    proxies = [S3Proxy(s3_server.endpoint_url, t) for t in throttles]
+    try:
+        runs = [start_ishard(proxies[phase].endpoint_url, s3env, "shard", src,
+                             f"s3://{s3_bucket}/out{phase}", "--shard-size", "40KB",
+                             "--no-progress", "--json", *NO_LOWER_RETRIES) for phase in range(3)]
+        runs.append(start_ishard(proxies[3].endpoint_url, s3env, "shard", f"s3://{s3_bucket}/in",
+                                 tmp_path / "back", "--shard-size", "40KB", "--no-progress",
+                                 *NO_LOWER_RETRIES))
+        results = [finish(run) for run in runs]
+    finally:
+        for proxy in proxies:
+            proxy.close()
+    for result in results:
+        assert result.returncode == 0, (result.args, result.stdout, result.stderr)
+        assert result.stderr == ""  # not even a notice about the run's records
+    methods: set[str] = set()
+    for phase in range(3):
+        refused = throttles[phase].refused
+        assert json.loads(results[phase].stdout)["retries"] == sum(refused.values()), refused
+        methods |= refused.keys()
+        assert listing(client, s3_bucket, f"out{phase}/.ishard-run") == []
+    assert {"HEAD", "GET", "PUT", "DELETE"} <= methods, methods
+    assert sum(throttles[3].refused.values()) >= 3  # listing and reads on the way back
+    local = subprocess.Popen([sys.executable, "-m", "ishard", "verify", str(tmp_path / "back")],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    verify(s3_server, s3env, *(f"s3://{s3_bucket}/out{phase}" for phase in range(3)))
+    assert local.wait(WAIT) == 0, local.communicate()[0]
+    assert uploads(client, s3_bucket) == []
+
+
+def test_records_that_cannot_be_removed_after_the_manifest_are_a_notice_not_a_failure(
+    s3_server, s3env, client, s3_bucket, tmp_path
+):
+    """Once the manifest is written the dataset is complete: the store refusing every later
+    request to remove the run's records is a notice, and the exit code stays 0."""
+    src = make_tree(tmp_path / "src", {f"{i}.jpg": blob(f"n{i}", 10_000) for i in range(4)})
+    published = threading.Event()
+
+    def refuse_cleanup(request):  # the records go in one bulk delete: POST /BUCKET?delete
+        if published.is_set() and request.method == "POST" and request.query == "delete":
+            return slow_down(request, "ServiceUnavailable", "Service is unable to handle request.")
+        return None
+
+    def after(request, status):
+        if request.method == "PUT" and request.key == "out/manifest.json" and status == 200:
+            published.set()
+
+    proxy = S3Proxy(s3_server.endpoint_url, refuse_cleanup, after)
+    dst = f"s3://{s3_bucket}/out"
+    try:
+        result = ishard_at(proxy.endpoint_url, s3env, "shard", src, dst, "--shard-size", "25KB",
+                           "--no-progress", "--retries", "2", *NO_LOWER_RETRIES)
+    finally:
+        proxy.close()
+    assert result.returncode == 0, result.stderr
+    notice = (f"ishard: the dataset is complete, but this run's records in {dst!r} could not "
+              f"be removed (cannot reach destination {dst!r}: [Errno 16] Service is unable to "
+              "handle request. — check the endpoint and the network, then run again); they do "
+              "no harm")
+    assert result.stderr.splitlines() == [notice]
+    verify(s3_server, s3env, dst)
+
+
+# ---------------------------------------------------------------- resume checks what it keeps
+
+
+def test_resume_rewrites_a_kept_s3_shard_replaced_by_same_size_garbage(
+    s3_server, s3env, client, s3_bucket, tmp_path
+):
+    """A run killed after two shards; one of them is then overwritten with other bytes of the
+    same size. --resume must not keep it (its ETag is not the one recorded), and the result
+    passes verify and equals an uninterrupted run."""
+    files = {f"ds/{i:03d}.bin": blob(f"r{i}", 30_000) for i in range(8)}
+    put(client, s3_bucket, files)
+    held, release = threading.Event(), threading.Event()
+
+    def hold_third_shard(request):
+        if request.method == "GET" and request.key == "ds/004.bin" and not held.is_set():
+            held.set()
+            release.wait(WAIT)
+
+    proxy = S3Proxy(s3_server.endpoint_url, hold_third_shard)
+    src, dst = f"s3://{s3_bucket}/ds", f"s3://{s3_bucket}/out"
+    common = ("--shard-size", "50KB", "--jobs", "1", "--no-progress")
+    run = start_ishard(proxy.endpoint_url, s3env, "shard", src, dst, *common)
+    try:
+        poll("the run to read its third shard", lambda: held.is_set() or run.poll() is not None)
+        run.kill()
+        run.wait(WAIT)
+    finally:
+        release.set()
+        proxy.close()
+    assert run.returncode == -signal.SIGKILL
+    done = shards_of(client, s3_bucket, "out")
+    assert {"shard-000000.tar", "shard-000001.tar"} <= done.keys()
+    assert "manifest.json" not in done
+    original = done["shard-000001.tar"]
+    client.put_object(Bucket=s3_bucket, Key="out/shard-000001.tar",
+                      Body=bytes(len(original)))  # same size, other bytes
+
+    resumed = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, *common, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming: 1 of 4 shards were already complete" in resumed.stdout + resumed.stderr
+    fresh = start_ishard(s3_server.endpoint_url, s3env, "shard", src, f"s3://{s3_bucket}/fresh",
+                         *common)
+    verify(s3_server, s3env, dst)
+    assert finish(fresh).returncode == 0
+    out, expected = shards_of(client, s3_bucket, "out"), shards_of(client, s3_bucket, "fresh")
+    manifest, expected_manifest = (json.loads(x.pop("manifest.json")) for x in (out, expected))
+    assert manifest["shardlist"] == expected_manifest["shardlist"]
+    assert out == expected and out["shard-000001.tar"] == original
+
+
+# ---------------------------------------------------------------- the busy line
+
+
+@pytest.mark.parametrize("fields, shown", [
+    ({}, ""),
+    ({"host": "trainer-3", "started": "2026-11-22 09:00:00 UTC"},
+     " (on trainer-3, started 2026-11-22 09:00:00 UTC)"),
+    ({"pid": 77}, " (pid 77)"),
+])  # fmt: skip
+def test_a_live_lock_missing_fields_is_described_without_them(
+    s3_server, s3env, client, s3_bucket, tmp_path, fields, shown
+):
+    src = make_tree(tmp_path / "src", {"a/1.jpg": b"one"})
+    lock = {"id": "x", **fields, "expires": time.time() + 300}
+    client.put_object(Bucket=s3_bucket, Key=f"out/{LOCK}", Body=json.dumps(lock))
+    result = ishard_at(s3_server.endpoint_url, s3env, "shard", src, f"s3://{s3_bucket}/out",
+                       "--resume", "--no-progress")
+    line = assert_error(result, 1, f"another ishard run is writing into 's3://{s3_bucket}/out'"
+                                   f"{shown} — wait for it to finish or stop it, then add "
+                                   "--resume to finish its work; if it was killed")
+    assert "None" not in line
+    assert sorted(objects(client, s3_bucket)) == [f"out/{LOCK}"]
+
+
+def test_a_lease_length_that_is_not_a_number_is_a_usage_error(
+    s3_server, s3env, client, s3_bucket, tmp_path
+):
+    src = make_tree(tmp_path / "src", {"a/1.jpg": b"one"})
+    result = ishard_at(s3_server.endpoint_url, s3env, "shard", src, f"s3://{s3_bucket}/out",
+                       "--no-progress", ISHARD_LEASE_SECONDS="soon")
+    assert_error(result, 2, "ISHARD_LEASE_SECONDS='soon' is not a number of seconds above 0 — "
+                            "unset it (the default is 60) or write e.g. 60")
+    assert listing(client, s3_bucket) == []
