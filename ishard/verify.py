@@ -15,7 +15,7 @@ from typing import BinaryIO
 
 from .archive import DamagedArchive, Member, scan
 from .errors import DataError, UsageError
-from .keys import KeyFunction, key_function, sample_key
+from .keys import KeyFunction, key_function, sample_key, wds_split
 from .manifest import MANIFEST_NAME, read_manifest
 from .options import positive_int
 from .plan import ARCHIVE_EXTS
@@ -75,8 +75,8 @@ def member_key_function(options: Mapping) -> KeyFunction:
     Members named like their source files (``member_names`` absent or ``"original"``) have
     the key the run gave the file: ``sample_key_pattern`` with the file's extension trimmed.
     ``--ekm`` and ``--collapse`` only route and cut samples, so they leave keys alone.
-    Members named ``<key>.<ext>`` (``member_names="sample"``) have their name without the
-    extension as key.
+    Members named ``<key>.<ext>`` (``member_names="sample"``) have their name up to the
+    basename's first dot as key (``.seg.png`` is one extension there, as WebDataset reads it).
 
     Raises:
         DataError: the recorded naming or key pattern is not one this ishard knows.
@@ -85,7 +85,9 @@ def member_key_function(options: Mapping) -> KeyFunction:
     if naming not in ("original", "sample"):
         raise DataError(f"the manifest's member_names {naming!r} is unknown to this ishard — "
                         "verify with the ishard version that wrote the shards")
-    pattern = "full_name" if naming == "sample" else options.get("sample_key_pattern", "")
+    if naming == "sample":  # <key>.<extension>, the extension after the basename's first dot
+        return lambda name: wds_split(name)[0]
+    pattern = options.get("sample_key_pattern", "")
     try:
         key = key_function(pattern)
     except UsageError:

@@ -75,3 +75,26 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(
             f"{kind} trials: {trials}, resumed outputs identical: {identical} (shards already "
             f"under a final name after the {kind}, each byte-identical: {whole})")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "damaged_destination: the test leaves a destination broken on purpose, so "
+        "every_destination_verifies does not check it")
+
+
+@pytest.fixture
+def every_destination_verifies(request, tmp_path):
+    """After the test, every finished destination it left under ``tmp_path`` (a folder with a
+    ``manifest.json`` and no run in progress) passes ``ishard verify --deep``."""
+    yield
+    if request.node.get_closest_marker("damaged_destination"):
+        return
+    from ishard.verify import verify
+
+    for manifest in sorted(tmp_path.rglob("manifest.json")):
+        dst = manifest.parent
+        if (dst / ".ishard-run").exists() or manifest.is_symlink():
+            continue  # a run still to be resumed, or a planted link: not a finished run
+        result = verify(dst, deep=True)
+        assert result.ok, (str(dst.relative_to(tmp_path)), result.problems)

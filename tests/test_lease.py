@@ -96,6 +96,18 @@ def shards_of(client, bucket: str, prefix: str) -> dict[str, bytes]:
 # ---------------------------------------------------------------- a paused run
 
 
+
+def take_over_when_expired(s3_server, s3env, client, bucket: str, src, dst: str, *common: str):
+    """Once run A's lease on ``out`` has run out, as the lock object itself says (a renewal in
+    flight may extend it), run B takes the destination with --overwrite and finishes."""
+    poll("run A's lease to run out",
+         lambda: (read_lock(client, bucket, "out") or {}).get("expires", 0) < time.time() - 0.5,
+         bound=30)
+    b = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, *common,
+                  "--overwrite", "--sort", "alpha:dec")
+    assert b.returncode == 0, (b.stdout, b.stderr)
+
+
 def test_a_paused_run_whose_lease_ran_out_publishes_nothing_after_another_run_took_over(
     s3_server, s3env, client, s3_bucket, tmp_path
 ):
@@ -123,13 +135,7 @@ def test_a_paused_run_whose_lease_ran_out_publishes_nothing_after_another_run_to
         a.send_signal(signal.SIGSTOP)
         assert {"shard-000000.tar", "shard-000001.tar"} <= set(shards_of(client, s3_bucket,
                                                                          "out"))
-        # past A's lease, as the lock object itself says (a renewal in flight may extend it)
-        poll("run A's lease to run out",
-             lambda: (read_lock(client, s3_bucket, "out") or {}).get("expires", 0)
-             < time.time() - 0.5, bound=30)
-        b = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, *common,
-                      "--overwrite", "--sort", "alpha:dec")
-        assert b.returncode == 0, (b.stdout, b.stderr)
+        take_over_when_expired(s3_server, s3env, client, s3_bucket, src, dst, *common)
     finally:
         release.set()
         a.send_signal(signal.SIGCONT)
@@ -176,12 +182,7 @@ def test_a_shard_published_after_the_lease_was_taken_over_is_reported_as_possibl
     try:
         poll("run A to commit its second shard", lambda: caught.is_set() or a.poll() is not None)
         assert a.poll() is None, finish(a)
-        poll("run A's lease to run out",
-             lambda: (read_lock(client, s3_bucket, "out") or {}).get("expires", 0)
-             < time.time() - 0.5, bound=30)
-        b = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, *common,
-                      "--overwrite", "--sort", "alpha:dec")
-        assert b.returncode == 0, (b.stdout, b.stderr)
+        take_over_when_expired(s3_server, s3env, client, s3_bucket, src, dst, *common)
     finally:
         release.set()
         a_result = finish(a)

@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 from conftest import make_tree, run_ishard
 
+# Every finished destination a test here leaves must pass `ishard verify --deep`.
+pytestmark = pytest.mark.usefixtures("every_destination_verifies")
+
 UNSAFE = "unsafe name"
 
 

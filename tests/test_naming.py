@@ -19,6 +19,9 @@ from test_cli import assert_error, snapshot
 import ishard
 from ishard.cli import cli
 
+# Every finished destination a test here leaves must pass `ishard verify --deep`.
+pytestmark = pytest.mark.usefixtures("every_destination_verifies")
+
 FIRST_DOT = r"^(?:.*/)?([^/.]+)\..*$"  # keys end at the basename's first dot, directories dropped
 
 

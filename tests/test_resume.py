@@ -18,6 +18,9 @@ from conftest import make_tree, run_ishard
 
 from ishard.verify import verify
 
+# Every finished destination a test here leaves must pass `ishard verify --deep`.
+pytestmark = pytest.mark.usefixtures("every_destination_verifies")
+
 # 120 samples (.jpg + .cls) over 3 directories: with 64KB shards about 20 shards.
 TREE = {
     **{f"d{i % 3}/{i:04d}.jpg": 9_000 + 211 * (i % 17) for i in range(120)},

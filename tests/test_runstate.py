@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 from conftest import make_tree, run_ishard
 
+# Every finished destination a test here leaves must pass `ishard verify --deep`.
+pytestmark = pytest.mark.usefixtures("every_destination_verifies")
+
 # 24 samples (.jpg + .cls) over 2 directories: with 8KB shards 12 shards.
 TREE = {
     **{f"d{i % 2}/{i:04d}.jpg": 3_000 + 97 * (i % 11) for i in range(24)},

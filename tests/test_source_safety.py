@@ -18,6 +18,9 @@ import ishard
 from ishard.errors import SourceError
 from ishard.progress import Progress
 
+# Every finished destination a test here leaves must pass `ishard verify --deep`.
+pytestmark = pytest.mark.usefixtures("every_destination_verifies")
+
 SECRET = b"TOP SECRET, NEVER SHIP"
 HANG_GUARD = 120  # seconds: only a hang (the bug) ever gets near this
 
@@ -52,6 +55,12 @@ def src(tmp_path) -> Path:
 def run(*args) -> subprocess.CompletedProcess:
     """The CLI with a hang guard (a FIFO used to block it for good)."""
     return subprocess.run([sys.executable, "-m", "ishard", *map(str, args)], capture_output=True, check=False,
+                          text=True, timeout=HANG_GUARD)
+
+
+def run_python(*args) -> subprocess.CompletedProcess:
+    """This Python with ``args``, under the same hang guard."""
+    return subprocess.run([sys.executable, *map(str, args)], capture_output=True, check=False,
                           text=True, timeout=HANG_GUARD)
 
 
@@ -205,20 +214,26 @@ def test_an_inventory_without_newlines_fails_at_once_in_bounded_memory(start, sr
     """Finding: a 7 GB line grew memory without bound. A 600 MiB line (a sparse file: cheap to
     make) now stops at the first MiB with the line-length error; the run's peak memory stays
     far below the line's size."""
-    import resource
-
     inv = tmp_path / ("l.jsonl" if start.startswith(b"{") else "l.csv")
     with open(inv, "wb") as f:
         f.write(start)
         f.truncate(600 << 20)  # NUL bytes, no newline
-    done = run("shard", src, tmp_path / "out", "--src-list", inv, "--no-progress")
-    assert done.returncode == 2, done.stderr
+    # The run is the only child of a small watcher process, which reports that child's peak
+    # memory (this process's own children include every earlier test's runs and servers).
+    watcher = ("import resource, subprocess, sys\n"
+               "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+               "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+               "print(done.returncode, peak)\n"
+               "sys.stderr.write(done.stderr)\n")
+    done = run_python("-c", watcher, sys.executable, "-m", "ishard", "shard", src,
+                      tmp_path / "out", "--src-list", inv, "--no-progress")
+    code, peak_kib = map(int, done.stdout.split())
+    assert code == 2, done.stderr
     line = 2 if start.startswith(b"name") else 1
     assert done.stderr == (f"ishard: error: --src-list '{inv}' line {line}: longer than 1 MiB (no "
                            "end of line) — an inventory has one file per line; check that this "
                            "is one\n")
-    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # any child so far
-    assert peak_mib < 400, peak_mib
+    assert peak_kib / 1024 < 400, peak_kib / 1024  # the line alone is 600 MiB
 
 
 # ---------------------------------------------------------------- names that are not UTF-8

@@ -477,3 +477,24 @@ def test_s3_destination_with_a_damaged_and_a_missing_object(cli, client, s3_buck
     assert result.stdout.rstrip().endswith("(2 of 6 listed shards affected)")
     missing = cli("verify", f"s3://{s3_bucket}/nothing-here")
     assert_error(missing, 2, "does not exist")
+
+
+def test_sample_named_members_with_a_two_part_extension_verify_deep(tmp_path):
+    """--member-names sample names members <key>.<extension>, the extension after the
+    basename's first dot (``cat_0000.seg.png`` is sample ``cat_0000``, as WebDataset reads it):
+    verify --deep must count the samples the run wrote, not split such members off."""
+    src = tmp_path / "src"
+    for i in range(6):
+        for name, data in ((f"images/c_{i}.jpg", b"j" * (50 + i)), (f"masks/c_{i}.seg.png", b"m"),
+                           (f"captions/c_{i}.txt", b"t")):
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            (src / name).write_bytes(data)
+    done = run_ishard("shard", src, tmp_path / "dst", "--member-names", "sample", "--no-progress",
+                      "--sample-key-pattern", r"^(?:.*/)?([^/.]+)\..*$", "--shard-size", "200B")
+    assert done.returncode == 0, done.stderr
+    with tarfile.open(tmp_path / "dst" / "shard-000000.tar") as tar:
+        assert "c_0.seg.png" in tar.getnames()
+    checked = run_ishard("verify", tmp_path / "dst", "--deep")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert json.loads((tmp_path / "dst" / "manifest.json").read_text())["ishard"]["totals"][
+        "samples"] == 6
