@@ -41,8 +41,8 @@ def _shards(objs: dict[str, bytes], prefix: str) -> dict[str, bytes]:
             if k.startswith(prefix) and not any(p.startswith(".") for p in k[len(prefix):].split("/"))}  # fmt: skip
 
 
-def test_kill_9_with_overwrite_and_resume_mixed_leaves_exactly_a_clean_run(  # noqa: F811
-    cli, s3_server, clean_env, client, s3_bucket, tmp_path, fault_trials
+def test_kill_9_with_overwrite_and_resume_mixed_leaves_exactly_a_clean_run(
+    cli, s3_server, clean_env, client, s3_bucket, tmp_path, fault_trials  # noqa: F811
 ):
     src = make_tree(tmp_path / "src", FILES)
     env = {**clean_env, "AWS_ACCESS_KEY_ID": s3_server.access_key,
