@@ -166,6 +166,49 @@ def test_a_file_swapped_for_a_link_or_fifo_after_listing_is_refused(src, outside
         no_secret_anywhere(dst)
 
 
+# The same swaps through the command: the CLI with a progress hook that swaps the file once
+# the plan is made (the moment between listing and reading, hit for certain).
+SWAP_THEN_RUN = """
+import os, sys
+from ishard import cli
+from ishard.progress import Progress
+kind, path, target = sys.argv[1:4]
+class Swap(Progress):
+    def planned(self, shards, nbytes):
+        if kind == "dir-link":
+            os.unlink(os.path.join(path, "1.jpg"))
+            os.rmdir(path)
+            os.symlink(target, path)
+            return
+        os.unlink(path)
+        os.symlink(target, path) if kind == "link" else os.mkfifo(path)
+cli.make_progress = lambda *a, **k: Swap()
+cli.main(sys.argv[4:])
+"""
+
+
+@pytest.mark.parametrize("kind,message", [
+    ("link", "source file 'a/1.jpg' is a symbolic link, which ishard does not follow"),
+    ("fifo", "cannot read 'a/1.jpg' from the source: it is a FIFO, not a regular file"),
+    ("dir-link", "source file 'a/1.jpg' is reached through the symbolic link 'a'"),
+])
+def test_cli_a_file_swapped_after_listing_is_refused_in_one_line(kind, message, outside,
+                                                                 tmp_path):
+    tree = make_tree(tmp_path / "src", {"a/1.jpg": b"one", "b/3.jpg": b"3"})
+    copy = make_tree(tmp_path / "copy", {"1.jpg": SECRET[:3]})
+    path, target = {"link": (tree / "a" / "1.jpg", outside / "key.txt"),
+                    "fifo": (tree / "a" / "1.jpg", ""),
+                    "dir-link": (tree / "a", copy)}[kind]
+    dst = tmp_path / "out"
+    done = run_python("-c", SWAP_THEN_RUN, kind, path, target, "shard", tree, dst,
+                      "--shard-size", "1B", "--jobs", "2")
+    assert done.returncode == 1, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("ishard: error: " + message), line
+    assert "manifest.json" not in finals(dst)
+    no_secret_anywhere(dst)
+
+
 # ---------------------------------------------------------------- inventory rows
 
 BAD_ROWS = {
