@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
 import fsspec.asyn
-import regex
 
 from .errors import IshardError, SourceError, UsageError
 from .model import Tally
@@ -26,8 +26,8 @@ LINK_DANGLING = "dangling symbolic link"
 SPECIAL = "not a regular file"
 UNSAFE = ("unsafe name (absolute, a '..' part, or a control character): no archive may "
           "extract outside its folder")
-_CONTROL = regex.compile(r"[\x00-\x1f\x7f]")
-_DRIVE = regex.compile(r"[A-Za-z]:")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_DRIVE = re.compile(r"[A-Za-z]:")
 
 
 def unsafe_name(name: str) -> bool:
@@ -38,11 +38,11 @@ def unsafe_name(name: str) -> bool:
     """
     if not name or name[0] in "/\\" or _DRIVE.match(name) or _CONTROL.search(name):
         return True
-    return ".." in name and ".." in regex.split(r"[/\\]", name)
+    return ".." in name and ".." in re.split(r"[/\\]", name)
 
 
-_SURROGATE = regex.compile(r"[\ud800-\udfff]")
-_REPR_SURROGATE = regex.compile(r"(\\\\)|\\udc([89a-f][0-9a-f])")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_REPR_SURROGATE = re.compile(r"(\\\\)|\\udc([89a-f][0-9a-f])")
 
 
 def _escape(match) -> str:

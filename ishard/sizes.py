@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal, InvalidOperation
-
-import regex
 
 from .errors import UsageError
 
@@ -16,7 +15,7 @@ _UNITS = {
     "G": 1 << 30, "GI": 1 << 30, "GIB": 1 << 30, "GB": 10**9,
     "T": 1 << 40, "TI": 1 << 40, "TIB": 1 << 40, "TB": 10**12,
 }  # fmt: skip
-_SIZE = regex.compile(r"[ \t]*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)[ \t]*([A-Za-z]*)[ \t]*")
+_SIZE = re.compile(r"[ \t]*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)[ \t]*([A-Za-z]*)[ \t]*")
 
 
 def parse_size(text: str | int, *, option: str = "--shard-size") -> int:
