@@ -151,13 +151,9 @@ cli.main(sys.argv[2:])
 """
 
 
-def test_ctrl_c_exits_130_leaves_no_temp_file_and_resumes(dataset, tmp_path):
-    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while one shard is
-    complete and others are half-written: exit 130, the complete shard stays, no temp file
-    is left, and --resume finishes byte-identical."""
-    src, reference = dataset
-    dst = tmp_path / "out"
-    first = min(n for n in reference[".tgz"] if n.endswith(".tgz"))
+def start_held(src: Path, dst: Path, first: str) -> subprocess.Popen:
+    """A .tgz run with two writers, in a session of its own, returned once ``first`` is
+    complete and both writers are held mid-shard (see HOLD)."""
     run = subprocess.Popen([sys.executable, "-c", HOLD, first, "shard", str(src), str(dst),
                             *COMMON, "--ext", ".tgz", "--jobs", "2"], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -168,6 +164,17 @@ def test_ctrl_c_exits_130_leaves_no_temp_file_and_resumes(dataset, tmp_path):
             break
         time.sleep(0.01)
     assert run.poll() is None, run.communicate()
+    return run
+
+
+def test_ctrl_c_exits_130_leaves_no_temp_file_and_resumes(dataset, tmp_path):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while one shard is
+    complete and others are half-written: exit 130, the complete shard stays, no temp file
+    is left, and --resume finishes byte-identical."""
+    src, reference = dataset
+    dst = tmp_path / "out"
+    first = min(n for n in reference[".tgz"] if n.endswith(".tgz"))
+    run = start_held(src, dst, first)
     os.killpg(run.pid, signal.SIGINT)
     _, err = run.communicate(timeout=120)
     assert run.returncode == 130, err
@@ -338,15 +345,7 @@ def test_a_writer_process_killed_outright_fails_with_resume_advice(dataset, tmp_
     src, reference = dataset
     dst = tmp_path / "out"
     first = min(n for n in reference[".tgz"] if n.endswith(".tgz"))
-    run = subprocess.Popen([sys.executable, "-c", HOLD, first, "shard", str(src), str(dst),
-                            *COMMON, "--ext", ".tgz", "--jobs", "2"], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.monotonic() + 60
-    while run.poll() is None and time.monotonic() < deadline:
-        if len(list(dst.glob("*ishard-tmp"))) == 2:  # both writers held mid-shard
-            break
-        time.sleep(0.01)
-    assert run.poll() is None, run.communicate()
+    run = start_held(src, dst, first)
     writers = Path(f"/proc/{run.pid}/task/{run.pid}/children").read_text().split()
     assert writers, "no forked writer process to kill"
     os.kill(int(writers[0]), signal.SIGKILL)
