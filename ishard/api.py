@@ -23,6 +23,7 @@ from .options import Options, make_options, parse_sort
 from .plan import balance, check_unique, cut_indices, shard_names
 from .progress import SILENT, Progress
 from .readers import Reader, open_reader
+from .replaced import earlier_archives, remove_archives, stale
 from .resume import Recorder, Remaining, earlier_manifest_seed, finished_earlier
 from .retry import Retrier
 from .runstate import RunState, remove_temp_files
@@ -91,6 +92,9 @@ def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **op
             opts, drawn = _shuffle_seed(opts, drawn, state, dest, progress)
         the_plan = make_plan(source, opts, progress)
         fingerprint = run_fingerprint(the_plan)
+        earlier = state.earlier()  # read before a fresh start forgets it
+        recorded = state.recorded() if earlier and opts.overwrite else {}
+        old = earlier_archives(dest, earlier, recorded, overwrite=opts.overwrite, retrier=retrier)
         done = finished_earlier(dest, the_plan, fingerprint, state, retrier) if opts.resume else {}
         if not done:  # else a failed run would leave a manifest describing replaced shards
             remove_manifest(dest, retrier)
@@ -98,7 +102,7 @@ def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **op
         if opts.overwrite and not opts.resume:  # a killed run's leftovers go too
             remove_temp_files(dest, the_plan.shard_names)
             abort_dangling_uploads(dest, the_plan.shard_names, retrier)
-        state.begin(fingerprint, len(the_plan.shards), drawn)
+        state.begin(fingerprint, len(the_plan.shards), drawn, old)
         begun = True
         todo = Remaining(the_plan.shards, done)
         progress.planned(len(todo), sum(the_plan.shard_sizes[i] for i in todo.indices))
@@ -112,6 +116,7 @@ def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **op
             results[i] = result
         manifest = put_file(dest, MANIFEST_NAME,
                             manifest_bytes(the_plan, results, fingerprint), retrier, guard)
+        removed = _remove_replaced(dest, old, the_plan, opts, retrier, progress)
         try:
             state.clear()
         except IshardError as err:  # the dataset is complete: that is what counts
@@ -124,7 +129,21 @@ def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **op
             if created:
                 _remove_if_empty(Path(dest.root))
     return Report(the_plan, str(dst), tuple(results), time.monotonic() - started, manifest,
-                  retrier.retries, kept=len(done))
+                  retrier.retries, kept=len(done), removed=removed)
+
+
+def _remove_replaced(dest: Location, old: list[str], the_plan: Plan, opts: Options,
+                     retrier: Retrier, progress: Progress) -> int:
+    """Remove the earlier run's archives this run did not rewrite (its manifest is written:
+    they are no part of the dataset any more); how many were removed."""
+    names = stale(old, the_plan.shard_names, opts.index == "dali")
+    try:
+        return remove_archives(dest, names, retrier)
+    except (IshardError, OSError) as err:
+        progress.notice(f"the dataset is complete, but archives of the earlier run that this "
+                        f"run did not rewrite could not all be removed from {dest.url!r} "
+                        f"({err}); they are not in manifest.json — remove them by hand")
+        return 0
 
 
 def _write(source: Location, dest: Location, opts: Options, shards: Sequence[ShardPlan],

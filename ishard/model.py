@@ -191,3 +191,4 @@ class Report:
     manifest: str
     retries: int = 0  # transient store errors that succeeded on another try
     kept: int = 0  # shards an earlier run had completed (``--resume``), checked and kept
+    removed: int = 0  # the earlier run's archives this run did not rewrite, removed at its end

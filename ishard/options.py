@@ -190,6 +190,9 @@ def make_options(**kwargs) -> Options:
         raise UsageError(f"--zip-compression {opts.zip_compression!r} must be stored or deflated")
     if str(opts.checksum).lower() not in CHECKSUMS:
         raise UsageError(f"--checksum {opts.checksum!r} must be md5 or none")
+    if opts.overwrite and opts.resume:
+        raise UsageError("--overwrite and --resume cannot be used together — --resume finishes "
+                         "the interrupted run as planned, --overwrite starts over: choose one")
     _check_executor(opts.executor, opts.scheduler)
     if opts.gzip_library not in GZIP_CHOICES:
         raise UsageError(f"--gzip-library {opts.gzip_library!r} must be one of "

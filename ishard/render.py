@@ -96,6 +96,9 @@ def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
         if summary.get("kept_shards"):
             out.write(f"resumed: {_count(summary['kept_shards'], 'shard')} complete from the "
                       "earlier run were checked and kept\n")
+        if summary.get("removed_archives"):
+            out.write(f"removed {_count(summary['removed_archives'], 'archive')} of the earlier "
+                      "run that this run did not rewrite\n")
 
 
 def verify_text(result: dict, out: TextIO) -> None:

@@ -120,12 +120,16 @@ class RunState:
         fingerprint = self.earlier().get("fingerprint")
         return fingerprint if isinstance(fingerprint, str) else None
 
-    def begin(self, fingerprint: str, shards: int, shuffle_seed: int | None = None) -> None:
-        """Record this run's fingerprint (before any shard is written), and the seed ishard
-        drew for an unseeded ``--sort shuffle`` (which a ``--resume`` reuses)."""
+    def begin(self, fingerprint: str, shards: int, shuffle_seed: int | None = None,
+              replaced: list[str] | None = None) -> None:
+        """Record this run's fingerprint (before any shard is written), the seed ishard
+        drew for an unseeded ``--sort shuffle`` (which a ``--resume`` reuses), and the earlier
+        run's archives to remove once the manifest is written (which a ``--resume`` removes)."""
         record: dict = {"fingerprint": fingerprint, "shards": shards}
         if shuffle_seed is not None:
             record["shuffle_seed"] = shuffle_seed
+        if replaced:
+            record["replaced"] = replaced
         self._put(RUN_NAME, orjson.dumps(record))
 
     def record(self, index: int, result: ShardResult) -> None:

@@ -101,6 +101,8 @@ CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
     "dst-not-empty": (("@dst={tmp}/full",), 2, "is not empty — use an empty destination"),
     "dst-finished-run": (("@dst={tmp}/finished",), 2, "add --resume to finish it"),
     "resume-foreign": (("@dst={tmp}/full", "--resume"), 2, "holds no ishard run to resume"),
+    "overwrite-and-resume": (("@dst={tmp}/finished", "--overwrite", "--resume"), 2,
+                             "--overwrite and --resume cannot be used together"),
 }
 
 
