@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import sys
 import traceback
+from itertools import pairwise
 
 import click
 import orjson
 
 from . import __version__, api, archive, verify
 from .errors import Interrupted, IshardError, UsageError
+from .keys import go_pattern
 from .listing import printable, shown
 from .render import (
     error_line,
@@ -118,6 +121,8 @@ def translate(argv: list[str]) -> list[str]:
             elif flag[0] == "dst_bck":
                 dst = value
             else:
+                if flag[0] == "sample_key_pattern":  # Go's meaning for a group-less regex
+                    value = go_pattern(value)
                 out.append(f"{GO_FLAGS[flag[0]]}={value}")
     if src is not None or dst is not None:
         if not out or out[0] != "shard":
@@ -300,6 +305,41 @@ def verify_command(dst, progress, as_json, debug, **options) -> int:
     return 0 if result.ok else 1
 
 
+_EXTRA = re.compile(r"Got unexpected extra arguments? \((.*)\)")
+_NUMBERED = re.compile(r"(.*?)([0-9]+)([^0-9]*)")
+
+
+def _brace_hint(args: list[str], err: click.ClickException) -> str | None:
+    """For extra arguments that continue an option's value as a counting sequence (the shell
+    expanded an unquoted ``{0..3}``): the message and the quoted template to write instead."""
+    found = _EXTRA.fullmatch(err.format_message())
+    if not found:
+        return None
+    extras = found.group(1).split(" ")
+    for at in range(2, len(args) - len(extras) + 1):
+        if args[at : at + len(extras)] != extras:
+            continue
+        option, _, first = args[at - 1].partition("=")
+        if not first:
+            option, first = args[at - 2], args[at - 1]
+        words = [first, *extras]
+        parts = [m for w in words if (m := _NUMBERED.fullmatch(w))]
+        if not option.startswith("--") or len(parts) != len(words):
+            return None
+        if len({(p.group(1), p.group(3)) for p in parts}) != 1:
+            return None
+        numbers = [int(p.group(2)) for p in parts]
+        step = numbers[1] - numbers[0]
+        if step <= 0 or any(b - a != step for a, b in pairwise(numbers)):
+            return None
+        head, tail = parts[0].group(1), parts[0].group(3)
+        lo, hi = parts[0].group(2), parts[-1].group(2)
+        braces = f"{{{lo}..{hi}}}" if step == 1 else f"{{{lo}..{hi}..{step}}}"
+        return (f"got unexpected extra arguments {' '.join(extras)!r} — they look like a brace "
+                f"template the shell expanded: quote it, e.g. {option} '{head}{braces}{tail}'")
+    return None
+
+
 def _terminate(signum, frame) -> None:
     raise KeyboardInterrupt
 
@@ -330,7 +370,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         sys.exit(2)
     except click.ClickException as err:
-        message = err.format_message().rstrip(".")
+        message = _brace_hint(args, err) or err.format_message().rstrip(".")
         if " — " not in message:  # ours already say how to fix it
             ctx = getattr(err, "ctx", None)
             message += f" — see '{ctx.command_path if ctx else 'ishard'} --help'"
