@@ -310,34 +310,51 @@ _NUMBERED = re.compile(r"(.*?)([0-9]+)([^0-9]*)")
 
 
 def _brace_hint(args: list[str], err: click.ClickException) -> str | None:
-    """For extra arguments that continue an option's value as a counting sequence (the shell
-    expanded an unquoted ``{0..3}``): the message and the quoted template to write instead."""
-    found = _EXTRA.fullmatch(err.format_message())
-    if not found:
+    """When click found extra arguments and an option's value is followed by words counting on
+    from it (the shell expanded an unquoted ``{0..3}``): the line that says to quote it."""
+    if not _EXTRA.fullmatch(err.format_message()):
         return None
-    extras = found.group(1).split(" ")
-    for at in range(2, len(args) - len(extras) + 1):
-        if args[at : at + len(extras)] != extras:
+    for at, arg in enumerate(args):
+        option, eq, first = arg.partition("=")
+        if not option.startswith("--") or option == "--":
             continue
-        option, _, first = args[at - 1].partition("=")
-        if not first:
-            option, first = args[at - 2], args[at - 1]
-        words = [first, *extras]
-        parts = [m for w in words if (m := _NUMBERED.fullmatch(w))]
-        if not option.startswith("--") or len(parts) != len(words):
-            return None
-        if len({(p.group(1), p.group(3)) for p in parts}) != 1:
-            return None
-        numbers = [int(p.group(2)) for p in parts]
-        step = numbers[1] - numbers[0]
-        if step <= 0 or any(b - a != step for a, b in pairwise(numbers)):
-            return None
-        head, tail = parts[0].group(1), parts[0].group(3)
-        lo, hi = parts[0].group(2), parts[-1].group(2)
-        braces = f"{{{lo}..{hi}}}" if step == 1 else f"{{{lo}..{hi}..{step}}}"
-        return (f"got unexpected extra arguments {' '.join(extras)!r} — they look like a brace "
-                f"template the shell expanded: quote it, e.g. {option} '{head}{braces}{tail}'")
+        rest = at + 1
+        if not eq:
+            if rest >= len(args):
+                break
+            first, rest = args[rest], rest + 1
+        template = _counted(first, args[rest:])
+        if template is not None:
+            extras = args[rest : rest + template[1]]
+            return (f"got unexpected extra arguments {' '.join(extras)!r} — they look like a "
+                    f"brace template the shell expanded: quote it, e.g. {option} '{template[0]}'")
     return None
+
+
+def _counted(first: str, after: list[str]) -> tuple[str, int] | None:
+    """(the brace template, how many words of ``after`` it explains) when ``first`` and the
+    words after it count up by one step with the same text around the number; else None."""
+    head = _NUMBERED.fullmatch(first)
+    if head is None:
+        return None
+    parts = []
+    for word in after:
+        m = _NUMBERED.fullmatch(word)
+        if m is None or (m.group(1), m.group(3)) != (head.group(1), head.group(3)):
+            break
+        parts.append(m)
+    numbers = [int(head.group(2))] + [int(m.group(2)) for m in parts]
+    step = numbers[1] - numbers[0] if len(numbers) > 1 else 0
+    count = 0
+    for a, b in pairwise(numbers):
+        if step <= 0 or b - a != step:
+            break
+        count += 1
+    if not count:
+        return None
+    lo, hi = head.group(2), parts[count - 1].group(2)
+    braces = f"{{{lo}..{hi}}}" if step == 1 else f"{{{lo}..{hi}..{step}}}"
+    return f"{head.group(1)}{braces}{head.group(3)}", count
 
 
 def _terminate(signum, frame) -> None:

@@ -396,6 +396,15 @@ def test_extra_arguments_get_the_brace_hint_only_for_a_sequence(src, tmp_path, e
     assert not (tmp_path / "out").exists()
 
 
+def test_go_spelling_gets_the_brace_hint_too(src, tmp_path):
+    done = run_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", "-shard_template",
+                      "shard-0", "shard-1", "shard-2", "shard-3")
+    assert_error(done, 2, "got unexpected extra arguments 'shard-1 shard-2 shard-3' — they look "
+                 "like a brace template the shell expanded: quote it, e.g. --shard-template "
+                 "'shard-{0..3}'")
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(("template", "ext"), [("shard-%06d.tar", ".tar"),
                                                ("part-{0..9}.tgz", ".tgz"),
                                                ("s-%d.tar.lz4", ".tar.lz4")])
