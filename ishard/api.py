@@ -19,7 +19,7 @@ from .lock import LeaseCheck, LeaseLock, acquire
 from .manifest import MANIFEST_NAME, manifest_bytes, remove_manifest
 from .model import Plan, Report, ShardPlan, ShardResult, Tally
 from .naming import KeyCheck, check_extraction_names, check_index_shards, check_reader_names
-from .options import Options, make_options, parse_sort
+from .options import Options, make_options, option_warnings, parse_sort
 from .plan import balance, check_unique, cut_indices, shard_names
 from .progress import SILENT, Progress
 from .readers import Reader, open_reader
@@ -294,7 +294,7 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
         cuts = balance(cuts, table.keys, opts.collapse, num_shards=opts.num_shards,
                        multiple_of=opts.shards_multiple_of)
         if ekm is None:
-            names += shard_names(len(cuts), opts.template, opts.ext)
+            names += shard_names(len(cuts), opts.template, opts.ext, own_ext=True)
         else:
             template = ekm.categories[index].template
             names += shard_names(len(cuts), template, opts.ext, own_ext=True)
@@ -303,7 +303,7 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
     check_unique(names)
     check_extraction_names(planned, opts.member_names == "sample")
     del planned
-    warnings += check.warnings()
+    warnings += check.warnings() + option_warnings(opts, names)
     shards = ShardList(names, members, tables, rename=opts.member_names == "sample")
     del members
     if opts.index == "dali":

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import sys
 import traceback
+from itertools import pairwise
 
 import click
 import orjson
 
 from . import __version__, api, archive, verify
 from .errors import Interrupted, IshardError, UsageError
+from .keys import go_pattern
 from .listing import printable, shown
 from .render import (
     error_line,
@@ -118,6 +121,8 @@ def translate(argv: list[str]) -> list[str]:
             elif flag[0] == "dst_bck":
                 dst = value
             else:
+                if flag[0] == "sample_key_pattern":  # Go's meaning for a group-less regex
+                    value = go_pattern(value)
                 out.append(f"{GO_FLAGS[flag[0]]}={value}")
     if src is not None or dst is not None:
         if not out or out[0] != "shard":
@@ -300,6 +305,58 @@ def verify_command(dst, progress, as_json, debug, **options) -> int:
     return 0 if result.ok else 1
 
 
+_EXTRA = re.compile(r"Got unexpected extra arguments? \((.*)\)")
+_NUMBERED = re.compile(r"(.*?)([0-9]+)([^0-9]*)")
+
+
+def _brace_hint(args: list[str], err: click.ClickException) -> str | None:
+    """When click found extra arguments and an option's value is followed by words counting on
+    from it (the shell expanded an unquoted ``{0..3}``): the line that says to quote it."""
+    if not _EXTRA.fullmatch(err.format_message()):
+        return None
+    for at, arg in enumerate(args):
+        option, eq, first = arg.partition("=")
+        if not option.startswith("--") or option == "--":
+            continue
+        rest = at + 1
+        if not eq:
+            if rest >= len(args):
+                break
+            first, rest = args[rest], rest + 1
+        template = _counted(first, args[rest:])
+        if template is not None:
+            extras = args[rest : rest + template[1]]
+            return (f"got unexpected extra arguments {' '.join(extras)!r} — they look like a "
+                    f"brace template the shell expanded: quote it, e.g. {option} '{template[0]}'")
+    return None
+
+
+def _counted(first: str, after: list[str]) -> tuple[str, int] | None:
+    """(the brace template, how many words of ``after`` it explains) when ``first`` and the
+    words after it count up by one step with the same text around the number; else None."""
+    head = _NUMBERED.fullmatch(first)
+    if head is None:
+        return None
+    parts = []
+    for word in after:
+        m = _NUMBERED.fullmatch(word)
+        if m is None or (m.group(1), m.group(3)) != (head.group(1), head.group(3)):
+            break
+        parts.append(m)
+    numbers = [int(head.group(2))] + [int(m.group(2)) for m in parts]
+    step = numbers[1] - numbers[0] if len(numbers) > 1 else 0
+    count = 0
+    for a, b in pairwise(numbers):
+        if step <= 0 or b - a != step:
+            break
+        count += 1
+    if not count:
+        return None
+    lo, hi = head.group(2), parts[count - 1].group(2)
+    braces = f"{{{lo}..{hi}}}" if step == 1 else f"{{{lo}..{hi}..{step}}}"
+    return f"{head.group(1)}{braces}{head.group(3)}", count
+
+
 def _terminate(signum, frame) -> None:
     raise KeyboardInterrupt
 
@@ -330,7 +387,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         sys.exit(2)
     except click.ClickException as err:
-        message = err.format_message().rstrip(".")
+        message = _brace_hint(args, err) or err.format_message().rstrip(".")
         if " — " not in message:  # ours already say how to fix it
             ctx = getattr(err, "ctx", None)
             message += f" — see '{ctx.command_path if ctx else 'ishard'} --help'"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Callable
 
 import re2
@@ -184,6 +186,57 @@ def key_function(pattern: str) -> KeyFunction:
         "collapse_all_dir": _collapse_all_dir,
     }
     return builtin.get(pattern) or _custom(pattern)
+
+
+_BARE_WORD = re.compile(r"[A-Za-z0-9_]+")
+REGEX_EXAMPLE = r"^(.*)\.[^.]+$"
+
+
+def check_pattern(text: str) -> None:
+    """Refuse what is surely a typo before any listing: a bare word that is not a built-in
+    name, or a regex without the capture group whose text becomes the key.
+
+    Raises:
+        UsageError: the pattern is such a typo, or not a valid regex.
+    """
+    pattern = ALIASES.get(text, text)
+    if pattern in BUILT_IN:
+        return
+    if _BARE_WORD.fullmatch(pattern):
+        close = difflib.get_close_matches(pattern, (*BUILT_IN, *filter(None, ALIASES)), n=1, cutoff=0.4)
+        fix = (f"did you mean {ALIASES.get(close[0], close[0])}? (built-ins: "
+               f"{', '.join(BUILT_IN)}; " if close else f"use {', '.join(BUILT_IN)} (")
+        raise UsageError(
+            f"--sample-key-pattern {text!r} is not a built-in pattern — {fix}"
+            f"a regex needs one capture group, e.g. {REGEX_EXAMPLE})"
+        )
+    if _groups(pattern) == 0:
+        raise UsageError(
+            f"--sample-key-pattern {text!r} has no capture group — a regex needs one capture "
+            f"group, e.g. {REGEX_EXAMPLE} (group 1 is the sample key)"
+        )
+
+
+def _groups(text: str) -> int:
+    try:
+        return compile_re2(text).groups
+    except re2.error:
+        key_function(text)  # raises the usual "not a valid regular expression" line
+        raise
+
+
+def go_pattern(text: str) -> str:
+    """Go ishard's ``-sample_key_pattern`` in a form :func:`check_pattern` accepts, same keys:
+    Go compiles any non-built-in word as a regex and expands ``$1`` to "" when it has no
+    group, so such a pattern gets an empty group 1 appended (``(?:P)()``)."""
+    pattern = ALIASES.get(text, text)
+    if pattern in BUILT_IN:
+        return text
+    try:
+        groups = compile_re2(pattern).groups
+    except re2.error:
+        return text  # reported by make_options in the usual terms
+    return f"(?:{pattern})()" if groups == 0 else text
 
 
 def sample_key(name: str, key: KeyFunction) -> str:

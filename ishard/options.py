@@ -12,7 +12,7 @@ from functools import cached_property
 from .ekm import Ekm, parse_ekm
 from .errors import UsageError
 from .formats.compress import GZIP_LIBRARIES, gzip_library
-from .keys import ALIASES, BUILT_IN, key_function
+from .keys import ALIASES, BUILT_IN, check_pattern
 from .naming import MEMBER_NAMES
 from .plan import ARCHIVE_EXTS, Bounds, Order
 from .samples import ACTIONS
@@ -178,7 +178,7 @@ def make_options(**kwargs) -> Options:
     values = {k: v for k, v in kwargs.items() if v is not None or k == "samples_per_shard"}
     opts = Options(**values)
     pattern = ALIASES.get(opts.sample_key_pattern, opts.sample_key_pattern)
-    key_function(pattern)  # a bad regex fails here, before any listing
+    check_pattern(opts.sample_key_pattern)  # a typo or a bad regex fails here, before listing
     if opts.missing_extension_action not in ACTIONS:
         raise UsageError(
             f"--missing-extension-action {opts.missing_extension_action!r} is not an action — "
@@ -204,7 +204,7 @@ def make_options(**kwargs) -> Options:
     level = opts.compress_level
     if level is not None and (not _DIGITS.fullmatch(str(level)) or not 0 <= int(level) <= 9):
         raise UsageError(f"--compress-level {level!r} must be a whole number from 0 to 9")
-    opts.template  # noqa: B018 - parse now so a bad template fails before listing
+    _check_template_ext(opts.template, opts.ext)  # also parses: a bad template fails here
     ekm = opts.parsed_ekm
     order = parse_sort(opts.sort)
     sort = opts.sort
@@ -236,6 +236,36 @@ def make_options(**kwargs) -> Options:
     )
     checked.__dict__["parsed_ekm"] = ekm  # the cached_property's slot: parsed once per run
     return checked
+
+
+def _check_template_ext(template: NameTemplate, ext: str) -> None:
+    """A template ending in an archive extension: ``ext`` itself (kept, never doubled) or
+    another one, refused."""
+    tail = template.gaps[-1]
+    own = max((e for e in ARCHIVE_EXTS if tail.endswith(e)), key=len, default=None)
+    if own is not None and own != ext:
+        raise UsageError(
+            f"--shard-template {template.text!r} ends in {own!r} but --ext is {ext!r} — "
+            f"use --ext {own}, or drop {own!r} from the template"
+        )
+
+
+def option_warnings(opts: Options, names: Sequence[str]) -> list[str]:
+    """Options given that change nothing for the formats of these shard names."""
+    def some(*exts: str) -> bool:
+        return any(n.endswith(exts) for n in names)
+
+    out = []
+    deflated = some(".zip") and opts.zip_compression == "deflated"
+    if opts.compress_level is not None and not (some(".tgz", ".tar.gz", ".tar.lz4") or deflated):
+        out.append(f"--compress-level {opts.compress_level} has no effect: no shard is "
+                   ".tgz, .tar.gz, .tar.lz4 or a deflated .zip")
+    if opts.zip_compression != "stored" and not some(".zip"):
+        out.append(f"--zip-compression {opts.zip_compression} has no effect: no shard is .zip")
+    if opts.gzip_library != "auto" and not some(".tgz", ".tar.gz"):
+        out.append(f"--gzip-library {opts.gzip_library} has no effect: no shard is .tgz or "
+                   ".tar.gz")
+    return out
 
 
 def _check_executor(executor: str, scheduler: str | None) -> None:

@@ -27,6 +27,16 @@ CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
     "key-regex-lookaround": (("--sample-key-pattern", "(?<=a)b"), 2,
                              ("--sample-key-pattern '(?<=a)b' is not a valid regular expression "
                               "(invalid perl operator: (?<=)")),
+    "key-bare-word": (("--sample-key-pattern", "basename"), 2,
+                      "--sample-key-pattern 'basename' is not a built-in pattern — did you mean "
+                      "base_file_name?"),
+    "key-bare-word-fullname": (("--sample-key-pattern", "fullname"), 2, "did you mean full_name?"),
+    "key-bare-word-no-guess": (("--sample-key-pattern", "123"), 2,
+                               "--sample-key-pattern '123' is not a built-in pattern — use "
+                               "base_file_name, full_name, collapse_all_dir"),
+    "key-regex-no-group": (("--sample-key-pattern", "[a-z]+[.]jpg$"), 2,
+                           "--sample-key-pattern '[a-z]+[.]jpg$' has no capture group — a regex "
+                           "needs one capture group, e.g. ^(.*)\\.[^.]+$"),
     "missing-ext-action": (("--missing-extension-action", "explode"), 2,
                            "--missing-extension-action 'explode' is not an action"),
     "sample-exts-no-dot": (("--sample-exts", "jpg"), 2,
@@ -52,6 +62,15 @@ CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
     "template-exhausted": (("--shard-template", "a-{0..1}", "--shard-size", "1"), 2,
                            "shard template 'a-{0..1}' yields 2 name(s) but the plan needs 3 "
                            "shards — widen its range or raise --shard-size"),
+    "template-other-ext": (("--shard-template", "shard-%06d.tgz"), 2,
+                           "--shard-template 'shard-%06d.tgz' ends in '.tgz' but --ext is '.tar' "
+                           "— use --ext .tgz"),
+    "template-other-ext-lz4": (("--shard-template", "s-%d.tar", "--ext", ".tar.lz4"), 2,
+                               "ends in '.tar' but --ext is '.tar.lz4'"),
+    "template-brace-expanded": (("--shard-template", "shard-0", "shard-1", "shard-2", "shard-3"), 2,
+                                "got unexpected extra arguments 'shard-1 shard-2 shard-3' — they "
+                                "look like a brace template the shell expanded: quote it, e.g. "
+                                "--shard-template 'shard-{0..3}'"),
     "sort": (("--sort", "random"), 2, "--sort 'random' is not a sort order"),
     "sort-seed": (("--sort", "shuffle:abc"), 2, "--sort 'shuffle:abc' is not a sort order"),
     "sort-seed-range": (("--sort", "shuffle:18446744073709551616"), 2,

@@ -361,6 +361,87 @@ def test_go_spelling_bad_value_is_reported_in_our_terms(src, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("pattern", ["jpg", "[a-z]+[.]jpg$"])
+def test_go_spelling_keeps_gos_meaning_for_a_pattern_without_group(tmp_path, pattern):
+    """Go compiles any non-built-in word as a regex and expands $1 to "" when it has no group;
+    our spelling refuses such a pattern (test_bad_inputs), Go's keeps Go's keys."""
+    from ishard.keys import key_function, sample_key
+
+    src = make_tree(tmp_path / "src", {"a/1.jpg": 2, "a/1.xml": 2, "b/x.jpg": 2})
+    done = run_ishard(f"-src_bck={src}", f"-sample_key_pattern={pattern}", "-dry_run=json")
+    assert done.returncode == 0, done.stderr
+    keys = {f["name"]: s["key"] for shard in json.loads(done.stdout)["shards"]
+            for s in shard["samples"] for f in s["files"]}
+    go_key = key_function(pattern)  # the library's Go-exact $1 replacement
+    assert keys == {n: sample_key(n, go_key) for n in ("a/1.jpg", "a/1.xml", "b/x.jpg")}
+    assert keys["b/x.jpg"] == ("b/x." if pattern == "jpg" else "b/")
+    assert keys["a/1.jpg"] == ("a/1." if pattern == "jpg" else "a/1")  # 'jpg' replaced by ""
+    native = run_ishard("shard", src, "--dry-run=json", "--sample-key-pattern", pattern)
+    assert_error(native, 2, f"--sample-key-pattern {pattern!r}")
+
+
+@pytest.mark.parametrize(("extra", "hint"), [
+    (["--shard-template", "s-00.tar", "s-02.tar", "s-04.tar"],
+     "quote it, e.g. --shard-template 's-{00..04..2}.tar'"),
+    (["--shard-template", "a", "b"], None),  # not a counting sequence: click's own line
+    (["--shard-template", "a-3", "a-2", "a-1"], None),  # counts down: no template does that
+])
+def test_extra_arguments_get_the_brace_hint_only_for_a_sequence(src, tmp_path, extra, hint):
+    done = run_ishard("shard", src, tmp_path / "out", *extra)
+    line = assert_error(done, 2, "xtra argument")
+    if hint:
+        assert line.endswith(hint), line
+    else:
+        assert "brace template" not in line and "Got unexpected extra argument" in line, line
+    assert not (tmp_path / "out").exists()
+
+
+def test_go_spelling_gets_the_brace_hint_too(src, tmp_path):
+    done = run_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", "-shard_template",
+                      "shard-0", "shard-1", "shard-2", "shard-3")
+    assert_error(done, 2, "got unexpected extra arguments 'shard-1 shard-2 shard-3' — they look "
+                 "like a brace template the shell expanded: quote it, e.g. --shard-template "
+                 "'shard-{0..3}'")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("template", "ext"), [("shard-%06d.tar", ".tar"),
+                                               ("part-{0..9}.tgz", ".tgz"),
+                                               ("s-%d.tar.lz4", ".tar.lz4")])
+def test_template_ending_in_the_extension_does_not_double_it(src, tmp_path, template, ext):
+    dst = tmp_path / "out"
+    done = run_ishard("shard", src, dst, "--shard-template", template, "--ext", ext,
+                      "--shard-size", "1KiB")
+    assert done.returncode == 0, done.stderr
+    made = sorted(p.name for p in dst.iterdir() if p.name != "manifest.json")
+    first = template.replace("%06d", "000000").replace("{0..9}", "0").replace("%d", "0")
+    assert made[0] == first and len(made) > 1, made
+    assert all(n.endswith(ext) and not n.endswith(ext + ext) for n in made), made
+    manifest = json.loads((dst / "manifest.json").read_text())
+    assert sorted(s["url"] for s in manifest["shardlist"]) == made
+    assert run_ishard("verify", dst).returncode == 0
+
+
+@pytest.mark.parametrize(("args", "warned"), [
+    (["--compress-level", "3"], ["--compress-level 3 has no effect"]),
+    (["--ext", ".zip", "--compress-level", "3"], ["--compress-level 3 has no effect"]),
+    (["--zip-compression", "deflated"], ["--zip-compression deflated has no effect"]),
+    (["--ext", ".zip", "--gzip-library", "zlib"], ["--gzip-library zlib has no effect"]),
+    (["--ext", ".tgz", "--compress-level", "3", "--gzip-library", "zlib"], []),
+    (["--ext", ".tar.lz4", "--compress-level", "3"], []),
+    (["--ext", ".zip", "--zip-compression", "deflated", "--compress-level", "3"], []),
+])
+def test_options_without_effect_are_warned_about(src, tmp_path, args, warned):
+    for dry in ([], ["--dry-run=summary"]):
+        dst = tmp_path / ("plan" if dry else "out")
+        done = run_ishard("shard", src, dst, *args, *dry)
+        assert done.returncode == 0, done.stderr
+        lines = [ln for ln in done.stderr.splitlines() if "has no effect" in ln]
+        assert len(lines) == len(warned), done.stderr
+        for line, text in zip(lines, warned):
+            assert line.startswith("ishard: warning: " + text), line
+
+
 # ---------------------------------------------------------------- dry run
 
 

@@ -194,3 +194,36 @@ def test_builtins_model(dirs, stem, ext):
     assert sample_key(name, key_function("base_file_name")) == trim(stem + ext)
     assert sample_key(name, key_function("full_name")) == trim(name)
     assert sample_key(name, key_function("collapse_all_dir")) == trim("".join(dirs) + stem + ext)
+
+
+@pytest.mark.parametrize(("pattern", "fragment"), [
+    ("basename", "did you mean base_file_name?"),
+    ("full", "did you mean full_name?"),
+    ("collapse", "did you mean collapse_all_dir?"),
+    ("a.*b", "has no capture group"),
+    ("(?:x)y", "has no capture group"),
+])
+def test_typos_are_refused_by_the_library_too(pattern, fragment):
+    from ishard.options import make_options
+
+    with pytest.raises(UsageError) as err:
+        make_options(sample_key_pattern=pattern)
+    assert fragment in str(err.value) and " — " in str(err.value)
+
+
+@pytest.mark.parametrize("pattern", ["base_name", "base_filename", "", "full_name", r"^(.*)\.jpg$"])
+def test_built_ins_aliases_and_grouped_regexes_still_pass(pattern):
+    from ishard.options import make_options
+
+    make_options(sample_key_pattern=pattern)
+
+
+@pytest.mark.parametrize("pattern", ["jpg", "a.*b", "basename"])
+def test_go_pattern_gives_gos_keys_with_a_group(pattern):
+    from ishard.keys import go_pattern
+
+    names = ["a/1.jpg", "x/a-b.jpg", "basename.txt", "zzz"]
+    rewritten = go_pattern(pattern)
+    assert compile_re2(rewritten).groups == 1
+    assert [key_function(rewritten)(n) for n in names] == [key_function(pattern)(n) for n in names]
+    assert go_pattern("full_name") == "full_name" and go_pattern("(a)") == "(a)"
