@@ -45,6 +45,20 @@ def make_tree(root: Path, files: dict[str, bytes | int], mtime: int = 1_700_000_
     return root
 
 
+# ``python -c VANISH PATH shard …``: the CLI, with the file PATH moved to PATH.away once the plan
+# is made, so the run fails (deterministically) at the shard that holds it.
+VANISH = (
+    "import os, sys\n"
+    "from ishard import cli\n"
+    "from ishard.progress import Progress\n"
+    "class Vanish(Progress):\n"
+    "    def planned(self, shards, nbytes):\n"
+    "        os.rename(sys.argv[1], sys.argv[1] + '.away')\n"
+    "cli.make_progress = lambda *a, **k: Vanish()\n"
+    "cli.main(sys.argv[2:])\n"
+)
+
+
 @pytest.fixture
 def ishard_cli():
     """The ``run_ishard`` helper as a fixture."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import webdataset as wds
-from conftest import make_tree, run_ishard
+from conftest import VANISH, make_tree, run_ishard
 
 # Every finished destination a test here leaves must pass `ishard verify --deep`.
 pytestmark = pytest.mark.usefixtures("every_destination_verifies")
@@ -106,17 +106,7 @@ def test_a_dali_index_of_the_earlier_run_goes_with_its_shard(src, tmp_path):
 
 
 # A run that fails after its first shard: the last planned file is moved away once the plan
-# is made (and put back after), so the last shard cannot be read.
-VANISH = (
-    "import os, sys\n"
-    "from ishard import cli\n"
-    "from ishard.progress import Progress\n"
-    "class Vanish(Progress):\n"
-    "    def planned(self, shards, nbytes):\n"
-    "        os.rename(sys.argv[1], sys.argv[1] + '.away')\n"
-    "cli.make_progress = lambda *a, **k: Vanish()\n"
-    "cli.main(sys.argv[2:])\n"
-)
+# is made (conftest.VANISH, put back after), so the last shard cannot be read.
 MIDDLE = ("--shard-size", "64KB", "--no-progress", "--jobs", "1")
 
 

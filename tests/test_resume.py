@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import make_tree, run_ishard
+from conftest import VANISH, make_tree, run_ishard
 
 from ishard.verify import verify
 
@@ -192,18 +192,8 @@ def test_ctrl_c_exits_130_leaves_no_temp_file_and_resumes(dataset, tmp_path):
 def interrupted_run(src: Path, dst: Path, *args: str) -> None:
     """A run stopped by a failure after some shards: the last planned file is removed once
     planning is done, so the last shard fails and the rest stay complete."""
-    script = (
-        "import os, sys\n"
-        "from ishard import cli\n"
-        "from ishard.progress import Progress\n"
-        "class Vanish(Progress):\n"
-        "    def planned(self, shards, nbytes):\n"
-        "        os.rename(sys.argv[1], sys.argv[1] + '.away')\n"
-        "cli.make_progress = lambda *a, **k: Vanish()\n"
-        "cli.main(sys.argv[2:])\n"
-    )
     last = sorted(n for n in TREE if n.startswith("d2/"))[-1]
-    done = subprocess.run([sys.executable, "-c", script, str(src / last), "shard", str(src),
+    done = subprocess.run([sys.executable, "-c", VANISH, str(src / last), "shard", str(src),
                            str(dst), *COMMON, "--jobs", "1", *args], capture_output=True,
                           text=True)
     assert done.returncode == 1 and "cannot read" in done.stderr, done.stderr
