@@ -97,6 +97,19 @@ def shards_of(client, bucket: str, prefix: str) -> dict[str, bytes]:
 
 
 
+def holding_third_shard(s3_server):
+    """A proxy to the server that holds the first GET of ``ds/004.bin`` (2 files a shard: the
+    third shard's first) until ``release`` is set; ``held`` is set when it is held."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold(request):
+        if request.method == "GET" and request.key == "ds/004.bin" and not held.is_set():
+            held.set()
+            release.wait(WAIT)
+
+    return S3Proxy(s3_server.endpoint_url, hold), held, release
+
+
 def take_over_when_expired(s3_server, s3env, client, bucket: str, src, dst: str, *common: str):
     """Once run A's lease on ``out`` has run out, as the lock object itself says (a renewal in
     flight may extend it), run B takes the destination with --overwrite and finishes."""
@@ -117,14 +130,7 @@ def test_a_paused_run_whose_lease_ran_out_publishes_nothing_after_another_run_to
     publish nothing: the destination is exactly B's output, and verify passes."""
     files = {f"ds/{i:03d}.bin": blob(f"p{i}", 30_000) for i in range(12)}
     put(client, s3_bucket, files)
-    held, release = threading.Event(), threading.Event()
-
-    def hold_third_shard(request):  # 2 files a shard: 004.bin is the third shard's first
-        if request.method == "GET" and request.key == "ds/004.bin" and not held.is_set():
-            held.set()
-            release.wait(WAIT)
-
-    proxy = S3Proxy(s3_server.endpoint_url, hold_third_shard)
+    proxy, held, release = holding_third_shard(s3_server)
     src, dst = f"s3://{s3_bucket}/ds", f"s3://{s3_bucket}/out"
     common = ("--shard-size", "50KB", "--jobs", "1", "--no-progress")
     a = start_ishard(proxy.endpoint_url, s3env, "shard", src, dst, *common,
@@ -360,14 +366,7 @@ def test_resume_rewrites_a_kept_s3_shard_replaced_by_same_size_garbage(
     passes verify and equals an uninterrupted run."""
     files = {f"ds/{i:03d}.bin": blob(f"r{i}", 30_000) for i in range(8)}
     put(client, s3_bucket, files)
-    held, release = threading.Event(), threading.Event()
-
-    def hold_third_shard(request):
-        if request.method == "GET" and request.key == "ds/004.bin" and not held.is_set():
-            held.set()
-            release.wait(WAIT)
-
-    proxy = S3Proxy(s3_server.endpoint_url, hold_third_shard)
+    proxy, held, release = holding_third_shard(s3_server)
     src, dst = f"s3://{s3_bucket}/ds", f"s3://{s3_bucket}/out"
     common = ("--shard-size", "50KB", "--jobs", "1", "--no-progress")
     run = start_ishard(proxy.endpoint_url, s3env, "shard", src, dst, *common)
