@@ -68,9 +68,12 @@ def _count(n: int, noun: str) -> str:
 
 def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
     """A short human summary of a plan or a run."""
+    done = f"{'would write' if dry_run else 'wrote'} {_count(summary['shards'], 'shard')}"
+    if not dry_run and summary.get("kept_shards"):  # a resume: what was kept, what written
+        done = (f"kept {_count(summary['kept_shards'], 'shard')} from the earlier run (checked), "
+                f"wrote {summary['written_shards']}; {_count(summary['shards'], 'shard')}")
     out.write(
-        f"{'would write' if dry_run else 'wrote'} {_count(summary['shards'], 'shard')}: "
-        f"{_count(summary['samples'], 'sample')}, {_count(summary['files'], 'file')}, "
+        f"{done}: {_count(summary['samples'], 'sample')}, {_count(summary['files'], 'file')}, "
         f"{format_size(summary['bytes'])} payload\n"
     )
     out.write(
@@ -93,9 +96,6 @@ def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
         )
         if summary.get("retries"):
             out.write(f"store requests retried after transient errors: {summary['retries']}\n")
-        if summary.get("kept_shards"):
-            out.write(f"resumed: {_count(summary['kept_shards'], 'shard')} complete from the "
-                      "earlier run were checked and kept\n")
         if summary.get("removed_archives"):
             out.write(f"removed {_count(summary['removed_archives'], 'archive')} of the earlier "
                       "run that this run did not rewrite\n")
