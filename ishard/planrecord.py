@@ -83,11 +83,20 @@ def _value(key: str, value: object) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     if key in SIZE_OPTIONS and isinstance(value, int):
-        return format_size(value)
+        return _size(value)
     if isinstance(value, (list, tuple)):
         return ",".join(map(str, value)) or "none"
     text = shown(str(value))
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _size(n: int) -> str:
+    """``256KiB``, ``64KB``: the largest unit that divides ``n`` (as one would type it)."""
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10),
+                        ("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return f"{n}B"
 
 
 def _option_changes(earlier: dict, now: dict) -> list[str]:
