@@ -155,7 +155,9 @@ def _listing_changes(old: dict, files: FileTable) -> str | None:
             new.add(names[a + 1 if here else a : b])
         else:
             last = shown(names[b - 1]) if b > a else first
-            ranges.append(f"{count} → {b - a} files from {first} to {last}")
+            same = b - a == count and _digests(files, a, b)[0] == names_digest
+            what = f"contents of {count} files" if same else f"{count} → {b - a} files"
+            ranges.append(f"{what} from {first} to {last}")
     details = [_examples(k, c.names, c.count) for k, c in
                (("new", new), ("gone", gone), ("changed", changed)) if c.count]
     if ranges:

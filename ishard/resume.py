@@ -30,7 +30,10 @@ DIFFERS = "cannot resume into {dst!r}: the plan differs from {run}: {changes} â€
 def _changed(dest: Location, earlier: object, plan: Plan, run: str) -> DataError:
     """The refusal, naming what changed when the earlier run recorded what its plan was made
     from (else the fingerprint's word alone)."""
-    changes = differences(earlier, plan) if isinstance(earlier, dict) else []
+    try:
+        changes = differences(earlier, plan) if isinstance(earlier, dict) else []
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError):
+        changes = []  # a damaged record: the fingerprint's word alone
     if not changes:
         return DataError(CHANGED.format(dst=dest.url).replace(
             "the interrupted run", run.replace("finished run", "run that wrote its manifest")))

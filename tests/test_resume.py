@@ -300,8 +300,10 @@ def test_a_finished_run_resumes_to_nothing_and_a_missing_shard_is_rewritten(data
         "run's: --shard-size 64KB → 65KB — rerun with the earlier options, or use --overwrite "
         "to start over")]
     (dst / "shard-000004.tar").unlink()
-    again = run_ishard("shard", src, dst, *COMMON, "--resume")
+    again = run_ishard("shard", src, dst, *COMMON, "--resume", "--json")
     assert again.returncode == 0, again.stderr
+    summary = json.loads(again.stdout)
+    assert (summary["kept_shards"], summary["written_shards"]) == (shards - 1, 1)
     assert snapshot(dst) == reference[".tar"]
 
 
