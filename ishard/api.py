@@ -21,6 +21,7 @@ from .model import Plan, Report, ShardPlan, ShardResult, Tally
 from .naming import KeyCheck, check_extraction_names, check_index_shards, check_reader_names
 from .options import Options, make_options, option_warnings, parse_sort
 from .plan import balance, check_unique, cut_indices, shard_names
+from .planrecord import plan_record
 from .progress import SILENT, Progress
 from .readers import Reader, open_reader
 from .replaced import earlier_archives, remove_archives, stale
@@ -102,7 +103,7 @@ def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **op
         if opts.overwrite and not opts.resume:  # a killed run's leftovers go too
             remove_temp_files(dest, the_plan.shard_names)
             abort_dangling_uploads(dest, the_plan.shard_names, retrier)
-        state.begin(fingerprint, len(the_plan.shards), drawn, old)
+        state.begin(fingerprint, len(the_plan.shards), drawn, old, plan_record(the_plan))
         begun = True
         todo = Remaining(the_plan.shards, done)
         progress.planned(len(todo), sum(the_plan.shard_sizes[i] for i in todo.indices))

@@ -15,9 +15,10 @@ from typing import BinaryIO
 
 import lz4.frame
 
-from .errors import SourceError, UsageError
+from .errors import IshardError, SourceError, UsageError
 from .keys import wds_split
 from .plan import ARCHIVE_EXTS
+from .storage import parse_storage_options, resolve, storage_error
 
 READ_STEP = 1 << 20  # bytes per read when member data is read back
 TAR_BUFFER = 1 << 20
@@ -130,22 +131,57 @@ def scan(name: str, fileobj: BinaryIO, *, read_data: bool = False) -> Iterator[M
             yield member
 
 
-def members(path: str) -> Iterator[Member]:
-    """Yield the regular-file members of the local archive ``path`` in archive order.
+def _is_a_directory(path: str) -> UsageError:
+    where = path.rstrip("/")
+    return UsageError(f"{path!r} is a directory — give a shard file (e.g. "
+                      f"{where}/shard-000000.tar), or use ishard verify {where}")
+
+
+def members(path: str, *, endpoint_url: str | None = None,
+            storage_options=None) -> Iterator[Member]:
+    """Yield the regular-file members of the archive ``path`` (a local file or a store URL
+    such as ``s3://bucket/shard-000000.tar``) in archive order.
 
     Raises:
-        UsageError: the path is missing or its extension is not an archive ishard writes.
-        SourceError: the archive is damaged.
+        UsageError: the path is missing, a directory, or its extension is not an archive
+            ishard writes.
+        SourceError: the archive is damaged; IshardError: the store cannot be read.
     """
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"archive {path!r} does not exist — give a shard file")
-    if not p.name.endswith(ARCHIVE_EXTS):
+    location = resolve(path, endpoint_url=endpoint_url, role="archive",
+                       storage_options=parse_storage_options(storage_options))
+    fs, where = location.fs, location.child("").rstrip("/")
+    if fs is None:
+        directory = Path(path).is_dir()
+    else:  # a store has no directories, only prefixes: ask only when the name is no archive's
+        directory = not path.endswith(ARCHIVE_EXTS) and _store_dir(fs, where)
+    if directory:
+        raise _is_a_directory(path)
+    if not path.endswith(ARCHIVE_EXTS):
         raise UsageError(
             f"{path!r} is not an archive ishard reads — give a file ending in {', '.join(ARCHIVE_EXTS)}"
         )
-    with damage_as_error(path), open(p, "rb") as raw:
-        yield from scan(path, raw)
+    if fs is None:
+        if not Path(path).is_file():
+            raise UsageError(f"archive {path!r} does not exist — give a shard file")
+        with damage_as_error(path), open(path, "rb") as raw:
+            yield from scan(path, raw)
+        return
+    try:
+        with fs.open(where, "rb") as raw, damage_as_error(path):
+            yield from scan(path, raw)
+    except FileNotFoundError:
+        raise UsageError(f"archive {path!r} does not exist — give a shard file") from None
+    except IshardError:
+        raise
+    except Exception as err:  # noqa: BLE001 — a store's many error types, translated once
+        raise storage_error(err, location, "archive") from None
+
+
+def _store_dir(fs, where: str) -> bool:
+    try:
+        return bool(fs.isdir(where))
+    except (OSError, ValueError):
+        return False
 
 
 @dataclass

@@ -262,10 +262,13 @@ def split_command(manifest, shard_sizes, policy, as_json, debug, **options) -> N
 @click.argument("archive_path", metavar="ARCHIVE")
 @click.option("--samples", is_flag=True, help="Group members into samples as WebDataset readers do.")
 @click.option("--json", "as_json", is_flag=True, help="Print the members as JSON.")
+@click.option("--endpoint-url", default=None, help="S3-compatible endpoint, e.g. http://127.0.0.1:8333.")
+@click.option("--storage-option", "storage_options", multiple=True, help="KEY=VALUE passed to the filesystem (repeatable; a.b=c nests).")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
-def ls_command(archive_path, samples, as_json, debug) -> None:
-    """List an archive's members with their sizes."""
-    found = list(archive.members(archive_path))
+def ls_command(archive_path, samples, as_json, debug, endpoint_url, storage_options) -> None:
+    """List an archive's members with their sizes (a file, or a store URL)."""
+    found = list(archive.members(archive_path, endpoint_url=endpoint_url,
+                                 storage_options=storage_options))
     if samples:
         grouped = archive.reader_samples(found)
         if as_json:

@@ -68,9 +68,12 @@ def _count(n: int, noun: str) -> str:
 
 def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
     """A short human summary of a plan or a run."""
+    done = f"{'would write' if dry_run else 'wrote'} {_count(summary['shards'], 'shard')}"
+    if not dry_run and summary.get("kept_shards"):  # a resume: what was kept, what written
+        done = (f"kept {_count(summary['kept_shards'], 'shard')} from the earlier run (checked), "
+                f"wrote {summary['written_shards']}; {_count(summary['shards'], 'shard')}")
     out.write(
-        f"{'would write' if dry_run else 'wrote'} {_count(summary['shards'], 'shard')}: "
-        f"{_count(summary['samples'], 'sample')}, {_count(summary['files'], 'file')}, "
+        f"{done}: {_count(summary['samples'], 'sample')}, {_count(summary['files'], 'file')}, "
         f"{format_size(summary['bytes'])} payload\n"
     )
     out.write(
@@ -93,9 +96,6 @@ def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
         )
         if summary.get("retries"):
             out.write(f"store requests retried after transient errors: {summary['retries']}\n")
-        if summary.get("kept_shards"):
-            out.write(f"resumed: {_count(summary['kept_shards'], 'shard')} complete from the "
-                      "earlier run were checked and kept\n")
         if summary.get("removed_archives"):
             out.write(f"removed {_count(summary['removed_archives'], 'archive')} of the earlier "
                       "run that this run did not rewrite\n")
@@ -215,25 +215,39 @@ class LineProgress(_Adapter):
         self._start = time.monotonic()
         self._total = self._bytes = self._shards = self._done = 0
         self._verb = "wrote"
+        self._pending: str | None = None
 
-    def _say(self, text: str, force: bool = False) -> None:
+    def _say(self, text: str, force: bool = False, *, news: bool = False) -> None:
+        """Print ``text`` unless a line went out under PLAIN_EVERY ago (``force``: anyway); a
+        held-back line is printed when its stage ends. A ``news`` line leaves it held."""
         now = time.monotonic()
         if force or now - self._last >= PLAIN_EVERY:
             self._last = now
+            if not news:
+                self._pending = None
             self._out.write(f"ishard: {text}\n")
             self._out.flush()
+        else:
+            self._pending = text
+
+    def _flush(self) -> None:
+        """Print the line last held back by the throttle (a stage's final totals)."""
+        if self._pending is not None:
+            self._say(self._pending, force=True)
 
     def listing(self, files: int, nbytes: int) -> None:
         self._say(f"listed {files} files, {format_size(nbytes)}")
 
     def notice(self, text: str) -> None:
-        self._say(text, force=True)
+        self._say(text, force=True, news=True)
 
     def planned(self, shards: int, nbytes: int) -> None:
+        self._flush()
         self._total, self._shards, self._start = nbytes, shards, time.monotonic()
         self._say(f"planned {shards} shards, {format_size(nbytes)}", force=True)
 
     def verifying(self, shards: int, nbytes: int) -> None:
+        self._flush()
         self._total, self._shards, self._start = nbytes, shards, time.monotonic()
         self._verb = "read"
         self._say(f"verifying {shards} shards, {format_size(nbytes)}", force=True)
@@ -258,6 +272,10 @@ class LineProgress(_Adapter):
             f"{self._done}/{self._shards} shards, {format_size(int(rate))}/s, ETA {eta:.0f}s",
             force,
         )
+
+    def close(self) -> None:
+        with self._lock:
+            self._flush()
 
 
 def make_progress(enabled: bool | None) -> Progress:

@@ -63,6 +63,7 @@ def run_summary(report: Report) -> dict:
         "bytes_per_second": round(report.plan.size / report.seconds) if report.seconds else None,
         "retries": report.retries,
         "kept_shards": report.kept,
+        "written_shards": len(report.results) - report.kept,
         "removed_archives": report.removed,
     }
 

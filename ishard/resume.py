@@ -12,6 +12,7 @@ import orjson
 from .errors import DataError, IshardError
 from .manifest import MANIFEST_NAME
 from .model import Plan, ShardPlan, ShardResult
+from .planrecord import differences
 from .progress import Progress
 from .retry import Retrier
 from .runstate import RunState, remove_temp_files, still_complete
@@ -23,6 +24,24 @@ CHANGED = (
     "(its plan fingerprint differs) — rerun with the same source and options, or use "
     "--overwrite to start over"
 )
+DIFFERS = "cannot resume into {dst!r}: the plan differs from {run}: {changes} — {fix}"
+
+
+def _changed(dest: Location, earlier: object, plan: Plan, run: str) -> DataError:
+    """The refusal, naming what changed when the earlier run recorded what its plan was made
+    from (else the fingerprint's word alone)."""
+    try:
+        changes = differences(earlier, plan) if isinstance(earlier, dict) else []
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError):
+        changes = []  # a damaged record: the fingerprint's word alone
+    if not changes:
+        return DataError(CHANGED.format(dst=dest.url).replace(
+            "the interrupted run", run.replace("finished run", "run that wrote its manifest")))
+    options = not all(c.startswith("source: ") for c in changes)
+    fix = ("rerun with the earlier options, or use --overwrite to start over" if options else
+           "the shards written so far hold the earlier files: use --overwrite to start over")
+    return DataError(DIFFERS.format(dst=dest.url, run=f"{run}'s", changes="; ".join(changes),
+                                    fix=fix))
 
 
 def _manifest_data(dest: Location, retrier: Retrier | None = None) -> bytes | None:
@@ -48,12 +67,13 @@ def earlier_manifest_seed(dest: Location) -> int | None:
     return seed if isinstance(seed, int) else None
 
 
-def _manifest_records(dest: Location, fingerprint: str,
+def _manifest_records(dest: Location, plan: Plan, fingerprint: str,
                       retrier: Retrier) -> dict[int, dict] | None:
     """A finished run's shards, from its manifest, if it is this plan's; None without one."""
     data = _manifest_data(dest, retrier)
     if data is None:
         return None
+    document = None
     try:
         document = orjson.loads(data)
         recorded = document["ishard"].get("fingerprint")
@@ -61,8 +81,8 @@ def _manifest_records(dest: Location, fingerprint: str,
     except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
         recorded, entries = None, []
     if recorded != fingerprint:
-        raise DataError(CHANGED.format(dst=dest.url).replace("the interrupted run",
-                                                             "the run that wrote its manifest"))
+        raise _changed(dest, document.get("ishard") if isinstance(document, dict) else None,
+                       plan, "the finished run")
     return {i: {"name": e.get("url"), "filesize": e.get("filesize"), "md5": e.get("md5sum")}
             for i, e in enumerate(entries) if isinstance(e, dict)}
 
@@ -77,8 +97,8 @@ def finished_earlier(dest: Location, plan: Plan, fingerprint: str, state: RunSta
     """
     earlier = state.earlier_fingerprint()
     if earlier is not None and earlier != fingerprint:
-        raise DataError(CHANGED.format(dst=dest.url))
-    records = _manifest_records(dest, fingerprint, retrier) or {}  # a finished run's
+        raise _changed(dest, state.earlier().get("plan"), plan, "the interrupted run")
+    records = _manifest_records(dest, plan, fingerprint, retrier) or {}  # a finished run's
     if earlier is not None:
         records.update(state.recorded())
     names = plan.shard_names

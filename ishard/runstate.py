@@ -121,11 +121,15 @@ class RunState:
         return fingerprint if isinstance(fingerprint, str) else None
 
     def begin(self, fingerprint: str, shards: int, shuffle_seed: int | None = None,
-              replaced: list[str] | None = None) -> None:
+              replaced: list[str] | None = None, plan: dict | None = None) -> None:
         """Record this run's fingerprint (before any shard is written), the seed ishard
-        drew for an unseeded ``--sort shuffle`` (which a ``--resume`` reuses), and the earlier
-        run's archives to remove once the manifest is written (which a ``--resume`` removes)."""
+        drew for an unseeded ``--sort shuffle`` (which a ``--resume`` reuses), the earlier
+        run's archives to remove once the manifest is written (which a ``--resume`` removes),
+        and what the plan was made from (``planrecord.plan_record``: a refused ``--resume``
+        names what changed)."""
         record: dict = {"fingerprint": fingerprint, "shards": shards}
+        if plan is not None:
+            record["plan"] = plan
         if shuffle_seed is not None:
             record["shuffle_seed"] = shuffle_seed
         if replaced:

@@ -176,6 +176,11 @@ class ShardList(Sequence[ShardPlan]):
     def __len__(self) -> int:
         return len(self.names)
 
+    @property
+    def listing(self) -> FileTable | None:
+        """The listed files the shards were planned from (every table shares them)."""
+        return self._tables[0].files if self._tables else None
+
     def __getitem__(self, index):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]

@@ -219,21 +219,25 @@ def _write_in_processes(shards: Sequence[ShardPlan], reader, open_sink: Callable
     flag = FORK.RawValue("b", 0)
     counter = FORK.Value("q", 0)
     stop = threading.Event()
+    relaying = threading.Lock()
     relayed = 0
 
-    def relay() -> None:
+    def relay_now() -> None:
         nonlocal relayed
-        while True:
-            stopping = stop.wait(RELAY_EVERY)
+        with relaying:
             now = counter.value
             if now > relayed:
                 progress.wrote(now - relayed)
                 relayed = now
-            if stopping:
-                return
+
+    def relay() -> None:
+        while not stop.wait(RELAY_EVERY):
+            relay_now()
+        relay_now()
 
     def finished(future: Future) -> None:
         if not future.cancelled() and future.exception() is None:
+            relay_now()  # the writer counted the shard's last bytes before it returned
             progress.shard_done(future.result())
 
     def cancel() -> None:

@@ -649,6 +649,10 @@ def test_ls_errors(tmp_path):
     assert_error(run_ishard("ls", tmp_path / "notes.txt"), 2, "notes.txt", ".tar")
     (tmp_path / "broken.tar").write_bytes(b"this is not a tar archive" * 40)
     assert_error(run_ishard("ls", tmp_path / "broken.tar"), 1, "broken.tar", "cannot read")
+    (tmp_path / "out").mkdir()
+    assert_error(run_ishard("ls", tmp_path / "out"), 2,
+                 f"{str(tmp_path / 'out')!r} is a directory — give a shard file (e.g. "
+                 f"{tmp_path / 'out'}/shard-000000.tar), or use ishard verify {tmp_path / 'out'}")
 
 
 # ---------------------------------------------------------------- version and help

@@ -17,6 +17,7 @@ from pathlib import Path
 import distributed
 import pytest
 from conftest import make_tree, run_ishard
+from test_progress import assert_true_totals
 
 import ishard
 from ishard import executors
@@ -98,6 +99,14 @@ def test_gnu_tar_lists_what_dask_workers_wrote(scheduler, tmp_path):
         done = subprocess.run(["tar", "-tf", shard], capture_output=True, text=True, check=True)
         listed += done.stdout.split()
     assert sorted(listed) == sorted(TREE)
+
+
+def test_plain_progress_of_dask_workers_ends_with_the_real_totals(scheduler, tmp_path):
+    src = make_tree(tmp_path / "src", TREE)
+    dst = tmp_path / "out"
+    result = run_ishard("shard", src, dst, "--shard-size", "120KB", "--progress", "--json",
+                        "--executor", "dask", "--scheduler", scheduler)
+    assert_true_totals(src, dst, result)
 
 
 class VanishAfterPlanning(Progress):

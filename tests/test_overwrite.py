@@ -131,7 +131,7 @@ def test_an_interrupted_overwrite_keeps_the_old_shards_and_resume_removes_them(s
         assert (dst / name).read_bytes() == old[name]
     done = run_ishard("shard", src, dst, *MIDDLE, "--resume")
     assert done.returncode == 0, done.stderr
-    assert "resumed: 1 shard complete from the earlier run" in done.stdout
+    assert "kept 1 shard from the earlier run (checked), wrote " in done.stdout
     assert "removed 4 archives of the earlier run that this run did not rewrite" in done.stdout
     manifest = json.loads((dst / "manifest.json").read_text())
     assert [e["url"] for e in manifest["shardlist"]] == ["shard-000000.tar", "shard-000001.tar"]

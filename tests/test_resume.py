@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import VANISH, make_tree, run_ishard
 
+from ishard.sizes import format_size
 from ishard.verify import verify
 
 # Every finished destination a test here leaves must pass `ishard verify --deep`.
@@ -185,7 +186,8 @@ def test_ctrl_c_exits_130_leaves_no_temp_file_and_resumes(dataset, tmp_path):
     assert visible(dst) == {first: reference[".tgz"][first]}  # the complete shard stays
     resumed = run_ishard("shard", src, dst, *COMMON, "--ext", ".tgz", "--resume")
     assert resumed.returncode == 0, resumed.stderr
-    assert "resumed: 1 shard complete from the earlier run" in resumed.stdout
+    shards = len([n for n in reference[".tgz"] if n.endswith(".tgz")])
+    assert f"kept 1 shard from the earlier run (checked), wrote {shards - 1}; " in resumed.stdout
     assert snapshot(dst) == reference[".tgz"]
 
 
@@ -222,25 +224,54 @@ def test_resume_refuses_when_the_source_changed(dataset, tmp_path):
     interrupted_run(copy, dst)
     before = snapshot(dst)
     (copy / "d0/0000.jpg").write_bytes(b"changed")
+    (copy / "d1/0001.cls").unlink()
+    make_tree(copy, {"d9/a.jpg": 10, "d9/b.jpg": 20})
+    before_bytes = sum(TREE.values())
+    after_bytes = sum(p.stat().st_size for p in copy.rglob("*") if p.is_file())
     resumed = run_ishard("shard", copy, dst, *COMMON, "--resume")
     assert resumed.returncode == 1
-    assert resumed.stderr.splitlines() == [
-        f"ishard: error: cannot resume into {str(dst)!r}: the source or the options changed "
-        "since the interrupted run (its plan fingerprint differs) — rerun with the same source "
-        "and options, or use --overwrite to start over"
-    ]
+    assert resumed.stderr.splitlines() == [(
+        f"ishard: error: cannot resume into {str(dst)!r}: the plan differs from the interrupted "
+        f"run's: source: {len(TREE)} → {len(TREE) + 1} files, {format_size(before_bytes)} → "
+        f"{format_size(after_bytes)} (new 2: d9/a.jpg, d9/b.jpg; gone 1: d1/0001.cls; "
+        "changed 1: d0/0000.jpg) — the shards written so far hold the earlier files: use "
+        "--overwrite to start over"
+    )]
     assert snapshot(dst) == before  # nothing touched
 
 
-@pytest.mark.parametrize("change", [("--shard-size", "65KB"), ("--ext", ".tgz"),
-                                    ("--sort", "alpha:dec"), ("--checksum", "none")])
-def test_resume_refuses_when_an_output_option_changed(change, dataset, tmp_path):
+def test_resume_names_the_changed_files_of_a_big_source_by_range(tmp_path):
+    """Past SEGMENTS files run.json keeps runs of names, not every name: the refusal names the
+    run of the listing that changed."""
+    names = [f"x/{i:05d}.bin" for i in range(600)]
+    src = make_tree(tmp_path / "src", dict.fromkeys(names, 1))
+    dst = tmp_path / "out"
+    common = ("--shard-size", "1KB", "--no-progress", "--jobs", "1")
+    done = subprocess.run([sys.executable, "-c", VANISH, str(src / names[-1]), "shard", str(src),
+                           str(dst), *common], capture_output=True, text=True, check=False)
+    assert done.returncode == 1 and "cannot read" in done.stderr, done.stderr
+    os.rename(str(src / names[-1]) + ".away", src / names[-1])
+    make_tree(src, {"x/00301.bin.new": 1})
+    resumed = run_ishard("shard", src, dst, *common, "--resume")
+    assert resumed.returncode == 1
+    (line,) = resumed.stderr.splitlines()
+    assert "the plan differs from the interrupted run's: source: 600 → 601 files, 600B → 601B " \
+        "(differences in 3 → 4 files from x/00300.bin to x/00302.bin)" in line, line
+
+
+@pytest.mark.parametrize(("change", "phrase"), [
+    (("--shard-size", "65KB"), "--shard-size 64KB → 65KB"), (("--ext", ".tgz"), "--ext .tar → .tgz"),
+    (("--sort", "alpha:dec"), "--sort unset → alpha:dec"),
+    (("--checksum", "none"), "--checksum md5 → none")])
+def test_resume_refuses_when_an_output_option_changed(change, phrase, dataset, tmp_path):
     src, _ = dataset
     dst = tmp_path / "out"
     interrupted_run(src, dst)
     resumed = run_ishard("shard", src, dst, *COMMON, "--resume", *change)
     assert resumed.returncode == 1
-    assert "the source or the options changed" in resumed.stderr
+    assert resumed.stderr.splitlines() == [(
+        f"ishard: error: cannot resume into {str(dst)!r}: the plan differs from the interrupted "
+        f"run's: {phrase} — rerun with the earlier options, or use --overwrite to start over")]
 
 
 def test_resume_may_change_how_the_run_goes(dataset, tmp_path):
@@ -260,10 +291,19 @@ def test_a_finished_run_resumes_to_nothing_and_a_missing_shard_is_rewritten(data
     again = run_ishard("shard", src, dst, *COMMON, "--resume")
     assert again.returncode == 0, again.stderr
     shards = len([n for n in reference[".tar"] if n.endswith(".tar")])
-    assert f"resumed: {shards} shards complete from the earlier run" in again.stdout
+    assert again.stdout.startswith(f"kept {shards} shards from the earlier run (checked), "
+                                   f"wrote 0; {shards} shards: ")
+    changed = run_ishard("shard", src, dst, *COMMON, "--resume", "--shard-size", "65KB")
+    assert changed.returncode == 1
+    assert changed.stderr.splitlines() == [(
+        f"ishard: error: cannot resume into {str(dst)!r}: the plan differs from the finished "
+        "run's: --shard-size 64KB → 65KB — rerun with the earlier options, or use --overwrite "
+        "to start over")]
     (dst / "shard-000004.tar").unlink()
-    again = run_ishard("shard", src, dst, *COMMON, "--resume")
+    again = run_ishard("shard", src, dst, *COMMON, "--resume", "--json")
     assert again.returncode == 0, again.stderr
+    summary = json.loads(again.stdout)
+    assert (summary["kept_shards"], summary["written_shards"]) == (shards - 1, 1)
     assert snapshot(dst) == reference[".tar"]
 
 

@@ -151,7 +151,7 @@ def test_resume_rewrites_a_complete_shard_replaced_by_a_link(src, tmp_path, refe
     (dst / name).symlink_to(elsewhere)
     result = run_ishard("shard", src, dst, *COMMON, "--resume")
     assert result.returncode == 0, result.stderr
-    assert "resumed: 2 shards complete from the earlier run" in result.stdout
+    assert "kept 2 shards from the earlier run (checked), wrote " in result.stdout
     assert not (dst / name).is_symlink()
     assert files(dst) == reference
     assert elsewhere.read_bytes() == reference[name]
@@ -168,7 +168,7 @@ def test_a_stray_temp_record_in_done_is_ignored_and_removed(src, tmp_path, refer
     (done / ".000000004.json.4243.ishard-tmp").write_bytes(b"")
     result = run_ishard("shard", src, dst, *COMMON, "--resume")
     assert result.returncode == 0, result.stderr
-    assert "resumed: 3 shards complete from the earlier run" in result.stdout
+    assert "kept 3 shards from the earlier run (checked), wrote " in result.stdout
     assert files(dst) == reference  # the run state (temp records too) is gone
 
 
@@ -186,7 +186,7 @@ def test_an_unseeded_shuffle_is_resumed_with_its_printed_seed(src, tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stderr.splitlines()[0] == (f"ishard: shuffle seed: {seed} (the interrupted "
                                               "run's, reused by --resume)")
-    assert "resumed: 3 shards complete from the earlier run" in resumed.stdout
+    assert "kept 3 shards from the earlier run (checked), wrote " in resumed.stdout
     again = run_ishard("shard", src, tmp_path / "seeded", *COMMON, "--sort", f"shuffle:{seed}")
     assert again.returncode == 0, again.stderr
     assert files(dst) == files(tmp_path / "seeded")
@@ -222,9 +222,10 @@ def test_resume_notices_a_file_rewritten_same_size_within_the_same_second(tmp_pa
     change(src / "d0/0000.jpg")  # a member of the first shard, which is complete
     result = run_ishard("shard", src, dst, *COMMON, "--resume")
     line = one_error(result, 1)
-    assert line == (f"ishard: error: cannot resume into {str(dst)!r}: the source or the "
-                    "options changed since the interrupted run (its plan fingerprint differs) "
-                    "— rerun with the same source and options, or use --overwrite to start over")
+    assert line == (f"ishard: error: cannot resume into {str(dst)!r}: the plan differs from the "
+                    f"interrupted run's: source: {len(TREE)} files (changed 1: d0/0000.jpg) — "
+                    "the shards written so far hold the earlier files: use --overwrite to start "
+                    "over")
     assert files(dst) == before
 
 
@@ -337,7 +338,7 @@ def test_resume_notices_an_object_rewritten_with_the_same_size(s3_server, s3_buc
     before = files(dst)
     client.put_object(Bucket=s3_bucket, Key="d0/0000.jpg", Body=b"\xff" * TREE["d0/0000.jpg"])
     result = run_ishard("shard", f"s3://{s3_bucket}", dst, *COMMON, *where, "--resume", env=env)
-    assert "the source or the options changed" in one_error(result, 1)
+    assert f"source: {len(TREE)} files (changed 1: d0/0000.jpg)" in one_error(result, 1)
     assert files(dst) == before
 
 

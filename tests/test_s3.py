@@ -589,6 +589,23 @@ def test_no_credentials_at_all_is_a_clear_runtime_error(cli, client, s3_bucket, 
     assert sorted(objects(client, s3_bucket)) == ["x/1.jpg"]
 
 
+def test_ls_lists_a_shard_in_a_bucket(cli, client, s3_bucket):
+    members = {"a/0001.jpg": blob("a", 3000), "a/0001.cls": b"7", "b/0002.jpg": b""}
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    put(client, s3_bucket, {"out/shard-000000.tar": buffer.getvalue()})
+    result = cli("ls", "--json", f"s3://{s3_bucket}/out/shard-000000.tar")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["members"] == [{"name": n, "size": len(d)}
+                                                    for n, d in members.items()]
+    assert_error(cli("ls", f"s3://{s3_bucket}/out"), 2,
+                 f"'s3://{s3_bucket}/out' is a directory", f"ishard verify s3://{s3_bucket}/out")
+
+
 def test_destination_prefix_not_empty_needs_overwrite(cli, client, s3_bucket, tmp_path):
     src = make_tree(tmp_path / "src", TREE)
     put(client, s3_bucket, {"out/old.txt": b"old", "elsewhere/x.txt": b"x"})
