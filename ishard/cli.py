@@ -27,7 +27,7 @@ from .render import (
     warnings_text,
 )
 from .report import plan_document, plan_summary, run_summary, samples_document
-from .sizes import format_size
+from .sizes import MAX_COUNT, format_size
 
 DRY_RUN_MODES = ("text", "show_keys", "json", "summary")
 # Go ishard's flag spellings -> ours; src_bck and dst_bck become the two positional arguments.
@@ -77,6 +77,18 @@ def _go_flag(arg: str) -> tuple[str, str | None] | None:
     return None
 
 
+def _go_shard_size(flag: str, value: str) -> str:
+    """Go's meaning of a shard size in Go's spelling: ``-shard_size`` reads a number that fits
+    an int32 as a sample count and a larger one as bytes; the older ``-max_shard_size`` read
+    every bare number as bytes. Bytes get their unit (``B``) here."""
+    number = value.removeprefix("+")
+    if number.isascii() and number.isdigit() and (
+        flag == "max_shard_size" or int(number) > MAX_COUNT
+    ):
+        return f"{number}B"
+    return value
+
+
 def translate(argv: list[str]) -> list[str]:
     """Rewrite Go ishard's command line (``-src_bck=… -shard_size=…``) into ours."""
     out: list[str] = []
@@ -123,7 +135,16 @@ def translate(argv: list[str]) -> list[str]:
             else:
                 if flag[0] == "sample_key_pattern":  # Go's meaning for a group-less regex
                     value = go_pattern(value)
+                elif flag[0] in ("shard_size", "max_shard_size"):
+                    value = _go_shard_size(flag[0], value)
                 out.append(f"{GO_FLAGS[flag[0]]}={value}")
+    if (src is None) != (dst is None):
+        given, missing = ("-src_bck", "-dst_bck") if dst is None else ("-dst_bck", "-src_bck")
+        raise UsageError(
+            f"{given} needs {missing} too: Go ishard requires both (src_bck and dst_bck) — add "
+            f"{missing}={missing[1:4].upper()}, or for a dry run without a destination: "
+            "ishard shard SRC --dry-run"
+        )
     if src is not None or dst is not None:
         if not out or out[0] != "shard":
             out.insert(0, "shard")
