@@ -294,8 +294,8 @@ def count_warning(opts: Options, fullest: int) -> list[str]:
     count = opts.samples_per_shard
     if opts.shard_size is not None or count is None or fullest >= count or opts.num_shards:
         return []
-    return [f"--shard-size {count} counts samples (a number without a unit), and no shard "
-            f"reached {count} samples — if you meant bytes, write {count}B"]
+    return [(f"--shard-size {count} counts samples (a number without a unit), and no shard "
+             f"reached {count} samples — if you meant bytes, write {count}B")]
 
 
 def option_warnings(opts: Options, names: Sequence[str]) -> list[str]:

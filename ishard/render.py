@@ -107,7 +107,8 @@ def cut_text(cut: dict) -> str:
     """``cut by count: 10 samples per shard`` / ``cut by size: 256KiB per shard`` …"""
     if cut["by"] == "num_shards":
         return f"cut into {cut['num_shards']} shards of balanced sample counts (--num-shards)"
-    size, count = cut.get("shard_size"), cut.get("samples_per_shard")
+    size: int = cut.get("shard_size") or 0
+    count = cut.get("samples_per_shard")
     samples = f"{count} sample{'s' * (count != 1)}" if count else ""
     if cut["by"] == "count":
         text = f"cut by count: {samples} per shard"

@@ -62,7 +62,7 @@ class ShardSize:
     count: int | None = None
 
 
-def parse_shard_size(value: str | int | float, *, option: str = "--shard-size") -> ShardSize:
+def parse_shard_size(value: str | float, *, option: str = "--shard-size") -> ShardSize:
     """Read a shard size the way Go ishard does: text that is a whole number without a unit
     (``10``, ``+10``) counts samples; with a unit (``100B``, ``64MiB``) it is bytes. In Python
     an ``int`` (or a float that is a whole number, ``3e9``) is bytes, as webdataset's
