@@ -105,11 +105,17 @@ def _count(text: str, count: int, option: str) -> int:
 
 
 def describe_size(n: int) -> str:
-    """``n`` bytes as an exact size a user could write back: ``256KiB``, ``100000B``."""
-    for shift, unit in ((40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")):
+    """``n`` bytes as an exact size a user could write back, in the fewest digits: ``256KiB``,
+    ``300KB``, ``1TB``, ``1001B``."""
+    exact = [(n, "B")]
+    for shift, unit in ((10, "KiB"), (20, "MiB"), (30, "GiB"), (40, "TiB")):
         if n >= 1 << shift and n % (1 << shift) == 0:
-            return f"{n >> shift}{unit}"
-    return f"{n}B"
+            exact.append((n >> shift, unit))
+    for power, unit in ((3, "KB"), (6, "MB"), (9, "GB"), (12, "TB")):
+        if n >= 10**power and n % 10**power == 0:
+            exact.append((n // 10**power, unit))
+    number, unit = min(exact, key=lambda c: len(str(c[0])))  # a tie keeps the binary unit
+    return f"{number}{unit}"
 
 
 def format_size(n: int) -> str:

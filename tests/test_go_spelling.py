@@ -59,7 +59,7 @@ def one_error(done, *needles: str) -> str:
     # bytes carry a unit: 300 B = 5 samples of 60 B
     (["--shard-size", "300B"], [5] * 5, "cut by size: 300B per shard"),
     # Go: a number over int32 is bytes; the older -max_shard_size read every number as bytes
-    (["-shard_size=3000000000"], [25], "cut by size: 3000000000B per shard"),
+    (["-shard_size=3000000000"], [25], "cut by size: 3GB per shard"),
     (["-max_shard_size=300"], [5] * 5, "cut by size: 300B per shard"),
 ])
 def test_a_number_without_a_unit_counts_samples(src, tmp_path, args, counts, line):
