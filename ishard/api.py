@@ -46,6 +46,8 @@ def plan(src: str | Path, *, progress: Progress = SILENT, **options) -> Plan:
         progress: hooks told about listing progress.
         **options: the same names as the command-line options (``shard_size="512MiB"``,
             ``sample_key_pattern``, ``sample_exts``, ``ext``, ``shard_template``, ``sort`` …).
+            A ``shard_size`` string reads as on the command line (``"10"``: 10 samples per
+            shard); an ``int`` or a whole ``float`` is bytes.
 
     Raises:
         UsageError: a bad option value (before anything is listed).
