@@ -80,12 +80,13 @@ def _go_flag(arg: str) -> tuple[str, str | None] | None:
 def _go_shard_size(flag: str, value: str) -> str:
     """Go's meaning of a shard size in Go's spelling: ``-shard_size`` reads a number that fits
     an int32 as a sample count and a larger one as bytes; the older ``-max_shard_size`` read
-    every bare number as bytes. Bytes get their unit (``B``) here."""
-    number = value.removeprefix("+")
-    if number.isascii() and number.isdigit() and (
-        flag == "max_shard_size" or int(number) > MAX_COUNT
+    every bare number as bytes. Bytes get their unit (``B``) here. (Go's int32 parse takes no
+    spaces, its size parse trims them: ``" 10"`` is 10 bytes there.)"""
+    digits = value.strip().removeprefix("+")
+    if digits.isascii() and digits.isdigit() and (
+        flag == "max_shard_size" or value != value.strip() or int(digits) > MAX_COUNT
     ):
-        return f"{number}B"
+        return f"{digits}B"
     return value
 
 

@@ -124,7 +124,7 @@ def _shard_target(shard_size, samples_per_shard) -> ShardSize:
         raise UsageError(
             f"--shard-size {str(shard_size)!r} is a sample count (a number without a unit counts "
             f"samples) and --samples-per-shard {count} is one too — give one of them, or write "
-            f"the size with a unit for a byte bound ({str(shard_size).strip()}B, 512MiB)"
+            f"the size with a unit for a byte bound ({target.count}B, 512MiB)"
         )
     return ShardSize(target.size, target.count if count is None else count)
 
