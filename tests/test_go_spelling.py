@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 import webdataset as wds
 from conftest import VANISH, make_tree, run_ishard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ishard
 from ishard.errors import UsageError
 from ishard.options import parse_sort
-from ishard.plan import Order
+from ishard.plan import Bounds, Order, cut_indices
 
 # 25 samples of 60 payload bytes each (a 59-byte .jpg and a 1-byte .cls)
 TREE = {**{f"d/s{i:03d}.jpg": 59 for i in range(25)}, **{f"d/s{i:03d}.cls": 1 for i in range(25)}}
@@ -75,6 +77,22 @@ def test_a_number_without_a_unit_counts_samples(src, tmp_path, args, counts, lin
     by_count = line.startswith("cut by count")
     assert (manifest["shard_size"] is None) == by_count  # the manifest records the choice
     assert manifest["samples_per_shard"] == (int(line.split()[3]) if by_count else None)
+
+
+@settings(max_examples=150, deadline=None)
+@given(sizes=st.lists(st.integers(0, 10**9), min_size=1, max_size=60),
+       count=st.integers(1, 12), dirs=st.integers(1, 4))
+def test_count_alone_cuts_at_exactly_n_samples_whatever_their_bytes(sizes, count, dirs):
+    """No byte bound with a count alone: flat, every shard but the last holds exactly N; with
+    --collapse in tree mode too (remainders move up one sample at a time)."""
+    flat = cut_indices([f"k{i}" for i in range(len(sizes))], sizes, Bounds(None, count),
+                       Order(), collapse=False)
+    assert [len(c) for c in flat[:-1]] == [count] * (len(flat) - 1) and 0 < len(flat[-1]) <= count
+    assert [i for c in flat for i in c] == list(range(len(sizes)))
+    keys = [f"d{i % dirs}/k{i}" for i in range(len(sizes))]
+    tree = cut_indices(keys, sizes, Bounds(None, count), Order(), collapse=True)
+    assert [len(c) for c in tree[:-1]] == [count] * (len(tree) - 1)
+    assert sorted(i for c in tree for i in c) == list(range(len(sizes)))
 
 
 def test_dry_run_json_and_text_say_count_or_size(src):
