@@ -19,7 +19,7 @@ from .lock import LeaseCheck, LeaseLock, acquire
 from .manifest import MANIFEST_NAME, manifest_bytes, remove_manifest
 from .model import Plan, Report, ShardPlan, ShardResult, Tally
 from .naming import KeyCheck, check_extraction_names, check_index_shards, check_reader_names
-from .options import Options, make_options, option_warnings, parse_sort
+from .options import Options, count_warning, make_options, option_warnings, parse_sort
 from .plan import balance, check_unique, cut_indices, shard_names
 from .planrecord import plan_record
 from .progress import SILENT, Progress
@@ -47,6 +47,8 @@ def plan(src: str | Path, *, progress: Progress = SILENT, **options) -> Plan:
         progress: hooks told about listing progress.
         **options: the same names as the command-line options (``shard_size="512MiB"``,
             ``sample_key_pattern``, ``sample_exts``, ``ext``, ``shard_template``, ``sort`` …).
+            A ``shard_size`` string reads as on the command line (``"10"``: 10 samples per
+            shard); an ``int`` or a whole ``float`` is bytes.
 
     Raises:
         UsageError: a bad option value (before anything is listed).
@@ -285,6 +287,7 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
     tables: list[SampleTable] = []
     check = KeyCheck()
     planned: list[SampleTable] = []
+    fullest = 0  # the most samples in one shard
     for index, table in enumerate(groups):
         table = apply_sample_exts_table(
             table, opts.sample_exts, opts.missing_extension_action, tally, warnings
@@ -292,6 +295,7 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
         planned.append(table)
         check_reader_names(table, opts.member_names == "sample", opts.index, check)
         cuts = cut_indices(table.keys, table.sizes, opts.bounds, opts.order, opts.collapse)
+        fullest = max(fullest, *map(len, cuts), 0)
         cuts = balance(cuts, table.keys, opts.collapse, num_shards=opts.num_shards,
                        multiple_of=opts.shards_multiple_of)
         if ekm is None:
@@ -304,7 +308,7 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
     check_unique(names)
     check_extraction_names(planned, opts.member_names == "sample")
     del planned
-    warnings += check.warnings() + option_warnings(opts, names)
+    warnings += check.warnings() + option_warnings(opts, names) + count_warning(opts, fullest)
     shards = ShardList(names, members, tables, rename=opts.member_names == "sample")
     del members
     if opts.index == "dali":

@@ -27,7 +27,7 @@ from .render import (
     warnings_text,
 )
 from .report import plan_document, plan_summary, run_summary, samples_document
-from .sizes import format_size
+from .sizes import MAX_COUNT, format_size
 
 DRY_RUN_MODES = ("text", "show_keys", "json", "summary")
 # Go ishard's flag spellings -> ours; src_bck and dst_bck become the two positional arguments.
@@ -77,6 +77,19 @@ def _go_flag(arg: str) -> tuple[str, str | None] | None:
     return None
 
 
+def _go_shard_size(flag: str, value: str) -> str:
+    """Go's meaning of a shard size in Go's spelling: ``-shard_size`` reads a number that fits
+    an int32 as a sample count and a larger one as bytes; the older ``-max_shard_size`` read
+    every bare number as bytes. Bytes get their unit (``B``) here. (Go's int32 parse takes no
+    spaces, its size parse trims them: ``" 10"`` is 10 bytes there.)"""
+    digits = value.strip().removeprefix("+")
+    if digits.isascii() and digits.isdigit() and (
+        flag == "max_shard_size" or value != value.strip() or int(digits) > MAX_COUNT
+    ):
+        return f"{digits}B"
+    return value
+
+
 def translate(argv: list[str]) -> list[str]:
     """Rewrite Go ishard's command line (``-src_bck=… -shard_size=…``) into ours."""
     out: list[str] = []
@@ -123,7 +136,16 @@ def translate(argv: list[str]) -> list[str]:
             else:
                 if flag[0] == "sample_key_pattern":  # Go's meaning for a group-less regex
                     value = go_pattern(value)
+                elif flag[0] in ("shard_size", "max_shard_size"):
+                    value = _go_shard_size(flag[0], value)
                 out.append(f"{GO_FLAGS[flag[0]]}={value}")
+    if (src is None) != (dst is None):
+        given, missing = ("-src_bck", "-dst_bck") if dst is None else ("-dst_bck", "-src_bck")
+        raise UsageError(
+            f"{given} needs {missing} too: Go ishard requires both (src_bck and dst_bck) — add "
+            f"{missing}={missing[1:4].upper()}, or for a dry run without a destination: "
+            "ishard shard SRC --dry-run"
+        )
     if src is not None or dst is not None:
         if not out or out[0] != "shard":
             out.insert(0, "shard")
@@ -152,8 +174,8 @@ def _emit_json(doc: dict) -> None:
 @click.argument("src")
 @click.argument("dst", required=False)
 @click.option("--prefix", default="", help="Only files whose relative name starts with this.")
-@click.option("--shard-size", default="1MiB", show_default=True, help="Target payload per shard (512MiB, 100KB, 1048576).")
-@click.option("--samples-per-shard", type=int, default=None, help="Also cut a shard at this many samples.")
+@click.option("--shard-size", default="1MiB", show_default=True, help="Target payload per shard (512MiB, 100KB, 1048576B); a number without a unit is samples per shard (10), as in Go ishard.")
+@click.option("--samples-per-shard", type=int, default=None, help="Also cut a shard at this many samples (with a size as --shard-size).")
 @click.option("--sample-key-pattern", default="base_file_name", show_default=True, help="base_file_name, full_name, collapse_all_dir or a regex (group 1 = key).")
 @click.option("--sample-exts", default=None, help="Extensions every sample should have: .jpg,.xml")
 @click.option("--missing-extension-action", default="ignore", show_default=True, help="ignore, warn, abort or exclude.")

@@ -16,7 +16,7 @@ from .keys import ALIASES, BUILT_IN, check_pattern
 from .naming import MEMBER_NAMES
 from .plan import ARCHIVE_EXTS, Bounds, Order
 from .samples import ACTIONS
-from .sizes import parse_size
+from .sizes import ShardSize, parse_shard_size, parse_size
 from .storage import parse_storage_options
 from .templates import NameTemplate, parse_template
 
@@ -24,6 +24,7 @@ DEFAULT_SHARD_SIZE = 1 << 20
 DEFAULT_PART_SIZE = 16 << 20
 DEFAULT_READ_BUFFER = 256 << 20
 _DIGITS = re.compile(r"[0-9]+")
+_SEED = re.compile(r"\+?[0-9]+")  # Go's ParseInt takes a '+'; a negative seed dsort refuses
 ZIP_METHODS = ("stored", "deflated")
 EXECUTORS = ("local", "dask")
 GZIP_CHOICES = ("auto", *GZIP_LIBRARIES)
@@ -38,7 +39,7 @@ class Options:
     """Every sharding option, checked. Build it with :func:`make_options`."""
 
     prefix: str = ""
-    shard_size: int = DEFAULT_SHARD_SIZE
+    shard_size: int | None = DEFAULT_SHARD_SIZE  # None: cut by sample count only
     samples_per_shard: int | None = None
     sample_key_pattern: str = "base_file_name"
     sample_exts: tuple[str, ...] = ()
@@ -102,28 +103,67 @@ class Options:
         return values
 
 
+def cut_description(options: dict) -> dict:
+    """``{"by": "count" | "size" | "size or count" | "num_shards", ...}`` from checked options
+    (an ``Options.to_dict()`` or a manifest's record)."""
+    size, count = options.get("shard_size"), options.get("samples_per_shard")
+    out = {"by": "count" if size is None else "size" if count is None else "size or count",
+           "shard_size": size, "samples_per_shard": count}
+    if options.get("num_shards"):
+        out = {"by": "num_shards", "num_shards": options["num_shards"]}
+    elif options.get("shards_multiple_of"):
+        out["shards_multiple_of"] = options["shards_multiple_of"]
+    return out
+
+
+def _shard_target(shard_size, samples_per_shard) -> ShardSize:
+    """The byte and count bounds from ``--shard-size`` and ``--samples-per-shard``."""
+    target = parse_shard_size(shard_size)
+    count = positive_int(samples_per_shard, "--samples-per-shard", allow_none=True)
+    if target.count is not None and count is not None:
+        raise UsageError(
+            f"--shard-size {str(shard_size)!r} is a sample count (a number without a unit counts "
+            f"samples) and --samples-per-shard {count} is one too — give one of them, or write "
+            f"the size with a unit for a byte bound ({target.count}B, 512MiB)"
+        )
+    return ShardSize(target.size, target.count if count is None else count)
+
+
 def parse_sort(text: str | None) -> Order:
-    """``alpha[:inc|:dec]``, ``alphanumeric[...]``, ``shuffle[:SEED]`` or None (listing order)."""
-    if text is None or text == "":
+    """``alpha[:inc|:dec]``, ``alphanumeric[...]``, ``shuffle[:SEED]`` or None (listing order).
+
+    As strict as Go ishard's ``-sort``: lower case, no spaces, no empty value.
+    """
+    if text is None:
         return Order()
     kind, colon, arg = text.partition(":")
-    kind, arg = kind.strip().lower(), arg.strip().lower()
-    if kind in ("alpha", "alphanumeric") and arg in ("", "inc", "dec"):
+    if kind in ("alpha", "alphanumeric") and arg in ("", "inc", "dec") and (arg or not colon):
         return Order("alpha", descending=arg == "dec")
     if kind == "shuffle":
-        if not colon:  # "shuffle:" with an empty seed is an error, as in Go ishard
+        if not colon:
             return Order("shuffle", seed=None)
-        if _DIGITS.fullmatch(arg):
-            if len(arg) > 19 or int(arg) > MAX_SEED:
+        if _SEED.fullmatch(arg):  # "shuffle:" with an empty seed is an error, as in Go ishard
+            if len(arg) > 20 or int(arg) > MAX_SEED:
                 raise UsageError(
                     f"--sort {text!r} has a seed over {MAX_SEED} (2^63-1, as Go's int64) — "
                     f"use shuffle:SEED with SEED from 0 to {MAX_SEED}"
                 )
             return Order("shuffle", seed=int(arg))
+    hint, plain = "", text.strip().lower()
+    if plain != text and plain and _parses(plain):
+        hint = f" (lower case, no spaces: {plain!r})"
     raise UsageError(
-        f"--sort {text!r} is not a sort order — use alpha:inc, alpha:dec, shuffle or shuffle:SEED "
-        "(SEED a whole number >= 0)"
+        f"--sort {text!r} is not a sort order{hint} — use alpha:inc, alpha:dec, shuffle or "
+        "shuffle:SEED (SEED a whole number >= 0)"
     )
+
+
+def _parses(sort: str) -> bool:
+    try:
+        parse_sort(sort)
+    except UsageError:
+        return False
+    return True
 
 
 def _exts(value: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -177,6 +217,7 @@ def make_options(**kwargs) -> Options:
             raise UsageError(f"unknown option {name!r} — known options: {', '.join(known)}")
     values = {k: v for k, v in kwargs.items() if v is not None or k == "samples_per_shard"}
     opts = Options(**values)
+    target = _shard_target(opts.shard_size, opts.samples_per_shard)
     pattern = ALIASES.get(opts.sample_key_pattern, opts.sample_key_pattern)
     check_pattern(opts.sample_key_pattern)  # a typo or a bad regex fails here, before listing
     if opts.missing_extension_action not in ACTIONS:
@@ -199,7 +240,7 @@ def make_options(**kwargs) -> Options:
                          f"{', '.join(GZIP_CHOICES)}")
     if opts.gzip_library != "auto" and opts.ext in (".tgz", ".tar.gz"):
         gzip_library(6, opts.gzip_library)  # not installed: say so before listing
-    balance = _check_balance(opts)
+    balance = _check_balance(opts, target.count)
     _check_naming(opts.member_names, opts.index, opts.ext)
     level = opts.compress_level
     if level is not None and (not _DIGITS.fullmatch(str(level)) or not 0 <= int(level) <= 9):
@@ -216,10 +257,8 @@ def make_options(**kwargs) -> Options:
         **{
             **asdict(opts),
             "sample_key_pattern": pattern if pattern in BUILT_IN else opts.sample_key_pattern,
-            "shard_size": parse_size(opts.shard_size),
-            "samples_per_shard": positive_int(
-                opts.samples_per_shard, "--samples-per-shard", allow_none=True
-            ),
+            "shard_size": target.size,
+            "samples_per_shard": target.count,
             "sample_exts": _exts(opts.sample_exts),
             "sort": sort,
             "jobs": positive_int(opts.jobs, "--jobs", allow_none=False) if opts.jobs else 0,
@@ -248,6 +287,15 @@ def _check_template_ext(template: NameTemplate, ext: str) -> None:
             f"--shard-template {template.text!r} ends in {own!r} but --ext is {ext!r} — "
             f"use --ext {own}, or drop {own!r} from the template"
         )
+
+
+def count_warning(opts: Options, fullest: int) -> list[str]:
+    """A sample count from ``--shard-size`` that no shard reached: perhaps bytes were meant."""
+    count = opts.samples_per_shard
+    if opts.shard_size is not None or count is None or fullest >= count or opts.num_shards:
+        return []
+    return [(f"--shard-size {count} counts samples (a number without a unit), and no shard "
+             f"reached {count} samples — if you meant bytes, write {count}B")]
 
 
 def option_warnings(opts: Options, names: Sequence[str]) -> list[str]:
@@ -282,7 +330,7 @@ def _check_executor(executor: str, scheduler: str | None) -> None:
         )
 
 
-def _check_balance(opts: Options) -> dict:
+def _check_balance(opts: Options, count: int | None) -> dict:
     """--num-shards / --shards-multiple-of: positive, one at a time, flat (single-group) plans."""
     out = {
         "num_shards": positive_int(opts.num_shards, "--num-shards", allow_none=True),
@@ -297,10 +345,10 @@ def _check_balance(opts: Options) -> dict:
     flag = "--num-shards" if out["num_shards"] else "--shards-multiple-of"
     if any(out.values()) and opts.ekm:
         raise UsageError(f"{flag} cannot be combined with --ekm — balance one category at a time")
-    if out["num_shards"] and opts.samples_per_shard is not None:
-        raise UsageError(
-            "--num-shards fixes the samples per shard — leave out --samples-per-shard"
-        )
+    if out["num_shards"] and count is not None:
+        given = ("--samples-per-shard" if opts.samples_per_shard is not None
+                 else f"the sample count --shard-size {str(opts.shard_size)!r}")
+        raise UsageError(f"--num-shards fixes the samples per shard — leave out {given}")
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -24,9 +25,10 @@ class Order:
 
 @dataclass(frozen=True)
 class Bounds:
-    """When a shard is cut: payload bytes reached ``size``, or ``count`` samples reached."""
+    """When a shard is cut: payload bytes reached ``size``, or ``count`` samples reached
+    (``size`` None: by count alone)."""
 
-    size: int
+    size: int | None
     count: int | None = None
 
 
@@ -73,7 +75,8 @@ class _Cutter:
 
     def __init__(self, sizes: Sequence[int], bounds: Bounds, out: list[list[int]]) -> None:
         self.sizes, self.out = sizes, out
-        self.limit, self.count = bounds.size, bounds.count or 0
+        self.limit = bounds.size if bounds.size is not None else math.inf
+        self.count = bounds.count or 0
 
     def run(self, samples: Iterable[int], pending: list[int], size: int) -> tuple[list[int], int]:
         """Pack ``samples`` after ``pending``; return what is left unflushed."""

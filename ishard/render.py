@@ -23,7 +23,7 @@ from rich.text import Text
 from .listing import quoted, shown
 from .model import Plan, ShardResult
 from .progress import Progress
-from .sizes import format_size
+from .sizes import describe_size, format_size
 
 PLAIN_EVERY = 2.0  # seconds between plain progress lines
 
@@ -76,6 +76,8 @@ def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
         f"{done}: {_count(summary['samples'], 'sample')}, {_count(summary['files'], 'file')}, "
         f"{format_size(summary['bytes'])} payload\n"
     )
+    if summary.get("cut"):
+        out.write(cut_text(summary["cut"]) + "\n")
     out.write(
         f"shard payload: smallest {format_size(summary['smallest_shard'])}, "
         f"median {format_size(summary['median_shard'])}, "
@@ -99,6 +101,26 @@ def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
         if summary.get("removed_archives"):
             out.write(f"removed {_count(summary['removed_archives'], 'archive')} of the earlier "
                       "run that this run did not rewrite\n")
+
+
+def cut_text(cut: dict) -> str:
+    """``cut by count: 10 samples per shard`` / ``cut by size: 256KiB per shard`` …"""
+    if cut["by"] == "num_shards":
+        return f"cut into {cut['num_shards']} shards of balanced sample counts (--num-shards)"
+    size: int = cut.get("shard_size") or 0
+    count = cut.get("samples_per_shard")
+    samples = f"{count} sample{'s' * (count != 1)}" if count else ""
+    if cut["by"] == "count":
+        text = f"cut by count: {samples} per shard"
+    elif cut["by"] == "size":
+        text = f"cut by size: {describe_size(size)} per shard"
+    else:
+        text = (f"cut by size or count: {describe_size(size)} or {samples} per shard, "
+                "whichever comes first")
+    if cut.get("shards_multiple_of"):
+        text += (f", then re-balanced to a multiple of {cut['shards_multiple_of']} shards "
+                 "(--shards-multiple-of)")
+    return text
 
 
 def verify_text(result: dict, out: TextIO) -> None:

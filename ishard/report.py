@@ -5,6 +5,7 @@ from __future__ import annotations
 from statistics import median_low
 
 from .model import FileEntry, Plan, Report
+from .options import cut_description
 
 
 def plan_document(plan: Plan) -> dict:
@@ -39,6 +40,7 @@ def plan_summary(plan: Plan) -> dict:
         "samples": plan.sample_count,
         "files": plan.file_count,
         "bytes": plan.size,
+        **({"cut": cut_description(plan.options)} if plan.options else {}),
         "smallest_shard": sizes[0] if sizes else 0,
         "median_shard": median_low(sizes) if sizes else 0,
         "largest_shard": sizes[-1] if sizes else 0,

@@ -17,9 +17,15 @@ TREE = {"a/1.jpg": b"x" * 10, "a/1.cls": b"1", "a/2.jpg": b"y" * 10, "b/3.jpg": 
 
 # id -> (arguments after SRC DST, exit code, fragment of the message); {src} {dst} {tmp} filled in
 CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
-    "shard-size-zero": (("--shard-size", "0"), 2, "--shard-size '0' must be more than 0 bytes"),
-    "shard-size-negative": (("--shard-size", "-5MiB"), 2, "--shard-size '-5MiB' is not a size"),
-    "shard-size-unit": (("--shard-size", "12XB"), 2, "--shard-size '12XB' is not a size"),
+    "shard-size-zero": (("--shard-size", "0"), 2, "--shard-size '0' must be at least 1 sample"),
+    "shard-size-negative": (("--shard-size", "-5MiB"), 2,
+                            "--shard-size '-5MiB' is neither a size nor a sample count"),
+    "shard-size-unit": (("--shard-size", "12XB"), 2,
+                        "--shard-size '12XB' is neither a size nor a sample count"),
+    "shard-size-count-too-big": (("--shard-size", "2147483648"), 2,
+                                 "for bytes write 2147483648B or 2GiB"),
+    "shard-size-two-counts": (("--shard-size", "10", "--samples-per-shard", "5"), 2,
+                              "--samples-per-shard 5 is one too"),
     "samples-per-shard-zero": (("--samples-per-shard", "0"), 2,
                                "--samples-per-shard '0' must be a whole number of at least 1"),
     "key-regex": (("--sample-key-pattern", "(["), 2,
@@ -72,6 +78,8 @@ CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
                                 "look like a brace template the shell expanded: quote it, e.g. "
                                 "--shard-template 'shard-{0..3}'"),
     "sort": (("--sort", "random"), 2, "--sort 'random' is not a sort order"),
+    "sort-empty": (("--sort", ""), 2, "--sort '' is not a sort order"),
+    "sort-case": (("--sort", "Alpha"), 2, "(lower case, no spaces: 'alpha')"),
     "sort-seed": (("--sort", "shuffle:abc"), 2, "--sort 'shuffle:abc' is not a sort order"),
     "sort-seed-range": (("--sort", "shuffle:18446744073709551616"), 2,
                         ("--sort 'shuffle:18446744073709551616' has a seed over "

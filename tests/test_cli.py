@@ -368,7 +368,8 @@ def test_go_spelling_keeps_gos_meaning_for_a_pattern_without_group(tmp_path, pat
     from ishard.keys import key_function, sample_key
 
     src = make_tree(tmp_path / "src", {"a/1.jpg": 2, "a/1.xml": 2, "b/x.jpg": 2})
-    done = run_ishard(f"-src_bck={src}", f"-sample_key_pattern={pattern}", "-dry_run=json")
+    done = run_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}",
+                      f"-sample_key_pattern={pattern}", "-dry_run=json")
     assert done.returncode == 0, done.stderr
     keys = {f["name"]: s["key"] for shard in json.loads(done.stdout)["shards"]
             for s in shard["samples"] for f in s["files"]}
@@ -465,7 +466,7 @@ def mixed(tmp_path: Path) -> Path:
 
 def test_dry_run_show_keys_text_is_exact(mixed, tmp_path):
     result = run_ishard(
-        "shard", mixed, "--dry-run=show_keys", "--shard-size", "200",
+        "shard", mixed, "--dry-run=show_keys", "--shard-size", "200B",
         "--sample-exts", ".jpg,.xml", "--missing-extension-action", "exclude",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -483,6 +484,7 @@ def test_dry_run_show_keys_text_is_exact(mixed, tmp_path):
         "    b/3.jpg       300B\n"
         "    b/3.xml       30B\n"
         "would write 2 shards: 3 samples, 6 files, 557B payload\n"
+        "cut by size: 200B per shard\n"
         "shard payload: smallest 227B, median 227B, largest 330B\n"
         f"left out 1: {HIDDEN_REASON} (e.g. '.DS_Store')\n"
         "left out 1: extension not in --sample-exts (--missing-extension-action exclude)"
@@ -497,7 +499,7 @@ def test_dry_run_show_keys_text_is_exact(mixed, tmp_path):
 def test_dry_run_writes_nothing_into_an_existing_non_empty_destination(mixed, tmp_path):
     dst = make_tree(tmp_path / "out", {"old.tar": b"x"})
     before_src, before_dst = snapshot(mixed), snapshot(dst)
-    result = run_ishard("shard", mixed, dst, "--dry-run", "--shard-size", "200")
+    result = run_ishard("shard", mixed, dst, "--dry-run", "--shard-size", "200B")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[:2] == ["shard-000000.tar  227B", "    a/1.jpg       100B"]
@@ -509,7 +511,7 @@ def test_dry_run_writes_nothing_into_an_existing_non_empty_destination(mixed, tm
 
 
 def test_dry_run_json_equals_what_a_real_run_writes(mixed, tmp_path):
-    opts = ["--shard-size", "150", "--samples-per-shard", "2", "--shard-template", "p-{00..99}"]
+    opts = ["--shard-size", "150B", "--samples-per-shard", "2", "--shard-template", "p-{00..99}"]
     plan = run_ishard("shard", mixed, "--dry-run=json", *opts)
     assert plan.returncode == 0, plan.stderr
     assert plan.stderr == ""
@@ -556,7 +558,7 @@ def test_dry_run_json_with_warnings_keeps_stdout_pure_json(src):
 
 def test_json_summary_of_a_real_run(src, tmp_path):
     dst = tmp_path / "out"
-    result = run_ishard("shard", src, dst, "--json", "--shard-size", "400")
+    result = run_ishard("shard", src, dst, "--json", "--shard-size", "400B")
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     summary = json.loads(result.stdout)
@@ -574,7 +576,7 @@ def test_json_summary_of_a_real_run(src, tmp_path):
 
 def test_progress_without_terminal_is_plain_lines_on_stderr(src, tmp_path):
     dst = tmp_path / "out"
-    result = run_ishard("shard", src, dst, "--progress", "--json", "--shard-size", "400")
+    result = run_ishard("shard", src, dst, "--progress", "--json", "--shard-size", "400B")
     assert result.returncode == 0, result.stderr
     json.loads(result.stdout)  # progress does not touch stdout
     lines = result.stderr.splitlines()

@@ -291,6 +291,20 @@ def test_s3_to_local_names_relative_to_bucket_with_raw_listing_prefix(
     assert {n: [m for m, _ in read_members(n, d)] for n, d in shards.items()} == plan_members(local)
 
 
+def test_go_spelling_src_bck_is_bucket_plus_name_prefix(cli, client, s3_bucket, tmp_path):
+    """Go: -src_bck=s3://bucket/prefix lists under the prefix and the member names keep it;
+    -shard_size=3 is three samples per shard."""
+    under = {f"imgs/{k}": v for k, v in TREE.items() if k.startswith("val/")}
+    put(client, s3_bucket, {**under, "imgs-old/train/900.jpg": b"o", "top.jpg": b"t"})
+    dst = tmp_path / "out"
+    result = cli(f"-src_bck=s3://{s3_bucket}/imgs/", f"-dst_bck={dst}", "-shard_size=3")
+    assert_ok(result)
+    assert "cut by count: 3 samples per shard" in result.stdout
+    shards, manifest = local_shards(dst)
+    check_shards(shards, manifest, under)  # every object under imgs/, names as in the bucket
+    assert [e["nsamples"] for e in manifest["shardlist"]] == [3, 1]
+
+
 # ---------------------------------------------------------------- S3 -> S3
 
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ishard.errors import UsageError
-from ishard.sizes import format_size, parse_size
+from ishard.sizes import ShardSize, describe_size, format_size, parse_shard_size, parse_size
 
 KI, MI, GI, TI = 1024, 1024**2, 1024**3, 1024**4
 
@@ -111,3 +111,59 @@ def test_parse_size_integer_times_unit(n, unit, lower):
 )
 def test_format_size(n, expected):
     assert format_size(n) == expected
+
+
+# --- shard sizes: a number without a unit counts samples (Go's -shard_size) ----------------
+
+
+@pytest.mark.parametrize(
+    ("value", "size", "count"),
+    [
+        ("10", None, 10),
+        ("+10", None, 10),  # Go's strconv.ParseInt takes the sign
+        ("010", None, 10),
+        (" 7 ", None, 7),
+        ("2147483647", None, 2_147_483_647),  # the largest int32
+        ("10B", 10, None),
+        ("64MiB", 64 * MI, None),
+        ("1.5GiB", 1_610_612_736, None),
+        (10, 10, None),  # a Python int is bytes, as webdataset's maxsize
+        (3e9, 3_000_000_000, None),  # a whole float too
+    ],
+)
+def test_parse_shard_size(value, size, count):
+    assert parse_shard_size(value) == ShardSize(size=size, count=count)
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("0", "must be at least 1 sample"),
+        ("-1", "must be at least 1 sample"),
+        ("2147483648", "for bytes write 2147483648B or 2GiB"),
+        ("3000000000", "for bytes write 3000000000B or 3GB"),
+        ("12345678901", "for bytes write 12345678901B"),
+        ("abc", "neither a size nor a sample count"),
+        ("1e6", "neither a size nor a sample count"),
+        ("1.5", "fraction of a byte"),
+        (2.5, "whole number of bytes"),
+        (0.0, "whole number of bytes"),
+        (float("inf"), "whole number of bytes"),
+        (True, "True"),
+        (0, "more than 0 bytes"),
+    ],
+)
+def test_parse_shard_size_errors(value, words):
+    with pytest.raises(UsageError) as err:
+        parse_shard_size(value)
+    assert words in str(err.value) and "--shard-size" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [(1, "1B"), (1001, "1001B"), (1024, "1KiB"), (262144, "256KiB"), (300_000, "300KB"),
+     (3 * 10**9, "3GB"), (2 * GI, "2GiB"), (5 * TI, "5TiB"), (10**12, "1TB"),
+     (1_024_000, "1000KiB"), (1000, "1KB"), (MI, "1MiB")],
+)
+def test_describe_size_is_exact(n, text):
+    assert describe_size(n) == text

@@ -7,7 +7,7 @@ from conftest import make_tree, run_ishard
 
 def test_shard_small_tree_reads_back_with_tarfile(tmp_path):
     src = make_tree(tmp_path / "src", {"a/1.jpg": 300, "a/1.xml": 20, "b/2.jpg": 500})
-    result = run_ishard("shard", src, tmp_path / "out", "--shard-size", "100")
+    result = run_ishard("shard", src, tmp_path / "out", "--shard-size", "100B")
     assert result.returncode == 0, result.stderr
     with tarfile.open(tmp_path / "out" / "shard-000000.tar") as tar:
         assert tar.getnames() == ["a/1.jpg", "a/1.xml"]

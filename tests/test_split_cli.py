@@ -372,7 +372,7 @@ def sharded(tmp_path_factory):
         files[f"img{i:03d}.jpg"] = f"jpeg {i}".encode()
         files[f"img{i:03d}.cls"] = str(i % 5).encode()
     src = make_tree(root / "src", files)
-    done = run_ishard("shard", src, root / "out", "--shards-multiple-of", "4", "--shard-size", "60")
+    done = run_ishard("shard", src, root / "out", "--shards-multiple-of", "4", "--shard-size", "60B")
     assert done.returncode == 0, done.stderr
     return root / "out" / "manifest.json"
 
@@ -406,7 +406,7 @@ def test_shards_multiple_of_4_give_2_ranks_x_2_workers_equal_counts(tmp_path):
         files[f"d/s{i:03d}.cls"] = str(i % 7).encode()
     src = make_tree(tmp_path / "src", files)
     done = run_ishard(
-        "shard", src, tmp_path / "out", "--shards-multiple-of", "4", "--shard-size", "300"
+        "shard", src, tmp_path / "out", "--shards-multiple-of", "4", "--shard-size", "300B"
     )
     assert done.returncode == 0, done.stderr
     manifest = tmp_path / "out" / "manifest.json"

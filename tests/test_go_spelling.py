@@ -1,0 +1,198 @@
+"""Go ishard's meanings: a shard size without a unit counts samples (bytes carry a unit), the
+plan and summary say which, both buckets are required in Go's spelling, and ``-sort`` is as
+strict as Go's. Shards are read back with tarfile and webdataset."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import webdataset as wds
+from conftest import VANISH, make_tree, run_ishard
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ishard
+from ishard.errors import UsageError
+from ishard.options import parse_sort
+from ishard.plan import Bounds, Order, cut_indices
+
+# 25 samples of 60 payload bytes each (a 59-byte .jpg and a 1-byte .cls)
+TREE = {**{f"d/s{i:03d}.jpg": 59 for i in range(25)}, **{f"d/s{i:03d}.cls": 1 for i in range(25)}}
+
+
+@pytest.fixture(scope="module")
+def src(tmp_path_factory) -> Path:
+    return make_tree(tmp_path_factory.mktemp("go") / "src", TREE)
+
+
+def samples_per_shard(dst: Path, exts: tuple[str, ...] = ("jpg", "cls")) -> list[int]:
+    """Samples in each shard, as webdataset groups them; tarfile agrees (a member per ext)."""
+    counts = []
+    for shard in sorted(dst.glob("shard-*.tar")):
+        with tarfile.open(shard) as tar:
+            members = tar.getnames()
+        read = list(wds.WebDataset(str(shard), shardshuffle=False, empty_check=False))
+        assert len(members) == len(exts) * len(read), shard.name
+        assert all(set(s) >= set(exts) for s in read), shard.name
+        counts.append(len(read))
+    return counts
+
+
+def one_error(done, *needles: str) -> str:
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ishard: error: "), done.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize(("args", "counts", "line"), [
+    # Go's -shard_size: an int32 is a count (exactly N, without Go's wait for 100 KiB)
+    (["-shard_size=10"], [10, 10, 5], "cut by count: 10 samples per shard"),
+    (["-shard_size=+10"], [10, 10, 5], "cut by count: 10 samples per shard"),
+    # ... and so is a number without a unit in our spelling
+    (["--shard-size", "10"], [10, 10, 5], "cut by count: 10 samples per shard"),
+    # bytes carry a unit: 300 B = 5 samples of 60 B
+    (["--shard-size", "300B"], [5] * 5, "cut by size: 300B per shard"),
+    # Go: a number over int32 is bytes; the older -max_shard_size read every number as bytes
+    (["-shard_size=3000000000"], [25], "cut by size: 3GB per shard"),
+    (["-max_shard_size=300"], [5] * 5, "cut by size: 300B per shard"),
+])
+def test_a_number_without_a_unit_counts_samples(src, tmp_path, args, counts, line):
+    dst = tmp_path / "out"
+    go = not args[0].startswith("--")
+    done = run_ishard(*([f"-src_bck={src}", f"-dst_bck={dst}"] if go else ["shard", src, dst]),
+                      *args)
+    assert done.returncode == 0, done.stderr
+    assert samples_per_shard(dst) == counts
+    assert line in done.stdout.splitlines()
+    assert done.stderr == ""
+    manifest = json.loads((dst / "manifest.json").read_text())["ishard"]["options"]
+    by_count = line.startswith("cut by count")
+    assert (manifest["shard_size"] is None) == by_count  # the manifest records the choice
+    assert manifest["samples_per_shard"] == (int(line.split()[3]) if by_count else None)
+
+
+@settings(max_examples=150, deadline=None)
+@given(sizes=st.lists(st.integers(0, 10**9), min_size=1, max_size=60),
+       count=st.integers(1, 12), dirs=st.integers(1, 4))
+def test_count_alone_cuts_at_exactly_n_samples_whatever_their_bytes(sizes, count, dirs):
+    """No byte bound with a count alone: flat, every shard but the last holds exactly N; with
+    --collapse in tree mode too (remainders move up one sample at a time)."""
+    flat = cut_indices([f"k{i}" for i in range(len(sizes))], sizes, Bounds(None, count),
+                       Order(), collapse=False)
+    assert [len(c) for c in flat[:-1]] == [count] * (len(flat) - 1) and 0 < len(flat[-1]) <= count
+    assert [i for c in flat for i in c] == list(range(len(sizes)))
+    keys = [f"d{i % dirs}/k{i}" for i in range(len(sizes))]
+    tree = cut_indices(keys, sizes, Bounds(None, count), Order(), collapse=True)
+    assert [len(c) for c in tree[:-1]] == [count] * (len(tree) - 1)
+    assert sorted(i for c in tree for i in c) == list(range(len(sizes)))
+
+
+def test_dry_run_json_and_text_say_count_or_size(src):
+    """A count no shard reaches is also said, with the spelling for bytes."""
+    done = run_ishard("shard", src, "--dry-run=json", "--shard-size", "100")
+    doc = json.loads(done.stdout)
+    assert doc["summary"]["cut"] == {"by": "count", "shard_size": None, "samples_per_shard": 100}
+    assert [len(s["samples"]) for s in doc["shards"]] == [25]
+    warning = ("--shard-size 100 counts samples (a number without a unit), and no shard reached "
+               "100 samples — if you meant bytes, write 100B")
+    assert doc["summary"]["warnings"] == [warning]
+    assert done.stderr == f"ishard: warning: {warning}\n"
+    both = run_ishard("shard", src, "--dry-run=summary", "--shard-size", "256KiB",
+                      "--samples-per-shard", "7")
+    assert both.returncode == 0, both.stderr
+    assert ("cut by size or count: 256KiB or 7 samples per shard, whichever comes first"
+            in both.stdout.splitlines())
+
+
+def test_go_spelling_count_below_one_is_refused(src, tmp_path):
+    """Go would take -1 as a count that never binds; a count over int32 in our spelling is
+    refused too (docs/bad-inputs.md, shard-size-count-too-big)."""
+    one_error(run_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'b'}", "-shard_size=-1"),
+              "--shard-size '-1' must be at least 1 sample")
+    assert not (tmp_path / "b").exists()
+
+
+def test_python_api_int_and_float_are_bytes_strings_follow_the_cli(src, tmp_path):
+    def counts(**options) -> list[int]:
+        return [len(s.samples) for s in ishard.plan(src, **options).shards]
+
+    assert counts(shard_size=10) == [1] * 25  # an int is bytes (webdataset's maxsize)
+    assert counts(shard_size=300) == [5] * 5
+    assert counts(shard_size=3e2) == [5] * 5  # a whole float too
+    assert counts(shard_size="300B") == [5] * 5
+    assert counts(shard_size="10") == [10, 10, 5]  # text without a unit counts samples
+    assert counts(shard_size=" +10 ") == [10, 10, 5]
+    for bad, words in [(2.5, "2.5"), (True, "True"), ("0", "'0'"), ("2147483648", "2GiB")]:
+        with pytest.raises(UsageError, match=words):
+            ishard.plan(src, shard_size=bad)
+    with pytest.raises(UsageError, match="--samples-per-shard 5 is one too"):
+        ishard.plan(src, shard_size="10", samples_per_shard=5)
+    with pytest.raises(UsageError, match="leave out the sample count --shard-size '10'"):
+        ishard.plan(src, shard_size="10", num_shards=3)
+    ishard.shard(src, tmp_path / "api", shard_size="10")
+    assert samples_per_shard(tmp_path / "api") == [10, 10, 5]
+
+
+def test_resume_sees_a_change_from_count_to_size(tmp_path):
+    """10 samples of 100 B: a count of 3 and a size of 300B plan the same shards, but the run
+    records which it was, so --resume refuses the other one."""
+    src = make_tree(tmp_path / "src", {f"s{i:02d}.bin": 100 for i in range(10)})
+    dst = tmp_path / "out"
+    common = ["--jobs", "1", "--no-progress"]
+    stopped = subprocess.run([sys.executable, "-c", VANISH, str(src / "s09.bin"), "shard",
+                              str(src), str(dst), "--shard-size", "3", *common],
+                             check=False, capture_output=True, text=True)
+    assert stopped.returncode == 1, stopped.stderr
+    (src / "s09.bin.away").rename(src / "s09.bin")
+    assert len(list(dst.glob("shard-*.tar"))) == 3  # the fourth shard failed
+    other = run_ishard("shard", src, dst, "--shard-size", "300B", "--resume", *common)
+    assert other.returncode == 1 and "the source or the options changed" in other.stderr
+    same = run_ishard("shard", src, dst, "--shard-size", "3", "--resume", *common)
+    assert same.returncode == 0, same.stderr
+    assert "resumed: 3 shards complete" in same.stdout
+    assert samples_per_shard(dst, ("bin",)) == [3, 3, 3, 1]
+
+
+@pytest.mark.parametrize("given", ["-src_bck", "-dst_bck"])
+def test_go_spelling_needs_both_buckets(src, tmp_path, given):
+    """Go: "src_bck and dst_bck are required parameters" — dry runs included; the other one
+    is not taken as the source."""
+    other = "-dst_bck" if given == "-src_bck" else "-src_bck"
+    done = run_ishard(f"{given}={src}", "-dry_run")
+    one_error(done, f"{given} needs {other} too", f"add {other}=")
+    assert done.stdout == ""
+
+
+@pytest.mark.parametrize(("sort", "order"), [
+    ("alpha", Order("alpha")), ("alpha:inc", Order("alpha")),
+    ("alphanumeric:dec", Order("alpha", descending=True)), ("shuffle", Order("shuffle")),
+    ("shuffle:+7", Order("shuffle", seed=7)),  # Go's ParseInt takes the '+'
+    ("shuffle:9223372036854775807", Order("shuffle", seed=(1 << 63) - 1)),
+    # refused, as by Go's -sort
+    ("", None), ("Alpha", None), ("alpha:INC", None), (" alpha", None), ("alpha:", None),
+    ("SHUFFLE", None), ("shuffle:", None), ("shuffle:9223372036854775808", None),
+    ("shuffle:1e3", None),
+    # refused, though Go accepts them (see docs/differences.md)
+    ("shuffle:-1", None), ("alpha:inc:x", None),
+])
+def test_sort_is_as_strict_as_gos(sort, order):
+    if order is not None:
+        assert parse_sort(sort) == order
+        return
+    with pytest.raises(UsageError, match="--sort"):
+        parse_sort(sort)
+
+
+def test_go_spelling_sort_error_exits_2(src, tmp_path):
+    """(Our spelling's `--sort ''` and `--sort Alpha`: docs/bad-inputs.md.)"""
+    one_error(run_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", "-sort="),
+              "--sort '' is not a sort order")
+    assert not (tmp_path / "out").exists()
