@@ -14,12 +14,12 @@ from .formats.compress import gzip_library
 from .listing import quoted, shown
 from .model import Plan
 from .runstate import EXECUTION_ONLY
-from .sizes import format_size
+from .sizes import describe_size, format_size
 from .table import FileTable, ShardList
 
 SEGMENTS = 256  # the listing is recorded as at most this many runs of names: run.json stays small
 EXAMPLES = 3  # names shown per kind of change
-SIZE_OPTIONS = frozenset({"shard_size"})
+CUT_OPTIONS = frozenset({"shard_size", "samples_per_shard"})  # shown together, as --shard-size
 
 
 def shaping_options(options: dict) -> dict:
@@ -82,21 +82,18 @@ def _value(key: str, value: object) -> str:
         return "unset"
     if isinstance(value, bool):
         return "on" if value else "off"
-    if key in SIZE_OPTIONS and isinstance(value, int):
-        return _size(value)
     if isinstance(value, (list, tuple)):
         return ",".join(map(str, value)) or "none"
     text = shown(str(value))
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _size(n: int) -> str:
-    """``256KiB``, ``64KB``: the largest unit that divides ``n`` (as one would type it)."""
-    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10),
-                        ("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
-        if n >= scale and n % scale == 0:
-            return f"{n // scale}{unit}"
-    return f"{n}B"
+def _cut(options: dict) -> str:
+    """How shards were cut, as one would type it: ``300B``, ``3 samples``, ``300B or 3 samples``."""
+    size, count = options.get("shard_size"), options.get("samples_per_shard")
+    parts = [describe_size(size) if isinstance(size, int) else None,
+             f"{count} samples" if count is not None else None]
+    return " or ".join(p for p in parts if p) or "unset"
 
 
 def _option_changes(earlier: dict, now: dict) -> list[str]:
@@ -105,7 +102,10 @@ def _option_changes(earlier: dict, now: dict) -> list[str]:
         return []
     keys = [*new, *(k for k in old if k not in new)]
     changes = [f"{_flag(k)} {_value(k, old.get(k))} → {_value(k, new.get(k))}"
-               for k in keys if k not in EXECUTION_ONLY and old.get(k) != new.get(k)]
+               for k in keys if k not in EXECUTION_ONLY and k not in CUT_OPTIONS
+               and old.get(k) != new.get(k)]
+    if _cut(old) != _cut(new):  # one change as typed: --shard-size 3 → 300B
+        changes.insert(0, f"--shard-size {_cut(old)} → {_cut(new)}")
     if old.get("sort") == new.get("sort") and earlier.get("seed") != now["seed"]:
         changes.append(f"shuffle seed {earlier.get('seed')} → {now['seed']}")
     for key, what in (("source", "source"), ("ishard", "ishard version"),
