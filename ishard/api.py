@@ -314,7 +314,7 @@ def _checked(given: dict[str, object]) -> Options:
         raise UsageError(keyword_spelling(str(err))) from None
 
 
-_FLAG = re.compile(r"--([a-z][a-z-]*[a-z])( (?=['\"]|-?[0-9]))?")
+_FLAG = re.compile(r"(?<![^\s(])--([a-z][a-z-]*[a-z])( (?=['\"]|-?[0-9]))?")
 
 
 def keyword_spelling(message: str) -> str:

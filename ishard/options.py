@@ -276,25 +276,28 @@ def _typed(name: str, value: Any) -> Any:
     """``value`` if it has a type option ``name`` takes (a path as its text, an EKM dict as
     its JSON), else a ``UsageError`` naming the keyword and what it takes."""
     kinds, want = option_kind(name) or ((object,), "")
-    shown = repr(value)
-    shown = shown if len(shown) <= 80 else shown[:76] + " ..."
-    wrong = UsageError(f"{name} must be {want}, not {shown}")
+
+    def wrong() -> UsageError:
+        shown = repr(value)
+        shown = shown if len(shown) <= 80 else shown[:76] + " ..."
+        return UsageError(f"{name} must be {want}, not {shown}")
+
     if value is None:
         return value
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-        raise wrong
+        raise wrong()
     if isinstance(value, (list, tuple)) and not all(isinstance(item, str) for item in value):
-        raise wrong  # sample_exts or storage_options: strings only
+        raise wrong()  # sample_exts or storage_options: strings only
     if isinstance(value, os.PathLike):
         text = os.fspath(value)
         if not isinstance(text, str):
-            raise wrong
+            raise wrong()
         return text
     if name == "ekm" and isinstance(value, Mapping):
         try:
             return json.dumps(dict(value))
         except (TypeError, ValueError):
-            raise wrong from None
+            raise wrong() from None
     return value
 
 
