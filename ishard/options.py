@@ -171,7 +171,8 @@ def make_options(**kwargs) -> Options:
     """Check keyword options and return them normalised.
 
     Raises:
-        UsageError: an unknown option or a bad value, named with how to fix it.
+        UsageError: an unknown option, a value of the wrong type (named by its keyword: such
+            a value comes only from Python) or a bad value, named with how to fix it.
     """
     known = Options.__dataclass_fields__
     for name in kwargs:
