@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import functools
+import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from os import PathLike
 from pathlib import Path
 
 from .destination import check_destination
-from .errors import DataError, IshardError, WriteError
+from .errors import DataError, IshardError, UsageError, WriteError
 from .executors import write_with_dask
 from .formats import check_names
 from .inventory import list_inventory
@@ -39,45 +41,215 @@ LISTING_REPORT_EVERY = 1000
 CLEANUP_ATTEMPTS = 12  # aborting uploads after a failure: about 40 s of patience
 
 
-def plan(src: str | Path, *, progress: Progress = SILENT, **options) -> Plan:
+# shard() takes every option; plan() all but these, which only say how shards are written.
+SHARD_ONLY = ("jobs", "overwrite", "resume", "part_size", "read_buffer", "retries", "checksum",
+              "executor", "scheduler")
+DEFAULTS = Options()  # the defaults of plan() and shard(): Options' own, one place to change them
+
+
+def plan(
+    src: str | PathLike[str],
+    *,
+    prefix: str = DEFAULTS.prefix,
+    shard_size: float | str = DEFAULTS.shard_size,  # an int is a float to type checkers
+    samples_per_shard: int | None = DEFAULTS.samples_per_shard,
+    sample_key_pattern: str = DEFAULTS.sample_key_pattern,
+    sample_exts: str | Sequence[str] = DEFAULTS.sample_exts,
+    missing_extension_action: str = DEFAULTS.missing_extension_action,
+    collapse: bool = DEFAULTS.collapse,
+    ekm: str | PathLike[str] | Mapping[str, str | Sequence[str]] | None = DEFAULTS.ekm,
+    ext: str = DEFAULTS.ext,
+    shard_template: str = DEFAULTS.shard_template,
+    sort: str | None = DEFAULTS.sort,
+    include_hidden: bool = DEFAULTS.include_hidden,
+    follow_symlinks: bool = DEFAULTS.follow_symlinks,
+    compress_level: int | None = DEFAULTS.compress_level,
+    zip_compression: str = DEFAULTS.zip_compression,
+    src_list: str | PathLike[str] | None = DEFAULTS.src_list,
+    endpoint_url: str | None = DEFAULTS.endpoint_url,
+    storage_options: Mapping[str, object] | Sequence[str] = DEFAULTS.storage_options,
+    gzip_library: str = DEFAULTS.gzip_library,
+    num_shards: int | None = DEFAULTS.num_shards,
+    shards_multiple_of: int | None = DEFAULTS.shards_multiple_of,
+    member_names: str = DEFAULTS.member_names,
+    index: str = DEFAULTS.index,
+    progress: Progress | None = None,
+) -> Plan:
     """Plan the shards of ``src`` without writing anything (what ``--dry-run`` prints).
+
+    Every option is keyword-only and means what the command-line option of the same name
+    (dashes for underscores) means; its default is in the signature.
 
     Args:
         src: the dataset: a directory, or a URL such as ``s3://bucket/prefix``.
-        progress: hooks told about listing progress.
-        **options: the same names as the command-line options (``shard_size="512MiB"``,
-            ``sample_key_pattern``, ``sample_exts``, ``ext``, ``shard_template``, ``sort`` …).
-            A ``shard_size`` string reads as on the command line (``"10"``: 10 samples per
-            shard); an ``int`` or a whole ``float`` is bytes.
+        prefix: only files whose name relative to ``src`` starts with this text.
+        shard_size: where shards are cut: bytes as an int (or a whole float, ``3e9``), or a
+            string read as on the command line: ``"512MiB"``, ``"100KB"`` are sizes, ``"10"``
+            is 10 samples per shard.
+        samples_per_shard: also cut a shard at this many samples.
+        sample_key_pattern: how file names become sample keys: ``"base_file_name"``,
+            ``"full_name"``, ``"collapse_all_dir"`` or a regex whose group 1 is the key.
+        sample_exts: the extensions every sample should have: ``[".jpg", ".xml"]`` (or
+            ``".jpg,.xml"``).
+        missing_extension_action: a sample without one of ``sample_exts``: ``"ignore"``,
+            ``"warn"``, ``"abort"`` or ``"exclude"``.
+        collapse: let a directory's remainder move up into its parent's shards.
+        ekm: an external key map routing samples to shard-name formats: a dict such as
+            ``{"fish-%d.tar": ["^n01440764/"]}``, its JSON text, or the path of a JSON file.
+        ext: ``".tar"``, ``".tgz"``, ``".tar.gz"``, ``".zip"`` or ``".tar.lz4"``.
+        shard_template: shard names: ``"shard-%06d"``, ``"shard-{0000..9999}"`` or
+            ``"shard-@0999"``.
+        sort: ``"alpha:inc"``, ``"alpha:dec"``, ``"shuffle"`` or ``"shuffle:SEED"``; None keeps
+            the listing order.
+        include_hidden: keep files and directories whose name starts with ``"."``.
+        follow_symlinks: list what symbolic links point to (inside ``src`` only).
+        compress_level: gzip 0-9 (None: 6), lz4 0-9 (None: 0), zip with ``"deflated"``.
+        zip_compression: ``"stored"`` or ``"deflated"``.
+        src_list: take the listing from an inventory file (CSV with a header, JSON Lines, or an
+            S3 Inventory ``manifest.json``), a path or a URL.
+        endpoint_url: an S3-compatible endpoint, e.g. ``"http://127.0.0.1:8333"``.
+        storage_options: passed to the filesystem: a dict, or ``"KEY=VALUE"`` strings
+            (``"a.b=c"`` nests).
+        gzip_library: the gzip compressor for ``.tgz``: ``"auto"`` (the fastest installed),
+            ``"isal"``, ``"zlib-ng"`` or ``"zlib"``.
+        num_shards: exactly this many shards, their sample counts differing by at most one.
+        shards_multiple_of: round the shard count up to a multiple of this.
+        member_names: ``"original"`` (paths as listed) or ``"sample"`` (``<key>.<ext>``, one
+            WebDataset sample per ishard sample).
+        index: ``"none"``, or ``"dali"``: a DALI index beside each ``.tar`` shard.
+        progress: hooks told about listing progress (a :class:`ishard.progress.Progress`);
+            None: silent.
 
     Raises:
-        UsageError: a bad option value (before anything is listed).
+        UsageError: an option of the wrong type or value (the message names the keyword),
+            before anything is listed.
         IshardError: the source cannot be listed or the data breaks an option's rule.
     """
-    opts = make_options(**options)
+    opts = _checked(locals())
+    return plan_with(src, opts, SILENT if progress is None else progress)
+
+
+def plan_with(src: str | PathLike[str], opts: Options, progress: Progress = SILENT) -> Plan:
+    """:func:`plan` under options already checked by :func:`make_options` (the command's
+    way in: its messages name flags, not keywords)."""
     return make_plan(_location(str(src), opts, "source"), opts, progress)
 
 
-def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **options) -> Report:
+def shard(
+    src: str | PathLike[str],
+    dst: str | PathLike[str],
+    *,
+    prefix: str = DEFAULTS.prefix,
+    shard_size: float | str = DEFAULTS.shard_size,  # an int is a float to type checkers
+    samples_per_shard: int | None = DEFAULTS.samples_per_shard,
+    sample_key_pattern: str = DEFAULTS.sample_key_pattern,
+    sample_exts: str | Sequence[str] = DEFAULTS.sample_exts,
+    missing_extension_action: str = DEFAULTS.missing_extension_action,
+    collapse: bool = DEFAULTS.collapse,
+    ekm: str | PathLike[str] | Mapping[str, str | Sequence[str]] | None = DEFAULTS.ekm,
+    ext: str = DEFAULTS.ext,
+    shard_template: str = DEFAULTS.shard_template,
+    sort: str | None = DEFAULTS.sort,
+    include_hidden: bool = DEFAULTS.include_hidden,
+    follow_symlinks: bool = DEFAULTS.follow_symlinks,
+    jobs: int = DEFAULTS.jobs,
+    overwrite: bool = DEFAULTS.overwrite,
+    resume: bool = DEFAULTS.resume,
+    compress_level: int | None = DEFAULTS.compress_level,
+    zip_compression: str = DEFAULTS.zip_compression,
+    src_list: str | PathLike[str] | None = DEFAULTS.src_list,
+    endpoint_url: str | None = DEFAULTS.endpoint_url,
+    storage_options: Mapping[str, object] | Sequence[str] = DEFAULTS.storage_options,
+    part_size: int | str = DEFAULTS.part_size,
+    read_buffer: int | str = DEFAULTS.read_buffer,
+    retries: int = DEFAULTS.retries,
+    checksum: str = DEFAULTS.checksum,
+    executor: str = DEFAULTS.executor,
+    gzip_library: str = DEFAULTS.gzip_library,
+    scheduler: str | None = DEFAULTS.scheduler,
+    num_shards: int | None = DEFAULTS.num_shards,
+    shards_multiple_of: int | None = DEFAULTS.shards_multiple_of,
+    member_names: str = DEFAULTS.member_names,
+    index: str = DEFAULTS.index,
+    progress: Progress | None = None,
+) -> Report:
     """Shard ``src`` into ``dst`` and write ``dst/manifest.json`` last.
+
+    Every option is keyword-only and means what the command-line option of the same name
+    (dashes for underscores) means; its default is in the signature.
 
     Args:
         src: the dataset: a directory or a store URL (``s3://``, ``gs://``, ``ais://`` …).
         dst: where shards go, a directory (created if missing) or a store URL; it must be empty
             unless ``overwrite=True``.
-        progress: hooks told about listing and writing progress.
-        **options: as for :func:`plan`, plus ``jobs``, ``overwrite`` and the storage options.
+        prefix: only files whose name relative to ``src`` starts with this text.
+        shard_size: where shards are cut: bytes as an int (or a whole float, ``3e9``), or a
+            string read as on the command line: ``"512MiB"``, ``"100KB"`` are sizes, ``"10"``
+            is 10 samples per shard.
+        samples_per_shard: also cut a shard at this many samples.
+        sample_key_pattern: how file names become sample keys: ``"base_file_name"``,
+            ``"full_name"``, ``"collapse_all_dir"`` or a regex whose group 1 is the key.
+        sample_exts: the extensions every sample should have: ``[".jpg", ".xml"]`` (or
+            ``".jpg,.xml"``).
+        missing_extension_action: a sample without one of ``sample_exts``: ``"ignore"``,
+            ``"warn"``, ``"abort"`` or ``"exclude"``.
+        collapse: let a directory's remainder move up into its parent's shards.
+        ekm: an external key map routing samples to shard-name formats: a dict such as
+            ``{"fish-%d.tar": ["^n01440764/"]}``, its JSON text, or the path of a JSON file.
+        ext: ``".tar"``, ``".tgz"``, ``".tar.gz"``, ``".zip"`` or ``".tar.lz4"``.
+        shard_template: shard names: ``"shard-%06d"``, ``"shard-{0000..9999}"`` or
+            ``"shard-@0999"``.
+        sort: ``"alpha:inc"``, ``"alpha:dec"``, ``"shuffle"`` or ``"shuffle:SEED"``; None keeps
+            the listing order.
+        include_hidden: keep files and directories whose name starts with ``"."``.
+        follow_symlinks: list what symbolic links point to (inside ``src`` only).
+        compress_level: gzip 0-9 (None: 6), lz4 0-9 (None: 0), zip with ``"deflated"``.
+        zip_compression: ``"stored"`` or ``"deflated"``.
+        src_list: take the listing from an inventory file (CSV with a header, JSON Lines, or an
+            S3 Inventory ``manifest.json``), a path or a URL.
+        endpoint_url: an S3-compatible endpoint, e.g. ``"http://127.0.0.1:8333"``.
+        storage_options: passed to the filesystem: a dict, or ``"KEY=VALUE"`` strings
+            (``"a.b=c"`` nests).
+        gzip_library: the gzip compressor for ``.tgz``: ``"auto"`` (the fastest installed),
+            ``"isal"``, ``"zlib-ng"`` or ``"zlib"``.
+        num_shards: exactly this many shards, their sample counts differing by at most one.
+        shards_multiple_of: round the shard count up to a multiple of this.
+        member_names: ``"original"`` (paths as listed) or ``"sample"`` (``<key>.<ext>``, one
+            WebDataset sample per ishard sample).
+        index: ``"none"``, or ``"dali"``: a DALI index beside each ``.tar`` shard.
+        jobs: shards written at once; 0: the CPUs (at most 8), or 8 with a store.
+        overwrite: allow a non-empty ``dst``; same-named files are replaced.
+        resume: finish an interrupted run into ``dst``: keep its complete shards (checked),
+            write the rest.
+        part_size: the multipart upload part size for store destinations (at least 5MiB).
+        read_buffer: bytes fetched ahead from a store, across all writers.
+        retries: tries per store request before giving up.
+        checksum: ``"md5"`` of every shard for the manifest, or ``"none"``.
+        executor: ``"local"``, or ``"dask"``: shards are Dask tasks.
+        scheduler: with ``executor="dask"``, a running scheduler's ``"tcp://HOST:PORT"``
+            (None: a local cluster of ``jobs`` processes).
+        progress: hooks told about listing and writing progress (a
+            :class:`ishard.progress.Progress`); None: silent.
 
     Returns:
         The plan, the written shards (name, size, md5), retries and the manifest location.
 
     Raises:
-        UsageError: a bad option value or destination (before anything is listed).
+        UsageError: an option of the wrong type or value (the message names the keyword), or
+            a bad destination, before anything is listed.
         IshardError: a failure while listing or writing; complete shards stay, partial ones
             never appear under their final names.
     """
-    opts = make_options(**options)
-    drawn = _drawn_seed(options.get("sort"), opts)  # an unseeded shuffle's seed, drawn now
+    opts = _checked(locals())
+    return shard_with(src, dst, opts, progress=SILENT if progress is None else progress,
+                      sort=sort)
+
+
+def shard_with(src: str | PathLike[str], dst: str | PathLike[str], opts: Options, *,
+               progress: Progress = SILENT, sort: str | None = None) -> Report:
+    """:func:`shard` under options already checked by :func:`make_options` (the command's way
+    in); ``sort``: the order as given, which tells whether a shuffle's seed was drawn."""
+    drawn = _drawn_seed(sort, opts)  # an unseeded shuffle's seed, drawn now
     started = time.monotonic()
     source = _location(str(src), opts, "source")
     dest = _location(str(dst), opts, "destination")
@@ -133,6 +305,32 @@ def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **op
                 _remove_if_empty(Path(dest.root))
     return Report(the_plan, str(dst), tuple(results), time.monotonic() - started, manifest,
                   retrier.retries, kept=len(done), removed=removed)
+
+
+def _checked(given: dict[str, object]) -> Options:
+    """The options among a call's arguments, checked; a bad one's message names its keyword
+    (``shard_size='1.5'``) where the command line's names its flag (``--shard-size '1.5'``)."""
+    options = {k: v for k, v in given.items() if k not in ("src", "dst", "progress")}
+    try:
+        return make_options(**options)
+    except UsageError as err:
+        raise UsageError(keyword_spelling(str(err))) from None
+
+
+_FLAG = re.compile(r"(?<![^\s(])--([a-z][a-z-]*[a-z])( (?=['\"]|-?[0-9]))?")
+
+
+def keyword_spelling(message: str) -> str:
+    """``message`` with each option's flag (``--shard-size '0'``) spelt as its Python keyword
+    (``shard_size='0'``); other words are kept."""
+    def keyword(match: re.Match) -> str:
+        name = match.group(1).replace("-", "_")
+        name = "storage_options" if name == "storage_option" else name
+        if name not in Options.__dataclass_fields__:
+            return match.group(0)
+        return name + ("=" if match.group(2) else "")
+
+    return _FLAG.sub(keyword, message)
 
 
 def _remove_replaced(dest: Location, old: list[str], the_plan: Plan, opts: Options,

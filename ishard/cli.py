@@ -15,6 +15,7 @@ from . import __version__, api, archive, verify
 from .errors import Interrupted, IshardError, UsageError
 from .keys import go_pattern
 from .listing import printable, shown
+from .options import make_options
 from .render import (
     error_line,
     make_progress,
@@ -218,8 +219,9 @@ def shard_command(src, dst, dry_run, progress, as_json, debug, **options) -> Non
         )
     if dry_run is None and dst is None:
         raise click.UsageError("missing DST — say where the shards go: ishard shard SRC DST")
+    opts = make_options(**options)  # every option checked, a dry run's too
     if dry_run is not None:
-        the_plan = api.plan(src, **{k: v for k, v in options.items() if k not in ("jobs", "overwrite", "resume", "executor", "scheduler")})
+        the_plan = api.plan_with(src, opts)
         warnings_text(list(the_plan.warnings))
         if dry_run == "json":
             _emit_json(plan_document(the_plan))
@@ -232,7 +234,7 @@ def shard_command(src, dst, dry_run, progress, as_json, debug, **options) -> Non
         return
     bar = make_progress(progress)
     try:
-        report = api.shard(src, dst, progress=bar, **options)
+        report = api.shard_with(src, dst, opts, progress=bar, sort=options["sort"])
     finally:
         bar.close()
     warnings_text(list(report.plan.warnings))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
+from typing import Any
 
 from .ekm import Ekm, parse_ekm
 from .errors import UsageError
@@ -209,14 +211,15 @@ def make_options(**kwargs) -> Options:
     """Check keyword options and return them normalised.
 
     Raises:
-        UsageError: an unknown option or a bad value, named with how to fix it.
+        UsageError: an unknown option, a value of the wrong type (named by its keyword: such
+            a value comes only from Python) or a bad value, named with how to fix it.
     """
     known = Options.__dataclass_fields__
     for name in kwargs:
         if name not in known:
             raise UsageError(f"unknown option {name!r} — known options: {', '.join(known)}")
     values = {k: v for k, v in kwargs.items() if v is not None or k == "samples_per_shard"}
-    opts = Options(**values)
+    opts = Options(**{k: _typed(k, v) for k, v in values.items()})
     target = _shard_target(opts.shard_size, opts.samples_per_shard)
     pattern = ALIASES.get(opts.sample_key_pattern, opts.sample_key_pattern)
     check_pattern(opts.sample_key_pattern)  # a typo or a bad regex fails here, before listing
@@ -275,6 +278,68 @@ def make_options(**kwargs) -> Options:
     )
     checked.__dict__["parsed_ekm"] = ekm  # the cached_property's slot: parsed once per run
     return checked
+
+
+_TEXT = (str,)
+# What each option takes from Python (the CLI's values always fit), and how to say so: by its
+# annotation in Options, or as listed here. A bool is no int, and a string no bool:
+# collapse="false" is refused, not taken as True.
+_BY_ANNOTATION: dict[str, tuple[tuple[type, ...], str]] = {
+    "bool": ((bool,), "True or False"),
+    "str": (_TEXT, "a string"),
+    "str | None": (_TEXT, "a string or None"),
+    "int": ((int,), "a whole number (an int)"),
+    "int | None": ((int,), "a whole number (an int) or None"),
+}
+_KINDS: dict[str, tuple[tuple[type, ...], str]] = {
+    "shard_size": ((int, float, str), ("bytes as an int (or a whole float such as 3e9), or a "
+                                       "string as on the command line: '512MiB', '10' samples")),
+    "part_size": ((int, str), "an int or a string such as '16MiB'"),
+    "read_buffer": ((int, str), "an int or a string such as '256MiB'"),
+    "sample_exts": ((str, list, tuple), ("a list of extensions such as ['.jpg', '.xml'] "
+                                         "(or one string '.jpg,.xml')")),
+    "ekm": ((str, os.PathLike, Mapping), ("a dict such as {'fish-%d.tar': ['^n01440764/']}, "
+                                          "its JSON text, or the path of a JSON file")),
+    "src_list": ((str, os.PathLike), "a path, a URL or None"),
+    "storage_options": ((Mapping, list, tuple, str), "a dict, or a list of 'KEY=VALUE' strings"),
+}
+
+
+def option_kind(name: str) -> tuple[tuple[type, ...], str] | None:
+    """The types option ``name`` takes from Python and their description; None if unknown."""
+    field = Options.__dataclass_fields__.get(name)
+    if field is None:
+        return None
+    return _KINDS.get(name) or _BY_ANNOTATION.get(str(field.type))
+
+
+def _typed(name: str, value: Any) -> Any:
+    """``value`` if it has a type option ``name`` takes (a path as its text, an EKM dict as
+    its JSON), else a ``UsageError`` naming the keyword and what it takes."""
+    kinds, want = option_kind(name) or ((object,), "")
+
+    def wrong() -> UsageError:
+        shown = repr(value)
+        shown = shown if len(shown) <= 80 else shown[:76] + " ..."
+        return UsageError(f"{name} must be {want}, not {shown}")
+
+    if value is None:
+        return value
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise wrong()
+    if isinstance(value, (list, tuple)) and not all(isinstance(item, str) for item in value):
+        raise wrong()  # sample_exts or storage_options: strings only
+    if isinstance(value, os.PathLike):
+        text = os.fspath(value)
+        if not isinstance(text, str):
+            raise wrong()
+        return text
+    if name == "ekm" and isinstance(value, Mapping):
+        try:
+            return json.dumps(dict(value))
+        except (TypeError, ValueError):
+            raise wrong() from None
+    return value
 
 
 def _check_template_ext(template: NameTemplate, ext: str) -> None:

@@ -627,7 +627,7 @@ def test_every_gzip_library_writes_gzip_that_gnu_tar_and_tarfile_read(library, l
     outs = []
     for run in ("one", "two"):
         ishard.shard(src, tmp_path / run, ext=".tgz", shard_size="4KiB", jobs=2,
-                     compress_level=level)
+                     compress_level=None if level is None else int(level))
         outs.append({p.name: p.read_bytes() for p in shard_files(tmp_path / run)})
     assert outs[0] == outs[1]
     extracted = tmp_path / "x"

@@ -133,9 +133,9 @@ def test_python_api_int_and_float_are_bytes_strings_follow_the_cli(src, tmp_path
     for bad, words in [(2.5, "2.5"), (True, "True"), ("0", "'0'"), ("2147483648", "2GiB")]:
         with pytest.raises(UsageError, match=words):
             ishard.plan(src, shard_size=bad)
-    with pytest.raises(UsageError, match="--samples-per-shard 5 is one too"):
+    with pytest.raises(UsageError, match="samples_per_shard=5 is one too"):
         ishard.plan(src, shard_size="10", samples_per_shard=5)
-    with pytest.raises(UsageError, match="leave out the sample count --shard-size '10'"):
+    with pytest.raises(UsageError, match="leave out the sample count shard_size=.10."):
         ishard.plan(src, shard_size="10", num_shards=3)
     ishard.shard(src, tmp_path / "api", shard_size="10")
     assert samples_per_shard(tmp_path / "api") == [10, 10, 5]

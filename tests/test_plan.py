@@ -382,8 +382,8 @@ def test_make_options_defaults():
 
 
 def test_make_options_normalises():
-    opts = make_options(shard_size="4KB", samples_per_shard="3", sample_exts=".jpg,.xml",
-                        sample_key_pattern="base_filename", compress_level="5")
+    opts = make_options(shard_size="4KB", samples_per_shard=3, sample_exts=".jpg,.xml",
+                        sample_key_pattern="base_filename", compress_level=5)
     assert opts.bounds == Bounds(4000, 3)
     assert opts.sample_exts == (".jpg", ".xml")
     assert opts.sample_key_pattern == "base_file_name"
@@ -436,7 +436,7 @@ def test_supported_exts(ext):
     assert make_options(ext=ext).ext == ext
 
 
-@pytest.mark.parametrize("level", [0, 9, "0", "9"])
+@pytest.mark.parametrize("level", [0, 9])
 def test_compress_level_range(level):
     assert make_options(compress_level=level).compress_level == int(level)
 

@@ -691,7 +691,7 @@ def test_server_killed_mid_run_leaves_no_partial_shard_or_upload(
     files = {f"{i:03d}.bin": blob(f"f{i}", MiB) for i in range(48)}
     src = make_tree(tmp_path / "src", files)
     options = {"shard_size": "12MiB", "part_size": "5MiB", "jobs": 1, "retries": 2}
-    planned = plan_members(ishard.plan(src, **options))
+    planned = plan_members(ishard.plan(src, shard_size=options["shard_size"]))
     assert len(planned) == 4 and all(len(m) == 12 for m in planned.values())
 
     progress = KillServer(s3_server, when)

@@ -1,0 +1,209 @@
+"""The Python API: typed keyword-only options that help() shows; wrong types and values refused
+with a UsageError naming the keyword; ekm= as a dict, JSON text or a path."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import pydoc
+import re
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+import ishard
+from ishard.api import SHARD_ONLY
+from ishard.options import Options
+
+FIELDS = [f.name for f in dataclasses.fields(Options)]
+NOT_OPTIONS = ("src", "dst", "progress")
+
+
+def options_of(function) -> dict[str, inspect.Parameter]:
+    return {n: p for n, p in inspect.signature(function).parameters.items()
+            if n not in NOT_OPTIONS}
+
+
+@pytest.mark.parametrize(("function", "expected"), [
+    (ishard.shard, set(FIELDS)),
+    (ishard.plan, set(FIELDS) - set(SHARD_ONLY)),
+])
+def test_signature_lists_the_options(function, expected):
+    params = options_of(function)
+    assert set(params) == expected, (
+        f"{function.__name__}() lacks {sorted(expected - set(params))}, "
+        f"has extra {sorted(set(params) - expected)}"
+    )
+    defaults = Options()
+    for name, param in params.items():
+        assert param.kind is inspect.Parameter.KEYWORD_ONLY, name
+        assert param.annotation is not inspect.Parameter.empty, name
+        assert param.default == getattr(defaults, name), name
+    assert not any(p.kind is inspect.Parameter.VAR_KEYWORD
+                   for p in inspect.signature(function).parameters.values())
+
+
+@pytest.mark.parametrize("function", [ishard.shard, ishard.plan])
+def test_help_shows_every_option(function):
+    text = pydoc.render_doc(function, renderer=pydoc.plaintext)  # what help() prints
+    signature, doc = text.split(f"\n{function.__name__}(", 1)[1].split("\n", 1)
+    assert "**options" not in text
+    for name, param in options_of(function).items():
+        assert f"{name}: " in signature and f"= {param.default!r}" in signature, name
+        assert f"\n        {name}: " in doc, f"{name} is not described under Args"
+    assert "collapse: 'bool' = False" in signature
+    assert "shard_template: 'str' = 'shard-%06d'" in signature
+
+
+@pytest.fixture
+def tree(tmp_path):
+    src = tmp_path / "src"
+    for group in ("fish", "bird"):
+        for i in range(3):
+            (src / group).mkdir(parents=True, exist_ok=True)
+            (src / group / f"{group}{i}.jpg").write_bytes(bytes([i]) * 100)
+            (src / group / f"{group}{i}.cls").write_text(group)
+    return src
+
+
+# (keyword, value, words the message must hold besides the keyword)
+WRONG = [
+    ("collapse", "false", "must be True or False, not 'false'"),
+    ("collapse", 1, "True or False"),
+    ("include_hidden", "yes", "True or False"),
+    ("follow_symlinks", "no", "True or False"),
+    ("samples_per_shard", "3", "an int"),
+    ("samples_per_shard", True, "an int"),
+    ("num_shards", 2.0, "an int"),
+    ("shards_multiple_of", 0, "at least 1"),
+    ("compress_level", "5", "an int"),
+    ("compress_level", 12, "0 to 9"),
+    ("shard_size", 1.5, "whole number of bytes"),
+    ("shard_size", False, "bytes as an int"),
+    ("shard_size", "1.5", "fraction of a byte"),
+    ("shard_size", "12XB", "neither a size nor a sample count"),
+    ("sample_key_pattern", 3, "a string"),
+    ("sample_key_pattern", "basename", "did you mean base_file_name"),
+    ("sample_exts", 5, "a list of extensions"),
+    ("sample_exts", [".jpg", 5], "a list of extensions"),
+    ("sample_exts", ".jpg,xml", "must start with a dot"),
+    ("missing_extension_action", "skip", "not an action"),
+    ("ekm", 5, "a dict"),
+    ("ekm", {"fish-%d.tar": [1]}, "list of regex strings"),
+    ("ekm", {"fish.tar": ["^fish/"]}, "no number range"),
+    ("ekm", {"fish-%d.tar": {"^fish/"}}, "a dict"),  # a set is no JSON
+    ("ekm", "no-such-map.json", "nor an existing file"),
+    ("ext", ".rar", "not supported"),
+    ("ext", [".tar"], "a string"),
+    ("shard_template", "shard-%x", "template"),
+    ("sort", "random", "not a sort order"),
+    ("sort", 7, "a string or None"),
+    ("prefix", b"fish/", "a string"),
+    ("zip_compression", "lzma", "stored or deflated"),
+    ("src_list", 3, "a path"),
+    ("endpoint_url", 8333, "a string"),
+    ("storage_options", 5, "a dict"),
+    ("storage_options", ["anon"], "KEY=VALUE"),
+    ("gzip_library", "zstd", "must be one of"),
+    ("member_names", "samples", "original or sample"),
+    ("index", "lmdb", "none or dali"),
+]
+
+
+@pytest.mark.parametrize(("keyword", "value", "words"), WRONG,
+                         ids=[f"{k}={v!r}" for k, v, _ in WRONG])
+def test_plan_refuses_wrong_values_naming_the_keyword(tmp_path, keyword, value, words):
+    missing = tmp_path / "not-listed"  # a bad option is refused before anything is listed
+    with pytest.raises(ishard.UsageError) as err:
+        ishard.plan(missing, **{keyword: value})
+    message = str(err.value)
+    assert re.search(rf"(^|inline ){keyword}\b", message), message
+    assert words in message and "--" not in message, message
+
+
+# shard() only: the destination must stay untouched
+WRONG_RUN = [
+    ("jobs", "4", "an int"),
+    ("jobs", -1, "at least 1"),
+    ("overwrite", "true", "True or False"),
+    ("resume", 1, "True or False"),
+    ("retries", 0, "at least 1"),
+    ("retries", 2.5, "an int"),
+    ("part_size", "1MiB", "minimum part"),
+    ("read_buffer", [1], "an int or a string"),
+    ("checksum", "sha1", "md5 or none"),
+    ("executor", "ray", "local or dask"),
+    ("scheduler", 8786, "a string or None"),
+]
+
+
+@pytest.mark.parametrize(("keyword", "value", "words"), WRONG_RUN,
+                         ids=[f"{k}={v!r}" for k, v, _ in WRONG_RUN])
+def test_shard_refuses_wrong_values_naming_the_keyword(tree, tmp_path, keyword, value, words):
+    dst = tmp_path / "dst"
+    with pytest.raises(ishard.UsageError) as err:
+        ishard.shard(tree, dst, **{keyword: value})
+    message = str(err.value)
+    assert message.startswith(keyword) and words in message, message
+    assert not dst.exists()
+
+
+def test_cross_option_messages_name_keywords(tree, tmp_path):
+    with pytest.raises(ishard.UsageError) as err:
+        ishard.shard(tree, tmp_path / "dst", overwrite=True, resume=True)
+    assert str(err.value).startswith("overwrite and resume cannot be used together")
+    with pytest.raises(ishard.UsageError) as err:
+        ishard.plan(tree, num_shards=2, samples_per_shard=3)
+    assert str(err.value) == "num_shards fixes the samples per shard — leave out samples_per_shard"
+
+
+def test_unknown_keyword_is_a_type_error(tree):
+    with pytest.raises(TypeError, match="shard_sise"):
+        ishard.plan(tree, shard_sise="1KiB")
+
+
+def test_the_command_still_names_flags(tree):
+    run = subprocess.run([sys.executable, "-m", "ishard", "shard", str(tree), "--dry-run",
+                          "--collapse", "--ext", ".rar"], capture_output=True, text=True,
+                         check=False)
+    assert run.returncode == 2
+    assert run.stderr.startswith("ishard: error: --ext '.rar' is not supported"), run.stderr
+
+
+def layout(the_plan) -> list[tuple[str, list[str]]]:
+    return [(s.name, [m.name for m in s.members()]) for s in the_plan.shards]
+
+
+def test_ekm_as_dict_json_text_and_path(tree, tmp_path):
+    ekm = {"fish-%d.tar": ["^fish/"], "bird-%d.tar": "^bird/"}
+    by_dict = layout(ishard.plan(tree, ekm=ekm, shard_size="150B"))
+    path = tmp_path / "map.json"
+    path.write_text(json.dumps(ekm))
+    assert layout(ishard.plan(tree, ekm=json.dumps(ekm), shard_size="150B")) == by_dict
+    assert layout(ishard.plan(tree, ekm=path, shard_size="150B")) == by_dict
+    assert layout(ishard.plan(tree, ekm=str(path), shard_size="150B")) == by_dict
+    names = [name for name, _ in by_dict]
+    assert names == ["fish-0.tar", "fish-1.tar", "bird-0.tar", "bird-1.tar"]
+    for name, members in by_dict:
+        group = name.split("-")[0]
+        assert members and all(m.startswith(f"{group}/{group}") for m in members)
+
+
+def test_python_values_shard(tree, tmp_path):
+    dst = tmp_path / "out"
+    report = ishard.shard(tree, dst, ekm={"fish-%d.tar": ["^fish/"], "bird-%d.tar": ["^bird/"]},
+                          sample_exts=[".jpg", ".cls"], missing_extension_action="abort",
+                          collapse=False, jobs=1, shard_size=10_000, storage_options={},
+                          sort="alpha:dec")
+    assert [r.name for r in report.results] == ["fish-0.tar", "bird-0.tar"]
+    for group in ("fish", "bird"):
+        with tarfile.open(dst / f"{group}-0.tar") as tar:
+            names = tar.getnames()
+            assert names == [f"{group}/{group}{i}.{ext}" for i in (2, 1, 0) for ext in ("cls", "jpg")]
+            assert tar.extractfile(f"{group}/{group}1.cls").read() == group.encode()
+    manifest = json.loads((dst / "manifest.json").read_text())
+    assert json.loads(manifest["ishard"]["options"]["ekm"]) == {"fish-%d.tar": ["^fish/"],
+                                                                "bird-%d.tar": ["^bird/"]}
