@@ -51,7 +51,7 @@ def plan(
     src: str | PathLike[str],
     *,
     prefix: str = DEFAULTS.prefix,
-    shard_size: float | str = DEFAULTS.shard_size,  # an int is a float to type checkers
+    shard_size: float | str | None = DEFAULTS.shard_size,  # an int is a float to type checkers
     samples_per_shard: int | None = DEFAULTS.samples_per_shard,
     sample_key_pattern: str = DEFAULTS.sample_key_pattern,
     sample_exts: str | Sequence[str] = DEFAULTS.sample_exts,
@@ -140,7 +140,7 @@ def shard(
     dst: str | PathLike[str],
     *,
     prefix: str = DEFAULTS.prefix,
-    shard_size: float | str = DEFAULTS.shard_size,  # an int is a float to type checkers
+    shard_size: float | str | None = DEFAULTS.shard_size,  # an int is a float to type checkers
     samples_per_shard: int | None = DEFAULTS.samples_per_shard,
     sample_key_pattern: str = DEFAULTS.sample_key_pattern,
     sample_exts: str | Sequence[str] = DEFAULTS.sample_exts,
