@@ -139,6 +139,9 @@ def test_sort_orders_samples_before_packing_into_dst_itself(tmp_path):
                                                      "shard-000001.tar"]
     assert stems(dst / "shard-000000.tar") == ["3", "2", "2"]
     assert stems(dst / "shard-000001.tar") == ["1", "1"]
+    # With a count bound too (Go's dsort refuses count-based shard sizes).
+    counted = ishard.plan(src, sort="alpha:inc", samples_per_shard=2, shard_size="1GiB")
+    assert [[s.key for s in shard.samples] for shard in counted.shards] == [["1", "2"], ["3"]]
 
 
 # ---------------------------------------------------------------- missing extensions
@@ -261,7 +264,7 @@ def test_every_row_names_tests_that_exist():
         for path, name, param in nodes:
             file = DOC.parent.parent / path
             text = file.read_text() if file.is_file() else ""
-            if not re.search(rf"^(async )?def {name}\(", text, re.M):
+            if not re.search(rf"^(async )?def {name}\(", text, re.MULTILINE):
                 problems.append(f"{path}::{name} does not exist")
             elif param and param not in text:
                 problems.append(f"{path}::{name}[{param}]: no such parameter id")
