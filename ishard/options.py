@@ -179,7 +179,7 @@ def _exts(value: str | Sequence[str] | None) -> tuple[str, ...]:
             )
         if not item.startswith("."):
             raise UsageError(
-                f"--sample-exts item {item!r} must start with a dot — write e.g. .{item.strip()}"
+                f"--sample-exts item {item!r} must start with a dot — write e.g. .{item.strip().lstrip('.')}"
             )
     return tuple(items)
 
