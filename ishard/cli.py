@@ -358,6 +358,27 @@ def _brace_hint(args: list[str], err: click.ClickException) -> str | None:
     return None
 
 
+def _expanded_option(args: list[str]) -> str | None:
+    """The hint for ``--opt=s-{0..3}`` left unquoted: the shell made it ``--opt=s-0 --opt=s-1
+    …`` and the last would silently win; None when no option repeats that way."""
+    for at, arg in enumerate(args):
+        option, eq, first = arg.partition("=")
+        if not (eq and option.startswith("--")):
+            continue
+        values = []
+        for word in args[at + 1:]:
+            same, eq2, value = word.partition("=")
+            if same != option or not eq2:
+                break
+            values.append(value)
+        template = _counted(first, values) if values else None
+        if template is not None:
+            return (f"{option} is given {template[1] + 1} times ({arg} … {option}="
+                    f"{values[template[1] - 1]}) — it looks like a brace template the shell "
+                    f"expanded: quote it, e.g. {option}='{template[0]}'")
+    return None
+
+
 def _counted(first: str, after: list[str]) -> tuple[str, int] | None:
     """(the brace template, how many words of ``after`` it explains) when ``first`` and the
     words after it count up by one step with the same text around the number; else None."""
@@ -397,6 +418,9 @@ def main(argv: list[str] | None = None) -> None:
     code = 0
     try:
         args = translate(raw)
+        expanded = _expanded_option(args)
+        if expanded is not None:
+            raise UsageError(expanded)
         code = cli.main(args, prog_name="ishard", standalone_mode=False)
     except IshardError as err:
         if debug:

@@ -77,6 +77,12 @@ CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
                                 "got unexpected extra arguments 'shard-1 shard-2 shard-3' — they "
                                 "look like a brace template the shell expanded: quote it, e.g. "
                                 "--shard-template 'shard-{0..3}'"),
+    "template-brace-expanded-eq": (("--shard-template=shard-0", "--shard-template=shard-1",
+                                    "--shard-template=shard-2"), 2,
+                                   "--shard-template is given 3 times (--shard-template=shard-0 "
+                                   "… --shard-template=shard-2) — it looks like a brace template "
+                                   "the shell expanded: quote it, e.g. "
+                                   "--shard-template='shard-{0..2}'"),
     "sort": (("--sort", "random"), 2, "--sort 'random' is not a sort order"),
     "sort-empty": (("--sort", ""), 2, "--sort '' is not a sort order"),
     "sort-case": (("--sort", "Alpha"), 2, "(lower case, no spaces: 'alpha')"),
