@@ -7,9 +7,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from warnings import warn
 
 from .destination import check_destination
-from .errors import DataError, IshardError, WriteError
+from .errors import DataError, IshardError, IshardWarning, StrictError, WriteError
 from .executors import write_with_dask
 from .formats import check_names
 from .inventory import list_inventory
@@ -47,12 +48,18 @@ def plan(src: str | Path, *, progress: Progress = SILENT, **options) -> Plan:
         **options: the same names as the command-line options (``shard_size="512MiB"``,
             ``sample_key_pattern``, ``sample_exts``, ``ext``, ``shard_template``, ``sort`` …).
 
+    Warns:
+        IshardWarning: each of the plan's warnings (also in ``Plan.warnings``).
+
     Raises:
         UsageError: a bad option value (before anything is listed).
+        StrictError: ``strict=True`` and the plan has warnings.
         IshardError: the source cannot be listed or the data breaks an option's rule.
     """
     opts = make_options(**options)
-    return make_plan(_location(str(src), opts, "source"), opts, progress)
+    the_plan = make_plan(_location(str(src), opts, "source"), opts, progress)
+    _announce(the_plan, opts, progress)
+    return the_plan
 
 
 def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **options) -> Report:
@@ -68,8 +75,13 @@ def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **op
     Returns:
         The plan, the written shards (name, size, md5), retries and the manifest location.
 
+    Warns:
+        IshardWarning: each of the plan's warnings, after planning and before anything is
+            written (also in ``Report.warnings``).
+
     Raises:
         UsageError: a bad option value or destination (before anything is listed).
+        StrictError: ``strict=True`` and the plan has warnings; DST is left as it was.
         IshardError: a failure while listing or writing; complete shards stay, partial ones
             never appear under their final names.
     """
@@ -91,6 +103,7 @@ def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **op
         if drawn is not None:
             opts, drawn = _shuffle_seed(opts, drawn, state, dest, progress)
         the_plan = make_plan(source, opts, progress)
+        _announce(the_plan, opts, progress)
         fingerprint = run_fingerprint(the_plan)
         earlier = state.earlier()  # read before a fresh start forgets it
         recorded = state.recorded() if earlier and opts.overwrite else {}
@@ -130,6 +143,22 @@ def shard(src: str | Path, dst: str | Path, *, progress: Progress = SILENT, **op
                 _remove_if_empty(Path(dest.root))
     return Report(the_plan, str(dst), tuple(results), time.monotonic() - started, manifest,
                   retrier.retries, kept=len(done), removed=removed)
+
+
+def _announce(the_plan: Plan, opts: Options, progress: Progress) -> None:
+    """Tell the plan's warnings now, after planning and before anything is written: to the
+    progress hooks (the command line prints them) and as ``IshardWarning``; under ``strict``,
+    stop here."""
+    for line in the_plan.warnings:
+        progress.warning(line)
+        warn(line, IshardWarning, stacklevel=3)
+    count = len(the_plan.warnings)
+    if opts.strict and count:
+        raise StrictError(
+            f"--strict and the plan has {count} warning{'s' * (count != 1)}, so nothing was "
+            f"written — do what {'they say' if count != 1 else 'it says'}, or drop --strict",
+            the_plan.warnings,
+        )
 
 
 def _remove_replaced(dest: Location, old: list[str], the_plan: Plan, opts: Options,

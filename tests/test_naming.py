@@ -272,8 +272,9 @@ def test_key_check_warns_with_counts_and_examples_in_runs_and_dry_runs(tmp_path)
         "d": 3,  # no dot: skipped by readers
         "x/.c.jpg": 3,  # leading dot: DALI skips it, webdataset keys it by its directory
     })
-    dry = run_ishard("shard", src, "--dry-run", "--include-hidden")
-    run = run_ishard("shard", src, tmp_path / "dst", "--include-hidden")
+    original = ("--include-hidden", "--member-names", "original")
+    dry = run_ishard("shard", src, "--dry-run", *original)
+    run = run_ishard("shard", src, tmp_path / "dst", *original)
     for result in (dry, run):
         assert result.returncode == 0, result.stderr
         warnings = [w for w in result.stderr.splitlines() if w.startswith("ishard: warning: ")]
@@ -284,7 +285,7 @@ def test_key_check_warns_with_counts_and_examples_in_runs_and_dry_runs(tmp_path)
         assert "2 samples with files readers skip or mis-key" in joined
         assert "(e.g. 'd', '.c')" in joined  # in file-name order: 'd' < 'x/.c.jpg'
         assert "--member-names sample" in warnings[-1]
-    summary = json.loads(run_ishard("shard", src, "--dry-run=json", "--include-hidden").stdout)
+    summary = json.loads(run_ishard("shard", src, "--dry-run=json", *original).stdout)
     assert summary["summary"]["warnings"] == [w.removeprefix("ishard: warning: ") for w in warnings]
 
 
@@ -296,7 +297,7 @@ def test_clean_names_give_no_warning(tmp_path):
 
 def test_ls_samples_groups_as_webdataset_does(tmp_path):
     src = make_tree(tmp_path / "src", {"x/a.jpg": 3, "y/a.xml": 4, "x/b.jpg": 5, "x/.c.jpg": 1})
-    run_ishard("shard", src, tmp_path / "dst", "--include-hidden")
+    run_ishard("shard", src, tmp_path / "dst", "--include-hidden", "--member-names", "original")
     tar_path = tmp_path / "dst" / "shard-000000.tar"
     result = run_ishard("ls", tar_path, "--samples", "--json")
     doc = json.loads(result.stdout)
@@ -313,7 +314,8 @@ def test_ls_samples_groups_as_webdataset_does(tmp_path):
 def test_ls_samples_warns_of_dotless_members_and_one_extension_twice(tmp_path):
     files = {"d/README": 2, "e.JPG": 4, "e.jpg": 3, "f.jpg": 5}
     src = make_tree(tmp_path / "src", files)
-    refused = run_ishard("shard", src, tmp_path / "dst")  # ishard writes no case-only twins
+    refused = run_ishard("shard", src, tmp_path / "dst", "--member-names", "original")
+    # ishard writes no case-only twins
     assert_error(refused, 1, "member names 'e.JPG' and 'e.jpg' would extract to one file")
     tar_path = tmp_path / "other.tar"  # but another tool may
     with tarfile.open(tar_path, "w", format=tarfile.USTAR_FORMAT) as tar:
