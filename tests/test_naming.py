@@ -366,3 +366,49 @@ def test_sample_member_names_extract_inside_the_target_folder(tmp_path):
         assert [p.name for p in top.iterdir()] == ["inside"]
         got = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
         assert got == sorted(files), got
+
+
+ROOT = FIXTURES.parent  # the repository root, where the README's commands run
+
+
+def webdataset_keys(urls: list[str]) -> list[list[str]]:
+    """Per shard, the keys of the samples webdataset reads from it."""
+    return [[s["__key__"] for s in wds.WebDataset(url, shardshuffle=False)] for url in urls]
+
+
+def test_the_readmes_first_command_writes_what_webdataset_reads_as_planned(tmp_path):
+    """`ishard shard fixtures/imagenet out --shard-size 256KiB --overwrite`, exactly: no warning,
+    and webdataset reads each shard as the plan's samples, as many as the manifest says."""
+    out = tmp_path / "out"
+    args = ("shard", "fixtures/imagenet", out, "--shard-size", "256KiB", "--overwrite")
+    run = run_ishard(*args, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == "" and "warning" not in run.stdout
+    dry = run_ishard(*args[:2], "--dry-run=json", *args[3:], cwd=ROOT)
+    plan = json.loads(dry.stdout)
+    manifest = json.loads((out / "manifest.json").read_bytes())
+    urls = [str(out / e["url"]) for e in manifest["shardlist"]]
+    assert [PurePosixPath(u).name for u in urls] == [s["name"] for s in plan["shards"]]
+    read = webdataset_keys(urls)
+    assert [len(keys) for keys in read] == [e["nsamples"] for e in manifest["shardlist"]]
+    assert read == [[s["key"] for s in shard["samples"]] for shard in plan["shards"]]
+    assert sum(map(len, read)) == plan["summary"]["samples"] > 40
+
+
+def test_the_go_spelling_keeps_source_paths_and_warns_before_writing(tmp_path):
+    """Go ishard's spelling writes Go's member names (the source paths); readers split the
+    fixture's samples, and the warning, given before writing, counts them."""
+    out = tmp_path / "out"
+    run = run_ishard("-src_bck=fixtures/imagenet", f"-dst_bck={out}", "-shard_size=256KiB",
+                     cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    split = re.search(r"^ishard: warning: (\d+) samples that WebDataset readers take as several",
+                      run.stderr, re.M)
+    assert split, run.stderr
+    manifest = json.loads((out / "manifest.json").read_bytes())
+    urls = [str(out / e["url"]) for e in manifest["shardlist"]]
+    with tarfile.open(urls[0]) as tar:
+        assert all(n.startswith(("Data/", "Annotations/")) for n in tar.getnames())
+    planned_count = sum(e["nsamples"] for e in manifest["shardlist"])
+    # each split sample of the fixture is an image and an annotation in two directories
+    assert sum(map(len, webdataset_keys(urls))) == planned_count + int(split.group(1))
