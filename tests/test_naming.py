@@ -403,7 +403,7 @@ def test_the_go_spelling_keeps_source_paths_and_warns_before_writing(tmp_path):
                      cwd=ROOT)
     assert run.returncode == 0, run.stderr
     split = re.search(r"^ishard: warning: (\d+) samples that WebDataset readers take as several",
-                      run.stderr, re.M)
+                      run.stderr, re.MULTILINE)
     assert split, run.stderr
     manifest = json.loads((out / "manifest.json").read_bytes())
     urls = [str(out / e["url"]) for e in manifest["shardlist"]]
@@ -412,3 +412,13 @@ def test_the_go_spelling_keeps_source_paths_and_warns_before_writing(tmp_path):
     planned_count = sum(e["nsamples"] for e in manifest["shardlist"])
     # each split sample of the fixture is an image and an annotation in two directories
     assert sum(map(len, webdataset_keys(urls))) == planned_count + int(split.group(1))
+
+
+@pytest.mark.parametrize("extra,renamed", [((), False), (("--member-names", "sample"), True)])
+def test_the_go_spelling_takes_member_names_sample_when_given(extra, renamed):
+    dry = run_ishard("-src_bck=fixtures/imagenet", "-dry_run=json", *extra, cwd=ROOT)
+    assert dry.returncode == 0, dry.stderr
+    files = [f for shard in json.loads(dry.stdout)["shards"] for s in shard["samples"]
+             for f in s["files"]]
+    assert all(("member" in f) == renamed for f in files)
+    assert ("ishard: warning:" in dry.stderr) != renamed  # the key check, under source paths
