@@ -736,7 +736,8 @@ def test_kill_9_mid_upload_then_resume_aborts_the_dangling_upload(
     --resume aborts it; the resumed output equals a run that was never killed."""
     files = {f"{i:03d}.bin": blob(f"k{i}", MiB) for i in range(36)}
     src = make_tree(tmp_path / "src", files)
-    common = ("--shard-size", "12MiB", "--part-size", "5MiB", "--jobs", "1", "--no-progress")
+    common = ("--shard-size", "12MiB", "--part-size", "5MiB", "--jobs", "1", "--no-progress",
+              *ORIGINAL)
     env = {**clean_env, "AWS_ACCESS_KEY_ID": s3_server.access_key,
            "AWS_SECRET_ACCESS_KEY": s3_server.secret_key}
     run = subprocess.Popen(
