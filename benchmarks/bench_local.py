@@ -499,7 +499,8 @@ def profile_ishard(data: Path, out: Path, shard_size: str, dest: str) -> None:
     profiler = cProfile.Profile()
     started = time.perf_counter()
     profiler.enable()
-    ishard.shard(str(data), str(out), shard_size=shard_size, overwrite=True)
+    ishard.shard(str(data), str(out), shard_size=shard_size, overwrite=True,
+                 member_names="original")
     profiler.disable()
     print(f"\nprofile: one in-process run, writers serial: {time.perf_counter() - started:.2f} s")
     profiler.dump_stats(dest)
@@ -659,6 +660,8 @@ def main(argv: list[str] | None = None) -> None:
         args.shard_size,
         "--overwrite",
         "--no-progress",
+        "--member-names",  # source paths, as tar -cf keeps them (and the checks expect)
+        "original",
     ]
     jobs = min(8, os.cpu_count() or 1)
 

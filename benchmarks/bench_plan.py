@@ -73,7 +73,7 @@ def main() -> None:
                                 env={**os.environ, "LC_ALL": "C"})
         i_sec, i_rss, out = timed([sys.executable, "-m", "ishard", "shard", "dataset",
                                    "--src-list", str(inv), "--dry-run=summary",
-                                   "--shard-size", "512MiB"])
+                                   "--shard-size", "512MiB", "--member-names", "original"])
         shards = out.count(".tar  ")
         print(f"{n:>12,} {i_sec:>9.1f} {i_rss:>11.0f} {shards:>7} {s_sec:>7.1f} {s_rss:>9.0f}",
               flush=True)

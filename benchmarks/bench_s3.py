@@ -292,8 +292,8 @@ class Bench:
         return [
             sys.executable, "-m", "ishard", "shard", f"s3://{SRC_BUCKET}/{PREFIX}", dst,
             "--endpoint-url", self.server.endpoint_url, "--shard-size", self.args.shard_size,
-            "--no-progress", "--json", *tool.args,
-        ]  # fmt: skip
+            "--no-progress", "--json", "--member-names", "original", *tool.args,
+        ]  # fmt: skip  (members are checked against the object names)
 
     def run_ishard(self, tool: Tool, check: bool = False) -> Run:
         self.counter += 1

@@ -9,9 +9,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from os import PathLike
 from pathlib import Path
+from warnings import warn
 
 from .destination import check_destination
-from .errors import DataError, IshardError, UsageError, WriteError
+from .errors import DataError, IshardError, IshardWarning, StrictError, UsageError, WriteError
 from .executors import write_with_dask
 from .formats import check_names
 from .inventory import list_inventory
@@ -73,6 +74,7 @@ def plan(
     shards_multiple_of: int | None = DEFAULTS.shards_multiple_of,
     member_names: str = DEFAULTS.member_names,
     index: str = DEFAULTS.index,
+    strict: bool = DEFAULTS.strict,
     progress: Progress | None = None,
 ) -> Plan:
     """Plan the shards of ``src`` without writing anything (what ``--dry-run`` prints).
@@ -117,12 +119,18 @@ def plan(
         member_names: ``"original"`` (paths as listed) or ``"sample"`` (``<key>.<ext>``, one
             WebDataset sample per ishard sample).
         index: ``"none"``, or ``"dali"``: a DALI index beside each ``.tar`` shard.
+        strict: any warning of the plan (readers would misread it, an option has no effect)
+            raises :class:`ishard.StrictError` before anything is written.
         progress: hooks told about listing progress (a :class:`ishard.progress.Progress`);
             None: silent.
+
+    Warns:
+        IshardWarning: each of the plan's warnings (also in ``Plan.warnings``).
 
     Raises:
         UsageError: an option of the wrong type or value (the message names the keyword),
             before anything is listed.
+        StrictError: ``strict=True`` and the plan has warnings.
         IshardError: the source cannot be listed or the data breaks an option's rule.
     """
     opts = _checked(locals())
@@ -132,7 +140,9 @@ def plan(
 def plan_with(src: str | PathLike[str], opts: Options, progress: Progress = SILENT) -> Plan:
     """:func:`plan` under options already checked by :func:`make_options` (the command's
     way in: its messages name flags, not keywords)."""
-    return make_plan(_location(str(src), opts, "source"), opts, progress)
+    the_plan = make_plan(_location(str(src), opts, "source"), opts, progress)
+    _announce(the_plan, opts, progress)
+    return the_plan
 
 
 def shard(
@@ -171,6 +181,7 @@ def shard(
     shards_multiple_of: int | None = DEFAULTS.shards_multiple_of,
     member_names: str = DEFAULTS.member_names,
     index: str = DEFAULTS.index,
+    strict: bool = DEFAULTS.strict,
     progress: Progress | None = None,
 ) -> Report:
     """Shard ``src`` into ``dst`` and write ``dst/manifest.json`` last.
@@ -217,6 +228,8 @@ def shard(
         member_names: ``"original"`` (paths as listed) or ``"sample"`` (``<key>.<ext>``, one
             WebDataset sample per ishard sample).
         index: ``"none"``, or ``"dali"``: a DALI index beside each ``.tar`` shard.
+        strict: any warning of the plan (readers would misread it, an option has no effect)
+            raises :class:`ishard.StrictError` before anything is written.
         jobs: shards written at once; 0: the CPUs (at most 8), or 8 with a store.
         overwrite: allow a non-empty ``dst``; same-named files are replaced.
         resume: finish an interrupted run into ``dst``: keep its complete shards (checked),
@@ -234,9 +247,14 @@ def shard(
     Returns:
         The plan, the written shards (name, size, md5), retries and the manifest location.
 
+    Warns:
+        IshardWarning: each of the plan's warnings, after planning and before anything is
+            written (also in ``Report.warnings``).
+
     Raises:
         UsageError: an option of the wrong type or value (the message names the keyword), or
             a bad destination, before anything is listed.
+        StrictError: ``strict=True`` and the plan has warnings; DST is left as it was.
         IshardError: a failure while listing or writing; complete shards stay, partial ones
             never appear under their final names.
     """
@@ -266,6 +284,7 @@ def shard_with(src: str | PathLike[str], dst: str | PathLike[str], opts: Options
         if drawn is not None:
             opts, drawn = _shuffle_seed(opts, drawn, state, dest, progress)
         the_plan = make_plan(source, opts, progress)
+        _announce(the_plan, opts, progress)
         fingerprint = run_fingerprint(the_plan)
         earlier = state.earlier()  # read before a fresh start forgets it
         recorded = state.recorded() if earlier and opts.overwrite else {}
@@ -331,6 +350,22 @@ def keyword_spelling(message: str) -> str:
         return name + ("=" if match.group(2) else "")
 
     return _FLAG.sub(keyword, message)
+
+
+def _announce(the_plan: Plan, opts: Options, progress: Progress) -> None:
+    """Tell the plan's warnings now, after planning and before anything is written: to the
+    progress hooks (the command line prints them) and as ``IshardWarning``; under ``strict``,
+    stop here."""
+    for line in the_plan.warnings:
+        progress.warning(line)
+        warn(line, IshardWarning, stacklevel=3)
+    count = len(the_plan.warnings)
+    if opts.strict and count:
+        raise StrictError(
+            f"--strict and the plan has {count} warning{'s' * (count != 1)}, so nothing was "
+            f"written — do what {'they say' if count != 1 else 'it says'}, or drop --strict",
+            the_plan.warnings,
+        )
 
 
 def _remove_replaced(dest: Location, old: list[str], the_plan: Plan, opts: Options,

@@ -6,17 +6,19 @@ import re
 import signal
 import sys
 import traceback
+import warnings
 from itertools import pairwise
 
 import click
 import orjson
 
 from . import __version__, api, archive, verify
-from .errors import Interrupted, IshardError, UsageError
+from .errors import Interrupted, IshardError, IshardWarning, UsageError
 from .keys import go_pattern
 from .listing import printable, shown
 from .options import make_options
 from .render import (
+    NoticesOnly,
     error_line,
     make_progress,
     plan_headers,
@@ -150,10 +152,22 @@ def translate(argv: list[str]) -> list[str]:
     if src is not None or dst is not None:
         if not out or out[0] != "shard":
             out.insert(0, "shard")
-        out += ["--"] + [v for v in (src, dst) if v is not None]
     elif any(_go_flag(a) for a in argv) and (not out or out[0] not in ("shard", "ls", "verify", "split")):
         out.insert(0, "shard")
+    if out and out[0] == "shard" and any(map(_go_spelt, argv)) \
+            and not any(a == "--member-names" or a.startswith("--member-names=") for a in out):
+        end = out.index("--") if "--" in out else len(out)
+        out.insert(end, "--member-names=original")  # Go's member names: the source paths
+    if src is not None or dst is not None:
+        out += ["--"] + [v for v in (src, dst) if v is not None]
     return out
+
+
+def _go_spelt(arg: str) -> bool:
+    """Is ``arg`` a Go ishard flag spelt as only Go spells it (``-shard_size``, ``-ext``), not
+    one that is also ours (``--ext``)?"""
+    flag = _go_flag(arg)
+    return flag is not None and (not arg.startswith("--") or "_" in flag[0])
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -206,12 +220,19 @@ def _emit_json(doc: dict) -> None:
 @click.option("--scheduler", default=None, help="With --executor dask: tcp://HOST:PORT of a running Dask scheduler (default: a local cluster of --jobs processes).")
 @click.option("--num-shards", type=int, default=None, help="Exactly N shards whose sample counts differ by at most one (flat keys or --collapse).")
 @click.option("--shards-multiple-of", type=int, default=None, help="Round the shard count up to a multiple of K, samples spread evenly (flat keys or --collapse).")
-@click.option("--member-names", default="original", show_default=True, help="original (paths as listed) or sample: <sample key>.<extension>, one WebDataset sample per ishard sample.")
+@click.option("--member-names", default="sample", show_default=True, help="sample: <sample key>.<extension>, read by WebDataset, wids and DALI as one sample per ishard sample; or original (paths as listed; the Go spelling's default).")
 @click.option("--index", default="none", show_default=True, help="none, or dali: write <shard>.idx (DALI v1.2) beside each .tar shard.")
+@click.option("--strict", is_flag=True, help="Any warning is an error (exit 1), before anything is written; in a dry run too (for CI).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def shard_command(src, dst, dry_run, progress, as_json, debug, **options) -> None:
     """Shard the files under SRC into archives in DST."""
+    with warnings.catch_warnings():  # the progress hooks print them, as 'ishard: warning:'
+        warnings.simplefilter("ignore", IshardWarning)
+        _shard(src, dst, dry_run, progress, as_json, options)
+
+
+def _shard(src, dst, dry_run, progress, as_json, options) -> None:
     if dry_run is not None and dry_run not in DRY_RUN_MODES:
         raise click.UsageError(
             f"--dry-run={dry_run!r} is not a dry-run mode — use --dry-run, --dry-run=show_keys, "
@@ -221,8 +242,7 @@ def shard_command(src, dst, dry_run, progress, as_json, debug, **options) -> Non
         raise click.UsageError("missing DST — say where the shards go: ishard shard SRC DST")
     opts = make_options(**options)  # every option checked, a dry run's too
     if dry_run is not None:
-        the_plan = api.plan_with(src, opts)
-        warnings_text(list(the_plan.warnings))
+        the_plan = api.plan_with(src, opts, NoticesOnly())
         if dry_run == "json":
             _emit_json(plan_document(the_plan))
             return
@@ -237,7 +257,6 @@ def shard_command(src, dst, dry_run, progress, as_json, debug, **options) -> Non
         report = api.shard_with(src, dst, opts, progress=bar, sort=options["sort"])
     finally:
         bar.close()
-    warnings_text(list(report.plan.warnings))
     summary = run_summary(report)
     if as_json:
         _emit_json(summary)

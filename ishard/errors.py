@@ -27,6 +27,17 @@ class DataError(IshardError, ValueError):
     exit_code = 1
 
 
+class StrictError(DataError):
+    """``strict=True`` (``--strict``) and the plan has warnings (in ``warnings``): nothing was
+    written."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, warnings: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.warnings = warnings
+
+
 class WriteError(IshardError, OSError):
     """A shard or the manifest could not be written to the destination."""
 
@@ -41,3 +52,10 @@ class Interrupted(IshardError):
         "interrupted — complete shards were kept and no partial one was left; "
         "run again with --resume to finish the job (or --overwrite to start over)"
     )
+
+
+class IshardWarning(UserWarning):
+    """A plan that ishard makes but would rather not: readers would see other samples than the
+    plan holds, or an option has no effect. Issued with ``warnings.warn`` after planning and
+    before anything is written; ``warnings.simplefilter("error", IshardWarning)`` or
+    ``strict=True`` stops the run there."""

@@ -192,3 +192,8 @@ class Report:
     retries: int = 0  # transient store errors that succeeded on another try
     kept: int = 0  # shards an earlier run had completed (``--resume``), checked and kept
     removed: int = 0  # the earlier run's archives this run did not rewrite, removed at its end
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The plan's warnings, told after planning and before the first shard was written."""
+        return self.plan.warnings

@@ -30,7 +30,7 @@ SPLIT = ("that WebDataset readers take as several: their files' names differ bef
 DOTTED = "with a dot inside a file's basename: readers cut the key at the first dot"
 DROPPED = "with files readers skip or mis-key: no dot in the basename, or a leading dot"
 ADVICE = ("for shards that WebDataset readers group as ishard does, use --member-names sample "
-          "(members named <sample key>.<extension>)")
+          "(members named <sample key>.<extension>; the default, except in Go ishard's spelling)")
 
 
 class KeyCheck:
@@ -192,8 +192,9 @@ def _check_ext(key: str, name: str, ext: str, seen: dict[str, str]) -> None:
     if not ext:
         raise DataError(
             f"file {name!r} of sample {key!r} has no extension, so --member-names sample cannot "
-            "name it — rename it, or leave it out with --sample-exts and "
-            "--missing-extension-action exclude"
+            "name it — rename it, leave it out with --sample-exts and "
+            "--missing-extension-action exclude, or keep source paths with --member-names "
+            "original (readers then skip it)"
         )
     other = seen.setdefault(ext.lower(), name)
     if other != name:
@@ -202,8 +203,8 @@ def _check_ext(key: str, name: str, ext: str, seen: dict[str, str]) -> None:
         raise DataError(
             f"sample {key!r} has two files with {same} ({other!r} and {name!r}), which "
             "--member-names sample would give one name — keep one with --sample-exts and "
-            "--missing-extension-action exclude, or use a --sample-key-pattern that tells them "
-            "apart"
+            "--missing-extension-action exclude, use a --sample-key-pattern that tells them "
+            "apart, or --member-names original"
         )
 
 

@@ -36,6 +36,9 @@ class Progress:
     def notice(self, text: str) -> None:
         """Something the user should know now (e.g. cleanup after a failure is waiting)."""
 
+    def warning(self, text: str) -> None:
+        """One of the plan's warnings, told after planning and before anything is written."""
+
     def close(self) -> None:
         """The run is over (successfully or not)."""
 

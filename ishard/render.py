@@ -101,6 +101,10 @@ def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
         if summary.get("removed_archives"):
             out.write(f"removed {_count(summary['removed_archives'], 'archive')} of the earlier "
                       "run that this run did not rewrite\n")
+    if summary["warnings"]:
+        told = "the plan" if dry_run else "writing"
+        out.write(f"{_count(len(summary['warnings']), 'warning')} (on stderr too, before {told}):\n")
+        out.writelines(f"  {line}\n" for line in summary["warnings"])
 
 
 def cut_text(cut: dict) -> str:
@@ -223,6 +227,9 @@ class BarProgress(_Adapter):
     def notice(self, text: str) -> None:
         self._bar.console.print(f"ishard: {text}", markup=False, highlight=False)
 
+    def warning(self, text: str) -> None:
+        self.notice(f"warning: {text}")
+
     def close(self) -> None:
         self._bar.stop()
 
@@ -262,6 +269,9 @@ class LineProgress(_Adapter):
 
     def notice(self, text: str) -> None:
         self._say(text, force=True, news=True)
+
+    def warning(self, text: str) -> None:
+        self._say(f"warning: {text}", force=True)
 
     def planned(self, shards: int, nbytes: int) -> None:
         self._flush()
@@ -311,11 +321,14 @@ def make_progress(enabled: bool | None) -> Progress:
 
 
 class NoticesOnly(Progress):
-    """No progress, but notices still reach stderr."""
+    """No progress, but notices and warnings still reach stderr."""
 
     def notice(self, text: str) -> None:
         sys.stderr.write(f"ishard: {text}\n")
         sys.stderr.flush()
+
+    def warning(self, text: str) -> None:
+        self.notice(f"warning: {text}")
 
 
 def _ranges_text(ranges: list[list[int]], limit: int = 6) -> str:

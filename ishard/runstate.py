@@ -27,7 +27,7 @@ DONE_DIR = f"{STATE_DIR}/done"
 # Options that change how a run goes, not what it writes: a resume may change them.
 EXECUTION_ONLY = frozenset({"jobs", "overwrite", "resume", "executor", "scheduler",
                             "read_buffer", "retries", "part_size", "endpoint_url",
-                            "storage_options"})
+                            "storage_options", "strict"})
 MD5_CHUNK = 8 << 20
 
 

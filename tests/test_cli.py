@@ -254,7 +254,8 @@ def test_ekm_from_a_file_routes_samples(src, tmp_path):
     ekm = tmp_path / "map.json"
     ekm.write_text('{"a-%d.tar": ["^a/"], "b-%d.tar": ["^b/"]}')
     dst = tmp_path / "out"
-    result = run_ishard("shard", src, dst, "--ekm", ekm, "--shard-size", "1GiB")
+    result = run_ishard("shard", src, dst, "--ekm", ekm, "--shard-size", "1GiB",
+                        "--member-names", "original")
     assert result.returncode == 0, result.stderr
     assert tar_names(dst / "a-0.tar") == ["a/1.jpg", "a/1.xml", "a/2.jpg", "a/a&b'c.jpg"]
     assert tar_names(dst / "b-0.tar") == ["b/3.jpg", "b/3.xml"]
@@ -468,6 +469,7 @@ def test_dry_run_show_keys_text_is_exact(mixed, tmp_path):
     result = run_ishard(
         "shard", mixed, "--dry-run=show_keys", "--shard-size", "200B",
         "--sample-exts", ".jpg,.xml", "--missing-extension-action", "exclude",
+        "--member-names", "original",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
@@ -499,7 +501,8 @@ def test_dry_run_show_keys_text_is_exact(mixed, tmp_path):
 def test_dry_run_writes_nothing_into_an_existing_non_empty_destination(mixed, tmp_path):
     dst = make_tree(tmp_path / "out", {"old.tar": b"x"})
     before_src, before_dst = snapshot(mixed), snapshot(dst)
-    result = run_ishard("shard", mixed, dst, "--dry-run", "--shard-size", "200B")
+    result = run_ishard("shard", mixed, dst, "--dry-run", "--shard-size", "200B",
+                        "--member-names", "original")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[:2] == ["shard-000000.tar  227B", "    a/1.jpg       100B"]
@@ -528,7 +531,10 @@ def test_dry_run_json_equals_what_a_real_run_writes(mixed, tmp_path):
         assert shard["size"] == sum(f["size"] for s in shard["samples"] for f in s["files"])
         for sample in shard["samples"]:
             assert set(sample) == {"key", "files"}
-            assert all(set(f) == {"name", "size"} for f in sample["files"])
+            for f in sample["files"]:  # by default each member is <key>.<extension>
+                extension = PurePosixPath(f["name"]).name.split(".", 1)[1]
+                assert f == {**f, "member": f"{sample['key']}.{extension}"}
+                assert set(f) == {"name", "size", "member"}
 
     dst = tmp_path / "out"
     real = run_ishard("shard", mixed, dst, *opts)
@@ -538,7 +544,7 @@ def test_dry_run_json_equals_what_a_real_run_writes(mixed, tmp_path):
     for shard in doc["shards"]:
         with tarfile.open(dst / shard["name"]) as tar:
             got = [(m.name, m.size) for m in tar.getmembers()]
-        want = [(f["name"], f["size"]) for s in shard["samples"] for f in s["files"]]
+        want = [(f["member"], f["size"]) for s in shard["samples"] for f in s["files"]]
         assert got == want, shard["name"]
 
 
@@ -639,7 +645,8 @@ def test_ls_lists_members_with_sizes(tmp_path, name):
 
 def test_ls_reads_what_shard_wrote(src, tmp_path):
     dst = tmp_path / "out"
-    assert run_ishard("shard", src, dst, "--ext", ".tar.lz4").returncode == 0
+    assert run_ishard("shard", src, dst, "--ext", ".tar.lz4", "--member-names", "original"
+                      ).returncode == 0
     result = run_ishard("ls", dst / "shard-000000.tar.lz4")
     assert result.returncode == 0, result.stderr
     assert [ln.split(None, 2)[2] for ln in result.stdout.splitlines()] == VISIBLE
@@ -696,18 +703,18 @@ def test_samples_per_shard_caps_each_shard(tmp_path):
 
 def test_prefix_keeps_names_relative_to_source(src, tmp_path):
     dst = tmp_path / "out"
-    result = run_ishard("shard", src, dst, "--prefix", "b/")
+    result = run_ishard("shard", src, dst, "--prefix", "b/", "--member-names", "original")
     assert result.returncode == 0, result.stderr
     assert [tar_names(s) for s in shard_files(dst)] == [["b/3.jpg", "b/3.xml"]]
 
 
 def test_include_hidden_keeps_ds_store(src, tmp_path):
     dst = tmp_path / "out"
-    result = run_ishard("shard", src, dst, "--include-hidden")
+    result = run_ishard("shard", src, dst, "--include-hidden", "--member-names", "original")
     assert result.returncode == 0, result.stderr
     assert tar_names(dst / "shard-000000.tar") == [".DS_Store", *VISIBLE]
     assert "left out" not in result.stdout
-    plain = run_ishard("shard", src, tmp_path / "plain")
+    plain = run_ishard("shard", src, tmp_path / "plain", "--member-names", "original")
     assert tar_names(tmp_path / "plain" / "shard-000000.tar") == VISIBLE
     assert f"left out 1: {HIDDEN_REASON} (e.g. '.DS_Store')" in plain.stdout.splitlines()
 
@@ -715,14 +722,19 @@ def test_include_hidden_keeps_ds_store(src, tmp_path):
 def test_warn_action_names_offenders_and_keeps_every_file(src, tmp_path):
     dst = tmp_path / "out"
     result = run_ishard(
-        "shard", src, dst, "--sample-exts", ".jpg,.xml", "--missing-extension-action", "warn"
+        "shard", src, dst, "--sample-exts", ".jpg,.xml", "--missing-extension-action", "warn",
+        "--member-names", "original",
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr.splitlines() == [
         "ishard: warning: sample '2': no '.xml' file",
         "ishard: warning: sample \"a&b'c\": no '.xml' file",
     ]
-    assert "warning" not in result.stdout
+    assert result.stdout.splitlines()[-3:] == [  # the summary repeats them
+        "2 warnings (on stderr too, before writing):",
+        "  sample '2': no '.xml' file",
+        "  sample \"a&b'c\": no '.xml' file",
+    ]
     assert tar_names(dst / "shard-000000.tar") == VISIBLE
 
 

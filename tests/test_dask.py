@@ -31,7 +31,7 @@ TREE = {
     **{f"val/{i:03d}.jpg": 61_000 for i in range(20, 24)},
     **{f"val/{i:03d}.json": 50 for i in range(20, 24)},
 }
-COMMON = ("--shard-size", "120KB", "--no-progress", "--json")
+COMMON = ("--shard-size", "120KB", "--no-progress", "--json", "--member-names", "original")
 
 
 @pytest.fixture(scope="module")

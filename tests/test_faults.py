@@ -19,7 +19,7 @@ SCRIPT = """
 set -u
 mount -t tmpfs -o size={size} ishard-full "$DST" || exit 99
 if [ -n "$SEED" ]; then cp -a "$SEED/." "$DST/"; fi
-"$PY" -m ishard shard "$SRC" "$DST" --shard-size 100KB --no-progress {extra} 2> "$ERR"
+"$PY" -m ishard shard "$SRC" "$DST" --shard-size 100KB --no-progress --member-names original {extra} 2> "$ERR"
 echo $? > "$RC"
 cp -a "$DST/." "$COPY/"
 """
@@ -72,7 +72,8 @@ def test_a_full_destination_fails_cleanly_and_resume_finishes(tmp_path):
     assert rc == 0, err
     reference = tmp_path / "reference"
     done = subprocess.run([sys.executable, "-m", "ishard", "shard", str(tmp_path / "src"),
-                           str(reference), "--shard-size", "100KB", "--no-progress"],
+                           str(reference), "--shard-size", "100KB", "--no-progress",
+                           "--member-names", "original"],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     expected = {p.name: p.read_bytes() for p in reference.glob("*.tar")}

@@ -86,7 +86,7 @@ def test_manifest_counts_after_sample_exts_exclude(tmp_path):
     dst = tmp_path / "dst"
     doc = run(
         src, dst, "--sample-exts", ".jpg,.json", "--missing-extension-action", "exclude",
-        "--shard-size", "4KiB",
+        "--shard-size", "4KiB", "--member-names", "original",
     )
     # by hand: samples with both a .jpg and a .json are 0001, 0002, 0003; 0001 loses its
     # .xml and .cls files; every other sample lacks one of the two and is left out whole
@@ -106,11 +106,13 @@ def test_manifest_counts_after_sample_exts_exclude(tmp_path):
 def test_manifest_records_the_shuffle_seed_that_repeats_the_run(tmp_path):
     files = {f"d/{i:03d}.bin": 700 + i for i in range(40)}
     src = make_tree(tmp_path / "src", files)
-    first = run(src, tmp_path / "one", "--sort", "shuffle", "--shard-size", "4KiB")
+    first = run(src, tmp_path / "one", "--sort", "shuffle", "--shard-size", "4KiB",
+                "--member-names", "original")
     seed = first["ishard"]["seed"]
     assert isinstance(seed, int)
     assert first["ishard"]["options"]["sort"] == f"shuffle:{seed}"
-    again = run(src, tmp_path / "two", "--sort", f"shuffle:{seed}", "--shard-size", "4KiB")
+    again = run(src, tmp_path / "two", "--sort", f"shuffle:{seed}", "--shard-size", "4KiB",
+                "--member-names", "original")
     assert again["shardlist"] == first["shardlist"]
     one = {p.name: p.read_bytes() for p in shard_files(tmp_path / "one")}
     two = {p.name: p.read_bytes() for p in shard_files(tmp_path / "two")}

@@ -272,8 +272,9 @@ def test_key_check_warns_with_counts_and_examples_in_runs_and_dry_runs(tmp_path)
         "d": 3,  # no dot: skipped by readers
         "x/.c.jpg": 3,  # leading dot: DALI skips it, webdataset keys it by its directory
     })
-    dry = run_ishard("shard", src, "--dry-run", "--include-hidden")
-    run = run_ishard("shard", src, tmp_path / "dst", "--include-hidden")
+    original = ("--include-hidden", "--member-names", "original")
+    dry = run_ishard("shard", src, "--dry-run", *original)
+    run = run_ishard("shard", src, tmp_path / "dst", *original)
     for result in (dry, run):
         assert result.returncode == 0, result.stderr
         warnings = [w for w in result.stderr.splitlines() if w.startswith("ishard: warning: ")]
@@ -284,7 +285,7 @@ def test_key_check_warns_with_counts_and_examples_in_runs_and_dry_runs(tmp_path)
         assert "2 samples with files readers skip or mis-key" in joined
         assert "(e.g. 'd', '.c')" in joined  # in file-name order: 'd' < 'x/.c.jpg'
         assert "--member-names sample" in warnings[-1]
-    summary = json.loads(run_ishard("shard", src, "--dry-run=json", "--include-hidden").stdout)
+    summary = json.loads(run_ishard("shard", src, "--dry-run=json", *original).stdout)
     assert summary["summary"]["warnings"] == [w.removeprefix("ishard: warning: ") for w in warnings]
 
 
@@ -296,7 +297,7 @@ def test_clean_names_give_no_warning(tmp_path):
 
 def test_ls_samples_groups_as_webdataset_does(tmp_path):
     src = make_tree(tmp_path / "src", {"x/a.jpg": 3, "y/a.xml": 4, "x/b.jpg": 5, "x/.c.jpg": 1})
-    run_ishard("shard", src, tmp_path / "dst", "--include-hidden")
+    run_ishard("shard", src, tmp_path / "dst", "--include-hidden", "--member-names", "original")
     tar_path = tmp_path / "dst" / "shard-000000.tar"
     result = run_ishard("ls", tar_path, "--samples", "--json")
     doc = json.loads(result.stdout)
@@ -313,7 +314,8 @@ def test_ls_samples_groups_as_webdataset_does(tmp_path):
 def test_ls_samples_warns_of_dotless_members_and_one_extension_twice(tmp_path):
     files = {"d/README": 2, "e.JPG": 4, "e.jpg": 3, "f.jpg": 5}
     src = make_tree(tmp_path / "src", files)
-    refused = run_ishard("shard", src, tmp_path / "dst")  # ishard writes no case-only twins
+    refused = run_ishard("shard", src, tmp_path / "dst", "--member-names", "original")
+    # ishard writes no case-only twins
     assert_error(refused, 1, "member names 'e.JPG' and 'e.jpg' would extract to one file")
     tar_path = tmp_path / "other.tar"  # but another tool may
     with tarfile.open(tar_path, "w", format=tarfile.USTAR_FORMAT) as tar:
@@ -364,3 +366,59 @@ def test_sample_member_names_extract_inside_the_target_folder(tmp_path):
         assert [p.name for p in top.iterdir()] == ["inside"]
         got = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
         assert got == sorted(files), got
+
+
+ROOT = FIXTURES.parent  # the repository root, where the README's commands run
+
+
+def webdataset_keys(urls: list[str]) -> list[list[str]]:
+    """Per shard, the keys of the samples webdataset reads from it."""
+    return [[s["__key__"] for s in wds.WebDataset(url, shardshuffle=False)] for url in urls]
+
+
+def test_the_readmes_first_command_writes_what_webdataset_reads_as_planned(tmp_path):
+    """`ishard shard fixtures/imagenet out --shard-size 256KiB --overwrite`, exactly: no warning,
+    and webdataset reads each shard as the plan's samples, as many as the manifest says."""
+    out = tmp_path / "out"
+    args = ("shard", "fixtures/imagenet", out, "--shard-size", "256KiB", "--overwrite")
+    run = run_ishard(*args, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == "" and "warning" not in run.stdout
+    dry = run_ishard(*args[:2], "--dry-run=json", *args[3:], cwd=ROOT)
+    plan = json.loads(dry.stdout)
+    manifest = json.loads((out / "manifest.json").read_bytes())
+    urls = [str(out / e["url"]) for e in manifest["shardlist"]]
+    assert [PurePosixPath(u).name for u in urls] == [s["name"] for s in plan["shards"]]
+    read = webdataset_keys(urls)
+    assert [len(keys) for keys in read] == [e["nsamples"] for e in manifest["shardlist"]]
+    assert read == [[s["key"] for s in shard["samples"]] for shard in plan["shards"]]
+    assert sum(map(len, read)) == plan["summary"]["samples"] > 40
+
+
+def test_the_go_spelling_keeps_source_paths_and_warns_before_writing(tmp_path):
+    """Go ishard's spelling writes Go's member names (the source paths); readers split the
+    fixture's samples, and the warning, given before writing, counts them."""
+    out = tmp_path / "out"
+    run = run_ishard("-src_bck=fixtures/imagenet", f"-dst_bck={out}", "-shard_size=256KiB",
+                     cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    split = re.search(r"^ishard: warning: (\d+) samples that WebDataset readers take as several",
+                      run.stderr, re.MULTILINE)
+    assert split, run.stderr
+    manifest = json.loads((out / "manifest.json").read_bytes())
+    urls = [str(out / e["url"]) for e in manifest["shardlist"]]
+    with tarfile.open(urls[0]) as tar:
+        assert all(n.startswith(("Data/", "Annotations/")) for n in tar.getnames())
+    planned_count = sum(e["nsamples"] for e in manifest["shardlist"])
+    # each split sample of the fixture is an image and an annotation in two directories
+    assert sum(map(len, webdataset_keys(urls))) == planned_count + int(split.group(1))
+
+
+@pytest.mark.parametrize("extra,renamed", [((), False), (("--member-names", "sample"), True)])
+def test_the_go_spelling_takes_member_names_sample_when_given(extra, renamed):
+    dry = run_ishard("-src_bck=fixtures/imagenet", "-dry_run=json", *extra, cwd=ROOT)
+    assert dry.returncode == 0, dry.stderr
+    files = [f for shard in json.loads(dry.stdout)["shards"] for s in shard["samples"]
+             for f in s["files"]]
+    assert all(("member" in f) == renamed for f in files)
+    assert ("ishard: warning:" in dry.stderr) != renamed  # the key check, under source paths

@@ -24,7 +24,7 @@ TREE = {
 }
 SMALL = ("--shard-size", "12KB", "--no-progress", "--jobs", "1")
 BIG = ("--shard-size", "1MB", "--no-progress", "--jobs", "1")
-KEYS = sorted(f"d{i % 2}/{i:03d}" for i in range(24))
+KEYS = sorted(f"{i:03d}" for i in range(24))  # members are <sample key>.<extension>
 
 
 def shards(names) -> list[str]:

@@ -501,7 +501,7 @@ def test_plan_skips_hidden_and_counts_them(tmp_path):
     assert skipped[HIDDEN] == (2, {".DS_Store", "a/.x.jpg"})
     assert skipped[HIDDEN_DIR] == (1, {".git/"})
 
-    got = api.plan(src, include_hidden=True)
+    got = api.plan(src, include_hidden=True, member_names="original")  # '.DS_Store': no key
     assert sorted(f.name for s in got.shards for f in s.members()) == [
         ".DS_Store", ".git/config", ".git/objects/o", "a/.x.jpg", "a/1.jpg"
     ]

@@ -193,6 +193,18 @@ def clean_env(tmp_path_factory) -> dict[str, str]:
     return env
 
 
+# These tests check members by their object names: runs keep them (--member-names original).
+ORIGINAL = ("--member-names", "original")
+
+
+def shard(src, dst, **options):
+    return ishard.shard(src, dst, member_names="original", **options)
+
+
+def plan(src, **options):
+    return ishard.plan(src, member_names="original", **options)
+
+
 @pytest.fixture
 def cli(s3_server, clean_env):
     """``cli(*args, env={...}, creds=True, endpoint=True)``: run ishard against the test server.
@@ -214,6 +226,8 @@ def cli(s3_server, clean_env):
             else:
                 full[key] = value
         extra = ("--endpoint-url", s3_server.endpoint_url) if endpoint else ()
+        if args and args[0] == "shard" and "--member-names" not in args:
+            extra += ORIGINAL
         return run_ishard(*args, *extra, env=full)
 
     return run
@@ -257,7 +271,7 @@ def test_local_to_s3_every_format_reads_back(cli, client, s3_bucket, tmp_path, e
     assert uploads(client, s3_bucket) == []
 
     # the same bytes as a run into a local directory
-    ishard.shard(src, tmp_path / "local", ext=ext, shard_size="100KB")
+    shard(src, tmp_path / "local", ext=ext, shard_size="100KB")
     local, local_manifest = local_shards(tmp_path / "local")
     assert local == shards
     assert local_manifest["shardlist"] == manifest["shardlist"]
@@ -283,8 +297,8 @@ def test_s3_to_local_names_relative_to_bucket_with_raw_listing_prefix(
 
     # the same plan as the same tree on a local disk
     make_tree(tmp_path / "tree", matched)
-    local = ishard.plan(tmp_path / "tree", prefix="matched_prefix_", shard_size="100KB")
-    remote = ishard.plan(f"s3://{s3_bucket}/matched_prefix_", shard_size="100KB",
+    local = plan(tmp_path / "tree", prefix="matched_prefix_", shard_size="100KB")
+    remote = plan(f"s3://{s3_bucket}/matched_prefix_", shard_size="100KB",
                          endpoint_url=s3_server.endpoint_url,
                          storage_options=creds_options(s3_server))  # fmt: skip
     assert plan_members(remote) == plan_members(local)
@@ -691,14 +705,14 @@ def test_server_killed_mid_run_leaves_no_partial_shard_or_upload(
     files = {f"{i:03d}.bin": blob(f"f{i}", MiB) for i in range(48)}
     src = make_tree(tmp_path / "src", files)
     options = {"shard_size": "12MiB", "part_size": "5MiB", "jobs": 1, "retries": 2}
-    planned = plan_members(ishard.plan(src, shard_size=options["shard_size"]))
+    planned = plan_members(plan(src, shard_size=options["shard_size"]))
     assert len(planned) == 4 and all(len(m) == 12 for m in planned.values())
 
     progress = KillServer(s3_server, when)
     storage = (*creds_options(s3_server), "skip_instance_cache=true")
     try:
         with pytest.raises(ishard.IshardError) as failure:
-            ishard.shard(src, f"s3://{s3_bucket}/out", progress=progress,
+            shard(src, f"s3://{s3_bucket}/out", progress=progress,
                          endpoint_url=s3_server.endpoint_url, storage_options=storage,
                          **options)  # fmt: skip
     finally:
@@ -732,9 +746,9 @@ def test_server_killed_mid_run_leaves_no_partial_shard_or_upload(
         assert progress.notices == []
 
     # --resume keeps shard-000000, writes the rest: the same objects as a run that never failed
-    ishard.shard(src, f"s3://{s3_bucket}/out", endpoint_url=s3_server.endpoint_url,
+    shard(src, f"s3://{s3_bucket}/out", endpoint_url=s3_server.endpoint_url,
                  storage_options=storage, resume=True, **options)
-    ishard.shard(src, f"s3://{s3_bucket}/fresh", endpoint_url=s3_server.endpoint_url,
+    shard(src, f"s3://{s3_bucket}/fresh", endpoint_url=s3_server.endpoint_url,
                  storage_options=storage, **options)
     resumed, resumed_manifest = split_shards(objects(client, s3_bucket, "out/"), "out/")
     fresh, fresh_manifest = split_shards(objects(client, s3_bucket, "fresh/"), "fresh/")
@@ -753,7 +767,8 @@ def test_kill_9_mid_upload_then_resume_aborts_the_dangling_upload(
     --resume aborts it; the resumed output equals a run that was never killed."""
     files = {f"{i:03d}.bin": blob(f"k{i}", MiB) for i in range(36)}
     src = make_tree(tmp_path / "src", files)
-    common = ("--shard-size", "12MiB", "--part-size", "5MiB", "--jobs", "1", "--no-progress")
+    common = ("--shard-size", "12MiB", "--part-size", "5MiB", "--jobs", "1", "--no-progress",
+              *ORIGINAL)
     env = {**clean_env, "AWS_ACCESS_KEY_ID": s3_server.access_key,
            "AWS_SECRET_ACCESS_KEY": s3_server.secret_key}
     run = subprocess.Popen(

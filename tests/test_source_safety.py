@@ -101,7 +101,7 @@ def test_src_list_through_a_linked_directory_is_refused(src, outside, tmp_path):
     done = run("shard", src, tmp_path / "out3", "--src-list", inv, "--no-progress")
     assert done.returncode == 1 and "through the symbolic link 'inner'" in done.stderr
     done = run("shard", src, tmp_path / "out4", "--src-list", inv, "--no-progress",
-               "--follow-symlinks")
+               "--follow-symlinks", "--member-names", "original")
     assert done.returncode == 0, done.stderr
     with tarfile.open(next((tmp_path / "out4").glob("*.tar"))) as tar:
         assert tar.extractfile("inner/1.jpg").read() == b"one"
@@ -300,7 +300,7 @@ def test_names_that_are_not_utf8_are_shown_escaped_and_never_crash_a_run(tmp_pat
         os.write(fd, data)
         os.close(fd)
     opts = ("--sample-exts", ".jpg,.cls", "--missing-extension-action", "exclude",
-            "--no-progress")
+            "--no-progress", "--member-names", "original")
     dst = tmp_path / "out"
     done = run("shard", src, dst, *opts, "--json")
     assert done.returncode == 0, done.stderr
@@ -397,6 +397,8 @@ def test_names_that_collide_on_extraction_are_refused_before_writing(case, tmp_p
     word. The whole plan is checked (users extract every shard into one folder): exit 1, both
     names in the line, nothing written; the dry run says the same."""
     files, listed, extra, message = COLLISIONS[case]
+    if "--member-names" not in extra:  # source paths, unless the case is about sample names
+        extra = [*extra, "--member-names", "original"]
     src = tmp_path / "src"
     write_local(src, files)
     if listed is not None:
@@ -416,7 +418,8 @@ def test_names_that_differ_in_more_than_case_or_form_still_shard_and_extract_apa
     names = ["a/b.jpg", "a/b.jpg.x", "A2/b.jpg", f"u/{NFC}.jpg", f"v/{NFD}.jpg", "n" * 200 + ".jpg",
              "c/d", "c/de/f.jpg"]
     write_local(src, names)
-    done = run("shard", src, tmp_path / "out", "--no-progress", "--shard-size", "1B")
+    done = run("shard", src, tmp_path / "out", "--no-progress", "--shard-size", "1B",
+               "--member-names", "original")
     assert done.returncode == 0, done.stderr
     target = tmp_path / "x"
     target.mkdir()
@@ -434,10 +437,12 @@ def test_names_that_are_not_utf8_print_on_a_strict_terminal(tmp_path):
         f.write(b"two")
     env = {**os.environ, "PYTHONIOENCODING": "utf-8:strict"}
     done = subprocess.run([sys.executable, "-m", "ishard", "shard", src, tmp_path / "out",
-                           "--no-progress"], capture_output=True, text=True, env=env, check=False)
+                           "--no-progress", "--member-names", "original"],
+                          capture_output=True, text=True, env=env, check=False)
     assert done.returncode == 0, done.stderr
     shard = next((tmp_path / "out").glob("*.tar"))
-    for args in (["shard", src, "--dry-run=show_keys"], ["ls", shard], ["ls", shard, "--samples"]):
+    for args in (["shard", src, "--dry-run=show_keys", "--member-names", "original"], ["ls", shard],
+                 ["ls", shard, "--samples"]):
         out = subprocess.run([sys.executable, "-m", "ishard", *map(str, args)],
                              capture_output=True, text=True, env=env, check=False)
         assert out.returncode == 0, out.stderr
