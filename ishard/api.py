@@ -358,7 +358,7 @@ def _announce(the_plan: Plan, opts: Options, progress: Progress) -> None:
     stop here."""
     for line in the_plan.warnings:
         progress.warning(line)
-        warn(line, IshardWarning, stacklevel=3)
+        warn(line, IshardWarning, stacklevel=4)  # the caller of plan() or shard()
     count = len(the_plan.warnings)
     if opts.strict and count:
         raise StrictError(

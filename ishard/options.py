@@ -246,8 +246,6 @@ def make_options(**kwargs) -> Options:
         gzip_library(6, opts.gzip_library)  # not installed: say so before listing
     balance = _check_balance(opts, target.count)
     _check_naming(opts.member_names, opts.index, opts.ext)
-    if not isinstance(opts.strict, bool):
-        raise UsageError(f"strict={opts.strict!r} must be True or False")
     level = opts.compress_level
     if level is not None and (not _DIGITS.fullmatch(str(level)) or not 0 <= int(level) <= 9):
         raise UsageError(f"--compress-level {level!r} must be a whole number from 0 to 9")

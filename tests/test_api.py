@@ -197,7 +197,7 @@ def test_python_values_shard(tree, tmp_path):
     report = ishard.shard(tree, dst, ekm={"fish-%d.tar": ["^fish/"], "bird-%d.tar": ["^bird/"]},
                           sample_exts=[".jpg", ".cls"], missing_extension_action="abort",
                           collapse=False, jobs=1, shard_size=10_000, storage_options={},
-                          sort="alpha:dec")
+                          sort="alpha:dec", member_names="original")
     assert [r.name for r in report.results] == ["fish-0.tar", "bird-0.tar"]
     for group in ("fish", "bird"):
         with tarfile.open(dst / f"{group}-0.tar") as tar:

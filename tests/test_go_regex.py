@@ -76,7 +76,8 @@ def test_keys_are_gos_through_the_command_line(tmp_path):
             runs.append([f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}",
                          f"-sample_key_pattern={pattern}", "-dry_run=json"])
         else:
-            runs.append(["shard", str(src), "--sample-key-pattern", pattern, "--dry-run=json"])
+            runs.append(["shard", str(src), "--sample-key-pattern", pattern, "--dry-run=json",
+                         "--member-names", "original"])  # keys, not member names, are the subject
     done = subprocess.run([sys.executable, "-c", RUNS, json.dumps(runs)], capture_output=True,
                           check=False, timeout=120)
     assert done.returncode == 0, done.stderr.decode()

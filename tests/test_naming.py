@@ -415,8 +415,9 @@ def test_the_go_spelling_keeps_source_paths_and_warns_before_writing(tmp_path):
 
 
 @pytest.mark.parametrize("extra,renamed", [((), False), (("--member-names", "sample"), True)])
-def test_the_go_spelling_takes_member_names_sample_when_given(extra, renamed):
-    dry = run_ishard("-src_bck=fixtures/imagenet", "-dry_run=json", *extra, cwd=ROOT)
+def test_the_go_spelling_takes_member_names_sample_when_given(extra, renamed, tmp_path):
+    dry = run_ishard("-src_bck=fixtures/imagenet", f"-dst_bck={tmp_path / 'out'}", "-dry_run=json",
+                     *extra, cwd=ROOT)
     assert dry.returncode == 0, dry.stderr
     files = [f for shard in json.loads(dry.stdout)["shards"] for s in shard["samples"]
              for f in s["files"]]

@@ -251,7 +251,7 @@ def test_resume_names_the_changed_files_of_a_big_source_by_range(tmp_path):
                            str(dst), *common], capture_output=True, text=True, check=False)
     assert done.returncode == 1 and "cannot read" in done.stderr, done.stderr
     os.rename(str(src / names[-1]) + ".away", src / names[-1])
-    make_tree(src, {"x/00301.bin.new": 1})
+    make_tree(src, {"x/00301a.bin": 1})  # sorts between x/00301.bin and x/00302.bin
     resumed = run_ishard("shard", src, dst, *common, "--resume")
     assert resumed.returncode == 1
     (line,) = resumed.stderr.splitlines()

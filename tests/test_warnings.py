@@ -110,5 +110,5 @@ def test_api_warns_with_ishard_warning_and_strict_raises(src, tmp_path):
             ishard.shard(src, tmp_path / "filtered", member_names="original")
         assert not (tmp_path / "filtered").exists()
         assert ishard.shard(src, tmp_path / "default").warnings == ()  # <key>.<ext> names
-    with pytest.raises(ishard.UsageError, match="strict='yes' must be True or False"):
+    with pytest.raises(ishard.UsageError, match="strict must be True or False, not 'yes'"):
         ishard.plan(src, strict="yes")
