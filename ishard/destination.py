@@ -5,15 +5,13 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
-import fsspec.asyn
-
 from . import localstate
 from .errors import IshardError, UsageError
 from .listing import check_source_dir
 from .lock import STATE_DIR
 from .manifest import MANIFEST_NAME
 from .retry import Retrier
-from .storage import Location, storage_error
+from .storage import Location, run_on_loop, storage_error
 
 NOT_EMPTY = "use an empty destination, or --overwrite to replace same-named shards"
 RUN_MARKS = (STATE_DIR, MANIFEST_NAME)  # what a resumable run leaves in its destination
@@ -54,7 +52,7 @@ def _remote_has_objects(dst: Location) -> bool:
     fs = dst.fs
     if dst.is_s3:
         prefix = dst.prefix.strip("/")
-        return fsspec.asyn.sync(fs.loop, _first_key, fs, dst.root, prefix + "/" if prefix else "") is not None
+        return run_on_loop(fs.loop, _first_key, fs, dst.root, prefix + "/" if prefix else "") is not None
     path = dst.child("").rstrip("/")
     if not fs.exists(path):
         parent = path.rpartition("/")[0]

@@ -9,9 +9,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import unquote_plus
 
-import fsspec
-from fsspec.utils import infer_compression
-
 from .errors import UsageError
 from .listing import combined_prefix, keep_remote_name
 from .model import Tally
@@ -29,6 +26,9 @@ MAX_FIELD = 128 << 10  # characters in one field (a name): csv's own default lim
 def _open(url: str, fs=None, mode: str = "rb"):
     """Open a local path, or a URL through ``fs`` (the store's filesystem, with its endpoint and
     credentials); ``.gz`` and other compressions are undone. Bytes by default."""
+    import fsspec  # here, not at the top: its import costs a tenth of a second
+    from fsspec.utils import infer_compression
+
     text = {"encoding": "utf-8", "newline": ""} if mode == "rt" else {}
     try:
         if fs is None:

@@ -9,12 +9,10 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-import fsspec.asyn
-
 from .errors import IshardError, SourceError, UsageError
 from .model import Tally
 from .retry import Retrier
-from .storage import Location, storage_error
+from .storage import Location, run_on_loop, storage_error
 from .table import FileTable, local_stamp, store_stamp
 
 HIDDEN = "hidden (name starts with '.'; --include-hidden keeps it)"
@@ -304,7 +302,7 @@ def list_remote(
 
     try:
         if location.is_s3:
-            fsspec.asyn.sync(fs.loop, _s3_pages, fs, root, wanted, take, retrier or Retrier())
+            run_on_loop(fs.loop, _s3_pages, fs, root, wanted, take, retrier or Retrier())
         else:
             run = (retrier or Retrier()).run
             if not run(lambda: fs.exists(root or "/")):

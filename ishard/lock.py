@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import fcntl
 import math
@@ -15,12 +14,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import fsspec.asyn
 import orjson
 
 from .errors import IshardError, UsageError
 from .retry import Retrier, http_status
-from .storage import Location, storage_error
+from .storage import Location, run_on_loop, storage_error
 
 STATE_DIR = ".ishard-run"  # a run's lock and resume records live here, inside DST
 LOCK_NAME = f"{STATE_DIR}/lock"
@@ -229,7 +227,7 @@ class LeaseLock:
                     out["Body"] = await body.read()
             return out
 
-        return self._retrier.run(lambda: fsspec.asyn.sync(self._fs.loop, call))
+        return self._retrier.run(lambda: run_on_loop(self._fs.loop, call))
 
     def _read(self) -> tuple[dict | None, str | None]:
         """The lock's record (``{}`` if unreadable, None if absent) and its ETag."""
@@ -286,11 +284,13 @@ class LeaseLock:
                 "put_object", Bucket=bucket, Key=key, Body=body, **cond))
 
         async def both():
+            import asyncio
+
             return await asyncio.gather(probe({"IfNoneMatch": "*"}), probe({"IfMatch": _NO_ETAG}),
                                         return_exceptions=True)
 
         honoured = True
-        for out in fsspec.asyn.sync(self._fs.loop, both):
+        for out in run_on_loop(self._fs.loop, both):
             if isinstance(out, dict):  # written: the condition was ignored
                 self._etag, honoured = out.get("ETag", self._etag), False
             elif http_status(out) != 412:

@@ -11,7 +11,6 @@ import zipfile
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
-import fsspec
 import lz4.frame
 import orjson
 
@@ -44,6 +43,8 @@ def read_manifest(
     if "://" not in url and not os.path.isfile(url):
         raise UsageError(f"manifest {url!r} does not exist — give DST/manifest.json of a shard run")
     try:
+        import fsspec  # only for a URL: its import costs a tenth of a second
+
         with fsspec.open(url, "rb", **(storage_options or {})) as f:
             doc = orjson.loads(f.read())
         entries = doc["shardlist"]
@@ -151,6 +152,8 @@ def assigned_ids(counts: Sequence[int], *, rank: int, world_size: int, worker: i
 
 def _members(url: str, storage_options: dict) -> Iterator[tuple[str, bytes]]:
     """(name, bytes) of each regular member of a shard, streamed in archive order."""
+    import fsspec
+
     with fsspec.open(url, "rb", **storage_options) as raw:
         if url.endswith(".zip"):
             with zipfile.ZipFile(raw) as zf:

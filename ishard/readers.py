@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import io
 import os
@@ -10,12 +9,15 @@ import stat
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor, wait
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from .errors import IshardError, SourceError
 from .model import FileEntry
 from .retry import Retrier
 from .storage import Location, storage_error
+
+if TYPE_CHECKING:  # asyncio is imported by fsspec when a store is in use
+    import asyncio
 
 CHUNK = 8 << 20  # objects larger than this are fetched as ranges of this size
 BATCH = 8  # requests handed to the event loop at once, and awaited at once by a writer

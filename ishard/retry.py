@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -65,6 +64,8 @@ class Retrier:
             except Exception as err:
                 if attempt + 1 >= self.attempts or not is_transient(err):
                     raise
+                import asyncio  # only stores retry on an event loop
+
                 await asyncio.sleep(self._delay(attempt))
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import hashlib
 import math
@@ -211,6 +210,8 @@ class S3Sink(_Hashing):
     def _call(self, retrier: Retrier, method: str, **kwargs):
         coro = retrier.run_async(lambda: self._fs._call_s3(method, Bucket=self._bucket,
                                                            Key=self._key, **kwargs))
+        import asyncio
+
         return asyncio.run_coroutine_threadsafe(coro, self._fs.loop)
 
     def _wait(self, future: Future):

@@ -7,11 +7,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-
-import fsspec
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .errors import IshardError, SourceError, UsageError, WriteError
+
+if TYPE_CHECKING:  # fsspec costs a tenth of a second to import: only when a URL needs it
+    import fsspec
 
 BUCKET_PROTOCOLS = ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "ais")
 SUPPORTED_SCHEMES = (*BUCKET_PROTOCOLS, "memory", "file")  # what ishard documents and tests
@@ -200,6 +202,8 @@ def resolve(url: str, *, endpoint_url: str | None = None, storage_options: dict 
     elif endpoint_url:
         options.setdefault("endpoint_url", endpoint_url)
     try:
+        import fsspec
+
         fs = fsspec.filesystem(protocol, **options)
     except ValueError as err:
         if "Protocol not known" in str(err) or "not known" in str(err):
@@ -254,3 +258,11 @@ def storage_error(err: BaseException, location: Location, role: str) -> IshardEr
     return (SourceError if role == "source" else WriteError)(
         f"cannot reach {role} {where!r}: {text} — check the endpoint and the network, then run again"
     )
+
+
+def run_on_loop(loop, func, *args, **kwargs):
+    """``func(*args, **kwargs)`` (a coroutine function) run on an fsspec filesystem's ``loop``
+    from this thread: ``fsspec.asyn.sync``, imported when a store is in use."""
+    import fsspec.asyn
+
+    return fsspec.asyn.sync(loop, func, *args, **kwargs)
