@@ -1,0 +1,1 @@
+"""Where bytes live: one storage contract (``base.Store``) and its implementations."""

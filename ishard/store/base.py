@@ -1,0 +1,193 @@
+"""The storage contract every place bytes live implements: list, read, write, small files, errors."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, BinaryIO, Literal, Protocol
+
+from ..errors import IshardError, SourceError, UsageError, WriteError
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from ..retry import Retrier
+
+Role = Literal["source", "destination", "archive", "--src-list"]
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """One listed or looked-up object: its key (relative to the store's root), size, whole-second
+    mtime, ETag (None where the store has none) and ``stamp``, 8 bytes that change when the
+    object is rewritten even at the same size within the same second (resume checks it)."""
+
+    key: str
+    size: int
+    mtime: int = 0
+    etag: str | None = None
+    stamp: bytes = b""
+
+
+class Refused(Exception):
+    """A conditional write whose condition did not hold (the object exists, or its ETag moved)."""
+
+
+class Unconditional(Exception):
+    """The store does not take the condition asked for (it would ignore or reject it)."""
+
+
+Mode = Literal["overwrite", "create"] | tuple[Literal["match"], str]
+
+
+class Guard(Protocol):
+    """The destination's lease, as a sink sees it: confirmed before publishing, checked after."""
+
+    def confirm(self) -> float: ...
+
+    def committed(self, confirmed: float, what: str) -> None: ...
+
+
+class Sink(Protocol):
+    """One shard being written: bytes in, then ``close``; it appears under its name only on
+    ``commit``; ``abort`` leaves nothing behind (no partial object, no open upload)."""
+
+    url: str
+    etag: str | None
+
+    def write(self, data: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+    def commit(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+
+class Store(ABC):
+    """Where bytes live: one root (a local directory, a bucket, an fsspec URL path).
+
+    Keys are ``/``-separated and relative to the root. Every method may raise the store's own
+    exceptions; :meth:`error` turns any of them into the one-line ``IshardError`` a user sees
+    (the only place that does). Missing objects raise ``FileNotFoundError``.
+    """
+
+    #: ``s3``, ``gs``, ``az``, ``memory``, … or ``file`` for a local directory
+    scheme: str = "file"
+    #: forked writer processes may open the source and the destination themselves
+    forkable: bool = False
+    #: conditional writes (``put(mode=…)``) may be tried
+    conditional: bool = False
+
+    def __init__(self, url: str, root: str) -> None:
+        self.url, self.root = url, root
+
+    # -- addresses --------------------------------------------------------------------------
+    def url_of(self, key: str) -> str:
+        """The URL (or local path) a user would give for ``key``."""
+        return f"{self.scheme}://{self.root}/{key}" if self.root else f"{self.scheme}://{key}"
+
+    # -- listing ----------------------------------------------------------------------------
+    @abstractmethod
+    def list(self, prefix: str, retrier: Retrier) -> Iterator[list[ObjectInfo]]:
+        """Every object whose key starts with ``prefix``, page by page, in bytewise key order
+        across pages; each request retried by ``retrier``.
+
+        Raises:
+            FileNotFoundError: the root (bucket, directory) does not exist.
+        """
+
+    @abstractmethod
+    def has_objects(self, prefix: str) -> bool:
+        """Is any object's key under ``prefix`` (a ``/``-ended folder, or ``""`` for all)?
+
+        Raises:
+            FileNotFoundError: the root (bucket) does not exist.
+        """
+
+    # -- reading ----------------------------------------------------------------------------
+    #: an event loop (in its own thread) that runs :meth:`read_async`; None: use threads
+    loop: asyncio.AbstractEventLoop | None = None
+
+    @abstractmethod
+    def read(self, key: str, start: int = -1, end: int = -1) -> bytes:
+        """The object's bytes, or bytes [start, end) of it (start -1: all of it)."""
+
+    async def read_async(self, key: str, start: int = -1, end: int = -1) -> bytes:
+        """:meth:`read` as a coroutine on :attr:`loop` (stores that have one)."""
+        raise NotImplementedError
+
+    @abstractmethod
+    def open_read(self, key: str) -> BinaryIO:
+        """A buffered stream of the object (verify, ``ishard ls``, re-hashing)."""
+
+    @abstractmethod
+    def stat(self, key: str) -> ObjectInfo:
+        """The object's size, ETag and stamp (``FileNotFoundError`` if missing)."""
+
+    # -- small files (manifest, run state, lock) --------------------------------------------
+    @abstractmethod
+    def get(self, key: str) -> tuple[bytes, str | None]:
+        """A small object whole, with its ETag (``FileNotFoundError`` if missing)."""
+
+    @abstractmethod
+    def put(self, key: str, data: bytes, *, mode: Mode = "overwrite") -> str | None:
+        """Write a small object whole and atomically (readers see the old or the new bytes);
+        return its ETag. ``mode`` ``"create"``: only if absent; ``("match", etag)``: only if
+        its ETag is still ``etag``.
+
+        Raises:
+            Refused: the condition did not hold.
+            Unconditional: the store does not take conditions (see :attr:`conditional`).
+        """
+
+    @abstractmethod
+    def delete(self, keys: Iterable[str]) -> None:
+        """Remove these objects (missing ones are no error), in as few requests as the store
+        allows."""
+
+    @abstractmethod
+    def find(self, prefix: str) -> list[str]:
+        """The keys under the folder ``prefix`` (recursively)."""
+
+    # -- shards -----------------------------------------------------------------------------
+    @abstractmethod
+    def sink(self, key: str, *, retrier: Retrier, cleanup: Retrier, part_size: int,
+             expected: int, notice: Callable[[str], None], guard: Guard | None) -> Sink:
+        """A writer for one shard, published under ``key`` only on ``commit`` (while ``guard``
+        confirms the lease)."""
+
+    def abort_uploads(self, keys: Iterable[str], retrier: Retrier) -> int:
+        """Abort unfinished uploads a killed run left for these keys; return how many."""
+        return 0
+
+    # -- errors -----------------------------------------------------------------------------
+    @abstractmethod
+    def classify(self, err: BaseException) -> str:
+        """What ``err`` means: ``missing``, ``denied``, ``credentials``, ``refused`` (a
+        condition that did not hold), ``unsupported`` or ``unreachable``."""
+
+    def error(self, err: BaseException, role: str, where: str | None = None) -> IshardError:
+        """The one-line error a user sees for ``err`` met while using this store as ``role``
+        (credentials never appear). A missing bucket or path is a bad invocation (exit 2);
+        denied access and unreachable endpoints are runtime failures (exit 1)."""
+        return storage_error(self.classify(err), err, where or self.url, role)
+
+
+def storage_error(kind: str, err: BaseException, where: str, role: str) -> IshardError:
+    """The message for a failure of ``kind`` (see :meth:`Store.classify`)."""
+    failure = SourceError if role == "source" else WriteError
+    if kind == "missing":
+        return UsageError(f"{role} {where!r} does not exist (no such bucket or path) — create "
+                          "it first or fix the URL")
+    if kind == "denied":
+        return failure(f"access to {role} {where!r} was denied — check the credentials "
+                       "(AWS_ACCESS_KEY_ID / AWS_PROFILE or --storage-option) and the bucket's "
+                       "permissions")
+    if kind == "credentials":
+        return failure(f"no credentials found for {role} {where!r} — set AWS_ACCESS_KEY_ID and "
+                       "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or --storage-option key=… secret=…")
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return failure(f"cannot reach {role} {where!r}: {text} — check the endpoint and the "
+                   "network, then run again")
