@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import time
@@ -17,8 +18,8 @@ from .executors import write_with_dask
 from .formats import check_names
 from .inventory import list_inventory
 from .keys import key_function
-from .listing import list_local, list_remote
-from .lock import LeaseCheck, LeaseLock, acquire
+from .lease import LeaseCheck, LeaseLock
+from .lock import acquire
 from .manifest import MANIFEST_NAME, manifest_bytes, remove_manifest
 from .model import Plan, Report, ShardPlan, ShardResult, Tally
 from .naming import KeyCheck, check_extraction_names, check_index_shards, check_reader_names
@@ -34,7 +35,7 @@ from .runstate import RunState, remove_temp_files
 from .runstate import fingerprint as run_fingerprint
 from .samples import apply_sample_exts_table, group_table, route_table
 from .sinks import Guard, abort_dangling_uploads, open_sink, put_file
-from .storage import Location, parse_storage_options, resolve
+from .store import Location, parse_storage_options, resolve
 from .table import FileTable, SampleTable, ShardList
 from .write import Cancel, write_one, write_shards
 
@@ -273,9 +274,7 @@ def shard_with(src: str | PathLike[str], dst: str | PathLike[str], opts: Options
     dest = _location(str(dst), opts, "destination")
     retrier = Retrier(opts.retries)
     check_destination(source, dest, overwrite=opts.overwrite, resume=opts.resume, retrier=retrier)
-    created = dest.is_local and not Path(dest.root).exists()
-    if dest.is_local:
-        _make_destination(dest)
+    created = dest.store.make_root()
     lock = acquire(dest, retrier)
     guard = lock if isinstance(lock, LeaseLock) else None  # a local flock cannot be lost
     state = RunState(dest, retrier)
@@ -319,9 +318,10 @@ def shard_with(src: str | PathLike[str], dst: str | PathLike[str], opts: Options
     finally:
         lock.release()
         if not begun:
-            state.clear()
+            with contextlib.suppress(IshardError):
+                state.clear()
             if created:
-                _remove_if_empty(Path(dest.root))
+                dest.store.remove_root_if_empty()
     return Report(the_plan, str(dst), tuple(results), time.monotonic() - started, manifest,
                   retrier.retries, kept=len(done), removed=removed)
 
@@ -396,21 +396,9 @@ def _write(source: Location, dest: Location, opts: Options, shards: Sequence[Sha
     try:
         return write_shards(shards, reader, sink_for, jobs=_jobs(opts, source, dest),
                             settings=settings, progress=progress,
-                            processes=source.is_local and dest.is_local)
+                            processes=source.store.forkable and dest.store.forkable)
     finally:
         reader.close()
-
-
-def _make_destination(dest: Location) -> None:
-    path = Path(dest.root)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        where = next((p for p in (path, *path.parents) if p.exists()), path)
-        raise WriteError(
-            f"cannot create the destination {dest.url!r}: {err.strerror or err} (in "
-            f"{str(where)!r}) — choose a destination you can write to, or create it first"
-        ) from None
 
 
 def _drawn_seed(sort: object, opts: Options) -> int | None:
@@ -435,15 +423,8 @@ def _shuffle_seed(opts: Options, drawn: int, state: RunState, dest: Location,
     return opts, drawn
 
 
-def _remove_if_empty(path: Path) -> None:
-    try:
-        path.rmdir()
-    except OSError:
-        pass  # not empty: keep it
-
-
 def _jobs(opts: Options, source: Location, dest: Location) -> int:
-    return opts.workers(remote=not (source.is_local and dest.is_local))
+    return opts.workers(remote=not (source.store.forkable and dest.store.forkable))
 
 
 def _writer_parts(source: Location, dest: Location, opts: Options, retrier: Retrier,
@@ -486,6 +467,12 @@ def _location(url: str, opts: Options, role: str) -> Location:
                    storage_options=parse_storage_options(opts.storage_options), role=role)
 
 
+def _open_url(url: str, opts: Options):
+    """A stream of the object ``url`` names (an inventory file in a store)."""
+    where = _location(url, opts, "--src-list")
+    return where.store.open_read(where.prefix)
+
+
 def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> FileTable:
     seen = [0, 0]
 
@@ -498,12 +485,11 @@ def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> 
     common = {"prefix": opts.prefix, "include_hidden": opts.include_hidden, "tally": tally,
               "on_file": on_file}
     if opts.src_list:
-        fs = _location(opts.src_list, opts, "--src-list").fs if "://" in opts.src_list else None
-        entries = list_inventory(opts.src_list, list_prefix=source.prefix, fs=fs, **common)
-    elif source.is_local:
-        entries = list_local(source.root, follow_symlinks=opts.follow_symlinks, **common)
+        entries = list_inventory(opts.src_list, list_prefix=source.prefix,
+                                 opener=lambda url: _open_url(url, opts), **common)
     else:
-        entries = list_remote(source, **common)
+        entries = source.store.list_source(source, follow_symlinks=opts.follow_symlinks,
+                                           retrier=Retrier(opts.retries), **common)
     progress.listing(*seen)
     return entries
 

@@ -10,7 +10,6 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import BinaryIO
 
 import lz4.frame
@@ -18,7 +17,7 @@ import lz4.frame
 from .errors import IshardError, SourceError, UsageError
 from .keys import wds_split
 from .plan import ARCHIVE_EXTS
-from .storage import parse_storage_options, resolve, storage_error
+from .store import parse_storage_options, resolve
 
 READ_STEP = 1 << 20  # bytes per read when member data is read back
 TAR_BUFFER = 1 << 20
@@ -149,39 +148,23 @@ def members(path: str, *, endpoint_url: str | None = None,
     """
     location = resolve(path, endpoint_url=endpoint_url, role="archive",
                        storage_options=parse_storage_options(storage_options))
-    fs, where = location.fs, location.child("").rstrip("/")
-    if fs is None:
-        directory = Path(path).is_dir()
-    else:  # a store has no directories, only prefixes: ask only when the name is no archive's
-        directory = not path.endswith(ARCHIVE_EXTS) and _store_dir(fs, where)
-    if directory:
+    store, key = location.store, location.prefix
+    # a store has no directories, only prefixes: ask only when the name is no archive's
+    if (not store.remote or not path.endswith(ARCHIVE_EXTS)) and store.is_folder(key):
         raise _is_a_directory(path)
     if not path.endswith(ARCHIVE_EXTS):
         raise UsageError(
             f"{path!r} is not an archive ishard reads — give a file ending in {', '.join(ARCHIVE_EXTS)}"
         )
-    if fs is None:
-        if not Path(path).is_file():
-            raise UsageError(f"archive {path!r} does not exist — give a shard file")
-        with damage_as_error(path), open(path, "rb") as raw:
-            yield from scan(path, raw)
-        return
     try:
-        with fs.open(where, "rb") as raw, damage_as_error(path):
+        with store.open_read(key) as raw, damage_as_error(path):
             yield from scan(path, raw)
     except FileNotFoundError:
         raise UsageError(f"archive {path!r} does not exist — give a shard file") from None
     except IshardError:
         raise
     except Exception as err:  # noqa: BLE001 — a store's many error types, translated once
-        raise storage_error(err, location, "archive") from None
-
-
-def _store_dir(fs, where: str) -> bool:
-    try:
-        return bool(fs.isdir(where))
-    except (OSError, ValueError):
-        return False
+        raise location.error(err, "archive") from None
 
 
 @dataclass

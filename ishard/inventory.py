@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import csv
+import io
 import itertools
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import unquote_plus
 
 from .errors import UsageError
@@ -23,19 +25,22 @@ MAX_LINE = 1 << 20  # bytes in one inventory line: a file per line never needs m
 MAX_FIELD = 128 << 10  # characters in one field (a name): csv's own default limit
 
 
-def _open(url: str, fs=None, mode: str = "rb"):
-    """Open a local path, or a URL through ``fs`` (the store's filesystem, with its endpoint and
-    credentials); ``.gz`` and other compressions are undone. Bytes by default."""
+def _open(url: str, opener: Callable[[str], BinaryIO] | None = None, mode: str = "rb"):
+    """Open a local path, or a store URL through ``opener`` (the store's reader, with its
+    endpoint and credentials); ``.gz`` and other compressions are undone. Bytes by default."""
     import fsspec  # here, not at the top: its import costs a tenth of a second
+    from fsspec.compression import compr
     from fsspec.utils import infer_compression
 
     text = {"encoding": "utf-8", "newline": ""} if mode == "rt" else {}
     try:
-        if fs is None:
+        if opener is None or "://" not in url:
             return fsspec.open(url, mode, compression="infer", **text).open()
-        path = url.partition("://")[2] if "://" in url else url
-        return fsspec.core.OpenFile(fs, path, mode=mode, compression=infer_compression(path),
-                                    **text).open()
+        stream = opener(url)
+        compression = infer_compression(url)
+        if compression is not None:
+            stream = compr[compression](stream, mode="rb")
+        return io.TextIOWrapper(stream, **text) if mode == "rt" else stream
     except FileNotFoundError:
         raise UsageError(f"--src-list {url!r} does not exist — give an inventory file") from None
     except Exception as err:
@@ -217,7 +222,7 @@ def _rows_csv(stream, where: str) -> Iterator[tuple[str, int, int]]:
         raise _csv_error(err, reader, where) from None
 
 
-def _s3_inventory(manifest: dict, where: str, fs=None) -> Iterator[tuple[str, int, int]]:
+def _s3_inventory(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int, int]]:
     """AWS S3 Inventory: manifest.json names headerless CSV files and their column schema."""
     if manifest.get("fileFormat", "CSV").upper() != "CSV":
         raise UsageError(f"--src-list {where!r}: only CSV S3 Inventory reports are supported")
@@ -229,7 +234,7 @@ def _s3_inventory(manifest: dict, where: str, fs=None) -> Iterator[tuple[str, in
     for item in manifest.get("files", []):
         data = _data_file(where, manifest, item["key"])
         label = f"{where}: data file {item['key']}"
-        with _open(data, fs) as stream:
+        with _open(data, opener) as stream:
             reader = _csv_reader(stream, label)
             try:
                 for row in reader:
@@ -291,26 +296,26 @@ def list_inventory(
     include_hidden: bool = False,
     tally: Tally | None = None,
     on_file: Callable[[int], None] | None = None,
-    fs=None,
+    opener: Callable[[str], BinaryIO] | None = None,
 ) -> FileTable:
     """The entries an inventory file names, filtered like a listing, sorted bytewise.
 
-    ``fs`` opens a ``where`` that is a store URL (and an S3 Inventory's data files there).
+    ``opener`` opens a ``where`` that is a store URL (and an S3 Inventory's data files there).
 
     Raises:
         UsageError: the file is missing or malformed.
     """
     tally = tally if tally is not None else Tally()
     wanted = combined_prefix(list_prefix, prefix)
-    with _open(where, fs) as stream:
+    with _open(where, opener) as stream:
         head = stream.read(1 << 16).decode("utf-8", "replace")
     stripped = head.lstrip()
     stream = None
     if stripped.startswith("{") and '"fileSchema"' in head:
-        with _open(where, fs, "rt") as text:
-            rows = _s3_inventory(_manifest(text, where), where, fs)
+        with _open(where, opener, "rt") as text:
+            rows = _s3_inventory(_manifest(text, where), where, opener)
     else:
-        stream = _open(where, fs)  # read again, line by line: a big inventory is never held whole
+        stream = _open(where, opener)  # read again, line by line: a big inventory is never held whole
         rows = _rows_jsonl(stream, where) if stripped.startswith("{") else _rows_csv(stream, where)
     entries = FileTable()
     try:

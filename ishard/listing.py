@@ -6,14 +6,16 @@ import os
 import re
 import stat
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import IshardError, SourceError, UsageError
 from .model import Tally
 from .retry import Retrier
-from .storage import Location, run_on_loop, storage_error
-from .table import FileTable, local_stamp, store_stamp
+from .table import FileTable, local_stamp
+
+if TYPE_CHECKING:
+    from .store import Location
 
 HIDDEN = "hidden (name starts with '.'; --include-hidden keeps it)"
 HIDDEN_DIR = "hidden directory, not entered (--include-hidden enters it)"
@@ -237,34 +239,6 @@ def keep_remote_name(name: str, include_hidden: bool, tally: Tally) -> bool:
     return True
 
 
-def _mtime(info: dict) -> int:
-    for key in ("LastModified", "mtime", "last_modified", "updated", "created"):
-        value = info.get(key)
-        if value is None:
-            continue
-        if hasattr(value, "timestamp"):
-            return int(value.timestamp())
-        try:
-            return int(float(value))
-        except (TypeError, ValueError):
-            continue
-    return 0
-
-
-async def _s3_pages(fs, bucket: str, prefix: str, on_object: Callable[[dict], None],
-                    retrier: Retrier) -> None:
-    """Every object under ``prefix``, page by page, each page's request retried on its own."""
-    kwargs = {"Bucket": bucket, "Prefix": prefix, **fs.req_kw}
-    while True:
-        page = await retrier.run_async(partial(fs._call_s3, "list_objects_v2", **kwargs))
-        for item in page.get("Contents", []):
-            on_object({**item, "name": f"{bucket}/{item['Key']}", "size": item["Size"],
-                       "type": "file"})
-        if not page.get("IsTruncated"):
-            return
-        kwargs["ContinuationToken"] = page["NextContinuationToken"]
-
-
 def list_remote(
     location: Location,
     *,
@@ -286,33 +260,19 @@ def list_remote(
     entries = FileTable()
     if wanted is None:
         return entries
-    fs, root = location.fs, location.root
-    cut = len(root) + 1 if root else 0
-
-    def take(info: dict) -> None:
-        if info.get("type", "file") != "file":
-            return
-        name = info["name"][cut:]
-        if not name.startswith(wanted) or not keep_remote_name(name, include_hidden, tally):
-            return
-        size = int(info["size"])
-        entries.add(name, size, _mtime(info), store_stamp(info))
-        if on_file is not None:
-            on_file(size)
+    store = location.store
 
     try:
-        if location.is_s3:
-            run_on_loop(fs.loop, _s3_pages, fs, root, wanted, take, retrier or Retrier())
-        else:
-            run = (retrier or Retrier()).run
-            if not run(lambda: fs.exists(root or "/")):
-                raise FileNotFoundError(root)
-            start = "/".join(p for p in (root, wanted.rpartition("/")[0]) if p)
-            for info in run(lambda: fs.find(start, detail=True)).values():
-                take(info)
+        for page in store.list(wanted, retrier or Retrier()):
+            for obj in page:
+                if not keep_remote_name(obj.key, include_hidden, tally):
+                    continue
+                entries.add(obj.key, obj.size, obj.mtime, obj.stamp)
+                if on_file is not None:
+                    on_file(obj.size)
     except IshardError:
         raise
     except Exception as err:
-        raise storage_error(err, location, "source") from None
+        raise location.error(err, "source") from None
     entries.sort()
     return entries

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import orjson
 
@@ -13,7 +12,7 @@ from .listing import printable
 from .model import Plan, ShardResult
 from .retry import Retrier
 from .runstate import EXECUTION_ONLY
-from .storage import Location, storage_error
+from .store import Location
 
 MANIFEST_NAME = "manifest.json"
 
@@ -80,15 +79,14 @@ def remove_manifest(dst: Location, retrier: Retrier | None = None) -> None:
     """
     run = retrier.run if retrier is not None else (lambda call: call())
     try:
-        if dst.is_local:
-            (Path(dst.root) / MANIFEST_NAME).unlink(missing_ok=True)
-        elif run(lambda: dst.fs.exists(dst.child(MANIFEST_NAME))):
-            run(lambda: dst.fs.rm(dst.child(MANIFEST_NAME)))
+        run(lambda: dst.store.delete([dst.key(MANIFEST_NAME)]))
     except OSError as err:
         raise WriteError(
             f"cannot remove the old manifest in {dst.url!r}: {err.strerror or err} — fix its "
             "permissions"
         ) from None
+    except Exception as err:
+        raise dst.error(err, "destination") from None
 
 
 def read_manifest(dst: Location) -> dict:
@@ -100,11 +98,9 @@ def read_manifest(dst: Location) -> dict:
         IshardError: the store cannot be reached or denies access.
     """
     where = dst.child(MANIFEST_NAME)
-    if dst.is_local and Path(dst.root).is_file():
-        raise UsageError(f"destination {dst.url!r} is a file — give the directory that holds "
-                         f"{MANIFEST_NAME}")
+    dst.store.check_folder(dst.url, f"give the directory that holds {MANIFEST_NAME}")
     try:
-        data = Path(where).read_bytes() if dst.is_local else dst.fs.cat_file(where)
+        data, _ = dst.store.get(dst.key(MANIFEST_NAME))
     except FileNotFoundError:
         if not _exists(dst):
             raise UsageError(f"destination {dst.url!r} does not exist — give the directory or "
@@ -112,25 +108,22 @@ def read_manifest(dst: Location) -> dict:
         raise DataError(f"no {MANIFEST_NAME} in {dst.url!r} — it is written when a run ends; "
                         "run ishard shard again with the same source and options and --resume "
                         "to finish the job") from None
-    except (IsADirectoryError, PermissionError) as err:
-        if dst.is_local:
+    except OSError as err:
+        if isinstance(err, (IsADirectoryError, PermissionError)) or dst.store.forkable:
             raise DataError(f"cannot read {where!r}: {err.strerror or err} — it must be the "
                             "manifest file ishard wrote, readable by you") from None
-        raise storage_error(err, dst, "destination") from None
+        raise dst.error(err, "destination") from None
     except Exception as err:
-        if dst.is_local and isinstance(err, OSError):
-            raise DataError(f"cannot read {where!r}: {err.strerror or err}") from None
-        raise storage_error(err, dst, "destination") from None
+        raise dst.error(err, "destination") from None
     return check_manifest(data, where)
 
 
 def _exists(dst: Location) -> bool:
-    if dst.is_local:
-        return Path(dst.root).exists()
     try:
-        return bool(dst.fs.exists(dst.child("").rstrip("/")))
-    except Exception:
-        return True  # cannot tell: say the manifest is missing, the likelier case
+        key = dst.key("").rstrip("/")
+        return dst.store.root_exists() and (not key or dst.store.exists(key))
+    except Exception:  # noqa: BLE001 - cannot tell: say the manifest is missing, the likelier case
+        return True
 
 
 def check_manifest(data: bytes, where: str) -> dict:

@@ -19,7 +19,7 @@ from .naming import MEMBER_NAMES
 from .plan import ARCHIVE_EXTS, Bounds, Order
 from .samples import ACTIONS
 from .sizes import ShardSize, parse_shard_size, parse_size
-from .storage import parse_storage_options
+from .store.location import parse_storage_options
 from .templates import NameTemplate, parse_template
 
 DEFAULT_SHARD_SIZE = 1 << 20

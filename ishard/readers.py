@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, BinaryIO
 from .errors import IshardError, SourceError
 from .model import FileEntry
 from .retry import Retrier
-from .storage import Location, storage_error
 
-if TYPE_CHECKING:  # asyncio is imported by fsspec when a store is in use
+if TYPE_CHECKING:  # asyncio is imported when a store is in use
     import asyncio
+
+    from .store import Location
 
 CHUNK = 8 << 20  # objects larger than this are fetched as ranges of this size
 BATCH = 8  # requests handed to the event loop at once, and awaited at once by a writer
@@ -320,7 +321,7 @@ class _Window:
                 "listed (or named in --src-list) but cannot be read now"
             ) from None
         except Exception as err:
-            raise storage_error(err, self._reader.location, "source") from None
+            raise self._reader.location.error(err, "source") from None
         self._bytes -= nbytes
         self._fill()
         return data
@@ -348,25 +349,24 @@ def _ranges(size: int) -> list[tuple[int, int]]:
 
 
 class RemoteReader:
-    """Fetches objects through fsspec, many requests in flight, memory bounded by ``budget``."""
+    """Fetches objects from a store, many requests in flight, memory bounded by ``budget``."""
 
     def __init__(self, location: Location, retrier: Retrier, *, budget: int, max_requests: int):
         self.location, self.retrier = location, retrier
         self.budget, self.max_requests = budget, max_requests
         self.batch = max(1, min(BATCH, max_requests // 4))
-        fs = location.fs
-        self._loop = getattr(fs, "loop", None) if getattr(fs, "async_impl", False) else None
+        self.store = location.store
+        self._loop = self.store.loop
         self._pool = None if self._loop else ThreadPoolExecutor(max_requests, "ishard-read")
         self._tasks: dict[Future, asyncio.Task] = {}  # requests under way; event loop only
 
     def _fetch(self, entry: FileEntry, start: int, end: int):
         """``entry``'s bytes [start, end) (start -1: the whole object), retried; a coroutine
         for an async store."""
-        fs, path = self.location.fs, self.location.path(entry.name)
-        kwargs = {} if start < 0 else {"start": start, "end": end}
+        store, key = self.store, entry.name
         if self._loop is not None:
-            return self.retrier.run_async(lambda: fs._cat_file(path, **kwargs))
-        return self.retrier.run(lambda: fs.cat_file(path, **kwargs))
+            return self.retrier.run_async(lambda: store.read_async(key, start, end))
+        return self.retrier.run(lambda: store.read(key, start, end))
 
     def submit_many(self, requests: list[tuple[FileEntry, int, int]]) -> list[Future]:
         """Start fetching each ``(entry, start, end)``; an async store's event loop is handed
@@ -419,9 +419,16 @@ Reader = LocalReader | RemoteReader  # what open_reader returns: ``read(entries)
 
 def open_reader(location: Location, retrier: Retrier, *, jobs: int, budget: int,
                 follow_symlinks: bool = False) -> Reader:
-    """The reader for a source: direct files locally, a prefetching reader for stores."""
-    if location.is_local:
-        return LocalReader(location, follow_symlinks)
+    """The reader for a source: the store's own (direct files locally), else a prefetching
+    reader."""
+    return location.store.reader(location, retrier, jobs=jobs, budget=budget,
+                                 follow_symlinks=follow_symlinks)
+
+
+def prefetching_reader(location: Location, retrier: Retrier, *, jobs: int,
+                       budget: int) -> RemoteReader:
+    """A reader that keeps many requests in flight, memory bounded by ``budget`` over ``jobs``
+    writers."""
     return RemoteReader(
         location, retrier, budget=max(CHUNK, budget // max(1, jobs)),
         max_requests=max(8, 256 // max(1, jobs)),

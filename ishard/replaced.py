@@ -3,23 +3,17 @@ new manifest is in place (never before, so a failed run leaves the rest of the o
 
 from __future__ import annotations
 
-import errno
-import os
-import stat
 from collections.abc import Iterable
-from functools import partial
-from typing import Any
 
 import orjson
 
+from .errors import IshardError
 from .lock import STATE_DIR
 from .manifest import MANIFEST_NAME
 from .naming import index_name
 from .resume import _manifest_data
 from .retry import Retrier
-from .storage import Location, storage_error
-
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+from .store import Location
 
 
 def _safe(name: object) -> bool:
@@ -75,47 +69,19 @@ def stale(old: Iterable[str], new_names: Iterable[str], dali_index: bool) -> lis
 
 
 def remove_archives(dest: Location, names: Iterable[str], retrier: Retrier) -> int:
-    """Remove ``names`` (those present) from DST; how many were removed. Locally only regular
-    files are removed, never through a link (a linked folder is left alone)."""
-    removed = 0
-    if dest.is_local:
-        for name in names:
-            removed += _remove_local(dest.root, name)
-        return removed
-    fs: Any = dest.fs
-    run = retrier.run
+    """Remove ``names`` (those present) from DST; how many were removed. Which are present
+    comes from one listing of DST (regular files only locally: a link or a folder under an old
+    shard's name is no archive, and nothing is removed through a link); then one bulk delete."""
+    wanted = {dest.key(name) for name in names}
+    if not wanted:
+        return 0
+    store = dest.store
     try:
-        for name in names:
-            where = dest.child(name)
-            if run(partial(fs.exists, where)):
-                run(partial(fs.rm_file, where))
-                removed += 1
-        fs.invalidate_cache(dest.child(""))
+        present = [obj.key for page in store.list(dest.key(""), retrier) for obj in page
+                   if obj.key in wanted]
+        retrier.run(lambda: store.delete(present))
+    except IshardError:
+        raise
     except Exception as err:  # noqa: BLE001 - a store's errors, translated once
-        raise storage_error(err, dest, "destination") from None
-    return removed
-
-
-def _remove_local(root: str, name: str) -> int:
-    *folders, base = name.split("/")
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # DST itself: the user's
-    try:
-        for part in folders:
-            try:
-                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except OSError as err:
-                if err.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
-                    return 0  # gone, or a link: nothing of ours through it
-                raise
-            os.close(fd)
-            fd = child
-        try:
-            mode = os.stat(base, dir_fd=fd, follow_symlinks=False).st_mode
-        except FileNotFoundError:
-            return 0
-        if not stat.S_ISREG(mode):
-            return 0  # a link or a folder under an old shard's name is not an archive
-        os.unlink(base, dir_fd=fd)
-        return 1
-    finally:
-        os.close(fd)
+        raise dest.error(err, "destination") from None
+    return len(present)

@@ -4,8 +4,6 @@ to write, and recording each shard as it finishes."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import partial
-from pathlib import Path
 
 import orjson
 
@@ -17,7 +15,7 @@ from .progress import Progress
 from .retry import Retrier
 from .runstate import RunState, remove_temp_files, still_complete
 from .sinks import abort_dangling_uploads
-from .storage import Location, storage_error
+from .store import Location
 
 CHANGED = (
     "cannot resume into {dst!r}: the source or the options changed since the interrupted run "
@@ -46,15 +44,7 @@ def _changed(dest: Location, earlier: object, plan: Plan, run: str) -> DataError
 
 def _manifest_data(dest: Location, retrier: Retrier | None = None) -> bytes | None:
     """The bytes of ``DST/manifest.json`` (locally not through a link); None without one."""
-    run = retrier.run if retrier is not None else (lambda call: call())
-    try:
-        if dest.is_local:
-            path = Path(dest.root) / MANIFEST_NAME
-            return path.read_bytes() if path.is_file() and not path.is_symlink() else None
-        where, fs = dest.child(MANIFEST_NAME), dest.fs
-        return run(partial(fs.cat_file, where)) if run(partial(fs.exists, where)) else None
-    except Exception as err:
-        raise storage_error(err, dest, "destination") from None
+    return dest.read_file(MANIFEST_NAME, retrier)
 
 
 def earlier_manifest_seed(dest: Location) -> int | None:

@@ -3,23 +3,19 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import stat
 from collections.abc import Iterable
 from functools import partial
-from pathlib import Path
-from typing import Any
 
 import orjson
 
-from . import __version__, localstate
-from .errors import IshardError, WriteError
+from . import __version__
+from .errors import IshardError
 from .formats.compress import gzip_library
 from .lock import STATE_DIR
 from .model import Plan, ShardResult
 from .retry import Retrier
-from .sinks import TEMP_SUFFIX, WRITE_FIX, put_file
-from .storage import Location, storage_error
+from .sinks import TEMP_SUFFIX, put_file
+from .store import Location
 from .table import ShardList
 
 RUN_NAME = f"{STATE_DIR}/run.json"
@@ -64,47 +60,11 @@ class RunState:
     def __init__(self, dest: Location, retrier: Retrier) -> None:
         self._dest, self._retrier = dest, retrier
 
-    def _local(self, name: str, use, *, create: bool = False):
-        """``use(dir_fd, base)`` on ``name`` (a path inside ``.ishard-run``) in its real folder;
-        None when that folder is missing."""
-        inner, _, base = name.rpartition("/")
-        fd = localstate.open_dir(self._dest.root, inner, create=create)
-        if fd is None:
-            return None
-        try:
-            return use(fd, base)
-        finally:
-            os.close(fd)
-
     def _read(self, name: str) -> bytes | None:
-        dest = self._dest
-        try:
-            if dest.is_local:
-                return self._local(name, localstate.read)
-            return self._retrier.run(partial(dest.fs.cat_file, dest.child(name)))
-        except FileNotFoundError:
-            return None
-        except IshardError:
-            raise
-        except OSError as err:
-            raise IshardError(f"cannot read {name!r} in {dest.url!r}: {err.strerror or err} — "
-                              "check the destination's permissions") from None
-        except Exception as err:
-            raise storage_error(err, dest, "destination") from None
+        return self._dest.read_file(name, self._retrier)
 
     def _put(self, name: str, data: bytes) -> None:
-        dest = self._dest
-        if not dest.is_local:
-            put_file(dest, name, data, self._retrier)
-            return
-        temp = f".{name.rpartition('/')[2]}.{os.getpid()}{TEMP_SUFFIX}"
-        try:
-            self._local(name, lambda fd, base: localstate.write(fd, base, data, temp),
-                        create=True)
-        except OSError as err:
-            raise WriteError(f"cannot write {str(Path(dest.root) / name)!r}: "
-                             f"{err.strerror or err} — {WRITE_FIX.get(err.errno, WRITE_FIX[None])}"
-                             ) from None
+        put_file(self._dest, name, data, self._retrier)
 
     def earlier(self) -> dict:
         """What an earlier, unfinished run recorded here (``fingerprint``, ``seed`` …), if any."""
@@ -146,16 +106,11 @@ class RunState:
     def _done_names(self) -> list[str]:
         """The names in ``done/``; a killed run's temp records are removed on the way."""
         dest = self._dest
-        if dest.is_local:
-            def names(fd: int, _: str) -> list[str]:
-                found = os.listdir(fd)
-                for name in found:
-                    if name.endswith(TEMP_SUFFIX):
-                        localstate.remove(fd, name)
-                return found
-            return self._local(f"{DONE_DIR}/.", names) or []
-        found = self._retrier.run(partial(dest.fs.find, dest.child(DONE_DIR)))
-        return [p.rpartition("/")[2] for p in found]
+        found = self._retrier.run(partial(dest.store.find, dest.key(DONE_DIR)))
+        temps = [key for key in found if key.endswith(TEMP_SUFFIX)]
+        if temps:
+            self._retrier.run(partial(dest.store.delete, temps))
+        return [key.rpartition("/")[2] for key in found]
 
     def recorded(self) -> dict[int, dict]:
         """The finished shards recorded so far, by plan index (anything else in ``done/`` —
@@ -165,7 +120,7 @@ class RunState:
         except IshardError:
             raise
         except Exception as err:
-            raise storage_error(err, self._dest, "destination") from None
+            raise self._dest.error(err, "destination") from None
         records = {}
         for name in names:
             stem = name.removesuffix(".json")
@@ -178,135 +133,60 @@ class RunState:
                 continue  # unreadable: the shard is written again
         return {i: r for i, r in records.items() if isinstance(r, dict)}
 
-    def _remove(self, names: Iterable[str], *, quiet: bool = False) -> None:
-        dest = self._dest
+    def _remove(self, folder: str, *names: str) -> None:
+        dest, run = self._dest, self._retrier.run
         try:
-            if dest.is_local:
-                for name in names:
-                    inner, _, base = name.rpartition("/")
-                    if inner:
-                        self._local(name, localstate.remove)
-                    else:
-                        fd = os.open(dest.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-                        try:
-                            localstate.remove(fd, base)
-                        finally:
-                            os.close(fd)
-                return
-            self._remove_remote()  # run.json and done/: a store's lock is the lease's
-        except FileNotFoundError:
-            pass
+            run(partial(dest.store.delete_tree, dest.key(folder)))
+            if names:
+                run(partial(dest.store.delete, [dest.key(n) for n in names]))
         except IshardError:
             raise
         except Exception as err:
-            if not (quiet and dest.is_local):
-                raise storage_error(err, dest, "destination") from None
+            raise dest.error(err, "destination") from None
 
     def clear(self) -> None:
-        """Remove every record (locally the lock's file too: the run is over or starts afresh;
-        a store's lock object is the lease's to remove)."""
-        self._remove([STATE_DIR], quiet=True)  # the manifest is written: the run succeeded
+        """Remove every record and the run state's folder (the run is over or starts afresh;
+        the lock object of a lease then reads as gone, which its release takes as done)."""
+        self._remove(STATE_DIR)
 
     def forget_shards(self) -> None:
         """A fresh run over old records: drop them, keep the lock."""
-        self._remove([DONE_DIR, RUN_NAME])
-
-    def _remove_remote(self) -> None:
-        """Remove ``run.json`` and ``done/``, one retried request at a time (a retry repeats
-        one request, not a composite call that may fail at the same step again)."""
-        dest, run = self._dest, self._retrier.run
-        fs: Any = dest.fs
-        if not dest.is_s3:
-            for name in (DONE_DIR, RUN_NAME):
-                path = dest.child(name)
-                if run(partial(fs.exists, path)):
-                    run(partial(fs.rm, path, recursive=True))
-            return
-        bucket, _, done = dest.child(DONE_DIR).partition("/")
-        keys = [dest.child(RUN_NAME).partition("/")[2]]
-        token: dict[str, str] = {}
-        while True:
-            page = run(partial(fs.call_s3, "list_objects_v2", Bucket=bucket, Prefix=done + "/",
-                               **token))
-            keys += [item["Key"] for item in page.get("Contents", [])]
-            if not page.get("IsTruncated"):
-                break
-            token = {"ContinuationToken": page["NextContinuationToken"]}
-        for start in range(0, len(keys), 1000):  # S3's most per request
-            batch = [{"Key": key} for key in keys[start : start + 1000]]
-            run(partial(fs.call_s3, "delete_objects", Bucket=bucket,
-                        Delete={"Objects": batch, "Quiet": True}))
-        fs.invalidate_cache(dest.child(STATE_DIR))
-
-
-def file_md5(path: Path) -> str:
-    """The md5 of a local file, read in chunks."""
-    digest = hashlib.md5()
-    with open(path, "rb", buffering=0) as f:
-        while chunk := f.read(MD5_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+        self._remove(DONE_DIR, RUN_NAME)
 
 
 def still_complete(dest: Location, record: dict, retrier: Retrier | None = None) -> bool:
-    """Is the recorded shard still there, whole? Its size always, then what was recorded: on
-    S3 its ETag (from the write; else the md5 when the ETag is a plain md5), elsewhere its md5
-    (re-read). Nothing recorded to compare with (``--checksum none``): the size alone."""
+    """Is the recorded shard still there, whole? Its size always, then what was recorded: its
+    ETag (from the write; else the md5 when the ETag is a plain md5), else its md5 (re-read).
+    Nothing recorded to compare with (``--checksum none``): the size alone. Locally a link
+    planted under a shard's name is no shard: it is rewritten."""
     name = record.get("name")
     if not isinstance(name, str):
         return False
     run = retrier.run if retrier is not None else (lambda call: call())
-    md5 = record.get("md5")
+    md5, key, store = record.get("md5"), dest.key(name), dest.store
     try:
-        if dest.is_local:
-            path = Path(dest.root) / name
-            st = path.lstat()  # a link planted under a shard's name is no shard: rewritten
-            if not stat.S_ISREG(st.st_mode) or st.st_size != record.get("filesize"):
-                return False
-            return md5 is None or file_md5(path) == md5
-        fs: Any = dest.fs
-        where = dest.child(name)
-        if dest.is_s3:
-            bucket, _, key = where.partition("/")
-            head = run(lambda: fs.call_s3("head_object", Bucket=bucket, Key=key))
-            if head.get("ContentLength") != record.get("filesize"):
-                return False
-            etag = head.get("ETag")
-            if record.get("etag") is not None:
-                return etag == record["etag"]
-            plain = (etag or "").strip('"')
-            if md5 is not None and len(plain) == 32 and "-" not in plain:
-                return plain == md5
-        elif run(lambda: fs.info(where))["size"] != record.get("filesize"):
+        info = run(lambda: store.stat(key))
+        if info.size != record.get("filesize"):
             return False
-        return md5 is None or run(lambda: _store_md5(fs, where)) == md5
-    except FileNotFoundError:
-        return False
+        if record.get("etag") is not None and info.etag is not None:
+            return info.etag == record["etag"]
+        plain = (info.etag or "").strip('"')
+        if md5 is not None and len(plain) == 32 and "-" not in plain:
+            return plain == md5
+        return md5 is None or run(lambda: _md5_of(store, key)) == md5
     except OSError:
         return False
 
 
-def _store_md5(fs, path: str) -> str:
+def _md5_of(store, key: str) -> str:
     """The md5 of an object, read in chunks."""
     digest = hashlib.md5()
-    with fs.open(path, "rb") as f:
+    with store.open_read(key) as f:
         while chunk := f.read(MD5_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
 
 
 def remove_temp_files(dest: Location, names: Iterable[str]) -> int:
-    """Remove temp files a killed run left beside the shards (local destinations)."""
-    if not dest.is_local:
-        return 0
-    removed = 0
-    root = Path(dest.root)
-    folders = {(root / name).parent for name in names}
-    folders.add(root)
-    for folder in folders:
-        if any(p.is_symlink() for p in (folder, *folder.parents) if root in p.parents):
-            continue  # a linked folder leads out of DST: nothing there is ours to remove
-        for temp in folder.glob(f".*{TEMP_SUFFIX}"):
-            temp.unlink(missing_ok=True)
-            removed += 1
-    return removed
+    """Remove temp files a killed run left beside these shards (where a store has them)."""
+    return dest.store.remove_temp_files([dest.key(name) for name in names])

@@ -1,4 +1,4 @@
-"""Where shard bytes go: a local temp file renamed when complete, or an S3 multipart upload."""
+"""Where shard bytes go: the local sink (a temp file renamed when complete) and the calls every store shares."""
 
 from __future__ import annotations
 
@@ -10,11 +10,14 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from functools import partial
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from .errors import IshardError, WriteError
 from .retry import Retrier
-from .storage import Location, storage_error
+from .store.base import Guard
+
+if TYPE_CHECKING:
+    from .store import Location
 
 TEMP_SUFFIX = ".ishard-tmp"
 WRITE_FIX = {
@@ -29,17 +32,6 @@ MAX_PARTS = 10_000
 PARTS_IN_FLIGHT = 2  # per shard: part_size * (this + 1) bytes of memory at most
 COPY_STEP = 64 << 20  # bytes per kernel copy call: Ctrl-C and cancellation act between calls
 PLAIN_STEP = 1 << 20  # user-space copy: read/write in pieces of this size
-
-
-class Guard(Protocol):
-    """The destination's lease, asked around every publication (``lock.LeaseLock`` on stores;
-    a Dask worker's ``lock.LeaseCheck``)."""
-
-    def confirm(self) -> float:
-        """Raise unless this run still holds the destination; return when that was confirmed."""
-
-    def committed(self, confirmed: float, what: str) -> None:
-        """Raise if the confirmation may have run out before ``what`` was published."""
 
 
 def _guarded(guard: Guard | None, what: str, publish: Callable[[], object]):
@@ -185,180 +177,19 @@ class LocalSink(_Hashing):
         self.temp.unlink(missing_ok=True)
 
 
-class S3Sink(_Hashing):
-    """A shard streamed to S3: parts upload while writing; the object appears only on commit.
-
-    A shard smaller than one part is a single PUT at commit. A failed shard's multipart upload
-    is aborted, so no partial object and no dangling upload remain.
-    """
-
-    def __init__(self, location: Location, name: str, retrier: Retrier, cleanup: Retrier,
-                 part_size: int, expected: int, notice: Callable[[str], None],
-                 guard: Guard | None = None) -> None:
-        super().__init__()
-        self._guard = guard
-        self.etag: str | None = None  # the object's ETag once committed
-        self._fs, self._loc, self._retrier, self._cleanup = location.fs, location, retrier, cleanup
-        self.url = f"{location.url.partition('://')[0]}://{location.child(name)}"
-        self._bucket, _, self._key = location.child(name).partition("/")
-        self._part_size = max(part_size, MIN_PART, math.ceil(expected * 1.1 / (MAX_PARTS - 100)))
-        self._buf = bytearray()
-        self._upload_id: str | None = None
-        self._parts: list[Future] = []
-        self._notice = notice
-
-    def _call(self, retrier: Retrier, method: str, **kwargs):
-        coro = retrier.run_async(lambda: self._fs._call_s3(method, Bucket=self._bucket,
-                                                           Key=self._key, **kwargs))
-        import asyncio
-
-        return asyncio.run_coroutine_threadsafe(coro, self._fs.loop)
-
-    def _wait(self, future: Future):
-        try:
-            return future.result()
-        except IshardError:
-            raise
-        except Exception as err:
-            raise storage_error(err, self._loc, "destination") from None
-
-    def _send(self, part: bytes) -> None:
-        if self._upload_id is None:
-            out = self._wait(self._call(self._retrier, "create_multipart_upload"))
-            self._upload_id = out["UploadId"]
-        number = len(self._parts) + 1
-        self._parts.append(self._call(self._retrier, "upload_part", PartNumber=number,
-                                      UploadId=self._upload_id, Body=part))
-        if len(self._parts) > PARTS_IN_FLIGHT:
-            self._wait(self._parts[-1 - PARTS_IN_FLIGHT])
-
-    def write(self, data: bytes) -> None:
-        """Append ``data``; full parts start uploading."""
-        self._count(data)
-        self._buf += data
-        while len(self._buf) >= self._part_size:
-            with memoryview(self._buf) as view:  # one copy (a bytearray slice would be two)
-                part = bytes(view[: self._part_size])
-            del self._buf[: self._part_size]
-            self._send(part)
-
-    def close(self) -> None:
-        """All bytes are written: send the last part (a small shard waits for commit)."""
-        if self._upload_id is not None and self._buf:
-            self._send(bytes(self._buf))
-            self._buf.clear()
-
-    def commit(self) -> None:
-        """Complete the upload (or PUT a small shard): only now does the object exist, and only
-        while this run holds the destination's lease."""
-        if self._upload_id is None:
-            body = bytes(self._buf)
-            out = _guarded(self._guard, self.url, lambda: self._wait(
-                self._call(self._retrier, "put_object", Body=body)))
-        else:
-            etags = [self._wait(f)["ETag"] for f in self._parts]
-            parts = [{"PartNumber": i + 1, "ETag": tag} for i, tag in enumerate(etags)]
-            out = _guarded(self._guard, self.url, lambda: self._wait(self._call(
-                self._retrier, "complete_multipart_upload", UploadId=self._upload_id,
-                MultipartUpload={"Parts": parts})))
-            self._upload_id = None
-        self.etag = out.get("ETag")
-
-    def abort(self) -> None:
-        """Abort the multipart upload, retrying patiently: nothing may be left dangling."""
-        for future in self._parts:
-            future.cancel()
-        if self._upload_id is None:
-            return
-        try:
-            self._call(self._retrier, "abort_multipart_upload", UploadId=self._upload_id).result()
-        except Exception as err:
-            self._notice(
-                f"could not abort the unfinished upload of {self.url} yet ({type(err).__name__}); "
-                f"retrying for up to {self._cleanup.patience:.0f}s"
-            )
-            try:
-                self._call(self._cleanup, "abort_multipart_upload",
-                           UploadId=self._upload_id).result()
-            except Exception:
-                self._notice(
-                    f"the unfinished upload of {self.url} could not be aborted — once the store "
-                    "is back, run ishard again with --resume (it aborts such uploads), or set "
-                    "a lifecycle rule"
-                )
-                return
-        self._upload_id = None
-
-
-class FsspecSink(_Hashing):
-    """A shard written through any other fsspec filesystem; removed again on failure."""
-
-    def __init__(self, location: Location, name: str, guard: Guard | None = None) -> None:
-        super().__init__()
-        self._loc, self._path, self._guard = location, location.child(name), guard
-        try:
-            self._file = location.fs.open(self._path, "wb")
-        except Exception as err:
-            raise storage_error(err, location, "destination") from None
-
-    def write(self, data: bytes) -> None:
-        """Append ``data``."""
-        self._count(data)
-        self._file.write(data)
-
-    def close(self) -> None:
-        """All bytes are written."""
-
-    def commit(self) -> None:
-        """Finish the file (while this run holds the destination's lease)."""
-        try:
-            _guarded(self._guard, self._path, self._file.close)
-        except IshardError:
-            raise
-        except Exception as err:
-            raise storage_error(err, self._loc, "destination") from None
-
-    def abort(self) -> None:
-        """Drop the partial file."""
-        discard = getattr(self._file, "discard", None)
-        try:
-            if discard is not None:
-                discard()
-            else:
-                self._file.close()
-                self._loc.fs.rm(self._path)
-        except Exception:
-            pass  # best effort: the manifest never lists a failed shard
-
-
 def put_file(location: Location, name: str, data: bytes, retrier: Retrier,
              guard: Guard | None = None) -> str:
-    """Write a small whole file (the manifest) to a destination in one request, while
-    ``guard`` (the destination's lease, if given) confirms this run holds it; return its URL."""
-    if location.is_local:
-        final = Path(location.root) / name
-        temp = temp_path(final)
-        try:
-            # a new temp file (never through a link planted under its name), renamed over the
-            # final name (which replaces a link there rather than writing through it)
-            temp.unlink(missing_ok=True)
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-            with open(fd, "wb") as f:
-                f.write(data)
-            os.replace(temp, final)
-        except OSError as err:
-            temp.unlink(missing_ok=True)
-            raise WriteError(f"cannot write {str(final)!r}: {err.strerror}") from None
-        return str(final)
-    path = location.child(name)
-    fs = location.fs
+    """Write a small whole file (the manifest) to a destination in one request, atomically,
+    while ``guard`` (the destination's lease, if given) confirms this run holds it; return
+    where it went."""
+    where, key = location.child(name), location.key(name)
     try:
-        _guarded(guard, path, lambda: retrier.run(lambda: fs.pipe_file(path, data)))
+        _guarded(guard, where, lambda: retrier.run(lambda: location.store.put(key, data)))
     except IshardError:
         raise
     except Exception as err:
-        raise storage_error(err, location, "destination") from None
-    return f"{location.url.split('://')[0]}://{path}"
+        raise location.store.error(err, "destination", where) from None
+    return where
 
 
 def open_sink(location: Location, name: str, *, retrier: Retrier, cleanup: Retrier,
@@ -366,42 +197,24 @@ def open_sink(location: Location, name: str, *, retrier: Retrier, cleanup: Retri
               guard: Guard | None = None):
     """The sink for one shard at a destination (hashing its bytes unless ``checksum`` is off;
     on a store, committed only while ``guard``, the destination's lease, confirms it)."""
-    if location.is_local:
-        sink = LocalSink(Path(location.root) / name)
-    elif location.is_s3:
-        sink = S3Sink(location, name, retrier, cleanup, part_size, expected, notice, guard)
-    else:
-        sink = FsspecSink(location, name, guard)
+    try:
+        sink = location.store.sink(location.key(name), retrier=retrier, cleanup=cleanup,
+                                   part_size=part_size, expected=expected, notice=notice,
+                                   guard=guard)
+    except IshardError:
+        raise
+    except Exception as err:
+        raise location.error(err, "destination") from None
     if not checksum:
         sink.skip_checksum()
     return sink
 
 
-
 def abort_dangling_uploads(location: Location, names: Iterable[str], retrier: Retrier) -> int:
-    """Abort unfinished multipart uploads of these shard names (a killed run's); return how
-    many. Only S3 destinations have them."""
-    if not location.is_s3:
-        return 0
-    bucket = location.root
-    keys = {location.child(name).partition("/")[2] for name in names}
-    prefix = location.prefix.strip("/")
-    fs, aborted, marker = location.fs, 0, {}
+    """Abort unfinished uploads of these shard names (a killed run's); return how many."""
     try:
-        while True:
-            page = retrier.run(partial(fs.call_s3, "list_multipart_uploads", Bucket=bucket,
-                                       Prefix=prefix + "/" if prefix else "", **marker))
-            for upload in page.get("Uploads", []):
-                if upload["Key"] in keys:
-                    retrier.run(lambda u=upload: fs.call_s3(
-                        "abort_multipart_upload", Bucket=bucket, Key=u["Key"],
-                        UploadId=u["UploadId"]))
-                    aborted += 1
-            if not page.get("IsTruncated"):
-                return aborted
-            marker = {"KeyMarker": page["NextKeyMarker"],
-                      "UploadIdMarker": page["NextUploadIdMarker"]}
+        return location.store.abort_uploads([location.key(n) for n in names], retrier)
     except IshardError:
         raise
     except Exception as err:
-        raise storage_error(err, location, "destination") from None
+        raise location.error(err, "destination") from None

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import io
 import os
-import stat
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -22,7 +20,8 @@ from .plan import ARCHIVE_EXTS
 from .progress import SILENT, Progress
 from .retry import Retrier
 from .sinks import TEMP_SUFFIX
-from .storage import Location, parse_storage_options, resolve, storage_error
+from .store import Location, parse_storage_options, resolve
+from .store.base import NotRegular
 
 READ_STEP = 1 << 20
 REPORT_EVERY = 4 << 20  # bytes read between progress reports
@@ -149,45 +148,12 @@ class _Shard:
     nbytes: int = 0
 
 
-class NotRegular(OSError):
-    """A local shard's name holds something other than a regular file (never read)."""
-
-
-_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"),
-          (stat.S_ISSOCK, "a socket"))
-
-
-def _open_regular(path: str) -> tuple[BinaryIO, int]:
-    """Open a regular file for reading, never a link, FIFO or device: with O_NOFOLLOW (a link
-    fails) and O_NONBLOCK (a FIFO does not wait for a writer), then fstat on what was opened."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
-    except OSError as err:
-        if err.errno == errno.ELOOP and os.path.islink(path):
-            raise NotRegular("a symbolic link") from None
-        raise
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise NotRegular(next((what for test, what in _KINDS if test(info.st_mode)),
-                                  "not a plain file"))
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb"), info.st_size
-    except BaseException:
-        os.close(fd)
-        raise
-
-
 def _open(dst: Location, name: str) -> tuple[BinaryIO, int]:
     """The shard's bytes and its size; FileNotFoundError when it is not there, NotRegular
     when it is not a regular file."""
-    if dst.is_local:
-        return _open_regular(dst.child(name))
-    raw = dst.fs.open(dst.child(name), "rb", block_size=8 * READ_STEP)
-    size = getattr(raw, "size", None)
-    return raw, int(size if size is not None else dst.fs.size(dst.child(name)))
+    key = dst.key(name)
+    size = dst.store.stat(key).size
+    return dst.store.open_read(key), size
 
 
 def _members(name: str, raw: BinaryIO, tap: _Tap, deep: bool) -> list[Member]:
@@ -257,7 +223,7 @@ def _check_shard(dst: Location, entry: Mapping, record: Mapping | None, deep: bo
         return _Shard([Problem(name, "not_regular", f"is not a regular file ({err}) — verify "
                                "reads only regular files; put the shard itself back")], None)
     except OSError as err:
-        if not dst.is_local:
+        if dst.store.remote:
             raise
         return _Shard([Problem(name, "unreadable", f"cannot be read: {err.strerror or err}")],
                       None)
@@ -269,7 +235,7 @@ def _check_shard(dst: Location, entry: Mapping, record: Mapping | None, deep: bo
             shard = _check_members(name, _members(name, raw, tap, deep), record, deep, key_of,
                                    entry)
         except (DamagedArchive, OSError) as err:
-            if tap.error is not None and not dst.is_local:
+            if tap.error is not None and dst.store.remote:
                 raise tap.error from None  # the store, not the archive: retried by the caller
             reason = err.reason if isinstance(err, DamagedArchive) else str(err)
             shard = _Shard([Problem(name, "unreadable", f"cannot be read: {reason}")], None)
@@ -291,15 +257,9 @@ def _drain_quietly(tap: _Tap) -> None:
 
 def _dst_names(dst: Location) -> Iterator[str]:
     """Every file under DST, relative to it, with '/' between parts."""
-    if dst.is_local:
-        root = Path(dst.root)
-        for folder, _dirs, files in os.walk(root):
-            rel = Path(folder).relative_to(root).as_posix()
-            yield from (f if rel == "." else f"{rel}/{f}" for f in files)
-        return
-    base = dst.child("").rstrip("/")
-    for path in dst.fs.find(base):
-        yield path[len(base) + 1:]
+    cut = len(dst.key(""))
+    for key in dst.store.find(dst.key("")):
+        yield key[cut:]
 
 
 def _strays(dst: Location, listed: set[str]) -> tuple[list[Problem], list[str]]:
@@ -347,7 +307,7 @@ def verify(dst: str | Path, *, deep: bool = False, jobs: int = 0, progress: Prog
     key_of = member_key_function(record.get("options", {})) if record and deep else None
     entries = list(zip(manifest["shardlist"], records))
     progress.verifying(len(entries), sum(e["filesize"] for e, _ in entries))
-    workers = workers or (min(8, os.cpu_count() or 1) if location.is_local else 8)
+    workers = workers or (8 if location.store.remote else min(8, os.cpu_count() or 1))
     check = _checker(location, deep, key_of, progress)
     problems: list[Problem] = []
     owner: dict[str, str] = {}
@@ -373,13 +333,13 @@ def _checker(location: Location, deep: bool, key_of: KeyFunction | None,
 
     def check(item: tuple) -> _Shard:
         entry, record = item
-        if location.is_local:
+        if not location.store.remote:
             return _check_shard(location, entry, record, deep, key_of, progress)
         try:
             return retrier.run(lambda: _check_shard(location, entry, record, deep, key_of,
                                                     progress))
         except Exception as err:
-            raise storage_error(err, location, "destination") from None
+            raise location.error(err, "destination") from None
 
     return check
 

@@ -128,7 +128,7 @@ CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
                            "and a size column"),
     "src-missing": (("@src={tmp}/nowhere",), 2, "does not exist — give an existing directory"),
     "src-is-file": (("@src={tmp}/afile",), 2, "is not a directory"),
-    "src-protocol": (("@src=ftp://127.0.0.1/x",), 2, "unsupported storage scheme 'ftp://'"),
+    "src-protocol": (("@src=nosuch://bucket/x",), 2, "unsupported storage scheme 'nosuch://'"),
     "dst-inside-src": (("@dst={src}/a/out",), 2, "is inside the source"),
     "dst-is-file": (("@dst={tmp}/afile",), 2, "is a file — give a directory"),
     "dst-not-empty": (("@dst={tmp}/full",), 2, "is not empty — use an empty destination"),

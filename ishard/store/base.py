@@ -21,17 +21,23 @@ Role = Literal["source", "destination", "archive", "--src-list"]
 class ObjectInfo:
     """One listed or looked-up object: its key (relative to the store's root), size, whole-second
     mtime, ETag (None where the store has none) and ``stamp``, 8 bytes that change when the
-    object is rewritten even at the same size within the same second (resume checks it)."""
+    object is rewritten even at the same size within the same second, as a signed 64-bit
+    integer (``table.store_stamp``; resume checks it)."""
 
     key: str
     size: int
     mtime: int = 0
     etag: str | None = None
-    stamp: bytes = b""
+    stamp: int = 0
 
 
 class Refused(Exception):
     """A conditional write whose condition did not hold (the object exists, or its ETag moved)."""
+
+
+class NotRegular(OSError):
+    """A name that holds something other than a regular file (a link, a FIFO, a directory),
+    which is never read."""
 
 
 class Unconditional(Exception):
@@ -79,6 +85,8 @@ class Store(ABC):
     forkable: bool = False
     #: conditional writes (``put(mode=…)``) may be tried
     conditional: bool = False
+    #: reached over a network: failures may pass (retried), many requests are kept in flight
+    remote: bool = True
 
     def __init__(self, url: str, root: str) -> None:
         self.url, self.root = url, root
@@ -87,6 +95,35 @@ class Store(ABC):
     def url_of(self, key: str) -> str:
         """The URL (or local path) a user would give for ``key``."""
         return f"{self.scheme}://{self.root}/{key}" if self.root else f"{self.scheme}://{key}"
+
+    def make_root(self) -> bool:
+        """Create the root where a store has folders (a local destination); return whether it
+        was made (a bucket must exist already)."""
+        return False
+
+    def remove_root_if_empty(self) -> None:
+        """Undo :meth:`make_root` when nothing was written."""
+
+    def check_destination(self, url: str) -> None:
+        """Refuse a destination this store cannot write into as it is (e.g. a file where a
+        directory belongs, a linked run state)."""
+        self.check_folder(url, "give a directory")
+
+    def check_folder(self, url: str, fix: str) -> None:
+        """Refuse a root that is a file where a folder belongs (``fix`` says what to give)."""
+
+    def root_exists(self) -> bool:
+        """Does the root (bucket, directory) exist?"""
+        try:
+            self.has_objects("")
+        except FileNotFoundError:
+            return False
+        return True
+
+    def within(self, prefix: str, other: Store, other_prefix: str) -> bool:
+        """Does ``prefix`` here lie inside ``other_prefix`` of ``other`` (the same place)?"""
+        return (type(other) is type(self) and other.url_of("") == self.url_of("")
+                and prefix.strip("/").startswith(other_prefix.strip("/")))
 
     # -- listing ----------------------------------------------------------------------------
     @abstractmethod
@@ -98,6 +135,15 @@ class Store(ABC):
             FileNotFoundError: the root (bucket, directory) does not exist.
         """
 
+    def list_source(self, location, *, prefix: str, include_hidden: bool, tally,
+                    on_file, retrier: Retrier, follow_symlinks: bool = False):
+        """The files of a source on this store as a ``FileTable`` (``listing.list_remote``:
+        :meth:`list`, filtered)."""
+        from ..listing import list_remote
+
+        return list_remote(location, prefix=prefix, include_hidden=include_hidden, tally=tally,
+                           on_file=on_file, retrier=retrier)
+
     @abstractmethod
     def has_objects(self, prefix: str) -> bool:
         """Is any object's key under ``prefix`` (a ``/``-ended folder, or ``""`` for all)?
@@ -105,6 +151,21 @@ class Store(ABC):
         Raises:
             FileNotFoundError: the root (bucket) does not exist.
         """
+
+    def is_folder(self, key: str) -> bool:
+        """Does ``key`` name a folder (a prefix with objects under it) rather than an object?"""
+        try:
+            return self.has_objects(key.rstrip("/") + "/") if key else True
+        except (OSError, ValueError):
+            return False
+
+    def exists(self, key: str) -> bool:
+        """Is ``key`` an object, or a folder holding objects?"""
+        try:
+            self.stat(key)
+            return True
+        except FileNotFoundError:
+            return self.has_objects(key.rstrip("/") + "/")
 
     # -- reading ----------------------------------------------------------------------------
     #: an event loop (in its own thread) that runs :meth:`read_async`; None: use threads
@@ -117,6 +178,14 @@ class Store(ABC):
     async def read_async(self, key: str, start: int = -1, end: int = -1) -> bytes:
         """:meth:`read` as a coroutine on :attr:`loop` (stores that have one)."""
         raise NotImplementedError
+
+    def reader(self, location, retrier: Retrier, *, jobs: int, budget: int,
+               follow_symlinks: bool = False):
+        """The reader of a source on this store (``readers.Reader``): by default many requests
+        in flight, memory bounded by ``budget``."""
+        from ..readers import prefetching_reader
+
+        return prefetching_reader(location, retrier, jobs=jobs, budget=budget)
 
     @abstractmethod
     def open_read(self, key: str) -> BinaryIO:
@@ -145,7 +214,11 @@ class Store(ABC):
     @abstractmethod
     def delete(self, keys: Iterable[str]) -> None:
         """Remove these objects (missing ones are no error), in as few requests as the store
-        allows."""
+        allows; never a folder."""
+
+    def delete_tree(self, prefix: str) -> None:
+        """Remove everything under the folder ``prefix``."""
+        self.delete(self.find(prefix))
 
     @abstractmethod
     def find(self, prefix: str) -> list[str]:
@@ -157,6 +230,17 @@ class Store(ABC):
              expected: int, notice: Callable[[str], None], guard: Guard | None) -> Sink:
         """A writer for one shard, published under ``key`` only on ``commit`` (while ``guard``
         confirms the lease)."""
+
+    def remove_temp_files(self, keys: list[str]) -> int:
+        """Remove temp files a killed run left beside these shard keys; how many (stores
+        write no temp files: an object appears whole or not at all)."""
+        return 0
+
+    def lock(self, location, retrier: Retrier):
+        """Take the destination for this run: a lease on an object (``lease.LeaseLock``)."""
+        from ..lease import LeaseLock
+
+        return LeaseLock(location, retrier)
 
     def abort_uploads(self, keys: Iterable[str], retrier: Retrier) -> int:
         """Abort unfinished uploads a killed run left for these keys; return how many."""

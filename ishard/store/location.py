@@ -1,0 +1,169 @@
+"""A source or destination as the user gave it: its store, and the key prefix the URL names."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from typing import TYPE_CHECKING
+
+from ..errors import IshardError, UsageError
+from .base import Store
+
+if TYPE_CHECKING:
+    from ..retry import Retrier
+
+BUCKET_SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "az": "az", "abfs": "az",
+                  "abfss": "az", "ais": "s3"}  # fmt: skip
+SUPPORTED_SCHEMES = (*BUCKET_SCHEMES, "memory", "file")  # what ishard documents and tests
+FSSPEC_EXTRAS = {"s3": "s3", "gs": "gcs", "az": "azure"}  # pip extras for backend=fsspec
+
+
+@dataclass(frozen=True)
+class Location:
+    """A resolved source or destination.
+
+    ``store`` holds the bytes; ``root`` is its directory, bucket or URL path; ``prefix`` is the
+    key prefix the URL names inside a bucket (``s3://bkt/data/`` → ``data/``), empty elsewhere.
+    Source names are relative to the root (a bucket's prefix stays part of them, as in Go
+    ishard); output names are relative to the URL (:meth:`key`).
+    """
+
+    url: str
+    store: Store
+    prefix: str = ""
+
+    @property
+    def root(self) -> str:
+        """The store's root: a local directory, a bucket, an fsspec path."""
+        return self.store.root
+
+    def key(self, name: str) -> str:
+        """The store key of an output file ``name`` under this destination."""
+        base = self.prefix.strip("/")
+        return f"{base}/{name}" if base else name
+
+    def child(self, name: str) -> str:
+        """Where an output file ``name`` goes, as a user would write it (path or URL)."""
+        return self.store.url_of(self.key(name))
+
+    def read_file(self, name: str, retrier: Retrier | None = None) -> bytes | None:
+        """The small output file ``name`` (the manifest, a run record) whole; None if missing
+        (locally also a link or a non-file under its name, which is never followed)."""
+        run = retrier.run if retrier is not None else (lambda call: call())
+        try:
+            return run(lambda: self.store.get(self.key(name)))[0]
+        except FileNotFoundError:
+            return None
+        except IshardError:
+            raise
+        except Exception as err:
+            raise self.error(err, "destination") from None
+
+    def error(self, err: BaseException, role: str):
+        """``err`` as the one-line error a user sees (``Store.error`` naming this URL)."""
+        return self.store.error(err, role, self.url)
+
+
+def split_url(url: str) -> tuple[str | None, str]:
+    """``("s3", "bucket/key")`` for a URL, ``(None, path)`` for a local path."""
+    if "://" not in url:
+        return None, url
+    scheme, _, rest = url.partition("://")
+    scheme = scheme.lower()
+    return (None, rest) if scheme in ("file", "local") else (scheme, rest)
+
+
+def parse_storage_options(items: tuple[str, ...] | list[str] | dict | None) -> dict:
+    """``KEY=VALUE`` strings into store options; ``a.b=c`` nests, true/false/ints typed.
+
+    Raises:
+        UsageError: an item without ``=``.
+    """
+    if not items:
+        return {}
+    if isinstance(items, dict):
+        return dict(items)
+    out: dict = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise UsageError(
+                f"--storage-option {item!r} is not KEY=VALUE — write e.g. anon=true or "
+                "region=us-east-1"
+            )
+        typed: object = value
+        if value.lower() in ("true", "false"):
+            typed = value.lower() == "true"
+        elif value.isascii() and value.lstrip("-").isdigit():
+            typed = int(value)
+        node = out
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = typed
+    return out
+
+
+def _ais_endpoint(url: str, endpoint_url: str | None, role: str) -> str:
+    if endpoint_url:
+        return endpoint_url
+    endpoint = os.environ.get("AIS_ENDPOINT")
+    if not endpoint:
+        raise UsageError(
+            f"{role} {url!r} is an AIStore bucket but no endpoint is known — set "
+            "AIS_ENDPOINT=http://HOST:PORT or pass --endpoint-url http://HOST:PORT/s3"
+        )
+    return endpoint.rstrip("/") + "/s3"
+
+
+def resolve(url: str, *, endpoint_url: str | None = None, storage_options: dict | None = None,
+            role: str = "source") -> Location:
+    """Turn a path or URL into a Location with its store ready to use.
+
+    S3, GCS and Azure go through obstore; ``ais://bucket/prefix`` is AIStore through its S3 API
+    at ``$AIS_ENDPOINT/s3`` (or ``--endpoint-url``); the storage option ``backend=fsspec`` sends
+    a bucket through fsspec (s3fs, gcsfs, adlfs) instead; any other scheme is fsspec's.
+
+    Raises:
+        UsageError: an unknown scheme, a missing backend (with the install hint), no endpoint
+            for ``ais://``, a bad storage option.
+    """
+    scheme, rest = split_url(url)
+    if scheme is None:
+        from .local import LocalStore
+
+        return Location(url, LocalStore(rest))
+    options = dict(storage_options or {})
+    backend = options.pop("backend", "obstore")
+    if backend not in ("obstore", "fsspec"):
+        raise UsageError(f"--storage-option backend={backend!r} is not a backend — use "
+                         "backend=obstore (the default for s3://, gs://, az://) or backend=fsspec")
+    if scheme not in BUCKET_SCHEMES:
+        from .fsspec import FsspecStore
+
+        return Location(url, FsspecStore.open(url, scheme, endpoint_url, options, role))
+    if scheme == "ais":
+        endpoint_url = _ais_endpoint(url, endpoint_url, role)
+    # a trailing '/' stays: s3://b/data/ lists data/… only, not data-old/… as well
+    bucket, _, prefix = rest.lstrip("/").partition("/")
+    if not bucket:
+        raise UsageError(f"{role} {url!r} names no bucket — write {scheme}://BUCKET[/PREFIX]")
+    kind = BUCKET_SCHEMES[scheme]
+    if backend == "fsspec":
+        from .fsspec import FsspecStore
+
+        store: Store = FsspecStore.open_bucket(url, kind, bucket, endpoint_url, options, role)
+    else:
+        from .obstore import ObstoreStore
+
+        store = ObstoreStore(kind, bucket, url=url, endpoint_url=endpoint_url,
+                             storage_options=options)
+    return Location(url, store, prefix)
+
+
+def open_store(url: str, *, endpoint_url: str | None = None,
+               storage_options: dict | None = None, role: str = "source") -> Store:
+    """The store behind ``url`` (its root: the directory, the bucket, the URL path)."""
+    return resolve(url, endpoint_url=endpoint_url, storage_options=storage_options,
+                   role=role).store
