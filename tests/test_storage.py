@@ -12,12 +12,14 @@ from urllib.parse import quote_plus
 
 import pytest
 
-from ishard import __version__
 from ishard.errors import IshardError, SourceError, UsageError, WriteError
 from ishard.inventory import list_inventory
 from ishard.listing import HIDDEN
 from ishard.model import Tally
-from ishard.storage import parse_s3_timestamp, parse_storage_options, resolve, storage_error
+from ishard.store import parse_storage_options, resolve
+from ishard.store.base import storage_error
+from ishard.store.fsspec import FsspecStore
+from ishard.store.local import LocalStore
 
 # ---------------------------------------------------------------- resolve
 
@@ -30,9 +32,9 @@ def no_ais(monkeypatch):
 def test_a_local_path_or_file_url_is_a_local_directory(tmp_path):
     for url in (str(tmp_path), f"file://{tmp_path}"):
         loc = resolve(url)
-        assert loc.is_local and not loc.is_s3
-        assert loc.fs is None and loc.root == str(tmp_path)
-        assert loc.path("a/b.jpg") == str(tmp_path / "a" / "b.jpg")
+        assert isinstance(loc.store, LocalStore) and not loc.store.remote
+        assert loc.root == str(tmp_path) and loc.prefix == ""
+        assert loc.child("a/b.tar") == str(tmp_path / "a" / "b.tar")
 
 
 @pytest.mark.parametrize(
@@ -48,78 +50,54 @@ def test_a_local_path_or_file_url_is_a_local_directory(tmp_path):
 )
 def test_a_bucket_url_is_bucket_and_listing_prefix(url, bucket, prefix):
     loc = resolve(url, endpoint_url="http://127.0.0.1:1")
-    assert loc.is_s3 and not loc.is_local
+    assert loc.store.scheme == "s3" and loc.store.remote
     assert (loc.root, loc.prefix, loc.url) == (bucket, prefix, url)
-    assert loc.path("ImageNet/Data/x.jpg") == f"{bucket}/ImageNet/Data/x.jpg"  # bucket-relative
-    assert loc.child("shard-000000.tar") == "/".join(
+    assert loc.key("shard-000000.tar") == "/".join(
+        p for p in (prefix.strip("/"), "shard-000000.tar") if p
+    )
+    assert loc.child("shard-000000.tar") == "s3://" + "/".join(
         p for p in (bucket, prefix.strip("/"), "shard-000000.tar") if p
     )
 
 
-def test_endpoint_url_and_storage_options_reach_s3fs():
+@pytest.mark.parametrize("url, scheme", [("gs://bkt/p", "gs"), ("gcs://bkt/p", "gs"),
+                                         ("az://bkt/p", "az"), ("abfs://bkt/p", "az")])
+def test_gcs_and_azure_urls_are_obstore_buckets(url, scheme):
+    loc = resolve(url, endpoint_url="http://127.0.0.1:1")
+    assert loc.store.scheme == scheme and (loc.root, loc.prefix) == ("bkt", "p")
+
+
+def test_the_fsspec_backend_is_taken_on_request_with_ishards_retry_settings():
     options = parse_storage_options(
-        ["key=K", "secret=S", "config_kwargs.connect_timeout=3", "client_kwargs.region_name=eu"]
-    )
+        ["backend=fsspec", "key=K", "secret=S", "config_kwargs.connect_timeout=3"])
     loc = resolve("s3://bkt/p", endpoint_url="http://127.0.0.1:9", storage_options=options)
-    fs = loc.fs
-    assert fs.endpoint_url == "http://127.0.0.1:9"
-    assert (fs.key, fs.secret) == ("K", "S")
-    assert fs.client_kwargs == {"region_name": "eu"}
-    # the nested option merges with ishard's defaults instead of replacing them
+    assert isinstance(loc.store, FsspecStore) and loc.store.scheme == "s3"
+    fs = loc.store.fs
+    assert fs.endpoint_url == "http://127.0.0.1:9" and (fs.key, fs.secret) == ("K", "S")
+    # the nested option merges with ishard's settings instead of replacing them
     assert fs.config_kwargs["connect_timeout"] == 3
-    assert fs.config_kwargs["max_pool_connections"] == 128
+    assert fs.config_kwargs["retries"]["max_attempts"] == 2
+    assert getattr(fs, "max_concurrency", 1) == 1  # no HEAD before every whole-object read
 
 
-@pytest.mark.parametrize("text", [
-    "2026-11-23T08:00:00.000Z",  # ListObjectsV2
-    "2024-02-29T23:59:59.123Z",
-    "2026-11-23T08:00:00Z",
-    "Mon, 23 Nov 2026 08:00:00 GMT",  # Last-Modified header
-    "Thu, 29 Feb 2024 23:59:59 GMT",
-    "2026-11-23T08:00:00+02:00",  # other forms go to botocore's parser
-    "1700000000",
-])
-def test_s3_timestamps_read_as_botocore_reads_them(text):
-    from botocore.utils import parse_timestamp
-
-    ours, theirs = parse_s3_timestamp(text), parse_timestamp(text)
-    assert ours == theirs
-    assert ours.utcoffset() == theirs.utcoffset()
-
-
-def test_s3_clients_parse_times_fast_send_a_fixed_agent_and_keep_the_profile():
-    fs = resolve("s3://bkt/p", endpoint_url="http://127.0.0.1:9").fs
-    factory = fs.session.get_component("response_parser_factory")
-    assert factory.create_parser("rest-xml")._timestamp_parser is parse_s3_timestamp
-    assert fs.config_kwargs["user_agent"] == f"ishard/{__version__}"
-    options = parse_storage_options(["profile=other", "config_kwargs.user_agent=mine"])
-    fs = resolve("s3://bkt/p", endpoint_url="http://127.0.0.1:9", storage_options=options).fs
-    assert fs.session.profile == "other"
-    assert fs.config_kwargs["user_agent"] == "mine"
-
-
-def test_whole_object_reads_are_one_get_each():
-    # s3fs's max_concurrency > 1 adds a HEAD before every whole-object read (cat_file)
-    fs = resolve("s3://bkt/p", endpoint_url="http://127.0.0.1:9").fs
-    assert getattr(fs, "max_concurrency", 1) == 1
-    options = parse_storage_options(["max_concurrency=4"])  # a user's choice still wins
-    fs = resolve("s3://bkt/p", endpoint_url="http://127.0.0.1:9", storage_options=options).fs
-    assert fs.storage_options["max_concurrency"] == 4
+def test_an_unknown_backend_is_a_usage_error():
+    with pytest.raises(UsageError, match="backend=obstore"):
+        resolve("s3://bkt/p", storage_options={"backend": "boto"})
 
 
 def test_ais_uses_ais_endpoint_plus_s3(monkeypatch):
     for value in ("http://h:1", "http://h:1/"):
         monkeypatch.setenv("AIS_ENDPOINT", value)
-        loc = resolve("ais://bkt/ImageNet/Data")
-        assert loc.is_s3 and "s3" in loc.fs.protocol
-        assert loc.fs.endpoint_url == "http://h:1/s3"
+        loc = resolve("ais://bkt/ImageNet/Data", storage_options={"backend": "fsspec"})
+        assert loc.store.fs.endpoint_url == "http://h:1/s3"
         assert (loc.root, loc.prefix) == ("bkt", "ImageNet/Data")
 
 
 def test_ais_endpoint_url_option_wins_as_given(monkeypatch):
     monkeypatch.setenv("AIS_ENDPOINT", "http://h:1")
-    loc = resolve("ais://bkt", endpoint_url="http://127.0.0.1:2/s3")
-    assert loc.fs.endpoint_url == "http://127.0.0.1:2/s3"
+    loc = resolve("ais://bkt", endpoint_url="http://127.0.0.1:2/s3",
+                  storage_options={"backend": "fsspec"})
+    assert loc.store.fs.endpoint_url == "http://127.0.0.1:2/s3"
 
 
 def test_ais_without_an_endpoint_is_a_usage_error(no_ais):
@@ -146,9 +124,9 @@ def test_an_unknown_scheme_is_a_usage_error():
 
 def test_other_fsspec_urls_are_paths_on_their_filesystem():
     loc = resolve("memory://ishard-test/data/")
-    assert not loc.is_local and not loc.is_s3
+    assert isinstance(loc.store, FsspecStore) and loc.store.scheme == "memory"
     assert (loc.root, loc.prefix) == ("/ishard-test/data", "")
-    assert loc.path("a.jpg") == "/ishard-test/data/a.jpg"
+    assert loc.child("a.tar") == "memory:///ishard-test/data/a.tar"
 
 
 # ---------------------------------------------------------------- storage options
@@ -184,26 +162,20 @@ def test_a_storage_option_without_key_and_value_is_a_usage_error(item):
 # ---------------------------------------------------------------- store errors
 
 
-class NoCredentialsError(Exception):
-    """Named like botocore's: storage_error goes by the name."""
-
-
 @pytest.mark.parametrize(
-    "err, role, kind, code, needle",
+    "kind, role, error, code, needle",
     [
-        (FileNotFoundError("NoSuchBucket"), "source", UsageError, 2, "does not exist"),
-        (FileNotFoundError("NoSuchBucket"), "destination", UsageError, 2, "does not exist"),
-        (PermissionError("AccessDenied"), "source", SourceError, 1, "denied"),
-        (PermissionError("AccessDenied"), "destination", WriteError, 1, "denied"),
-        (NoCredentialsError("Unable to locate credentials"), "source", SourceError, 1,
-         "no credentials"),
-        (ConnectionError("refused\nsecond line"), "destination", WriteError, 1, "cannot reach"),
+        ("missing", "source", UsageError, 2, "does not exist"),
+        ("missing", "destination", UsageError, 2, "does not exist"),
+        ("denied", "source", SourceError, 1, "denied"),
+        ("denied", "destination", WriteError, 1, "denied"),
+        ("credentials", "source", SourceError, 1, "no credentials"),
+        ("unreachable", "destination", WriteError, 1, "cannot reach"),
     ],
 )  # fmt: skip
-def test_store_errors_become_one_line_with_exit_code(err, role, kind, code, needle):
-    loc = resolve("s3://bkt/p", endpoint_url="http://127.0.0.1:1")
-    out = storage_error(err, loc, role)
-    assert isinstance(out, kind) and isinstance(out, IshardError)
+def test_store_errors_become_one_line_with_exit_code(kind, role, error, code, needle):
+    out = storage_error(kind, ConnectionError("refused\nsecond line"), "s3://bkt/p", role)
+    assert isinstance(out, error) and isinstance(out, IshardError)
     assert out.exit_code == code
     assert "\n" not in str(out)
     assert needle in str(out) and role in str(out) and "'s3://bkt/p'" in str(out)
