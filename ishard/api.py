@@ -35,7 +35,7 @@ from .runstate import RunState, remove_temp_files
 from .runstate import fingerprint as run_fingerprint
 from .samples import apply_sample_exts_table, group_table, route_table
 from .sinks import Guard, abort_dangling_uploads, open_sink, put_file
-from .store import Location, parse_storage_options, resolve
+from .store import Location, open_url, parse_storage_options, resolve
 from .table import FileTable, SampleTable, ShardList
 from .write import Cancel, write_one, write_shards
 
@@ -469,8 +469,9 @@ def _location(url: str, opts: Options, role: str) -> Location:
 
 def _open_url(url: str, opts: Options):
     """A stream of the object ``url`` names (an inventory file in a store)."""
-    where = _location(url, opts, "--src-list")
-    return where.store.open_read(where.prefix)
+    return open_url(url, endpoint_url=opts.endpoint_url,
+                    storage_options=parse_storage_options(opts.storage_options),
+                    role="--src-list")
 
 
 def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> FileTable:

@@ -14,12 +14,13 @@ from typing import NamedTuple
 import lz4.frame
 import orjson
 
-from .errors import SourceError, UsageError
+from .errors import IshardError, SourceError, UsageError
 from .keys import extension, key_function, sample_key
 from .split import dali, streaming, whale
 from .split import torch as sampler
 from .split import webdataset as wds
 from .split._check import index, positive
+from .store import open_url
 
 READ_POLICIES = ("webdataset", "whale", "torch", "dali", "streaming")
 
@@ -43,13 +44,13 @@ def read_manifest(
     if "://" not in url and not os.path.isfile(url):
         raise UsageError(f"manifest {url!r} does not exist — give DST/manifest.json of a shard run")
     try:
-        import fsspec  # only for a URL: its import costs a tenth of a second
-
-        with fsspec.open(url, "rb", **(storage_options or {})) as f:
+        with open_url(url, storage_options=storage_options) as f:
             doc = orjson.loads(f.read())
         entries = doc["shardlist"]
         urls = [e["url"] for e in entries]
         counts = [int(e["nsamples"]) for e in entries]
+    except IshardError:
+        raise
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise SourceError(
             f"cannot read manifest {url!r}: {err} — give a manifest.json written by ishard shard"
@@ -152,9 +153,7 @@ def assigned_ids(counts: Sequence[int], *, rank: int, world_size: int, worker: i
 
 def _members(url: str, storage_options: dict) -> Iterator[tuple[str, bytes]]:
     """(name, bytes) of each regular member of a shard, streamed in archive order."""
-    import fsspec
-
-    with fsspec.open(url, "rb", **storage_options) as raw:
+    with open_url(url, storage_options=storage_options) as raw:
         if url.endswith(".zip"):
             with zipfile.ZipFile(raw) as zf:
                 for info in zf.infolist():

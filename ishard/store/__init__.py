@@ -1,7 +1,7 @@
 """Where bytes live: one storage contract (``base.Store``) and its implementations."""
 
 from .base import ObjectInfo, Refused, Store, Unconditional
-from .location import Location, open_store, parse_storage_options, resolve, split_url
+from .location import Location, open_store, open_url, parse_storage_options, resolve, split_url
 
-__all__ = ["Location", "ObjectInfo", "Refused", "Store", "Unconditional", "open_store",
+__all__ = ["Location", "ObjectInfo", "Refused", "Store", "Unconditional", "open_store", "open_url",
            "parse_storage_options", "resolve", "split_url"]

@@ -167,3 +167,10 @@ def open_store(url: str, *, endpoint_url: str | None = None,
     """The store behind ``url`` (its root: the directory, the bucket, the URL path)."""
     return resolve(url, endpoint_url=endpoint_url, storage_options=storage_options,
                    role=role).store
+
+
+def open_url(url: str, *, endpoint_url: str | None = None, storage_options: dict | None = None,
+             role: str = "source"):
+    """A binary stream of the one object (or file) ``url`` names, through its store."""
+    where = resolve(url, endpoint_url=endpoint_url, storage_options=storage_options, role=role)
+    return where.store.open_read(where.prefix)
