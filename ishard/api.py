@@ -9,11 +9,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from os import PathLike
-from pathlib import Path
 from warnings import warn
 
 from .destination import check_destination
-from .errors import DataError, IshardError, IshardWarning, StrictError, UsageError, WriteError
+from .errors import DataError, IshardError, IshardWarning, StrictError, UsageError
 from .executors import write_with_dask
 from .formats import check_names
 from .inventory import list_inventory

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import math
 import os
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 

@@ -255,7 +255,10 @@ class Store(ABC):
     def error(self, err: BaseException, role: str, where: str | None = None) -> IshardError:
         """The one-line error a user sees for ``err`` met while using this store as ``role``
         (credentials never appear). A missing bucket or path is a bad invocation (exit 2);
-        denied access and unreachable endpoints are runtime failures (exit 1)."""
+        denied access and unreachable endpoints are runtime failures (exit 1). An
+        ``IshardError`` is already one: it is returned as it is."""
+        if isinstance(err, IshardError):
+            return err
         return storage_error(self.classify(err), err, where or self.url, role)
 
 

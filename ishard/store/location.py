@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
 
 from ..errors import IshardError, UsageError
