@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from .errors import IshardError, UsageError
+from .errors import UsageError
 from .lock import STATE_DIR
 from .manifest import MANIFEST_NAME
 from .retry import Retrier
@@ -36,14 +36,10 @@ def check_destination(src: Location, dst: Location, *, overwrite: bool,
     store = dst.store
     store.check_destination(dst.url)
     run = (retrier or Retrier(1)).run
-    try:
+    with dst.translated("destination"):
         has_objects = run(lambda: store.has_objects(dst.key("")))
         has_run = has_objects and not overwrite and any(
             run(partial(store.exists, dst.key(n))) for n in RUN_MARKS)
-    except IshardError:
-        raise
-    except Exception as err:
-        raise dst.error(err, "destination") from None
     if has_objects and not overwrite:
         _refuse_not_empty(dst, resume, has_run)
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import IshardError, SourceError, UsageError
+from .errors import SourceError, UsageError
 from .model import Tally
 from .retry import Retrier
 from .table import FileTable, local_stamp
@@ -262,7 +262,7 @@ def list_remote(
         return entries
     store = location.store
 
-    try:
+    with location.translated("source"):
         for page in store.list(wanted, retrier or Retrier()):
             for obj in page:
                 if not keep_remote_name(obj.key, include_hidden, tally):
@@ -270,9 +270,5 @@ def list_remote(
                 entries.add(obj.key, obj.size, obj.mtime, obj.stamp)
                 if on_file is not None:
                     on_file(obj.size)
-    except IshardError:
-        raise
-    except Exception as err:
-        raise location.error(err, "source") from None
     entries.sort()
     return entries

@@ -7,7 +7,6 @@ from collections.abc import Iterable
 
 import orjson
 
-from .errors import IshardError
 from .lock import STATE_DIR
 from .manifest import MANIFEST_NAME
 from .naming import index_name
@@ -76,12 +75,8 @@ def remove_archives(dest: Location, names: Iterable[str], retrier: Retrier) -> i
     if not wanted:
         return 0
     store = dest.store
-    try:
+    with dest.translated("destination"):
         present = [obj.key for page in store.list(dest.key(""), retrier) for obj in page
                    if obj.key in wanted]
         retrier.run(lambda: store.delete(present))
-    except IshardError:
-        raise
-    except Exception as err:  # noqa: BLE001 - a store's errors, translated once
-        raise dest.error(err, "destination") from None
     return len(present)

@@ -9,7 +9,6 @@ from functools import partial
 import orjson
 
 from . import __version__
-from .errors import IshardError
 from .formats.compress import gzip_library
 from .lock import STATE_DIR
 from .model import Plan, ShardResult
@@ -115,12 +114,8 @@ class RunState:
     def recorded(self) -> dict[int, dict]:
         """The finished shards recorded so far, by plan index (anything else in ``done/`` —
         a killed run's temp record, a stray file — is not a record)."""
-        try:
+        with self._dest.translated("destination"):
             names = self._done_names()
-        except IshardError:
-            raise
-        except Exception as err:
-            raise self._dest.error(err, "destination") from None
         records = {}
         for name in names:
             stem = name.removesuffix(".json")
@@ -135,14 +130,10 @@ class RunState:
 
     def _remove(self, folder: str, *names: str) -> None:
         dest, run = self._dest, self._retrier.run
-        try:
+        with dest.translated("destination"):
             run(partial(dest.store.delete_tree, dest.key(folder)))
             if names:
                 run(partial(dest.store.delete, [dest.key(n) for n in names]))
-        except IshardError:
-            raise
-        except Exception as err:
-            raise dest.error(err, "destination") from None
 
     def clear(self) -> None:
         """Remove every record and the run state's folder (the run is over or starts afresh;

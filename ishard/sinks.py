@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import IshardError, WriteError
+from .errors import WriteError
 from .retry import Retrier
 from .store.base import Guard
 
@@ -180,12 +180,8 @@ def put_file(location: Location, name: str, data: bytes, retrier: Retrier,
     while ``guard`` (the destination's lease, if given) confirms this run holds it; return
     where it went."""
     where, key = location.child(name), location.key(name)
-    try:
+    with location.translated("destination"):
         _guarded(guard, where, lambda: retrier.run(lambda: location.store.put(key, data)))
-    except IshardError:
-        raise
-    except Exception as err:
-        raise location.store.error(err, "destination", where) from None
     return where
 
 
@@ -194,14 +190,10 @@ def open_sink(location: Location, name: str, *, retrier: Retrier, cleanup: Retri
               guard: Guard | None = None):
     """The sink for one shard at a destination (hashing its bytes unless ``checksum`` is off;
     on a store, committed only while ``guard``, the destination's lease, confirms it)."""
-    try:
+    with location.translated("destination"):
         sink = location.store.sink(location.key(name), retrier=retrier, cleanup=cleanup,
                                    part_size=part_size, expected=expected, notice=notice,
                                    guard=guard)
-    except IshardError:
-        raise
-    except Exception as err:
-        raise location.error(err, "destination") from None
     if not checksum:
         sink.skip_checksum()
     return sink
@@ -209,9 +201,5 @@ def open_sink(location: Location, name: str, *, retrier: Retrier, cleanup: Retri
 
 def abort_dangling_uploads(location: Location, names: Iterable[str], retrier: Retrier) -> int:
     """Abort unfinished uploads of these shard names (a killed run's); return how many."""
-    try:
+    with location.translated("destination"):
         return location.store.abort_uploads([location.key(n) for n in names], retrier)
-    except IshardError:
-        raise
-    except Exception as err:
-        raise location.error(err, "destination") from None

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -58,6 +60,15 @@ class Location:
             raise
         except Exception as err:
             raise self.error(err, "destination") from None
+
+    @contextmanager
+    def translated(self, role: str) -> Iterator[None]:
+        """Any failure inside becomes the one-line error a user sees (``Store.error``, which
+        leaves an ``IshardError`` as it is)."""
+        try:
+            yield
+        except Exception as err:  # noqa: BLE001 - a store's many error types, translated here
+            raise self.error(err, role) from None
 
     def error(self, err: BaseException, role: str):
         """``err`` as the one-line error a user sees (``Store.error`` naming this URL)."""
