@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -11,7 +12,14 @@ T = TypeVar("T")
 
 PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
              ValueError, TypeError, KeyError)  # fmt: skip
-PERMANENT_NAMES = ("NoCredentialsError", "PartialCredentialsError", "ParamValidationError")
+PERMANENT_NAMES = ("NoCredentialsError", "PartialCredentialsError", "ParamValidationError",
+                   # obstore's: answers another try cannot change
+                   "NotFoundError", "PermissionDeniedError", "UnauthenticatedError",
+                   "PreconditionError", "AlreadyExistsError", "NotSupportedError",
+                   "InvalidPathError", "UnknownConfigurationKeyError", "NotModifiedError",
+                   # the store contract's: a condition that did not hold, or is not taken
+                   "Refused", "Unconditional")
+_STATUS = re.compile(r"status code: (\d{3})")
 # HTTP answers another try cannot change: a condition that did not hold (If-Match,
 # If-None-Match), a feature the store does not implement.
 PERMANENT_STATUS = (412, 501)
@@ -25,6 +33,9 @@ def http_status(err: BaseException) -> int | None:
         if isinstance(response, dict):
             status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             return status if isinstance(status, int) else None
+    if type(err).__module__.startswith("obstore"):  # obstore says it in its message only
+        found = _STATUS.search(str(err))
+        return int(found.group(1)) if found else None
     return None
 
 
@@ -32,7 +43,9 @@ def is_transient(err: BaseException) -> bool:
     """Worth another try: connection resets, timeouts, 5xx and throttling; not 'missing' or 'denied'."""
     if isinstance(err, PERMANENT) or type(err).__name__ in PERMANENT_NAMES:
         return False
-    if http_status(err) in PERMANENT_STATUS:
+    status = http_status(err)
+    if status in PERMANENT_STATUS or (status is not None and 400 <= status < 500
+                                      and status not in (408, 429)):
         return False
     return isinstance(err, Exception)
 

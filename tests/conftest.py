@@ -92,6 +92,8 @@ def pytest_terminal_summary(terminalreporter):
 
 
 def pytest_configure(config):
+    # no test may ask a cloud's instance metadata service (an address off 127.0.0.1)
+    os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
     config.addinivalue_line(
         "markers", "damaged_destination: the test leaves a destination broken on purpose, so "
         "every_destination_verifies does not check it")

@@ -168,7 +168,7 @@ def resolve(url: str, *, endpoint_url: str | None = None, storage_options: dict 
         from .obstore import ObstoreStore
 
         store = ObstoreStore(kind, bucket, url=url, endpoint_url=endpoint_url,
-                             storage_options=options)
+                             storage_options=options, role=role)
     return Location(url, store, prefix)
 
 

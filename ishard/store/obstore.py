@@ -1,0 +1,365 @@
+"""S3, GCS, Azure and AIStore (through its S3 API) on obstore, Rust's ``object_store``."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from ..errors import IshardError, UsageError
+from .base import Guard, Mode, ObjectInfo, Refused, Store, Unconditional, storage_error
+from .credentials import NoCredentials, store_config
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from ..retry import Retrier
+
+PAGE = 1000  # keys per listing request (S3's most)
+LISTERS = 16  # folders listed at once when a listing is split by folder
+BULK = 1000  # keys per bulk delete request (S3's most)
+
+
+def _stamp(meta: dict) -> int:
+    from ..table import store_stamp
+
+    return store_stamp({"ETag": meta.get("e_tag"), "LastModified": meta.get("last_modified")})
+
+
+def _info(meta: dict) -> ObjectInfo:
+    modified = meta.get("last_modified")
+    mtime = int(modified.timestamp()) if isinstance(modified, datetime) else 0
+    return ObjectInfo(meta["path"], int(meta["size"]), mtime, meta.get("e_tag"), _stamp(meta))
+
+
+def _bytewise(key: str) -> bytes:
+    return key.encode("utf-8", "surrogateescape")
+
+
+class ObstoreStore(Store):
+    """A bucket (or Azure container) through obstore. Its own retries are off: ishard's
+    ``Retrier`` is the one retry layer. Reads run on an event loop of the store's own, in a
+    daemon thread; listings of big folders are split by sub-folder and run in parallel."""
+
+    conditional = True
+
+    def __init__(self, scheme: str, bucket: str, *, url: str, endpoint_url: str | None = None,
+                 storage_options: dict | None = None, role: str = "source") -> None:
+        super().__init__(url, bucket)
+        self.scheme = scheme
+        try:
+            self.settings = store_config(scheme, bucket, url, endpoint_url,
+                                         dict(storage_options or {}))
+        except NoCredentials as err:
+            raise storage_error("credentials", err, url, role) from None
+        self.client = _client(scheme, bucket, url, self.settings, retries=0)
+        # a multipart upload's parts: a stream cannot be replayed from ishard's side, so the
+        # part requests are retried by obstore itself
+        self.upload_client = _client(scheme, bucket, url, self.settings, retries=4)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_lock = threading.Lock()
+
+    def url_of(self, key: str) -> str:
+        return f"{self.scheme}://{self.root}/{key}"
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:  # type: ignore[override]
+        """The event loop the store's reads run on (started on first use)."""
+        with self._loop_lock:
+            if self._loop is None:
+                import asyncio
+
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="ishard-store", daemon=True).start()
+                self._loop = loop
+            return self._loop
+
+    # -- listing ----------------------------------------------------------------------------
+    def list(self, prefix: str, retrier: Retrier) -> Iterator[list[ObjectInfo]]:
+        """Pages in bytewise order. A folder (``""`` or ``…/``) with sub-folders is listed one
+        sub-folder per request stream, ``LISTERS`` at once, merged back in order; any other
+        prefix is a listing of its folder from the prefix on."""
+        import obstore
+
+        if prefix and not prefix.endswith("/"):
+            yield from self._pages(prefix.rpartition("/")[0], prefix, retrier)
+            return
+        top = retrier.run(lambda: obstore.list_with_delimiter(self.client, prefix or None))
+        folders = [f.rstrip("/") + "/" for f in top["common_prefixes"]]
+        if not folders:
+            yield from self._pages(prefix.rstrip("/"), prefix, retrier)
+            return
+        items: list[tuple[bytes, object]] = [(_bytewise(f), f) for f in folders]
+        items += [(_bytewise(m["path"]), _info(m)) for m in top["objects"]]
+        items.sort(key=lambda item: item[0])
+        with ThreadPoolExecutor(LISTERS, "ishard-list") as pool:
+            work = iter(items)
+            window: list = []
+
+            def refill() -> None:
+                while len(window) < LISTERS * 2:
+                    item = next(work, None)
+                    if item is None:
+                        return
+                    _, what = item
+                    window.append(pool.submit(self._folder, what, retrier)
+                                  if isinstance(what, str) else what)
+
+            refill()
+            while window:
+                head = window.pop(0)
+                page = head.result() if not isinstance(head, ObjectInfo) else [head]
+                refill()
+                if page:
+                    yield page
+
+    def _folder(self, folder: str, retrier: Retrier) -> list[ObjectInfo]:
+        return [info for page in self._pages(folder.rstrip("/"), folder, retrier)
+                for info in page]
+
+    def _pages(self, folder: str, prefix: str, retrier: Retrier) -> Iterator[list[ObjectInfo]]:
+        """Objects of ``folder`` whose keys start with ``prefix``, a page per request, each
+        retried on its own: the next page is asked for from the last key seen."""
+        import obstore
+
+        after: str | None = _just_below(prefix) if prefix and not prefix.endswith("/") else None
+
+        def page(offset: str | None) -> list:
+            stream = obstore.list(self.client, folder or None, offset=offset, chunk_size=PAGE)
+            return list(next(iter(stream), []))
+
+        if self.scheme == "az":  # Azure lists from a marker, not from a key: one stream
+            def whole() -> list[list]:
+                return [list(p) for p in obstore.list(self.client, folder or None,
+                                                      chunk_size=PAGE)]
+
+            for metas in retrier.run(whole):
+                keep = self._objects([i for i in map(_info, metas) if i.key.startswith(prefix)],
+                                     retrier)
+                if keep:
+                    yield keep
+            return
+        while True:
+            metas = retrier.run(lambda offset=after: page(offset))
+            infos = [_info(m) for m in metas]
+            keep = self._objects([i for i in infos if i.key.startswith(prefix)], retrier)
+            if keep:
+                yield keep
+            if len(infos) < PAGE or (prefix and infos[-1].key > prefix
+                                     and not infos[-1].key.startswith(prefix)):
+                return  # the last page, or past the prefix: the rest sorts after it
+            after = infos[-1].key
+
+    def _objects(self, infos: list[ObjectInfo], retrier: Retrier) -> list[ObjectInfo]:
+        """``infos`` without folder markers: obstore lists a key ``dir/`` as ``dir``, which
+        then does not exist; so an empty object is kept only if it is there by its name."""
+        import obstore
+
+        def there(key: str) -> bool:
+            try:
+                retrier.run(lambda: obstore.head(self.client, key))
+            except FileNotFoundError:
+                return False
+            return True
+
+        return [i for i in infos if i.size or there(i.key)]
+
+    def has_objects(self, prefix: str) -> bool:
+        import obstore
+
+        stream = obstore.list(self.client, prefix.rstrip("/") or None, chunk_size=1)
+        return bool(next(iter(stream), []))
+
+    # -- reading ----------------------------------------------------------------------------
+    def read(self, key: str, start: int = -1, end: int = -1) -> bytes:
+        import obstore
+
+        if start < 0:
+            return obstore.get(self.client, key).bytes().to_bytes()
+        return obstore.get_range(self.client, key, start=start, end=end).to_bytes()
+
+    async def read_async(self, key: str, start: int = -1, end: int = -1) -> bytes:
+        import obstore
+
+        if start < 0:
+            result = await obstore.get_async(self.client, key)
+            return (await result.bytes_async()).to_bytes()
+        return (await obstore.get_range_async(self.client, key, start=start, end=end)).to_bytes()
+
+    def open_read(self, key: str) -> BinaryIO:
+        import obstore
+
+        return _Readable(obstore.open_reader(self.client, key, buffer_size=8 << 20))
+
+    def stat(self, key: str) -> ObjectInfo:
+        import obstore
+
+        return _info(obstore.head(self.client, key))
+
+    # -- small files ------------------------------------------------------------------------
+    def get(self, key: str) -> tuple[bytes, str | None]:
+        import obstore
+
+        result = obstore.get(self.client, key)
+        return result.bytes().to_bytes(), result.meta.get("e_tag")
+
+    def put(self, key: str, data: bytes, *, mode: Mode = "overwrite") -> str | None:
+        import obstore
+        from obstore.exceptions import (AlreadyExistsError, NotSupportedError,
+                                        PreconditionError)
+
+        how: Any = mode if isinstance(mode, str) else {"e_tag": mode[1]}
+        try:
+            return obstore.put(self.client, key, data, mode=how, use_multipart=False)["e_tag"]
+        except (AlreadyExistsError, PreconditionError) as err:
+            raise Refused(str(err).partition(":")[0]) from None
+        except NotSupportedError as err:
+            raise Unconditional(str(err).splitlines()[0]) from None
+        except FileNotFoundError:
+            if mode == "overwrite" or mode == "create":
+                raise
+            raise Refused("the object is gone") from None
+
+    def delete(self, keys: Iterable[str]) -> None:
+        import obstore
+
+        keys = list(keys)
+        for start in range(0, len(keys), BULK):
+            obstore.delete(self.client, keys[start : start + BULK])
+
+    def find(self, prefix: str) -> list[str]:
+        folder = prefix.rstrip("/") + "/" if prefix else ""
+        return [info.key for page in self._pages(folder.rstrip("/"), folder, _once())
+                for info in page]
+
+    # -- shards -----------------------------------------------------------------------------
+    def sink(self, key: str, *, retrier: Retrier, cleanup: Retrier, part_size: int,
+             expected: int, notice: Callable[[str], None], guard: Guard | None):
+        from .obstore_sink import ObstoreSink
+
+        return ObstoreSink(self, key, retrier=retrier, cleanup=cleanup, part_size=part_size,
+                           expected=expected, notice=notice, guard=guard)
+
+    def abort_uploads(self, keys: Iterable[str], retrier: Retrier) -> int:
+        """S3 only (Azure drops uncommitted blocks by itself after a week; GCS's XML multipart
+        uploads are not used by obstore for GCS): a killed run's open multipart uploads of
+        these keys, aborted (``s3uploads``)."""
+        if self.scheme != "s3":
+            return 0
+        from .s3uploads import abort_open_uploads
+
+        return abort_open_uploads(self.settings, self.root, set(keys), retrier)
+
+    # -- errors -----------------------------------------------------------------------------
+    def classify(self, err: BaseException) -> str:
+        from obstore import exceptions as ex
+
+        from ..retry import http_status
+
+        status, text = http_status(err), str(err)
+        if isinstance(err, (FileNotFoundError, ex.NotFoundError)) or status == 404 \
+                or "NoSuchBucket" in text or "ContainerNotFound" in text:
+            return "missing"
+        if isinstance(err, ex.UnauthenticatedError) or status == 401 \
+                or "InvalidAccessKeyId" in text or "/latest/api/token" in text:
+            return "credentials"
+        if isinstance(err, (PermissionError, ex.PermissionDeniedError)) or status == 403:
+            return "denied"
+        if isinstance(err, (ex.AlreadyExistsError, ex.PreconditionError)) or status == 412:
+            return "refused"
+        if isinstance(err, ex.NotSupportedError) or status == 501:
+            return "unsupported"
+        return "unreachable"
+
+    def error(self, err: BaseException, role: str, where: str | None = None):
+        """As :meth:`Store.error`, with obstore's long report cut to its reason."""
+        if isinstance(err, IshardError):
+            return err
+        return storage_error(self.classify(err), _Reason(err), where or self.url, role)
+
+
+class _Reason(Exception):
+    """obstore's error text cut to its reason (``HTTP error: error sending request``,
+    ``… status code: 503 Service Unavailable``): no request dump, no XML."""
+
+    def __init__(self, err: BaseException) -> None:
+        line = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        reason = line.rpartition(" - ")[2] or line
+        super().__init__(reason.partition(": <")[0].rstrip(": "))
+
+
+def _once():
+    from ..retry import Retrier
+
+    return Retrier(1)
+
+
+def _just_below(prefix: str) -> str:
+    """A key that sorts just before every key starting with ``prefix`` (a listing's start)."""
+    last = prefix[-1]
+    if ord(last) == 0:
+        return prefix[:-1]
+    return prefix[:-1] + chr(ord(last) - 1) + "\U0010ffff"
+
+
+class _Readable:
+    """obstore's reader as the binary stream tarfile, zipfile and hashing expect (``bytes``
+    from ``read``; a context manager)."""
+
+    def __init__(self, reader) -> None:
+        self._reader = reader
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._reader.read() if size is None or size < 0 else self._reader.read(size)
+        return data.to_bytes()
+
+    def readinto(self, buffer) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._reader.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._reader.tell()
+
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    @property
+    def size(self) -> int:
+        return self._reader.size
+
+    def close(self) -> None:
+        self._reader.close()
+
+    @property
+    def closed(self) -> bool:
+        return False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _client(scheme: str, bucket: str, url: str, settings: dict, retries: int):
+    from obstore.exceptions import BaseError
+    from obstore.store import AzureStore, GCSStore, S3Store
+
+    kind = {"s3": S3Store, "gs": GCSStore, "az": AzureStore}[scheme]
+    try:
+        return kind(bucket, config=settings["config"], client_options=settings["client"],
+                    retry_config={"max_retries": retries},
+                    credential_provider=settings.get("provider"))
+    except (BaseError, ValueError, TypeError) as err:
+        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UsageError(f"{url!r}: the store cannot be set up: {text} — check "
+                         "--storage-option and --endpoint-url") from None

@@ -1,0 +1,190 @@
+"""A shard streamed into a bucket through obstore: parts upload while it is written, and the
+object appears only on commit, under the destination's lease."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from concurrent.futures import Future, TimeoutError
+from typing import TYPE_CHECKING
+
+from ..errors import IshardError
+from ..sinks import _guarded, _Hashing
+
+if TYPE_CHECKING:
+    from ..retry import Retrier
+    from .base import Guard
+    from .obstore import ObstoreStore
+
+MIN_PART = 5 << 20  # S3's smallest part (but the last)
+MAX_PARTS = 10_000
+PARTS_IN_FLIGHT = 2  # per shard: part_size * (this + 2) bytes of memory at most
+POLL = 0.5  # seconds between looks at a stalled upload (Ctrl-C acts between them)
+
+
+class _Failed(Exception):
+    """Handed to the upload's byte stream to stop it: obstore then aborts the upload."""
+
+
+class ObstoreSink(_Hashing):
+    """A shard streamed to an obstore bucket.
+
+    A shard smaller than one part is one PUT at commit (retried by ishard). A bigger one is a
+    multipart upload fed part by part from this thread to the store's event loop (at most
+    ``PARTS_IN_FLIGHT`` parts queued); obstore completes it when its byte stream ends, which
+    happens only in :meth:`commit`, and aborts it when the stream fails (:meth:`abort`). Its
+    part requests are retried by obstore itself (``upload_retries``): a stream cannot be
+    replayed from ishard's side without holding the whole shard.
+    """
+
+    def __init__(self, store: ObstoreStore, key: str, *, retrier: Retrier, cleanup: Retrier,
+                 part_size: int, expected: int, notice: Callable[[str], None],
+                 guard: Guard | None) -> None:
+        super().__init__()
+        self._store, self._key, self._guard = store, key, guard
+        self._retrier, self._cleanup, self._notice = retrier, cleanup, notice
+        self.url, self.etag = store.url_of(key), None
+        self._part = max(part_size, MIN_PART, math.ceil(expected * 1.1 / (MAX_PARTS - 100)))
+        self._buf = bytearray()
+        self._queue = None
+        self._upload: Future | None = None
+        self._opened = False
+
+    # -- the upload on the store's loop ------------------------------------------------------
+    def _start(self) -> None:
+        import asyncio
+
+        import obstore
+
+        loop = self._store.loop
+
+        async def make_queue():
+            return asyncio.Queue(PARTS_IN_FLIGHT)
+
+        self._queue = queue = asyncio.run_coroutine_threadsafe(make_queue(), loop).result()
+
+        async def stream():
+            # obstore opens the upload before it asks for bytes: a part taken means an
+            # upload exists (its abort is then verified)
+            while (part := await queue.get()) is not None:
+                self._opened = True
+                if isinstance(part, BaseException):
+                    raise part
+                yield part
+
+        async def upload():  # obstore's coroutines belong to the loop they are made on
+            return await obstore.put_async(self._store.upload_client, self._key, stream(),
+                                           chunk_size=self._part, max_concurrency=PARTS_IN_FLIGHT)
+
+        self._upload = asyncio.run_coroutine_threadsafe(upload(), loop)
+
+    def _hand_over(self, item) -> None:
+        """Queue ``item`` for the upload, waiting while the queue is full; an upload that has
+        failed meanwhile raises its error."""
+        import asyncio
+
+        put = asyncio.run_coroutine_threadsafe(self._queue.put(item), self._store.loop)
+        while True:
+            try:
+                put.result(POLL)
+                return
+            except TimeoutError:
+                if self._upload is not None and self._upload.done():
+                    put.cancel()
+                    self._result()  # raises the upload's error
+                    return
+
+    def _result(self, timeout: float | None = None) -> dict:
+        assert self._upload is not None
+        while True:
+            try:
+                return self._upload.result(POLL if timeout is None else timeout)
+            except TimeoutError:
+                if timeout is not None:
+                    raise
+            except IshardError:
+                raise
+            except Exception as err:
+                raise self._store.error(err, "destination", self.url) from None
+
+    # -- the sink ---------------------------------------------------------------------------
+    def write(self, data: bytes) -> None:
+        """Append ``data``; full parts start uploading."""
+        self._count(data)
+        self._buf += data
+        if len(self._buf) >= self._part:
+            if self._upload is None:
+                self._start()
+            self._hand_over(bytes(self._buf))
+            self._buf.clear()
+
+    def close(self) -> None:
+        """All bytes are written: the last part goes to the upload (a small shard waits for
+        commit)."""
+        if self._upload is not None and self._buf:
+            self._hand_over(bytes(self._buf))
+            self._buf.clear()
+
+    def commit(self) -> None:
+        """Complete the upload (or PUT a small shard): only now does the object exist, and only
+        while this run holds the destination's lease."""
+        if self._upload is None:
+            import obstore
+
+            body, client = bytes(self._buf), self._store.client
+            with self._store_errors():
+                out = _guarded(self._guard, self.url, lambda: self._retrier.run(
+                    lambda: obstore.put(client, self._key, body, use_multipart=False)))
+        else:
+            def complete() -> dict:
+                self._hand_over(None)
+                return self._result()
+
+            out = _guarded(self._guard, self.url, complete)
+            self._upload = None
+        self.etag = out.get("e_tag")
+
+    def _store_errors(self):
+        from contextlib import contextmanager
+
+        @contextmanager
+        def translated():
+            try:
+                yield
+            except IshardError:
+                raise
+            except Exception as err:  # noqa: BLE001 - a store's errors, translated once
+                raise self._store.error(err, "destination", self.url) from None
+
+        return translated()
+
+    def abort(self) -> None:
+        """Stop the upload: obstore aborts it; then, where the store can list open uploads,
+        any left for this key (obstore's abort failed, the store was away) is aborted here,
+        retrying patiently — neither a partial object nor an open upload may remain (if one
+        does, it is told, with what to do)."""
+        if self._upload is None:
+            return
+        import asyncio
+
+        upload, self._upload = self._upload, None
+        asyncio.run_coroutine_threadsafe(self._queue.put(_Failed("aborted")), self._store.loop)
+        try:
+            upload.result(max(POLL, self._cleanup.patience))
+        except Exception:  # noqa: BLE001 - the stream's own stop, or the store's failure
+            pass
+        if not self._opened:
+            return  # the upload never opened: nothing to abort
+        try:
+            self._store.abort_uploads([self._key], self._retrier)
+        except Exception as err:  # noqa: BLE001 - told, then tried again patiently
+            self._notice(f"could not abort the unfinished upload of {self.url} yet "
+                         f"({type(err).__name__}); retrying for up to "
+                         f"{self._cleanup.patience:.0f}s")
+            try:
+                self._store.abort_uploads([self._key], self._cleanup)
+            except Exception:  # noqa: BLE001 - reported, with the fix
+                self._notice(
+                    f"the unfinished upload of {self.url} could not be aborted — once the "
+                    "store is back, run ishard again with --resume (it aborts such uploads), "
+                    "or set a lifecycle rule")
