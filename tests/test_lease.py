@@ -277,7 +277,7 @@ class Throttle:
         return slow_down(request, "ServiceUnavailable", "Service is unable to handle request.")
 
 
-NO_LOWER_RETRIES = ("--storage-option", "config_kwargs.retries.max_attempts=0")
+NO_LOWER_RETRIES = ()  # obstore's own retries are always off: ishard's are the only layer
 
 
 def test_throttled_store_requests_are_retried_by_ishard_local_to_s3_and_back(
@@ -313,7 +313,8 @@ def test_throttled_store_requests_are_retried_by_ishard_local_to_s3_and_back(
         assert json.loads(results[phase].stdout)["retries"] == sum(refused.values()), refused
         methods |= refused.keys()
         assert listing(client, s3_bucket, f"out{phase}/.ishard-run") == []
-    assert {"HEAD", "GET", "PUT", "DELETE"} <= methods, methods
+    # reads, writes and deletes (one bulk POST ?delete, or DELETE) were all refused once
+    assert {"GET", "PUT"} <= methods and methods & {"POST", "DELETE"}, methods
     assert sum(throttles[3].refused.values()) >= 3  # listing and reads on the way back
     local = subprocess.Popen([sys.executable, "-m", "ishard", "verify", str(tmp_path / "back")],
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -348,9 +349,8 @@ def test_records_that_cannot_be_removed_after_the_manifest_are_a_notice_not_a_fa
         proxy.close()
     assert result.returncode == 0, result.stderr
     notice = (f"ishard: the dataset is complete, but this run's records in {dst!r} could not "
-              f"be removed (cannot reach destination {dst!r}: [Errno 16] Service is unable to "
-              "handle request. — check the endpoint and the network, then run again); they do "
-              "no harm")
+              f"be removed (cannot reach destination {dst!r}: 503 Service Unavailable — check "
+              "the endpoint and the network, then run again); they do no harm")
     assert result.stderr.splitlines() == [notice]
     verify(s3_server, s3env, dst)
 

@@ -37,6 +37,9 @@ def test_a_local_path_or_file_url_is_a_local_directory(tmp_path):
         assert loc.child("a/b.tar") == str(tmp_path / "a" / "b.tar")
 
 
+KEYS = {"key": "K", "secret": "S"}
+
+
 @pytest.mark.parametrize(
     "url, bucket, prefix",
     [
@@ -49,7 +52,7 @@ def test_a_local_path_or_file_url_is_a_local_directory(tmp_path):
     ],
 )
 def test_a_bucket_url_is_bucket_and_listing_prefix(url, bucket, prefix):
-    loc = resolve(url, endpoint_url="http://127.0.0.1:1")
+    loc = resolve(url, endpoint_url="http://127.0.0.1:1", storage_options=KEYS)
     assert loc.store.scheme == "s3" and loc.store.remote
     assert (loc.root, loc.prefix, loc.url) == (bucket, prefix, url)
     assert loc.key("shard-000000.tar") == "/".join(
@@ -63,7 +66,8 @@ def test_a_bucket_url_is_bucket_and_listing_prefix(url, bucket, prefix):
 @pytest.mark.parametrize("url, scheme", [("gs://bkt/p", "gs"), ("gcs://bkt/p", "gs"),
                                          ("az://bkt/p", "az"), ("abfs://bkt/p", "az")])
 def test_gcs_and_azure_urls_are_obstore_buckets(url, scheme):
-    loc = resolve(url, endpoint_url="http://127.0.0.1:1")
+    options = {"account_name": "devstoreaccount1", "use_emulator": True} if scheme == "az" else {}
+    loc = resolve(url, endpoint_url="http://127.0.0.1:1", storage_options=options)
     assert loc.store.scheme == scheme and (loc.root, loc.prefix) == ("bkt", "p")
 
 

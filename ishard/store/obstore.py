@@ -286,8 +286,8 @@ class _Reason(Exception):
 
     def __init__(self, err: BaseException) -> None:
         line = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        reason = line.rpartition(" - ")[2] or line
-        super().__init__(reason.partition(": <")[0].rstrip(": "))
+        reason = (line.rpartition(" - ")[2] or line).partition(": <")[0].rstrip(": ")
+        super().__init__(reason.removeprefix("Server returned non-2xx status code: "))
 
 
 def _once():
