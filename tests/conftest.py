@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["s3server"]
+pytest_plugins = ["s3server", "azurite"]
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

@@ -128,8 +128,9 @@ class Store(ABC):
     # -- listing ----------------------------------------------------------------------------
     @abstractmethod
     def list(self, prefix: str, retrier: Retrier) -> Iterator[list[ObjectInfo]]:
-        """Every object whose key starts with ``prefix``, page by page, in bytewise key order
-        across pages; each request retried by ``retrier``.
+        """Every object whose key starts with ``prefix``, once, page by page, in the store's
+        listing order (bytewise on S3, GCS and Azure; folder by folder on some S3-compatible
+        servers: callers sort); each request retried by ``retrier``.
 
         Raises:
             FileNotFoundError: the root (bucket, directory) does not exist.

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import IshardError, UsageError
-from ..sinks import _guarded, _Hashing
+from ..sinks import TEMP_SUFFIX, _guarded, _Hashing
 from .base import Guard, Mode, ObjectInfo, Store, Unconditional
 from .location import FSSPEC_EXTRAS
 
@@ -34,6 +35,7 @@ class FsspecStore(Store):
     def __init__(self, url: str, fs: Any, root: str, scheme: str) -> None:
         super().__init__(url, root)
         self.fs, self.scheme = fs, scheme
+        self.bucket = scheme in ("s3", "gs", "az")  # ``backend=fsspec``: the root is a bucket
         if getattr(fs, "async_impl", False):
             self.loop = fs.loop
 
@@ -89,9 +91,8 @@ class FsspecStore(Store):
     def has_objects(self, prefix: str) -> bool:
         fs, path = self.fs, self._path(prefix.rstrip("/")) if prefix else self.root
         if not fs.exists(path):
-            parent = path.rpartition("/")[0]
-            if self.root and not fs.exists(self.root) and parent:
-                raise FileNotFoundError(self.root)
+            if self.bucket and not fs.exists(self.root):
+                raise FileNotFoundError(self.root)  # a missing bucket; folders come and go
             return False
         return bool(fs.ls(path, detail=False))
 
@@ -131,7 +132,11 @@ class FsspecStore(Store):
 
     def find(self, prefix: str) -> list[str]:
         cut = len(self.root) + 1 if self.root else 0
-        return [p[cut:] for p in self.fs.find(self._path(prefix.rstrip("/")))]
+        try:
+            found = self.fs.find(self._path(prefix.rstrip("/")))
+        except FileNotFoundError:
+            return []
+        return [p[cut:] for p in found]
 
     # -- shards -----------------------------------------------------------------------------
     def sink(self, key: str, *, retrier: Retrier, cleanup: Retrier, part_size: int,
@@ -182,13 +187,18 @@ def _filesystem(url: str, scheme: str, protocol: str | None, options: dict, role
 
 
 class FsspecSink(_Hashing):
-    """A shard written through an fsspec filesystem; removed again on failure."""
+    """A shard written through an fsspec filesystem under a hidden temp name beside its own,
+    moved to its name on commit; removed again on failure."""
 
     def __init__(self, store: FsspecStore, key: str, guard: Guard | None = None) -> None:
         super().__init__()
-        self._store, self._path, self._guard = store, store._path(key), guard
+        folder, _, base = key.rpartition("/")
+        temp = f"{folder}/.{base}.{os.getpid()}{TEMP_SUFFIX}" if folder else \
+            f".{base}.{os.getpid()}{TEMP_SUFFIX}"
+        self._store, self._guard = store, guard
+        self._path, self._temp = store._path(key), store._path(temp)
         self.url, self.etag = store.url_of(key), None
-        self._file = store.fs.open(self._path, "wb")
+        self._file = store.fs.open(self._temp, "wb")
 
     def write(self, data: bytes) -> None:
         """Append ``data``."""
@@ -200,8 +210,12 @@ class FsspecSink(_Hashing):
 
     def commit(self) -> None:
         """Finish the file (while this run holds the destination's lease)."""
+        def publish() -> None:
+            self._file.close()
+            self._store.fs.mv(self._temp, self._path)
+
         try:
-            _guarded(self._guard, self.url, self._file.close)
+            _guarded(self._guard, self.url, publish)
         except IshardError:
             raise
         except Exception as err:
@@ -215,6 +229,7 @@ class FsspecSink(_Hashing):
                 discard()
             else:
                 self._file.close()
-                self._store.fs.rm(self._path)
+            if self._store.fs.exists(self._temp):
+                self._store.fs.rm(self._temp)
         except Exception:
             pass  # best effort: the manifest never lists a failed shard

@@ -227,7 +227,15 @@ class ObstoreStore(Store):
 
         keys = list(keys)
         for start in range(0, len(keys), BULK):
-            obstore.delete(self.client, keys[start : start + BULK])
+            batch = keys[start : start + BULK]
+            try:
+                obstore.delete(self.client, batch)
+            except FileNotFoundError:  # Azure refuses a batch with a missing key: one by one
+                for key in batch:
+                    try:
+                        obstore.delete(self.client, key)
+                    except FileNotFoundError:
+                        pass
 
     def find(self, prefix: str) -> list[str]:
         folder = prefix.rstrip("/") + "/" if prefix else ""
@@ -296,12 +304,10 @@ def _once():
     return Retrier(1)
 
 
-def _just_below(prefix: str) -> str:
-    """A key that sorts just before every key starting with ``prefix`` (a listing's start)."""
-    last = prefix[-1]
-    if ord(last) == 0:
-        return prefix[:-1]
-    return prefix[:-1] + chr(ord(last) - 1) + "\U0010ffff"
+def _just_below(prefix: str) -> str | None:
+    """A key every key starting with ``prefix`` sorts after (a listing's start): the prefix
+    less its last character, less a trailing ``/`` (no key object_store takes ends in one)."""
+    return prefix[:-1].rstrip("/") or None
 
 
 class _Readable:
