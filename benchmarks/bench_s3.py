@@ -9,14 +9,17 @@ a deterministic ImageNet-like set of small objects into one bucket::
 then times, in the same run, alternating and repeating:
 
 - **raw GETs** (the reference): a fresh Python process fetches every object once with many
-  concurrent GETs (asyncio over s3fs's ``_cat_file``, one plain GET per object), at each
-  ``--raw-concurrency``; the fastest setting is the reference;
+  concurrent GETs through obstore (``get_async``), at each ``--raw-concurrency``; the fastest
+  is the reference; s3fs's GETs (``_cat_file``, 32 in flight) are timed beside it;
 - **ishard S3 → S3**: ``python -m ishard shard s3://SRC/train s3://DST/run-N ...``, wall time
   of the whole command (start-up, listing, planning, reading, tar, md5, multipart upload);
 - **ishard S3 → local** (unless ``--no-local``): the same into a local directory.
 
 and prints objects/s and MiB/s of each with ishard's rate as a fraction of the raw rate,
-and the CPU used by the client and by the server. Everything stays on 127.0.0.1.
+and the CPU used by the client and by the server. Then, each on a fresh server: listing
+``--listing`` prefixes of 1,000 objects (one paginated listing against ishard's), and local →
+S3 of ``--put-mib`` MiB in 64 MiB shards against raw obstore multipart PUTs of the same shard
+files. Everything stays on 127.0.0.1.
 
     python benchmarks/bench_s3.py --small        # smoke run: 1,000 objects, about a minute
     python benchmarks/bench_s3.py                # 20,000 objects of ~40 KiB, about 8 minutes
@@ -180,10 +183,13 @@ def other_cpu(exclude_pgid: int) -> float:
 
 def raw_worker(spec_path: str) -> None:
     """Fetch every listed object once with ``concurrency`` GETs in flight; print JSON."""
+    spec = json.loads(Path(spec_path).read_text())
+    if spec.get("client") == "obstore":
+        raw_obstore(spec)
+        return
     import fsspec.asyn
     import s3fs
 
-    spec = json.loads(Path(spec_path).read_text())
     keys = Path(spec["keys"]).read_text().split("\n")
     conc = spec["concurrency"]
     fs = s3fs.S3FileSystem(
@@ -221,6 +227,47 @@ def raw_worker(spec_path: str) -> None:
     print(json.dumps(out))
 
 
+def raw_obstore(spec: dict) -> None:
+    """The reference: obstore's ``get_async`` of every object, ``concurrency`` in flight."""
+    import obstore
+    from obstore.store import S3Store
+
+    keys = Path(spec["keys"]).read_text().split("\n")
+    conc = spec["concurrency"]
+    store = S3Store(spec["bucket"], endpoint=spec["endpoint"], region="us-east-1",
+                    access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+                    secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+                    virtual_hosted_style_request=False, client_options={"allow_http": True})
+
+    async def fetch() -> tuple[int, int]:
+        todo = iter(keys)
+        got = [0, 0]
+
+        async def worker() -> None:
+            for key in todo:
+                data = await (await obstore.get_async(store, key)).bytes_async()
+                got[0] += 1
+                got[1] += len(data)
+
+        await asyncio.gather(*(worker() for _ in range(conc)))
+        return got[0], got[1]
+
+    async def first() -> None:  # obstore's coroutines are made inside the running loop
+        await obstore.get_async(store, keys[0])
+
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(first())  # not timed: set-up
+    weed0, cpu0, started = group_cpu(spec["server_pgid"]), time.process_time(), time.perf_counter()
+    count, nbytes = loop.run_until_complete(fetch())
+    seconds = time.perf_counter() - started
+    out = {"seconds": seconds, "objects": count, "bytes": nbytes,
+           "client_cpu": time.process_time() - cpu0,
+           "server_cpu": group_cpu(spec["server_pgid"]) - weed0}  # fmt: skip
+    with open("/proc/self/status") as f:
+        out["rss_mib"] = next(int(x.split()[1]) for x in f if x.startswith("VmHWM:")) / 1024
+    print(json.dumps(out))
+
+
 # ---------------------------------------------------------------------------------------------
 # Timing
 
@@ -239,6 +286,7 @@ class Tool:
     kind: str  # raw, s3, local
     args: list[str] = field(default_factory=list)
     concurrency: int = 0
+    client: str = "obstore"  # raw GETs: obstore or s3fs
     runs: list[Run] = field(default_factory=list)
 
     @property
@@ -272,7 +320,7 @@ class Bench:
         spec.write_text(json.dumps({
             "endpoint": self.server.endpoint_url, "bucket": SRC_BUCKET,
             "keys": str(self.keys_file), "concurrency": tool.concurrency,
-            "server_pgid": self.pgid,
+            "server_pgid": self.pgid, "client": tool.client,
         }))  # fmt: skip
         proc = subprocess.run(
             [sys.executable, str(Path(__file__).resolve()), "--raw-worker", str(spec)],
@@ -403,7 +451,7 @@ def versions(weed: str) -> str:
     out = subprocess.run([weed, "version"], capture_output=True, text=True, check=False).stdout
     # "version 8000GB 4.48 pypi linux amd64": the build's volume-size flavour, then the version
     weed_version = next((w for w in out.split() if w[:1].isdigit() and "." in w), "?")
-    libs = ", ".join(f"{p} {version(p)}" for p in ("ishard", "s3fs", "aiobotocore", "botocore"))
+    libs = ", ".join(f"{p} {version(p)}" for p in ("ishard", "obstore", "s3fs", "botocore"))
     return f"{libs}; SeaweedFS {weed_version}"
 
 
@@ -447,6 +495,11 @@ def main(argv: list[str] | None = None) -> None:
              "reference (default 32,128)",
     )  # fmt: skip
     ap.add_argument("--no-local", action="store_true", help="skip ishard S3 -> local")
+    ap.add_argument("--listing", type=int, default=100, metavar="PREFIXES",
+                    help="also time listing PREFIXES x 1,000 objects (0: skip; default 100)")
+    ap.add_argument("--put-mib", type=int, default=1024, metavar="MIB",
+                    help="also time local -> S3 of MIB MiB in 64 MiB shards against raw "
+                         "multipart PUTs (0: skip; default 1024)")
     ap.add_argument(
         "--jobs", type=int, action="append", default=[],
         help="also time ishard S3 -> S3 with --jobs N (repeatable)",
@@ -457,7 +510,7 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     args = ap.parse_args(argv)
     if args.small:
-        args.objects = 1_000
+        args.objects, args.listing, args.put_mib = 1_000, 10, 128
     if sys.platform != "linux":
         raise SystemExit("bench_s3: needs Linux (/proc for the CPU accounting)")
 
@@ -505,8 +558,11 @@ def main(argv: list[str] | None = None) -> None:
         )
 
         extra = list(args.ishard_arg)
-        tools = [Tool(f"raw GETs, {c} in flight", "raw", concurrency=c)
+        tools = [Tool(f"raw obstore GETs, {c} in flight", "raw", concurrency=c)
                  for c in (int(x) for x in args.raw_concurrency.split(","))]  # fmt: skip
+        if importlib.util.find_spec("s3fs") is not None:
+            tools.append(Tool("raw s3fs GETs, 32 in flight", "raw", concurrency=32,
+                              client="s3fs"))
         tools.append(Tool("ishard S3 -> S3", "s3", extra))
         for j in args.jobs:
             tools.append(Tool(f"ishard S3 -> S3 --jobs {j}", "s3", [*extra, "--jobs", str(j)]))
@@ -527,7 +583,8 @@ def main(argv: list[str] | None = None) -> None:
             round_other, round_wall = other_cpu(bench.pgid), time.perf_counter()
             for t in tools[r % len(tools):] + tools[: r % len(tools)]:
                 t.runs.append(bench.run(t))
-            best_raw = min(t.runs[-1].seconds for t in tools if t.kind == "raw")
+            best_raw = min(t.runs[-1].seconds for t in tools
+                           if t.kind == "raw" and t.client == "obstore")
             s3 = next(t for t in tools if t.kind == "s3")
             paired.append(best_raw / s3.runs[-1].seconds)
             share = (other_cpu(bench.pgid) - round_other) / (time.perf_counter() - round_wall)
@@ -542,7 +599,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"other processes used {busy:.2f} CPUs on average while timing")
     if busy > 0.25:
         print("warning: the machine was busy with other work while timing — numbers are noisy")
-    raws = [t for t in tools if t.kind == "raw"]
+    raws = [t for t in tools if t.kind == "raw" and t.client == "obstore"]
     ref = min(raws, key=lambda t: t.median)
     print(f"\n{len(objs):,} objects, {total / MIB:,.0f} MiB, shard size {args.shard_size}\n")
     print_table(tools, ref, len(objs), total)
@@ -555,8 +612,168 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"\nverdict: ishard S3 -> S3 runs at {ref.median / s3.median:.0%} of the raw "
         f"concurrent-GET rate ({ref.label}); per round, against the best raw run of the same "
-        f"round: " + ", ".join(f"{p:.0%}" for p in paired) + " (target: 70%)"
+        f"round: " + ", ".join(f"{p:.0%}" for p in paired) + " (target: 80%)"
     )
+    local = next((t for t in tools if t.kind == "local"), None)
+    if local is not None:
+        print(f"verdict: ishard S3 -> local runs at {ref.median / local.median:.0%} of it "
+              "(target: 90%)")
+    if args.listing:
+        listing_bench(args, s3server)
+    if args.put_mib:
+        put_bench(args, s3server)
+
+
+# ---------------------------------------------------------------------------------------------
+# Listing: one paginated listing against ishard's (split by folder, folders listed at once)
+
+
+def _obstore(server, bucket: str):
+    from obstore.store import S3Store
+
+    return S3Store(bucket, endpoint=server.endpoint_url, region="us-east-1",
+                   access_key_id=server.access_key, secret_access_key=server.secret_key,
+                   virtual_hosted_style_request=False, client_options={"allow_http": True})
+
+
+def _put_many(store, items: list[tuple[str, bytes]], conc: int = 64) -> None:
+    import obstore
+
+    async def run() -> None:
+        todo = iter(items)
+
+        async def worker() -> None:
+            for key, data in todo:
+                await obstore.put_async(store, key, data)
+
+        await asyncio.gather(*(worker() for _ in range(conc)))
+
+    asyncio.run(run())
+
+
+def listing_bench(args, s3server) -> None:
+    import obstore
+
+    from ishard.retry import Retrier
+    from ishard.store import open_store
+
+    server = s3server.S3Server()
+    try:
+        server.start()
+        bucket = server.make_bucket("bench-list")
+        store = _obstore(server, bucket)
+        keys = [f"p{p:03d}/obj-{i:05d}.jpg" for p in range(args.listing) for i in range(1000)]
+        started = time.perf_counter()
+        _put_many(store, [(k, b"x") for k in keys])
+        print(f"\nlisting: {len(keys):,} objects under {args.listing} prefixes, uploaded in "
+              f"{time.perf_counter() - started:.1f} s")
+        ours = open_store(f"s3://{bucket}", endpoint_url=server.endpoint_url,
+                          storage_options={"key": server.access_key,
+                                           "secret": server.secret_key})
+
+        def plain() -> int:
+            return sum(len(page) for page in obstore.list(store, chunk_size=1000))
+
+        def ishard_listing() -> int:
+            return sum(len(page) for page in ours.list("", Retrier()))
+
+        times: dict[str, list[float]] = {"one paginated listing (obstore.list)": [],
+                                         "ishard's listing (split by folder)": []}
+        runs = list(zip(times, (plain, ishard_listing)))
+        for label, fn in runs:  # warm-up, and a check
+            if fn() != len(keys):
+                raise SystemExit(f"bench_s3: {label} listed the wrong number of objects")
+        for r in range(max(3, args.repeat)):
+            for label, fn in runs[r % 2:] + runs[: r % 2]:
+                began = time.perf_counter()
+                fn()
+                times[label].append(time.perf_counter() - began)
+        base = statistics.median(times[runs[0][0]])
+        for label, values in times.items():
+            med = statistics.median(values)
+            print(f"  {label:<40} median {med:6.2f} s  {len(keys) / med:>9,.0f} objects/s  "
+                  f"{base / med:5.2f}x")
+        speedup = base / statistics.median(times[runs[1][0]])
+        print(f"verdict: ishard lists {speedup:.1f}x as fast as one paginated listing "
+              "(target: 3x)")
+    finally:
+        server.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# local -> S3: ishard's shards against raw multipart PUTs of the same bytes
+
+
+def put_bench(args, s3server) -> None:
+    import obstore
+
+    work = Path(tempfile.mkdtemp(prefix="ishard-bench-put-"))
+    server = s3server.S3Server()
+    try:
+        server.start()
+        bucket = server.make_bucket("bench-put")
+        src = work / "src"
+        src.mkdir()
+        rng = random.Random(args.seed)
+        pool = rng.randbytes(8 << 20)
+        for i in range(args.put_mib):  # 1 MiB files, pseudo-random bytes (incompressible)
+            start = (i * 7919) % (len(pool) - MIB)
+            (src / f"{i:06d}.bin").write_bytes(pool[start : start + MIB])
+        shards = work / "shards"
+        subprocess.run([sys.executable, "-m", "ishard", "shard", str(src), str(shards),
+                        "--shard-size", "64MiB", "--no-progress"], check=True,
+                       stdout=subprocess.DEVNULL)
+        files = sorted(p for p in shards.iterdir() if p.name != "manifest.json")
+        total = sum(p.stat().st_size for p in files)
+        store = _obstore(server, bucket)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env.update(AWS_ACCESS_KEY_ID=server.access_key, AWS_SECRET_ACCESS_KEY=server.secret_key)
+        counter = [0]
+
+        def raw() -> None:
+            counter[0] += 1
+
+            async def run() -> None:
+                todo = iter(files)
+
+                async def worker() -> None:
+                    for path in todo:
+                        await obstore.put_async(store, f"raw-{counter[0]}/{path.name}", path,
+                                                chunk_size=16 << 20, max_concurrency=2)
+
+                await asyncio.gather(*(worker() for _ in range(4)))
+
+            asyncio.run(run())
+
+        def ours() -> None:
+            counter[0] += 1
+            subprocess.run([sys.executable, "-m", "ishard", "shard", str(src),
+                            f"s3://{bucket}/ishard-{counter[0]}", "--shard-size", "64MiB",
+                            "--endpoint-url", server.endpoint_url, "--no-progress"],
+                           check=True, env=env, stdout=subprocess.DEVNULL)
+
+        times: dict[str, list[float]] = {"raw obstore multipart PUTs": [],
+                                         "ishard local -> S3": []}
+        runs = list(zip(times, (raw, ours)))
+        for _, fn in runs:
+            fn()  # warm-up
+        for r in range(max(3, args.repeat)):
+            for label, fn in runs[r % 2:] + runs[: r % 2]:
+                began = time.perf_counter()
+                fn()
+                times[label].append(time.perf_counter() - began)
+        base = statistics.median(times[runs[0][0]])
+        print(f"\nlocal -> S3: {len(files)} shards of 64 MiB, {total / MIB:,.0f} MiB")
+        for label, values in times.items():
+            med = statistics.median(values)
+            print(f"  {label:<40} median {med:6.2f} s  {total / MIB / med:7.1f} MiB/s  "
+                  f"{base / med:5.0%}")
+        ratio = base / statistics.median(times[runs[1][0]])
+        print(f"verdict: ishard local -> S3 runs at {ratio:.0%} of raw multipart PUTs "
+              "(target: 80%)")
+    finally:
+        server.close()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
