@@ -13,7 +13,7 @@ from ..errors import UsageError
 # s3fs-style storage options (what users of ishard's fsspec days wrote) → obstore's keys.
 S3_ALIASES = {"key": "access_key_id", "secret": "secret_access_key", "token": "session_token",
               "region_name": "region", "endpoint_url": "endpoint", "anon": "skip_signature"}
-GCS_ALIASES = {"token": "service_account_path", "endpoint_url": "base_url",
+GCS_ALIASES = {"token": "service_account", "endpoint_url": "base_url",
                "anon": "skip_signature"}
 AZURE_ALIASES = {"connection_string": None, "endpoint_url": "endpoint", "anon": "skip_signature"}
 CLIENT_KEYS = ("allow_http", "allow_invalid_certificates", "connect_timeout", "timeout",
