@@ -675,7 +675,7 @@ def listing_bench(args, s3server) -> None:
             return sum(len(page) for page in obstore.list(store, chunk_size=1000))
 
         def ishard_listing() -> int:
-            return sum(len(page) for page in ours.list("", Retrier()))
+            return sum(len(page) for page in ours.pages("", Retrier()))
 
         times: dict[str, list[float]] = {"one paginated listing (obstore.list)": [],
                                          "ishard's listing (split by folder)": []}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from functools import partial
 import time
 from typing import TYPE_CHECKING
 
@@ -142,7 +143,7 @@ class LeaseLock:
         body = orjson.dumps(record)
         for mode in ("create", ("match", _NO_ETAG)):
             try:
-                etag = self._retrier.run(lambda m=mode: self._store.put(self._key, body, mode=m))
+                etag = self._retrier.run(partial(self._store.put, self._key, body, mode=mode))
             except Refused:
                 continue
             except Unconditional:

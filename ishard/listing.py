@@ -263,7 +263,7 @@ def list_remote(
     store = location.store
 
     with location.translated("source"):
-        for page in store.list(wanted, retrier or Retrier()):
+        for page in store.pages(wanted, retrier or Retrier()):
             for obj in page:
                 if not keep_remote_name(obj.key, include_hidden, tally):
                     continue

@@ -76,7 +76,7 @@ def remove_archives(dest: Location, names: Iterable[str], retrier: Retrier) -> i
         return 0
     store = dest.store
     with dest.translated("destination"):
-        present = [obj.key for page in store.list(dest.key(""), retrier) for obj in page
+        present = [obj.key for page in store.pages(dest.key(""), retrier) for obj in page
                    if obj.key in wanted]
         retrier.run(lambda: store.delete(present))
     return len(present)

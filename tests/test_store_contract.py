@@ -51,7 +51,7 @@ def fill(store, keys=KEYS) -> dict[str, bytes]:
 def listed(store, prefix: str = "") -> list[str]:
     """The keys listed, in bytewise order (SeaweedFS lists folder by folder, S3 bytewise;
     ishard sorts every listing)."""
-    keys = [info.key for page in store.list(prefix, Retrier(1)) for info in page]
+    keys = [info.key for page in store.pages(prefix, Retrier(1)) for info in page]
     assert len(keys) == len(set(keys)), keys  # every key once
     return sorted(keys, key=lambda k: k.encode())
 
@@ -65,7 +65,7 @@ def test_listing_is_bytewise_and_filters_by_prefix(store):
     assert listed(store, "a/") == ["a/x", "a/y/z"]
     assert listed(store, "b/c ") == ["b/c e+f/é.jpg"]
     assert listed(store, "zz") == []
-    sizes = {info.key: info.size for page in store.list("", Retrier(1)) for info in page}
+    sizes = {info.key: info.size for page in store.pages("", Retrier(1)) for info in page}
     assert sizes == {key: len(body) for key, body in data.items()}
 
 

@@ -127,7 +127,7 @@ class Store(ABC):
 
     # -- listing ----------------------------------------------------------------------------
     @abstractmethod
-    def list(self, prefix: str, retrier: Retrier) -> Iterator[list[ObjectInfo]]:
+    def pages(self, prefix: str, retrier: Retrier) -> Iterator[list[ObjectInfo]]:
         """Every object whose key starts with ``prefix``, once, page by page, in the store's
         listing order (bytewise on S3, GCS and Azure; folder by folder on some S3-compatible
         servers: callers sort); each request retried by ``retrier``.
@@ -139,7 +139,7 @@ class Store(ABC):
     def list_source(self, location, *, prefix: str, include_hidden: bool, tally,
                     on_file, retrier: Retrier, follow_symlinks: bool = False):
         """The files of a source on this store as a ``FileTable`` (``listing.list_remote``:
-        :meth:`list`, filtered)."""
+        :meth:`pages`, filtered)."""
         from ..listing import list_remote
 
         return list_remote(location, prefix=prefix, include_hidden=include_hidden, tally=tally,

@@ -6,16 +6,17 @@ from __future__ import annotations
 import configparser
 import os
 from pathlib import Path
+from typing import Any
 
 from .. import __version__
 from ..errors import UsageError
 
 # s3fs-style storage options (what users of ishard's fsspec days wrote) → obstore's keys.
-S3_ALIASES = {"key": "access_key_id", "secret": "secret_access_key", "token": "session_token",
+S3_ALIASES: dict[str, str | None] = {"key": "access_key_id", "secret": "secret_access_key", "token": "session_token",
               "region_name": "region", "endpoint_url": "endpoint", "anon": "skip_signature"}
-GCS_ALIASES = {"token": "service_account", "endpoint_url": "base_url",
+GCS_ALIASES: dict[str, str | None] = {"token": "service_account", "endpoint_url": "base_url",
                "anon": "skip_signature"}
-AZURE_ALIASES = {"connection_string": None, "endpoint_url": "endpoint", "anon": "skip_signature"}
+AZURE_ALIASES: dict[str, str | None] = {"connection_string": None, "endpoint_url": "endpoint", "anon": "skip_signature"}
 CLIENT_KEYS = ("allow_http", "allow_invalid_certificates", "connect_timeout", "timeout",
                "pool_idle_timeout", "proxy_url", "user_agent", "read_timeout")
 # fsspec's own settings, which mean nothing to obstore: taken and left aside
@@ -64,11 +65,10 @@ def _profile(name: str | None) -> dict:
 def _boto3_provider(profile: str | None):
     """boto3's credential chain (SSO, assumed roles, …) when boto3 is installed."""
     try:
-        import boto3  # noqa: F401 - its presence decides
+        import boto3  # type: ignore[import-not-found]
         from obstore.auth.boto3 import Boto3CredentialProvider
     except ImportError:
         return None
-    import boto3
 
     return Boto3CredentialProvider(boto3.session.Session(profile_name=profile))
 
@@ -82,7 +82,7 @@ def store_config(scheme: str, bucket: str, url: str, endpoint_url: str | None,
     """
     flat = _flatten(options)
     profile = flat.pop("profile", None)
-    client = {"user_agent": f"ishard/{__version__}", "connect_timeout": "10s",
+    client: dict[str, Any] = {"user_agent": f"ishard/{__version__}", "connect_timeout": "10s",
               "timeout": "300s", "pool_max_idle_per_host": "256"}
     for key in CLIENT_KEYS:
         if key in flat:
@@ -92,7 +92,8 @@ def store_config(scheme: str, bucket: str, url: str, endpoint_url: str | None,
                 value, (int, float)) and not isinstance(value, bool) else value
     for key in NOT_OBSTORE:
         flat.pop(key, None)
-    aliases = {"s3": S3_ALIASES, "gs": GCS_ALIASES, "az": AZURE_ALIASES}[scheme]
+    aliases: dict[str, str | None] = {"s3": S3_ALIASES, "gs": GCS_ALIASES,
+                                      "az": AZURE_ALIASES}[scheme]
     config: dict = {}
     for key, value in flat.items():
         name = aliases.get(key, key)

@@ -67,7 +67,7 @@ class FsspecStore(Store):
         return f"{self.root}/{key}" if self.root else key
 
     # -- listing ----------------------------------------------------------------------------
-    def list(self, prefix: str, retrier: Retrier) -> Iterator[list[ObjectInfo]]:
+    def pages(self, prefix: str, retrier: Retrier) -> Iterator[list[ObjectInfo]]:
         """One page: every file under the prefix's folder whose key starts with ``prefix``."""
         run, fs, cut = retrier.run, self.fs, len(self.root) + 1 if self.root else 0
         if not run(lambda: fs.exists(self.root or "/")):
@@ -158,7 +158,7 @@ def _filesystem(url: str, scheme: str, protocol: str | None, options: dict, role
     """The filesystem for ``protocol`` (None: the one ``url`` names, with what the URL says
     of host and port) and the path ``url`` names on it."""
     try:
-        import fsspec.core
+        import fsspec.core  # type: ignore[import-untyped]
 
         if protocol is None:
             return fsspec.core.url_to_fs(url, **options)

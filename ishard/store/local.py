@@ -85,7 +85,7 @@ class LocalStore(Store):
                                           for p in (dst_path, *dst_path.parents))
 
     # -- listing ----------------------------------------------------------------------------
-    def list(self, prefix: str, retrier: Retrier) -> Iterator[list[ObjectInfo]]:
+    def pages(self, prefix: str, retrier: Retrier) -> Iterator[list[ObjectInfo]]:
         """Every regular file (links not followed) whose key starts with ``prefix``, in one
         bytewise-sorted page."""
         if not os.path.isdir(self.root):

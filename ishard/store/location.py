@@ -67,7 +67,7 @@ class Location:
         leaves an ``IshardError`` as it is)."""
         try:
             yield
-        except Exception as err:  # noqa: BLE001 - a store's many error types, translated here
+        except Exception as err:
             raise self.error(err, role) from None
 
     def error(self, err: BaseException, role: str):

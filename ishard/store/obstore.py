@@ -6,7 +6,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, BinaryIO
+from functools import partial
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from ..errors import IshardError, UsageError
 from .base import Guard, Mode, ObjectInfo, Refused, Store, Unconditional, storage_error
@@ -22,13 +23,13 @@ LISTERS = 16  # folders listed at once when a listing is split by folder
 BULK = 1000  # keys per bulk delete request (S3's most)
 
 
-def _stamp(meta: dict) -> int:
+def _stamp(meta: Any) -> int:
     from ..table import store_stamp
 
     return store_stamp({"ETag": meta.get("e_tag"), "LastModified": meta.get("last_modified")})
 
 
-def _info(meta: dict) -> ObjectInfo:
+def _info(meta: Any) -> ObjectInfo:
     modified = meta.get("last_modified")
     mtime = int(modified.timestamp()) if isinstance(modified, datetime) else 0
     return ObjectInfo(meta["path"], int(meta["size"]), mtime, meta.get("e_tag"), _stamp(meta))
@@ -77,7 +78,7 @@ class ObstoreStore(Store):
             return self._loop
 
     # -- listing ----------------------------------------------------------------------------
-    def list(self, prefix: str, retrier: Retrier) -> Iterator[list[ObjectInfo]]:
+    def pages(self, prefix: str, retrier: Retrier) -> Iterator[list[ObjectInfo]]:
         """Pages in bytewise order. A folder (``""`` or ``…/``) with sub-folders is listed one
         sub-folder per request stream, ``LISTERS`` at once, merged back in order; any other
         prefix is a listing of its folder from the prefix on."""
@@ -142,7 +143,7 @@ class ObstoreStore(Store):
                     yield keep
             return
         while True:
-            metas = retrier.run(lambda offset=after: page(offset))
+            metas = retrier.run(partial(page, after))
             infos = [_info(m) for m in metas]
             keep = self._objects([i for i in infos if i.key.startswith(prefix)], retrier)
             if keep:
@@ -191,7 +192,8 @@ class ObstoreStore(Store):
     def open_read(self, key: str) -> BinaryIO:
         import obstore
 
-        return _Readable(obstore.open_reader(self.client, key, buffer_size=8 << 20))
+        return cast(BinaryIO, _Readable(obstore.open_reader(self.client, key,
+                                                             buffer_size=8 << 20)))
 
     def stat(self, key: str) -> ObjectInfo:
         import obstore
@@ -207,8 +209,7 @@ class ObstoreStore(Store):
 
     def put(self, key: str, data: bytes, *, mode: Mode = "overwrite") -> str | None:
         import obstore
-        from obstore.exceptions import (AlreadyExistsError, NotSupportedError,
-                                        PreconditionError)
+        from obstore.exceptions import AlreadyExistsError, NotSupportedError, PreconditionError
 
         how: Any = mode if isinstance(mode, str) else {"e_tag": mode[1]}
         try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from concurrent.futures import Future, TimeoutError
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import IshardError
 from ..sinks import _guarded, _Hashing
@@ -46,7 +46,7 @@ class ObstoreSink(_Hashing):
         self.url, self.etag = store.url_of(key), None
         self._part = max(part_size, MIN_PART, math.ceil(expected * 1.1 / (MAX_PARTS - 100)))
         self._buf = bytearray()
-        self._queue = None
+        self._queue: Any = None
         self._upload: Future | None = None
         self._opened = False
 
@@ -153,7 +153,7 @@ class ObstoreSink(_Hashing):
                 yield
             except IshardError:
                 raise
-            except Exception as err:  # noqa: BLE001 - a store's errors, translated once
+            except Exception as err:
                 raise self._store.error(err, "destination", self.url) from None
 
         return translated()
@@ -171,19 +171,19 @@ class ObstoreSink(_Hashing):
         asyncio.run_coroutine_threadsafe(self._queue.put(_Failed("aborted")), self._store.loop)
         try:
             upload.result(max(POLL, self._cleanup.patience))
-        except Exception:  # noqa: BLE001 - the stream's own stop, or the store's failure
+        except Exception:
             pass
         if not self._opened:
             return  # the upload never opened: nothing to abort
         try:
             self._store.abort_uploads([self._key], self._retrier)
-        except Exception as err:  # noqa: BLE001 - told, then tried again patiently
+        except Exception as err:
             self._notice(f"could not abort the unfinished upload of {self.url} yet "
                          f"({type(err).__name__}); retrying for up to "
                          f"{self._cleanup.patience:.0f}s")
             try:
                 self._store.abort_uploads([self._key], self._cleanup)
-            except Exception:  # noqa: BLE001 - reported, with the fix
+            except Exception:
                 self._notice(
                     f"the unfinished upload of {self.url} could not be aborted — once the "
                     "store is back, run ishard again with --resume (it aborts such uploads), "

@@ -15,6 +15,7 @@ import http.client
 import urllib.parse
 import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
+from functools import partial
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -70,8 +71,9 @@ class _Client:
     def __init__(self, signing: dict, bucket: str) -> None:
         endpoint, region = signing.get("endpoint"), signing["region"]
         self.region, self.bucket = region, bucket
-        creds = {"access_key": signing.get("access_key"), "secret_key": signing.get("secret_key"),
-                 "token": signing.get("token")}
+        creds: dict[str, str | None] = {"access_key": signing.get("access_key"),
+                                         "secret_key": signing.get("secret_key"),
+                                         "token": signing.get("token")}
         provider = signing.get("provider")
         if not creds["access_key"] and provider is not None:
             got = provider()
@@ -93,8 +95,8 @@ class _Client:
     def request(self, method: str, key: str, query: dict[str, str]) -> bytes:
         path = f"{self.base}/{key}" if key else (self.base or "/")
         headers = sign(method, self.host, path, query, region=self.region,
-                       access_key=self.creds["access_key"], secret_key=self.creds["secret_key"],
-                       token=self.creds["token"])
+                       access_key=self.creds["access_key"] or "",
+                       secret_key=self.creds["secret_key"] or "", token=self.creds["token"])
         kind = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
         conn = kind(self.host, timeout=TIMEOUT)
         try:
@@ -128,16 +130,16 @@ def abort_open_uploads(settings: dict, bucket: str, keys: set[str], retrier: Ret
     if not client.usable:
         return 0
     prefix = _common_prefix(keys)
-    aborted, marker = 0, {}
+    aborted = 0
+    marker: dict[str, str] = {}
     while True:
         query = {"uploads": "", "prefix": prefix, **marker}
-        body = retrier.run(lambda q=query: client.request("GET", "", q))
+        body = retrier.run(partial(client.request, "GET", "", query))
         root = ET.fromstring(body)
         for upload in root.iter(f"{_NS}Upload"):
             key, upload_id = upload.findtext(f"{_NS}Key"), upload.findtext(f"{_NS}UploadId")
             if key in keys and upload_id:
-                retrier.run(lambda k=key, u=upload_id: client.request("DELETE", k,
-                                                                      {"uploadId": u}))
+                retrier.run(partial(client.request, "DELETE", key, {"uploadId": upload_id}))
                 aborted += 1
         if root.findtext(f"{_NS}IsTruncated") != "true":
             return aborted
