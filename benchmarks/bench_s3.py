@@ -482,7 +482,8 @@ def main(argv: list[str] | None = None) -> None:
         raw_worker(sys.argv[2])
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--objects", type=int, default=20_000, help="objects (default 20000)")
+    ap.add_argument("--objects", type=int, default=20_000,
+                    help="objects (default 20000; 0: only the listing and local -> S3 parts)")
     ap.add_argument("--kib", type=float, default=40, help="mean object size in KiB (default 40)")
     ap.add_argument("--wnids", type=int, default=100, help="class directories (default 100)")
     ap.add_argument("--seed", type=int, default=1234)
@@ -530,6 +531,12 @@ def main(argv: list[str] | None = None) -> None:
 
     print(machine_line())
     print(versions(weed))
+    if not args.objects:  # the listing and local -> S3 parts only
+        if args.listing:
+            listing_bench(args, s3server)
+        if args.put_mib:
+            put_bench(args, s3server)
+        return
     objs, pool = plan_objects(args.objects, args.kib, args.wnids, args.seed)
     total = sum(o.size for o in objs)
     sizes = sorted(o.size for o in objs)
