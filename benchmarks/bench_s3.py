@@ -216,8 +216,13 @@ def raw_worker(spec_path: str) -> None:
 
     # not timed: client set-up and the first connection
     fsspec.asyn.sync(fs.loop, fs._cat_file, f"{bucket}/{keys[0]}")
+    report_fetch(spec, lambda: fsspec.asyn.sync(fs.loop, fetch))
+
+
+def report_fetch(spec: dict, fetch_all) -> None:
+    """Time ``fetch_all()`` (→ objects, bytes) with the client's and server's CPU; print JSON."""
     weed0, cpu0, started = group_cpu(spec["server_pgid"]), time.process_time(), time.perf_counter()
-    count, nbytes = fsspec.asyn.sync(fs.loop, fetch)
+    count, nbytes = fetch_all()
     seconds = time.perf_counter() - started
     out = {"seconds": seconds, "objects": count, "bytes": nbytes,
            "client_cpu": time.process_time() - cpu0,
@@ -257,15 +262,7 @@ def raw_obstore(spec: dict) -> None:
 
     loop = asyncio.new_event_loop()
     loop.run_until_complete(first())  # not timed: set-up
-    weed0, cpu0, started = group_cpu(spec["server_pgid"]), time.process_time(), time.perf_counter()
-    count, nbytes = loop.run_until_complete(fetch())
-    seconds = time.perf_counter() - started
-    out = {"seconds": seconds, "objects": count, "bytes": nbytes,
-           "client_cpu": time.process_time() - cpu0,
-           "server_cpu": group_cpu(spec["server_pgid"]) - weed0}  # fmt: skip
-    with open("/proc/self/status") as f:
-        out["rss_mib"] = next(int(x.split()[1]) for x in f if x.startswith("VmHWM:")) / 1024
-    print(json.dumps(out))
+    report_fetch(spec, lambda: loop.run_until_complete(fetch()))
 
 
 # ---------------------------------------------------------------------------------------------
