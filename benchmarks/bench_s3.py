@@ -655,6 +655,15 @@ def _put_many(store, items: list[tuple[str, bytes]], conc: int = 64) -> None:
     asyncio.run(run())
 
 
+def alternate(runs: list, times: dict[str, list[float]], rounds: int) -> None:
+    """Time each ``(label, fn)`` of ``runs`` ``rounds`` times, the order rotated each round."""
+    for r in range(rounds):
+        for label, fn in runs[r % 2:] + runs[: r % 2]:
+            began = time.perf_counter()
+            fn()
+            times[label].append(time.perf_counter() - began)
+
+
 def listing_bench(args, s3server) -> None:
     import obstore
 
@@ -687,11 +696,7 @@ def listing_bench(args, s3server) -> None:
         for label, fn in runs:  # warm-up, and a check
             if fn() != len(keys):
                 raise SystemExit(f"bench_s3: {label} listed the wrong number of objects")
-        for r in range(max(3, args.repeat)):
-            for label, fn in runs[r % 2:] + runs[: r % 2]:
-                began = time.perf_counter()
-                fn()
-                times[label].append(time.perf_counter() - began)
+        alternate(runs, times, max(3, args.repeat))
         base = statistics.median(times[runs[0][0]])
         for label, values in times.items():
             med = statistics.median(values)
@@ -761,11 +766,7 @@ def put_bench(args, s3server) -> None:
         runs = list(zip(times, (raw, ours)))
         for _, fn in runs:
             fn()  # warm-up
-        for r in range(max(3, args.repeat)):
-            for label, fn in runs[r % 2:] + runs[: r % 2]:
-                began = time.perf_counter()
-                fn()
-                times[label].append(time.perf_counter() - began)
+        alternate(runs, times, max(3, args.repeat))
         base = statistics.median(times[runs[0][0]])
         print(f"\nlocal -> S3: {len(files)} shards of 64 MiB, {total / MIB:,.0f} MiB")
         for label, values in times.items():
