@@ -211,7 +211,7 @@ def _emit_json(doc: dict) -> None:
 @click.option("--zip-compression", default="stored", show_default=True, help="stored or deflated.")
 @click.option("--src-list", default=None, help="Take the listing from an inventory file (CSV with header, JSON Lines, S3 Inventory manifest.json).")
 @click.option("--endpoint-url", default=None, help="S3-compatible endpoint, e.g. http://127.0.0.1:8333 (ais:// uses $AIS_ENDPOINT/s3).")
-@click.option("--storage-option", "storage_options", multiple=True, help="KEY=VALUE passed to the filesystem (repeatable; a.b=c nests).")
+@click.option("--storage-option", "storage_options", multiple=True, help="KEY=VALUE store setting, e.g. region=eu-west-1, key=…, backend=fsspec (repeatable; a.b=c nests).")
 @click.option("--part-size", default="16MiB", show_default=True, help="Multipart upload part size for S3 destinations.")
 @click.option("--read-buffer", default="256MiB", show_default=True, help="Bytes fetched ahead from a store, across all writers.")
 @click.option("--retries", type=int, default=5, show_default=True, help="Tries per store request before giving up.")
@@ -306,7 +306,7 @@ def split_command(manifest, shard_sizes, policy, as_json, debug, **options) -> N
 @click.option("--samples", is_flag=True, help="Group members into samples as WebDataset readers do.")
 @click.option("--json", "as_json", is_flag=True, help="Print the members as JSON.")
 @click.option("--endpoint-url", default=None, help="S3-compatible endpoint, e.g. http://127.0.0.1:8333.")
-@click.option("--storage-option", "storage_options", multiple=True, help="KEY=VALUE passed to the filesystem (repeatable; a.b=c nests).")
+@click.option("--storage-option", "storage_options", multiple=True, help="KEY=VALUE store setting, e.g. region=eu-west-1, key=…, backend=fsspec (repeatable; a.b=c nests).")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def ls_command(archive_path, samples, as_json, debug, endpoint_url, storage_options) -> None:
     """List an archive's members with their sizes (a file, or a store URL)."""
@@ -332,7 +332,7 @@ def ls_command(archive_path, samples, as_json, debug, endpoint_url, storage_opti
 @click.option("--deep", is_flag=True, help="Also read every member back and check samples: counts, payload, grouping.")
 @click.option("--jobs", type=int, default=0, help="Shards checked at once (default: CPUs, at most 8; 8 for a store).")
 @click.option("--endpoint-url", default=None, help="S3-compatible endpoint, e.g. http://127.0.0.1:8333.")
-@click.option("--storage-option", "storage_options", multiple=True, help="KEY=VALUE passed to the filesystem (repeatable; a.b=c nests).")
+@click.option("--storage-option", "storage_options", multiple=True, help="KEY=VALUE store setting, e.g. region=eu-west-1, key=…, backend=fsspec (repeatable; a.b=c nests).")
 @click.option("--progress/--no-progress", default=None, help="Show progress (default: when stderr is a terminal).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object on stdout.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
