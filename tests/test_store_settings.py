@@ -104,3 +104,21 @@ def test_open_uploads_of_planned_keys_are_aborted_and_no_others(s3_server, s3_bu
         abort_open_uploads(wrong.settings, s3_bucket, {"out/other.tar"}, Retrier(1))
     assert refused.value.status == 403 and "not-it" not in str(refused.value)
     assert len(client.list_multipart_uploads(Bucket=s3_bucket).get("Uploads", [])) == 1
+
+
+def test_sharded_samples_reads_a_bucket_given_s3fs_style_options(s3_server, s3_bucket,
+                                                                 tmp_path):
+    """Options as fsspec users wrote them (``endpoint_url``, ``key``, ``secret``) reach the
+    store; every planned sample comes back from the bucket's shards."""
+    import ishard
+    from conftest import FIXTURES
+    from ishard.read import ShardedSamples
+
+    options = {"endpoint_url": s3_server.endpoint_url, "key": s3_server.access_key,
+               "secret": s3_server.secret_key}
+    report = ishard.shard(FIXTURES / "imagenet", f"s3://{s3_bucket}/out", shard_size="256KiB",
+                          storage_options=options)
+    samples = list(ShardedSamples(f"s3://{s3_bucket}/out/manifest.json",
+                                  storage_options=options))
+    assert len(samples) == sum(r.samples for r in report.results) == 44
+    assert len({s.key for s in samples}) == 44
