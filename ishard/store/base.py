@@ -177,8 +177,12 @@ class Store(ABC):
         """The object's bytes, or bytes [start, end) of it (start -1: all of it)."""
 
     async def read_async(self, key: str, start: int = -1, end: int = -1) -> bytes:
-        """:meth:`read` as a coroutine on :attr:`loop` (stores that have one)."""
-        raise NotImplementedError
+        """:meth:`read` as a coroutine on :attr:`loop` (a store with an async client reads
+        natively; by default :meth:`read` runs in the loop's thread pool)."""
+        import asyncio
+
+        return await asyncio.get_running_loop().run_in_executor(None, self.read, key, start,
+                                                                end)
 
     def reader(self, location, retrier: Retrier, *, jobs: int, budget: int,
                follow_symlinks: bool = False):
