@@ -4,8 +4,9 @@ object appears only on commit, under the destination's lease."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, TimeoutError
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..errors import IshardError
@@ -144,19 +145,13 @@ class ObstoreSink(_Hashing):
             self._upload = None
         self.etag = out.get("e_tag")
 
-    def _store_errors(self):
-        from contextlib import contextmanager
-
-        @contextmanager
-        def translated():
-            try:
-                yield
-            except IshardError:
-                raise
-            except Exception as err:
-                raise self._store.error(err, "destination", self.url) from None
-
-        return translated()
+    @contextmanager
+    def _store_errors(self) -> Iterator[None]:
+        """A failure inside as the one-line error a user sees (``ObstoreStore.error``)."""
+        try:
+            yield
+        except Exception as err:  # noqa: BLE001 - a store's errors, translated once
+            raise self._store.error(err, "destination", self.url) from None
 
     def abort(self) -> None:
         """Stop the upload: obstore aborts it; then, where the store can list open uploads,
