@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 
 MIN_PART = 5 << 20  # S3's smallest part (but the last)
 MAX_PARTS = 10_000
-PARTS_IN_FLIGHT = 2  # per shard: part_size * (this + 2) bytes of memory at most
+PARTS_IN_FLIGHT = 2  # parts uploading at once per shard (obstore holds one more, filling)
+PIECE = 1 << 20  # bytes handed to the upload at a time, once it has started
+PIECES_QUEUED = 4  # per shard: part_size * (PARTS_IN_FLIGHT + 1) + 5 MiB of memory at most
 POLL = 0.5  # seconds between looks at a stalled upload (Ctrl-C acts between them)
 
 
@@ -31,11 +33,12 @@ class ObstoreSink(_Hashing):
     """A shard streamed to an obstore bucket.
 
     A shard smaller than one part is one PUT at commit (retried by ishard). A bigger one is a
-    multipart upload fed part by part from this thread to the store's event loop (at most
-    ``PARTS_IN_FLIGHT`` parts queued); obstore completes it when its byte stream ends, which
-    happens only in :meth:`commit`, and aborts it when the stream fails (:meth:`abort`). Its
-    part requests are retried by obstore itself (``upload_retries``): a stream cannot be
-    replayed from ishard's side without holding the whole shard.
+    multipart upload fed a MiB at a time from this thread to the store's event loop (at most
+    ``PIECES_QUEUED`` pieces queued, ``PARTS_IN_FLIGHT`` parts uploading); obstore completes
+    it when its byte stream ends, which happens only in :meth:`commit`, and aborts it when the
+    stream fails (:meth:`abort`). Its part requests are retried by obstore itself (the store's
+    ``upload_client``): a stream cannot be replayed from ishard's side without holding the
+    whole shard.
     """
 
     def __init__(self, store: ObstoreStore, key: str, *, retrier: Retrier, cleanup: Retrier,
@@ -60,7 +63,7 @@ class ObstoreSink(_Hashing):
         loop = self._store.loop
 
         async def make_queue():
-            return asyncio.Queue(PARTS_IN_FLIGHT)
+            return asyncio.Queue(PIECES_QUEUED)
 
         self._queue = queue = asyncio.run_coroutine_threadsafe(make_queue(), loop).result()
 
@@ -110,12 +113,15 @@ class ObstoreSink(_Hashing):
 
     # -- the sink ---------------------------------------------------------------------------
     def write(self, data: bytes) -> None:
-        """Append ``data``; full parts start uploading."""
+        """Append ``data``. Once a part's worth has come the upload starts, and from then on
+        bytes go to it a MiB at a time (obstore gathers them into parts)."""
         self._count(data)
         self._buf += data
-        if len(self._buf) >= self._part:
-            if self._upload is None:
-                self._start()
+        if self._upload is None:
+            if len(self._buf) < self._part:
+                return
+            self._start()
+        if len(self._buf) >= PIECE:
             self._hand_over(bytes(self._buf))
             self._buf.clear()
 
