@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["s3server", "azurite"]
+pytest_plugins = ["s3server", "azurite", "gcs_emulator"]
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

@@ -203,13 +203,14 @@ class Store(ABC):
     # -- small files (manifest, run state, lock) --------------------------------------------
     @abstractmethod
     def get(self, key: str) -> tuple[bytes, str | None]:
-        """A small object whole, with its ETag (``FileNotFoundError`` if missing)."""
+        """A small object whole, with its version tag — its ETag, or its generation on GCS:
+        what ``put(mode=("match", tag))`` matches (``FileNotFoundError`` if missing)."""
 
     @abstractmethod
     def put(self, key: str, data: bytes, *, mode: Mode = "overwrite") -> str | None:
         """Write a small object whole and atomically (readers see the old or the new bytes);
-        return its ETag. ``mode`` ``"create"``: only if absent; ``("match", etag)``: only if
-        its ETag is still ``etag``.
+        return its version tag (as :meth:`get`). ``mode`` ``"create"``: only if absent;
+        ``("match", tag)``: only if its version tag is still ``tag``.
 
         Raises:
             Refused: the condition did not hold.

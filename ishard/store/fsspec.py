@@ -94,6 +94,8 @@ class FsspecStore(Store):
             if self.bucket and not fs.exists(self.root):
                 raise FileNotFoundError(self.root)  # a missing bucket; folders come and go
             return False
+        if prefix.endswith("/") and not fs.isdir(path):
+            return False  # a file of that name holds no objects under it
         return bool(fs.ls(path, detail=False))
 
     # -- reading ----------------------------------------------------------------------------

