@@ -1,19 +1,27 @@
 #!/usr/bin/env python3
-"""Planning at scale: dry run over a synthetic S3-style inventory of 1M and 10M objects.
+"""Planning at scale: a dry run over a synthetic inventory, by format and by shape of names.
 
-Generates (once, deterministically) a CSV inventory with a header, ImageNet-like names (an
-image under ``train/`` and an annotation under ``ann/`` per sample, written in an order that is
-not sorted), then times ``ishard shard SRC --src-list INV --dry-run=summary`` and its peak RSS
-(GNU time), next to GNU ``sort`` of the same file as a reference for "reading and ordering this
-many names".
+Inventories are generated once, deterministically, into ``--data``:
 
-    python benchmarks/bench_plan.py                 # 1M and 10M objects
-    python benchmarks/bench_plan.py --objects 200000  # a quick run
+- shapes: ``imagenet`` (an image under ``train/`` and an annotation under ``ann/`` per sample,
+  written unsorted), ``sorted`` (the same names, sorted), ``dir-per-sample`` (each sample's
+  two files in a folder of its own), ``deep`` (five folder levels);
+- formats: CSV with a header and its Parquet copy (both read by the column engine), the
+  same CSV gzipped and JSON Lines (both read row by row — the reference for the engine).
+
+Each is timed as ``ishard shard SRC --src-list INV --dry-run=summary`` (wall time and peak RSS by
+GNU time), next to GNU ``sort`` of the CSV (``LC_ALL=C``): the ratio says how far planning is
+from "reading and ordering this many names".
+
+    python benchmarks/bench_plan.py                                 # 1M, every shape and format
+    python benchmarks/bench_plan.py --objects 10000000 --shapes imagenet
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import json
 import os
 import random
 import shutil
@@ -21,36 +29,68 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+SHAPES = ("imagenet", "sorted", "dir-per-sample", "deep")
+FORMATS = ("csv", "parquet", "csv.gz", "jsonl")
 
-def generate(path: Path, objects: int, seed: int = 1234) -> None:
-    """Write ``objects`` inventory lines (half images, half annotations) unless present."""
-    marker = path.with_suffix(".done")
-    if marker.exists() and marker.read_text() == f"{objects} {seed}":
-        return
+
+def rows(shape: str, objects: int, seed: int = 1234) -> Iterator[tuple[str, int]]:
+    """(name, size) of ``objects`` files: two per sample."""
     rng = random.Random(seed)
     samples = objects // 2
-    with open(path, "w", buffering=1 << 20) as f:
-        f.write("name,size,mtime\n")
-        for part in ("train", "ann"):
+    if shape in ("imagenet", "sorted"):
+        names = []
+        for part, ext in (("train", "JPEG"), ("ann", "xml")):
             for i in range(samples):
                 wnid = i // 1300
-                if part == "train":
-                    f.write(f"train/n{wnid:08d}/n{wnid:08d}_{i}.JPEG,{rng.randint(20_000, 200_000)},1700000000\n")
-                else:
-                    f.write(f"ann/n{wnid:08d}/n{wnid:08d}_{i}.xml,{rng.randint(400, 2000)},1700000000\n")
-    marker.write_text(f"{objects} {seed}")
+                names.append(f"{part}/n{wnid:08d}/n{wnid:08d}_{i}.{ext}")
+        if shape == "sorted":
+            names.sort()
+        for name in names:
+            yield name, rng.randint(20_000, 200_000) if name.endswith("JPEG") else rng.randint(400, 2000)
+        return
+    for i in range(samples):
+        if shape == "dir-per-sample":
+            folder = f"samples/{i:09d}"
+        else:
+            folder = f"l{i % 7}/m{i % 11}/n{i % 13}/o{i % 17}/p{i % 19}"
+        yield f"{folder}/s{i:09d}.jpg", rng.randint(20_000, 200_000)
+        yield f"{folder}/s{i:09d}.json", rng.randint(400, 2000)
+
+
+def generate(data: Path, shape: str, objects: int) -> dict[str, Path]:
+    """The inventory of ``shape`` in every format, written unless already there."""
+    base = data / f"{shape}-{objects}"
+    paths = {fmt: base.with_suffix(f".{fmt}") for fmt in FORMATS}
+    marker = base.with_suffix(".done")
+    if marker.exists():
+        return paths
+    with open(paths["csv"], "w", buffering=1 << 20) as csv_file, \
+            open(paths["jsonl"], "w", buffering=1 << 20) as jsonl:
+        csv_file.write("name,size,mtime\n")
+        for name, size in rows(shape, objects):
+            csv_file.write(f"{name},{size},1700000000\n")
+            jsonl.write(json.dumps({"name": name, "size": size, "mtime": 1700000000}) + "\n")
+    with open(paths["csv"], "rb") as src, gzip.open(paths["csv.gz"], "wb", compresslevel=1) as out:
+        shutil.copyfileobj(src, out, 1 << 20)
+    import duckdb  # the Parquet copy: DuckDB writes it (ishard only reads Parquet)
+
+    duckdb.execute(f"COPY (SELECT * FROM read_csv('{paths['csv']}', header = true)) TO "
+                   f"'{paths['parquet']}' (FORMAT parquet)")
+    marker.write_text("done")
+    return paths
 
 
 def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, str]:
     """(seconds, peak RSS MiB, stdout) of ``cmd`` run under GNU time."""
     gnu_time = shutil.which("time") or "/usr/bin/time"
-    out = tempfile.NamedTemporaryFile(delete=False)
-    out.close()
+    with tempfile.NamedTemporaryFile(delete=False) as out:
+        pass
     started = time.perf_counter()
     proc = subprocess.run([gnu_time, "-f", "%M", "-o", out.name, *cmd], capture_output=True,
-                          text=True, env=env)
+                          text=True, env=env, check=False)
     seconds = time.perf_counter() - started
     if proc.returncode != 0:
         sys.exit(f"failed: {' '.join(cmd)}\n{proc.stderr[-2000:]}")
@@ -60,23 +100,36 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--objects", type=int, nargs="*", default=[1_000_000, 10_000_000])
-    parser.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "ishard-bench-plan")
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--objects", type=int, nargs="*", default=[1_000_000])
+    parser.add_argument("--shapes", nargs="*", default=list(SHAPES), choices=SHAPES)
+    parser.add_argument("--formats", nargs="*", default=list(FORMATS), choices=FORMATS)
+    parser.add_argument("--data", type=Path,
+                        default=Path(tempfile.gettempdir()) / "ishard-bench-plan")
     args = parser.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
-    print(f"{'objects':>12} {'ishard s':>9} {'ishard MiB':>11} {'shards':>7} {'sort s':>7} {'sort MiB':>9}")
+    source = args.data / "source"  # the folder the inventory describes (a dry run reads nothing)
+    source.mkdir(exist_ok=True)
+    print(f"{'objects':>12} {'shape':>15} {'format':>8} {'ishard s':>9} {'peak MiB':>9} "
+          f"{'shards':>7} {'sort s':>7} {'× sort':>7}")
     for n in args.objects:
-        inv = args.data / f"inventory-{n}.csv"
-        generate(inv, n)
-        s_sec, s_rss, _ = timed(["sort", "-t,", "-k1,1", "-o", os.devnull, str(inv)],
-                                env={**os.environ, "LC_ALL": "C"})
-        i_sec, i_rss, out = timed([sys.executable, "-m", "ishard", "shard", "dataset",
-                                   "--src-list", str(inv), "--dry-run=summary",
-                                   "--shard-size", "512MiB", "--member-names", "original"])
-        shards = out.count(".tar  ")
-        print(f"{n:>12,} {i_sec:>9.1f} {i_rss:>11.0f} {shards:>7} {s_sec:>7.1f} {s_rss:>9.0f}",
-              flush=True)
+        for shape in args.shapes:
+            paths = generate(args.data, shape, n)
+            sort_s, _, _ = timed(["sort", "-t,", "-k1,1", "-o", os.devnull, str(paths["csv"])],
+                                 env={**os.environ, "LC_ALL": "C"})
+            answers = set()
+            for fmt in args.formats:
+                seconds, rss, out = timed([
+                    sys.executable, "-m", "ishard", "shard", str(source), "--src-list",
+                    str(paths[fmt]), "--dry-run=summary", "--shard-size", "512MiB",
+                    "--member-names", "original"])
+                answers.add(out)
+                shards = out.count(".tar  ")
+                print(f"{n:>12,} {shape:>15} {fmt:>8} {seconds:>9.1f} {rss:>9.0f} {shards:>7} "
+                      f"{sort_s:>7.2f} {seconds / sort_s:>7.1f}", flush=True)
+            if len(answers) != 1:
+                sys.exit(f"the formats planned differently for {shape} {n}")
 
 
 if __name__ == "__main__":

@@ -476,10 +476,10 @@ def _open_url(url: str, opts: Options):
 def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> FileTable:
     seen = [0, 0]
 
-    def on_file(size: int) -> None:
-        seen[0] += 1
+    def on_file(size: int, count: int = 1) -> None:
+        seen[0] += count
         seen[1] += size
-        if seen[0] % LISTING_REPORT_EVERY == 0:
+        if count > 1 or seen[0] % LISTING_REPORT_EVERY == 0:
             progress.listing(*seen)
 
     common = {"prefix": opts.prefix, "include_hidden": opts.include_hidden, "tally": tally,

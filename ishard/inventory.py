@@ -6,10 +6,13 @@ import csv
 import io
 import itertools
 import json
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import unquote_plus
+
+import orjson
 
 from .errors import UsageError
 from .listing import combined_prefix, keep_remote_name
@@ -152,7 +155,7 @@ def _rows_jsonl(stream, where: str) -> Iterator[tuple[str, int, int]]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = orjson.loads(line)
         except ValueError as err:
             raise UsageError(
                 f"--src-list {where!r} line {number} is not a JSON object with name and size "
@@ -288,6 +291,38 @@ def _data_file(where: str, manifest: dict, key: str) -> str:
     )
 
 
+ENGINE_FROM = 8 << 20  # inventory bytes from which the column engine reads a local file
+
+
+def _by_columns(where: str, wanted: str | None, include_hidden: bool, tally: Tally,
+                on_file: Callable[..., None] | None) -> FileTable | None:
+    """The listing read by the column engine (``columns``), or None: the row reader reads it
+    (a small file, or one the engine does not take as it is)."""
+    from .columns import Fallback, inventory_kind, read_inventory
+
+    path = where.removeprefix("file://")
+    kind = inventory_kind(path)
+    if kind is None or wanted is None:
+        return None
+    try:
+        if kind == "csv" and os.path.getsize(path) < ENGINE_FROM:
+            return None
+    except OSError:
+        return None
+    try:
+        files, nbytes = read_inventory(path, kind, wanted=wanted, include_hidden=include_hidden,
+                                       tally=tally)
+    except Fallback:
+        if kind == "parquet":
+            raise UsageError(f"--src-list {where!r} is a Parquet file ishard cannot read as a "
+                             "listing — give it name (or key) and size columns, sizes as "
+                             "whole numbers of bytes") from None
+        return None
+    if on_file is not None:
+        on_file(nbytes, len(files))
+    return files
+
+
 def list_inventory(
     where: str,
     *,
@@ -295,18 +330,23 @@ def list_inventory(
     prefix: str = "",
     include_hidden: bool = False,
     tally: Tally | None = None,
-    on_file: Callable[[int], None] | None = None,
+    on_file: Callable[..., None] | None = None,
     opener: Callable[[str], BinaryIO] | None = None,
 ) -> FileTable:
     """The entries an inventory file names, filtered like a listing, sorted bytewise.
 
     ``opener`` opens a ``where`` that is a store URL (and an S3 Inventory's data files there).
+    ``on_file(size)`` is called per file, or ``on_file(total, count)`` once for a listing
+    read by the column engine.
 
     Raises:
         UsageError: the file is missing or malformed.
     """
     tally = tally if tally is not None else Tally()
     wanted = combined_prefix(list_prefix, prefix)
+    fast = _by_columns(where, wanted, include_hidden, tally, on_file)
+    if fast is not None:
+        return fast
     with _open(where, opener) as stream:
         head = stream.read(1 << 16).decode("utf-8", "replace")
     stripped = head.lstrip()

@@ -96,6 +96,12 @@ class Tally:
         if len(examples) < EXAMPLES_KEPT:
             examples.append(name)
 
+    def add_many(self, reason: str, count: int, examples: list[str]) -> None:
+        """Count ``count`` names under ``reason``, of which ``examples`` are the first."""
+        self._counts[reason] = self._counts.get(reason, 0) + count
+        mine = self._examples.setdefault(reason, [])
+        mine.extend(examples[: EXAMPLES_KEPT - len(mine)])
+
     def merge(self, other: Tally) -> None:
         """Add everything ``other`` counted."""
         for reason, count in other._counts.items():

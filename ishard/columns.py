@@ -1,0 +1,216 @@
+"""Planning's column engine (DuckDB): an inventory read, filtered and sorted as columns,
+without Python work per row.
+
+An inventory the engine takes as it is (a local CSV file with a header, or a Parquet file) is
+read, checked, filtered (prefix, hidden and unsafe names, folder markers), sorted bytewise and
+stripped of repeated names in DuckDB, under a memory limit past which DuckDB spills to a
+temporary folder. Anything it cannot take as it is — a line the CSV reader refuses, a size
+that is not plain digits, a carriage return — goes back to the row reader
+(:mod:`ishard.inventory`), which names the offending line; so both readers give the same
+listing or the same error.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import tempfile
+from array import array
+from typing import Any
+
+from .listing import HIDDEN, UNSAFE
+from .model import EXAMPLES_KEPT, Tally
+from .table import FileTable
+
+MEMORY_LIMIT = 256 << 20  # bytes DuckDB may hold before it spills to its temporary folder
+MAX_NAME = 128 << 10  # characters in a name (as the row reader's csv field limit)
+DISTINCT_TIMES = 1 << 20  # non-numeric mtimes converted by the row reader's rule, at most
+SCAN_BLOCK = 8 << 20
+
+# the row reader's rules, in SQL: an unsafe name (absolute, a '..' part, a control
+# character), a hidden one, a folder marker
+_UNSAFE = (r"regexp_matches(name, '^[/\\]|^[A-Za-z]:|[\x00-\x1f\x7f]|(^|[/\\])\.\.([/\\]|$)')")
+_HIDDEN = "(starts_with(name, '.') OR contains(name, '/.'))"
+
+
+class Fallback(Exception):
+    """The engine does not take this inventory as it is: read it row by row."""
+
+
+def _connect(tmp_dir: str | None, memory_limit: int):
+    import duckdb
+
+    folder = tmp_dir or os.path.join(tempfile.gettempdir(), "ishard-spill")
+    con = duckdb.connect(config={
+        "threads": max(1, min(os.cpu_count() or 1, 8)),
+        "memory_limit": f"{max(memory_limit >> 20, 64)}MB",
+        "temp_directory": folder,
+        "preserve_insertion_order": True,
+    })
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _scan_ok(path: str) -> bool:
+    """No carriage return and no NUL byte: the two the CSV readers split differently."""
+    with open(path, "rb") as stream:
+        while block := stream.read(SCAN_BLOCK):
+            if b"\r" in block or b"\x00" in block:
+                return False
+    return True
+
+
+def _csv_header(path: str) -> list[str]:
+    with open(path, encoding="utf-8", newline="") as stream:
+        return next(csv.reader([stream.readline()]), [])
+
+
+def _source_csv(path: str, header: list[str], columns: dict[str, int | None]) -> str:
+    """The SELECT of name, size and mtime (all text) from a CSV file with a header."""
+    fields = ", ".join(f"'f{i}': 'VARCHAR'" for i in range(len(header)))
+    pick = {what: f"f{at}" if at is not None else "NULL" for what, at in columns.items()}
+    return (f"SELECT {pick['name']} AS name, {pick['size']} AS size, {pick['mtime']} AS mtime "
+            f"FROM read_csv({_sql_text(path)}, header = true, auto_detect = false, "
+            f"delim = ',', quote = '\"', escape = '\"', strict_mode = true, "
+            f"null_padding = false, compression = 'none', columns = {{{fields}}})")
+
+
+def _source_parquet(con, path: str) -> str:
+    from .inventory import MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS
+
+    described = con.execute(f"DESCRIBE SELECT * FROM read_parquet({_sql_text(path)})").fetchall()
+    types = {row[0]: str(row[1]) for row in described}
+
+    def column(names: tuple[str, ...]) -> str | None:
+        return next((n for n in names if n in types), None)
+
+    name, size, mtime = column(NAME_COLUMNS), column(SIZE_COLUMNS), column(MTIME_COLUMNS)
+    if name is None or size is None:
+        from .errors import UsageError
+
+        raise UsageError(f"--src-list {path!r} has no name (or key) and size columns — "
+                         f"its columns are {', '.join(types) or 'none'}")
+    if mtime is None:
+        when = "NULL"
+    elif types[mtime].startswith("TIMESTAMP"):
+        when = f"CAST(CAST(trunc(epoch(\"{mtime}\")) AS BIGINT) AS VARCHAR)"
+    else:
+        when = f"CAST(\"{mtime}\" AS VARCHAR)"
+    return (f"SELECT CAST(\"{name}\" AS VARCHAR) AS name, CAST(\"{size}\" AS VARCHAR) AS size, "
+            f"{when} AS mtime FROM read_parquet({_sql_text(path)})")
+
+
+def inventory_kind(path: str) -> str | None:
+    """``"csv"`` or ``"parquet"`` for a local inventory the engine can read, else None."""
+    if "://" in path and not path.startswith("file://"):
+        return None
+    path = path.removeprefix("file://")
+    try:
+        with open(path, "rb") as stream:
+            head = stream.read(4)
+    except OSError:
+        return None
+    if head == b"PAR1":
+        return "parquet"
+    if path.endswith((".gz", ".bz2", ".xz", ".zst", ".lz4", ".zip")) or head[:1] in (b"{", b"["):
+        return None
+    return "csv"
+
+
+def read_inventory(path: str, kind: str, *, wanted: str, include_hidden: bool, tally: Tally,
+                   tmp_dir: str | None = None,
+                   memory_limit: int = MEMORY_LIMIT) -> tuple[FileTable, int]:
+    """The listing an inventory names (filtered, sorted bytewise, repeated names dropped, the
+    first kept) and its byte total.
+
+    Raises:
+        Fallback: the row reader must read it (and say what is wrong, if anything is).
+        UsageError: a Parquet inventory without name and size columns.
+    """
+    import duckdb
+
+    from .inventory import MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS, _column
+
+    path = path.removeprefix("file://")
+    con = _connect(tmp_dir, memory_limit)
+    try:
+        if kind == "csv":
+            if not _scan_ok(path):
+                raise Fallback
+            header = _csv_header(path)
+            columns = {"name": _column(header, NAME_COLUMNS), "size": _column(header, SIZE_COLUMNS),
+                       "mtime": _column(header, MTIME_COLUMNS)}
+            if columns["name"] is None or columns["size"] is None:
+                raise Fallback  # the row reader says what the header lacks
+            source = _source_csv(path, header, columns)
+        else:
+            source = _source_parquet(con, path)
+        con.execute(f"CREATE TEMP TABLE raw AS SELECT row_number() OVER () AS rn, "
+                    f"coalesce(name, '') AS name, size, mtime FROM ({source})")
+        return _listing(con, wanted, include_hidden, tally)
+    except duckdb.Error:
+        raise Fallback from None
+    finally:
+        con.close()
+
+
+def _listing(con, wanted: str, include_hidden: bool, tally: Tally) -> tuple[FileTable, int]:
+    digits = "regexp_full_match({}, '[0-9]{{1,18}}')"
+    bad, longest, odd = con.execute(
+        f"SELECT count(*) FILTER (WHERE size IS NULL OR NOT {digits.format('size')}), "
+        "coalesce(max(length(name)), 0), count(*) FILTER (WHERE mtime IS NOT NULL AND "
+        f"mtime <> '' AND NOT {digits.format('mtime')}) FROM raw").fetchone()
+    if bad or longest > MAX_NAME:
+        raise Fallback  # the row reader names the line
+    when = (f"CASE WHEN mtime IS NULL OR mtime = '' THEN 0 WHEN {digits.format('mtime')} "
+            f"THEN CAST(mtime AS BIGINT) ELSE {_odd_times(con) if odd else '0'} END")
+    keep = f"starts_with(name, {_sql_text(wanted)}) AND name <> '' AND NOT ends_with(name, '/')"
+    skip = f"CASE WHEN {_UNSAFE} THEN 'unsafe'" + (
+        "" if include_hidden else f" WHEN {_HIDDEN} THEN 'hidden'") + " END"
+    reasons = {"unsafe": UNSAFE, "hidden": HIDDEN}
+    for why, count, examples in con.execute(
+            f"SELECT skip, count(*), list(name ORDER BY rn)[1:{EXAMPLES_KEPT}] FROM "
+            f"(SELECT rn, name, {skip} AS skip FROM raw WHERE {keep}) "
+            "WHERE skip IS NOT NULL GROUP BY skip ORDER BY min(rn)").fetchall():
+        tally.add_many(reasons[why], count, examples)
+    con.execute(f"CREATE TEMP TABLE files AS SELECT name, CAST(size AS BIGINT) AS size, "
+                f"{when} AS mtime FROM raw WHERE {keep} AND ({skip}) IS NULL ORDER BY name, rn")
+    con.execute("DROP TABLE raw")
+    repeated = con.execute("SELECT count(*) FROM (SELECT name = lag(name) OVER () AS again "
+                           "FROM files) WHERE again").fetchone()[0]
+    where = ""
+    if repeated:  # the first of each name stays (the rows are in name, then file order)
+        where = " QUALIFY lag(name) OVER () IS DISTINCT FROM name"
+    columns = con.execute(f"SELECT name, size, mtime FROM files{where}").fetchnumpy()
+    table = FileTable()
+    table.names = columns["name"].tolist()
+    table.sizes = _ints(columns["size"])
+    table.mtimes = _ints(columns["mtime"])
+    table.stamps = array("q", bytes(8 * len(table.names)))
+    return table, int(columns["size"].sum())
+
+
+def _ints(values: Any) -> array:
+    out = array("q")
+    out.frombytes(values.astype("<i8").tobytes())
+    return out
+
+
+def _odd_times(con) -> str:
+    """The SQL of an mtime that is neither digits nor empty, by the row reader's own function
+    (once per distinct value)."""
+    from .inventory import _mtime
+
+    odd = con.execute(
+        "SELECT DISTINCT mtime FROM raw WHERE mtime IS NOT NULL AND mtime <> '' AND NOT "
+        f"regexp_full_match(mtime, '[0-9]{{1,18}}') LIMIT {DISTINCT_TIMES + 1}").fetchall()
+    if len(odd) > DISTINCT_TIMES:
+        raise Fallback
+    con.execute("CREATE TEMP TABLE odd_times (text VARCHAR PRIMARY KEY, seconds BIGINT)")
+    con.executemany("INSERT INTO odd_times VALUES (?, ?)",
+                    [(text, _mtime(text)) for (text,) in odd])
+    return "(SELECT seconds FROM odd_times WHERE text = mtime)"

@@ -1,0 +1,204 @@
+"""The column engine's inventory reader (``ishard.columns``) against the row reader: the same
+listing, the same skipped names, or a hand-back to the row reader — never a different answer.
+Parquet inventories, which only the engine reads, against the same rows as CSV."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import random
+import subprocess
+
+import duckdb
+import pytest
+from conftest import run_ishard
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from ishard import inventory
+from ishard.columns import Fallback, inventory_kind, read_inventory
+from ishard.errors import UsageError
+from ishard.model import Tally
+
+GOOD = ["a", "b", "img", "x.jpg", "y.cls", "é", "sp ace", "q,u\"o", "😀", "a.b.c", "Z"]
+PARTS = GOOD * 3 + [".hid", "..", "C:", "\x01", "t\tab", "n\nl", ""]
+
+
+def row_listing(path, **kw):
+    """The row reader's answer (the engine is not asked)."""
+    tally = Tally()
+    saved = inventory.ENGINE_FROM
+    inventory.ENGINE_FROM = 1 << 62
+    try:
+        files = inventory.list_inventory(str(path), tally=tally, **kw)
+    finally:
+        inventory.ENGINE_FROM = saved
+    return files, tally.freeze()
+
+
+def column_listing(path, prefix="", include_hidden=False):
+    tally = Tally()
+    files, total = read_inventory(str(path), inventory_kind(str(path)), wanted=prefix,
+                                  include_hidden=include_hidden, tally=tally)
+    assert total == sum(files.sizes)
+    return files, tally.freeze()
+
+
+def same(a, b) -> None:
+    (fa, ta), (fb, tb) = a, b
+    assert fa.names == fb.names
+    assert list(fa.sizes) == list(fb.sizes)
+    assert list(fa.mtimes) == list(fb.mtimes)
+    assert ta == tb
+
+
+names = st.one_of(*[st.lists(st.sampled_from(PARTS), min_size=1, max_size=4).map("/".join)] * 4,
+                  st.sampled_from(["/abs", "a/", "./x", "a/../b", "C:x", "\\\\srv\\x",
+                                   "a\\..\\b"]))
+sizes = st.integers(0, 10**12).map(str)
+spoilt_sizes = st.sampled_from([None] * 24 + ["-1", "1.5", "", " 3", "+4", "x"])
+mtimes = (st.integers(0, 2 * 10**9).map(str)
+          | st.sampled_from(["", "1700000000.7", "2024-01-02T03:04:05Z", "2024-01-02T03:04:05+02:00",
+                             "garbage", "1e9", "nan"]))
+rows = st.lists(st.tuples(names, sizes, mtimes), max_size=12)
+
+
+def write_csv(path, header, body, blank_lines=False) -> None:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(header)
+    for row in body:
+        writer.writerow(row)
+        if blank_lines:
+            out.write("\n")
+    path.write_text(out.getvalue(), encoding="utf-8")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=rows, header=st.sampled_from([["name", "size", "mtime"], ["size", "key"],
+                                          ["Key", "bytes", "LastModified", "extra"]]),
+       prefix=st.sampled_from(["", "", "", "a", "a/", "zz"]), hidden=st.booleans(),
+       blank=st.booleans(), repeat=st.booleans(), spoil=spoilt_sizes)
+def test_the_column_reader_agrees_with_the_row_reader_or_hands_back(
+        tmp_path, body, header, prefix, hidden, blank, repeat, spoil):
+    if repeat and body:
+        body = body + body[: len(body) // 2]  # the same names again, later
+    if spoil is not None and body:
+        body = body[:-1] + [(body[-1][0], spoil, body[-1][2])]
+    order = {"name": 0, "key": 0, "Key": 0, "size": 1, "bytes": 1, "mtime": 2, "LastModified": 2}
+    lines = [[row[order[h]] if h in order else "e" for h in header] for row in body]
+    path = tmp_path / "inventory.csv"
+    write_csv(path, header, lines, blank)
+    try:
+        rows_answer = row_listing(path, prefix=prefix, include_hidden=hidden)
+    except UsageError:
+        with pytest.raises((Fallback, UsageError)):
+            column_listing(path, prefix, hidden)
+        event("both refuse")
+        return
+    try:
+        columns_answer = column_listing(path, prefix, hidden)
+    except Fallback:
+        event("handed back")
+        return
+    same(columns_answer, rows_answer)
+    event(f"same listing ({'some' if len(columns_answer[0]) else 'no'} files)")
+
+
+def clean_inventory(path, count: int, seed: int = 7) -> None:
+    rng = random.Random(seed)
+    body = []
+    for i in range(count):
+        folder = rng.choice(["train", "val", ".cache", "x/../y", "é/ü"])
+        body.append([f"{folder}/s{rng.randrange(count)}.{rng.choice(['jpg', 'cls'])}",
+                     str(rng.randrange(10**6)), rng.choice(["1700000000", "", "2024-05-06T07:08:09Z"])])
+    write_csv(path, ["name", "size", "mtime"], body)
+
+
+def test_a_clean_inventory_is_read_by_columns_and_matches(tmp_path):
+    path = tmp_path / "inv.csv"
+    clean_inventory(path, 5000)
+    answer = column_listing(path)  # no Fallback: the engine takes a clean inventory
+    same(answer, row_listing(path))
+    files, skipped = answer
+    assert len(files) > 1000 and {s.reason.split()[0] for s in skipped} == {"unsafe", "hidden"}
+    assert files.names == sorted(files.names, key=lambda n: n.encode())
+    assert len(set(files.names)) == len(files.names)
+
+
+def test_the_command_plans_the_same_from_the_engine_and_the_row_reader(tmp_path):
+    """An inventory over the engine's threshold and its .gz copy (read row by row) give the
+    same dry run."""
+    path = tmp_path / "big.csv"
+    clean_inventory(path, 250_000)
+    assert path.stat().st_size >= inventory.ENGINE_FROM
+    packed = tmp_path / "big.csv.gz"
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    common = ["--dry-run=summary", "--shard-size", "64MiB", "--member-names", "original"]
+    by_columns = run_ishard("shard", source(tmp_path), "--src-list", path, *common)
+    by_rows = run_ishard("shard", source(tmp_path), "--src-list", packed, *common)
+    assert by_columns.returncode == 0, by_columns.stderr
+    assert by_columns.stdout == by_rows.stdout and "would write" in by_columns.stdout
+    assert by_columns.stderr.replace(str(path), "INV") == by_rows.stderr.replace(str(packed), "INV")
+
+
+def source(tmp_path):
+    """The folder the inventory describes (a dry run reads nothing from it)."""
+    folder = tmp_path / "data"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def parquet_from_csv(csv_path, parquet_path, select: str) -> None:
+    duckdb.execute(f"COPY (SELECT {select} FROM read_csv('{csv_path}', header = true, "
+                   "all_varchar = true)) TO '" + str(parquet_path) + "' (FORMAT parquet)")
+
+
+def test_a_parquet_inventory_lists_what_the_same_csv_lists(tmp_path):
+    path = tmp_path / "inv.csv"
+    clean_inventory(path, 3000)
+    parquet = tmp_path / "inv.parquet"
+    parquet_from_csv(path, parquet, "name AS key, CAST(size AS BIGINT) AS size, CASE WHEN "
+                     "mtime = '' THEN NULL ELSE CAST(CASE WHEN mtime LIKE '%Z' THEN mtime ELSE "
+                     "'1970-01-01T00:00:00Z' END AS TIMESTAMPTZ) + to_seconds(CASE WHEN mtime "
+                     "LIKE '%Z' OR mtime = '' THEN 0 ELSE CAST(mtime AS BIGINT) END) END "
+                     "AS last_modified")
+    assert inventory_kind(str(parquet)) == "parquet"
+    same(row_listing(parquet), row_listing(path))  # through list_inventory, any size
+    common = ["--dry-run=summary", "--member-names", "original"]
+    result = run_ishard("shard", source(tmp_path), "--src-list", parquet, *common)
+    assert result.returncode == 0, result.stderr
+    assert "would write" in result.stdout
+    assert result.stdout == run_ishard("shard", source(tmp_path), "--src-list", path,
+                                       *common).stdout
+
+
+def test_a_parquet_inventory_without_a_size_is_one_line_exit_2(tmp_path):
+    path = tmp_path / "inv.csv"
+    clean_inventory(path, 10)
+    parquet = tmp_path / "inv.parquet"
+    parquet_from_csv(path, parquet, "name")
+    result = run_ishard("shard", source(tmp_path), "--src-list", parquet, "--dry-run")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("ishard: error: --src-list") and "size" in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_the_engine_spills_under_its_memory_limit(tmp_path):
+    path = tmp_path / "inv.csv"
+    clean_inventory(path, 20000)
+    tally = Tally()
+    files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=False, tally=tally,
+                              tmp_dir=str(tmp_path / "spill"), memory_limit=64 << 20)
+    same((files, tally.freeze()), row_listing(path))
+
+
+def test_gnu_sort_orders_the_listing_the_same(tmp_path):
+    """The engine's order is bytewise: GNU sort in the C locale agrees."""
+    path = tmp_path / "inv.csv"
+    clean_inventory(path, 2000)
+    files, _ = column_listing(path, include_hidden=True)
+    sorted_by_sort = subprocess.run(["sort", "-u"], input="\n".join(files.names).encode(),
+                                    capture_output=True, env={"LC_ALL": "C"}, check=True)
+    assert sorted_by_sort.stdout.decode().splitlines() == files.names
