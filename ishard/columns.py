@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import os
+import shutil
 import tempfile
 from array import array
 from typing import Any
@@ -37,14 +38,13 @@ class Fallback(Exception):
     """The engine does not take this inventory as it is: read it row by row."""
 
 
-def _connect(tmp_dir: str | None, memory_limit: int):
+def _connect(spill: str, memory_limit: int):
     import duckdb
 
-    folder = tmp_dir or os.path.join(tempfile.gettempdir(), "ishard-spill")
     con = duckdb.connect(config={
         "threads": max(1, min(os.cpu_count() or 1, 8)),
         "memory_limit": f"{max(memory_limit >> 20, 64)}MB",
-        "temp_directory": folder,
+        "temp_directory": spill,
         "preserve_insertion_order": True,
     })
     con.execute("SET enable_progress_bar = false")
@@ -136,7 +136,8 @@ def read_inventory(path: str, kind: str, *, wanted: str, include_hidden: bool, t
     from .inventory import MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS, _column
 
     path = path.removeprefix("file://")
-    con = _connect(tmp_dir, memory_limit)
+    spill = tempfile.mkdtemp(prefix="ishard-spill-", dir=tmp_dir)  # this run's own, private
+    con = _connect(spill, memory_limit)
     try:
         if kind == "csv":
             if not _scan_ok(path):
@@ -156,6 +157,7 @@ def read_inventory(path: str, kind: str, *, wanted: str, include_hidden: bool, t
         raise Fallback from None
     finally:
         con.close()
+        shutil.rmtree(spill, ignore_errors=True)
 
 
 def _listing(con, wanted: str, include_hidden: bool, tally: Tally) -> tuple[FileTable, int]:

@@ -150,17 +150,25 @@ def _pick(row: dict, names: tuple[str, ...]):
     return None
 
 
+def _row_json(line: str, where: str, number: int) -> object:
+    try:
+        return json.loads(line)
+    except ValueError as err:
+        raise UsageError(
+            f"--src-list {where!r} line {number} is not a JSON object with name and size "
+            f"({err}) — write {{\"name\": \"a/b.jpg\", \"size\": 123}}"
+        ) from None
+
+
 def _rows_jsonl(stream, where: str) -> Iterator[tuple[str, int, int]]:
     for number, line in _lines(stream, where):
         if not line.strip():
             continue
         try:
             row = orjson.loads(line)
-        except ValueError as err:
-            raise UsageError(
-                f"--src-list {where!r} line {number} is not a JSON object with name and size "
-                f"({err}) — write {{\"name\": \"a/b.jpg\", \"size\": 123}}"
-            ) from None
+        except ValueError:
+            row = _row_json(line, where, number)  # json takes what orjson refuses (a lone
+            # surrogate, which _name then names), and says what is wrong with the rest
         if not isinstance(row, dict):
             raise _bad_row(where, number, f"a JSON {type(row).__name__}, not an object — write "
                            '{"name": "a/b.jpg", "size": 123}')

@@ -189,9 +189,12 @@ def test_the_engine_spills_under_its_memory_limit(tmp_path):
     path = tmp_path / "inv.csv"
     clean_inventory(path, 20000)
     tally = Tally()
+    spill = tmp_path / "spill"
+    spill.mkdir()
     files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=False, tally=tally,
-                              tmp_dir=str(tmp_path / "spill"), memory_limit=64 << 20)
+                              tmp_dir=str(spill), memory_limit=64 << 20)
     same((files, tally.freeze()), row_listing(path))
+    assert list(spill.iterdir()) == []  # its private spill folder is gone
 
 
 def test_gnu_sort_orders_the_listing_the_same(tmp_path):
