@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import orjson
 
@@ -54,7 +54,7 @@ def manifest_document(plan: Plan, results: Sequence[ShardResult],
     }
 
 
-def entry_checksum(entry: dict) -> str | None:
+def entry_checksum(entry: Mapping) -> str | None:
     """A shardlist entry's recorded checksum as ``algorithm:hex``: its ``checksum``, else its
     ``md5sum`` (wids' field, and every manifest of earlier versions), else None."""
     if isinstance(entry.get("checksum"), str):

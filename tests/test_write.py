@@ -418,7 +418,11 @@ def test_kernel_copy_falls_back_to_plain_copies_with_the_same_bytes(copies, tmp_
     assert bool(calls) == bool(copies)
 
 
-def test_kernel_copy_is_used_only_without_a_checksum(tmp_path, monkeypatch):
+@pytest.mark.parametrize("algorithm", ["xxh128", "blake3", "sha256", "md5", "none"])
+def test_kernel_copies_with_any_checksum_and_the_digest_is_of_the_file(algorithm, tmp_path,
+                                                                       monkeypatch, reference):
+    """A local shard's big members are copied in the kernel whatever the checksum; the digest
+    (taken from the finished file) is the file's."""
     from ishard import sinks
 
     calls = []
@@ -430,7 +434,13 @@ def test_kernel_copy_is_used_only_without_a_checksum(tmp_path, monkeypatch):
 
     monkeypatch.setattr(sinks, "KERNEL_COPIES", (copy, *real[1:]))
     src = make_tree(tmp_path / "src", TREE)
-    shard(src, tmp_path / "hashed", shard_size="4KiB", jobs=1)
-    assert calls == []
-    shard(src, tmp_path / "none", shard_size="4KiB", jobs=1, checksum="none")
+    dst = tmp_path / "dst"
+    shard(src, dst, shard_size="4KiB", jobs=1, checksum=algorithm)
     assert calls == [TREE["big/0005.bin"]]
+    assert shard_bytes(dst) == reference(".tar")
+    for entry in manifest(dst)["shardlist"]:
+        data = (dst / entry["url"]).read_bytes()
+        if algorithm == "none":
+            assert recorded_checksum(entry) is None
+        else:
+            assert recorded_checksum(entry)[0] == algorithm and entry_matches(entry, data)
