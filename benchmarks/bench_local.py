@@ -6,11 +6,11 @@ The script makes (once, deterministically) a tree shaped like ImageNet's trainin
     Annotations/<wnid>/<wnid>_<i>.xml        500 B - 2 KiB
     Data/train/<wnid>/<wnid>_<i>.JPEG        lognormal, mean about 110 KiB
 
-warms the page cache, then times GNU tar (the reference), ishard (with and without the
-manifest's md5) and webdataset's ShardWriter in the same run, alternating tools and repeating,
-and prints medians with the ratio to tar. A second group times ishard's ``.tgz`` against the
-same job with Python's built-in zlib. Numbers from one machine are only comparable with the
-reference lines printed beside them.
+warms the page cache, then times GNU tar (the reference), ishard (the manifest's checksum:
+xxh128, the default; md5; none) and webdataset's ShardWriter in
+the same run, alternating tools and repeating, and prints medians with the ratio to tar. A
+second group times ishard's ``.tgz`` against the same job with Python's built-in zlib. Numbers
+from one machine are only comparable with the reference lines printed beside them.
 
     python benchmarks/bench_local.py --small          # smoke run: ~2,000 files / 50 MiB
     python benchmarks/bench_local.py                  # ~85,000 files / ~2 GiB
@@ -364,8 +364,24 @@ def startup_seconds(ishard: list[str]) -> float:
     return statistics.median(times)
 
 
+def archive_members(path: Path) -> list[tuple[str, int]]:
+    """(name, size) of a shard's regular members, read with zipfile, lz4 + tarfile, tarfile."""
+    if path.name.endswith(".zip"):
+        import zipfile
+
+        with zipfile.ZipFile(path) as zf:
+            return [(i.filename, i.file_size) for i in zf.infolist() if not i.is_dir()]
+    if path.name.endswith(".lz4"):
+        import lz4.frame
+
+        with lz4.frame.open(path) as raw, tarfile.open(fileobj=raw, mode="r|") as tf:
+            return [(m.name, m.size) for m in tf if m.isfile()]
+    with tarfile.open(path) as tf:
+        return [(m.name, m.size) for m in tf if m.isfile()]
+
+
 def check_ishard_output(shards: Path, sizes: dict[str, int], ext: str = ".tar",
-                        md5: bool = True) -> str:
+                        algorithm: str | None = "xxh128") -> str:
     """Every file exactly once across the shards, with its size; the manifest agrees."""
     manifest = json.loads((shards / "manifest.json").read_text())
     totals = manifest["ishard"]["totals"]
@@ -373,14 +389,18 @@ def check_ishard_output(shards: Path, sizes: dict[str, int], ext: str = ".tar",
     members = 0
     tars = sorted(shards.glob("*" + ext))
     for path in tars:
-        with tarfile.open(path) as tf:
-            for member in tf:
-                found[member.name] = member.size
-                members += 1
+        for name, size in archive_members(path):
+            found[name.removeprefix("./")] = size
+            members += 1
     problems = []
-    with_md5 = sum("md5sum" in e for e in manifest["shardlist"])
-    if with_md5 != (len(tars) if md5 else 0):
-        problems.append(f"{with_md5} of {len(tars)} manifest entries have an md5sum")
+    def recorded(entry: dict) -> str | None:
+        if "md5sum" in entry:
+            return "md5"
+        return entry["checksum"].partition(":")[0] if "checksum" in entry else None
+
+    with_sum = sum(recorded(e) == algorithm for e in manifest["shardlist"])
+    if with_sum != len(tars):
+        problems.append(f"{with_sum} of {len(tars)} manifest entries have a {algorithm} checksum")
     if totals["files"] != len(sizes):
         problems.append(f"manifest says {totals['files']} files, the tree has {len(sizes)}")
     if totals["shards"] != len(tars):
@@ -578,6 +598,8 @@ def main(argv: list[str] | None = None) -> None:
         help="also time ishard --jobs N (repeatable)",
     )
     ap.add_argument("--no-tgz", action="store_true", help="skip the .tgz group (the slow part)")
+    ap.add_argument("--no-formats", action="store_true",
+                    help="skip the .tar.lz4 and .zip group (against tar | lz4 -1 and zip -0)")
     ap.add_argument("--dask", action="store_true",
                     help="also time .tgz with --executor dask, 1 worker against 2 (ishard[dask])")
     ap.add_argument("--dask-gzip-library", default="auto",
@@ -665,18 +687,21 @@ def main(argv: list[str] | None = None) -> None:
     ]
     jobs = min(8, os.cpu_count() or 1)
 
-    def ishard_check(ext: str = ".tar", md5: bool = True):
-        return lambda: check_ishard_output(shards, sizes, ext, md5)
+    def ishard_check(ext: str = ".tar", algorithm: str | None = "xxh128"):
+        return lambda: check_ishard_output(shards, sizes, ext, algorithm)
 
     tar_tool = Tool(
         "tar -cf (GNU tar)",
         ["tar", "-cf", str(work / "ref.tar"), "-C", str(data), "."],
         work / "ref.tar",
     )
-    default = Tool(f"ishard (default, jobs {jobs})", ishard + common, shards, ishard_check())
+    default = Tool(f"ishard (default: xxh128, jobs {jobs})", ishard + common, shards,
+                   ishard_check())
+    md5 = Tool("ishard --checksum md5", ishard + common + ["--checksum", "md5"], shards,
+               ishard_check(algorithm="md5"))
     no_md5 = Tool("ishard --checksum none", ishard + common + ["--checksum", "none"], shards,
-                  ishard_check(md5=False))
-    tools = [tar_tool, default, no_md5]
+                  ishard_check(algorithm=None))
+    tools = [tar_tool, default, md5, no_md5]
     wds_tool = None
     if with_wds:
         wds_out = work / "wds"
@@ -696,6 +721,20 @@ def main(argv: list[str] | None = None) -> None:
     for j in args.jobs:
         tools.append(Tool(f"ishard --jobs {j}", ishard + common + ["--jobs", str(j)], shards,
                           ishard_check()))
+    formats: list[Tool] = []
+    if not args.no_formats:
+        lz4_ref, zip_ref = work / "ref.tar.lz4", work / "ref.zip"
+        formats = [
+            Tool("tar -cf - | lz4 -1",
+                 ["bash", "-c", f"tar -cf - -C '{data}' . | lz4 -1 -q > '{lz4_ref}'"],
+                 lz4_ref),
+            Tool(f"ishard .tar.lz4 (jobs {jobs})", ishard + common + ["--ext", ".tar.lz4"],
+                 shards, ishard_check(".tar.lz4")),
+            Tool("zip -0 -qr", ["bash", "-c", f"cd '{data}' && zip -0 -qr '{zip_ref}' ."],
+                 zip_ref),
+            Tool(f"ishard .zip stored (jobs {jobs})", ishard + common + ["--ext", ".zip"],
+                 shards, ishard_check(".zip")),
+        ]
     tgz: list[Tool] = []
     if not args.no_tgz:
         library = gzip_library_name()
@@ -736,7 +775,7 @@ def main(argv: list[str] | None = None) -> None:
     # One untimed run of each: warms the programs' own files and checks their output.
     tar_version = subprocess.run(["tar", "--version"], check=True, capture_output=True, text=True)
     print(f"tar: {tar_version.stdout.splitlines()[0]}")
-    everything = tools + tgz + dask
+    everything = tools + formats + tgz + dask
     for t in everything:
         run_once(t, log, timer)
         if t.check is not None:
@@ -760,13 +799,20 @@ def main(argv: list[str] | None = None) -> None:
     print()
     for t in tools[1:]:
         print(verdict(t, tar_tool))
-    best = min((default, no_md5), key=lambda t: t.median)
-    print(target(f"{best.label} / tar", best.median / tar_tool.median, 0.85))
+    print(target(f"{default.label} / tar", default.median / tar_tool.median, 0.85))
     if wds_tool is not None:
-        for t in (default, no_md5):
-            print(target(f"{t.label} / webdataset", t.median / wds_tool.median, 0.4))
-    peak = max(max(r.max_rss_mib, r.pss_mib) for t in (default, no_md5) for r in t.runs)
+        print(target(f"{default.label} / webdataset", default.median / wds_tool.median, 0.35))
+    peak = max(max(r.max_rss_mib, r.pss_mib) for t in (default, md5, no_md5)
+               for r in t.runs)
     print(target("ishard peak memory MiB (RSS or all processes' PSS)", peak, 250))
+    if formats:
+        print()
+        print_table(formats[:2], len(names), total, formats[0], "tar|lz4")
+        print_table(formats[2:], len(names), total, formats[2], "zip -0")
+        print()
+        print(target(f"{formats[1].label} / tar | lz4 -1", formats[1].median / formats[0].median,
+                     1.0))
+        print(target(f"{formats[3].label} / zip -0", formats[3].median / formats[2].median, 1.0))
     if tgz:
         print()
         print_table(tgz, len(names), total, tgz[1], "zlib")

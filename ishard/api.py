@@ -237,7 +237,8 @@ def shard(
         part_size: the multipart upload part size for store destinations (at least 5MiB).
         read_buffer: bytes fetched ahead from a store, across all writers.
         retries: tries per store request before giving up.
-        checksum: ``"md5"`` of every shard for the manifest, or ``"none"``.
+        checksum: the algorithm of every shard's checksum in the manifest (``"xxh128"``,
+            ``"blake3"``, ``"sha256"``, ``"md5"``), or ``"none"``.
         executor: ``"local"``, or ``"dask"``: shards are Dask tasks.
         scheduler: with ``executor="dask"``, a running scheduler's ``"tcp://HOST:PORT"``
             (None: a local cluster of ``jobs`` processes).
@@ -437,7 +438,7 @@ def _writer_parts(source: Location, dest: Location, opts: Options, retrier: Retr
     def sink_for(shard_plan: ShardPlan):
         return open_sink(dest, shard_plan.name, retrier=retrier, cleanup=cleanup,
                          part_size=opts.part_size, expected=shard_plan.size, notice=notice,
-                         checksum=opts.checksum == "md5", guard=guard)
+                         checksum=opts.checksum, guard=guard)
 
     settings = {"compress_level": opts.compress_level,
                 "zip_deflate": opts.zip_compression == "deflated",

@@ -154,10 +154,13 @@ def translate(argv: list[str]) -> list[str]:
             out.insert(0, "shard")
     elif any(_go_flag(a) for a in argv) and (not out or out[0] not in ("shard", "ls", "verify", "split")):
         out.insert(0, "shard")
-    if out and out[0] == "shard" and any(map(_go_spelt, argv)) \
-            and not any(a == "--member-names" or a.startswith("--member-names=") for a in out):
-        end = out.index("--") if "--" in out else len(out)
-        out.insert(end, "--member-names=original")  # Go's member names: the source paths
+    if out and out[0] == "shard" and any(map(_go_spelt, argv)):
+        # the Go spelling's defaults: Go's member names (the source paths), and md5, the
+        # checksum wids reads (md5sum), which the Go spelling's manifests have always had
+        for flag, value in (("--member-names", "original"), ("--checksum", "md5")):
+            if not any(a == flag or a.startswith(f"{flag}=") for a in out):
+                end = out.index("--") if "--" in out else len(out)
+                out.insert(end, f"{flag}={value}")
     if src is not None or dst is not None:
         out += ["--"] + [v for v in (src, dst) if v is not None]
     return out
@@ -215,7 +218,7 @@ def _emit_json(doc: dict) -> None:
 @click.option("--part-size", default="16MiB", show_default=True, help="Multipart upload part size for S3 destinations.")
 @click.option("--read-buffer", default="256MiB", show_default=True, help="Bytes fetched ahead from a store, across all writers.")
 @click.option("--retries", type=int, default=5, show_default=True, help="Tries per store request before giving up.")
-@click.option("--checksum", default="md5", show_default=True, help="md5 of every shard for the manifest, or none (faster).")
+@click.option("--checksum", default="xxh128", show_default=True, help="Checksum of every shard for the manifest: xxh128 (fast), blake3, sha256, md5 (wids' md5sum; the Go spelling's default), or none.")
 @click.option("--executor", default="local", show_default=True, help="local, or dask: shards are Dask tasks on a cluster's workers.")
 @click.option("--scheduler", default=None, help="With --executor dask: tcp://HOST:PORT of a running Dask scheduler (default: a local cluster of --jobs processes).")
 @click.option("--num-shards", type=int, default=None, help="Exactly N shards whose sample counts differ by at most one (flat keys or --collapse).")

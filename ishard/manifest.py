@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import orjson
 
 from . import __version__
+from .checksums import ALGORITHMS, split, tagged
 from .errors import DataError, UsageError, WriteError
 from .listing import printable
 from .model import Plan, ShardResult
@@ -53,11 +54,25 @@ def manifest_document(plan: Plan, results: Sequence[ShardResult],
     }
 
 
+def entry_checksum(entry: Mapping) -> str | None:
+    """A shardlist entry's recorded checksum as ``algorithm:hex``: its ``checksum``, else its
+    ``md5sum`` (wids' field, and every manifest of earlier versions), else None."""
+    if isinstance(entry.get("checksum"), str):
+        return entry["checksum"]
+    return tagged("md5", entry["md5sum"]) if isinstance(entry.get("md5sum"), str) else None
+
+
 def _shard_entry(r: ShardResult) -> dict:
-    """One wids shardlist entry; without a checksum (``checksum="none"``) no ``md5sum`` key."""
-    entry = {"url": r.name, "md5sum": r.md5, "nsamples": r.samples, "filesize": r.filesize}
-    if r.md5 is None:
-        del entry["md5sum"]
+    """One wids shardlist entry: an md5 as wids' ``md5sum``, any other checksum as
+    ``checksum: "algorithm:hex"``, none without one (``checksum="none"``)."""
+    entry: dict = {"url": r.name}
+    if r.checksum is not None:
+        algorithm, value = split(r.checksum)
+        if algorithm == "md5":
+            entry["md5sum"] = value
+        else:
+            entry["checksum"] = r.checksum
+    entry.update(nsamples=r.samples, filesize=r.filesize)
     return entry
 
 
@@ -142,9 +157,11 @@ def check_manifest(data: bytes, where: str) -> dict:
     for i, entry in enumerate(doc["shardlist"]):
         if not (isinstance(entry, dict) and _is_name(entry.get("url"))
                 and _is_count(entry.get("filesize")) and _is_count(entry.get("nsamples"))
-                and isinstance(entry.get("md5sum", ""), str)):
-            raise bad(f"shardlist entry {i} needs a relative 'url', and whole-number "
-                      "'filesize' and 'nsamples'")
+                and isinstance(entry.get("md5sum", ""), str)
+                and _is_checksum(entry.get("checksum", "md5:"))):
+            raise bad(f"shardlist entry {i} needs a relative 'url', whole-number 'filesize' "
+                      "and 'nsamples', and a checksum (if any) as 'algorithm:hex' of a known "
+                      "algorithm")
     record = doc.get("ishard")
     if record is None:
         return doc
@@ -158,6 +175,13 @@ def check_manifest(data: bytes, where: str) -> dict:
     if not isinstance(record.get("options", {}), dict):
         raise bad("'ishard.options' is not an object")
     return doc
+
+
+def _is_checksum(value: object) -> bool:
+    if not isinstance(value, str):
+        return False
+    algorithm, hexdigest = split(value)
+    return algorithm in ALGORITHMS and all(c in "0123456789abcdef" for c in hexdigest)
 
 
 def _is_count(value: object) -> bool:

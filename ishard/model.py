@@ -173,12 +173,12 @@ class Plan:
 
 @dataclass(frozen=True, slots=True)
 class ShardResult:
-    """One written shard: file name, bytes on disk, md5 of those bytes (None when
-    ``checksum="none"``), what it holds."""
+    """One written shard: file name, bytes on disk, the checksum of those bytes as
+    ``algorithm:hex`` (e.g. ``xxh128:…``; None when ``checksum="none"``), what it holds."""
 
     name: str
     filesize: int
-    md5: str | None
+    checksum: str | None
     samples: int
     files: int
     payload: int

@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import Any
 
+from .checksums import ALGORITHMS
+from .checksums import DEFAULT as DEFAULT_CHECKSUM
 from .ekm import Ekm, parse_ekm
 from .errors import UsageError
 from .formats.compress import GZIP_LIBRARIES, gzip_library
@@ -31,7 +33,7 @@ ZIP_METHODS = ("stored", "deflated")
 EXECUTORS = ("local", "dask")
 GZIP_CHOICES = ("auto", *GZIP_LIBRARIES)
 _SCHEDULER = re.compile(r"(tcp|tls|ucx|ws|wss)://(\[[0-9a-fA-F:]+\]|[^/\s:\[\]]+)(:\d{1,5})?/?")
-CHECKSUMS = ("md5", "none")
+CHECKSUMS = (*ALGORITHMS, "none")
 MAX_SEED = (1 << 63) - 1  # Go ishard's -sort shuffle:<int64>; the manifest records it
 INDEXES = ("none", "dali")
 
@@ -64,7 +66,7 @@ class Options:
     part_size: int = DEFAULT_PART_SIZE
     read_buffer: int = DEFAULT_READ_BUFFER
     retries: int = 5
-    checksum: str = "md5"
+    checksum: str = DEFAULT_CHECKSUM
     executor: str = "local"
     gzip_library: str = "auto"
     scheduler: str | None = None
@@ -234,7 +236,8 @@ def make_options(**kwargs) -> Options:
     if opts.zip_compression not in ZIP_METHODS:
         raise UsageError(f"--zip-compression {opts.zip_compression!r} must be stored or deflated")
     if str(opts.checksum).lower() not in CHECKSUMS:
-        raise UsageError(f"--checksum {opts.checksum!r} must be md5 or none")
+        raise UsageError(f"--checksum {opts.checksum!r} is not a checksum — use one of "
+                         f"{', '.join(CHECKSUMS)}")
     if opts.overwrite and opts.resume:
         raise UsageError("--overwrite and --resume cannot be used together — --resume finishes "
                          "the interrupted run as planned, --overwrite starts over: choose one")

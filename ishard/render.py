@@ -132,7 +132,8 @@ def verify_text(result: dict, out: TextIO) -> None:
     for p in result["problems"]:
         out.write(f"{shown(p['name'])}: {shown(p['detail'])}\n")
     shards, bad = result["shards"], result["shards"] - result["shards_ok"]
-    checks = "size, md5, members" if result["md5_checked"] else "size, members (no md5 recorded)"
+    checks = ("size, checksum, members" if result["checksums_checked"]
+              else "size, members (no checksum recorded)")
     if result["deep"]:
         checks += ", member data, samples"
     verdict = "all ok" if result["ok"] else (

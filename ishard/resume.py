@@ -8,12 +8,12 @@ from collections.abc import Callable, Sequence
 import orjson
 
 from .errors import DataError, IshardError
-from .manifest import MANIFEST_NAME
+from .manifest import MANIFEST_NAME, entry_checksum
 from .model import Plan, ShardPlan, ShardResult
 from .planrecord import differences
 from .progress import Progress
 from .retry import Retrier
-from .runstate import RunState, remove_temp_files, still_complete
+from .runstate import RunState, recorded_checksum, remove_temp_files, still_complete
 from .sinks import abort_dangling_uploads
 from .store import Location
 
@@ -73,7 +73,8 @@ def _manifest_records(dest: Location, plan: Plan, fingerprint: str,
     if recorded != fingerprint:
         raise _changed(dest, document.get("ishard") if isinstance(document, dict) else None,
                        plan, "the finished run")
-    return {i: {"name": e.get("url"), "filesize": e.get("filesize"), "md5": e.get("md5sum")}
+    return {i: {"name": e.get("url"), "filesize": e.get("filesize"),
+                "checksum": entry_checksum(e)}
             for i, e in enumerate(entries) if isinstance(e, dict)}
 
 
@@ -96,8 +97,8 @@ def finished_earlier(dest: Location, plan: Plan, fingerprint: str, state: RunSta
     abort_dangling_uploads(dest, names, retrier)
     samples, files, sizes = plan.shard_sample_counts, plan.shard_file_counts, plan.shard_sizes
     return {
-        i: ShardResult(names[i], r["filesize"], r.get("md5"), samples[i], files[i], sizes[i],
-                       etag=r.get("etag"))
+        i: ShardResult(names[i], r["filesize"], recorded_checksum(r), samples[i], files[i],
+                       sizes[i], etag=r.get("etag"))
         for i, r in sorted(records.items())
         if i < len(names) and r.get("name") == names[i] and still_complete(dest, r, retrier)
     }

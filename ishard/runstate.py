@@ -9,6 +9,7 @@ from functools import partial
 import orjson
 
 from . import __version__
+from .checksums import digest_of, split, tagged
 from .formats.compress import gzip_library
 from .lock import STATE_DIR
 from .model import Plan, ShardResult
@@ -23,7 +24,6 @@ DONE_DIR = f"{STATE_DIR}/done"
 EXECUTION_ONLY = frozenset({"jobs", "overwrite", "resume", "executor", "scheduler",
                             "read_buffer", "retries", "part_size", "endpoint_url",
                             "storage_options", "strict"})
-MD5_CHUNK = 8 << 20
 
 
 def fingerprint(plan: Plan) -> str:
@@ -97,7 +97,8 @@ class RunState:
 
     def record(self, index: int, result: ShardResult) -> None:
         """Note that shard ``index`` is complete (called after it got its final name)."""
-        record = {"name": result.name, "filesize": result.filesize, "md5": result.md5}
+        record = {"name": result.name, "filesize": result.filesize,
+                  "checksum": result.checksum}
         if result.etag is not None:
             record["etag"] = result.etag
         self._put(f"{DONE_DIR}/{index:09d}.json", orjson.dumps(record))
@@ -147,35 +148,45 @@ class RunState:
 
 def still_complete(dest: Location, record: dict, retrier: Retrier | None = None) -> bool:
     """Is the recorded shard still there, whole? Its size always, then what was recorded: its
-    ETag (from the write; else the md5 when the ETag is a plain md5), else its md5 (re-read).
-    Nothing recorded to compare with (``--checksum none``): the size alone. Locally a link
-    planted under a shard's name is no shard: it is rewritten."""
+    ETag (from the write; else an md5 when the ETag is a plain md5), else its checksum, by
+    the recorded algorithm (re-read). Nothing recorded to compare with (``--checksum none``):
+    the size alone. Locally a link planted under a shard's name is no shard: it is
+    rewritten."""
     name = record.get("name")
     if not isinstance(name, str):
         return False
     run = retrier.run if retrier is not None else (lambda call: call())
-    md5, key, store = record.get("md5"), dest.key(name), dest.store
+    checksum = recorded_checksum(record)
+    key, store = dest.key(name), dest.store
     try:
         info = run(lambda: store.stat(key))
         if info.size != record.get("filesize"):
             return False
         if record.get("etag") is not None and info.etag is not None:
             return info.etag == record["etag"]
+        if checksum is None:
+            return True
+        algorithm, value = split(checksum)
         plain = (info.etag or "").strip('"')
-        if md5 is not None and len(plain) == 32 and "-" not in plain:
-            return plain == md5
-        return md5 is None or run(lambda: _md5_of(store, key)) == md5
+        if algorithm == "md5" and len(plain) == 32 and "-" not in plain:
+            return plain == value
+        return run(lambda: _digest_of(store, key, algorithm)) == checksum
     except OSError:
         return False
 
 
-def _md5_of(store, key: str) -> str:
-    """The md5 of an object, read in chunks."""
-    digest = hashlib.md5()
+def recorded_checksum(record: dict) -> str | None:
+    """A run-state or manifest record's checksum as ``algorithm:hex`` (records of earlier
+    versions kept a bare ``md5``)."""
+    if isinstance(record.get("checksum"), str):
+        return record["checksum"]
+    return tagged("md5", record["md5"]) if isinstance(record.get("md5"), str) else None
+
+
+def _digest_of(store, key: str, algorithm: str) -> str:
+    """The checksum of an object by ``algorithm``, read in chunks."""
     with store.open_read(key) as f:
-        while chunk := f.read(MD5_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return digest_of(f, algorithm)
 
 
 def remove_temp_files(dest: Location, names: Iterable[str]) -> int:

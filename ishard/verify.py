@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 from collections.abc import Callable, Iterator, Mapping
@@ -12,9 +11,10 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .archive import DamagedArchive, Member, scan
+from .checksums import hasher, split
 from .errors import DataError, UsageError
 from .keys import KeyFunction, key_function, sample_key, wds_split
-from .manifest import MANIFEST_NAME, read_manifest
+from .manifest import MANIFEST_NAME, entry_checksum, read_manifest
 from .options import positive_int
 from .plan import ARCHIVE_EXTS
 from .progress import SILENT, Progress
@@ -32,7 +32,8 @@ class Problem:
     """One thing wrong in DST: the file it is about, its kind, a sentence, expected vs found.
 
     Kinds: ``missing``, ``not_regular`` (a link, FIFO, device or directory: never read),
-    ``unreadable``, ``size``, ``md5``, ``members``, ``payload``,
+    ``unreadable``, ``size``, the checksum's algorithm (``xxh128``, ``blake3``, ``sha256``,
+    ``md5``: the shard's digest differs from the recorded one), ``members``, ``payload``,
     ``samples``, ``split_sample``, ``scattered_sample``, ``unlisted``.
     """
 
@@ -51,7 +52,7 @@ class Verification:
     deep: bool
     shards: int
     shards_ok: int
-    md5_checked: int
+    checksums_checked: int
     bytes_read: int
     problems: tuple[Problem, ...]
     warnings: tuple[str, ...]
@@ -97,13 +98,14 @@ def member_key_function(options: Mapping) -> KeyFunction:
 
 
 class _Tap(io.RawIOBase):
-    """A shard's raw bytes on their way in: counted, hashed (when an md5 is to be checked),
-    reported as progress; the first read failure is kept apart from archive damage."""
+    """A shard's raw bytes on their way in: counted, hashed (by ``algorithm``, when a checksum
+    is to be checked), reported as progress; the first read failure is kept apart from archive
+    damage."""
 
-    def __init__(self, raw: BinaryIO, md5: bool, progress: Progress) -> None:
+    def __init__(self, raw: BinaryIO, algorithm: str | None, progress: Progress) -> None:
         super().__init__()
         self._raw, self._progress = raw, progress
-        self._md5 = hashlib.md5() if md5 else None
+        self._hash = hasher(algorithm) if algorithm else None
         self.count = self._pending = 0
         self.error: Exception | None = None
         self._ended = False
@@ -124,21 +126,21 @@ class _Tap(io.RawIOBase):
         buffer[:n] = data
         self.count += n
         self._pending += n
-        if self._md5 is not None:
-            self._md5.update(data)
+        if self._hash is not None:
+            self._hash.update(data)
         if self._pending >= REPORT_EVERY or not n:
             self._progress.verified(self._pending)
             self._pending = 0
         return n
 
     def drain(self) -> None:
-        """Read what is left (for the md5 and the count)."""
+        """Read what is left (for the checksum and the count)."""
         while self.read(READ_STEP):
             pass
 
     @property
-    def md5(self) -> str | None:
-        return self._md5.hexdigest() if self._md5 is not None else None
+    def hexdigest(self) -> str | None:
+        return self._hash.hexdigest() if self._hash is not None else None
 
 
 @dataclass
@@ -229,7 +231,9 @@ def _check_shard(dst: Location, entry: Mapping, record: Mapping | None, deep: bo
                       None)
     problems: list[Problem] = []
     _compare(problems, name, "size", "size", entry["filesize"], size, " bytes")
-    tap = _Tap(raw, "md5sum" in entry, progress)
+    recorded = entry_checksum(entry)
+    algorithm, expected = split(recorded) if recorded else (None, None)
+    tap = _Tap(raw, algorithm, progress)
     with raw:
         try:
             shard = _check_members(name, _members(name, raw, tap, deep), record, deep, key_of,
@@ -240,8 +244,8 @@ def _check_shard(dst: Location, entry: Mapping, record: Mapping | None, deep: bo
             reason = err.reason if isinstance(err, DamagedArchive) else str(err)
             shard = _Shard([Problem(name, "unreadable", f"cannot be read: {reason}")], None)
             _drain_quietly(tap)
-    if "md5sum" in entry and tap.error is None:
-        _compare(problems, name, "md5", "md5", entry["md5sum"], tap.md5)
+    if algorithm is not None and tap.error is None:
+        _compare(problems, name, algorithm, algorithm, expected, tap.hexdigest)
     shard.problems[:0] = problems
     shard.nbytes = tap.count
     progress.shard_verified(name)
@@ -323,7 +327,7 @@ def verify(dst: str | Path, *, deep: bool = False, jobs: int = 0, progress: Prog
         warnings.insert(0, "the manifest has no 'ishard' record: member counts and samples are "
                         "not checked")
     return Verification(str(dst), deep, len(entries), ok,
-                        sum("md5sum" in e for e, _ in entries), nbytes,
+                        sum(entry_checksum(e) is not None for e, _ in entries), nbytes,
                         tuple(problems + strays), tuple(warnings))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -31,6 +32,43 @@ def run_ishard(
         input=input,
         timeout=300,
     )
+
+
+def shard_checksum(data: bytes, algorithm: str) -> str:
+    """The hex digest of a shard's bytes, computed here with the hash libraries themselves
+    (xxhash, blake3, hashlib), not with ishard's code."""
+    if algorithm == "xxh128":
+        import xxhash
+
+        return xxhash.xxh3_128_hexdigest(data)
+    if algorithm == "blake3":
+        from blake3 import blake3
+
+        return blake3(data).hexdigest()
+    return hashlib.new(algorithm, data).hexdigest()
+
+
+def recorded_checksum(entry: dict) -> tuple[str, str] | None:
+    """(algorithm, hex) that a manifest's shardlist entry records: wids' ``md5sum``, or
+    ``checksum: "algorithm:hex"``; None when it records none."""
+    if "md5sum" in entry:
+        return "md5", entry["md5sum"]
+    if "checksum" in entry:
+        algorithm, _, value = entry["checksum"].partition(":")
+        return algorithm, value
+    return None
+
+
+def checksum_fields(data: bytes, algorithm: str = "xxh128") -> dict:
+    """The checksum fields a shardlist entry for these bytes has (``md5sum`` for md5)."""
+    value = shard_checksum(data, algorithm)
+    return {"md5sum": value} if algorithm == "md5" else {"checksum": f"{algorithm}:{value}"}
+
+
+def entry_matches(entry: dict, data: bytes) -> bool:
+    """Does the entry's recorded checksum belong to these bytes?"""
+    recorded = recorded_checksum(entry)
+    return recorded is not None and shard_checksum(data, recorded[0]) == recorded[1]
 
 
 def make_tree(root: Path, files: dict[str, bytes | int], mtime: int = 1_700_000_000) -> Path:

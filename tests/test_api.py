@@ -134,7 +134,7 @@ WRONG_RUN = [
     ("retries", 2.5, "an int"),
     ("part_size", "1MiB", "minimum part"),
     ("read_buffer", [1], "an int or a string"),
-    ("checksum", "sha1", "md5 or none"),
+    ("checksum", "sha1", "use one of xxh128, blake3, sha256, md5, none"),
     ("executor", "ray", "local or dask"),
     ("scheduler", 8786, "a string or None"),
 ]

@@ -95,7 +95,7 @@ CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
                        "--compress-level 12 must be a whole number from 0 to 9"),
     "zip-compression": (("--zip-compression", "bzip2"), 2,
                         "--zip-compression 'bzip2' must be stored or deflated"),
-    "checksum": (("--checksum", "sha1"), 2, "--checksum 'sha1' must be md5 or none"),
+    "checksum": (("--checksum", "sha1"), 2, "--checksum 'sha1' is not a checksum — use one of xxh128, blake3, sha256, md5, none"),
     "executor": (("--executor", "spark"), 2, "--executor 'spark' must be local or dask"),
     "scheduler-without-dask": (("--scheduler", "tcp://127.0.0.1:8786"), 2,
                                "needs --executor dask"),

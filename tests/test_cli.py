@@ -98,7 +98,7 @@ BAD_OPTIONS = [
     (["--sort", "bogus"], ["--sort", "'bogus'", "shuffle"]),
     (["--dry-run=bogus"], ["--dry-run", "bogus", "show_keys"]),
     (["--samples-per-shard", "0"], ["--samples-per-shard '0'", "at least 1"]),
-    (["--checksum", "sha1"], ["--checksum", "'sha1'", "md5 or none"]),
+    (["--checksum", "sha1"], ["--checksum", "'sha1'", "use one of xxh128, blake3, sha256, md5, none"]),
     (["--bogus"], ["--bogus"]),
 ]
 

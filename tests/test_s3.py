@@ -27,7 +27,7 @@ from urllib.parse import quote_plus
 
 import lz4.frame
 import pytest
-from conftest import make_tree, run_ishard
+from conftest import checksum_fields, make_tree, run_ishard
 
 import ishard
 from ishard.progress import Progress
@@ -120,13 +120,15 @@ def read_members(name: str, data: bytes) -> list[tuple[str, bytes]]:
         return [(m.name, tar.extractfile(m).read()) for m in tar.getmembers() if m.isfile()]
 
 
-def check_shards(shards: dict[str, bytes], manifest: dict, expected: dict[str, bytes]) -> None:
+def check_shards(shards: dict[str, bytes], manifest: dict, expected: dict[str, bytes],
+                 algorithm: str = "xxh128") -> None:
     """``shards`` (name -> bytes) hold ``expected`` exactly once, samples unsplit, and the
-    manifest lists every shard with its true md5 and size."""
+    manifest lists every shard with its true checksum (by ``algorithm``; xxh128 is the native
+    spelling's default, md5 the Go spelling's) and size."""
     assert manifest["shardlist"] == [
         {
             "url": name,
-            "md5sum": hashlib.md5(shards[name]).hexdigest(),
+            **checksum_fields(shards[name], algorithm),
             "nsamples": manifest["shardlist"][i]["nsamples"],
             "filesize": len(shards[name]),
         }
@@ -315,7 +317,7 @@ def test_go_spelling_src_bck_is_bucket_plus_name_prefix(cli, client, s3_bucket, 
     assert_ok(result)
     assert "cut by count: 3 samples per shard" in result.stdout
     shards, manifest = local_shards(dst)
-    check_shards(shards, manifest, under)  # every object under imgs/, names as in the bucket
+    check_shards(shards, manifest, under, "md5")  # every object under imgs/, names as in the bucket
     assert [e["nsamples"] for e in manifest["shardlist"]] == [3, 1]
 
 

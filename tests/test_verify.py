@@ -1,12 +1,11 @@
 """``ishard verify``: shards written by the installed ishard, damaged with the standard tools.
 
-Every expectation (md5s, sizes, member counts, sample keys) is computed here with hashlib,
+Every expectation (checksums, sizes, member counts, sample keys) is computed here with the hash libraries,
 tarfile, zipfile and lz4, never with ishard's own code.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -19,7 +18,13 @@ from pathlib import Path, PurePosixPath
 
 import lz4.frame
 import pytest
-from conftest import FIXTURES, run_ishard
+from conftest import (
+    FIXTURES,
+    checksum_fields,
+    recorded_checksum,
+    run_ishard,
+    shard_checksum,
+)
 from test_s3 import assert_error, clean_env, cli, client  # noqa: F401 (fixtures)
 
 from ishard.errors import DataError
@@ -38,8 +43,17 @@ def stem(member: str) -> str:
     return base.rsplit(".", 1)[0] if "." in base else base
 
 
-def md5(path: Path) -> str:
-    return hashlib.md5(path.read_bytes()).hexdigest()
+def refresh_checksum(e: dict, path: Path) -> None:
+    """Make a shardlist entry's recorded checksum (of whichever algorithm) fit the file."""
+    algorithm, _ = recorded_checksum(e)
+    e.update(checksum_fields(path.read_bytes(), algorithm))
+
+
+def checksum_line(name: str, path: Path, recorded_entry: dict) -> str:
+    """verify's line for a shard whose checksum differs from the recorded one."""
+    algorithm, value = recorded_checksum(recorded_entry)
+    found = shard_checksum(path.read_bytes(), algorithm)
+    return f"{name}: {algorithm} is {found}, the manifest says {value}"
 
 
 def manifest(dst: Path) -> dict:
@@ -84,14 +98,14 @@ def write_members(path: Path, members: list[tuple[str, bytes]]) -> None:
 
 
 def fix_manifest(dst: Path, *names: str) -> None:
-    """Make the manifest agree with the shards ``names`` as they are now (size, md5, member
+    """Make the manifest agree with the shards ``names`` as they are now (size, checksum, member
     count, samples, payload), so only what cannot be fixed that way is left to find."""
     doc = manifest(dst)
     for name in names:
         members = read_members(dst / name)
         e = next(e for e in doc["shardlist"] if e["url"] == name)
-        e.update(filesize=(dst / name).stat().st_size, md5sum=md5(dst / name),
-                 nsamples=len({stem(m) for m, _ in members}))
+        e.update(filesize=(dst / name).stat().st_size, nsamples=len({stem(m) for m, _ in members}))
+        refresh_checksum(e, dst / name)
         r = next(r for r in doc["ishard"]["shards"] if r["name"] == name)
         r.update(files=len(members), payload_bytes=sum(len(d) for _, d in members))
     (dst / "manifest.json").write_text(json.dumps(doc, indent=2))
@@ -166,7 +180,7 @@ def test_clean_shards_verify_with_and_without_deep(written, ext):
     for args in ((), ("--deep",)):
         result = check(dst, *args)
         assert_clean(result, n)
-        assert "md5" in result.stdout
+        assert "size, checksum, members" in result.stdout
     assert "member data, samples" in check(dst, "--deep").stdout
 
 
@@ -184,7 +198,7 @@ def test_progress_lines_without_a_terminal(written):
 
 
 @pytest.mark.parametrize("ext", FORMATS)
-def test_a_flipped_byte_is_an_md5_mismatch(shards, ext):
+def test_a_flipped_byte_is_a_checksum_mismatch(shards, ext):
     dst = shards(ext)
     name = shard_names(dst)[1]
     path = dst / name
@@ -194,7 +208,7 @@ def test_a_flipped_byte_is_an_md5_mismatch(shards, ext):
     result = check(dst)
     assert result.returncode == 1
     lines = problem_lines(result)
-    assert f"{name}: md5 is {md5(path)}, the manifest says {entry(dst, name)['md5sum']}" in lines
+    assert checksum_line(name, path, entry(dst, name)) in lines
     assert all(line.startswith(f"{name}: ") for line in lines), lines
     assert "(1 of 6 listed shards affected)" in result.stdout
 
@@ -210,7 +224,7 @@ def test_a_truncated_shard_fails_size_and_cannot_be_read_back(shards, ext):
     lines = problem_lines(result)
     assert result.returncode == 1
     assert lines[0] == f"{name}: size is {expected_size // 2} bytes, the manifest says {expected_size} bytes"
-    assert lines[1] == f"{name}: md5 is {md5(path)}, the manifest says {entry(dst, name)['md5sum']}"
+    assert lines[1] == checksum_line(name, path, entry(dst, name))
     assert lines[2].startswith(f"{name}: cannot be read: "), lines
     assert len(lines) == 3
 
@@ -272,7 +286,7 @@ def test_an_appended_member_is_a_member_count_mismatch(shards, ext):
     fix = entry(dst, name)
     assert_problems(check(dst), [
         f"{name}: size is {path.stat().st_size} bytes, the manifest says {fix['filesize']} bytes",
-        f"{name}: md5 is {md5(path)}, the manifest says {fix['md5sum']}",
+        checksum_line(name, path, fix),
         f"{name}: member count is {files + 1}, the manifest says {files}",
     ], 1, 6)
 
@@ -287,7 +301,7 @@ def test_a_member_moved_to_another_shard_splits_its_sample_under_deep(shards, ex
     assert sum(stem(m) == key for m, _ in members) == 2  # its image stays behind
     write_members(dst / first, [m for m in members if m != moved])
     write_members(dst / second, read_members(dst / second) + [moved])
-    fix_manifest(dst, first, second)  # sizes, md5s and counts agree: only grouping is wrong
+    fix_manifest(dst, first, second)  # sizes, checksums and counts agree: only grouping is wrong
     assert_clean(check(dst), 6)
     assert_problems(check(dst, "--deep"), [
         f"{second}: sample {key!r} is split: {first!r} holds some of its members too",
@@ -318,7 +332,7 @@ def test_deep_finds_damaged_member_data_that_the_manifest_cannot(shards):
     at = data.index(first[1][:64]) + 10  # inside the first member's stored bytes
     path.write_bytes(data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :])
     fix_manifest_without_reading(dst, name)
-    assert_clean(check(dst), 6)  # sizes and md5 agree, the central directory is intact
+    assert_clean(check(dst), 6)  # sizes and checksums agree, the central directory is intact
     assert_problems(check(dst, "--deep"), [
         f"{name}: cannot be read: member {first[0]!r}: Bad CRC-32 for file {first[0]!r}",
     ], 1, 6)
@@ -327,20 +341,21 @@ def test_deep_finds_damaged_member_data_that_the_manifest_cannot(shards):
 def fix_manifest_without_reading(dst: Path, name: str) -> None:
     doc = manifest(dst)
     e = next(e for e in doc["shardlist"] if e["url"] == name)
-    e.update(filesize=(dst / name).stat().st_size, md5sum=md5(dst / name))
+    e.update(filesize=(dst / name).stat().st_size)
+    refresh_checksum(e, dst / name)
     (dst / "manifest.json").write_text(json.dumps(doc))
 
 
-# ---------------------------------------------------------------- no md5, strays, options
+# ---------------------------------------------------------------- no checksum, strays, options
 
 
-def test_without_md5_sizes_are_still_checked(tmp_path):
+def test_without_a_checksum_sizes_are_still_checked(tmp_path):
     dst = tmp_path / "out"
     assert run_ishard("shard", SOURCE, dst, "--shard-size", "256KiB", "--checksum", "none").returncode == 0
-    assert all("md5sum" not in e for e in manifest(dst)["shardlist"])
+    assert all(recorded_checksum(e) is None for e in manifest(dst)["shardlist"])
     result = check(dst, "--deep")
     assert_clean(result, 6)
-    assert "(no md5 recorded)" in result.stdout
+    assert "(no checksum recorded)" in result.stdout
     name = shard_names(dst)[4]
     size = (dst / name).stat().st_size
     with open(dst / name, "ab") as f:
@@ -409,7 +424,7 @@ def test_python_api_returns_problems_and_prints_nothing(shards, capsys):
     os.truncate(dst / name, 100)
     result = verify(dst, deep=True)
     assert not result.ok and result.shards == 6 and result.shards_ok == 5
-    assert [p.kind for p in result.problems] == ["size", "md5", "unreadable"]
+    assert [p.kind for p in result.problems] == ["size", "xxh128", "unreadable"]
     assert result.problems[0].expected == entry(dst, name)["filesize"]
     assert result.problems[0].found == 100
     assert capsys.readouterr() == ("", "")
@@ -469,8 +484,9 @@ def test_s3_destination_with_a_damaged_and_a_missing_object(cli, client, s3_buck
     result = cli("verify", f"s3://{s3_bucket}/out", "--deep")
     lines = problem_lines(result)
     assert result.returncode == 1
-    assert lines[0] == (f"{damaged['url']}: md5 is {hashlib.md5(flipped).hexdigest()}, "
-                        f"the manifest says {damaged['md5sum']}")
+    algorithm, value = recorded_checksum(damaged)
+    assert lines[0] == (f"{damaged['url']}: {algorithm} is {shard_checksum(flipped, algorithm)}, "
+                        f"the manifest says {value}")
     assert lines[1].startswith(f"{damaged['url']}: cannot be read: ")
     assert lines[2] == f"{gone['url']}: is missing (the manifest lists it)"
     assert len(lines) == 3

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import hashlib
 import json
 import os
 import shutil
@@ -16,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import make_tree, run_ishard
+from conftest import entry_matches, make_tree, recorded_checksum, run_ishard
 from test_formats import EXTS, TREE, member_names, read_shard, shard_files
 
 import ishard
@@ -330,7 +329,7 @@ def test_overwrite_replaces_same_named_shards_and_keeps_other_files(ext, tmp_pat
     now = (src / "train/a/0002.jpg").read_bytes()
     assert dict(read_shard(dst / changed))["train/a/0002.jpg"] == now
     for entry in manifest(dst)["shardlist"]:
-        assert entry["md5sum"] == hashlib.md5(new[entry["url"]]).hexdigest()
+        assert entry_matches(entry, new[entry["url"]])
     assert sorted(os.listdir(dst)) == sorted([*new, "notes.txt", "manifest.json"])
 
 
@@ -351,7 +350,7 @@ def test_failed_overwrite_run_leaves_no_manifest_that_disagrees_with_the_shards(
     if (dst / "manifest.json").exists():
         for entry in manifest(dst)["shardlist"]:
             data = (dst / entry["url"]).read_bytes()
-            assert hashlib.md5(data).hexdigest() == entry["md5sum"], (
+            assert entry_matches(entry, data), (
                 f"manifest.json describes an old {entry['url']} that the failed run replaced"
             )
 
@@ -360,7 +359,7 @@ def test_failed_overwrite_run_leaves_no_manifest_that_disagrees_with_the_shards(
 
 
 @pytest.mark.parametrize("ext", EXTS)
-def test_checksum_none_writes_the_same_shards_and_no_md5sum(ext, tmp_path, reference):
+def test_checksum_none_writes_the_same_shards_and_no_checksum(ext, tmp_path, reference):
     src = make_tree(tmp_path / "src", TREE)
     dst = tmp_path / "dst"
     shard(src, dst, ext=ext, shard_size="4KiB", jobs=2, checksum="none")
@@ -368,7 +367,7 @@ def test_checksum_none_writes_the_same_shards_and_no_md5sum(ext, tmp_path, refer
     entries = manifest(dst)["shardlist"]
     assert [e["url"] for e in entries] == sorted(reference(ext))
     for entry in entries:
-        assert "md5sum" not in entry
+        assert recorded_checksum(entry) is None
         assert entry["filesize"] == len(reference(ext)[entry["url"]])
     assert manifest(dst)["ishard"]["options"]["checksum"] == "none"
 
@@ -419,7 +418,11 @@ def test_kernel_copy_falls_back_to_plain_copies_with_the_same_bytes(copies, tmp_
     assert bool(calls) == bool(copies)
 
 
-def test_kernel_copy_is_used_only_without_a_checksum(tmp_path, monkeypatch):
+@pytest.mark.parametrize("algorithm", ["xxh128", "blake3", "sha256", "md5", "none"])
+def test_kernel_copies_with_any_checksum_and_the_digest_is_of_the_file(algorithm, tmp_path,
+                                                                       monkeypatch, reference):
+    """A local shard's big members are copied in the kernel whatever the checksum; the digest
+    (taken from the finished file) is the file's."""
     from ishard import sinks
 
     calls = []
@@ -431,7 +434,13 @@ def test_kernel_copy_is_used_only_without_a_checksum(tmp_path, monkeypatch):
 
     monkeypatch.setattr(sinks, "KERNEL_COPIES", (copy, *real[1:]))
     src = make_tree(tmp_path / "src", TREE)
-    shard(src, tmp_path / "md5", shard_size="4KiB", jobs=1)
-    assert calls == []
-    shard(src, tmp_path / "none", shard_size="4KiB", jobs=1, checksum="none")
+    dst = tmp_path / "dst"
+    shard(src, dst, shard_size="4KiB", jobs=1, checksum=algorithm)
     assert calls == [TREE["big/0005.bin"]]
+    assert shard_bytes(dst) == reference(".tar")
+    for entry in manifest(dst)["shardlist"]:
+        data = (dst / entry["url"]).read_bytes()
+        if algorithm == "none":
+            assert recorded_checksum(entry) is None
+        else:
+            assert recorded_checksum(entry)[0] == algorithm and entry_matches(entry, data)

@@ -61,6 +61,12 @@ class Sink(Protocol):
 
     url: str
     etag: str | None
+    size: int
+
+    @property
+    def checksum(self) -> str | None: ...
+
+    def use_checksum(self, algorithm: str) -> None: ...
 
     def write(self, data: bytes) -> None: ...
 

@@ -172,6 +172,8 @@ class ObstoreSink(_Hashing):
         asyncio.run_coroutine_threadsafe(self._queue.put(_Failed("aborted")), self._store.loop)
         try:
             upload.result(max(POLL, self._cleanup.patience))
+        except TimeoutError:
+            upload.cancel()  # obstore's own retries stop: no request of it follows the check
         except Exception:
             pass
         if not self._opened:
