@@ -15,16 +15,13 @@ import hashlib
 import hmac
 import http.client
 import shutil
-import socket
-import subprocess
-import time
 import uuid
 from email.utils import formatdate
 from pathlib import Path
 
 import pytest
+from localserver import HOST, LocalServer, free_port
 
-HOST = "127.0.0.1"
 ACCOUNT = "devstoreaccount1"
 # The Azure Storage emulator's published development key (the same in every install).
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
@@ -39,28 +36,18 @@ def find_azurite() -> str | None:
     return str(local) if local.exists() else shutil.which("azurite-blob")
 
 
-class Azurite:
+class Azurite(LocalServer):
     """``azurite-blob`` on a free port of 127.0.0.1, its data in ``folder``."""
 
+    name = "azurite-blob"
+
     def __init__(self, binary: str, folder: Path) -> None:
-        with socket.socket() as sock:
-            sock.bind((HOST, 0))
-            self.port = sock.getsockname()[1]
+        self.port = free_port()
         self.endpoint = f"http://{HOST}:{self.port}/{ACCOUNT}"
-        self.proc = subprocess.Popen(
-            [binary, "--blobHost", HOST, "--blobPort", str(self.port), "--location", str(folder),
-             "--silent", "--skipApiVersionCheck", "--loose", "--disableTelemetry"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                self._request("GET", "", {"comp": "list"})
-                return
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.close()
-                    raise RuntimeError("azurite-blob did not start") from None
-                time.sleep(0.1)
+        self.start([binary, "--blobHost", HOST, "--blobPort", str(self.port), "--location",
+                    str(folder), "--silent", "--skipApiVersionCheck", "--loose",
+                    "--disableTelemetry"],
+                   lambda: self._request("GET", "", {"comp": "list"}))
 
     def storage_options(self) -> dict:
         """What ``--storage-option`` gives ishard for this server (obstore's own keys)."""
@@ -94,13 +81,6 @@ class Azurite:
         if status != 201:
             raise RuntimeError(f"creating container {name} answered {status}")
         return name
-
-    def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
 
 
 @pytest.fixture(scope="session")

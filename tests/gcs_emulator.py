@@ -17,16 +17,12 @@ from __future__ import annotations
 
 import http.client
 import json
-import socket
-import subprocess
-import time
 import uuid
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-
-HOST = "127.0.0.1"
+from localserver import HOST, LocalServer, free_port
 
 
 def find_server() -> str | None:
@@ -41,57 +37,22 @@ def find_server() -> str | None:
         return None
 
 
-class FakeGcs:
+class FakeGcs(LocalServer):
     """fake-gcs-server on a free port of 127.0.0.1, objects in memory."""
 
+    name = "fake-gcs-server"
+
     def __init__(self, binary: str, folder: Path) -> None:
-        with socket.socket() as sock:
-            sock.bind((HOST, 0))
-            self.port = sock.getsockname()[1]
+        self.port = free_port()
         self.url = f"http://{HOST}:{self.port}"
         self.key_file = folder / "service-account.json"
-        self.key_file.write_text(
-            json.dumps(
-                {
-                    "gcs_base_url": self.url,
-                    "disable_oauth": True,
-                    "client_email": "",
-                    "private_key": "",
-                    "private_key_id": "",
-                }
-            )
-        )
-        self.proc = subprocess.Popen(
-            [
-                binary,
-                "-scheme",
-                "http",
-                "-backend",
-                "memory",
-                "-host",
-                HOST,
-                "-port",
-                str(self.port),
-                "-external-url",
-                self.url,
-                "-public-host",
-                f"{HOST}:{self.port}",
-                "-log-level",
-                "error",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                self._request("GET", "/storage/v1/b")
-                return
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.close()
-                    raise RuntimeError("fake-gcs-server did not start") from None
-                time.sleep(0.1)
+        self.key_file.write_text(json.dumps({"gcs_base_url": self.url, "disable_oauth": True,
+                                             "client_email": "", "private_key": "",
+                                             "private_key_id": ""}))
+        self.start([binary, "-scheme", "http", "-backend", "memory", "-host", HOST, "-port",
+                    str(self.port), "-external-url", self.url, "-public-host",
+                    f"{HOST}:{self.port}", "-log-level", "error"],
+                   lambda: self._request("GET", "/storage/v1/b"))
 
     def storage_options(self) -> dict:
         """What ``--storage-option`` gives ishard for this server."""
@@ -135,13 +96,6 @@ class FakeGcs:
                 self.put(bucket, prefix + path.relative_to(root).as_posix(), path.read_bytes())
                 count += 1
         return count
-
-    def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
 
 
 @pytest.fixture(scope="session")
