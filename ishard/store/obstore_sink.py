@@ -52,7 +52,6 @@ class ObstoreSink(_Hashing):
         self._buf = bytearray()
         self._queue: Any = None
         self._upload: Future | None = None
-        self._opened = False
 
     # -- the upload on the store's loop ------------------------------------------------------
     def _start(self) -> None:
@@ -68,10 +67,7 @@ class ObstoreSink(_Hashing):
         self._queue = queue = asyncio.run_coroutine_threadsafe(make_queue(), loop).result()
 
         async def stream():
-            # obstore opens the upload before it asks for bytes: a part taken means an
-            # upload exists (its abort is then verified)
             while (part := await queue.get()) is not None:
-                self._opened = True
                 if isinstance(part, BaseException):
                     raise part
                 yield part
@@ -176,8 +172,9 @@ class ObstoreSink(_Hashing):
             upload.cancel()  # obstore's own retries stop: no request of it follows the check
         except Exception:
             pass
-        if not self._opened:
-            return  # the upload never opened: nothing to abort
+        # Checked whenever the upload was started, whether or not it took bytes: obstore opens
+        # it before it asks for any, and a CreateMultipartUpload whose answer was lost (the
+        # store died after creating it) fails here but has opened an upload there.
         try:
             self._store.abort_uploads([self._key], self._retrier)
         except Exception as err:
