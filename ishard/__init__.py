@@ -4,9 +4,18 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .api import plan, shard  # noqa: E402
-from .errors import IshardError, IshardWarning, StrictError, UsageError  # noqa: E402
-from .model import Plan, Report  # noqa: E402
+from .api import plan, shard
+from .errors import IshardError, IshardWarning, StrictError, UsageError
+from .model import Plan, Report
 
-__all__ = ["IshardError", "IshardWarning", "Plan", "Report", "StrictError", "UsageError",
-           "__version__", "plan", "shard"]
+__all__ = [
+    "IshardError",
+    "IshardWarning",
+    "Plan",
+    "Report",
+    "StrictError",
+    "UsageError",
+    "__version__",
+    "plan",
+    "shard",
+]

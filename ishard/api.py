@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from os import PathLike
+from typing import Any
 from warnings import warn
 
 from .destination import check_destination
@@ -43,8 +44,17 @@ CLEANUP_ATTEMPTS = 12  # aborting uploads after a failure: about 40 s of patienc
 
 
 # shard() takes every option; plan() all but these, which only say how shards are written.
-SHARD_ONLY = ("jobs", "overwrite", "resume", "part_size", "read_buffer", "retries", "checksum",
-              "executor", "scheduler")
+SHARD_ONLY = (
+    "jobs",
+    "overwrite",
+    "resume",
+    "part_size",
+    "read_buffer",
+    "retries",
+    "checksum",
+    "executor",
+    "scheduler",
+)
 DEFAULTS = Options()  # the defaults of plan() and shard(): Options' own, one place to change them
 
 
@@ -260,12 +270,17 @@ def shard(
             never appear under their final names.
     """
     opts = _checked(locals())
-    return shard_with(src, dst, opts, progress=SILENT if progress is None else progress,
-                      sort=sort)
+    return shard_with(src, dst, opts, progress=SILENT if progress is None else progress, sort=sort)
 
 
-def shard_with(src: str | PathLike[str], dst: str | PathLike[str], opts: Options, *,
-               progress: Progress = SILENT, sort: str | None = None) -> Report:
+def shard_with(
+    src: str | PathLike[str],
+    dst: str | PathLike[str],
+    opts: Options,
+    *,
+    progress: Progress = SILENT,
+    sort: str | None = None,
+) -> Report:
     """:func:`shard` under options already checked by :func:`make_options` (the command's way
     in); ``sort``: the order as given, which tells whether a shuffle's seed was drawn."""
     drawn = _drawn_seed(sort, opts)  # an unseeded shuffle's seed, drawn now
@@ -300,21 +315,28 @@ def shard_with(src: str | PathLike[str], dst: str | PathLike[str], opts: Options
         todo = Remaining(the_plan.shards, done)
         progress.planned(len(todo), sum(the_plan.shard_sizes[i] for i in todo.indices))
         if done:
-            progress.notice(f"resuming: {len(done)} of {len(the_plan.shards)} shards were "
-                            "already complete (checked); writing the rest")
+            progress.notice(
+                f"resuming: {len(done)} of {len(the_plan.shards)} shards were "
+                "already complete (checked); writing the rest"
+            )
         recorder = Recorder(progress, the_plan.shard_names, state.record)
         written = _write(source, dest, opts, todo, recorder, retrier, str(src), str(dst), guard)
-        results = [done.get(i) for i in range(len(the_plan.shards))]
+        slots = [done.get(i) for i in range(len(the_plan.shards))]
         for i, result in zip(todo.indices, written):
-            results[i] = result
-        manifest = put_file(dest, MANIFEST_NAME,
-                            manifest_bytes(the_plan, results, fingerprint), retrier, guard)
+            slots[i] = result
+        results = [r for r in slots if r is not None]  # every shard: kept or written
+        assert len(results) == len(slots)
+        manifest = put_file(
+            dest, MANIFEST_NAME, manifest_bytes(the_plan, results, fingerprint), retrier, guard
+        )
         removed = _remove_replaced(dest, old, the_plan, opts, retrier, progress)
         try:
             state.clear()
         except IshardError as err:  # the dataset is complete: that is what counts
-            progress.notice(f"the dataset is complete, but this run's records in "
-                            f"{dest.url!r} could not be removed ({err}); they do no harm")
+            progress.notice(
+                f"the dataset is complete, but this run's records in "
+                f"{dest.url!r} could not be removed ({err}); they do no harm"
+            )
     finally:
         lock.release()
         if not begun:
@@ -322,8 +344,16 @@ def shard_with(src: str | PathLike[str], dst: str | PathLike[str], opts: Options
                 state.clear()
             if created:
                 dest.store.remove_root_if_empty()
-    return Report(the_plan, str(dst), tuple(results), time.monotonic() - started, manifest,
-                  retrier.retries, kept=len(done), removed=removed)
+    return Report(
+        the_plan,
+        str(dst),
+        tuple(results),
+        time.monotonic() - started,
+        manifest,
+        retrier.retries,
+        kept=len(done),
+        removed=removed,
+    )
 
 
 def _checked(given: dict[str, object]) -> Options:
@@ -342,6 +372,7 @@ _FLAG = re.compile(r"(?<![^\s(])--([a-z][a-z-]*[a-z])( (?=['\"]|-?[0-9]))?")
 def keyword_spelling(message: str) -> str:
     """``message`` with each option's flag (``--shard-size '0'``) spelt as its Python keyword
     (``shard_size='0'``); other words are kept."""
+
     def keyword(match: re.Match) -> str:
         name = match.group(1).replace("-", "_")
         name = "storage_options" if name == "storage_option" else name
@@ -368,35 +399,61 @@ def _announce(the_plan: Plan, opts: Options, progress: Progress) -> None:
         )
 
 
-def _remove_replaced(dest: Location, old: list[str], the_plan: Plan, opts: Options,
-                     retrier: Retrier, progress: Progress) -> int:
+def _remove_replaced(
+    dest: Location,
+    old: list[str],
+    the_plan: Plan,
+    opts: Options,
+    retrier: Retrier,
+    progress: Progress,
+) -> int:
     """Remove the earlier run's archives this run did not rewrite (its manifest is written:
     they are no part of the dataset any more); how many were removed."""
     names = stale(old, the_plan.shard_names, opts.index == "dali")
     try:
         return remove_archives(dest, names, retrier)
     except (IshardError, OSError) as err:
-        progress.notice(f"the dataset is complete, but archives of the earlier run that this "
-                        f"run did not rewrite could not all be removed from {dest.url!r} "
-                        f"({err}); they are not in manifest.json — remove them by hand")
+        progress.notice(
+            f"the dataset is complete, but archives of the earlier run that this "
+            f"run did not rewrite could not all be removed from {dest.url!r} "
+            f"({err}); they are not in manifest.json — remove them by hand"
+        )
         return 0
 
 
-def _write(source: Location, dest: Location, opts: Options, shards: Sequence[ShardPlan],
-           progress: Progress, retrier: Retrier, src: str, dst: str,
-           guard: LeaseLock | None = None) -> list[ShardResult]:
+def _write(
+    source: Location,
+    dest: Location,
+    opts: Options,
+    shards: Sequence[ShardPlan],
+    progress: Progress,
+    retrier: Retrier,
+    src: str,
+    dst: str,
+    guard: LeaseLock | None = None,
+) -> list[ShardResult]:
     """Write ``shards`` with the chosen executor; results in their order."""
     if opts.executor == "dask":
         lease = guard.for_workers() if guard is not None else None
         task = functools.partial(_write_on_worker, src=src, dst=dst, opts=opts, lease=lease)
-        return write_with_dask(shards, task, scheduler=opts.scheduler,
-                               workers=opts.workers(remote=False), progress=progress)
-    reader, sink_for, settings = _writer_parts(source, dest, opts, retrier, progress.notice,
-                                               guard)
+        return write_with_dask(
+            shards,
+            task,
+            scheduler=opts.scheduler,
+            workers=opts.workers(remote=False),
+            progress=progress,
+        )
+    reader, sink_for, settings = _writer_parts(source, dest, opts, retrier, progress.notice, guard)
     try:
-        return write_shards(shards, reader, sink_for, jobs=_jobs(opts, source, dest),
-                            settings=settings, progress=progress,
-                            processes=source.store.forkable and dest.store.forkable)
+        return write_shards(
+            shards,
+            reader,
+            sink_for,
+            jobs=_jobs(opts, source, dest),
+            settings=settings,
+            progress=progress,
+            processes=source.store.forkable and dest.store.forkable,
+        )
     finally:
         reader.close()
 
@@ -408,8 +465,9 @@ def _drawn_seed(sort: object, opts: Options) -> int | None:
     return opts.order.seed if unseeded else None
 
 
-def _shuffle_seed(opts: Options, drawn: int, state: RunState, dest: Location,
-                  progress: Progress) -> tuple[Options, int]:
+def _shuffle_seed(
+    opts: Options, drawn: int, state: RunState, dest: Location, progress: Progress
+) -> tuple[Options, int]:
     """An unseeded shuffle's seed: with ``--resume`` the one the earlier run recorded (in its
     run state, or its manifest), else the one just drawn; told to the user either way."""
     earlier = state.earlier().get("shuffle_seed") if opts.resume else None
@@ -418,8 +476,10 @@ def _shuffle_seed(opts: Options, drawn: int, state: RunState, dest: Location,
     if isinstance(earlier, int) and earlier >= 0:
         progress.notice(f"shuffle seed: {earlier} (the interrupted run's, reused by --resume)")
         return replace(opts, sort=f"shuffle:{earlier}"), earlier
-    progress.notice(f"shuffle seed: {drawn} (drawn for this run; --resume reuses it, "
-                    f"--sort shuffle:{drawn} repeats the order)")
+    progress.notice(
+        f"shuffle seed: {drawn} (drawn for this run; --resume reuses it, "
+        f"--sort shuffle:{drawn} repeats the order)"
+    )
     return opts, drawn
 
 
@@ -427,35 +487,63 @@ def _jobs(opts: Options, source: Location, dest: Location) -> int:
     return opts.workers(remote=not (source.store.forkable and dest.store.forkable))
 
 
-def _writer_parts(source: Location, dest: Location, opts: Options, retrier: Retrier,
-                  notice: Callable[[str], None],
-                  guard: Guard | None = None) -> tuple[Reader, Callable, dict]:
+def _writer_parts(
+    source: Location,
+    dest: Location,
+    opts: Options,
+    retrier: Retrier,
+    notice: Callable[[str], None],
+    guard: Guard | None = None,
+) -> tuple[Reader, Callable, dict]:
     """The reader of member bytes, the shard sink factory and the archive writer settings."""
     cleanup = Retrier(CLEANUP_ATTEMPTS, cap=4.0)
-    reader = open_reader(source, retrier, jobs=_jobs(opts, source, dest), budget=opts.read_buffer,
-                         follow_symlinks=opts.follow_symlinks)
+    reader = open_reader(
+        source,
+        retrier,
+        jobs=_jobs(opts, source, dest),
+        budget=opts.read_buffer,
+        follow_symlinks=opts.follow_symlinks,
+    )
 
     def sink_for(shard_plan: ShardPlan):
-        return open_sink(dest, shard_plan.name, retrier=retrier, cleanup=cleanup,
-                         part_size=opts.part_size, expected=shard_plan.size, notice=notice,
-                         checksum=opts.checksum, guard=guard)
+        return open_sink(
+            dest,
+            shard_plan.name,
+            retrier=retrier,
+            cleanup=cleanup,
+            part_size=opts.part_size,
+            expected=shard_plan.size,
+            notice=notice,
+            checksum=opts.checksum,
+            guard=guard,
+        )
 
-    settings = {"compress_level": opts.compress_level,
-                "zip_deflate": opts.zip_compression == "deflated",
-                "gzip_library": opts.gzip_library,
-                "dali_index": opts.index == "dali"}
+    settings = {
+        "compress_level": opts.compress_level,
+        "zip_deflate": opts.zip_compression == "deflated",
+        "gzip_library": opts.gzip_library,
+        "dali_index": opts.index == "dali",
+    }
     return reader, sink_for, settings
 
 
-def _write_on_worker(shard_plan: ShardPlan, cancel: Cancel, *, src: str, dst: str,
-                     opts: Options, lease: LeaseCheck | None = None) -> ShardResult:
+def _write_on_worker(
+    shard_plan: ShardPlan,
+    cancel: Cancel,
+    *,
+    src: str,
+    dst: str,
+    opts: Options,
+    lease: LeaseCheck | None = None,
+) -> ShardResult:
     """One shard, written by a Dask worker: it opens SRC and DST itself (through fsspec), and
     re-reads the run's lease before it commits."""
     source = _location(src, opts, "source")
     dest = _location(dst, opts, "destination")
     guard = lease.bind(dest) if lease is not None else None
-    reader, sink_for, settings = _writer_parts(source, dest, opts, Retrier(opts.retries),
-                                               SILENT.notice, guard)
+    reader, sink_for, settings = _writer_parts(
+        source, dest, opts, Retrier(opts.retries), SILENT.notice, guard
+    )
     try:
         return write_one(shard_plan, reader, sink_for, settings, cancel, SILENT)
     finally:
@@ -463,15 +551,22 @@ def _write_on_worker(shard_plan: ShardPlan, cancel: Cancel, *, src: str, dst: st
 
 
 def _location(url: str, opts: Options, role: str) -> Location:
-    return resolve(url, endpoint_url=opts.endpoint_url,
-                   storage_options=parse_storage_options(opts.storage_options), role=role)
+    return resolve(
+        url,
+        endpoint_url=opts.endpoint_url,
+        storage_options=parse_storage_options(opts.storage_options),
+        role=role,
+    )
 
 
 def _open_url(url: str, opts: Options):
     """A stream of the object ``url`` names (an inventory file in a store)."""
-    return open_url(url, endpoint_url=opts.endpoint_url,
-                    storage_options=parse_storage_options(opts.storage_options),
-                    role="--src-list")
+    return open_url(
+        url,
+        endpoint_url=opts.endpoint_url,
+        storage_options=parse_storage_options(opts.storage_options),
+        role="--src-list",
+    )
 
 
 def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> FileTable:
@@ -483,14 +578,23 @@ def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> 
         if count > 1 or seen[0] % LISTING_REPORT_EVERY == 0:
             progress.listing(*seen)
 
-    common = {"prefix": opts.prefix, "include_hidden": opts.include_hidden, "tally": tally,
-              "on_file": on_file}
+    common: dict[str, Any] = {
+        "prefix": opts.prefix,
+        "include_hidden": opts.include_hidden,
+        "tally": tally,
+        "on_file": on_file,
+    }
     if opts.src_list:
-        entries = list_inventory(opts.src_list, list_prefix=source.prefix,
-                                 opener=lambda url: _open_url(url, opts), **common)
+        entries = list_inventory(
+            opts.src_list,
+            list_prefix=source.prefix,
+            opener=lambda url: _open_url(url, opts),
+            **common,
+        )
     else:
-        entries = source.store.list_source(source, follow_symlinks=opts.follow_symlinks,
-                                           retrier=Retrier(opts.retries), **common)
+        entries = source.store.list_source(
+            source, follow_symlinks=opts.follow_symlinks, retrier=Retrier(opts.retries), **common
+        )
     progress.listing(*seen)
     return entries
 
@@ -516,8 +620,13 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
         check_reader_names(table, opts.member_names == "sample", opts.index, check)
         cuts = cut_indices(table.keys, table.sizes, opts.bounds, opts.order, opts.collapse)
         fullest = max(fullest, *map(len, cuts), 0)
-        cuts = balance(cuts, table.keys, opts.collapse, num_shards=opts.num_shards,
-                       multiple_of=opts.shards_multiple_of)
+        cuts = balance(
+            cuts,
+            table.keys,
+            opts.collapse,
+            num_shards=opts.num_shards,
+            multiple_of=opts.shards_multiple_of,
+        )
         if ekm is None:
             names += shard_names(len(cuts), opts.template, opts.ext, own_ext=True)
         else:
@@ -540,7 +649,9 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
     if not shards:
         where = f" with prefix {opts.prefix!r}" if opts.prefix else ""
         if skipped:
-            found = "every file was left out: " + "; ".join(f"{s.count} {s.reason}" for s in skipped)
+            found = "every file was left out: " + "; ".join(
+                f"{s.count} {s.reason}" for s in skipped
+            )
         else:
             found = "no file matches the prefix" if opts.prefix else "the source has no files"
         raise DataError(

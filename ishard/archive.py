@@ -71,7 +71,7 @@ def _tar_members(name: str, fileobj: BinaryIO, read_data: bool) -> Iterator[Memb
     stream = _decompressed(name, fileobj)
     with tarfile.open(fileobj=stream, mode="r|", bufsize=TAR_BUFFER) as tar:
         for info in tar:
-            tar.members = []  # forward-only reading: keep no history, memory stays flat
+            tar.members = []  # type: ignore[attr-defined]  # forward-only: keep no history
             if not info.isfile():
                 continue
             if read_data:
@@ -123,8 +123,11 @@ def scan(name: str, fileobj: BinaryIO, *, read_data: bool = False) -> Iterator[M
     """
     last: list[str] = []
     with damage_as_error(name, last):
-        read = _zip_members(name, fileobj, read_data) if name.endswith(".zip") else _tar_members(
-            name, fileobj, read_data)
+        read = (
+            _zip_members(name, fileobj, read_data)
+            if name.endswith(".zip")
+            else _tar_members(name, fileobj, read_data)
+        )
         for member in read:
             last[:] = [member.name]
             yield member
@@ -132,12 +135,15 @@ def scan(name: str, fileobj: BinaryIO, *, read_data: bool = False) -> Iterator[M
 
 def _is_a_directory(path: str) -> UsageError:
     where = path.rstrip("/")
-    return UsageError(f"{path!r} is a directory — give a shard file (e.g. "
-                      f"{where}/shard-000000.tar), or use ishard verify {where}")
+    return UsageError(
+        f"{path!r} is a directory — give a shard file (e.g. "
+        f"{where}/shard-000000.tar), or use ishard verify {where}"
+    )
 
 
-def members(path: str, *, endpoint_url: str | None = None,
-            storage_options=None) -> Iterator[Member]:
+def members(
+    path: str, *, endpoint_url: str | None = None, storage_options=None
+) -> Iterator[Member]:
     """Yield the regular-file members of the archive ``path`` (a local file or a store URL
     such as ``s3://bucket/shard-000000.tar``) in archive order.
 
@@ -146,8 +152,12 @@ def members(path: str, *, endpoint_url: str | None = None,
             ishard writes.
         SourceError: the archive is damaged; IshardError: the store cannot be read.
     """
-    location = resolve(path, endpoint_url=endpoint_url, role="archive",
-                       storage_options=parse_storage_options(storage_options))
+    location = resolve(
+        path,
+        endpoint_url=endpoint_url,
+        role="archive",
+        storage_options=parse_storage_options(storage_options),
+    )
     store, key = location.store, location.prefix
     # a store has no directories, only prefixes: ask only when the name is no archive's
     if (not store.remote or not path.endswith(ARCHIVE_EXTS)) and store.is_folder(key):
@@ -177,12 +187,18 @@ class ReaderSamples:
 
     def problems(self) -> list[str]:
         """Warning lines: members readers skip, samples webdataset refuses."""
-        lines = [f"member {m.name!r} has no dot in its basename: WebDataset readers skip it"
-                 if "." not in m.name[m.name.rfind("/") + 1 :] else
-                 f"member {m.name!r} has a leading dot: DALI skips it, webdataset keys it by its "
-                 "directory" for m in self.skipped]
-        lines += [f"sample {k!r} has one extension twice (ignoring case): webdataset stops "
-                  "with a duplicate-file error" for k in self.repeated]
+        lines = [
+            f"member {m.name!r} has no dot in its basename: WebDataset readers skip it"
+            if "." not in m.name[m.name.rfind("/") + 1 :]
+            else f"member {m.name!r} has a leading dot: DALI skips it, webdataset keys it by its "
+            "directory"
+            for m in self.skipped
+        ]
+        lines += [
+            f"sample {k!r} has one extension twice (ignoring case): webdataset stops "
+            "with a duplicate-file error"
+            for k in self.repeated
+        ]
         return lines
 
 
@@ -190,7 +206,8 @@ def reader_samples(found: list[Member]) -> ReaderSamples:
     """Group members by WebDataset's rule: consecutive members with one key (the path up to the
     basename's first dot) form a sample; names with no dot or a leading dot are skipped."""
     out = ReaderSamples()
-    last, exts = None, set()
+    last: str | None = None
+    exts: set[str] = set()
     for m in found:
         key, ext = wds_split(m.name)
         if not ext or not key or key.endswith("/"):

@@ -86,8 +86,10 @@ def _go_shard_size(flag: str, value: str) -> str:
     every bare number as bytes. Bytes get their unit (``B``) here. (Go's int32 parse takes no
     spaces, its size parse trims them: ``" 10"`` is 10 bytes there.)"""
     digits = value.strip().removeprefix("+")
-    if digits.isascii() and digits.isdigit() and (
-        flag == "max_shard_size" or value != value.strip() or int(digits) > MAX_COUNT
+    if (
+        digits.isascii()
+        and digits.isdigit()
+        and (flag == "max_shard_size" or value != value.strip() or int(digits) > MAX_COUNT)
     ):
         return f"{digits}B"
     return value
@@ -112,22 +114,24 @@ def translate(argv: list[str]) -> list[str]:
             out.append(arg)
         elif flag[0] in GO_BOOLS:
             on, off = GO_BOOLS[flag[0]]
-            value = (flag[1] or "").lower()
-            if value in TRUE:
+            given = (flag[1] or "").lower()
+            if given in TRUE:
                 out.append(on)
-            elif value in FALSE:
+            elif given in FALSE:
                 out += [off] if off else []
             else:
-                raise UsageError(f"-{flag[0]}={flag[1]!r} is not true or false — write -{flag[0]} "
-                                 f"or -{flag[0]}=false")
+                raise UsageError(
+                    f"-{flag[0]}={flag[1]!r} is not true or false — write -{flag[0]} "
+                    f"or -{flag[0]}=false"
+                )
         elif flag[0] == "dry_run":
-            value = flag[1] if flag[1] is not None else "true"
-            if value.lower() in TRUE:
+            mode = flag[1] if flag[1] is not None else "true"
+            if mode.lower() in TRUE:
                 out.append("--dry-run=text")
-            elif value.lower() not in FALSE:
-                out.append(f"--dry-run={value}")
+            elif mode.lower() not in FALSE:
+                out.append(f"--dry-run={mode}")
         else:
-            value = flag[1]
+            value: str | None = flag[1]
             if value is None and i < len(argv):
                 value, i = argv[i], i + 1
             if value is None:
@@ -152,15 +156,17 @@ def translate(argv: list[str]) -> list[str]:
     if src is not None or dst is not None:
         if not out or out[0] != "shard":
             out.insert(0, "shard")
-    elif any(_go_flag(a) for a in argv) and (not out or out[0] not in ("shard", "ls", "verify", "split")):
+    elif any(_go_flag(a) for a in argv) and (
+        not out or out[0] not in ("shard", "ls", "verify", "split")
+    ):
         out.insert(0, "shard")
     if out and out[0] == "shard" and any(map(_go_spelt, argv)):
         # the Go spelling's defaults: Go's member names (the source paths), and md5, the
         # checksum wids reads (md5sum), which the Go spelling's manifests have always had
-        for flag, value in (("--member-names", "original"), ("--checksum", "md5")):
-            if not any(a == flag or a.startswith(f"{flag}=") for a in out):
+        for option, default in (("--member-names", "original"), ("--checksum", "md5")):
+            if not any(a == option or a.startswith(f"{option}=") for a in out):
                 end = out.index("--") if "--" in out else len(out)
-                out.insert(end, f"{flag}={value}")
+                out.insert(end, f"{option}={default}")
     if src is not None or dst is not None:
         out += ["--"] + [v for v in (src, dst) if v is not None]
     return out
@@ -192,41 +198,174 @@ def _emit_json(doc: dict) -> None:
 @click.argument("src")
 @click.argument("dst", required=False)
 @click.option("--prefix", default="", help="Only files whose relative name starts with this.")
-@click.option("--shard-size", default="1MiB", show_default=True, help="Target payload per shard (512MiB, 100KB, 1048576B); a number without a unit is samples per shard (10), as in Go ishard.")
-@click.option("--samples-per-shard", type=int, default=None, help="Also cut a shard at this many samples (with a size as --shard-size).")
-@click.option("--sample-key-pattern", default="base_file_name", show_default=True, help="base_file_name, full_name, collapse_all_dir or a regex (group 1 = key).")
+@click.option(
+    "--shard-size",
+    default="1MiB",
+    show_default=True,
+    help="Target payload per shard (512MiB, 100KB, 1048576B); a number without a unit is samples per shard (10), as in Go ishard.",
+)
+@click.option(
+    "--samples-per-shard",
+    type=int,
+    default=None,
+    help="Also cut a shard at this many samples (with a size as --shard-size).",
+)
+@click.option(
+    "--sample-key-pattern",
+    default="base_file_name",
+    show_default=True,
+    help="base_file_name, full_name, collapse_all_dir or a regex (group 1 = key).",
+)
 @click.option("--sample-exts", default=None, help="Extensions every sample should have: .jpg,.xml")
-@click.option("--missing-extension-action", default="ignore", show_default=True, help="ignore, warn, abort or exclude.")
-@click.option("--collapse/--no-collapse", default=False, help="Let a directory's remainder move up into its parent's shards.")
+@click.option(
+    "--missing-extension-action",
+    default="ignore",
+    show_default=True,
+    help="ignore, warn, abort or exclude.",
+)
+@click.option(
+    "--collapse/--no-collapse",
+    default=False,
+    help="Let a directory's remainder move up into its parent's shards.",
+)
 @click.option("--ekm", default=None, help="External key map: a JSON file or inline JSON.")
-@click.option("--ext", default=".tar", show_default=True, help=".tar, .tgz, .tar.gz, .zip or .tar.lz4")
-@click.option("--shard-template", default="shard-%06d", show_default=True, help="Shard names: %06d, {0000..9999} or @0999.")
+@click.option(
+    "--ext", default=".tar", show_default=True, help=".tar, .tgz, .tar.gz, .zip or .tar.lz4"
+)
+@click.option(
+    "--shard-template",
+    default="shard-%06d",
+    show_default=True,
+    help="Shard names: %06d, {0000..9999} or @0999.",
+)
 @click.option("--sort", default=None, help="alpha:inc, alpha:dec, shuffle or shuffle:SEED")
-@click.option("--dry-run", "dry_run", default=None, help="Print the plan, write nothing: --dry-run, --dry-run=show_keys, --dry-run=json, --dry-run=summary (shard lines only).")
-@click.option("--progress/--no-progress", default=None, help="Show progress (default: when stderr is a terminal).")
-@click.option("--jobs", type=int, default=0, help="Shards written at once (default: CPUs, at most 8).")
-@click.option("--follow-symlinks", is_flag=True, help="List what symbolic links point to (inside SRC only; each directory once).")
-@click.option("--include-hidden", is_flag=True, help="Keep files and directories whose name starts with '.'.")
-@click.option("--overwrite", is_flag=True, help="Allow a non-empty DST; same-named files are replaced.")
-@click.option("--resume", is_flag=True, help="Finish an interrupted run into DST: keep its complete shards (checked), write the rest.")
-@click.option("--compress-level", type=int, default=None, help="gzip 0-9 (default 6), lz4 0-9 (default 0), zip with deflate.")
-@click.option("--gzip-library", default="auto", show_default=True, help="gzip compressor for .tgz: auto (fastest installed), isal, zlib-ng or zlib; pin one for the same bytes on every machine.")
+@click.option(
+    "--dry-run",
+    "dry_run",
+    default=None,
+    help="Print the plan, write nothing: --dry-run, --dry-run=show_keys, --dry-run=json, --dry-run=summary (shard lines only).",
+)
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Show progress (default: when stderr is a terminal).",
+)
+@click.option(
+    "--jobs", type=int, default=0, help="Shards written at once (default: CPUs, at most 8)."
+)
+@click.option(
+    "--follow-symlinks",
+    is_flag=True,
+    help="List what symbolic links point to (inside SRC only; each directory once).",
+)
+@click.option(
+    "--include-hidden", is_flag=True, help="Keep files and directories whose name starts with '.'."
+)
+@click.option(
+    "--overwrite", is_flag=True, help="Allow a non-empty DST; same-named files are replaced."
+)
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Finish an interrupted run into DST: keep its complete shards (checked), write the rest.",
+)
+@click.option(
+    "--compress-level",
+    type=int,
+    default=None,
+    help="gzip 0-9 (default 6), lz4 0-9 (default 0), zip with deflate.",
+)
+@click.option(
+    "--gzip-library",
+    default="auto",
+    show_default=True,
+    help="gzip compressor for .tgz: auto (fastest installed), isal, zlib-ng or zlib; pin one for the same bytes on every machine.",
+)
 @click.option("--zip-compression", default="stored", show_default=True, help="stored or deflated.")
-@click.option("--src-list", default=None, help="Take the listing from an inventory file (CSV with header, JSON Lines, S3 Inventory manifest.json).")
-@click.option("--endpoint-url", default=None, help="S3-compatible endpoint, e.g. http://127.0.0.1:8333 (ais:// uses $AIS_ENDPOINT/s3).")
-@click.option("--storage-option", "storage_options", multiple=True, help="KEY=VALUE store setting, e.g. region=eu-west-1, key=…, backend=fsspec (repeatable; a.b=c nests).")
-@click.option("--part-size", default="16MiB", show_default=True, help="Multipart upload part size for S3 destinations.")
-@click.option("--read-buffer", default="256MiB", show_default=True, help="Bytes fetched ahead from a store, across all writers.")
-@click.option("--retries", type=int, default=5, show_default=True, help="Tries per store request before giving up.")
-@click.option("--checksum", default="xxh128", show_default=True, help="Checksum of every shard for the manifest: xxh128 (fast), blake3, sha256, md5 (wids' md5sum; the Go spelling's default), or none.")
-@click.option("--executor", default="local", show_default=True, help="local, or dask: shards are Dask tasks on a cluster's workers.")
-@click.option("--scheduler", default=None, help="With --executor dask: tcp://HOST:PORT of a running Dask scheduler (default: a local cluster of --jobs processes).")
-@click.option("--num-shards", type=int, default=None, help="Exactly N shards whose sample counts differ by at most one (flat keys or --collapse).")
-@click.option("--shards-multiple-of", type=int, default=None, help="Round the shard count up to a multiple of K, samples spread evenly (flat keys or --collapse).")
-@click.option("--member-names", default="sample", show_default=True, help="sample: <sample key>.<extension>, read by WebDataset, wids and DALI as one sample per ishard sample; or original (paths as listed; the Go spelling's default).")
-@click.option("--index", default="none", show_default=True, help="none, or dali: write <shard>.idx (DALI v1.2) beside each .tar shard.")
-@click.option("--strict", is_flag=True, help="Any warning is an error (exit 1), before anything is written; in a dry run too (for CI).")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout.")
+@click.option(
+    "--src-list",
+    default=None,
+    help="Take the listing from an inventory file (CSV with header, JSON Lines, S3 Inventory manifest.json).",
+)
+@click.option(
+    "--endpoint-url",
+    default=None,
+    help="S3-compatible endpoint, e.g. http://127.0.0.1:8333 (ais:// uses $AIS_ENDPOINT/s3).",
+)
+@click.option(
+    "--storage-option",
+    "storage_options",
+    multiple=True,
+    help="KEY=VALUE store setting, e.g. region=eu-west-1, key=…, backend=fsspec (repeatable; a.b=c nests).",
+)
+@click.option(
+    "--part-size",
+    default="16MiB",
+    show_default=True,
+    help="Multipart upload part size for S3 destinations.",
+)
+@click.option(
+    "--read-buffer",
+    default="256MiB",
+    show_default=True,
+    help="Bytes fetched ahead from a store, across all writers.",
+)
+@click.option(
+    "--retries",
+    type=int,
+    default=5,
+    show_default=True,
+    help="Tries per store request before giving up.",
+)
+@click.option(
+    "--checksum",
+    default="xxh128",
+    show_default=True,
+    help="Checksum of every shard for the manifest: xxh128 (fast), blake3, sha256, md5 (wids' md5sum; the Go spelling's default), or none.",
+)
+@click.option(
+    "--executor",
+    default="local",
+    show_default=True,
+    help="local, or dask: shards are Dask tasks on a cluster's workers.",
+)
+@click.option(
+    "--scheduler",
+    default=None,
+    help="With --executor dask: tcp://HOST:PORT of a running Dask scheduler (default: a local cluster of --jobs processes).",
+)
+@click.option(
+    "--num-shards",
+    type=int,
+    default=None,
+    help="Exactly N shards whose sample counts differ by at most one (flat keys or --collapse).",
+)
+@click.option(
+    "--shards-multiple-of",
+    type=int,
+    default=None,
+    help="Round the shard count up to a multiple of K, samples spread evenly (flat keys or --collapse).",
+)
+@click.option(
+    "--member-names",
+    default="sample",
+    show_default=True,
+    help="sample: <sample key>.<extension>, read by WebDataset, wids and DALI as one sample per ishard sample; or original (paths as listed; the Go spelling's default).",
+)
+@click.option(
+    "--index",
+    default="none",
+    show_default=True,
+    help="none, or dali: write <shard>.idx (DALI v1.2) beside each .tar shard.",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Any warning is an error (exit 1), before anything is written; in a dry run too (for CI).",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout."
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def shard_command(src, dst, dry_run, progress, as_json, debug, **options) -> None:
     """Shard the files under SRC into archives in DST."""
@@ -269,21 +408,47 @@ def _shard(src, dst, dry_run, progress, as_json, options) -> None:
 
 @cli.command("split")
 @click.argument("manifest", required=False)
-@click.option("--shard-sizes", default=None, help="Samples per shard instead of a manifest: 100,100,80")
-@click.option("--policy", default="webdataset", show_default=True, help="dali, whale, webdataset, torch or streaming.")
-@click.option("--nodes", type=int, default=1, show_default=True, help="Physical nodes (Whale: worker tasks).")
-@click.option("--ranks-per-node", type=int, default=1, show_default=True, help="Ranks (GPUs) per node.")
-@click.option("--workers", type=int, default=1, show_default=True, help="DataLoader workers per rank.")
+@click.option(
+    "--shard-sizes", default=None, help="Samples per shard instead of a manifest: 100,100,80"
+)
+@click.option(
+    "--policy",
+    default="webdataset",
+    show_default=True,
+    help="dali, whale, webdataset, torch or streaming.",
+)
+@click.option(
+    "--nodes", type=int, default=1, show_default=True, help="Physical nodes (Whale: worker tasks)."
+)
+@click.option(
+    "--ranks-per-node", type=int, default=1, show_default=True, help="Ranks (GPUs) per node."
+)
+@click.option(
+    "--workers", type=int, default=1, show_default=True, help="DataLoader workers per rank."
+)
 @click.option("--batch-size", type=int, default=1, show_default=True, help="Per-rank batch size.")
 @click.option("--epochs", type=int, default=1, show_default=True, help="Epochs to show.")
 @click.option("--last-batch-policy", default=None, help="dali: fill, drop or partial.")
-@click.option("--pad-last-batch", is_flag=True, default=None, help="dali: pad each shard to a full batch.")
-@click.option("--stick-to-shard", is_flag=True, default=None, help="dali: read the same shard every epoch.")
-@click.option("--drop-last", is_flag=True, default=None, help="torch sampler, webdataset loader, whale io.drop_last_files.")
-@click.option("--drop-last-batch", is_flag=True, default=None, help="torch: the DataLoader's drop_last.")
+@click.option(
+    "--pad-last-batch", is_flag=True, default=None, help="dali: pad each shard to a full batch."
+)
+@click.option(
+    "--stick-to-shard", is_flag=True, default=None, help="dali: read the same shard every epoch."
+)
+@click.option(
+    "--drop-last",
+    is_flag=True,
+    default=None,
+    help="torch sampler, webdataset loader, whale io.drop_last_files.",
+)
+@click.option(
+    "--drop-last-batch", is_flag=True, default=None, help="torch: the DataLoader's drop_last."
+)
 @click.option("--unbalanced", is_flag=True, default=None, help="whale: io.unbalanced_io_slicing.")
 @click.option("--shuffle", default=None, help="streaming: naive, py1s, py2s, py1b, py1br or py1e.")
-@click.option("--seed", type=int, default=None, help="streaming shuffle seed (9176), whale replication seed.")
+@click.option(
+    "--seed", type=int, default=None, help="streaming shuffle seed (9176), whale replication seed."
+)
 @click.option("--canonical-nodes", type=int, default=None, help="streaming: num_canonical_nodes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the division as JSON.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
@@ -292,11 +457,20 @@ def split_command(manifest, shard_sizes, policy, as_json, debug, **options) -> N
     from .read import read_manifest
     from .split.world import World, describe, parse_shard_sizes, policy_options
 
-    world = World(**{k: options.pop(k) for k in ("nodes", "ranks_per_node", "workers", "batch_size", "epochs")}).check()
+    world = World(
+        **{
+            k: options.pop(k)
+            for k in ("nodes", "ranks_per_node", "workers", "batch_size", "epochs")
+        }
+    ).check()
     opts = policy_options(policy, options)
     if (manifest is None) == (shard_sizes is None):
-        raise click.UsageError("give a MANIFEST or --shard-sizes, one of them — e.g. ishard split DST/manifest.json")
-    sizes = parse_shard_sizes(shard_sizes) if shard_sizes is not None else read_manifest(manifest)[1]
+        raise click.UsageError(
+            "give a MANIFEST or --shard-sizes, one of them — e.g. ishard split DST/manifest.json"
+        )
+    sizes = (
+        parse_shard_sizes(shard_sizes) if shard_sizes is not None else read_manifest(manifest)[1]
+    )
     doc = describe(sizes, policy, world, **opts)
     if as_json:
         _emit_json(doc)
@@ -306,15 +480,25 @@ def split_command(manifest, shard_sizes, policy, as_json, debug, **options) -> N
 
 @cli.command("ls")
 @click.argument("archive_path", metavar="ARCHIVE")
-@click.option("--samples", is_flag=True, help="Group members into samples as WebDataset readers do.")
+@click.option(
+    "--samples", is_flag=True, help="Group members into samples as WebDataset readers do."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the members as JSON.")
-@click.option("--endpoint-url", default=None, help="S3-compatible endpoint, e.g. http://127.0.0.1:8333.")
-@click.option("--storage-option", "storage_options", multiple=True, help="KEY=VALUE store setting, e.g. region=eu-west-1, key=…, backend=fsspec (repeatable; a.b=c nests).")
+@click.option(
+    "--endpoint-url", default=None, help="S3-compatible endpoint, e.g. http://127.0.0.1:8333."
+)
+@click.option(
+    "--storage-option",
+    "storage_options",
+    multiple=True,
+    help="KEY=VALUE store setting, e.g. region=eu-west-1, key=…, backend=fsspec (repeatable; a.b=c nests).",
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def ls_command(archive_path, samples, as_json, debug, endpoint_url, storage_options) -> None:
     """List an archive's members with their sizes (a file, or a store URL)."""
-    found = list(archive.members(archive_path, endpoint_url=endpoint_url,
-                                 storage_options=storage_options))
+    found = list(
+        archive.members(archive_path, endpoint_url=endpoint_url, storage_options=storage_options)
+    )
     if samples:
         grouped = archive.reader_samples(found)
         if as_json:
@@ -332,12 +516,34 @@ def ls_command(archive_path, samples, as_json, debug, endpoint_url, storage_opti
 
 @cli.command("verify")
 @click.argument("dst")
-@click.option("--deep", is_flag=True, help="Also read every member back and check samples: counts, payload, grouping.")
-@click.option("--jobs", type=int, default=0, help="Shards checked at once (default: CPUs, at most 8; 8 for a store).")
-@click.option("--endpoint-url", default=None, help="S3-compatible endpoint, e.g. http://127.0.0.1:8333.")
-@click.option("--storage-option", "storage_options", multiple=True, help="KEY=VALUE store setting, e.g. region=eu-west-1, key=…, backend=fsspec (repeatable; a.b=c nests).")
-@click.option("--progress/--no-progress", default=None, help="Show progress (default: when stderr is a terminal).")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object on stdout.")
+@click.option(
+    "--deep",
+    is_flag=True,
+    help="Also read every member back and check samples: counts, payload, grouping.",
+)
+@click.option(
+    "--jobs",
+    type=int,
+    default=0,
+    help="Shards checked at once (default: CPUs, at most 8; 8 for a store).",
+)
+@click.option(
+    "--endpoint-url", default=None, help="S3-compatible endpoint, e.g. http://127.0.0.1:8333."
+)
+@click.option(
+    "--storage-option",
+    "storage_options",
+    multiple=True,
+    help="KEY=VALUE store setting, e.g. region=eu-west-1, key=…, backend=fsspec (repeatable; a.b=c nests).",
+)
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Show progress (default: when stderr is a terminal).",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the result as one JSON object on stdout."
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def verify_command(dst, progress, as_json, debug, **options) -> int:
     """Check the shards in DST against DST/manifest.json; exit 1 if anything is wrong."""
@@ -375,8 +581,10 @@ def _brace_hint(args: list[str], err: click.ClickException) -> str | None:
         template = _counted(first, args[rest:])
         if template is not None:
             extras = args[rest : rest + template[1]]
-            return (f"got unexpected extra arguments {' '.join(extras)!r} — they look like a "
-                    f"brace template the shell expanded: quote it, e.g. {option} '{template[0]}'")
+            return (
+                f"got unexpected extra arguments {' '.join(extras)!r} — they look like a "
+                f"brace template the shell expanded: quote it, e.g. {option} '{template[0]}'"
+            )
     return None
 
 
@@ -388,16 +596,18 @@ def _expanded_option(args: list[str]) -> str | None:
         if not (eq and option.startswith("--")):
             continue
         values = []
-        for word in args[at + 1:]:
+        for word in args[at + 1 :]:
             same, eq2, value = word.partition("=")
             if same != option or not eq2:
                 break
             values.append(value)
         template = _counted(first, values) if values else None
         if template is not None:
-            return (f"{option} is given {template[1] + 1} times ({arg} … {option}="
-                    f"{values[template[1] - 1]}) — it looks like a brace template the shell "
-                    f"expanded: quote it, e.g. {option}='{template[0]}'")
+            return (
+                f"{option} is given {template[1] + 1} times ({arg} … {option}="
+                f"{values[template[1] - 1]}) — it looks like a brace template the shell "
+                f"expanded: quote it, e.g. {option}='{template[0]}'"
+            )
     return None
 
 

@@ -30,7 +30,7 @@ SCAN_BLOCK = 8 << 20
 
 # the row reader's rules, in SQL: an unsafe name (absolute, a '..' part, a control
 # character), a hidden one, a folder marker
-_UNSAFE = (r"regexp_matches(name, '^[/\\]|^[A-Za-z]:|[\x00-\x1f\x7f]|(^|[/\\])\.\.([/\\]|$)')")
+_UNSAFE = r"regexp_matches(name, '^[/\\]|^[A-Za-z]:|[\x00-\x1f\x7f]|(^|[/\\])\.\.([/\\]|$)')"
 _HIDDEN = "(starts_with(name, '.') OR contains(name, '/.'))"
 
 
@@ -41,12 +41,14 @@ class Fallback(Exception):
 def _connect(spill: str, memory_limit: int):
     import duckdb
 
-    con = duckdb.connect(config={
-        "threads": max(1, min(os.cpu_count() or 1, 8)),
-        "memory_limit": f"{max(memory_limit >> 20, 64)}MB",
-        "temp_directory": spill,
-        "preserve_insertion_order": True,
-    })
+    con = duckdb.connect(
+        config={
+            "threads": max(1, min(os.cpu_count() or 1, 8)),
+            "memory_limit": f"{max(memory_limit >> 20, 64)}MB",
+            "temp_directory": spill,
+            "preserve_insertion_order": True,
+        }
+    )
     con.execute("SET enable_progress_bar = false")
     return con
 
@@ -73,10 +75,12 @@ def _source_csv(path: str, header: list[str], columns: dict[str, int | None]) ->
     """The SELECT of name, size and mtime (all text) from a CSV file with a header."""
     fields = ", ".join(f"'f{i}': 'VARCHAR'" for i in range(len(header)))
     pick = {what: f"f{at}" if at is not None else "NULL" for what, at in columns.items()}
-    return (f"SELECT {pick['name']} AS name, {pick['size']} AS size, {pick['mtime']} AS mtime "
-            f"FROM read_csv({_sql_text(path)}, header = true, auto_detect = false, "
-            f"delim = ',', quote = '\"', escape = '\"', strict_mode = true, "
-            f"null_padding = false, compression = 'none', columns = {{{fields}}})")
+    return (
+        f"SELECT {pick['name']} AS name, {pick['size']} AS size, {pick['mtime']} AS mtime "
+        f"FROM read_csv({_sql_text(path)}, header = true, auto_detect = false, "
+        f"delim = ',', quote = '\"', escape = '\"', strict_mode = true, "
+        f"null_padding = false, compression = 'none', columns = {{{fields}}})"
+    )
 
 
 def _source_parquet(con, path: str) -> str:
@@ -92,16 +96,20 @@ def _source_parquet(con, path: str) -> str:
     if name is None or size is None:
         from .errors import UsageError
 
-        raise UsageError(f"--src-list {path!r} has no name (or key) and size columns — "
-                         f"its columns are {', '.join(types) or 'none'}")
+        raise UsageError(
+            f"--src-list {path!r} has no name (or key) and size columns — "
+            f"its columns are {', '.join(types) or 'none'}"
+        )
     if mtime is None:
         when = "NULL"
     elif types[mtime].startswith("TIMESTAMP"):
-        when = f"CAST(CAST(trunc(epoch(\"{mtime}\")) AS BIGINT) AS VARCHAR)"
+        when = f'CAST(CAST(trunc(epoch("{mtime}")) AS BIGINT) AS VARCHAR)'
     else:
-        when = f"CAST(\"{mtime}\" AS VARCHAR)"
-    return (f"SELECT CAST(\"{name}\" AS VARCHAR) AS name, CAST(\"{size}\" AS VARCHAR) AS size, "
-            f"{when} AS mtime FROM read_parquet({_sql_text(path)})")
+        when = f'CAST("{mtime}" AS VARCHAR)'
+    return (
+        f'SELECT CAST("{name}" AS VARCHAR) AS name, CAST("{size}" AS VARCHAR) AS size, '
+        f"{when} AS mtime FROM read_parquet({_sql_text(path)})"
+    )
 
 
 def inventory_kind(path: str) -> str | None:
@@ -121,9 +129,16 @@ def inventory_kind(path: str) -> str | None:
     return "csv"
 
 
-def read_inventory(path: str, kind: str, *, wanted: str, include_hidden: bool, tally: Tally,
-                   tmp_dir: str | None = None,
-                   memory_limit: int = MEMORY_LIMIT) -> tuple[FileTable, int]:
+def read_inventory(
+    path: str,
+    kind: str,
+    *,
+    wanted: str,
+    include_hidden: bool,
+    tally: Tally,
+    tmp_dir: str | None = None,
+    memory_limit: int = MEMORY_LIMIT,
+) -> tuple[FileTable, int]:
     """The listing an inventory names (filtered, sorted bytewise, repeated names dropped, the
     first kept) and its byte total.
 
@@ -143,15 +158,20 @@ def read_inventory(path: str, kind: str, *, wanted: str, include_hidden: bool, t
             if not _scan_ok(path):
                 raise Fallback
             header = _csv_header(path)
-            columns = {"name": _column(header, NAME_COLUMNS), "size": _column(header, SIZE_COLUMNS),
-                       "mtime": _column(header, MTIME_COLUMNS)}
+            columns = {
+                "name": _column(header, NAME_COLUMNS),
+                "size": _column(header, SIZE_COLUMNS),
+                "mtime": _column(header, MTIME_COLUMNS),
+            }
             if columns["name"] is None or columns["size"] is None:
                 raise Fallback  # the row reader says what the header lacks
             source = _source_csv(path, header, columns)
         else:
             source = _source_parquet(con, path)
-        con.execute(f"CREATE TEMP TABLE raw AS SELECT row_number() OVER () AS rn, "
-                    f"coalesce(name, '') AS name, size, mtime FROM ({source})")
+        con.execute(
+            f"CREATE TEMP TABLE raw AS SELECT row_number() OVER () AS rn, "
+            f"coalesce(name, '') AS name, size, mtime FROM ({source})"
+        )
         return _listing(con, wanted, include_hidden, tally)
     except duckdb.Error:
         raise Fallback from None
@@ -165,25 +185,35 @@ def _listing(con, wanted: str, include_hidden: bool, tally: Tally) -> tuple[File
     bad, longest, odd = con.execute(
         f"SELECT count(*) FILTER (WHERE size IS NULL OR NOT {digits.format('size')}), "
         "coalesce(max(length(name)), 0), count(*) FILTER (WHERE mtime IS NOT NULL AND "
-        f"mtime <> '' AND NOT {digits.format('mtime')}) FROM raw").fetchone()
+        f"mtime <> '' AND NOT {digits.format('mtime')}) FROM raw"
+    ).fetchone()
     if bad or longest > MAX_NAME:
         raise Fallback  # the row reader names the line
-    when = (f"CASE WHEN mtime IS NULL OR mtime = '' THEN 0 WHEN {digits.format('mtime')} "
-            f"THEN CAST(mtime AS BIGINT) ELSE {_odd_times(con) if odd else '0'} END")
+    when = (
+        f"CASE WHEN mtime IS NULL OR mtime = '' THEN 0 WHEN {digits.format('mtime')} "
+        f"THEN CAST(mtime AS BIGINT) ELSE {_odd_times(con) if odd else '0'} END"
+    )
     keep = f"starts_with(name, {_sql_text(wanted)}) AND name <> '' AND NOT ends_with(name, '/')"
-    skip = f"CASE WHEN {_UNSAFE} THEN 'unsafe'" + (
-        "" if include_hidden else f" WHEN {_HIDDEN} THEN 'hidden'") + " END"
+    skip = (
+        f"CASE WHEN {_UNSAFE} THEN 'unsafe'"
+        + ("" if include_hidden else f" WHEN {_HIDDEN} THEN 'hidden'")
+        + " END"
+    )
     reasons = {"unsafe": UNSAFE, "hidden": HIDDEN}
     for why, count, examples in con.execute(
-            f"SELECT skip, count(*), list(name ORDER BY rn)[1:{EXAMPLES_KEPT}] FROM "
-            f"(SELECT rn, name, {skip} AS skip FROM raw WHERE {keep}) "
-            "WHERE skip IS NOT NULL GROUP BY skip ORDER BY min(rn)").fetchall():
+        f"SELECT skip, count(*), list(name ORDER BY rn)[1:{EXAMPLES_KEPT}] FROM "
+        f"(SELECT rn, name, {skip} AS skip FROM raw WHERE {keep}) "
+        "WHERE skip IS NOT NULL GROUP BY skip ORDER BY min(rn)"
+    ).fetchall():
         tally.add_many(reasons[why], count, examples)
-    con.execute(f"CREATE TEMP TABLE files AS SELECT name, CAST(size AS BIGINT) AS size, "
-                f"{when} AS mtime FROM raw WHERE {keep} AND ({skip}) IS NULL ORDER BY name, rn")
+    con.execute(
+        f"CREATE TEMP TABLE files AS SELECT name, CAST(size AS BIGINT) AS size, "
+        f"{when} AS mtime FROM raw WHERE {keep} AND ({skip}) IS NULL ORDER BY name, rn"
+    )
     con.execute("DROP TABLE raw")
-    repeated = con.execute("SELECT count(*) FROM (SELECT name = lag(name) OVER () AS again "
-                           "FROM files) WHERE again").fetchone()[0]
+    repeated = con.execute(
+        "SELECT count(*) FROM (SELECT name = lag(name) OVER () AS again FROM files) WHERE again"
+    ).fetchone()[0]
     where = ""
     if repeated:  # the first of each name stays (the rows are in name, then file order)
         where = " QUALIFY lag(name) OVER () IS DISTINCT FROM name"
@@ -209,10 +239,12 @@ def _odd_times(con) -> str:
 
     odd = con.execute(
         "SELECT DISTINCT mtime FROM raw WHERE mtime IS NOT NULL AND mtime <> '' AND NOT "
-        f"regexp_full_match(mtime, '[0-9]{{1,18}}') LIMIT {DISTINCT_TIMES + 1}").fetchall()
+        f"regexp_full_match(mtime, '[0-9]{{1,18}}') LIMIT {DISTINCT_TIMES + 1}"
+    ).fetchall()
     if len(odd) > DISTINCT_TIMES:
         raise Fallback
     con.execute("CREATE TEMP TABLE odd_times (text VARCHAR PRIMARY KEY, seconds BIGINT)")
-    con.executemany("INSERT INTO odd_times VALUES (?, ?)",
-                    [(text, _mtime(text)) for (text,) in odd])
+    con.executemany(
+        "INSERT INTO odd_times VALUES (?, ?)", [(text, _mtime(text)) for (text,) in odd]
+    )
     return "(SELECT seconds FROM odd_times WHERE text = mtime)"

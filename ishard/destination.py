@@ -18,8 +18,14 @@ def _inside(src: Location, dst: Location) -> bool:
     return dst.store.within(dst.key(""), src.store, src.prefix)
 
 
-def check_destination(src: Location, dst: Location, *, overwrite: bool,
-                      resume: bool = False, retrier: Retrier | None = None) -> None:
+def check_destination(
+    src: Location,
+    dst: Location,
+    *,
+    overwrite: bool,
+    resume: bool = False,
+    retrier: Retrier | None = None,
+) -> None:
     """Refuse a destination inside the source, a file, a missing bucket, or one not empty
     (unless ``overwrite``; with ``resume``, one holding a run to resume is fine). Store
     requests are retried by ``retrier``.
@@ -38,8 +44,11 @@ def check_destination(src: Location, dst: Location, *, overwrite: bool,
     run = (retrier or Retrier(1)).run
     with dst.translated("destination"):
         has_objects = run(lambda: store.has_objects(dst.key("")))
-        has_run = has_objects and not overwrite and any(
-            run(partial(store.exists, dst.key(n))) for n in RUN_MARKS)
+        has_run = (
+            has_objects
+            and not overwrite
+            and any(run(partial(store.exists, dst.key(n))) for n in RUN_MARKS)
+        )
     if has_objects and not overwrite:
         _refuse_not_empty(dst, resume, has_run)
 
@@ -48,9 +57,13 @@ def _refuse_not_empty(dst: Location, resume: bool, has_run: bool) -> None:
     if resume and has_run:
         return
     if has_run:
-        raise UsageError(f"destination {dst.url!r} holds an unfinished or finished ishard run — "
-                         "add --resume to finish it, or --overwrite to start over")
+        raise UsageError(
+            f"destination {dst.url!r} holds an unfinished or finished ishard run — "
+            "add --resume to finish it, or --overwrite to start over"
+        )
     if resume:
-        raise UsageError(f"destination {dst.url!r} is not empty and holds no ishard run to "
-                         "resume — use an empty destination, or --overwrite")
+        raise UsageError(
+            f"destination {dst.url!r} is not empty and holds no ishard run to "
+            "resume — use an empty destination, or --overwrite"
+        )
     raise UsageError(f"destination {dst.url!r} is not empty — {NOT_EMPTY}")

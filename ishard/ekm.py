@@ -215,8 +215,9 @@ def _read(value: str) -> tuple[str, str]:
     try:
         size = path.stat().st_size
         if size > MAX_EKM_BYTES:
-            raise _too_big(where, f"{size / (1 << 20):.1f} MiB, over the limit of "
-                                  f"{MAX_EKM_BYTES >> 20} MiB")
+            raise _too_big(
+                where, f"{size / (1 << 20):.1f} MiB, over the limit of {MAX_EKM_BYTES >> 20} MiB"
+            )
         return where, path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise UsageError(f"--ekm file {value!r} cannot be read: {err}") from None
@@ -242,8 +243,7 @@ def parse_ekm(value: str) -> Ekm:
         ) from None
     except json.JSONDecodeError as err:
         raise UsageError(
-            f"{where} is not valid JSON ({err}) — "
-            'write e.g. {"fish-%d.tar": ["^n01440764"]}'
+            f'{where} is not valid JSON ({err}) — write e.g. {{"fish-%d.tar": ["^n01440764"]}}'
         ) from None
     if not isinstance(doc, dict) or not doc:
         raise UsageError(f'{where} must be a JSON object like {{"fish-%d.tar": ["regex", ...]}}')
@@ -256,8 +256,10 @@ def parse_ekm(value: str) -> Ekm:
     for fmt, patterns in doc.items():
         if isinstance(patterns, str):
             patterns = [patterns]
-        if not isinstance(patterns, list) or not patterns or not all(
-            isinstance(p, str) for p in patterns
+        if (
+            not isinstance(patterns, list)
+            or not patterns
+            or not all(isinstance(p, str) for p in patterns)
         ):
             raise UsageError(f"{where}: {fmt!r} must map to a list of regex strings")
         template = parse_template(fmt, f"{where}: format")
@@ -277,9 +279,14 @@ def parse_ekm(value: str) -> Ekm:
         matcher = _Matcher(encoded)
     except _BadPattern as err:
         index, reason = err.args
-        raise UsageError(f"{where}: {patterns[index]!r} is not a valid regex ({reason}) — write "
-                         "an RE2 regex (no lookaround or backreferences)") from None
+        raise UsageError(
+            f"{where}: {patterns[index]!r} is not a valid regex ({reason}) — write "
+            "an RE2 regex (no lookaround or backreferences)"
+        ) from None
     except _TooComplex:
-        raise _too_big(where, f"patterns too heavy to search together (more than {MAX_SETS} "
-                              "RE2 sets; e.g. thousands of \\pL or long counted repeats)") from None
+        raise _too_big(
+            where,
+            f"patterns too heavy to search together (more than {MAX_SETS} "
+            "RE2 sets; e.g. thousands of \\pL or long counted repeats)",
+        ) from None
     return Ekm(where, tuple(categories), tuple(owner), matcher)

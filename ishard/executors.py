@@ -10,6 +10,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from .errors import Interrupted, IshardError, UsageError, WriteError
 from .model import ShardPlan, ShardResult
@@ -41,8 +42,12 @@ def _client(scheduler: str | None, workers: int):
                 "`dask scheduler` runs there"
             ) from None
     cluster = distributed.LocalCluster(
-        n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-        dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL,
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+        silence_logs=logging.CRITICAL,
     )
     return distributed.Client(cluster), cluster
 
@@ -52,7 +57,8 @@ class DaskCancel:
     than every CANCEL_CHECK seconds: asking the scheduler costs a round trip."""
 
     def __init__(self, name: str) -> None:
-        self._name, self._event, self._next, self._set = name, None, 0.0, False
+        self._name, self._next, self._set = name, 0.0, False
+        self._event: Any = None  # a distributed.Event, made on first use
 
     def __reduce__(self):  # sent to workers by name only
         return (DaskCancel, (self._name,))
@@ -94,9 +100,12 @@ def write_with_dask(
         name = f"ishard-cancel-{uuid.uuid4().hex}"
         cancel_event = distributed.Event(name, client=client)
         cancel = DaskCancel(name)
-        futures = [client.submit(task, shard, cancel, key=f"ishard-{i:09d}-{uuid.uuid4().hex}",
-                                 pure=False, retries=0)
-                   for i, shard in enumerate(shards)]
+        futures = [
+            client.submit(
+                task, shard, cancel, key=f"ishard-{i:09d}-{uuid.uuid4().hex}", pure=False, retries=0
+            )
+            for i, shard in enumerate(shards)
+        ]
         try:
             for future in distributed.as_completed(futures):
                 if future.status == "error":
@@ -126,6 +135,8 @@ def _worker_error(err: BaseException) -> IshardError:
     if isinstance(err, IshardError):
         return err
     if type(err).__name__ == "KilledWorker":
-        return WriteError("a Dask worker died while writing a shard (out of memory, or killed) — "
-                          "complete shards were kept: run again with --resume")
+        return WriteError(
+            "a Dask worker died while writing a shard (out of memory, or killed) — "
+            "complete shards were kept: run again with --resume"
+        )
     return WriteError(f"a Dask worker failed on a shard: {type(err).__name__}: {err}")

@@ -43,10 +43,12 @@ def _open(url: str, opener: Callable[[str], BinaryIO] | None = None, mode: str =
         compression = infer_compression(url)
         if compression is not None:
             stream = compr[compression](stream, mode="rb")
-        return io.TextIOWrapper(stream, **text) if mode == "rt" else stream
+        if mode == "rt":
+            return io.TextIOWrapper(stream, encoding="utf-8", newline="")
+        return stream
     except FileNotFoundError:
         raise UsageError(f"--src-list {url!r} does not exist — give an inventory file") from None
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001 - whatever the opener raises: one line
         raise UsageError(f"--src-list {url!r} cannot be opened: {err}") from None
 
 
@@ -63,16 +65,21 @@ def _line_blocks(stream, where: str) -> Iterator[tuple[int, list[str]]]:
         try:
             data = stream.read(MAX_LINE)
         except (OSError, EOFError, ValueError) as err:  # a damaged .gz, a failed store read
-            raise UsageError(f"--src-list {where!r} cannot be read after line {number - 1}: "
-                             f"{err}") from None
+            raise UsageError(
+                f"--src-list {where!r} cannot be read after line {number - 1}: {err}"
+            ) from None
         lines = (tail + data).splitlines(keepends=True)
         tail = b""
         if data and lines and not lines[-1].endswith(b"\n"):  # it may go on in the next block
             tail = lines.pop()
         if len(tail) > MAX_LINE or max(map(len, lines), default=0) > MAX_LINE:
             long = next((i for i, x in enumerate(lines) if len(x) > MAX_LINE), len(lines))
-            raise _bad_row(where, number + long, f"longer than {MAX_LINE >> 20} MiB (no end of "
-                           "line) — an inventory has one file per line; check that this is one")
+            raise _bad_row(
+                where,
+                number + long,
+                f"longer than {MAX_LINE >> 20} MiB (no end of "
+                "line) — an inventory has one file per line; check that this is one",
+            )
         try:
             text = list(map(bytes.decode, lines))
         except UnicodeDecodeError:
@@ -90,8 +97,12 @@ def _not_utf8(lines: list[bytes], where: str, number: int) -> None:
         try:
             raw.decode("utf-8")
         except UnicodeDecodeError as err:
-            raise _bad_row(where, number + i, f"not UTF-8 (byte {raw[err.start]:#04x} at column "
-                           f"{err.start + 1}) — write the inventory as UTF-8") from None
+            raise _bad_row(
+                where,
+                number + i,
+                f"not UTF-8 (byte {raw[err.start]:#04x} at column "
+                f"{err.start + 1}) — write the inventory as UTF-8",
+            ) from None
 
 
 def _lines(stream, where: str) -> Iterator[tuple[int, str]]:
@@ -103,18 +114,30 @@ def _lines(stream, where: str) -> Iterator[tuple[int, str]]:
 def _name(value, where: str, number: int) -> str:
     if not isinstance(value, str) or not value:
         shown = "missing" if value is None else f"a {type(value).__name__}, not a string"
-        raise _bad_row(where, number, f"the name is {shown} — give each file's name as text, "
-                       'e.g. {"name": "a/b.jpg", "size": 123}')
+        raise _bad_row(
+            where,
+            number,
+            f"the name is {shown} — give each file's name as text, "
+            'e.g. {"name": "a/b.jpg", "size": 123}',
+        )
     if not value.isascii():
         try:
             value.encode("utf-8", "surrogateescape")  # as a local file name would be
         except UnicodeEncodeError as err:
-            raise _bad_row(where, number, f"the name has a lone surrogate "
-                           f"(\\u{ord(value[err.start]):04x}), which no file name can hold — "
-                           "write names as UTF-8 text") from None
+            raise _bad_row(
+                where,
+                number,
+                f"the name has a lone surrogate "
+                f"(\\u{ord(value[err.start]):04x}), which no file name can hold — "
+                "write names as UTF-8 text",
+            ) from None
     if len(value) > MAX_FIELD:
-        raise _bad_row(where, number, f"the name is longer than {MAX_FIELD >> 10} KiB — "
-                       "an inventory names one file per line; check that this is one")
+        raise _bad_row(
+            where,
+            number,
+            f"the name is longer than {MAX_FIELD >> 10} KiB — "
+            "an inventory names one file per line; check that this is one",
+        )
     return value
 
 
@@ -125,8 +148,12 @@ def _size(value, where: str, number: int) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
     shown = "missing" if value is None else repr(value)[:40]
-    raise _bad_row(where, number, f"the size is {shown}, not a whole number of bytes (0 or "
-                   "more) — give each file's size in bytes, e.g. 123")
+    raise _bad_row(
+        where,
+        number,
+        f"the size is {shown}, not a whole number of bytes (0 or "
+        "more) — give each file's size in bytes, e.g. 123",
+    )
 
 
 def _mtime(value) -> int:
@@ -156,7 +183,7 @@ def _row_json(line: str, where: str, number: int) -> object:
     except ValueError as err:
         raise UsageError(
             f"--src-list {where!r} line {number} is not a JSON object with name and size "
-            f"({err}) — write {{\"name\": \"a/b.jpg\", \"size\": 123}}"
+            f'({err}) — write {{"name": "a/b.jpg", "size": 123}}'
         ) from None
 
 
@@ -170,8 +197,12 @@ def _rows_jsonl(stream, where: str) -> Iterator[tuple[str, int, int]]:
             row = _row_json(line, where, number)  # json takes what orjson refuses (a lone
             # surrogate, which _name then names), and says what is wrong with the rest
         if not isinstance(row, dict):
-            raise _bad_row(where, number, f"a JSON {type(row).__name__}, not an object — write "
-                           '{"name": "a/b.jpg", "size": 123}')
+            raise _bad_row(
+                where,
+                number,
+                f"a JSON {type(row).__name__}, not an object — write "
+                '{"name": "a/b.jpg", "size": 123}',
+            )
         name, size = _pick(row, NAME_COLUMNS), _pick(row, SIZE_COLUMNS)
         if type(name) is not str or not name.isascii() or len(name) > MAX_FIELD:
             name = _name(name, where, number)
@@ -188,16 +219,22 @@ def _csv_reader(stream, where: str):
     """A csv reader over the stream's lines (see ``_line_blocks``); csv's own field limit
     (128 KiB) bounds a quoted field that runs over many lines. ``reader.line_num`` is the
     number of the line a record ends on."""
-    return csv.reader(itertools.chain.from_iterable(
-        lines for _, lines in _line_blocks(stream, where)))
+    return csv.reader(
+        itertools.chain.from_iterable(lines for _, lines in _line_blocks(stream, where))
+    )
 
 
 def _csv_error(err: csv.Error, reader, where: str) -> UsageError:
     if "field limit" in str(err):
-        return _bad_row(where, reader.line_num, f"a field is longer than {MAX_FIELD >> 10} KiB "
-                        "— an inventory names one file per line; check that this is one")
-    return _bad_row(where, reader.line_num, f"not CSV ({err}) — write one 'name,size' record "
-                    "per line")
+        return _bad_row(
+            where,
+            reader.line_num,
+            f"a field is longer than {MAX_FIELD >> 10} KiB "
+            "— an inventory names one file per line; check that this is one",
+        )
+    return _bad_row(
+        where, reader.line_num, f"not CSV ({err}) — write one 'name,size' record per line"
+    )
 
 
 def _rows_csv(stream, where: str) -> Iterator[tuple[str, int, int]]:
@@ -216,8 +253,10 @@ def _rows_csv(stream, where: str) -> Iterator[tuple[str, int, int]]:
             if not row:
                 continue
             if len(row) <= need:
-                raise UsageError(f"--src-list {where!r} line {reader.line_num}: expected a name "
-                                 "and a whole-number size")
+                raise UsageError(
+                    f"--src-list {where!r} line {reader.line_num}: expected a name "
+                    "and a whole-number size"
+                )
             name = row[name_at]  # at most 128 KiB: csv's field limit
             if not name.isascii():
                 name = _name(name, where, reader.line_num)
@@ -227,8 +266,11 @@ def _rows_csv(stream, where: str) -> Iterator[tuple[str, int, int]]:
                 size = -1
             if size < 0:
                 _size(row[size_at], where, reader.line_num)
-            yield name, size, 0 if mtime_at is None or len(row) <= mtime_at else _mtime(
-                row[mtime_at])
+            yield (
+                name,
+                size,
+                0 if mtime_at is None or len(row) <= mtime_at else _mtime(row[mtime_at]),
+            )
     except csv.Error as err:
         raise _csv_error(err, reader, where) from None
 
@@ -239,7 +281,9 @@ def _s3_inventory(manifest: dict, where: str, opener=None) -> Iterator[tuple[str
         raise UsageError(f"--src-list {where!r}: only CSV S3 Inventory reports are supported")
     schema = [c.strip() for c in manifest["fileSchema"].split(",")]
     if "Key" not in schema or "Size" not in schema:
-        raise UsageError(f"--src-list {where!r}: the inventory must include the Key and Size fields")
+        raise UsageError(
+            f"--src-list {where!r}: the inventory must include the Key and Size fields"
+        )
     key_at, size_at = schema.index("Key"), schema.index("Size")
     mtime_at = schema.index("LastModifiedDate") if "LastModifiedDate" in schema else None
     for item in manifest.get("files", []):
@@ -250,14 +294,22 @@ def _s3_inventory(manifest: dict, where: str, opener=None) -> Iterator[tuple[str
             try:
                 for row in reader:
                     if row:
-                        yield _s3_row(row, key_at, size_at, mtime_at, where, item["key"],
-                                      reader.line_num)
+                        yield _s3_row(
+                            row, key_at, size_at, mtime_at, where, item["key"], reader.line_num
+                        )
             except csv.Error as err:
                 raise _csv_error(err, reader, label) from None
 
 
-def _s3_row(row: list[str], key_at: int, size_at: int, mtime_at: int | None, where: str,
-            data: str, number: int) -> tuple[str, int, int]:
+def _s3_row(
+    row: list[str],
+    key_at: int,
+    size_at: int,
+    mtime_at: int | None,
+    where: str,
+    data: str,
+    number: int,
+) -> tuple[str, int, int]:
     try:
         mtime = _mtime(row[mtime_at]) if mtime_at is not None else 0
         size = int(row[size_at] or 0)
@@ -280,8 +332,10 @@ def _manifest(text, where: str) -> dict:
         manifest = f"{err}"
     if not isinstance(manifest, dict) or not isinstance(manifest.get("fileSchema"), str):
         why = manifest if isinstance(manifest, str) else "no fileSchema"
-        raise UsageError(f"--src-list {where!r} is not an S3 Inventory manifest ({why}) — use "
-                         "the manifest.json AWS wrote")
+        raise UsageError(
+            f"--src-list {where!r} is not an S3 Inventory manifest ({why}) — use "
+            "the manifest.json AWS wrote"
+        )
     return manifest
 
 
@@ -302,8 +356,13 @@ def _data_file(where: str, manifest: dict, key: str) -> str:
 ENGINE_FROM = 8 << 20  # inventory bytes from which the column engine reads a local file
 
 
-def _by_columns(where: str, wanted: str | None, include_hidden: bool, tally: Tally,
-                on_file: Callable[..., None] | None) -> FileTable | None:
+def _by_columns(
+    where: str,
+    wanted: str | None,
+    include_hidden: bool,
+    tally: Tally,
+    on_file: Callable[..., None] | None,
+) -> FileTable | None:
     """The listing read by the column engine (``columns``), or None: the row reader reads it
     (a small file, or one the engine does not take as it is)."""
     from .columns import Fallback, inventory_kind, read_inventory
@@ -318,13 +377,16 @@ def _by_columns(where: str, wanted: str | None, include_hidden: bool, tally: Tal
     except OSError:
         return None
     try:
-        files, nbytes = read_inventory(path, kind, wanted=wanted, include_hidden=include_hidden,
-                                       tally=tally)
+        files, nbytes = read_inventory(
+            path, kind, wanted=wanted, include_hidden=include_hidden, tally=tally
+        )
     except Fallback:
         if kind == "parquet":
-            raise UsageError(f"--src-list {where!r} is a Parquet file ishard cannot read as a "
-                             "listing — give it name (or key) and size columns, sizes as "
-                             "whole numbers of bytes") from None
+            raise UsageError(
+                f"--src-list {where!r} is a Parquet file ishard cannot read as a "
+                "listing — give it name (or key) and size columns, sizes as "
+                "whole numbers of bytes"
+            ) from None
         return None
     if on_file is not None:
         on_file(nbytes, len(files))
@@ -363,7 +425,9 @@ def list_inventory(
         with _open(where, opener, "rt") as text:
             rows = _s3_inventory(_manifest(text, where), where, opener)
     else:
-        stream = _open(where, opener)  # read again, line by line: a big inventory is never held whole
+        stream = _open(
+            where, opener
+        )  # read again, line by line: a big inventory is never held whole
         rows = _rows_jsonl(stream, where) if stripped.startswith("{") else _rows_csv(stream, where)
     entries = FileTable()
     try:
@@ -380,4 +444,3 @@ def list_inventory(
             stream.close()
     entries.sort()
     return entries
-

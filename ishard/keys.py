@@ -102,6 +102,7 @@ def _searcher(pattern: re2._Regexp) -> Callable[[bytes, int], tuple | None]:
     anchor = getattr(getattr(re2, "_Anchor", None), "UNANCHORED", None)
     with_group = pattern.groups >= 1
     if raw is not None and anchor is not None and hasattr(raw, "Match"):
+
         def search(data: bytes, pos: int) -> tuple | None:
             spans = raw.Match(anchor, data, pos, len(data))
             start, end = spans[0]
@@ -110,6 +111,7 @@ def _searcher(pattern: re2._Regexp) -> Callable[[bytes, int], tuple | None]:
             if not with_group or spans[1][0] < 0:
                 return start, end, None
             return start, end, data[spans[1][0] : spans[1][1]]
+
         return search
 
     def search_public(data: bytes, pos: int) -> tuple | None:
@@ -117,6 +119,7 @@ def _searcher(pattern: re2._Regexp) -> Callable[[bytes, int], tuple | None]:
         if m is None:
             return None
         return m.start(), m.end(), m.group(1) if with_group else None
+
     return search_public
 
 
@@ -203,9 +206,14 @@ def check_pattern(text: str) -> None:
     if pattern in BUILT_IN:
         return
     if _BARE_WORD.fullmatch(pattern):
-        close = difflib.get_close_matches(pattern, (*BUILT_IN, *filter(None, ALIASES)), n=1, cutoff=0.4)
-        fix = (f"did you mean {ALIASES.get(close[0], close[0])}? (built-ins: "
-               f"{', '.join(BUILT_IN)}; " if close else f"use {', '.join(BUILT_IN)} (")
+        close = difflib.get_close_matches(
+            pattern, (*BUILT_IN, *filter(None, ALIASES)), n=1, cutoff=0.4
+        )
+        fix = (
+            f"did you mean {ALIASES.get(close[0], close[0])}? (built-ins: {', '.join(BUILT_IN)}; "
+            if close
+            else f"use {', '.join(BUILT_IN)} ("
+        )
         raise UsageError(
             f"--sample-key-pattern {text!r} is not a built-in pattern — {fix}"
             f"a regex needs one capture group, e.g. {REGEX_EXAMPLE})"

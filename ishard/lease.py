@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import threading
-from functools import partial
 import time
+from functools import partial
 from typing import TYPE_CHECKING
 
 import orjson
@@ -67,8 +67,11 @@ class LeaseLock:
         self._lost = False
         self.conditional = self._store.conditional
         current, etag = self._read()
-        if current is not None and current.get("expires", 0) > time.time() \
-                and not _dead_here(current):
+        if (
+            current is not None
+            and current.get("expires", 0) > time.time()
+            and not _dead_here(current)
+        ):
             left = int(current["expires"] - time.time()) + 1
             raise _busy(dest, current, f"if it was killed, its lock runs out in {left} s")
         self._confirmed = clock()
@@ -78,8 +81,9 @@ class LeaseLock:
                 mode = ("match", etag) if current is not None and etag else "create"
                 self._etag = self._put(record, mode)
             except _Taken as taken:
-                raise _busy(dest, taken.current or {},
-                            "it started at the same moment as this one") from None
+                raise _busy(
+                    dest, taken.current or {}, "it started at the same moment as this one"
+                ) from None
             except Unconditional:
                 self.conditional = False
             else:
@@ -103,7 +107,7 @@ class LeaseLock:
             return None, None
         except IshardError:
             raise
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - a store's error, translated once
             raise self._dest.error(err, "destination") from None
         try:
             record = orjson.loads(data)
@@ -132,7 +136,7 @@ class LeaseLock:
             raise _Taken(current) from None
         except (Unconditional, IshardError):
             raise
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - a store's error, translated once
             raise self._dest.error(err, "destination") from None
         return etag or ""
 
@@ -148,7 +152,7 @@ class LeaseLock:
                 continue
             except Unconditional:
                 return False
-            except Exception as err:
+            except Exception as err:  # noqa: BLE001 - a store's error, translated once
                 raise self._dest.error(err, "destination") from None
             self._etag = etag or self._etag  # written: the condition was ignored
             return False
@@ -158,7 +162,7 @@ class LeaseLock:
         data = orjson.dumps(record)
         try:
             self._retrier.run(lambda: self._store.put(self._key, data))
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - a store's error, translated once
             raise self._dest.error(err, "destination") from None
 
     # -- holding it -------------------------------------------------------------------------
@@ -248,7 +252,7 @@ class LeaseLock:
                 current, _ = self._read()
                 if current and current.get("id") == self._owner["id"]:
                     self._store.delete([self._key])
-            except Exception:  # noqa: BLE001 - it runs out by itself
+            except Exception:  # noqa: BLE001, S110 - it runs out by itself
                 pass
 
 
@@ -286,8 +290,11 @@ class LeaseCheck:
             record = {}
         except Exception as err:  # noqa: BLE001 - any other failure: one line
             raise dest.error(err, "destination") from None
-        if not isinstance(record, dict) or record.get("id") != self.lease_id \
-                or record.get("expires", 0) <= time.time():
+        if (
+            not isinstance(record, dict)
+            or record.get("id") != self.lease_id
+            or record.get("expires", 0) <= time.time()
+        ):
             raise _lost(self.url, self.lease)
         return sent
 

@@ -24,8 +24,10 @@ LINK_OUTSIDE = "symbolic link leading outside the source"
 LINK_SEEN = "symbolic link to a directory already listed (a loop or a second path)"
 LINK_DANGLING = "dangling symbolic link"
 SPECIAL = "not a regular file"
-UNSAFE = ("unsafe name (absolute, a '..' part, or a control character): no archive may "
-          "extract outside its folder")
+UNSAFE = (
+    "unsafe name (absolute, a '..' part, or a control character): no archive may "
+    "extract outside its folder"
+)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _DRIVE = re.compile(r"[A-Za-z]:")
 
@@ -121,8 +123,15 @@ def list_local(
         UsageError: ``src`` is missing or not a directory.
         SourceError: a directory cannot be read.
     """
-    walk = _LocalWalk(check_source_dir(src), src, prefix, include_hidden, follow_symlinks,
-                      tally if tally is not None else Tally(), on_file)
+    walk = _LocalWalk(
+        check_source_dir(src),
+        src,
+        prefix,
+        include_hidden,
+        follow_symlinks,
+        tally if tally is not None else Tally(),
+        on_file,
+    )
     walk.run()
     walk.entries.sort()
     return walk.entries
@@ -131,8 +140,16 @@ def list_local(
 class _LocalWalk:
     """One listing of a local tree (see ``list_local``)."""
 
-    def __init__(self, root: Path, src: str, prefix: str, include_hidden: bool,
-                 follow_symlinks: bool, tally: Tally, on_file) -> None:
+    def __init__(
+        self,
+        root: Path,
+        src: str,
+        prefix: str,
+        include_hidden: bool,
+        follow_symlinks: bool,
+        tally: Tally,
+        on_file,
+    ) -> None:
         self.root, self.src, self.prefix = root, src, prefix
         self.include_hidden, self.follow, self.tally = include_hidden, follow_symlinks, tally
         self.on_file = on_file
@@ -162,11 +179,13 @@ class _LocalWalk:
                 with os.scandir(path) as it:
                     children = list(it)
             except OSError as err:
-                where = (f"directory {rel_dir!r} in source {self.src!r}" if rel_dir
-                         else f"source {self.src!r}")
+                where = (
+                    f"directory {rel_dir!r} in source {self.src!r}"
+                    if rel_dir
+                    else f"source {self.src!r}"
+                )
                 raise SourceError(
-                    f"cannot read {where}: {err.strerror} — fix its permissions or narrow "
-                    "--prefix"
+                    f"cannot read {where}: {err.strerror} — fix its permissions or narrow --prefix"
                 ) from None
             for child in children:
                 self._child(child, rel_dir + child.name, pending)
@@ -211,8 +230,12 @@ class _LocalWalk:
         if not stat.S_ISREG(st.st_mode):
             self.tally.add(SPECIAL, name)
             return
-        self.entries.add(name, st.st_size, st.st_mtime_ns // 1_000_000_000,
-                         local_stamp(st.st_mtime_ns, st.st_ino))
+        self.entries.add(
+            name,
+            st.st_size,
+            st.st_mtime_ns // 1_000_000_000,
+            local_stamp(st.st_mtime_ns, st.st_ino),
+        )
         if self.on_file is not None:
             self.on_file(st.st_size)
 

@@ -6,6 +6,7 @@ import errno
 import os
 import shutil
 import stat
+import sys
 from pathlib import Path
 
 from .errors import UsageError
@@ -112,8 +113,12 @@ def write(dir_fd: int, name: str, data: bytes, temp: str) -> None:
         os.unlink(temp, dir_fd=dir_fd)  # a killed run's, of the same pid
     except FileNotFoundError:
         pass
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o644, dir_fd=dir_fd)
+    fd = os.open(
+        temp,
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o644,
+        dir_fd=dir_fd,
+    )
     try:
         with open(fd, "wb", closefd=False) as f:
             f.write(data)
@@ -133,6 +138,30 @@ def remove(dir_fd: int, name: str) -> None:
     except FileNotFoundError:
         return
     if stat.S_ISDIR(mode):
-        shutil.rmtree(name, dir_fd=dir_fd)
+        _remove_tree(dir_fd, name)
     else:
         os.unlink(name, dir_fd=dir_fd)
+
+
+def _remove_tree(dir_fd: int, name: str) -> None:
+    """A directory tree under ``dir_fd``, links removed as links (``shutil.rmtree`` takes a
+    ``dir_fd`` only from Python 3.11 on)."""
+    if sys.version_info >= (3, 11):
+        shutil.rmtree(name, dir_fd=dir_fd)
+    else:
+        remove_tree_walking(dir_fd, name)
+
+
+def remove_tree_walking(dir_fd: int, name: str) -> None:
+    """What ``shutil.rmtree(name, dir_fd=dir_fd)`` does, for Python 3.10: each directory opened
+    without following a link, its entries removed (links as links), then the directory."""
+    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+    try:
+        for entry in os.scandir(fd):
+            if entry.is_dir(follow_symlinks=False):
+                remove_tree_walking(fd, entry.name)
+            else:
+                os.unlink(entry.name, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=dir_fd)

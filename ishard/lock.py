@@ -31,8 +31,12 @@ _HELD: set[str] = set()  # ids of the leases this process holds now
 
 
 def _owner() -> dict:
-    return {"id": uuid.uuid4().hex, "host": socket.gethostname(), "pid": os.getpid(),
-            "started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")}
+    return {
+        "id": uuid.uuid4().hex,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+    }
 
 
 def _busy(dest: Location, owner: dict, until: str) -> IshardError:
@@ -59,8 +63,10 @@ def lease_seconds() -> float:
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise UsageError(f"{LEASE_ENV}={text!r} is not a number of seconds above 0 — unset it "
-                         "(the default is 60) or write e.g. 60")
+        raise UsageError(
+            f"{LEASE_ENV}={text!r} is not a number of seconds above 0 — unset it "
+            "(the default is 60) or write e.g. 60"
+        )
     return value
 
 
@@ -121,13 +127,16 @@ class LocalLock:
         try:
             # in the real DST/.ishard-run (no link), a lock file that is no link either
             folder = localstate.open_dir(dest.root, STATE_DIR, create=True)
-            self._fd = os.open("lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                               0o644, dir_fd=folder)
+            self._fd = os.open(
+                "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=folder
+            )
         except OSError as err:
             if err.errno == errno.ELOOP:
                 raise localstate.not_ours(dest.root, LOCK_NAME) from None
-            raise IshardError(f"cannot create the run lock {str(path)!r}: {err.strerror} — "
-                              "check that the destination is writable") from None
+            raise IshardError(
+                f"cannot create the run lock {str(path)!r}: {err.strerror} — "
+                "check that the destination is writable"
+            ) from None
         finally:
             if folder is not None:
                 os.close(folder)

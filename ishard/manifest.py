@@ -18,8 +18,9 @@ from .store import Location
 MANIFEST_NAME = "manifest.json"
 
 
-def manifest_document(plan: Plan, results: Sequence[ShardResult],
-                      fingerprint: str | None = None) -> dict:
+def manifest_document(
+    plan: Plan, results: Sequence[ShardResult], fingerprint: str | None = None
+) -> dict:
     """The manifest as a dict: ``shardlist`` for wids, ``ishard`` for everything else
     (``fingerprint``: the plan's, which ``--resume`` compares). Options that only say how the
     run went (``EXECUTION_ONLY``: jobs, resume …) are left out, so a resumed run's manifest is
@@ -46,8 +47,13 @@ def manifest_document(plan: Plan, results: Sequence[ShardResult],
                 for s in plan.skipped
             ],
             "shards": [
-                {"name": r.name, "files": r.files, "samples": r.samples, "payload_bytes": r.payload,
-                 **({"dali_index": r.index} if r.index else {})}
+                {
+                    "name": r.name,
+                    "files": r.files,
+                    "samples": r.samples,
+                    "payload_bytes": r.payload,
+                    **({"dali_index": r.index} if r.index else {}),
+                }
                 for r in results
             ],
         },
@@ -76,8 +82,9 @@ def _shard_entry(r: ShardResult) -> dict:
     return entry
 
 
-def manifest_bytes(plan: Plan, results: Sequence[ShardResult],
-                   fingerprint: str | None = None) -> bytes:
+def manifest_bytes(
+    plan: Plan, results: Sequence[ShardResult], fingerprint: str | None = None
+) -> bytes:
     """The manifest as the JSON bytes written to ``DST/manifest.json``."""
     document = manifest_document(plan, results, fingerprint)
     try:
@@ -100,7 +107,7 @@ def remove_manifest(dst: Location, retrier: Retrier | None = None) -> None:
             f"cannot remove the old manifest in {dst.url!r}: {err.strerror or err} — fix its "
             "permissions"
         ) from None
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001 - a store's error, translated once
         raise dst.error(err, "destination") from None
 
 
@@ -118,17 +125,23 @@ def read_manifest(dst: Location) -> dict:
         data, _ = dst.store.get(dst.key(MANIFEST_NAME))
     except FileNotFoundError:
         if not _exists(dst):
-            raise UsageError(f"destination {dst.url!r} does not exist — give the directory or "
-                             "URL ishard wrote its shards to") from None
-        raise DataError(f"no {MANIFEST_NAME} in {dst.url!r} — it is written when a run ends; "
-                        "run ishard shard again with the same source and options and --resume "
-                        "to finish the job") from None
+            raise UsageError(
+                f"destination {dst.url!r} does not exist — give the directory or "
+                "URL ishard wrote its shards to"
+            ) from None
+        raise DataError(
+            f"no {MANIFEST_NAME} in {dst.url!r} — it is written when a run ends; "
+            "run ishard shard again with the same source and options and --resume "
+            "to finish the job"
+        ) from None
     except OSError as err:
         if isinstance(err, (IsADirectoryError, PermissionError)) or dst.store.forkable:
-            raise DataError(f"cannot read {where!r}: {err.strerror or err} — it must be the "
-                            "manifest file ishard wrote, readable by you") from None
+            raise DataError(
+                f"cannot read {where!r}: {err.strerror or err} — it must be the "
+                "manifest file ishard wrote, readable by you"
+            ) from None
         raise dst.error(err, "destination") from None
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001 - a store's error, translated once
         raise dst.error(err, "destination") from None
     return check_manifest(data, where)
 
@@ -145,8 +158,10 @@ def check_manifest(data: bytes, where: str) -> dict:
     """The parsed manifest, or a ``DataError`` saying what is wrong with it."""
 
     def bad(what: str) -> DataError:
-        return DataError(f"{where!r} is not an ishard manifest: {what} — run ishard shard "
-                         "again (with --overwrite) to rewrite it")
+        return DataError(
+            f"{where!r} is not an ishard manifest: {what} — run ishard shard "
+            "again (with --overwrite) to rewrite it"
+        )
 
     try:
         doc = orjson.loads(data)
@@ -155,13 +170,19 @@ def check_manifest(data: bytes, where: str) -> dict:
     if not isinstance(doc, dict) or not isinstance(doc.get("shardlist"), list):
         raise bad("no 'shardlist' list")
     for i, entry in enumerate(doc["shardlist"]):
-        if not (isinstance(entry, dict) and _is_name(entry.get("url"))
-                and _is_count(entry.get("filesize")) and _is_count(entry.get("nsamples"))
-                and isinstance(entry.get("md5sum", ""), str)
-                and _is_checksum(entry.get("checksum", "md5:"))):
-            raise bad(f"shardlist entry {i} needs a relative 'url', whole-number 'filesize' "
-                      "and 'nsamples', and a checksum (if any) as 'algorithm:hex' of a known "
-                      "algorithm")
+        if not (
+            isinstance(entry, dict)
+            and _is_name(entry.get("url"))
+            and _is_count(entry.get("filesize"))
+            and _is_count(entry.get("nsamples"))
+            and isinstance(entry.get("md5sum", ""), str)
+            and _is_checksum(entry.get("checksum", "md5:"))
+        ):
+            raise bad(
+                f"shardlist entry {i} needs a relative 'url', whole-number 'filesize' "
+                "and 'nsamples', and a checksum (if any) as 'algorithm:hex' of a known "
+                "algorithm"
+            )
     record = doc.get("ishard")
     if record is None:
         return doc
@@ -169,8 +190,12 @@ def check_manifest(data: bytes, where: str) -> dict:
     if not isinstance(shards, list) or len(shards) != len(doc["shardlist"]):
         raise bad("'ishard.shards' does not list one record per shardlist entry")
     for entry, rec in zip(doc["shardlist"], shards):
-        if not (isinstance(rec, dict) and rec.get("name") == entry["url"]
-                and _is_count(rec.get("files")) and _is_count(rec.get("payload_bytes"))):
+        if not (
+            isinstance(rec, dict)
+            and rec.get("name") == entry["url"]
+            and _is_count(rec.get("files"))
+            and _is_count(rec.get("payload_bytes"))
+        ):
             raise bad(f"'ishard.shards' has no files and payload_bytes for {entry['url']!r}")
     if not isinstance(record.get("options", {}), dict):
         raise bad("'ishard.options' is not an object")

@@ -55,15 +55,29 @@ class ShardPlan:
         # object per file costs four times as much, on every hop.
         files = self.members()
         return _shard_plan, (
-            self.name, self.size, [s.key for s in self.samples], [s.size for s in self.samples],
-            [len(s.files) for s in self.samples], [f.name for f in files],
-            [f.size for f in files], [f.mtime for f in files], [f.member for f in files],
+            self.name,
+            self.size,
+            [s.key for s in self.samples],
+            [s.size for s in self.samples],
+            [len(s.files) for s in self.samples],
+            [f.name for f in files],
+            [f.size for f in files],
+            [f.mtime for f in files],
+            [f.member for f in files],
         )
 
 
-def _shard_plan(name: str, size: int, keys: list[str], sample_sizes: list[int],
-                counts: list[int], names: list[str], sizes: list[int], mtimes: list[int],
-                members: list[str | None]) -> ShardPlan:
+def _shard_plan(
+    name: str,
+    size: int,
+    keys: list[str],
+    sample_sizes: list[int],
+    counts: list[int],
+    names: list[str],
+    sizes: list[int],
+    mtimes: list[int],
+    members: list[str | None],
+) -> ShardPlan:
     """A ShardPlan rebuilt from the columns of ``ShardPlan.__reduce__``."""
     files = list(map(FileEntry, names, sizes, mtimes, members))
     samples, start = [], 0
@@ -111,9 +125,7 @@ class Tally:
 
     def freeze(self) -> tuple[Skipped, ...]:
         """The tally as values, in the order reasons were first seen."""
-        return tuple(
-            Skipped(r, c, tuple(self._examples[r])) for r, c in self._counts.items()
-        )
+        return tuple(Skipped(r, c, tuple(self._examples[r])) for r, c in self._counts.items())
 
 
 @dataclass(frozen=True)
@@ -131,7 +143,7 @@ class Plan:
     seed: int | None = None
     options: dict = field(default_factory=dict)
 
-    def _column(self, name: str, value) -> list[int]:
+    def _column(self, name: str, value) -> list:
         column = getattr(self.shards, name, None)
         return column if column is not None else [value(s) for s in self.shards]
 

@@ -21,16 +21,22 @@ _WHITESPACE = re.compile(r"[ \t\n\r\f\v]")  # what DALI's index parser splits on
 _CONTROL_NO_NL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
 _MORE = re.compile(r"\.[^\n]*[./]")  # a dot with another dot or a slash after it on its line
 CHUNK = 1 << 16  # samples checked at a time
-KEY_FIX = ("use a --sample-key-pattern that ends the key at the first dot, e.g. "
-           "'^(?:.*/)?([^/.]+)\\..*$', or --member-names original")
+KEY_FIX = (
+    "use a --sample-key-pattern that ends the key at the first dot, e.g. "
+    "'^(?:.*/)?([^/.]+)\\..*$', or --member-names original"
+)
 
 # Key-check findings: what WebDataset-style readers do with such samples.
-SPLIT = ("that WebDataset readers take as several: their files' names differ before the "
-         "first dot of the basename, e.g. in another directory")
+SPLIT = (
+    "that WebDataset readers take as several: their files' names differ before the "
+    "first dot of the basename, e.g. in another directory"
+)
 DOTTED = "with a dot inside a file's basename: readers cut the key at the first dot"
 DROPPED = "with files readers skip or mis-key: no dot in the basename, or a leading dot"
-ADVICE = ("for shards that WebDataset readers group as ishard does, use --member-names sample "
-          "(members named <sample key>.<extension>; the default, except in Go ishard's spelling)")
+ADVICE = (
+    "for shards that WebDataset readers group as ishard does, use --member-names sample "
+    "(members named <sample key>.<extension>; the default, except in Go ishard's spelling)"
+)
 
 
 class KeyCheck:
@@ -76,13 +82,18 @@ def _sample_keys(table: SampleTable, positions: list[int]) -> list[str]:
     return out
 
 
-def _file_findings(table: SampleTable, names: list[str], blob: str, first: int,
-                   check: KeyCheck) -> bool:
+def _file_findings(
+    table: SampleTable, names: list[str], blob: str, first: int, check: KeyCheck
+) -> bool:
     """Dotted, dotless and dot-leading basenames among ``names`` (from position ``first``,
     ``blob`` their lines): scans in C, a look at each name only when they find something.
     True when every name has one dot, in its basename, not leading."""
-    if blob.count(".") == len(names) and not _MORE.search(blob) and "/." not in blob \
-            and "\n." not in blob:
+    if (
+        blob.count(".") == len(names)
+        and not _MORE.search(blob)
+        and "/." not in blob
+        and "\n." not in blob
+    ):
         return True
     dotted, dropped = [], []
     for pos, name in enumerate(names, first):
@@ -171,9 +182,15 @@ def unsafe_keys(table: SampleTable) -> None:
     for k0 in range(0, len(keys), CHUNK):
         chunk = keys[k0 : k0 + CHUNK]
         blob = "\n".join(chunk)
-        if (".." not in blob and ":" not in blob and "\n/" not in blob and "\n\\" not in blob
-                and not blob.startswith(("/", "\\")) and blob.count("\n") == len(chunk) - 1
-                and not _CONTROL_NO_NL.search(blob)):
+        if (
+            ".." not in blob
+            and ":" not in blob
+            and "\n/" not in blob
+            and "\n\\" not in blob
+            and not blob.startswith(("/", "\\"))
+            and blob.count("\n") == len(chunk) - 1
+            and not _CONTROL_NO_NL.search(blob)
+        ):
             continue
         for s, key in enumerate(chunk, k0):
             if unsafe_name(f"{key}.x"):
@@ -198,8 +215,11 @@ def _check_ext(key: str, name: str, ext: str, seen: dict[str, str]) -> None:
         )
     other = seen.setdefault(ext.lower(), name)
     if other != name:
-        same = ("the same extension" if wds_split(other)[1] == ext
-                else "extensions that differ only in case")
+        same = (
+            "the same extension"
+            if wds_split(other)[1] == ext
+            else "extensions that differ only in case"
+        )
         raise DataError(
             f"sample {key!r} has two files with {same} ({other!r} and {name!r}), which "
             "--member-names sample would give one name — keep one with --sample-exts and "
@@ -219,8 +239,10 @@ def _member_chunks(table: SampleTable, rename: bool):
         out = []
         for s in range(s0, min(s0 + CHUNK, len(keys))):
             key = keys[s]
-            out += [f"{key}.{n[n.find('.', n.rfind('/') + 1) + 1 :]}"  # wds_split's extension
-                    for n in map(names.__getitem__, members[starts[s] : starts[s + 1]])]
+            out += [
+                f"{key}.{n[n.find('.', n.rfind('/') + 1) + 1 :]}"  # wds_split's extension
+                for n in map(names.__getitem__, members[starts[s] : starts[s + 1]])
+            ]
         yield out
 
 
@@ -378,8 +400,11 @@ def index_names(table: SampleTable, renamed: bool) -> None:
     names = _file_names(table)
     if renamed:
         starts, keys = table.starts, table.keys
-        names = [f"{keys[s]}.{wds_split(n)[1]}" for s in range(len(keys))
-                 for n in names[starts[s] : starts[s + 1]]]
+        names = [
+            f"{keys[s]}.{wds_split(n)[1]}"
+            for s in range(len(keys))
+            for n in names[starts[s] : starts[s + 1]]
+        ]
     joined = "\0".join(names)
     found = _WHITESPACE.search(joined)
     if found is not None:
@@ -441,4 +466,5 @@ def dali_index(names: list[str], offsets: list[int], sizes: list[int]) -> bytes:
             lines.append(part)
             last = key
     return f"v1.2 {len(lines)}\n".encode() + "".join(f"{line}\n" for line in lines).encode(
-        "utf-8", "surrogateescape")
+        "utf-8", "surrogateescape"
+    )

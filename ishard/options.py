@@ -112,8 +112,11 @@ def cut_description(options: dict) -> dict:
     """``{"by": "count" | "size" | "size or count" | "num_shards", ...}`` from checked options
     (an ``Options.to_dict()`` or a manifest's record)."""
     size, count = options.get("shard_size"), options.get("samples_per_shard")
-    out = {"by": "count" if size is None else "size" if count is None else "size or count",
-           "shard_size": size, "samples_per_shard": count}
+    out = {
+        "by": "count" if size is None else "size" if count is None else "size or count",
+        "shard_size": size,
+        "samples_per_shard": count,
+    }
     if options.get("num_shards"):
         out = {"by": "num_shards", "num_shards": options["num_shards"]}
     elif options.get("shards_multiple_of"):
@@ -232,19 +235,25 @@ def make_options(**kwargs) -> Options:
             f"use one of {', '.join(ACTIONS)}"
         )
     if opts.ext not in ARCHIVE_EXTS:
-        raise UsageError(f"--ext {opts.ext!r} is not supported — use one of {', '.join(ARCHIVE_EXTS)}")
+        raise UsageError(
+            f"--ext {opts.ext!r} is not supported — use one of {', '.join(ARCHIVE_EXTS)}"
+        )
     if opts.zip_compression not in ZIP_METHODS:
         raise UsageError(f"--zip-compression {opts.zip_compression!r} must be stored or deflated")
     if str(opts.checksum).lower() not in CHECKSUMS:
-        raise UsageError(f"--checksum {opts.checksum!r} is not a checksum — use one of "
-                         f"{', '.join(CHECKSUMS)}")
+        raise UsageError(
+            f"--checksum {opts.checksum!r} is not a checksum — use one of {', '.join(CHECKSUMS)}"
+        )
     if opts.overwrite and opts.resume:
-        raise UsageError("--overwrite and --resume cannot be used together — --resume finishes "
-                         "the interrupted run as planned, --overwrite starts over: choose one")
+        raise UsageError(
+            "--overwrite and --resume cannot be used together — --resume finishes "
+            "the interrupted run as planned, --overwrite starts over: choose one"
+        )
     _check_executor(opts.executor, opts.scheduler)
     if opts.gzip_library not in GZIP_CHOICES:
-        raise UsageError(f"--gzip-library {opts.gzip_library!r} must be one of "
-                         f"{', '.join(GZIP_CHOICES)}")
+        raise UsageError(
+            f"--gzip-library {opts.gzip_library!r} must be one of {', '.join(GZIP_CHOICES)}"
+        )
     if opts.gzip_library != "auto" and opts.ext in (".tgz", ".tar.gz"):
         gzip_library(6, opts.gzip_library)  # not installed: say so before listing
     balance = _check_balance(opts, target.count)
@@ -296,14 +305,26 @@ _BY_ANNOTATION: dict[str, tuple[tuple[type, ...], str]] = {
     "int | None": ((int,), "a whole number (an int) or None"),
 }
 _KINDS: dict[str, tuple[tuple[type, ...], str]] = {
-    "shard_size": ((int, float, str), ("bytes as an int (or a whole float such as 3e9), or a "
-                                       "string as on the command line: '512MiB', '10' samples")),
+    "shard_size": (
+        (int, float, str),
+        (
+            "bytes as an int (or a whole float such as 3e9), or a "
+            "string as on the command line: '512MiB', '10' samples"
+        ),
+    ),
     "part_size": ((int, str), "an int or a string such as '16MiB'"),
     "read_buffer": ((int, str), "an int or a string such as '256MiB'"),
-    "sample_exts": ((str, list, tuple), ("a list of extensions such as ['.jpg', '.xml'] "
-                                         "(or one string '.jpg,.xml')")),
-    "ekm": ((str, os.PathLike, Mapping), ("a dict such as {'fish-%d.tar': ['^n01440764/']}, "
-                                          "its JSON text, or the path of a JSON file")),
+    "sample_exts": (
+        (str, list, tuple),
+        ("a list of extensions such as ['.jpg', '.xml'] (or one string '.jpg,.xml')"),
+    ),
+    "ekm": (
+        (str, os.PathLike, Mapping),
+        (
+            "a dict such as {'fish-%d.tar': ['^n01440764/']}, "
+            "its JSON text, or the path of a JSON file"
+        ),
+    ),
     "src_list": ((str, os.PathLike), "a path, a URL or None"),
     "storage_options": ((Mapping, list, tuple, str), "a dict, or a list of 'KEY=VALUE' strings"),
 }
@@ -363,25 +384,31 @@ def count_warning(opts: Options, fullest: int) -> list[str]:
     count = opts.samples_per_shard
     if opts.shard_size is not None or count is None or fullest >= count or opts.num_shards:
         return []
-    return [(f"--shard-size {count} counts samples (a number without a unit), and no shard "
-             f"reached {count} samples — if you meant bytes, write {count}B")]
+    return [
+        (
+            f"--shard-size {count} counts samples (a number without a unit), and no shard "
+            f"reached {count} samples — if you meant bytes, write {count}B"
+        )
+    ]
 
 
 def option_warnings(opts: Options, names: Sequence[str]) -> list[str]:
     """Options given that change nothing for the formats of these shard names."""
+
     def some(*exts: str) -> bool:
         return any(n.endswith(exts) for n in names)
 
     out = []
     deflated = some(".zip") and opts.zip_compression == "deflated"
     if opts.compress_level is not None and not (some(".tgz", ".tar.gz", ".tar.lz4") or deflated):
-        out.append(f"--compress-level {opts.compress_level} has no effect: no shard is "
-                   ".tgz, .tar.gz, .tar.lz4 or a deflated .zip")
+        out.append(
+            f"--compress-level {opts.compress_level} has no effect: no shard is "
+            ".tgz, .tar.gz, .tar.lz4 or a deflated .zip"
+        )
     if opts.zip_compression != "stored" and not some(".zip"):
         out.append(f"--zip-compression {opts.zip_compression} has no effect: no shard is .zip")
     if opts.gzip_library != "auto" and not some(".tgz", ".tar.gz"):
-        out.append(f"--gzip-library {opts.gzip_library} has no effect: no shard is .tgz or "
-                   ".tar.gz")
+        out.append(f"--gzip-library {opts.gzip_library} has no effect: no shard is .tgz or .tar.gz")
     return out
 
 
@@ -415,8 +442,11 @@ def _check_balance(opts: Options, count: int | None) -> dict:
     if any(out.values()) and opts.ekm:
         raise UsageError(f"{flag} cannot be combined with --ekm — balance one category at a time")
     if out["num_shards"] and count is not None:
-        given = ("--samples-per-shard" if opts.samples_per_shard is not None
-                 else f"the sample count --shard-size {str(opts.shard_size)!r}")
+        given = (
+            "--samples-per-shard"
+            if opts.samples_per_shard is not None
+            else f"the sample count --shard-size {str(opts.shard_size)!r}"
+        )
         raise UsageError(f"--num-shards fixes the samples per shard — leave out {given}")
     return out
 

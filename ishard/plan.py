@@ -121,7 +121,7 @@ def cut_indices(
     out: list[list[int]] = []
     cutter = _Cutter(sizes, bounds, out)
     if not any("/" in k for k in keys):  # flat: no tree to build
-        pending, _ = cutter.run(_ordered(range(len(keys)), keys, order, rng), [], 0)
+        pending, _ = cutter.run(_ordered(list(range(len(keys))), keys, order, rng), [], 0)
         if pending:
             out.append(pending)
         return out
@@ -129,8 +129,14 @@ def cut_indices(
     return out
 
 
-def balance(cuts: list[list[int]], keys: Sequence[str], collapse: bool, *,
-            num_shards: int | None = None, multiple_of: int | None = None) -> list[list[int]]:
+def balance(
+    cuts: list[list[int]],
+    keys: Sequence[str],
+    collapse: bool,
+    *,
+    num_shards: int | None = None,
+    multiple_of: int | None = None,
+) -> list[list[int]]:
     """Re-cut planned shards into ``num_shards`` (or the planned count rounded up to a multiple
     of ``multiple_of``) shards of consecutive samples whose counts differ by at most one.
 
@@ -141,13 +147,18 @@ def balance(cuts: list[list[int]], keys: Sequence[str], collapse: bool, *,
         return cuts
     flag = f"--num-shards {num_shards}" if num_shards else f"--shards-multiple-of {multiple_of}"
     if not collapse and any("/" in k for k in keys):
-        raise UsageError(f"{flag} needs one flat run of samples, but the keys form directories "
-                         "— add --collapse, or a --sample-key-pattern without directories")
+        raise UsageError(
+            f"{flag} needs one flat run of samples, but the keys form directories "
+            "— add --collapse, or a --sample-key-pattern without directories"
+        )
     order = [i for shard in cuts for i in shard]
-    count = num_shards or -(-len(cuts) // multiple_of) * multiple_of
+    step = multiple_of or 1  # one of the two is given (checked above)
+    count = num_shards or -(-len(cuts) // step) * step
     if count > len(order):
-        raise UsageError(f"{flag} asks for {count} shards but there are only {len(order)} "
-                         "samples — ask for fewer shards")
+        raise UsageError(
+            f"{flag} asks for {count} shards but there are only {len(order)} "
+            "samples — ask for fewer shards"
+        )
     bounds = [0, *itertools.accumulate(balanced_sizes(len(order), count))]
     return [order[bounds[k] : bounds[k + 1]] for k in range(count)]
 
@@ -159,14 +170,18 @@ def balanced_sizes(total: int, count: int) -> list[int]:
     return [per + 1] * extra + [per] * (count - extra)
 
 
-def cut(samples: Sequence[Sample], bounds: Bounds, order: Order, collapse: bool) -> list[list[Sample]]:
+def cut(
+    samples: Sequence[Sample], bounds: Bounds, order: Order, collapse: bool
+) -> list[list[Sample]]:
     """:func:`cut_indices` on sample values: lists of samples per shard."""
     keys = [s.key for s in samples]
     shards = cut_indices(keys, [s.size for s in samples], bounds, order, collapse)
     return [[samples[i] for i in shard] for shard in shards]
 
 
-def shard_names(count: int, template: NameTemplate, ext: str, *, own_ext: bool = False) -> list[str]:
+def shard_names(
+    count: int, template: NameTemplate, ext: str, *, own_ext: bool = False
+) -> list[str]:
     """The first ``count`` template names, each plus ``ext``.
 
     With ``own_ext`` (EKM formats such as ``fish-%d.tar``) a name that already ends in an

@@ -52,15 +52,22 @@ def listing_record(files: FileTable) -> dict:
     digests of its names and of their sizes, mtimes and identity stamps."""
     count = len(files)
     step = max(1, -(-count // SEGMENTS))
-    segments = [[shown(files.names[i]), min(step, count - i), *_digests(files, i, i + step)]
-                for i in range(0, count, step)]
+    segments = [
+        [shown(files.names[i]), min(step, count - i), *_digests(files, i, i + step)]
+        for i in range(0, count, step)
+    ]
     return {"files": count, "bytes": sum(files.sizes), "segments": segments}
 
 
 def _facts(plan: Plan) -> dict:
     options = orjson.loads(orjson.dumps(shaping_options(plan.options)))  # as run.json holds them
-    return {"ishard": __version__, "gzip": gzip_name(plan.options), "source": plan.source,
-            "seed": plan.seed, "options": options}
+    return {
+        "ishard": __version__,
+        "gzip": gzip_name(plan.options),
+        "source": plan.source,
+        "seed": plan.seed,
+        "options": options,
+    }
 
 
 def plan_record(plan: Plan) -> dict:
@@ -91,8 +98,10 @@ def _value(key: str, value: object) -> str:
 def _cut(options: dict) -> str:
     """How shards were cut, as one would type it: ``300B``, ``3 samples``, ``300B or 3 samples``."""
     size, count = options.get("shard_size"), options.get("samples_per_shard")
-    parts = [describe_size(size) if isinstance(size, int) else None,
-             f"{count} samples" if count is not None else None]
+    parts = [
+        describe_size(size) if isinstance(size, int) else None,
+        f"{count} samples" if count is not None else None,
+    ]
     return " or ".join(p for p in parts if p) or "unset"
 
 
@@ -101,15 +110,16 @@ def _option_changes(earlier: dict, now: dict) -> list[str]:
     if not isinstance(old, dict):
         return []
     keys = [*new, *(k for k in old if k not in new)]
-    changes = [f"{_flag(k)} {_value(k, old.get(k))} → {_value(k, new.get(k))}"
-               for k in keys if k not in EXECUTION_ONLY and k not in CUT_OPTIONS
-               and old.get(k) != new.get(k)]
+    changes = [
+        f"{_flag(k)} {_value(k, old.get(k))} → {_value(k, new.get(k))}"
+        for k in keys
+        if k not in EXECUTION_ONLY and k not in CUT_OPTIONS and old.get(k) != new.get(k)
+    ]
     if _cut(old) != _cut(new):  # one change as typed: --shard-size 3 → 300B
         changes.insert(0, f"--shard-size {_cut(old)} → {_cut(new)}")
     if old.get("sort") == new.get("sort") and earlier.get("seed") != now["seed"]:
         changes.append(f"shuffle seed {earlier.get('seed')} → {now['seed']}")
-    for key, what in (("source", "source"), ("ishard", "ishard version"),
-                      ("gzip", "gzip library")):
+    for key, what in (("source", "source"), ("ishard", "ishard version"), ("gzip", "gzip library")):
         if key in earlier and earlier[key] != now[key]:
             changes.append(f"{what} {quoted(str(earlier[key]))} → {quoted(str(now[key]))}")
     return changes
@@ -158,25 +168,33 @@ def _listing_changes(old: dict, files: FileTable) -> str | None:
             same = b - a == count and _digests(files, a, b)[0] == names_digest
             what = f"contents of {count} files" if same else f"{count} → {b - a} files"
             ranges.append(f"{what} from {first} to {last}")
-    details = [_examples(k, c.names, c.count) for k, c in
-               (("new", new), ("gone", gone), ("changed", changed)) if c.count]
+    details = [
+        _examples(k, c.names, c.count)
+        for k, c in (("new", new), ("gone", gone), ("changed", changed))
+        if c.count
+    ]
     if ranges:
         more = f" and {len(ranges) - EXAMPLES} more runs" if len(ranges) > EXAMPLES else ""
         details.append("differences in " + "; ".join(ranges[:EXAMPLES]) + more)
     if not details and old.get("files") == len(names):
         return None
     return _totals(old.get("files"), len(names), old.get("bytes"), sum(files.sizes)) + (
-        f" ({'; '.join(details)})" if details else "")
+        f" ({'; '.join(details)})" if details else ""
+    )
 
 
-def _totals(old_files: object, files: int, old_bytes: object, nbytes: int,
-            noun: str = "files") -> str:
+def _totals(
+    old_files: object, files: int, old_bytes: object, nbytes: int, noun: str = "files"
+) -> str:
     """``source: 44 → 45 files, 2.48MiB → 2.50MiB``, each part once where it did not change."""
-    text = f"source: {old_files} → {files} {noun}" if old_files != files else \
-        f"source: {files} {noun}"
+    text = (
+        f"source: {old_files} → {files} {noun}" if old_files != files else f"source: {files} {noun}"
+    )
     if old_bytes != nbytes:
-        old, new = (format_size(old_bytes) if isinstance(old_bytes, int) else "?",
-                    format_size(nbytes))
+        old, new = (
+            format_size(old_bytes) if isinstance(old_bytes, int) else "?",
+            format_size(nbytes),
+        )
         text += f", {old} → {new}" if old != new else f", {old_bytes} → {nbytes} bytes"
     return text
 
@@ -197,6 +215,13 @@ def differences(earlier: dict, plan: Plan) -> list[str]:
     elif isinstance(earlier.get("totals"), dict):  # a manifest: planned totals only
         totals = earlier["totals"]
         if (totals.get("files"), totals.get("payload_bytes")) != (plan.file_count, plan.size):
-            changes.append(_totals(totals.get("files"), plan.file_count,
-                                   totals.get("payload_bytes"), plan.size, "files planned"))
+            changes.append(
+                _totals(
+                    totals.get("files"),
+                    plan.file_count,
+                    totals.get("payload_bytes"),
+                    plan.size,
+                    "files planned",
+                )
+            )
     return changes

@@ -162,9 +162,10 @@ def _members(url: str, storage_options: dict) -> Iterator[tuple[str, bytes]]:
             return
         stream = lz4.frame.open(raw, "rb") if url.endswith(".tar.lz4") else raw
         with tarfile.open(fileobj=stream, mode="r|*") as tar:
-            for info in tar:
-                if info.isfile():
-                    yield info.name, tar.extractfile(info).read()
+            for member in tar:
+                data = tar.extractfile(member) if member.isfile() else None
+                if data is not None:
+                    yield member.name, data.read()
 
 
 def _shard_samples(url: str, pattern: str, storage_options: dict) -> Iterator[ReadSample]:

@@ -9,7 +9,7 @@ import stat
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, cast
 
 from .errors import IshardError, SourceError
 from .model import FileEntry
@@ -88,7 +88,7 @@ class LocalReader:
                     st = fstat(fd)
                     if st.st_mode & 0o170000 != regular or st.st_size != entry.size:
                         _refuse(st, entry)
-                    yield entry, LocalFile(fd, entry.name)
+                    yield entry, cast(BinaryIO, LocalFile(fd, entry.name))
                 finally:
                     os.close(fd)
         finally:
@@ -102,25 +102,37 @@ FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXE
 DIR_FLAGS = FILE_FLAGS | getattr(os, "O_DIRECTORY", 0)
 DIRS_KEPT = 256  # directory descriptors a shard's reader keeps open at most
 STABLE = "run again once the source is stable"
-RULE_FIX = ("remove it from the source (or from --src-list); --follow-symlinks follows links "
-            "that stay inside the source")
+RULE_FIX = (
+    "remove it from the source (or from --src-list); --follow-symlinks follows links "
+    "that stay inside the source"
+)
 
 
 def _link_error(name: str, link: str, outside: bool = False) -> SourceError:
     if outside:
-        return SourceError(f"source file {name!r} leads outside the source through a symbolic "
-                           "link, which ishard never follows — remove it from the source (or "
-                           "from --src-list)")
-    where = ("is a symbolic link" if link == name
-             else f"is reached through the symbolic link {link!r}")
-    return SourceError(f"source file {name!r} {where}, which ishard does not follow unless "
-                       f"--follow-symlinks — {RULE_FIX}")
+        return SourceError(
+            f"source file {name!r} leads outside the source through a symbolic "
+            "link, which ishard never follows — remove it from the source (or "
+            "from --src-list)"
+        )
+    where = (
+        "is a symbolic link" if link == name else f"is reached through the symbolic link {link!r}"
+    )
+    return SourceError(
+        f"source file {name!r} {where}, which ishard does not follow unless "
+        f"--follow-symlinks — {RULE_FIX}"
+    )
 
 
 def _kind(mode: int) -> str:
-    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symbolic link")):
+    for test, what in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISLNK, "a symbolic link"),
+    ):
         if test(mode):
             return what
     return "not a regular file"
@@ -129,12 +141,16 @@ def _kind(mode: int) -> str:
 def _refuse(st: os.stat_result, entry: FileEntry) -> None:
     """Raise why an open file is not the regular file of the listed size it must be."""
     if not stat.S_ISREG(st.st_mode):
-        raise SourceError(f"cannot read {entry.name!r} from the source: it is {_kind(st.st_mode)}, "
-                          "not a regular file — remove it from the source (or from --src-list)")
+        raise SourceError(
+            f"cannot read {entry.name!r} from the source: it is {_kind(st.st_mode)}, "
+            "not a regular file — remove it from the source (or from --src-list)"
+        )
     if st.st_size != entry.size:
         how = "shrank" if st.st_size < entry.size else "grew"
-        raise SourceError(f"file {entry.name!r} {how} after it was listed: listed {entry.size} "
-                          f"bytes, now {st.st_size} — {STABLE}")
+        raise SourceError(
+            f"file {entry.name!r} {how} after it was listed: listed {entry.size} "
+            f"bytes, now {st.st_size} — {STABLE}"
+        )
 
 
 def _parts(name: str) -> list[str]:
@@ -292,8 +308,10 @@ class _Window:
         if self._next is None or (room < r.batch and self._inflight):
             return  # requests go out a batch at a time: one hand-over to the event loop each
         batch: list[tuple[FileEntry, int, int]] = []
-        while self._next is not None and len(batch) < room and (
-            self._bytes < r.budget or not (self._inflight or batch)
+        while (
+            self._next is not None
+            and len(batch) < room
+            and (self._bytes < r.budget or not (self._inflight or batch))
         ):
             batch.append(self._next)
             self._bytes += self._next[2] - self._next[1]
@@ -320,7 +338,7 @@ class _Window:
                 f"object {entry.name!r} is missing from {self._reader.location.url!r} — it was "
                 "listed (or named in --src-list) but cannot be read now"
             ) from None
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - a store's error, translated once
             raise self._reader.location.error(err, "source") from None
         self._bytes -= nbytes
         self._fill()
@@ -372,16 +390,19 @@ class RemoteReader:
         """Start fetching each ``(entry, start, end)``; an async store's event loop is handed
         them all at once."""
         if self._loop is None:
+            assert self._pool is not None  # made whenever there is no loop
             return [self._pool.submit(self._fetch, *request) for request in requests]
-        futures = [Future() for _ in requests]
+        futures: list[Future] = [Future() for _ in requests]
         self._loop.call_soon_threadsafe(self._start, requests, futures)
         return futures
 
     def _start(self, requests: list[tuple[FileEntry, int, int]], futures: list[Future]) -> None:
         """In the event loop: a task per request, its outcome passed to its future."""
+        loop = self._loop
+        assert loop is not None  # called on it
         for request, future in zip(requests, futures):
             if future.set_running_or_notify_cancel():
-                task = self._loop.create_task(self._fetch(*request))
+                task = loop.create_task(self._fetch(*request))
                 self._tasks[future] = task
                 task.add_done_callback(functools.partial(_settle, self._tasks, future))
 
@@ -404,7 +425,7 @@ class RemoteReader:
         window = _Window(self, entries)
         try:
             for entry in entries:
-                yield entry, _Chunks(window, len(_ranges(entry.size)))
+                yield entry, cast(BinaryIO, _Chunks(window, len(_ranges(entry.size))))
         finally:
             window.cancel()
 
@@ -417,19 +438,24 @@ class RemoteReader:
 Reader = LocalReader | RemoteReader  # what open_reader returns: ``read(entries)``, ``close()``
 
 
-def open_reader(location: Location, retrier: Retrier, *, jobs: int, budget: int,
-                follow_symlinks: bool = False) -> Reader:
+def open_reader(
+    location: Location, retrier: Retrier, *, jobs: int, budget: int, follow_symlinks: bool = False
+) -> Reader:
     """The reader for a source: the store's own (direct files locally), else a prefetching
     reader."""
-    return location.store.reader(location, retrier, jobs=jobs, budget=budget,
-                                 follow_symlinks=follow_symlinks)
+    return location.store.reader(
+        location, retrier, jobs=jobs, budget=budget, follow_symlinks=follow_symlinks
+    )
 
 
-def prefetching_reader(location: Location, retrier: Retrier, *, jobs: int,
-                       budget: int) -> RemoteReader:
+def prefetching_reader(
+    location: Location, retrier: Retrier, *, jobs: int, budget: int
+) -> RemoteReader:
     """A reader that keeps many requests in flight, memory bounded by ``budget`` over ``jobs``
     writers."""
     return RemoteReader(
-        location, retrier, budget=max(CHUNK, budget // max(1, jobs)),
+        location,
+        retrier,
+        budget=max(CHUNK, budget // max(1, jobs)),
         max_requests=max(8, 256 // max(1, jobs)),
     )

@@ -12,6 +12,7 @@ from rich.progress import (
     BarColumn,
     DownloadColumn,
     ProgressColumn,
+    TaskID,
     TextColumn,
     TimeRemainingColumn,
 )
@@ -38,28 +39,32 @@ def plan_text(plan: Plan, show_keys: bool, out: TextIO) -> None:
             rows += [(f"    {shown(f.arcname)}", format_size(f.size)) for f in sample.files]
         width = max(len(shard.name), *(len(r[0]) for r in rows))
         out.write(f"{shard.name.ljust(width)}  {format_size(shard.size)}\n")
-        for left, right in rows:
-            out.write(f"{left.ljust(width)}  {right}".rstrip() + "\n")
+        out.writelines(f"{left.ljust(width)}  {right}".rstrip() + "\n" for left, right in rows)
 
 
 def samples_text(grouped, out: TextIO) -> None:
     """``[key]`` per sample, its members indented (``ishard ls --samples``)."""
     for key, files in grouped.samples:
         out.write(f"[{shown(key)}]\n")
-        for m in files:
-            out.write(f"  {m.size:>12}  {format_size(m.size):>10}  {shown(m.name)}\n")
-    out.write(f"{_count(len(grouped.samples), 'sample')}, {_count(len(grouped.skipped), 'skipped member')}\n")
+        out.writelines(
+            f"  {m.size:>12}  {format_size(m.size):>10}  {shown(m.name)}\n" for m in files
+        )
+    out.write(
+        f"{_count(len(grouped.samples), 'sample')}, {_count(len(grouped.skipped), 'skipped member')}\n"
+    )
 
 
 def plan_headers(plan: Plan, out: TextIO) -> None:
     """One line per shard: name, payload size, samples and files (no member lines)."""
     names = plan.shard_names
     width = max(map(len, names), default=0)
-    for name, size, samples, files in zip(
-        names, plan.shard_sizes, plan.shard_sample_counts, plan.shard_file_counts
-    ):
-        out.write(f"{name.ljust(width)}  {format_size(size)}  {_count(samples, 'sample')}, "
-                  f"{_count(files, 'file')}\n")
+    out.writelines(
+        f"{name.ljust(width)}  {format_size(size)}  {_count(samples, 'sample')}, "
+        f"{_count(files, 'file')}\n"
+        for name, size, samples, files in zip(
+            names, plan.shard_sizes, plan.shard_sample_counts, plan.shard_file_counts
+        )
+    )
 
 
 def _count(n: int, noun: str) -> str:
@@ -70,8 +75,10 @@ def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
     """A short human summary of a plan or a run."""
     done = f"{'would write' if dry_run else 'wrote'} {_count(summary['shards'], 'shard')}"
     if not dry_run and summary.get("kept_shards"):  # a resume: what was kept, what written
-        done = (f"kept {_count(summary['kept_shards'], 'shard')} from the earlier run (checked), "
-                f"wrote {summary['written_shards']}; {_count(summary['shards'], 'shard')}")
+        done = (
+            f"kept {_count(summary['kept_shards'], 'shard')} from the earlier run (checked), "
+            f"wrote {summary['written_shards']}; {_count(summary['shards'], 'shard')}"
+        )
     out.write(
         f"{done}: {_count(summary['samples'], 'sample')}, {_count(summary['files'], 'file')}, "
         f"{format_size(summary['bytes'])} payload\n"
@@ -87,7 +94,9 @@ def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
         examples = ", ".join(map(quoted, skip["examples"]))
         out.write(f"left out {skip['count']}: {skip['reason']} (e.g. {examples})\n")
     if summary.get("seed") is not None:
-        out.write(f"shuffle seed: {summary['seed']} (pass --sort shuffle:{summary['seed']} to repeat)\n")
+        out.write(
+            f"shuffle seed: {summary['seed']} (pass --sort shuffle:{summary['seed']} to repeat)\n"
+        )
     if not dry_run:
         seconds = summary["seconds"]
         rate = format_size(summary["bytes_per_second"] or 0)
@@ -99,11 +108,15 @@ def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
         if summary.get("retries"):
             out.write(f"store requests retried after transient errors: {summary['retries']}\n")
         if summary.get("removed_archives"):
-            out.write(f"removed {_count(summary['removed_archives'], 'archive')} of the earlier "
-                      "run that this run did not rewrite\n")
+            out.write(
+                f"removed {_count(summary['removed_archives'], 'archive')} of the earlier "
+                "run that this run did not rewrite\n"
+            )
     if summary["warnings"]:
         told = "the plan" if dry_run else "writing"
-        out.write(f"{_count(len(summary['warnings']), 'warning')} (on stderr too, before {told}):\n")
+        out.write(
+            f"{_count(len(summary['warnings']), 'warning')} (on stderr too, before {told}):\n"
+        )
         out.writelines(f"  {line}\n" for line in summary["warnings"])
 
 
@@ -119,34 +132,46 @@ def cut_text(cut: dict) -> str:
     elif cut["by"] == "size":
         text = f"cut by size: {describe_size(size)} per shard"
     else:
-        text = (f"cut by size or count: {describe_size(size)} or {samples} per shard, "
-                "whichever comes first")
+        text = (
+            f"cut by size or count: {describe_size(size)} or {samples} per shard, "
+            "whichever comes first"
+        )
     if cut.get("shards_multiple_of"):
-        text += (f", then re-balanced to a multiple of {cut['shards_multiple_of']} shards "
-                 "(--shards-multiple-of)")
+        text += (
+            f", then re-balanced to a multiple of {cut['shards_multiple_of']} shards "
+            "(--shards-multiple-of)"
+        )
     return text
 
 
 def verify_text(result: dict, out: TextIO) -> None:
     """``ishard verify``: one line per problem, then a summary line (``result`` as ``to_dict``)."""
-    for p in result["problems"]:
-        out.write(f"{shown(p['name'])}: {shown(p['detail'])}\n")
+    out.writelines(f"{shown(p['name'])}: {shown(p['detail'])}\n" for p in result["problems"])
     shards, bad = result["shards"], result["shards"] - result["shards_ok"]
-    checks = ("size, checksum, members" if result["checksums_checked"]
-              else "size, members (no checksum recorded)")
+    checks = (
+        "size, checksum, members"
+        if result["checksums_checked"]
+        else "size, members (no checksum recorded)"
+    )
     if result["deep"]:
         checks += ", member data, samples"
-    verdict = "all ok" if result["ok"] else (
-        f"{_count(len(result['problems']), 'problem')} ({bad} of {shards} listed shards "
-        "affected)")
-    out.write(f"verified {_count(shards, 'shard')} ({format_size(result['bytes_read'])} read; "
-              f"{checks}): {verdict}\n")
+    verdict = (
+        "all ok"
+        if result["ok"]
+        else (
+            f"{_count(len(result['problems']), 'problem')} ({bad} of {shards} listed shards "
+            "affected)"
+        )
+    )
+    out.write(
+        f"verified {_count(shards, 'shard')} ({format_size(result['bytes_read'])} read; "
+        f"{checks}): {verdict}\n"
+    )
 
 
 def warnings_text(warnings: list[str], out: TextIO = sys.stderr) -> None:
     """Each warning on its own ``ishard: warning:`` line."""
-    for line in warnings:
-        out.write(f"ishard: warning: {line}\n")
+    out.writelines(f"ishard: warning: {line}\n" for line in warnings)
 
 
 def error_line(message: str, out: TextIO = sys.stderr) -> None:
@@ -192,8 +217,8 @@ class BarProgress(_Adapter):
             transient=False,
         )
         self._bar.start()
-        self._listing = None
-        self._writing = None
+        self._listing: TaskID | None = None
+        self._writing: TaskID | None = None
         self._shards = self._done = 0
         self._lock = threading.Lock()
 
@@ -344,14 +369,18 @@ def _batches(n: int) -> str:
 def split_text(doc: dict, out: TextIO) -> None:
     """Per epoch and rank (and worker): shards or sample ranges, counts, and any hang risk."""
     w = doc["world"]
-    out.write(f"policy {doc['policy']}: {_count(doc['shards'], 'shard')}, "
-              f"{_count(doc['samples'], 'sample')}; {w['nodes']} node(s) x {w['ranks_per_node']} "
-              f"rank(s), {w['workers']} worker(s), batch {w['batch_size']}\n")
+    out.write(
+        f"policy {doc['policy']}: {_count(doc['shards'], 'shard')}, "
+        f"{_count(doc['samples'], 'sample')}; {w['nodes']} node(s) x {w['ranks_per_node']} "
+        f"rank(s), {w['workers']} worker(s), batch {w['batch_size']}\n"
+    )
     for epoch in doc["epochs"]:
         out.write(f"epoch {epoch['epoch']}\n")
         for rank in epoch["ranks"]:
-            out.write(f"  rank {rank['rank']}: {_count(rank['samples'], 'sample')}, "
-                      f"{_batches(rank['batches'])}, {rank['duplicates']} duplicate(s)\n")
+            out.write(
+                f"  rank {rank['rank']}: {_count(rank['samples'], 'sample')}, "
+                f"{_batches(rank['batches'])}, {rank['duplicates']} duplicate(s)\n"
+            )
             parts = rank["workers"]
             if len(parts) == 1 and parts[0]["shards"] is None:
                 out.write(f"    samples {_ranges_text(rank['ranges'])}\n")
@@ -360,9 +389,13 @@ def split_text(doc: dict, out: TextIO) -> None:
                 where = f"samples {_ranges_text(part['ranges'])}"
                 if part["shards"] is not None:
                     where = f"shards {','.join(map(str, part['shards'])) or 'none'}"
-                out.write(f"    worker {part['worker']}: {where}; "
-                          f"{_count(part['samples'], 'sample')}, {_batches(part['batches'])}\n")
+                out.write(
+                    f"    worker {part['worker']}: {where}; "
+                    f"{_count(part['samples'], 'sample')}, {_batches(part['batches'])}\n"
+                )
         out.write(f"  dropped {epoch['dropped']}\n")
         if epoch["hang_risk"]:
-            out.write(f"  WARNING: ranks get different batch counts "
-                      f"(spread {epoch['batch_spread']}): DDP hangs at the epoch end — {epoch['fix']}\n")
+            out.write(
+                f"  WARNING: ranks get different batch counts "
+                f"(spread {epoch['batch_spread']}): DDP hangs at the epoch end — {epoch['fix']}\n"
+            )

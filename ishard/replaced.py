@@ -21,8 +21,12 @@ def _safe(name: object) -> bool:
     if not isinstance(name, str) or not name or name.startswith("/") or "\\" in name:
         return False
     parts = name.split("/")
-    return (name != MANIFEST_NAME and all(p and p not in (".", "..") for p in parts)
-            and not parts[0].startswith(".") and parts[0] != STATE_DIR)
+    return (
+        name != MANIFEST_NAME
+        and all(p and p not in (".", "..") for p in parts)
+        and not parts[0].startswith(".")
+        and parts[0] != STATE_DIR
+    )
 
 
 def manifest_archives(dest: Location, retrier: Retrier) -> list[str]:
@@ -41,8 +45,9 @@ def manifest_archives(dest: Location, retrier: Retrier) -> list[str]:
     return [n for n in names if isinstance(n, str) and _safe(n)]
 
 
-def earlier_archives(dest: Location, earlier: dict, recorded: dict[int, dict], *,
-                     overwrite: bool, retrier: Retrier) -> list[str]:
+def earlier_archives(
+    dest: Location, earlier: dict, recorded: dict[int, dict], *, overwrite: bool, retrier: Retrier
+) -> list[str]:
     """What the new run must remove at its end if it does not rewrite it: the list an
     interrupted ``--overwrite`` kept in its run state; with ``--overwrite`` also the archives
     of the manifest about to be removed and the shards an interrupted run recorded."""
@@ -76,7 +81,11 @@ def remove_archives(dest: Location, names: Iterable[str], retrier: Retrier) -> i
         return 0
     store = dest.store
     with dest.translated("destination"):
-        present = [obj.key for page in store.pages(dest.key(""), retrier) for obj in page
-                   if obj.key in wanted]
+        present = [
+            obj.key
+            for page in store.pages(dest.key(""), retrier)
+            for obj in page
+            if obj.key in wanted
+        ]
         retrier.run(lambda: store.delete(present))
     return len(present)

@@ -16,8 +16,7 @@ def plan_document(plan: Plan) -> dict:
                 "name": shard.name,
                 "size": shard.size,
                 "samples": [
-                    {"key": s.key, "files": [_file(f) for f in s.files]}
-                    for s in shard.samples
+                    {"key": s.key, "files": [_file(f) for f in s.files]} for s in shard.samples
                 ],
             }
             for shard in plan.shards
@@ -73,7 +72,9 @@ def run_summary(report: Report) -> dict:
 def samples_document(grouped) -> dict:
     """``ishard ls --samples --json``: members grouped as WebDataset readers group them."""
     return {
-        "samples": [{"key": key, "files": [{"name": m.name, "size": m.size} for m in files]}
-                    for key, files in grouped.samples],
+        "samples": [
+            {"key": key, "files": [{"name": m.name, "size": m.size} for m in files]}
+            for key, files in grouped.samples
+        ],
         "skipped": [{"name": m.name, "size": m.size} for m in grouped.skipped],
     }

@@ -33,13 +33,20 @@ def _changed(dest: Location, earlier: object, plan: Plan, run: str) -> DataError
     except (TypeError, ValueError, KeyError, AttributeError, IndexError):
         changes = []  # a damaged record: the fingerprint's word alone
     if not changes:
-        return DataError(CHANGED.format(dst=dest.url).replace(
-            "the interrupted run", run.replace("finished run", "run that wrote its manifest")))
+        return DataError(
+            CHANGED.format(dst=dest.url).replace(
+                "the interrupted run", run.replace("finished run", "run that wrote its manifest")
+            )
+        )
     options = not all(c.startswith("source: ") for c in changes)
-    fix = ("rerun with the earlier options, or use --overwrite to start over" if options else
-           "the shards written so far hold the earlier files: use --overwrite to start over")
-    return DataError(DIFFERS.format(dst=dest.url, run=f"{run}'s", changes="; ".join(changes),
-                                    fix=fix))
+    fix = (
+        "rerun with the earlier options, or use --overwrite to start over"
+        if options
+        else "the shards written so far hold the earlier files: use --overwrite to start over"
+    )
+    return DataError(
+        DIFFERS.format(dst=dest.url, run=f"{run}'s", changes="; ".join(changes), fix=fix)
+    )
 
 
 def _manifest_data(dest: Location, retrier: Retrier | None = None) -> bytes | None:
@@ -57,8 +64,9 @@ def earlier_manifest_seed(dest: Location) -> int | None:
     return seed if isinstance(seed, int) else None
 
 
-def _manifest_records(dest: Location, plan: Plan, fingerprint: str,
-                      retrier: Retrier) -> dict[int, dict] | None:
+def _manifest_records(
+    dest: Location, plan: Plan, fingerprint: str, retrier: Retrier
+) -> dict[int, dict] | None:
     """A finished run's shards, from its manifest, if it is this plan's; None without one."""
     data = _manifest_data(dest, retrier)
     if data is None:
@@ -71,15 +79,22 @@ def _manifest_records(dest: Location, plan: Plan, fingerprint: str,
     except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
         recorded, entries = None, []
     if recorded != fingerprint:
-        raise _changed(dest, document.get("ishard") if isinstance(document, dict) else None,
-                       plan, "the finished run")
-    return {i: {"name": e.get("url"), "filesize": e.get("filesize"),
-                "checksum": entry_checksum(e)}
-            for i, e in enumerate(entries) if isinstance(e, dict)}
+        raise _changed(
+            dest,
+            document.get("ishard") if isinstance(document, dict) else None,
+            plan,
+            "the finished run",
+        )
+    return {
+        i: {"name": e.get("url"), "filesize": e.get("filesize"), "checksum": entry_checksum(e)}
+        for i, e in enumerate(entries)
+        if isinstance(e, dict)
+    }
 
 
-def finished_earlier(dest: Location, plan: Plan, fingerprint: str, state: RunState,
-                     retrier: Retrier) -> dict[int, ShardResult]:
+def finished_earlier(
+    dest: Location, plan: Plan, fingerprint: str, state: RunState, retrier: Retrier
+) -> dict[int, ShardResult]:
     """The shards of ``plan`` an earlier run into ``dest`` completed and that are still whole,
     by plan index; its temp files and unfinished uploads are cleaned up.
 
@@ -97,8 +112,15 @@ def finished_earlier(dest: Location, plan: Plan, fingerprint: str, state: RunSta
     abort_dangling_uploads(dest, names, retrier)
     samples, files, sizes = plan.shard_sample_counts, plan.shard_file_counts, plan.shard_sizes
     return {
-        i: ShardResult(names[i], r["filesize"], recorded_checksum(r), samples[i], files[i],
-                       sizes[i], etag=r.get("etag"))
+        i: ShardResult(
+            names[i],
+            r["filesize"],
+            recorded_checksum(r),
+            samples[i],
+            files[i],
+            sizes[i],
+            etag=r.get("etag"),
+        )
         for i, r in sorted(records.items())
         if i < len(names) and r.get("name") == names[i] and still_complete(dest, r, retrier)
     }
@@ -123,8 +145,9 @@ class Remaining(Sequence[ShardPlan]):
 class Recorder(Progress):
     """Passes every hook on, and records each finished shard (by plan index) for a resume."""
 
-    def __init__(self, inner: Progress, names: Sequence[str],
-                 record: Callable[[int, ShardResult], None]) -> None:
+    def __init__(
+        self, inner: Progress, names: Sequence[str], record: Callable[[int, ShardResult], None]
+    ) -> None:
         self._inner, self._record = inner, record
         self._index = {name: i for i, name in enumerate(names)}
 

@@ -12,13 +12,24 @@ T = TypeVar("T")
 
 PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
              ValueError, TypeError, KeyError)  # fmt: skip
-PERMANENT_NAMES = ("NoCredentialsError", "PartialCredentialsError", "ParamValidationError",
-                   # obstore's: answers another try cannot change
-                   "NotFoundError", "PermissionDeniedError", "UnauthenticatedError",
-                   "PreconditionError", "AlreadyExistsError", "NotSupportedError",
-                   "InvalidPathError", "UnknownConfigurationKeyError", "NotModifiedError",
-                   # the store contract's: a condition that did not hold, or is not taken
-                   "Refused", "Unconditional")
+PERMANENT_NAMES = (
+    "NoCredentialsError",
+    "PartialCredentialsError",
+    "ParamValidationError",
+    # obstore's: answers another try cannot change
+    "NotFoundError",
+    "PermissionDeniedError",
+    "UnauthenticatedError",
+    "PreconditionError",
+    "AlreadyExistsError",
+    "NotSupportedError",
+    "InvalidPathError",
+    "UnknownConfigurationKeyError",
+    "NotModifiedError",
+    # the store contract's: a condition that did not hold, or is not taken
+    "Refused",
+    "Unconditional",
+)
 _STATUS = re.compile(r"status code: (\d{3})")
 # HTTP answers another try cannot change: a condition that did not hold (If-Match,
 # If-None-Match), a feature the store does not implement.
@@ -44,8 +55,9 @@ def is_transient(err: BaseException) -> bool:
     if isinstance(err, PERMANENT) or type(err).__name__ in PERMANENT_NAMES:
         return False
     status = http_status(err)
-    if status in PERMANENT_STATUS or (status is not None and 400 <= status < 500
-                                      and status not in (408, 429)):
+    if status in PERMANENT_STATUS or (
+        status is not None and 400 <= status < 500 and status not in (408, 429)
+    ):
         return False
     return isinstance(err, Exception)
 

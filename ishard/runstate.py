@@ -21,9 +21,21 @@ from .table import ShardList
 RUN_NAME = f"{STATE_DIR}/run.json"
 DONE_DIR = f"{STATE_DIR}/done"
 # Options that change how a run goes, not what it writes: a resume may change them.
-EXECUTION_ONLY = frozenset({"jobs", "overwrite", "resume", "executor", "scheduler",
-                            "read_buffer", "retries", "part_size", "endpoint_url",
-                            "storage_options", "strict"})
+EXECUTION_ONLY = frozenset(
+    {
+        "jobs",
+        "overwrite",
+        "resume",
+        "executor",
+        "scheduler",
+        "read_buffer",
+        "retries",
+        "part_size",
+        "endpoint_url",
+        "storage_options",
+        "strict",
+    }
+)
 
 
 def fingerprint(plan: Plan) -> str:
@@ -33,11 +45,20 @@ def fingerprint(plan: Plan) -> str:
     in every shard, so a file rewritten within the same second is not taken for the same."""
     options = {k: v for k, v in plan.options.items() if k not in EXECUTION_ONLY}
     level = options.get("compress_level")
-    digest = hashlib.sha256(orjson.dumps(
-        {"ishard": __version__, "source": plan.source, "options": options, "seed": plan.seed,
-         "gzip": gzip_library(6 if level is None else level, options.get("gzip_library", "auto"))[0]},
-        option=orjson.OPT_SORT_KEYS,
-    ))
+    digest = hashlib.sha256(
+        orjson.dumps(
+            {
+                "ishard": __version__,
+                "source": plan.source,
+                "options": options,
+                "seed": plan.seed,
+                "gzip": gzip_library(
+                    6 if level is None else level, options.get("gzip_library", "auto")
+                )[0],
+            },
+            option=orjson.OPT_SORT_KEYS,
+        )
+    )
     shards = plan.shards
     if isinstance(shards, ShardList):
         shards.digest(digest.update)
@@ -45,8 +66,9 @@ def fingerprint(plan: Plan) -> str:
         for shard in shards:
             digest.update(f"\x01{shard.name}\n".encode("utf-8", "surrogateescape"))
             for f in shard.members():
-                digest.update(f"{f.name}\x00{f.size}\x00{f.mtime}\n"
-                              .encode("utf-8", "surrogateescape"))
+                digest.update(
+                    f"{f.name}\x00{f.size}\x00{f.mtime}\n".encode("utf-8", "surrogateescape")
+                )
     return digest.hexdigest()
 
 
@@ -79,8 +101,14 @@ class RunState:
         fingerprint = self.earlier().get("fingerprint")
         return fingerprint if isinstance(fingerprint, str) else None
 
-    def begin(self, fingerprint: str, shards: int, shuffle_seed: int | None = None,
-              replaced: list[str] | None = None, plan: dict | None = None) -> None:
+    def begin(
+        self,
+        fingerprint: str,
+        shards: int,
+        shuffle_seed: int | None = None,
+        replaced: list[str] | None = None,
+        plan: dict | None = None,
+    ) -> None:
         """Record this run's fingerprint (before any shard is written), the seed ishard
         drew for an unseeded ``--sort shuffle`` (which a ``--resume`` reuses), the earlier
         run's archives to remove once the manifest is written (which a ``--resume`` removes),
@@ -97,8 +125,7 @@ class RunState:
 
     def record(self, index: int, result: ShardResult) -> None:
         """Note that shard ``index`` is complete (called after it got its final name)."""
-        record = {"name": result.name, "filesize": result.filesize,
-                  "checksum": result.checksum}
+        record = {"name": result.name, "filesize": result.filesize, "checksum": result.checksum}
         if result.etag is not None:
             record["etag"] = result.etag
         self._put(f"{DONE_DIR}/{index:09d}.json", orjson.dumps(record))

@@ -68,7 +68,8 @@ def route_table(table: SampleTable, ekm: Ekm | None, tally: Tally) -> list[Sampl
     names = table.files.names
     groups = [SampleTable(table.files) for _ in ekm.categories]
     for index, key in enumerate(table.keys):
-        kept, where = [], {}
+        kept: list[int] = []
+        where: dict[int, str] = {}
         for f in table.file_indices(index):
             cat = ekm.category(names[f])
             if isinstance(cat, str):
@@ -121,9 +122,12 @@ def apply_sample_exts_table(
         if not extra and not missing:
             kept.add(key, files)
             continue
-        what = [f"file {names[p]!r} has extension {extension(names[p])!r}, not in --sample-exts"
-                if extension(names[p]) not in wanted else
-                f"file {names[p]!r} repeats extension {extension(names[p])!r}" for p in extra]
+        what = [
+            f"file {names[p]!r} has extension {extension(names[p])!r}, not in --sample-exts"
+            if extension(names[p]) not in wanted
+            else f"file {names[p]!r} repeats extension {extension(names[p])!r}"
+            for p in extra
+        ]
         what += [f"no {e!r} file" for e in missing]
         if action == "abort":
             raise DataError(

@@ -53,14 +53,17 @@ def _sendfile(src: int, dst: int, count: int) -> int:
 # Ways to copy file to file inside the kernel, best first; each is dropped for a shard once it
 # fails (EXDEV across file systems, ENOSYS, EINVAL on file systems without support …).
 KERNEL_COPIES = tuple(
-    f for f, name in ((_copy_file_range, "copy_file_range"), (_sendfile, "sendfile"))
+    f
+    for f, name in ((_copy_file_range, "copy_file_range"), (_sendfile, "sendfile"))
     if hasattr(os, name)
 )
 
 
 def _write_failed(where: str, err: OSError) -> WriteError:
-    return WriteError(f"cannot write shard {where!r}: {err.strerror or err} — "
-                      f"{WRITE_FIX.get(err.errno, WRITE_FIX[None])}")
+    return WriteError(
+        f"cannot write shard {where!r}: {err.strerror or err} — "
+        f"{WRITE_FIX.get(err.errno, WRITE_FIX[None])}"
+    )
 
 
 def temp_path(final: Path) -> Path:
@@ -203,8 +206,9 @@ class LocalSink(_Hashing):
         self.temp.unlink(missing_ok=True)
 
 
-def put_file(location: Location, name: str, data: bytes, retrier: Retrier,
-             guard: Guard | None = None) -> str:
+def put_file(
+    location: Location, name: str, data: bytes, retrier: Retrier, guard: Guard | None = None
+) -> str:
     """Write a small whole file (the manifest) to a destination in one request, atomically,
     while ``guard`` (the destination's lease, if given) confirms this run holds it; return
     where it went."""
@@ -214,16 +218,31 @@ def put_file(location: Location, name: str, data: bytes, retrier: Retrier,
     return where
 
 
-def open_sink(location: Location, name: str, *, retrier: Retrier, cleanup: Retrier,
-              part_size: int, expected: int, notice: Callable[[str], None],
-              checksum: str = DEFAULT_CHECKSUM, guard: Guard | None = None):
+def open_sink(
+    location: Location,
+    name: str,
+    *,
+    retrier: Retrier,
+    cleanup: Retrier,
+    part_size: int,
+    expected: int,
+    notice: Callable[[str], None],
+    checksum: str = DEFAULT_CHECKSUM,
+    guard: Guard | None = None,
+):
     """The sink for one shard at a destination (hashing its bytes with ``checksum`` unless it
     is ``"none"``; on a store, committed only while ``guard``, the destination's lease,
     confirms it)."""
     with location.translated("destination"):
-        sink = location.store.sink(location.key(name), retrier=retrier, cleanup=cleanup,
-                                   part_size=part_size, expected=expected, notice=notice,
-                                   guard=guard)
+        sink = location.store.sink(
+            location.key(name),
+            retrier=retrier,
+            cleanup=cleanup,
+            part_size=part_size,
+            expected=expected,
+            notice=notice,
+            guard=guard,
+        )
     sink.use_checksum(checksum)
     return sink
 

@@ -43,8 +43,10 @@ def parse_size(text: str | int, *, option: str = "--shard-size") -> int:
             )
         number = match.group(1)
         if "." in number and unit in ("", "B"):
-            raise UsageError(f"{option} {text!r} has a fraction of a byte — write whole "
-                             "bytes (e.g. 2B) or a larger unit (1.5KiB)")
+            raise UsageError(
+                f"{option} {text!r} has a fraction of a byte — write whole "
+                "bytes (e.g. 2B) or a larger unit (1.5KiB)"
+            )
         try:
             value = int(Decimal(number) * _UNITS[unit])
         except InvalidOperation:  # pragma: no cover - the regex admits only decimals
@@ -74,8 +76,10 @@ def parse_shard_size(value: str | float, *, option: str = "--shard-size") -> Sha
     """
     if isinstance(value, float) and not isinstance(value, bool):
         if not value.is_integer() or value <= 0:
-            raise UsageError(f"{option} {value!r} must be a whole number of bytes above 0 — "
-                             "write e.g. 512 * 2**20 or '512MiB'")
+            raise UsageError(
+                f"{option} {value!r} must be a whole number of bytes above 0 — "
+                "write e.g. 512 * 2**20 or '512MiB'"
+            )
         return ShardSize(size=int(value))
     if isinstance(value, str):
         match = _COUNT.fullmatch(value)
@@ -92,8 +96,10 @@ def parse_shard_size(value: str | float, *, option: str = "--shard-size") -> Sha
 
 def _count(text: str, count: int, option: str) -> int:
     if count < 1:
-        raise UsageError(f"{option} {text!r} must be at least 1 sample (a number without a unit "
-                         "counts samples) — write e.g. 10, or a size with a unit: 512MiB")
+        raise UsageError(
+            f"{option} {text!r} must be at least 1 sample (a number without a unit "
+            "counts samples) — write e.g. 10, or a size with a unit: 512MiB"
+        )
     if count > MAX_COUNT:
         exact = describe_size(count)
         also = f" or {exact}" if exact != f"{count}B" else ""

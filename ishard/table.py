@@ -42,8 +42,9 @@ def store_stamp(info: dict) -> int:
     """An object's identity beyond its size, in 64 bits: its ETag and modification time as the
     store lists them (0 when it lists neither)."""
     etag = next((info[k] for k in ("ETag", "etag") if k in info), None)
-    modified = next((info[k] for k in ("LastModified", "last_modified", "updated", "mtime")
-                     if k in info), None)
+    modified = next(
+        (info[k] for k in ("LastModified", "last_modified", "updated", "mtime") if k in info), None
+    )
     if etag is None and modified is None:
         return 0
     text = f"{etag}\x00{modified}".encode("utf-8", "surrogateescape")
@@ -93,7 +94,9 @@ class FileTable:
         if all(map(operator.lt, names, islice(names, 1, None))):
             return  # already sorted and unique: the common case for store listings
         key = _bytewise if _has_surrogates(names) else None
-        order = sorted(range(len(names)), key=(lambda i: key(names[i])) if key else names.__getitem__)
+        order = sorted(
+            range(len(names)), key=(lambda i: key(names[i])) if key else names.__getitem__
+        )
         keep = [i for n, i in enumerate(order) if n == 0 or names[order[n - 1]] != names[i]]
         del order
         self.names = [names[i] for i in keep]
@@ -105,7 +108,7 @@ class FileTable:
 class SampleTable:
     """Samples over a FileTable: a key, a size and a run of file indices per sample."""
 
-    __slots__ = ("files", "keys", "sizes", "starts", "members")
+    __slots__ = ("files", "keys", "members", "sizes", "starts")
 
     def __init__(self, files: FileTable) -> None:
         self.files = files
@@ -139,8 +142,9 @@ class SampleTable:
         files, key = self.files, self.keys[index]
         entries = tuple(files[i] for i in self.file_indices(index))
         if rename:
-            entries = tuple(FileEntry(e.name, e.size, e.mtime, f"{key}.{wds_split(e.name)[1]}")
-                            for e in entries)
+            entries = tuple(
+                FileEntry(e.name, e.size, e.mtime, f"{key}.{wds_split(e.name)[1]}") for e in entries
+            )
         return Sample(key, entries, self.sizes[index])
 
     @classmethod
@@ -163,15 +167,21 @@ class ShardList(Sequence[ShardPlan]):
     ``rename`` members are named ``<sample key>.<extension>``.
     """
 
-    def __init__(self, names: list[str], members: list[list[int]], tables: list[SampleTable],
-                 rename: bool = False):
+    def __init__(
+        self,
+        names: list[str],
+        members: list[list[int]],
+        tables: list[SampleTable],
+        rename: bool = False,
+    ):
         self.names, self.rename = names, rename
         self._members = [array("q", m) for m in members]
         self._tables = tables
         self.sizes = [sum(t.sizes[i] for i in m) for m, t in zip(self._members, tables)]
         self.sample_counts = [len(m) for m in self._members]
-        self.file_counts = [sum(t.starts[i + 1] - t.starts[i] for i in m)
-                            for m, t in zip(self._members, tables)]
+        self.file_counts = [
+            sum(t.starts[i + 1] - t.starts[i] for i in m) for m, t in zip(self._members, tables)
+        ]
 
     def __len__(self) -> int:
         return len(self.names)
@@ -196,7 +206,7 @@ class ShardList(Sequence[ShardPlan]):
             names, sizes, mtimes, stamps = files.names, files.sizes, files.mtimes, files.stamps
             rows = array("q")
             for i in members:
-                rows += runs[starts[i]:starts[i + 1]]
+                rows += runs[starts[i] : starts[i + 1]]
             lines = [f"\x01{name}"]
             lines += [f"{names[f]}\x00{sizes[f]}\x00{mtimes[f]}" for f in rows]
             update("\n".join(lines).encode("utf-8", "surrogateescape") + b"\n")

@@ -83,17 +83,21 @@ def member_key_function(options: Mapping) -> KeyFunction:
     """
     naming = options.get("member_names") or "original"
     if naming not in ("original", "sample"):
-        raise DataError(f"the manifest's member_names {naming!r} is unknown to this ishard — "
-                        "verify with the ishard version that wrote the shards")
+        raise DataError(
+            f"the manifest's member_names {naming!r} is unknown to this ishard — "
+            "verify with the ishard version that wrote the shards"
+        )
     if naming == "sample":  # <key>.<extension>, the extension after the basename's first dot
         return lambda name: wds_split(name)[0]
     pattern = options.get("sample_key_pattern", "")
     try:
         key = key_function(pattern)
     except UsageError:
-        raise DataError(f"the manifest's sample_key_pattern {pattern!r} is not a valid RE2 "
-                        "regex (written by an ishard before RE2, or edited) — verify without "
-                        "--deep, or rewrite the shards") from None
+        raise DataError(
+            f"the manifest's sample_key_pattern {pattern!r} is not a valid RE2 "
+            "regex (written by an ishard before RE2, or edited) — verify without "
+            "--deep, or rewrite the shards"
+        ) from None
     return lambda name: sample_key(name, key)
 
 
@@ -118,7 +122,7 @@ class _Tap(io.RawIOBase):
             return 0
         try:
             data = self._raw.read(len(buffer))
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - a store's read error, kept apart from archive damage
             self.error = err
             raise OSError(f"read failed: {err}") from None
         n = len(data)
@@ -169,30 +173,52 @@ def _members(name: str, raw: BinaryIO, tap: _Tap, deep: bool) -> list[Member]:
     return found
 
 
-def _check_members(name: str, members: list[Member], record: Mapping | None, deep: bool,
-                   key_of: KeyFunction | None, entry: Mapping) -> _Shard:
+def _check_members(
+    name: str,
+    members: list[Member],
+    record: Mapping | None,
+    deep: bool,
+    key_of: KeyFunction | None,
+    entry: Mapping,
+) -> _Shard:
     if record is None:
         return _Shard([], None)
     problems: list[Problem] = []
     _compare(problems, name, "members", "member count", record["files"], len(members))
     if not deep or key_of is None:
         return _Shard(problems, None)
-    _compare(problems, name, "payload", "member payload", record["payload_bytes"],
-             sum(m.size for m in members), " bytes")
+    _compare(
+        problems,
+        name,
+        "payload",
+        "member payload",
+        record["payload_bytes"],
+        sum(m.size for m in members),
+        " bytes",
+    )
     keys, scattered = _sample_runs(name, members, key_of)
     _compare(problems, name, "samples", "sample count", entry["nsamples"], len(keys))
     return _Shard(problems + scattered, keys)
 
 
-def _compare(problems: list[Problem], name: str, kind: str, what: str, expected, found,
-             unit: str = "") -> None:
+def _compare(
+    problems: list[Problem], name: str, kind: str, what: str, expected, found, unit: str = ""
+) -> None:
     if found != expected:
-        problems.append(Problem(name, kind, f"{what} is {found}{unit}, the manifest says "
-                                f"{expected}{unit}", expected, found))
+        problems.append(
+            Problem(
+                name,
+                kind,
+                f"{what} is {found}{unit}, the manifest says {expected}{unit}",
+                expected,
+                found,
+            )
+        )
 
 
-def _sample_runs(name: str, members: list[Member],
-                 key_of: KeyFunction) -> tuple[list[str], list[Problem]]:
+def _sample_runs(
+    name: str, members: list[Member], key_of: KeyFunction
+) -> tuple[list[str], list[Problem]]:
     """Distinct keys in order; a problem for each sample whose members are not side by side."""
     keys: list[str] = []
     seen: set[str] = set()
@@ -206,15 +232,28 @@ def _sample_runs(name: str, members: list[Member],
             seen.add(key)
             keys.append(key)
         elif not any(p.expected == key for p in problems):
-            problems.append(Problem(name, "scattered_sample", f"members of sample {key!r} are "
-                                    f"not side by side: {m.name!r} follows another sample's",
-                                    key, m.name))
+            problems.append(
+                Problem(
+                    name,
+                    "scattered_sample",
+                    f"members of sample {key!r} are "
+                    f"not side by side: {m.name!r} follows another sample's",
+                    key,
+                    m.name,
+                )
+            )
         last = key
     return keys, problems
 
 
-def _check_shard(dst: Location, entry: Mapping, record: Mapping | None, deep: bool,
-                 key_of: KeyFunction | None, progress: Progress) -> _Shard:
+def _check_shard(
+    dst: Location,
+    entry: Mapping,
+    record: Mapping | None,
+    deep: bool,
+    key_of: KeyFunction | None,
+    progress: Progress,
+) -> _Shard:
     """Every check of one shard that needs only that shard."""
     name = entry["url"]
     try:
@@ -222,13 +261,21 @@ def _check_shard(dst: Location, entry: Mapping, record: Mapping | None, deep: bo
     except FileNotFoundError:
         return _Shard([Problem(name, "missing", "is missing (the manifest lists it)")], None)
     except NotRegular as err:
-        return _Shard([Problem(name, "not_regular", f"is not a regular file ({err}) — verify "
-                               "reads only regular files; put the shard itself back")], None)
+        return _Shard(
+            [
+                Problem(
+                    name,
+                    "not_regular",
+                    f"is not a regular file ({err}) — verify "
+                    "reads only regular files; put the shard itself back",
+                )
+            ],
+            None,
+        )
     except OSError as err:
         if dst.store.remote:
             raise
-        return _Shard([Problem(name, "unreadable", f"cannot be read: {err.strerror or err}")],
-                      None)
+        return _Shard([Problem(name, "unreadable", f"cannot be read: {err.strerror or err}")], None)
     problems: list[Problem] = []
     _compare(problems, name, "size", "size", entry["filesize"], size, " bytes")
     recorded = entry_checksum(entry)
@@ -236,8 +283,9 @@ def _check_shard(dst: Location, entry: Mapping, record: Mapping | None, deep: bo
     tap = _Tap(raw, algorithm, progress)
     with raw:
         try:
-            shard = _check_members(name, _members(name, raw, tap, deep), record, deep, key_of,
-                                   entry)
+            shard = _check_members(
+                name, _members(name, raw, tap, deep), record, deep, key_of, entry
+            )
         except (DamagedArchive, OSError) as err:
             if tap.error is not None and dst.store.remote:
                 raise tap.error from None  # the store, not the archive: retried by the caller
@@ -274,16 +322,30 @@ def _strays(dst: Location, listed: set[str]) -> tuple[list[Problem], list[str]]:
         if name in listed or name == MANIFEST_NAME:
             continue
         if base.startswith(".") and base.endswith(TEMP_SUFFIX):
-            warnings.append(f"leftover temp file {name!r} from an interrupted run — safe to "
-                            "delete once no ishard run writes to this destination")
+            warnings.append(
+                f"leftover temp file {name!r} from an interrupted run — safe to "
+                "delete once no ishard run writes to this destination"
+            )
         elif name.endswith(ARCHIVE_EXTS):
-            problems.append(Problem(name, "unlisted", "looks like a shard but the manifest does "
-                                    "not list it (left by another run?)"))
+            problems.append(
+                Problem(
+                    name,
+                    "unlisted",
+                    "looks like a shard but the manifest does not list it (left by another run?)",
+                )
+            )
     return problems, warnings
 
 
-def verify(dst: str | Path, *, deep: bool = False, jobs: int = 0, progress: Progress = SILENT,
-           endpoint_url: str | None = None, storage_options=None) -> Verification:
+def verify(
+    dst: str | Path,
+    *,
+    deep: bool = False,
+    jobs: int = 0,
+    progress: Progress = SILENT,
+    endpoint_url: str | None = None,
+    storage_options=None,
+) -> Verification:
     """Check every shard ``dst/manifest.json`` lists, and look for files it does not list.
 
     Args:
@@ -303,8 +365,12 @@ def verify(dst: str | Path, *, deep: bool = False, jobs: int = 0, progress: Prog
         IshardError: no manifest or a broken one; the store cannot be reached.
     """
     workers = positive_int(jobs, "--jobs", allow_none=False) if jobs else 0
-    location = resolve(str(dst), endpoint_url=endpoint_url, role="destination",
-                       storage_options=parse_storage_options(storage_options))
+    location = resolve(
+        str(dst),
+        endpoint_url=endpoint_url,
+        role="destination",
+        storage_options=parse_storage_options(storage_options),
+    )
     manifest = read_manifest(location)
     record = manifest.get("ishard")
     records = record["shards"] if record else [None] * len(manifest["shardlist"])
@@ -324,15 +390,24 @@ def verify(dst: str | Path, *, deep: bool = False, jobs: int = 0, progress: Prog
             nbytes += shard.nbytes
     strays, warnings = _strays(location, {e["url"] for e, _ in entries})
     if record is None:
-        warnings.insert(0, "the manifest has no 'ishard' record: member counts and samples are "
-                        "not checked")
-    return Verification(str(dst), deep, len(entries), ok,
-                        sum(entry_checksum(e) is not None for e, _ in entries), nbytes,
-                        tuple(problems + strays), tuple(warnings))
+        warnings.insert(
+            0, "the manifest has no 'ishard' record: member counts and samples are not checked"
+        )
+    return Verification(
+        str(dst),
+        deep,
+        len(entries),
+        ok,
+        sum(entry_checksum(e) is not None for e, _ in entries),
+        nbytes,
+        tuple(problems + strays),
+        tuple(warnings),
+    )
 
 
-def _checker(location: Location, deep: bool, key_of: KeyFunction | None,
-             progress: Progress) -> Callable[[tuple], _Shard]:
+def _checker(
+    location: Location, deep: bool, key_of: KeyFunction | None, progress: Progress
+) -> Callable[[tuple], _Shard]:
     retrier = Retrier()
 
     def check(item: tuple) -> _Shard:
@@ -340,9 +415,10 @@ def _checker(location: Location, deep: bool, key_of: KeyFunction | None,
         if not location.store.remote:
             return _check_shard(location, entry, record, deep, key_of, progress)
         try:
-            return retrier.run(lambda: _check_shard(location, entry, record, deep, key_of,
-                                                    progress))
-        except Exception as err:
+            return retrier.run(
+                lambda: _check_shard(location, entry, record, deep, key_of, progress)
+            )
+        except Exception as err:  # noqa: BLE001 - a store's error, translated once
             raise location.error(err, "destination") from None
 
     return check
@@ -354,6 +430,13 @@ def _split_samples(name: str, keys, owner: dict[str, str]) -> list[Problem]:
     for key in keys:
         first = owner.setdefault(key, name)
         if first != name:
-            problems.append(Problem(name, "split_sample", f"sample {key!r} is split: "
-                                    f"{first!r} holds some of its members too", first, name))
+            problems.append(
+                Problem(
+                    name,
+                    "split_sample",
+                    f"sample {key!r} is split: {first!r} holds some of its members too",
+                    first,
+                    name,
+                )
+            )
     return problems

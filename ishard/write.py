@@ -19,10 +19,11 @@ from concurrent.futures import (
     wait,
 )
 from concurrent.futures.process import BrokenProcessPool
-from typing import Protocol
+from typing import Protocol, cast
 
 from .errors import Interrupted, IshardError, WriteError
 from .formats import open_writer
+from .formats.tar import TarWriter
 from .model import ShardPlan, ShardResult
 from .naming import dali_index, index_name
 from .progress import Progress
@@ -50,8 +51,14 @@ class _Cancelled(Exception):
     """Another shard failed or the user interrupted: stop this one quietly."""
 
 
-def write_one(shard: ShardPlan, reader, open_sink: Callable, settings: dict,
-              cancel: Cancel, progress: Progress) -> ShardResult:
+def write_one(
+    shard: ShardPlan,
+    reader,
+    open_sink: Callable,
+    settings: dict,
+    cancel: Cancel,
+    progress: Progress,
+) -> ShardResult:
     """Write one shard: reader → archive writer → sink, then commit; abort on any failure."""
     if cancel.is_set():
         raise _Cancelled
@@ -72,7 +79,7 @@ def write_one(shard: ShardPlan, reader, open_sink: Callable, settings: dict,
                 pending = 0
         writer.close()
         if dali:  # committed before the shard: a visible shard always has its index
-            index = _put_index(shard, writer.data_offsets, open_sink)
+            index = _put_index(shard, cast(TarWriter, writer).data_offsets, open_sink)
         sink.commit()
         progress.wrote(pending)
     except BaseException as err:
@@ -80,11 +87,21 @@ def write_one(shard: ShardPlan, reader, open_sink: Callable, settings: dict,
             writer.abort()
         sink.abort()
         if isinstance(err, OSError) and not isinstance(err, IshardError):
-            raise WriteError(f"cannot write shard {shard.name!r}: {err.strerror or err} — fix the "
-                             "destination, then run again with --resume") from None
+            raise WriteError(
+                f"cannot write shard {shard.name!r}: {err.strerror or err} — fix the "
+                "destination, then run again with --resume"
+            ) from None
         raise
-    result = ShardResult(shard.name, sink.size, sink.checksum, len(shard.samples),
-                         shard.file_count, shard.size, index, getattr(sink, "etag", None))
+    result = ShardResult(
+        shard.name,
+        sink.size,
+        sink.checksum,
+        len(shard.samples),
+        shard.file_count,
+        shard.size,
+        index,
+        getattr(sink, "etag", None),
+    )
     progress.shard_done(result)
     return result
 
@@ -117,9 +134,11 @@ def _collect(futures: list[Future], cancel: Callable[[], None]) -> list[ShardRes
             errors = [f.exception() for f in futures if f.done() and not f.cancelled()]
             error = next(e for e in errors if e is not None and not isinstance(e, _Cancelled))
             if isinstance(error, BrokenProcessPool):
-                raise WriteError("a shard writer process died unexpectedly (killed, or out of "
-                                 "memory) — complete shards were kept: run again with --resume "
-                                 "(with --jobs 1 if it keeps happening)") from None
+                raise WriteError(
+                    "a shard writer process died unexpectedly (killed, or out of "
+                    "memory) — complete shards were kept: run again with --resume "
+                    "(with --jobs 1 if it keeps happening)"
+                ) from None
             raise error
     except KeyboardInterrupt:
         cancel()
@@ -130,8 +149,16 @@ def _collect(futures: list[Future], cancel: Callable[[], None]) -> list[ShardRes
     return [f.result() for f in futures]
 
 
-def write_shards(shards: Sequence[ShardPlan], reader, open_sink: Callable, *, jobs: int,
-                 settings: dict, progress: Progress, processes: bool = False) -> list[ShardResult]:
+def write_shards(
+    shards: Sequence[ShardPlan],
+    reader,
+    open_sink: Callable,
+    *,
+    jobs: int,
+    settings: dict,
+    progress: Progress,
+    processes: bool = False,
+) -> list[ShardResult]:
     """Write every shard (``jobs`` at a time); results come back in plan order.
 
     With ``processes`` (for CPU-bound work: local to local, compression) and more than one job,
@@ -146,8 +173,9 @@ def write_shards(shards: Sequence[ShardPlan], reader, open_sink: Callable, *, jo
     """
     jobs = max(1, min(jobs, len(shards)))
     if processes and jobs > 1 and FORK is not None:
-        return _write_in_processes(shards, reader, open_sink, jobs=jobs, settings=settings,
-                                   progress=progress)
+        return _write_in_processes(
+            shards, reader, open_sink, jobs=jobs, settings=settings, progress=progress
+        )
     cancel = threading.Event()
 
     def write(index: int) -> ShardResult:  # the shard's members are built only when it starts
@@ -214,8 +242,16 @@ def _write_forked(token: int, index: int) -> ShardResult:
     return write_one(shards[index], reader, open_sink, settings, *_CHILD)
 
 
-def _write_in_processes(shards: Sequence[ShardPlan], reader, open_sink: Callable, *, jobs: int,
-                        settings: dict, progress: Progress) -> list[ShardResult]:
+def _write_in_processes(
+    shards: Sequence[ShardPlan],
+    reader,
+    open_sink: Callable,
+    *,
+    jobs: int,
+    settings: dict,
+    progress: Progress,
+) -> list[ShardResult]:
+    assert FORK is not None  # processes are used only where fork is (see write_shards)
     flag = FORK.RawValue("b", 0)
     counter = FORK.Value("q", 0)
     stop = threading.Event()
@@ -250,8 +286,9 @@ def _write_in_processes(shards: Sequence[ShardPlan], reader, open_sink: Callable
     # touch (and so copy) every page of the inherited plan.
     gc.freeze()
     try:
-        with ProcessPoolExecutor(jobs, mp_context=FORK, initializer=_start_writer,
-                                 initargs=(flag, counter, os.getpid())) as pool:
+        with ProcessPoolExecutor(
+            jobs, mp_context=FORK, initializer=_start_writer, initargs=(flag, counter, os.getpid())
+        ) as pool:
             try:
                 futures = [pool.submit(_write_forked, token, i) for i in range(len(shards))]
                 relay_thread.start()  # after the fork: the writers inherit no extra thread

@@ -368,3 +368,27 @@ def test_overwrite_aborts_a_killed_runs_multipart_upload(s3_server, s3_bucket, s
                for k in keys}
     assert {n: d for n, d in written.items() if n != "manifest.json"} == {
         n: d for n, d in reference.items() if n != "manifest.json"}
+
+
+def test_a_state_tree_is_removed_without_following_links_on_any_python(tmp_path):
+    """``localstate.remove``'s tree removal as Python 3.10 runs it (no ``rmtree(dir_fd=)``):
+    the tree goes, a link inside it goes as a link, what it points to stays."""
+    import os
+
+    from ishard.localstate import remove_tree_walking
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("mine")
+    tree = tmp_path / "root" / "state"
+    (tree / "done").mkdir(parents=True)
+    (tree / "done" / "1.json").write_text("{}")
+    (tree / "run.json").write_text("{}")
+    (tree / "done" / "link").symlink_to(outside, target_is_directory=True)
+    fd = os.open(tmp_path / "root", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        remove_tree_walking(fd, "state")
+    finally:
+        os.close(fd)
+    assert not tree.exists() and (tmp_path / "root").is_dir()
+    assert (outside / "keep.txt").read_text() == "mine"

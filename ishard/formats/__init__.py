@@ -43,7 +43,11 @@ def check_names(shard: ShardPlan) -> None:
 
 
 def open_writer(
-    shard_name: str, sink: Sink, *, compress_level: int | None = None, zip_deflate: bool = False,
+    shard_name: str,
+    sink: Sink,
+    *,
+    compress_level: int | None = None,
+    zip_deflate: bool = False,
     gzip_library: str = "auto",
 ) -> ArchiveWriter:
     """The writer for the archive format that ``shard_name``'s extension names."""

@@ -16,7 +16,7 @@ from ..errors import UsageError
 class Sink(Protocol):
     """Anything bytes can be written to, then closed."""
 
-    def write(self, data: bytes) -> object:
+    def write(self, data: bytes | bytearray | memoryview) -> object:
         """Take ``data``."""
 
     def close(self) -> None:
@@ -57,8 +57,10 @@ def gzip_library(level: int, choice: str = "auto") -> tuple[str, ModuleType]:
     if choice != "auto":
         module = _load(choice) if choice in GZIP_LIBRARIES else None
         if module is None:
-            raise UsageError(f"--gzip-library {choice!r} is not installed — "
-                             f"{GZIP_INSTALL.get(choice, 'choose auto, isal, zlib-ng or zlib')}")
+            raise UsageError(
+                f"--gzip-library {choice!r} is not installed — "
+                f"{GZIP_INSTALL.get(choice, 'choose auto, isal, zlib-ng or zlib')}"
+            )
         return choice, module
     for name in GZIP_PREFERENCE if level else ():
         module = _load(name)
@@ -76,7 +78,7 @@ class GzipSink:
         name, module = gzip_library(level, library)
         self._z = module.compressobj(_library_level(name, level), module.DEFLATED, 31)
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray | memoryview) -> None:
         """Compress and pass on."""
         view = memoryview(data)
         for start in range(0, len(view), GZIP_STEP):
@@ -100,7 +102,7 @@ class Lz4Sink:
         )
         self._out.write(self._z.begin())
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray | memoryview) -> None:
         """Compress and pass on."""
         chunk = self._z.compress(data)
         if chunk:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable
 from typing import BinaryIO
 
 from ..errors import SourceError, WriteError
@@ -166,6 +167,9 @@ class _Into:
     def __init__(self, write) -> None:
         self.write = write
 
+    def close(self) -> None:
+        """Nothing to flush: each piece went on as it came."""
+
 
 def _grew(name: str, size: int) -> SourceError:
     return SourceError(
@@ -192,14 +196,17 @@ class TarWriter:
         self.data_offsets: list[int] = []
         self._mtime, self._mtime_field, self._mtime_sum = -1, b"", 0
         can_copy = getattr(sink, "can_copy", None)
-        self._copy = sink.copy_from if can_copy is not None and can_copy() else None
+        copy_from = getattr(sink, "copy_from", None)  # a local file's kernel copy
+        self._copy: Callable[[int, int], int] | None = (
+            copy_from if can_copy is not None and can_copy() else None
+        )
 
     def _flush(self) -> None:
         if self._pos:
             self._sink.write(self._view[: self._pos])
             self._pos = 0
 
-    def _put(self, data: bytes) -> None:
+    def _put(self, data: bytes | bytearray | memoryview) -> None:
         n = len(data)
         self.offset += n
         if self._pos + n > FLUSH_AT:
@@ -228,8 +235,19 @@ class TarWriter:
             check = _FIXED_SUM + self._mtime_sum + sum(raw) + sum(prefix) + sum(size_field)
             if self._pos + BLOCK > FLUSH_AT:
                 self._flush()
-            _USTAR.pack_into(self._view, self._pos, raw, _IDS, size_field, self._mtime_field,
-                             b"%06o\0 " % check, b"0", MAGIC, _DEVS, prefix)
+            _USTAR.pack_into(
+                self._view,
+                self._pos,
+                raw,
+                _IDS,
+                size_field,
+                self._mtime_field,
+                b"%06o\0 " % check,
+                b"0",
+                MAGIC,
+                _DEVS,
+                prefix,
+            )
             self._pos += BLOCK
             self.offset += BLOCK
             return
@@ -263,8 +281,10 @@ class TarWriter:
     def _copy_fd(self, fd: int, size: int, name: str) -> None:
         """Copy the member in the kernel; then check the file ends where it was listed to."""
         self._flush()
+        copy = self._copy
+        assert copy is not None  # called only when the sink copies (see add)
         try:
-            copied = self._copy(fd, size)
+            copied = copy(fd, size)
             more = os.pread(fd, 1, size) if copied == size else b""
         except WriteError:
             raise

@@ -77,7 +77,7 @@ class ZipWriter:
         if hasattr(info, "compress_level"):  # Python 3.13+
             info.compress_level = self._level
         else:
-            info._compresslevel = self._level
+            setattr(info, "_compresslevel", self._level)  # noqa: B010 - private before 3.13
         info.external_attr = 0o100644 << 16
         info.create_system = 3
         info.file_size = size

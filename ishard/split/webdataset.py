@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterable, Sequence
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from ishard.split._check import non_negative, positive
 
@@ -64,7 +64,7 @@ def detshuffle(
         if len(buffer) < bufsize:
             extra = next(source, _END)
             if extra is not _END:
-                buffer.append(extra)
+                buffer.append(cast(T, extra))
         if len(buffer) >= initial:
             out.append(_pick(buffer, rng))
     while buffer:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ishard.errors import UsageError
 from ishard.split import POLICIES, advice, dali, streaming, whale
@@ -197,7 +198,7 @@ def describe(shard_sizes: Sequence[int], policy: str, world: World, **options) -
 def _epoch(sizes, policy: str, world: World, epoch: int, opts: dict) -> dict:
     per_rank = _POLICY[policy](list(sizes), world, epoch, opts)
     seen: set[int] = set()
-    ranks = []
+    ranks: list[dict[str, Any]] = []
     for rank, parts in enumerate(per_rank):
         ids = [i for part in parts for i in part.ids]
         repeats = 0
@@ -253,7 +254,7 @@ def _fix(sizes: list[int], policy: str, world: World, opts: dict) -> str:
     return "ishard knows no option of this policy that evens it out"  # they pad or drop
 
 
-OPTIONS = {
+OPTIONS: dict[str, dict[str, Any]] = {
     "dali": {"last_batch_policy": "fill", "pad_last_batch": False, "stick_to_shard": False},
     "whale": {"unbalanced": False, "drop_last": False, "seed": 0},
     "webdataset": {"drop_last": False},

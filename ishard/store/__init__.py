@@ -3,5 +3,15 @@
 from .base import ObjectInfo, Refused, Store, Unconditional
 from .location import Location, open_store, open_url, parse_storage_options, resolve, split_url
 
-__all__ = ["Location", "ObjectInfo", "Refused", "Store", "Unconditional", "open_store", "open_url",
-           "parse_storage_options", "resolve", "split_url"]
+__all__ = [
+    "Location",
+    "ObjectInfo",
+    "Refused",
+    "Store",
+    "Unconditional",
+    "open_store",
+    "open_url",
+    "parse_storage_options",
+    "resolve",
+    "split_url",
+]

@@ -128,8 +128,11 @@ class Store(ABC):
 
     def within(self, prefix: str, other: Store, other_prefix: str) -> bool:
         """Does ``prefix`` here lie inside ``other_prefix`` of ``other`` (the same place)?"""
-        return (type(other) is type(self) and other.url_of("") == self.url_of("")
-                and prefix.strip("/").startswith(other_prefix.strip("/")))
+        return (
+            type(other) is type(self)
+            and other.url_of("") == self.url_of("")
+            and prefix.strip("/").startswith(other_prefix.strip("/"))
+        )
 
     # -- listing ----------------------------------------------------------------------------
     @abstractmethod
@@ -142,14 +145,29 @@ class Store(ABC):
             FileNotFoundError: the root (bucket, directory) does not exist.
         """
 
-    def list_source(self, location, *, prefix: str, include_hidden: bool, tally,
-                    on_file, retrier: Retrier, follow_symlinks: bool = False):
+    def list_source(
+        self,
+        location,
+        *,
+        prefix: str,
+        include_hidden: bool,
+        tally,
+        on_file,
+        retrier: Retrier,
+        follow_symlinks: bool = False,
+    ):
         """The files of a source on this store as a ``FileTable`` (``listing.list_remote``:
         :meth:`pages`, filtered)."""
         from ..listing import list_remote
 
-        return list_remote(location, prefix=prefix, include_hidden=include_hidden, tally=tally,
-                           on_file=on_file, retrier=retrier)
+        return list_remote(
+            location,
+            prefix=prefix,
+            include_hidden=include_hidden,
+            tally=tally,
+            on_file=on_file,
+            retrier=retrier,
+        )
 
     @abstractmethod
     def has_objects(self, prefix: str) -> bool:
@@ -187,11 +205,11 @@ class Store(ABC):
         natively; by default :meth:`read` runs in the loop's thread pool)."""
         import asyncio
 
-        return await asyncio.get_running_loop().run_in_executor(None, self.read, key, start,
-                                                                end)
+        return await asyncio.get_running_loop().run_in_executor(None, self.read, key, start, end)
 
-    def reader(self, location, retrier: Retrier, *, jobs: int, budget: int,
-               follow_symlinks: bool = False):
+    def reader(
+        self, location, retrier: Retrier, *, jobs: int, budget: int, follow_symlinks: bool = False
+    ):
         """The reader of a source on this store (``readers.Reader``): by default many requests
         in flight, memory bounded by ``budget``."""
         from ..readers import prefetching_reader
@@ -238,8 +256,17 @@ class Store(ABC):
 
     # -- shards -----------------------------------------------------------------------------
     @abstractmethod
-    def sink(self, key: str, *, retrier: Retrier, cleanup: Retrier, part_size: int,
-             expected: int, notice: Callable[[str], None], guard: Guard | None) -> Sink:
+    def sink(
+        self,
+        key: str,
+        *,
+        retrier: Retrier,
+        cleanup: Retrier,
+        part_size: int,
+        expected: int,
+        notice: Callable[[str], None],
+        guard: Guard | None,
+    ) -> Sink:
         """A writer for one shard, published under ``key`` only on ``commit`` (while ``guard``
         confirms the lease)."""
 
@@ -278,15 +305,23 @@ def storage_error(kind: str, err: BaseException, where: str, role: str) -> Ishar
     """The message for a failure of ``kind`` (see :meth:`Store.classify`)."""
     failure = SourceError if role == "source" else WriteError
     if kind == "missing":
-        return UsageError(f"{role} {where!r} does not exist (no such bucket or path) — create "
-                          "it first or fix the URL")
+        return UsageError(
+            f"{role} {where!r} does not exist (no such bucket or path) — create "
+            "it first or fix the URL"
+        )
     if kind == "denied":
-        return failure(f"access to {role} {where!r} was denied — check the credentials "
-                       "(AWS_ACCESS_KEY_ID / AWS_PROFILE or --storage-option) and the bucket's "
-                       "permissions")
+        return failure(
+            f"access to {role} {where!r} was denied — check the credentials "
+            "(AWS_ACCESS_KEY_ID / AWS_PROFILE or --storage-option) and the bucket's "
+            "permissions"
+        )
     if kind == "credentials":
-        return failure(f"no credentials found for {role} {where!r} — set AWS_ACCESS_KEY_ID and "
-                       "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or --storage-option key=… secret=…")
+        return failure(
+            f"no credentials found for {role} {where!r} — set AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or --storage-option key=… secret=…"
+        )
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    return failure(f"cannot reach {role} {where!r}: {text} — check the endpoint and the "
-                   "network, then run again")
+    return failure(
+        f"cannot reach {role} {where!r}: {text} — check the endpoint and the "
+        "network, then run again"
+    )

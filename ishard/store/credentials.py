@@ -12,19 +12,56 @@ from .. import __version__
 from ..errors import UsageError
 
 # s3fs-style storage options (what users of ishard's fsspec days wrote) → obstore's keys.
-S3_ALIASES: dict[str, str | None] = {"key": "access_key_id", "secret": "secret_access_key", "token": "session_token",
-              "region_name": "region", "endpoint_url": "endpoint", "anon": "skip_signature"}
-GCS_ALIASES: dict[str, str | None] = {"token": "service_account", "endpoint_url": "base_url",
-               "anon": "skip_signature"}
-AZURE_ALIASES: dict[str, str | None] = {"connection_string": None, "endpoint_url": "endpoint", "anon": "skip_signature"}
-CLIENT_KEYS = ("allow_http", "allow_invalid_certificates", "connect_timeout", "timeout",
-               "pool_idle_timeout", "proxy_url", "user_agent", "read_timeout")
+S3_ALIASES: dict[str, str | None] = {
+    "key": "access_key_id",
+    "secret": "secret_access_key",
+    "token": "session_token",
+    "region_name": "region",
+    "endpoint_url": "endpoint",
+    "anon": "skip_signature",
+}
+GCS_ALIASES: dict[str, str | None] = {
+    "token": "service_account",
+    "endpoint_url": "base_url",
+    "anon": "skip_signature",
+}
+AZURE_ALIASES: dict[str, str | None] = {
+    "connection_string": None,
+    "endpoint_url": "endpoint",
+    "anon": "skip_signature",
+}
+CLIENT_KEYS = (
+    "allow_http",
+    "allow_invalid_certificates",
+    "connect_timeout",
+    "timeout",
+    "pool_idle_timeout",
+    "proxy_url",
+    "user_agent",
+    "read_timeout",
+)
 # fsspec's own settings, which mean nothing to obstore: taken and left aside
-NOT_OBSTORE = {"max_concurrency", "config_kwargs", "client_kwargs", "use_listings_cache",
-               "listings_expiry_time", "default_block_size", "default_fill_cache",
-               "skip_instance_cache", "asynchronous", "loop", "session", "use_ssl",
-               "version_aware", "cache_regions", "s3", "retries", "addressing_style",
-               "max_pool_connections", "signature_version"}
+NOT_OBSTORE = {
+    "max_concurrency",
+    "config_kwargs",
+    "client_kwargs",
+    "use_listings_cache",
+    "listings_expiry_time",
+    "default_block_size",
+    "default_fill_cache",
+    "skip_instance_cache",
+    "asynchronous",
+    "loop",
+    "session",
+    "use_ssl",
+    "version_aware",
+    "cache_regions",
+    "s3",
+    "retries",
+    "addressing_style",
+    "max_pool_connections",
+    "signature_version",
+}
 
 
 def _flatten(options: dict) -> dict:
@@ -43,10 +80,14 @@ def _profile(name: str | None) -> dict:
     found: dict = {}
     home = Path.home()
     files = (
-        (os.environ.get("AWS_CONFIG_FILE") or home / ".aws" / "config",
-         f"profile {profile or 'default'}" if profile not in (None, "default") else "default"),
-        (os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or home / ".aws" / "credentials",
-         profile or "default"),
+        (
+            os.environ.get("AWS_CONFIG_FILE") or home / ".aws" / "config",
+            f"profile {profile or 'default'}" if profile not in (None, "default") else "default",
+        ),
+        (
+            os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or home / ".aws" / "credentials",
+            profile or "default",
+        ),
     )
     for path, section in files:
         parser = configparser.RawConfigParser()
@@ -57,8 +98,10 @@ def _profile(name: str | None) -> dict:
         if parser.has_section(section):
             found.update(parser.items(section))
     if profile and not found:
-        raise UsageError(f"AWS profile {profile!r} is not in the shared config or credentials "
-                         "files — fix AWS_PROFILE (or --storage-option profile=…)")
+        raise UsageError(
+            f"AWS profile {profile!r} is not in the shared config or credentials "
+            "files — fix AWS_PROFILE (or --storage-option profile=…)"
+        )
     return found
 
 
@@ -73,8 +116,9 @@ def _boto3_provider(profile: str | None):
     return Boto3CredentialProvider(boto3.session.Session(profile_name=profile))
 
 
-def store_config(scheme: str, bucket: str, url: str, endpoint_url: str | None,
-                 options: dict) -> dict:
+def store_config(
+    scheme: str, bucket: str, url: str, endpoint_url: str | None, options: dict
+) -> dict:
     """``{"config": …, "client": …, "provider": …, "signing": …}`` for an obstore store.
 
     Raises:
@@ -82,24 +126,36 @@ def store_config(scheme: str, bucket: str, url: str, endpoint_url: str | None,
     """
     flat = _flatten(options)
     profile = flat.pop("profile", None)
-    client: dict[str, Any] = {"user_agent": f"ishard/{__version__}", "connect_timeout": "10s",
-              "timeout": "300s", "pool_max_idle_per_host": "256"}
+    client: dict[str, Any] = {
+        "user_agent": f"ishard/{__version__}",
+        "connect_timeout": "10s",
+        "timeout": "300s",
+        "pool_max_idle_per_host": "256",
+    }
     for key in CLIENT_KEYS:
         if key in flat:
             value = flat.pop(key)
             # botocore's timeouts are numbers of seconds; obstore's are durations
-            client[key] = f"{value}s" if key.endswith("timeout") and isinstance(
-                value, (int, float)) and not isinstance(value, bool) else value
+            client[key] = (
+                f"{value}s"
+                if key.endswith("timeout")
+                and isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                else value
+            )
     for key in NOT_OBSTORE:
         flat.pop(key, None)
-    aliases: dict[str, str | None] = {"s3": S3_ALIASES, "gs": GCS_ALIASES,
-                                      "az": AZURE_ALIASES}[scheme]
+    aliases: dict[str, str | None] = {"s3": S3_ALIASES, "gs": GCS_ALIASES, "az": AZURE_ALIASES}[
+        scheme
+    ]
     config: dict = {}
     for key, value in flat.items():
         name = aliases.get(key, key)
         if name is None:
-            raise UsageError(f"--storage-option {key} is not taken for {scheme}:// — give "
-                             "account_name=… and account_key=… (or sas_key=…) instead")
+            raise UsageError(
+                f"--storage-option {key} is not taken for {scheme}:// — give "
+                "account_name=… and account_key=… (or sas_key=…) instead"
+            )
         config[name] = value
     provider, signing = None, None
     if scheme == "s3":
@@ -119,19 +175,30 @@ def _s3(config: dict, endpoint_url: str | None, profile: str | None) -> tuple:
     env = os.environ
     keys = ("access_key_id", "secret_access_key")
     from_env = env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY")
-    stored = {} if (all(k in config for k in keys) or (from_env and not profile)) \
-        else _profile(profile) if (profile or env.get("AWS_PROFILE")
-                                  or _has_shared_files()) else {}
+    stored = (
+        {}
+        if (all(k in config for k in keys) or (from_env and not profile))
+        else _profile(profile)
+        if (profile or env.get("AWS_PROFILE") or _has_shared_files())
+        else {}
+    )
     if endpoint_url:
         config["endpoint"] = endpoint_url
     elif "endpoint" not in config:
-        endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") \
+        endpoint = (
+            env.get("AWS_ENDPOINT_URL_S3")
+            or env.get("AWS_ENDPOINT_URL")
             or stored.get("endpoint_url")
+        )
         if endpoint:
             config["endpoint"] = endpoint
     if "region" not in config:
-        config["region"] = (env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
-                            or stored.get("region") or "us-east-1")
+        config["region"] = (
+            env.get("AWS_REGION")
+            or env.get("AWS_DEFAULT_REGION")
+            or stored.get("region")
+            or "us-east-1"
+        )
     provider = None
     if not all(k in config for k in keys) and not config.get("skip_signature"):
         if from_env and not profile:
@@ -151,10 +218,14 @@ def _s3(config: dict, endpoint_url: str | None, profile: str | None) -> tuple:
     if config.get("endpoint"):
         config.setdefault("virtual_hosted_style_request", False)
     config.setdefault("conditional_put", "etag")
-    signing = {"endpoint": config.get("endpoint"), "region": config["region"],
-               "access_key": config.get("access_key_id"),
-               "secret_key": config.get("secret_access_key"),
-               "token": config.get("session_token"), "provider": provider}
+    signing = {
+        "endpoint": config.get("endpoint"),
+        "region": config["region"],
+        "access_key": config.get("access_key_id"),
+        "secret_key": config.get("secret_access_key"),
+        "token": config.get("session_token"),
+        "provider": provider,
+    }
     return provider, signing
 
 
@@ -166,14 +237,20 @@ def _other_sources() -> bool:
     """Sources obstore finds by itself: web identity, container credentials, and the instance
     metadata service unless ``AWS_EC2_METADATA_DISABLED`` (the AWS SDKs' switch) is set."""
     env = os.environ
-    return bool(env.get("AWS_WEB_IDENTITY_TOKEN_FILE")
-                or env.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
-                or env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI")
-                or env.get("AWS_EC2_METADATA_DISABLED", "").lower() != "true")
+    return bool(
+        env.get("AWS_WEB_IDENTITY_TOKEN_FILE")
+        or env.get("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
+        or env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI")
+        or env.get("AWS_EC2_METADATA_DISABLED", "").lower() != "true"
+    )
 
 
 def _has_shared_files() -> bool:
     env, home = os.environ, Path.home()
-    return any(Path(p).is_file() for p in (
-        env.get("AWS_CONFIG_FILE") or home / ".aws" / "config",
-        env.get("AWS_SHARED_CREDENTIALS_FILE") or home / ".aws" / "credentials"))
+    return any(
+        Path(p).is_file()
+        for p in (
+            env.get("AWS_CONFIG_FILE") or home / ".aws" / "config",
+            env.get("AWS_SHARED_CREDENTIALS_FILE") or home / ".aws" / "credentials",
+        )
+    )

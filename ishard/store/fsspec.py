@@ -40,8 +40,9 @@ class FsspecStore(Store):
             self.loop = fs.loop
 
     @classmethod
-    def open(cls, url: str, scheme: str, endpoint_url: str | None, options: dict,
-             role: str) -> FsspecStore:
+    def open(
+        cls, url: str, scheme: str, endpoint_url: str | None, options: dict, role: str
+    ) -> FsspecStore:
         """The store for a non-bucket URL (its path is the root)."""
         if endpoint_url:
             options.setdefault("endpoint_url", endpoint_url)
@@ -49,16 +50,23 @@ class FsspecStore(Store):
         return cls(url, fs, path.rstrip("/"), scheme)
 
     @classmethod
-    def open_bucket(cls, url: str, kind: str, bucket: str, endpoint_url: str | None,
-                    options: dict, role: str) -> FsspecStore:
+    def open_bucket(
+        cls, url: str, kind: str, bucket: str, endpoint_url: str | None, options: dict, role: str
+    ) -> FsspecStore:
         """A bucket through s3fs, gcsfs or adlfs (``--storage-option backend=fsspec``)."""
         if endpoint_url:
             options.setdefault("endpoint_url", endpoint_url)
         protocol = {"s3": "s3", "gs": "gcs", "az": "abfs"}[kind]
         if kind == "s3":  # ishard retries; botocore's own retries stay few
-            options = {"max_concurrency": 1, **options, "config_kwargs": {
-                "retries": {"max_attempts": 2, "mode": "standard"},
-                "max_pool_connections": 128, **options.get("config_kwargs", {})}}
+            options = {
+                "max_concurrency": 1,
+                **options,
+                "config_kwargs": {
+                    "retries": {"max_attempts": 2, "mode": "standard"},
+                    "max_pool_connections": 128,
+                    **options.get("config_kwargs", {}),
+                },
+            }
         return cls(url, _filesystem(url, kind, protocol, options, role)[0], bucket, kind)
 
     def _path(self, key: str) -> str:
@@ -72,8 +80,11 @@ class FsspecStore(Store):
         run, fs, cut = retrier.run, self.fs, len(self.root) + 1 if self.root else 0
         if not run(lambda: fs.exists(self.root or "/")):
             raise FileNotFoundError(self.root)
-        start = self._path(prefix.rpartition("/")[0]) if prefix.rpartition("/")[0] else (
-            self.root or "/")
+        start = (
+            self._path(prefix.rpartition("/")[0])
+            if prefix.rpartition("/")[0]
+            else (self.root or "/")
+        )
         found = run(lambda: fs.find(start, detail=True))
         from ..table import store_stamp
 
@@ -83,8 +94,15 @@ class FsspecStore(Store):
                 continue
             key = info["name"][cut:] if self.root else info["name"].lstrip("/")
             if key.startswith(prefix):
-                page.append(ObjectInfo(key, int(info["size"]), _mtime(info),
-                                       info.get("ETag") or info.get("etag"), store_stamp(info)))
+                page.append(
+                    ObjectInfo(
+                        key,
+                        int(info["size"]),
+                        _mtime(info),
+                        info.get("ETag") or info.get("etag"),
+                        store_stamp(info),
+                    )
+                )
         page.sort(key=lambda o: o.key.encode("utf-8", "surrogateescape"))
         yield page
 
@@ -112,8 +130,9 @@ class FsspecStore(Store):
 
     def stat(self, key: str) -> ObjectInfo:
         info = self.fs.info(self._path(key))
-        return ObjectInfo(key, int(info["size"]), _mtime(info),
-                          info.get("ETag") or info.get("etag"))
+        return ObjectInfo(
+            key, int(info["size"]), _mtime(info), info.get("ETag") or info.get("etag")
+        )
 
     # -- small files ------------------------------------------------------------------------
     def get(self, key: str) -> tuple[bytes, str | None]:
@@ -141,8 +160,17 @@ class FsspecStore(Store):
         return [p[cut:] for p in found]
 
     # -- shards -----------------------------------------------------------------------------
-    def sink(self, key: str, *, retrier: Retrier, cleanup: Retrier, part_size: int,
-             expected: int, notice: Callable[[str], None], guard: Guard | None):
+    def sink(
+        self,
+        key: str,
+        *,
+        retrier: Retrier,
+        cleanup: Retrier,
+        part_size: int,
+        expected: int,
+        notice: Callable[[str], None],
+        guard: Guard | None,
+    ):
         return FsspecSink(self, key, guard)
 
     # -- errors -----------------------------------------------------------------------------
@@ -176,16 +204,21 @@ def _filesystem(url: str, scheme: str, protocol: str | None, options: dict, role
         raise UsageError(f"{role} {url!r}: {err}") from None
     except ImportError:
         extra = FSSPEC_EXTRAS.get(scheme)
-        hint = (f"pip install 'ishard[{extra}]'" if extra
-                else f"install the fsspec backend for {scheme}://")
-        raise UsageError(f"{role} {url!r} needs a storage backend that is not installed — "
-                         f"{hint}") from None
+        hint = (
+            f"pip install 'ishard[{extra}]'"
+            if extra
+            else f"install the fsspec backend for {scheme}://"
+        )
+        raise UsageError(
+            f"{role} {url!r} needs a storage backend that is not installed — {hint}"
+        ) from None
     except TypeError as err:
         raise UsageError(f"{role} {url!r}: bad --storage-option for {scheme}: {err}") from None
     except OSError as err:
         text = str(err).strip() or type(err).__name__
-        raise UsageError(f"{role} {url!r} cannot be reached: {text} — check the URL and the "
-                         "network") from None
+        raise UsageError(
+            f"{role} {url!r} cannot be reached: {text} — check the URL and the network"
+        ) from None
 
 
 class FsspecSink(_Hashing):
@@ -195,8 +228,11 @@ class FsspecSink(_Hashing):
     def __init__(self, store: FsspecStore, key: str, guard: Guard | None = None) -> None:
         super().__init__()
         folder, _, base = key.rpartition("/")
-        temp = f"{folder}/.{base}.{os.getpid()}{TEMP_SUFFIX}" if folder else \
-            f".{base}.{os.getpid()}{TEMP_SUFFIX}"
+        temp = (
+            f"{folder}/.{base}.{os.getpid()}{TEMP_SUFFIX}"
+            if folder
+            else f".{base}.{os.getpid()}{TEMP_SUFFIX}"
+        )
         self._store, self._guard = store, guard
         self._path, self._temp = store._path(key), store._path(temp)
         self.url, self.etag = store.url_of(key), None
@@ -212,6 +248,7 @@ class FsspecSink(_Hashing):
 
     def commit(self) -> None:
         """Finish the file (while this run holds the destination's lease)."""
+
         def publish() -> None:
             self._file.close()
             self._store.fs.mv(self._temp, self._path)
@@ -220,7 +257,7 @@ class FsspecSink(_Hashing):
             _guarded(self._guard, self.url, publish)
         except IshardError:
             raise
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - a store's error, translated once
             raise self._store.error(err, "destination") from None
 
     def abort(self) -> None:
@@ -233,5 +270,5 @@ class FsspecSink(_Hashing):
                 self._file.close()
             if self._store.fs.exists(self._temp):
                 self._store.fs.rm(self._temp)
-        except Exception:
+        except Exception:  # noqa: BLE001, S110 - best effort: the manifest never lists a failed shard
             pass  # best effort: the manifest never lists a failed shard

@@ -81,8 +81,9 @@ class LocalStore(Store):
             return True
         # the same directory under another path (a bind mount): compare device and inode
         src_id = _identity(src_path)
-        return src_id is not None and any(_identity(p) == src_id
-                                          for p in (dst_path, *dst_path.parents))
+        return src_id is not None and any(
+            _identity(p) == src_id for p in (dst_path, *dst_path.parents)
+        )
 
     # -- listing ----------------------------------------------------------------------------
     def pages(self, prefix: str, retrier: Retrier) -> Iterator[list[ObjectInfo]]:
@@ -91,18 +92,36 @@ class LocalStore(Store):
         if not os.path.isdir(self.root):
             raise FileNotFoundError(self.root)
         folder = prefix.rpartition("/")[0]
-        page = [ObjectInfo(key, st.st_size, int(st.st_mtime)) for key, st in self._walk(folder)
-                if key.startswith(prefix)]
+        page = [
+            ObjectInfo(key, st.st_size, int(st.st_mtime))
+            for key, st in self._walk(folder)
+            if key.startswith(prefix)
+        ]
         page.sort(key=lambda o: os.fsencode(o.key))
         yield page
 
-    def list_source(self, location, *, prefix: str, include_hidden: bool, tally,
-                    on_file, retrier: Retrier, follow_symlinks: bool = False):
+    def list_source(
+        self,
+        location,
+        *,
+        prefix: str,
+        include_hidden: bool,
+        tally,
+        on_file,
+        retrier: Retrier,
+        follow_symlinks: bool = False,
+    ):
         """The source walk with its path rules (``listing.list_local``)."""
         from ..listing import list_local
 
-        return list_local(self.root, follow_symlinks=follow_symlinks, prefix=prefix,
-                          include_hidden=include_hidden, tally=tally, on_file=on_file)
+        return list_local(
+            self.root,
+            follow_symlinks=follow_symlinks,
+            prefix=prefix,
+            include_hidden=include_hidden,
+            tally=tally,
+            on_file=on_file,
+        )
 
     def _walk(self, folder: str) -> Iterator[tuple[str, os.stat_result]]:
         fd = self._open_dir(folder)
@@ -167,8 +186,9 @@ class LocalStore(Store):
         finally:
             os.close(fd)
 
-    def reader(self, location, retrier: Retrier, *, jobs: int, budget: int,
-               follow_symlinks: bool = False):
+    def reader(
+        self, location, retrier: Retrier, *, jobs: int, budget: int, follow_symlinks: bool = False
+    ):
         """Files opened one after another under the source path rule (``readers.LocalReader``)."""
         from ..readers import LocalReader
 
@@ -237,8 +257,17 @@ class LocalStore(Store):
         return [key for key, _ in self._walk(prefix.rstrip("/"))]
 
     # -- shards -----------------------------------------------------------------------------
-    def sink(self, key: str, *, retrier: Retrier, cleanup: Retrier, part_size: int,
-             expected: int, notice: Callable[[str], None], guard: Guard | None):
+    def sink(
+        self,
+        key: str,
+        *,
+        retrier: Retrier,
+        cleanup: Retrier,
+        part_size: int,
+        expected: int,
+        notice: Callable[[str], None],
+        guard: Guard | None,
+    ):
         return LocalSink(self.path(key))
 
     def remove_temp_files(self, keys: list[str]) -> int:
@@ -276,13 +305,20 @@ class LocalStore(Store):
         if not isinstance(err, OSError):
             return super().error(err, role, where)
         what = getattr(err, "filename", None)
-        where = str(self.path(what)) if isinstance(what, str) and not os.path.isabs(what) \
+        where = (
+            str(self.path(what))
+            if isinstance(what, str) and not os.path.isabs(what)
             else (what or where or self.root)
+        )
         if role != "destination":
-            return SourceError(f"cannot read {where!r}: {err.strerror or err} — check that it "
-                               "exists and is readable")
-        return WriteError(f"cannot write {where!r}: {err.strerror or err} — "
-                          f"{WRITE_FIX.get(err.errno, WRITE_FIX[None])}")
+            return SourceError(
+                f"cannot read {where!r}: {err.strerror or err} — check that it "
+                "exists and is readable"
+            )
+        return WriteError(
+            f"cannot write {where!r}: {err.strerror or err} — "
+            f"{WRITE_FIX.get(err.errno, WRITE_FIX[None])}"
+        )
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -301,9 +337,13 @@ def _unlink(dir_fd: int, name: str) -> None:
         pass
 
 
-_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"),
-          (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def _regular(fd: int, name: str) -> int:

@@ -58,7 +58,7 @@ class Location:
             return None
         except IshardError:
             raise
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - a store's error, translated once
             raise self.error(err, "destination") from None
 
     @contextmanager
@@ -67,7 +67,7 @@ class Location:
         leaves an ``IshardError`` as it is)."""
         try:
             yield
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - a store's error, translated once
             raise self.error(err, role) from None
 
     def error(self, err: BaseException, role: str):
@@ -127,8 +127,13 @@ def _ais_endpoint(url: str, endpoint_url: str | None, role: str) -> str:
     return endpoint.rstrip("/") + "/s3"
 
 
-def resolve(url: str, *, endpoint_url: str | None = None, storage_options: dict | None = None,
-            role: str = "source") -> Location:
+def resolve(
+    url: str,
+    *,
+    endpoint_url: str | None = None,
+    storage_options: dict | None = None,
+    role: str = "source",
+) -> Location:
     """Turn a path or URL into a Location with its store ready to use.
 
     S3, GCS and Azure go through obstore; ``ais://bucket/prefix`` is AIStore through its S3 API
@@ -147,8 +152,10 @@ def resolve(url: str, *, endpoint_url: str | None = None, storage_options: dict 
     options = dict(storage_options or {})
     backend = options.pop("backend", "obstore")
     if backend not in ("obstore", "fsspec"):
-        raise UsageError(f"--storage-option backend={backend!r} is not a backend — use "
-                         "backend=obstore (the default for s3://, gs://, az://) or backend=fsspec")
+        raise UsageError(
+            f"--storage-option backend={backend!r} is not a backend — use "
+            "backend=obstore (the default for s3://, gs://, az://) or backend=fsspec"
+        )
     if scheme not in BUCKET_SCHEMES:
         from .fsspec import FsspecStore
 
@@ -167,20 +174,30 @@ def resolve(url: str, *, endpoint_url: str | None = None, storage_options: dict 
     else:
         from .obstore import ObstoreStore
 
-        store = ObstoreStore(kind, bucket, url=url, endpoint_url=endpoint_url,
-                             storage_options=options, role=role)
+        store = ObstoreStore(
+            kind, bucket, url=url, endpoint_url=endpoint_url, storage_options=options, role=role
+        )
     return Location(url, store, prefix)
 
 
-def open_store(url: str, *, endpoint_url: str | None = None,
-               storage_options: dict | None = None, role: str = "source") -> Store:
+def open_store(
+    url: str,
+    *,
+    endpoint_url: str | None = None,
+    storage_options: dict | None = None,
+    role: str = "source",
+) -> Store:
     """The store behind ``url`` (its root: the directory, the bucket, the URL path)."""
-    return resolve(url, endpoint_url=endpoint_url, storage_options=storage_options,
-                   role=role).store
+    return resolve(url, endpoint_url=endpoint_url, storage_options=storage_options, role=role).store
 
 
-def open_url(url: str, *, endpoint_url: str | None = None, storage_options: dict | None = None,
-             role: str = "source"):
+def open_url(
+    url: str,
+    *,
+    endpoint_url: str | None = None,
+    storage_options: dict | None = None,
+    role: str = "source",
+):
     """A binary stream of the one object (or file) ``url`` names, through its store."""
     where = resolve(url, endpoint_url=endpoint_url, storage_options=storage_options, role=role)
     return where.store.open_read(where.prefix)

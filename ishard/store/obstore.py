@@ -46,13 +46,22 @@ class ObstoreStore(Store):
 
     conditional = True
 
-    def __init__(self, scheme: str, bucket: str, *, url: str, endpoint_url: str | None = None,
-                 storage_options: dict | None = None, role: str = "source") -> None:
+    def __init__(
+        self,
+        scheme: str,
+        bucket: str,
+        *,
+        url: str,
+        endpoint_url: str | None = None,
+        storage_options: dict | None = None,
+        role: str = "source",
+    ) -> None:
         super().__init__(url, bucket)
         self.scheme = scheme
         try:
-            self.settings = store_config(scheme, bucket, url, endpoint_url,
-                                         dict(storage_options or {}))
+            self.settings = store_config(
+                scheme, bucket, url, endpoint_url, dict(storage_options or {})
+            )
         except NoCredentials as err:
             raise storage_error("credentials", err, url, role) from None
         self.client = _client(scheme, bucket, url, self.settings, retries=0)
@@ -105,8 +114,9 @@ class ObstoreStore(Store):
                     if item is None:
                         return
                     _, what = item
-                    window.append(pool.submit(self._folder, what, retrier)
-                                  if isinstance(what, str) else what)
+                    window.append(
+                        pool.submit(self._folder, what, retrier) if isinstance(what, str) else what
+                    )
 
             refill()
             while window:
@@ -117,8 +127,7 @@ class ObstoreStore(Store):
                     yield page
 
     def _folder(self, folder: str, retrier: Retrier) -> list[ObjectInfo]:
-        return [info for page in self._pages(folder.rstrip("/"), folder, retrier)
-                for info in page]
+        return [info for page in self._pages(folder.rstrip("/"), folder, retrier) for info in page]
 
     def _pages(self, folder: str, prefix: str, retrier: Retrier) -> Iterator[list[ObjectInfo]]:
         """Objects of ``folder`` whose keys start with ``prefix``, a page per request, each
@@ -132,13 +141,14 @@ class ObstoreStore(Store):
             return list(next(iter(stream), []))
 
         if self.scheme == "az":  # Azure lists from a marker, not from a key: one stream
+
             def whole() -> list[list]:
-                return [list(p) for p in obstore.list(self.client, folder or None,
-                                                      chunk_size=PAGE)]
+                return [list(p) for p in obstore.list(self.client, folder or None, chunk_size=PAGE)]
 
             for metas in retrier.run(whole):
-                keep = self._objects([i for i in map(_info, metas) if i.key.startswith(prefix)],
-                                     retrier)
+                keep = self._objects(
+                    [i for i in map(_info, metas) if i.key.startswith(prefix)], retrier
+                )
                 if keep:
                     yield keep
             return
@@ -148,8 +158,9 @@ class ObstoreStore(Store):
             keep = self._objects([i for i in infos if i.key.startswith(prefix)], retrier)
             if keep:
                 yield keep
-            if len(infos) < PAGE or (prefix and infos[-1].key > prefix
-                                     and not infos[-1].key.startswith(prefix)):
+            if len(infos) < PAGE or (
+                prefix and infos[-1].key > prefix and not infos[-1].key.startswith(prefix)
+            ):
                 return  # the last page, or past the prefix: the rest sorts after it
             after = infos[-1].key
 
@@ -192,8 +203,7 @@ class ObstoreStore(Store):
     def open_read(self, key: str) -> BinaryIO:
         import obstore
 
-        return cast(BinaryIO, _Readable(obstore.open_reader(self.client, key,
-                                                             buffer_size=8 << 20)))
+        return cast(BinaryIO, _Readable(obstore.open_reader(self.client, key, buffer_size=8 << 20)))
 
     def stat(self, key: str) -> ObjectInfo:
         import obstore
@@ -211,8 +221,11 @@ class ObstoreStore(Store):
         import obstore
         from obstore.exceptions import AlreadyExistsError, NotSupportedError, PreconditionError
 
-        how: Any = mode if isinstance(mode, str) else \
-            {"version" if self.scheme == "gs" else "e_tag": mode[1]}
+        how: Any = (
+            mode
+            if isinstance(mode, str)
+            else {"version" if self.scheme == "gs" else "e_tag": mode[1]}
+        )
         try:
             return self._tag(obstore.put(self.client, key, data, mode=how, use_multipart=False))
         except (AlreadyExistsError, PreconditionError) as err:
@@ -246,16 +259,34 @@ class ObstoreStore(Store):
 
     def find(self, prefix: str) -> list[str]:
         folder = prefix.rstrip("/") + "/" if prefix else ""
-        return [info.key for page in self._pages(folder.rstrip("/"), folder, _once())
-                for info in page]
+        return [
+            info.key for page in self._pages(folder.rstrip("/"), folder, _once()) for info in page
+        ]
 
     # -- shards -----------------------------------------------------------------------------
-    def sink(self, key: str, *, retrier: Retrier, cleanup: Retrier, part_size: int,
-             expected: int, notice: Callable[[str], None], guard: Guard | None):
+    def sink(
+        self,
+        key: str,
+        *,
+        retrier: Retrier,
+        cleanup: Retrier,
+        part_size: int,
+        expected: int,
+        notice: Callable[[str], None],
+        guard: Guard | None,
+    ):
         from .obstore_sink import ObstoreSink
 
-        return ObstoreSink(self, key, retrier=retrier, cleanup=cleanup, part_size=part_size,
-                           expected=expected, notice=notice, guard=guard)
+        return ObstoreSink(
+            self,
+            key,
+            retrier=retrier,
+            cleanup=cleanup,
+            part_size=part_size,
+            expected=expected,
+            notice=notice,
+            guard=guard,
+        )
 
     def abort_uploads(self, keys: Iterable[str], retrier: Retrier) -> int:
         """S3 only (Azure drops uncommitted blocks by itself after a week; GCS's XML multipart
@@ -274,11 +305,19 @@ class ObstoreStore(Store):
         from ..retry import http_status
 
         status, text = http_status(err), str(err)
-        if isinstance(err, (FileNotFoundError, ex.NotFoundError)) or status == 404 \
-                or "NoSuchBucket" in text or "ContainerNotFound" in text:
+        if (
+            isinstance(err, (FileNotFoundError, ex.NotFoundError))
+            or status == 404
+            or "NoSuchBucket" in text
+            or "ContainerNotFound" in text
+        ):
             return "missing"
-        if isinstance(err, ex.UnauthenticatedError) or status == 401 \
-                or "InvalidAccessKeyId" in text or "/latest/api/token" in text:
+        if (
+            isinstance(err, ex.UnauthenticatedError)
+            or status == 401
+            or "InvalidAccessKeyId" in text
+            or "/latest/api/token" in text
+        ):
             return "credentials"
         if isinstance(err, (PermissionError, ex.PermissionDeniedError)) or status == 403:
             return "denied"
@@ -369,10 +408,16 @@ def _client(scheme: str, bucket: str, url: str, settings: dict, retries: int):
 
     kind = {"s3": S3Store, "gs": GCSStore, "az": AzureStore}[scheme]
     try:
-        return kind(bucket, config=settings["config"], client_options=settings["client"],
-                    retry_config={"max_retries": retries},
-                    credential_provider=settings.get("provider"))
+        return kind(
+            bucket,
+            config=settings["config"],
+            client_options=settings["client"],
+            retry_config={"max_retries": retries},
+            credential_provider=settings.get("provider"),
+        )
     except (BaseError, ValueError, TypeError) as err:
         text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise UsageError(f"{url!r}: the store cannot be set up: {text} — check "
-                         "--storage-option and --endpoint-url") from None
+        raise UsageError(
+            f"{url!r}: the store cannot be set up: {text} — check "
+            "--storage-option and --endpoint-url"
+        ) from None

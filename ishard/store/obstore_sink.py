@@ -41,9 +41,18 @@ class ObstoreSink(_Hashing):
     whole shard.
     """
 
-    def __init__(self, store: ObstoreStore, key: str, *, retrier: Retrier, cleanup: Retrier,
-                 part_size: int, expected: int, notice: Callable[[str], None],
-                 guard: Guard | None) -> None:
+    def __init__(
+        self,
+        store: ObstoreStore,
+        key: str,
+        *,
+        retrier: Retrier,
+        cleanup: Retrier,
+        part_size: int,
+        expected: int,
+        notice: Callable[[str], None],
+        guard: Guard | None,
+    ) -> None:
         super().__init__()
         self._store, self._key, self._guard = store, key, guard
         self._retrier, self._cleanup, self._notice = retrier, cleanup, notice
@@ -73,8 +82,13 @@ class ObstoreSink(_Hashing):
                 yield part
 
         async def upload():  # obstore's coroutines belong to the loop they are made on
-            return await obstore.put_async(self._store.upload_client, self._key, stream(),
-                                           chunk_size=self._part, max_concurrency=PARTS_IN_FLIGHT)
+            return await obstore.put_async(
+                self._store.upload_client,
+                self._key,
+                stream(),
+                chunk_size=self._part,
+                max_concurrency=PARTS_IN_FLIGHT,
+            )
 
         self._upload = asyncio.run_coroutine_threadsafe(upload(), loop)
 
@@ -104,7 +118,7 @@ class ObstoreSink(_Hashing):
                     raise
             except IshardError:
                 raise
-            except Exception as err:
+            except Exception as err:  # noqa: BLE001 - a store's error, translated once
                 raise self._store.error(err, "destination", self.url) from None
 
     # -- the sink ---------------------------------------------------------------------------
@@ -136,9 +150,15 @@ class ObstoreSink(_Hashing):
 
             body, client = bytes(self._buf), self._store.client
             with self._store_errors():
-                out = _guarded(self._guard, self.url, lambda: self._retrier.run(
-                    lambda: obstore.put(client, self._key, body, use_multipart=False)))
+                out = _guarded(
+                    self._guard,
+                    self.url,
+                    lambda: self._retrier.run(
+                        lambda: obstore.put(client, self._key, body, use_multipart=False)
+                    ),
+                )
         else:
+
             def complete() -> dict:
                 self._hand_over(None)
                 return self._result()
@@ -170,21 +190,24 @@ class ObstoreSink(_Hashing):
             upload.result(max(POLL, self._cleanup.patience))
         except TimeoutError:
             upload.cancel()  # obstore's own retries stop: no request of it follows the check
-        except Exception:
+        except Exception:  # noqa: BLE001, S110 - the upload's end, whatever it was: checked below
             pass
         # Checked whenever the upload was started, whether or not it took bytes: obstore opens
         # it before it asks for any, and a CreateMultipartUpload whose answer was lost (the
         # store died after creating it) fails here but has opened an upload there.
         try:
             self._store.abort_uploads([self._key], self._retrier)
-        except Exception as err:
-            self._notice(f"could not abort the unfinished upload of {self.url} yet "
-                         f"({type(err).__name__}); retrying for up to "
-                         f"{self._cleanup.patience:.0f}s")
+        except Exception as err:  # noqa: BLE001 - any failure to abort: retried patiently below
+            self._notice(
+                f"could not abort the unfinished upload of {self.url} yet "
+                f"({type(err).__name__}); retrying for up to "
+                f"{self._cleanup.patience:.0f}s"
+            )
             try:
                 self._store.abort_uploads([self._key], self._cleanup)
-            except Exception:
+            except Exception:  # noqa: BLE001 - any failure: told, with what to do
                 self._notice(
                     f"the unfinished upload of {self.url} could not be aborted — once the "
                     "store is back, run ishard again with --resume (it aborts such uploads), "
-                    "or set a lifecycle rule")
+                    "or set a lifecycle rule"
+                )

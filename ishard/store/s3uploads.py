@@ -39,9 +39,18 @@ def _quote(text: str, safe: str = "") -> str:
     return urllib.parse.quote(text, safe="-_.~" + safe)
 
 
-def sign(method: str, host: str, path: str, query: dict[str, str], *, region: str,
-         access_key: str, secret_key: str, token: str | None = None,
-         now: datetime | None = None) -> dict[str, str]:
+def sign(
+    method: str,
+    host: str,
+    path: str,
+    query: dict[str, str],
+    *,
+    region: str,
+    access_key: str,
+    secret_key: str,
+    token: str | None = None,
+    now: datetime | None = None,
+) -> dict[str, str]:
     """The headers that sign an S3 request without a body (Signature Version 4)."""
     now = now or datetime.now(timezone.utc)
     stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
@@ -49,19 +58,28 @@ def sign(method: str, host: str, path: str, query: dict[str, str], *, region: st
     if token:
         headers["x-amz-security-token"] = token
     names = sorted(headers)
-    canonical = "\n".join([
-        method, _quote(path, "/"),
-        "&".join(f"{_quote(k)}={_quote(v)}" for k, v in sorted(query.items())),
-        "".join(f"{n}:{headers[n].strip()}\n" for n in names), ";".join(names), _EMPTY])
+    canonical = "\n".join(
+        [
+            method,
+            _quote(path, "/"),
+            "&".join(f"{_quote(k)}={_quote(v)}" for k, v in sorted(query.items())),
+            "".join(f"{n}:{headers[n].strip()}\n" for n in names),
+            ";".join(names),
+            _EMPTY,
+        ]
+    )
     scope = f"{day}/{region}/s3/aws4_request"
-    to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope,
-                         hashlib.sha256(canonical.encode()).hexdigest()])
+    to_sign = "\n".join(
+        ["AWS4-HMAC-SHA256", stamp, scope, hashlib.sha256(canonical.encode()).hexdigest()]
+    )
     key = f"AWS4{secret_key}".encode()
     for part in (day, region, "s3", "aws4_request"):
         key = hmac.new(key, part.encode(), hashlib.sha256).digest()
     signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
-    headers["authorization"] = (f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, "
-                                f"SignedHeaders={';'.join(names)}, Signature={signature}")
+    headers["authorization"] = (
+        f"AWS4-HMAC-SHA256 Credential={access_key}/{scope}, "
+        f"SignedHeaders={';'.join(names)}, Signature={signature}"
+    )
     return headers
 
 
@@ -71,14 +89,19 @@ class _Client:
     def __init__(self, signing: dict, bucket: str) -> None:
         endpoint, region = signing.get("endpoint"), signing["region"]
         self.region, self.bucket = region, bucket
-        creds: dict[str, str | None] = {"access_key": signing.get("access_key"),
-                                         "secret_key": signing.get("secret_key"),
-                                         "token": signing.get("token")}
+        creds: dict[str, str | None] = {
+            "access_key": signing.get("access_key"),
+            "secret_key": signing.get("secret_key"),
+            "token": signing.get("token"),
+        }
         provider = signing.get("provider")
         if not creds["access_key"] and provider is not None:
             got = provider()
-            creds = {"access_key": got["access_key_id"], "secret_key": got["secret_access_key"],
-                     "token": got.get("token")}
+            creds = {
+                "access_key": got["access_key_id"],
+                "secret_key": got["secret_access_key"],
+                "token": got.get("token"),
+            }
         self.creds = creds
         if endpoint:
             parts = urllib.parse.urlsplit(endpoint)
@@ -94,14 +117,24 @@ class _Client:
 
     def request(self, method: str, key: str, query: dict[str, str]) -> bytes:
         path = f"{self.base}/{key}" if key else (self.base or "/")
-        headers = sign(method, self.host, path, query, region=self.region,
-                       access_key=self.creds["access_key"] or "",
-                       secret_key=self.creds["secret_key"] or "", token=self.creds["token"])
+        headers = sign(
+            method,
+            self.host,
+            path,
+            query,
+            region=self.region,
+            access_key=self.creds["access_key"] or "",
+            secret_key=self.creds["secret_key"] or "",
+            token=self.creds["token"],
+        )
         kind = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
         conn = kind(self.host, timeout=TIMEOUT)
         try:
-            target = _quote(path, "/") + ("?" + "&".join(
-                f"{_quote(k)}={_quote(v)}" for k, v in sorted(query.items())) if query else "")
+            target = _quote(path, "/") + (
+                "?" + "&".join(f"{_quote(k)}={_quote(v)}" for k, v in sorted(query.items()))
+                if query
+                else ""
+            )
             conn.request(method, target, headers={k: v for k, v in headers.items() if k != "host"})
             answer = conn.getresponse()
             body = answer.read()
@@ -143,8 +176,10 @@ def abort_open_uploads(settings: dict, bucket: str, keys: set[str], retrier: Ret
                 aborted += 1
         if root.findtext(f"{_NS}IsTruncated") != "true":
             return aborted
-        marker = {"key-marker": root.findtext(f"{_NS}NextKeyMarker") or "",
-                  "upload-id-marker": root.findtext(f"{_NS}NextUploadIdMarker") or ""}
+        marker = {
+            "key-marker": root.findtext(f"{_NS}NextKeyMarker") or "",
+            "upload-id-marker": root.findtext(f"{_NS}NextUploadIdMarker") or "",
+        }
 
 
 def _common_prefix(keys: set[str]) -> str:
