@@ -564,6 +564,30 @@ _EXTRA = re.compile(r"Got unexpected extra arguments? \((.*)\)")
 _NUMBERED = re.compile(r"(.*?)([0-9]+)([^0-9]*)")
 
 
+def _from_environment(err: click.ClickException) -> str:
+    """`` (from ISHARD_X)`` when the bad value came from the environment, not the command line."""
+    param, ctx = getattr(err, "param", None), getattr(err, "ctx", None)
+    if param is None or ctx is None or not param.name:
+        return ""
+    source = ctx.get_parameter_source(param.name)
+    if source is click.core.ParameterSource.ENVIRONMENT and isinstance(param.envvar, str):
+        return f" (from {param.envvar})"
+    return ""
+
+
+def _environment_options() -> None:
+    """Every option of every command can also be set as ``ISHARD_<OPTION>`` (``--shard-size``
+    is ``ISHARD_SHARD_SIZE``, ``--overwrite`` is ``ISHARD_OVERWRITE=1``); the command line
+    wins."""
+    for command in cli.commands.values():
+        for param in command.params:
+            if isinstance(param, click.Option) and param.envvar is None and param.name:
+                param.envvar = f"ISHARD_{param.name.upper()}"
+
+
+_environment_options()
+
+
 def _brace_hint(args: list[str], err: click.ClickException) -> str | None:
     """When click found extra arguments and an option's value is followed by words counting on
     from it (the shell expanded an unquoted ``{0..3}``): the line that says to quote it."""
@@ -671,6 +695,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except click.ClickException as err:
         message = _brace_hint(args, err) or err.format_message().rstrip(".")
+        message += _from_environment(err)
         if " — " not in message:  # ours already say how to fix it
             ctx = getattr(err, "ctx", None)
             message += f" — see '{ctx.command_path if ctx else 'ishard'} --help'"

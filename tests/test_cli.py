@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tarfile
 import zipfile
 from collections import Counter
@@ -11,7 +12,7 @@ from pathlib import Path, PurePosixPath
 
 import lz4.frame
 import pytest
-from conftest import make_tree, run_ishard
+from conftest import FIXTURES, make_tree, run_ishard
 
 import ishard
 
@@ -745,3 +746,19 @@ def test_go_style_checksum_flag_turns_md5_off(src, tmp_path):
     assert result.returncode == 0, result.stderr
     entries = json.loads((dst / "manifest.json").read_text())["shardlist"]
     assert entries and all("md5sum" not in e and e["filesize"] > 0 for e in entries)
+
+
+def test_every_option_can_come_from_the_environment_and_the_command_line_wins(tmp_path):
+    env = {**os.environ, "ISHARD_SHARD_SIZE": "128KiB", "ISHARD_SORT": "alpha"}
+    from_env = run_ishard("shard", FIXTURES / "imagenet", "--dry-run=summary", env=env)
+    given = run_ishard("shard", FIXTURES / "imagenet", "--dry-run=summary", "--shard-size", "128KiB",
+                       "--sort", "alpha")
+    assert from_env.returncode == 0, from_env.stderr
+    assert from_env.stdout == given.stdout and "128KiB per shard" in given.stdout
+    overridden = run_ishard("shard", FIXTURES / "imagenet", "--dry-run=summary", "--shard-size",
+                            "1MiB", env=env)
+    assert "1MiB per shard" in overridden.stdout
+    bad = run_ishard("shard", FIXTURES / "imagenet", tmp_path / "out", env={**env, "ISHARD_JOBS": "x"})
+    assert bad.returncode == 2 and bad.stdout == "" and not (tmp_path / "out").exists()
+    assert bad.stderr.startswith("ishard: error: ") and "(from ISHARD_JOBS)" in bad.stderr
+    assert len(bad.stderr.splitlines()) == 1
