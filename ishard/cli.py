@@ -179,6 +179,26 @@ def _go_spelt(arg: str) -> bool:
     return flag is not None and (not arg.startswith("--") or "_" in flag[0])
 
 
+# Options more than one command takes, defined once
+ENDPOINT_URL = click.option(
+    "--endpoint-url",
+    default=None,
+    help="S3-compatible endpoint, e.g. http://127.0.0.1:8333 (ais:// uses $AIS_ENDPOINT/s3).",
+)
+STORAGE_OPTION = click.option(
+    "--storage-option",
+    "storage_options",
+    multiple=True,
+    help="KEY=VALUE store setting, e.g. region=eu-west-1, key=…, backend=fsspec (repeatable; a.b=c nests).",
+)
+PROGRESS = click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Show progress (default: when stderr is a terminal).",
+)
+DEBUG = click.option("--debug", is_flag=True, help="Show tracebacks.")
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ishard")
 def cli() -> None:
@@ -245,11 +265,7 @@ def _emit_json(doc: dict) -> None:
     default=None,
     help="Print the plan, write nothing: --dry-run, --dry-run=show_keys, --dry-run=json, --dry-run=summary (shard lines only).",
 )
-@click.option(
-    "--progress/--no-progress",
-    default=None,
-    help="Show progress (default: when stderr is a terminal).",
-)
+@PROGRESS
 @click.option(
     "--jobs", type=int, default=0, help="Shards written at once (default: CPUs, at most 8)."
 )
@@ -287,17 +303,8 @@ def _emit_json(doc: dict) -> None:
     default=None,
     help="Take the listing from an inventory file (CSV with header, JSON Lines, S3 Inventory manifest.json).",
 )
-@click.option(
-    "--endpoint-url",
-    default=None,
-    help="S3-compatible endpoint, e.g. http://127.0.0.1:8333 (ais:// uses $AIS_ENDPOINT/s3).",
-)
-@click.option(
-    "--storage-option",
-    "storage_options",
-    multiple=True,
-    help="KEY=VALUE store setting, e.g. region=eu-west-1, key=…, backend=fsspec (repeatable; a.b=c nests).",
-)
+@ENDPOINT_URL
+@STORAGE_OPTION
 @click.option(
     "--part-size",
     default="16MiB",
@@ -366,7 +373,7 @@ def _emit_json(doc: dict) -> None:
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout."
 )
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@DEBUG
 def shard_command(src, dst, dry_run, progress, as_json, debug, **options) -> None:
     """Shard the files under SRC into archives in DST."""
     with warnings.catch_warnings():  # the progress hooks print them, as 'ishard: warning:'
@@ -451,7 +458,7 @@ def _shard(src, dst, dry_run, progress, as_json, options) -> None:
 )
 @click.option("--canonical-nodes", type=int, default=None, help="streaming: num_canonical_nodes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the division as JSON.")
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@DEBUG
 def split_command(manifest, shard_sizes, policy, as_json, debug, **options) -> None:
     """Show how MANIFEST's shards divide over ranks, workers and epochs under a policy."""
     from .read import read_manifest
@@ -484,16 +491,9 @@ def split_command(manifest, shard_sizes, policy, as_json, debug, **options) -> N
     "--samples", is_flag=True, help="Group members into samples as WebDataset readers do."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the members as JSON.")
-@click.option(
-    "--endpoint-url", default=None, help="S3-compatible endpoint, e.g. http://127.0.0.1:8333."
-)
-@click.option(
-    "--storage-option",
-    "storage_options",
-    multiple=True,
-    help="KEY=VALUE store setting, e.g. region=eu-west-1, key=…, backend=fsspec (repeatable; a.b=c nests).",
-)
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@ENDPOINT_URL
+@STORAGE_OPTION
+@DEBUG
 def ls_command(archive_path, samples, as_json, debug, endpoint_url, storage_options) -> None:
     """List an archive's members with their sizes (a file, or a store URL)."""
     found = list(
@@ -527,24 +527,13 @@ def ls_command(archive_path, samples, as_json, debug, endpoint_url, storage_opti
     default=0,
     help="Shards checked at once (default: CPUs, at most 8; 8 for a store).",
 )
-@click.option(
-    "--endpoint-url", default=None, help="S3-compatible endpoint, e.g. http://127.0.0.1:8333."
-)
-@click.option(
-    "--storage-option",
-    "storage_options",
-    multiple=True,
-    help="KEY=VALUE store setting, e.g. region=eu-west-1, key=…, backend=fsspec (repeatable; a.b=c nests).",
-)
-@click.option(
-    "--progress/--no-progress",
-    default=None,
-    help="Show progress (default: when stderr is a terminal).",
-)
+@ENDPOINT_URL
+@STORAGE_OPTION
+@PROGRESS
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the result as one JSON object on stdout."
 )
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@DEBUG
 def verify_command(dst, progress, as_json, debug, **options) -> int:
     """Check the shards in DST against DST/manifest.json; exit 1 if anything is wrong."""
     bar = make_progress(progress)
