@@ -27,6 +27,7 @@ MEMORY_LIMIT = 256 << 20  # bytes DuckDB may hold before it spills to its tempor
 MAX_NAME = 128 << 10  # characters in a name (as the row reader's csv field limit)
 DISTINCT_TIMES = 1 << 20  # non-numeric mtimes converted by the row reader's rule, at most
 SCAN_BLOCK = 8 << 20
+HEADER_MAX = 1 << 20  # characters of a CSV header line read (the row reader's line limit)
 
 # the row reader's rules, in SQL: an unsafe name (absolute, a '..' part, a control
 # character), a hidden one, a folder marker
@@ -68,7 +69,7 @@ def _scan_ok(path: str) -> bool:
 
 def _csv_header(path: str) -> list[str]:
     with open(path, encoding="utf-8", newline="") as stream:
-        return next(csv.reader([stream.readline()]), [])
+        return next(csv.reader([stream.readline(HEADER_MAX)]), [])
 
 
 def _source_csv(path: str, header: list[str], columns: dict[str, int | None]) -> str:
@@ -173,8 +174,8 @@ def read_inventory(
             f"coalesce(name, '') AS name, size, mtime FROM ({source})"
         )
         return _listing(con, wanted, include_hidden, tally)
-    except duckdb.Error:
-        raise Fallback from None
+    except (duckdb.Error, UnicodeDecodeError, csv.Error):
+        raise Fallback from None  # the row reader says what is wrong, naming the line
     finally:
         con.close()
         shutil.rmtree(spill, ignore_errors=True)

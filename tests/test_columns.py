@@ -205,3 +205,15 @@ def test_gnu_sort_orders_the_listing_the_same(tmp_path):
     sorted_by_sort = subprocess.run(["sort", "-u"], input="\n".join(files.names).encode(),
                                     capture_output=True, env={"LC_ALL": "C"}, check=True)
     assert sorted_by_sort.stdout.decode().splitlines() == files.names
+
+
+def test_what_the_engine_cannot_decode_goes_to_the_row_reader(tmp_path):
+    """Not UTF-8 (in the header or a row): the engine hands back, the row reader names the
+    line."""
+    for body in (b"n\xffame,size\na,1\n", b"name,size\na,1\nb\xff,2\n"):
+        path = tmp_path / "bad.csv"
+        path.write_bytes(body)
+        with pytest.raises(Fallback):
+            column_listing(path)
+        with pytest.raises(UsageError, match="not UTF-8"):
+            row_listing(path)
