@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +39,8 @@ from .sinks import Guard, abort_dangling_uploads, open_sink, put_file
 from .store import Location, open_url, parse_storage_options, resolve
 from .table import FileTable, SampleTable, ShardList
 from .write import Cancel, write_one, write_shards
+
+LOG = logging.getLogger("ishard")  # what a run does, a line per step (`ishard -v` shows it)
 
 LISTING_REPORT_EVERY = 1000
 CLEANUP_ATTEMPTS = 12  # aborting uploads after a failure: about 40 s of patience
@@ -315,6 +318,7 @@ def shard_with(
         todo = Remaining(the_plan.shards, done)
         progress.planned(len(todo), sum(the_plan.shard_sizes[i] for i in todo.indices))
         if done:
+            LOG.info("kept %d shards an earlier run completed (checked)", len(done))
             progress.notice(
                 f"resuming: {len(done)} of {len(the_plan.shards)} shards were "
                 "already complete (checked); writing the rest"
@@ -329,6 +333,7 @@ def shard_with(
         manifest = put_file(
             dest, MANIFEST_NAME, manifest_bytes(the_plan, results, fingerprint), retrier, guard
         )
+        LOG.info("wrote the manifest %s", manifest)
         removed = _remove_replaced(dest, old, the_plan, opts, retrier, progress)
         try:
             state.clear()
@@ -387,6 +392,13 @@ def _announce(the_plan: Plan, opts: Options, progress: Progress) -> None:
     """Tell the plan's warnings now, after planning and before anything is written: to the
     progress hooks (the command line prints them) and as ``IshardWarning``; under ``strict``,
     stop here."""
+    LOG.info(
+        "planned %d shards: %d samples, %d files, %d bytes",
+        len(the_plan.shards),
+        the_plan.sample_count,
+        the_plan.file_count,
+        the_plan.size,
+    )
     for line in the_plan.warnings:
         progress.warning(line)
         warn(line, IshardWarning, stacklevel=4)  # the caller of plan() or shard()
@@ -596,6 +608,7 @@ def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> 
             source, follow_symlinks=opts.follow_symlinks, retrier=Retrier(opts.retries), **common
         )
     progress.listing(*seen)
+    LOG.info("listed %d files, %d bytes, from %s", seen[0], seen[1], opts.src_list or source.url)
     return entries
 
 

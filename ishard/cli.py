@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import signal
 import sys
@@ -197,6 +198,31 @@ PROGRESS = click.option(
     help="Show progress (default: when stderr is a terminal).",
 )
 DEBUG = click.option("--debug", is_flag=True, help="Show tracebacks.")
+QUIET = click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="Print nothing on stdout (but --json) and no progress; warnings and errors still go "
+    "to stderr, and the exit code tells.",
+)
+VERBOSE = click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Also log each step to stderr (listed, planned, each shard written, the manifest).",
+)
+
+
+def _talk(quiet: bool, verbose: bool) -> None:
+    """Check -q/-v; with -v, the library's log (logger "ishard") goes to stderr."""
+    if quiet and verbose:
+        raise UsageError("-q/--quiet and -v/--verbose cannot be used together — choose one")
+    if verbose:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("ishard: %(message)s"))
+        log = logging.getLogger("ishard")
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -373,15 +399,18 @@ def _emit_json(doc: dict) -> None:
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout."
 )
+@QUIET
+@VERBOSE
 @DEBUG
-def shard_command(src, dst, dry_run, progress, as_json, debug, **options) -> None:
+def shard_command(src, dst, dry_run, progress, as_json, quiet, verbose, debug, **options) -> None:
     """Shard the files under SRC into archives in DST."""
+    _talk(quiet, verbose)
     with warnings.catch_warnings():  # the progress hooks print them, as 'ishard: warning:'
         warnings.simplefilter("ignore", IshardWarning)
-        _shard(src, dst, dry_run, progress, as_json, options)
+        _shard(src, dst, dry_run, False if quiet else progress, as_json, quiet, options)
 
 
-def _shard(src, dst, dry_run, progress, as_json, options) -> None:
+def _shard(src, dst, dry_run, progress, as_json, quiet, options) -> None:
     if dry_run is not None and dry_run not in DRY_RUN_MODES:
         raise click.UsageError(
             f"--dry-run={dry_run!r} is not a dry-run mode — use --dry-run, --dry-run=show_keys, "
@@ -394,6 +423,8 @@ def _shard(src, dst, dry_run, progress, as_json, options) -> None:
         the_plan = api.plan_with(src, opts, NoticesOnly())
         if dry_run == "json":
             _emit_json(plan_document(the_plan))
+            return
+        if quiet:
             return
         if dry_run == "summary":
             plan_headers(the_plan, sys.stdout)
@@ -409,7 +440,7 @@ def _shard(src, dst, dry_run, progress, as_json, options) -> None:
     summary = run_summary(report)
     if as_json:
         _emit_json(summary)
-    else:
+    elif not quiet:
         summary_text(summary, sys.stdout, dry_run=False)
 
 
@@ -533,10 +564,11 @@ def ls_command(archive_path, samples, as_json, debug, endpoint_url, storage_opti
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the result as one JSON object on stdout."
 )
+@QUIET
 @DEBUG
-def verify_command(dst, progress, as_json, debug, **options) -> int:
+def verify_command(dst, progress, as_json, quiet, debug, **options) -> int:
     """Check the shards in DST against DST/manifest.json; exit 1 if anything is wrong."""
-    bar = make_progress(progress)
+    bar = make_progress(False if quiet else progress)
     try:
         result = verify.verify(dst, progress=bar, **options)
     finally:
@@ -544,7 +576,7 @@ def verify_command(dst, progress, as_json, debug, **options) -> int:
     warnings_text(list(result.warnings))
     if as_json:
         _emit_json(result.to_dict())
-    else:
+    elif not quiet:
         verify_text(result.to_dict(), sys.stdout)
     return 0 if result.ok else 1
 

@@ -3,6 +3,7 @@ to write, and recording each shard as it finishes."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 
 import orjson
@@ -16,6 +17,8 @@ from .retry import Retrier
 from .runstate import RunState, recorded_checksum, remove_temp_files, still_complete
 from .sinks import abort_dangling_uploads
 from .store import Location
+
+LOG = logging.getLogger("ishard")
 
 CHANGED = (
     "cannot resume into {dst!r}: the source or the options changed since the interrupted run "
@@ -161,6 +164,14 @@ class Recorder(Progress):
         self._inner.wrote(nbytes)
 
     def shard_done(self, result: ShardResult) -> None:
+        LOG.info(
+            "wrote %s: %d samples, %d files, %d bytes, %s",
+            result.name,
+            result.samples,
+            result.files,
+            result.filesize,
+            result.checksum or "no checksum",
+        )
         try:
             self._record(self._index[result.name], result)
         except IshardError:

@@ -762,3 +762,37 @@ def test_every_option_can_come_from_the_environment_and_the_command_line_wins(tm
     assert bad.returncode == 2 and bad.stdout == "" and not (tmp_path / "out").exists()
     assert bad.stderr.startswith("ishard: error: ") and "(from ISHARD_JOBS)" in bad.stderr
     assert len(bad.stderr.splitlines()) == 1
+
+
+def test_quiet_prints_nothing_and_verbose_logs_each_step(tmp_path):
+    source = FIXTURES / "imagenet"
+    quiet = run_ishard("shard", source, tmp_path / "q", "--shard-size", "256KiB", "-q")
+    assert quiet.returncode == 0 and quiet.stdout == "" and quiet.stderr == ""
+    shards = sorted(p.name for p in (tmp_path / "q").glob("shard-*.tar"))
+    assert len(shards) == 6
+    loud = run_ishard("shard", source, tmp_path / "v", "--shard-size", "256KiB", "-v",
+                      "--no-progress")
+    assert loud.returncode == 0 and "wrote 6 shards" in loud.stdout
+    lines = loud.stderr.splitlines()
+    assert lines[0].startswith("ishard: listed ") and lines[1].startswith("ishard: planned 6 ")
+    assert sorted(line.split()[2].rstrip(":") for line in lines[2:8]) == shards  # as they end
+    assert all("xxh128:" in line for line in lines[2:8])
+    assert lines[8] == f"ishard: wrote the manifest {tmp_path / 'v' / 'manifest.json'}"
+    (tmp_path / "q" / shards[1]).write_bytes(b"damaged")
+    checked = run_ishard("verify", tmp_path / "q", "-q")
+    assert checked.returncode == 1 and checked.stdout == ""
+    both = run_ishard("shard", source, tmp_path / "b", "-q", "-v")
+    assert both.returncode == 2 and both.stdout == "" and not (tmp_path / "b").exists()
+    assert both.stderr == ("ishard: error: -q/--quiet and -v/--verbose cannot be used together "
+                           "— choose one\n")
+
+
+def test_the_library_logs_to_the_ishard_logger(tmp_path, caplog):
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="ishard"):
+        ishard.shard(FIXTURES / "imagenet", tmp_path / "out", shard_size="256KiB", jobs=1)
+    messages = [r.getMessage() for r in caplog.records if r.name == "ishard"]
+    assert messages[0].startswith("listed ") and messages[-1].startswith("wrote the manifest ")
+    assert messages[1].startswith("planned 6 shards: 44 samples, ")
+    assert sum(m.startswith("wrote shard-") for m in messages) == 6
