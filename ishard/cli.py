@@ -180,6 +180,9 @@ def _go_spelt(arg: str) -> bool:
     return flag is not None and (not arg.startswith("--") or "_" in flag[0])
 
 
+# A path or URL argument: any text, completed as a file name by the shell
+PATH = click.Path(path_type=str)
+
 # Options more than one command takes, defined once
 ENDPOINT_URL = click.option(
     "--endpoint-url",
@@ -241,8 +244,8 @@ def _emit_json(doc: dict) -> None:
 
 
 @cli.command("shard")
-@click.argument("src")
-@click.argument("dst", required=False)
+@click.argument("src", type=PATH)
+@click.argument("dst", required=False, type=PATH)
 @click.option("--prefix", default="", help="Only files whose relative name starts with this.")
 @click.option(
     "--shard-size",
@@ -445,7 +448,7 @@ def _shard(src, dst, dry_run, progress, as_json, quiet, options) -> None:
 
 
 @cli.command("split")
-@click.argument("manifest", required=False)
+@click.argument("manifest", required=False, type=PATH)
 @click.option(
     "--shard-sizes", default=None, help="Samples per shard instead of a manifest: 100,100,80"
 )
@@ -517,7 +520,7 @@ def split_command(manifest, shard_sizes, policy, as_json, debug, **options) -> N
 
 
 @cli.command("ls")
-@click.argument("archive_path", metavar="ARCHIVE")
+@click.argument("archive_path", metavar="ARCHIVE", type=PATH)
 @click.option(
     "--samples", is_flag=True, help="Group members into samples as WebDataset readers do."
 )
@@ -546,7 +549,7 @@ def ls_command(archive_path, samples, as_json, debug, endpoint_url, storage_opti
 
 
 @cli.command("verify")
-@click.argument("dst")
+@click.argument("dst", type=PATH)
 @click.option(
     "--deep",
     is_flag=True,

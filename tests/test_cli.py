@@ -796,3 +796,24 @@ def test_the_library_logs_to_the_ishard_logger(tmp_path, caplog):
     assert messages[0].startswith("listed ") and messages[-1].startswith("wrote the manifest ")
     assert messages[1].startswith("planned 6 shards: 44 samples, ")
     assert sum(m.startswith("wrote shard-") for m in messages) == 6
+
+
+@pytest.mark.parametrize("words, cword", [("ishard shard ima", 2), ("ishard shard src ou", 3),
+                                          ("ishard ls sha", 2), ("ishard verify ou", 2),
+                                          ("ishard split man", 2)])
+def test_shell_completion_completes_file_names_for_paths(words, cword):
+    """With bash completion on (documented in the user guide), SRC, DST, ARCHIVE and MANIFEST
+    complete as file names (click answers 'file', bash then lists the files)."""
+    env = {**os.environ, "_ISHARD_COMPLETE": "bash_complete", "COMP_WORDS": words,
+           "COMP_CWORD": str(cword)}
+    result = run_ishard(env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [f"file,{words.split()[-1]}"]
+
+
+def test_the_completion_script_is_printed_for_bash_zsh_and_fish():
+    for shell, marker in (("bash", "complete -o nosort -F _ishard_completion ishard"),
+                          ("zsh", "compdef _ishard_completion ishard"),
+                          ("fish", "complete --no-files --command ishard")):
+        result = run_ishard(env={**os.environ, "_ISHARD_COMPLETE": f"{shell}_source"})
+        assert result.returncode == 0 and marker in result.stdout, (shell, result.stdout[-300:])
