@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from abc import ABC, abstractmethod
 from typing import TextIO
 
 from rich.console import Console
@@ -186,11 +187,12 @@ class _Speed(ProgressColumn):
         return Text(f"{format_size(int(task.speed))}/s" if task.speed else "")
 
 
-class _Adapter(Progress):
+class _Adapter(Progress, ABC):
     """What both progress displays share: verify's hooks map onto the writing ones."""
 
+    @abstractmethod
     def _one_done(self) -> None:
-        raise NotImplementedError
+        """One more shard is finished (written or verified)."""
 
     def verified(self, nbytes: int) -> None:
         self.wrote(nbytes)

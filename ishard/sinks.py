@@ -12,7 +12,7 @@ from .checksums import DEFAULT as DEFAULT_CHECKSUM
 from .checksums import Hasher, digest_of, hasher, tagged
 from .errors import WriteError
 from .retry import Retrier
-from .store.base import Guard
+from .store.base import Guard, Upload
 
 if TYPE_CHECKING:
     from .store import Location
@@ -235,13 +235,7 @@ def open_sink(
     confirms it)."""
     with location.translated("destination"):
         sink = location.store.sink(
-            location.key(name),
-            retrier=retrier,
-            cleanup=cleanup,
-            part_size=part_size,
-            expected=expected,
-            notice=notice,
-            guard=guard,
+            location.key(name), Upload(retrier, cleanup, part_size, expected, notice, guard)
         )
     sink.use_checksum(checksum)
     return sink

@@ -16,7 +16,7 @@ import pytest
 from ishard.errors import IshardError, UsageError
 from ishard.retry import Retrier
 from ishard.store import open_store
-from ishard.store.base import Refused, Unconditional
+from ishard.store.base import Refused, Unconditional, Upload
 
 KINDS = ["local", "memory", "s3", "azure", "gcs"]
 NO_GCS_WRITES = "the GCS emulator refuses XML-API writes (see tests/gcs_emulator.py)"
@@ -165,8 +165,9 @@ def test_a_sink_publishes_only_on_commit_and_abort_leaves_nothing(store):
         store.make_root()
     retrier = Retrier(2)
     notices: list[str] = []
-    sink = store.sink("shard.tar", retrier=retrier, cleanup=retrier, part_size=5 << 20,
-                      expected=12 << 20, notice=notices.append, guard=None)
+    upload = Upload(retrier, retrier, part_size=5 << 20, expected=12 << 20,
+                    notice=notices.append)
+    sink = store.sink("shard.tar", upload)
     body = bytes(range(256)) * (11 << 12)  # 11 MiB in two writes: three parts on a bucket
     sink.write(body[: 7 << 20])
     sink.write(body[7 << 20 :])
@@ -176,8 +177,7 @@ def test_a_sink_publishes_only_on_commit_and_abort_leaves_nothing(store):
     assert store.read("shard.tar") == body
     assert sink.checksum is not None and sink.size == len(body)
 
-    doomed = store.sink("doomed.tar", retrier=retrier, cleanup=retrier, part_size=5 << 20,
-                        expected=12 << 20, notice=notices.append, guard=None)
+    doomed = store.sink("doomed.tar", upload)
     doomed.write(body)
     doomed.abort()
     assert [k for k in listed(store) if not k.startswith(".")] == ["shard.tar"]

@@ -55,6 +55,20 @@ class Guard(Protocol):
     def committed(self, confirmed: float, what: str) -> None: ...
 
 
+@dataclass(frozen=True)
+class Upload:
+    """How a shard is written to a store: ``retrier`` for its requests, ``cleanup`` (patient)
+    for aborting it, ``part_size`` and ``expected`` bytes for a multipart upload, ``notice`` to
+    tell a user what is being waited for, ``guard`` the destination's lease (None: none)."""
+
+    retrier: Retrier
+    cleanup: Retrier
+    part_size: int
+    expected: int
+    notice: Callable[[str], None]
+    guard: Guard | None = None
+
+
 class Sink(Protocol):
     """One shard being written: bytes in, then ``close``; it appears under its name only on
     ``commit``; ``abort`` leaves nothing behind (no partial object, no open upload)."""
@@ -256,17 +270,7 @@ class Store(ABC):
 
     # -- shards -----------------------------------------------------------------------------
     @abstractmethod
-    def sink(
-        self,
-        key: str,
-        *,
-        retrier: Retrier,
-        cleanup: Retrier,
-        part_size: int,
-        expected: int,
-        notice: Callable[[str], None],
-        guard: Guard | None,
-    ) -> Sink:
+    def sink(self, key: str, upload: Upload) -> Sink:
         """A writer for one shard, published under ``key`` only on ``commit`` (while ``guard``
         confirms the lease)."""
 

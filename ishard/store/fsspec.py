@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import IshardError, UsageError
 from ..sinks import TEMP_SUFFIX, _guarded, _Hashing
-from .base import Guard, Mode, ObjectInfo, Store, Unconditional
+from .base import Guard, Mode, ObjectInfo, Store, Unconditional, Upload
 from .location import FSSPEC_EXTRAS
 
 if TYPE_CHECKING:
@@ -160,18 +160,8 @@ class FsspecStore(Store):
         return [p[cut:] for p in found]
 
     # -- shards -----------------------------------------------------------------------------
-    def sink(
-        self,
-        key: str,
-        *,
-        retrier: Retrier,
-        cleanup: Retrier,
-        part_size: int,
-        expected: int,
-        notice: Callable[[str], None],
-        guard: Guard | None,
-    ):
-        return FsspecSink(self, key, guard)
+    def sink(self, key: str, upload: Upload):
+        return FsspecSink(self, key, upload.guard)
 
     # -- errors -----------------------------------------------------------------------------
     def classify(self, err: BaseException) -> str:

@@ -13,7 +13,7 @@ from .. import localstate
 from ..errors import IshardError, SourceError, UsageError, WriteError
 from ..listing import check_source_dir
 from ..sinks import TEMP_SUFFIX, WRITE_FIX, LocalSink
-from .base import Guard, Mode, NotRegular, ObjectInfo, Store, Unconditional
+from .base import Mode, NotRegular, ObjectInfo, Store, Unconditional, Upload
 
 if TYPE_CHECKING:
     from ..retry import Retrier
@@ -257,17 +257,7 @@ class LocalStore(Store):
         return [key for key, _ in self._walk(prefix.rstrip("/"))]
 
     # -- shards -----------------------------------------------------------------------------
-    def sink(
-        self,
-        key: str,
-        *,
-        retrier: Retrier,
-        cleanup: Retrier,
-        part_size: int,
-        expected: int,
-        notice: Callable[[str], None],
-        guard: Guard | None,
-    ):
+    def sink(self, key: str, upload: Upload):
         return LocalSink(self.path(key))
 
     def remove_temp_files(self, keys: list[str]) -> int:

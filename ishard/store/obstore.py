@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from ..errors import IshardError, UsageError
-from .base import Guard, Mode, ObjectInfo, Refused, Store, Unconditional, storage_error
+from .base import Mode, ObjectInfo, Refused, Store, Unconditional, Upload, storage_error
 from .credentials import NoCredentials, store_config
 
 if TYPE_CHECKING:
@@ -264,29 +264,10 @@ class ObstoreStore(Store):
         ]
 
     # -- shards -----------------------------------------------------------------------------
-    def sink(
-        self,
-        key: str,
-        *,
-        retrier: Retrier,
-        cleanup: Retrier,
-        part_size: int,
-        expected: int,
-        notice: Callable[[str], None],
-        guard: Guard | None,
-    ):
+    def sink(self, key: str, upload: Upload):
         from .obstore_sink import ObstoreSink
 
-        return ObstoreSink(
-            self,
-            key,
-            retrier=retrier,
-            cleanup=cleanup,
-            part_size=part_size,
-            expected=expected,
-            notice=notice,
-            guard=guard,
-        )
+        return ObstoreSink(self, key, upload)
 
     def abort_uploads(self, keys: Iterable[str], retrier: Retrier) -> int:
         """S3 only (Azure drops uncommitted blocks by itself after a week; GCS's XML multipart

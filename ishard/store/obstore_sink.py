@@ -4,7 +4,7 @@ object appears only on commit, under the destination's lease."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, TimeoutError
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -13,8 +13,7 @@ from ..errors import IshardError
 from ..sinks import _guarded, _Hashing
 
 if TYPE_CHECKING:
-    from ..retry import Retrier
-    from .base import Guard
+    from .base import Upload
     from .obstore import ObstoreStore
 
 MIN_PART = 5 << 20  # S3's smallest part (but the last)
@@ -41,23 +40,14 @@ class ObstoreSink(_Hashing):
     whole shard.
     """
 
-    def __init__(
-        self,
-        store: ObstoreStore,
-        key: str,
-        *,
-        retrier: Retrier,
-        cleanup: Retrier,
-        part_size: int,
-        expected: int,
-        notice: Callable[[str], None],
-        guard: Guard | None,
-    ) -> None:
+    def __init__(self, store: ObstoreStore, key: str, upload: Upload) -> None:
         super().__init__()
-        self._store, self._key, self._guard = store, key, guard
-        self._retrier, self._cleanup, self._notice = retrier, cleanup, notice
+        self._store, self._key, self._guard = store, key, upload.guard
+        self._retrier, self._cleanup, self._notice = upload.retrier, upload.cleanup, upload.notice
         self.url, self.etag = store.url_of(key), None
-        self._part = max(part_size, MIN_PART, math.ceil(expected * 1.1 / (MAX_PARTS - 100)))
+        self._part = max(
+            upload.part_size, MIN_PART, math.ceil(upload.expected * 1.1 / (MAX_PARTS - 100))
+        )
         self._buf = bytearray()
         self._queue: Any = None
         self._upload: Future | None = None
