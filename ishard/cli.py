@@ -12,28 +12,41 @@ from itertools import pairwise
 
 import click
 import orjson
+from click.shell_completion import CompletionItem
 
 from . import __version__, api, archive, verify
+from .checksums import ALGORITHMS
 from .errors import Interrupted, IshardError, IshardWarning, UsageError
+from .formats.compress import GZIP_LIBRARIES
 from .keys import go_pattern
 from .listing import printable, shown
-from .options import make_options
+from .naming import MEMBER_NAMES
+from .options import EXECUTORS, INDEXES, ZIP_METHODS, make_options
+from .plan import ARCHIVE_EXTS
 from .render import (
     NoticesOnly,
     error_line,
+    histogram_text,
     make_progress,
     plan_headers,
     plan_text,
     samples_text,
+    shard_table,
     split_text,
     summary_text,
     verify_text,
     warnings_text,
 )
-from .report import plan_document, plan_summary, run_summary, samples_document
+from .report import plan_document, plan_summary, run_summary, samples_document, size_histogram
+from .samples import ACTIONS
 from .sizes import MAX_COUNT, format_size
+from .split import POLICIES
+from .split.dali import POLICIES as DALI_LAST_BATCH
+from .split.streaming import ALGOS as STREAMING_SHUFFLES
 
-DRY_RUN_MODES = ("text", "show_keys", "json", "summary")
+# --dry-run's modes: the native spelling's bare --dry-run is "shards" (a row per shard and a
+# histogram), Go's -dry_run is "text" (Go's listing of every member), which "files" names too
+DRY_RUN_MODES = ("shards", "files", "text", "show_keys", "json", "summary")
 # Go ishard's flag spellings -> ours; src_bck and dst_bck become the two positional arguments.
 GO_FLAGS = {
     "shard_size": "--shard-size",
@@ -110,7 +123,7 @@ def translate(argv: list[str]) -> list[str]:
                 out.append(f"--dry-run={argv[i]}")
                 i += 1
             else:
-                out.append("--dry-run=text")
+                out.append("--dry-run=text" if any(map(_go_spelt, argv)) else "--dry-run=shards")
         elif flag is None:
             out.append(arg)
         elif flag[0] in GO_BOOLS:
@@ -183,6 +196,53 @@ def _go_spelt(arg: str) -> bool:
 # A path or URL argument: any text, completed as a file name by the shell
 PATH = click.Path(path_type=str)
 
+
+class Choices(click.ParamType):
+    """One of ``choices``, shown in --help and completed by the shell. It is checked where the
+    API's input is checked too (``options.make_options``, ``split.world``), so the dry run, the
+    real run and the library refuse the same values with the same line."""
+
+    name = "choice"
+
+    def __init__(self, choices: tuple[str, ...]) -> None:
+        self.choices = choices
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str:
+        return "[" + "|".join(self.choices) + "]"
+
+    def shell_complete(
+        self, ctx: click.Context, param: click.Parameter, incomplete: str
+    ) -> list[CompletionItem]:
+        return [CompletionItem(c) for c in self.choices if c.startswith(incomplete)]
+
+
+class SectionedCommand(click.Command):
+    """A command whose --help lists its options under headings: ``sections`` maps each heading
+    to the parameter names under it, in order; a parameter in none is under "Other options"."""
+
+    def __init__(self, *args, sections: dict[str, tuple[str, ...]], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.sections = sections
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        records = {
+            "help" if p is self.get_help_option(ctx) else p.name: p.get_help_record(ctx)
+            for p in self.get_params(ctx)
+            if isinstance(p, click.Option) and p.get_help_record(ctx)
+        }
+        placed: set[str | None] = set()
+        for heading, names in self.sections.items():
+            rows = [records[n] for n in names if records.get(n)]
+            placed.update(names)
+            if rows:
+                with formatter.section(heading):
+                    formatter.write_dl([r for r in rows if r is not None])
+        rest = [r for n, r in records.items() if n not in placed and r is not None]
+        if rest:
+            with formatter.section("Other options"):
+                formatter.write_dl(rest)
+
+
 # Options more than one command takes, defined once
 ENDPOINT_URL = click.option(
     "--endpoint-url",
@@ -243,10 +303,67 @@ def _emit_json(doc: dict) -> None:
     sys.stdout.flush()
 
 
-@cli.command("shard")
+SHARD_SECTIONS = {
+    "What to shard": ("prefix", "src_list", "include_hidden", "follow_symlinks"),
+    "Grouping files into samples": (
+        "sample_key_pattern",
+        "sample_exts",
+        "missing_extension_action",
+        "ekm",
+        "collapse",
+    ),
+    "Cutting and naming shards": (
+        "shard_size",
+        "samples_per_shard",
+        "num_shards",
+        "shards_multiple_of",
+        "sort",
+        "shard_template",
+    ),
+    "Archives": ("ext", "compress_level", "gzip_library", "zip_compression"),
+    "Reader compatibility": ("member_names", "index", "checksum", "strict"),
+    "Object stores": ("endpoint_url", "storage_options", "part_size", "read_buffer", "retries"),
+    "Running": (
+        "dry_run",
+        "overwrite",
+        "resume",
+        "jobs",
+        "executor",
+        "scheduler",
+        "progress",
+        "as_json",
+        "quiet",
+        "verbose",
+        "debug",
+        "help",
+    ),
+}
+SHARD_EXAMPLES = """\b
+Examples:
+  ishard shard data/ --dry-run                          # the plan, a line per shard
+  ishard shard data/ out/ --shard-size 512MiB --sample-exts .jpg,.json
+  ishard shard s3://raw/imagenet/ s3://shards/imagenet/ --ext .tar.lz4
+  ishard shard data/ out/ --resume                      # finish an interrupted run
+  ishard -src_bck=data -dst_bck=out -shard_size=512MiB  # Go ishard's spelling
+
+The user guide (docs/user-guide.md) explains every option."""
+
+
+@cli.command(
+    "shard",
+    cls=SectionedCommand,
+    sections=SHARD_SECTIONS,
+    epilog=SHARD_EXAMPLES,
+    context_settings={"show_default": True},
+)
 @click.argument("src", type=PATH)
 @click.argument("dst", required=False, type=PATH)
-@click.option("--prefix", default="", help="Only files whose relative name starts with this.")
+@click.option(
+    "--prefix",
+    default="",
+    show_default=False,
+    help="Only files whose relative name starts with this.",
+)
 @click.option(
     "--shard-size",
     default="1MiB",
@@ -268,9 +385,9 @@ def _emit_json(doc: dict) -> None:
 @click.option("--sample-exts", default=None, help="Extensions every sample should have: .jpg,.xml")
 @click.option(
     "--missing-extension-action",
+    type=Choices(ACTIONS),
     default="ignore",
-    show_default=True,
-    help="ignore, warn, abort or exclude.",
+    help="What to do with a sample that lacks one of --sample-exts (exclude: leave it out).",
 )
 @click.option(
     "--collapse/--no-collapse",
@@ -278,25 +395,36 @@ def _emit_json(doc: dict) -> None:
     help="Let a directory's remainder move up into its parent's shards.",
 )
 @click.option("--ekm", default=None, help="External key map: a JSON file or inline JSON.")
-@click.option(
-    "--ext", default=".tar", show_default=True, help=".tar, .tgz, .tar.gz, .zip or .tar.lz4"
-)
+@click.option("--ext", type=Choices(ARCHIVE_EXTS), default=".tar", help="Archive format.")
 @click.option(
     "--shard-template",
     default="shard-%06d",
     show_default=True,
     help="Shard names: %06d, {0000..9999} or @0999.",
 )
-@click.option("--sort", default=None, help="alpha:inc, alpha:dec, shuffle or shuffle:SEED")
+@click.option(
+    "--sort",
+    type=Choices(("alpha:inc", "alpha:dec", "shuffle", "shuffle:SEED")),
+    default=None,
+    help="Sample order (default: as listed, which is name order).",
+)
 @click.option(
     "--dry-run",
     "dry_run",
+    is_flag=False,
+    flag_value="shards",
     default=None,
-    help="Print the plan, write nothing: --dry-run, --dry-run=show_keys, --dry-run=json, --dry-run=summary (shard lines only).",
+    metavar="[=files|show_keys|json|summary]",
+    help="Print the plan, write nothing: a line per shard and a histogram; =files adds every "
+    "member, =show_keys their sample keys, =json all as JSON, =summary the totals.",
 )
 @PROGRESS
 @click.option(
-    "--jobs", type=int, default=0, help="Shards written at once (default: CPUs, at most 8)."
+    "--jobs",
+    type=int,
+    default=0,
+    show_default=False,
+    help="Shards written at once (default: CPUs, at most 8).",
 )
 @click.option(
     "--follow-symlinks",
@@ -322,11 +450,13 @@ def _emit_json(doc: dict) -> None:
 )
 @click.option(
     "--gzip-library",
+    type=Choices(("auto", *GZIP_LIBRARIES)),
     default="auto",
-    show_default=True,
-    help="gzip compressor for .tgz: auto (fastest installed), isal, zlib-ng or zlib; pin one for the same bytes on every machine.",
+    help="gzip compressor for .tgz (auto: the fastest installed); pin one for the same bytes on every machine.",
 )
-@click.option("--zip-compression", default="stored", show_default=True, help="stored or deflated.")
+@click.option(
+    "--zip-compression", type=Choices(ZIP_METHODS), default="stored", help="Method of .zip members."
+)
 @click.option(
     "--src-list",
     default=None,
@@ -355,15 +485,15 @@ def _emit_json(doc: dict) -> None:
 )
 @click.option(
     "--checksum",
+    type=Choices((*ALGORITHMS, "none")),
     default="xxh128",
-    show_default=True,
-    help="Checksum of every shard for the manifest: xxh128 (fast), blake3, sha256, md5 (wids' md5sum; the Go spelling's default), or none.",
+    help="Checksum of every shard for the manifest (md5: wids' md5sum, the Go spelling's default).",
 )
 @click.option(
     "--executor",
+    type=Choices(EXECUTORS),
     default="local",
-    show_default=True,
-    help="local, or dask: shards are Dask tasks on a cluster's workers.",
+    help="Where shards are written: here, or as Dask tasks on a cluster's workers.",
 )
 @click.option(
     "--scheduler",
@@ -384,15 +514,15 @@ def _emit_json(doc: dict) -> None:
 )
 @click.option(
     "--member-names",
+    type=Choices(MEMBER_NAMES),
     default="sample",
-    show_default=True,
     help="sample: <sample key>.<extension>, read by WebDataset, wids and DALI as one sample per ishard sample; or original (paths as listed; the Go spelling's default).",
 )
 @click.option(
     "--index",
+    type=Choices(INDEXES),
     default="none",
-    show_default=True,
-    help="none, or dali: write <shard>.idx (DALI v1.2) beside each .tar shard.",
+    help="dali: write <shard>.idx (DALI v1.2) beside each .tar shard.",
 )
 @click.option(
     "--strict",
@@ -416,8 +546,8 @@ def shard_command(src, dst, dry_run, progress, as_json, quiet, verbose, debug, *
 def _shard(src, dst, dry_run, progress, as_json, quiet, options) -> None:
     if dry_run is not None and dry_run not in DRY_RUN_MODES:
         raise click.UsageError(
-            f"--dry-run={dry_run!r} is not a dry-run mode — use --dry-run, --dry-run=show_keys, "
-            "--dry-run=json or --dry-run=summary"
+            f"--dry-run={dry_run!r} is not a dry-run mode — use --dry-run, --dry-run=files, "
+            "--dry-run=show_keys, --dry-run=json or --dry-run=summary"
         )
     if dry_run is None and dst is None:
         raise click.UsageError("missing DST — say where the shards go: ishard shard SRC DST")
@@ -429,11 +559,15 @@ def _shard(src, dst, dry_run, progress, as_json, quiet, options) -> None:
             return
         if quiet:
             return
-        if dry_run == "summary":
+        if dry_run == "shards":
+            shard_table(the_plan, sys.stdout)
+        elif dry_run == "summary":
             plan_headers(the_plan, sys.stdout)
         else:
             plan_text(the_plan, dry_run == "show_keys", sys.stdout)
         summary_text(plan_summary(the_plan), sys.stdout, dry_run=True)
+        if dry_run == "shards":
+            histogram_text(size_histogram(the_plan.shard_sizes), sys.stdout)
         return
     bar = make_progress(progress)
     try:
@@ -447,16 +581,46 @@ def _shard(src, dst, dry_run, progress, as_json, quiet, options) -> None:
         summary_text(summary, sys.stdout, dry_run=False)
 
 
-@cli.command("split")
+SPLIT_SECTIONS = {
+    "What to divide": ("manifest", "shard_sizes"),
+    "The training job": ("nodes", "ranks_per_node", "workers", "batch_size", "epochs"),
+    "The reader": (
+        "policy",
+        "last_batch_policy",
+        "pad_last_batch",
+        "stick_to_shard",
+        "drop_last",
+        "drop_last_batch",
+        "unbalanced",
+        "shuffle",
+        "seed",
+        "canonical_nodes",
+    ),
+    "Output": ("as_json", "debug", "help"),
+}
+SPLIT_EXAMPLES = """\b
+Examples:
+  ishard split out/manifest.json --policy dali --nodes 2 --ranks-per-node 8
+  ishard split --shard-sizes 100,100,80 --nodes 2 --batch-size 10
+  ishard split out/manifest.json --policy streaming --workers 4 --epochs 2 --json"""
+
+
+@cli.command(
+    "split",
+    cls=SectionedCommand,
+    sections=SPLIT_SECTIONS,
+    epilog=SPLIT_EXAMPLES,
+    context_settings={"show_default": True},
+)
 @click.argument("manifest", required=False, type=PATH)
 @click.option(
     "--shard-sizes", default=None, help="Samples per shard instead of a manifest: 100,100,80"
 )
 @click.option(
     "--policy",
+    type=Choices(POLICIES),
     default="webdataset",
-    show_default=True,
-    help="dali, whale, webdataset, torch or streaming.",
+    help="Whose way of dividing shards to show.",
 )
 @click.option(
     "--nodes", type=int, default=1, show_default=True, help="Physical nodes (Whale: worker tasks)."
@@ -469,7 +633,12 @@ def _shard(src, dst, dry_run, progress, as_json, quiet, options) -> None:
 )
 @click.option("--batch-size", type=int, default=1, show_default=True, help="Per-rank batch size.")
 @click.option("--epochs", type=int, default=1, show_default=True, help="Epochs to show.")
-@click.option("--last-batch-policy", default=None, help="dali: fill, drop or partial.")
+@click.option(
+    "--last-batch-policy",
+    type=Choices(DALI_LAST_BATCH),
+    default=None,
+    help="dali: what a shard's last, short batch becomes (default: fill).",
+)
 @click.option(
     "--pad-last-batch", is_flag=True, default=None, help="dali: pad each shard to a full batch."
 )
@@ -486,7 +655,12 @@ def _shard(src, dst, dry_run, progress, as_json, quiet, options) -> None:
     "--drop-last-batch", is_flag=True, default=None, help="torch: the DataLoader's drop_last."
 )
 @click.option("--unbalanced", is_flag=True, default=None, help="whale: io.unbalanced_io_slicing.")
-@click.option("--shuffle", default=None, help="streaming: naive, py1s, py2s, py1b, py1br or py1e.")
+@click.option(
+    "--shuffle",
+    type=Choices(STREAMING_SHUFFLES),
+    default=None,
+    help="streaming: the shuffle algorithm (default: none).",
+)
 @click.option(
     "--seed", type=int, default=None, help="streaming shuffle seed (9176), whale replication seed."
 )
@@ -519,7 +693,14 @@ def split_command(manifest, shard_sizes, policy, as_json, debug, **options) -> N
         split_text(doc, sys.stdout)
 
 
-@cli.command("ls")
+@cli.command(
+    "ls",
+    epilog="""\b
+Examples:
+  ishard ls out/shard-000000.tar
+  ishard ls out/shard-000000.tar --samples   # as WebDataset readers group the members
+  ishard ls s3://shards/imagenet/shard-000000.tar.lz4 --json""",
+)
 @click.argument("archive_path", metavar="ARCHIVE", type=PATH)
 @click.option(
     "--samples", is_flag=True, help="Group members into samples as WebDataset readers do."
@@ -548,7 +729,14 @@ def ls_command(archive_path, samples, as_json, debug, endpoint_url, storage_opti
         click.echo(f"{m.size:>12}  {format_size(m.size):>10}  {shown(m.name)}")
 
 
-@cli.command("verify")
+@cli.command(
+    "verify",
+    epilog="""\b
+Examples:
+  ishard verify out
+  ishard verify out --deep        # read every member back too
+  ishard verify s3://shards/imagenet/ --json""",
+)
 @click.argument("dst", type=PATH)
 @click.option(
     "--deep",

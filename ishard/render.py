@@ -68,6 +68,42 @@ def plan_headers(plan: Plan, out: TextIO) -> None:
     )
 
 
+def shard_table(plan: Plan, out: TextIO) -> None:
+    """The bare dry run's table: one row per shard (name, samples, files, payload)."""
+    names = plan.shard_names
+    rows = [
+        (name, str(samples), str(files), format_size(size))
+        for name, size, samples, files in zip(
+            names, plan.shard_sizes, plan.shard_sample_counts, plan.shard_file_counts
+        )
+    ]
+    head = ("shard", "samples", "files", "payload")
+    widths = [max(len(row[i]) for row in (head, *rows)) for i in range(4)]
+    out.writelines(
+        f"{row[0].ljust(widths[0])}  {row[1].rjust(widths[1])}  {row[2].rjust(widths[2])}  "
+        f"{row[3].rjust(widths[3])}\n"
+        for row in (head, *rows)
+    )
+
+
+HISTOGRAM_BAR = 40  # characters of the longest bar
+
+
+def histogram_text(bins: list[tuple[int, int, int]], out: TextIO) -> None:
+    """Shards per payload range, a bar of ``#`` each (the longest ``HISTOGRAM_BAR`` long)."""
+    if len(bins) < 2:
+        return
+    most = max(count for _, _, count in bins)
+    lows = [format_size(low) for low, _, _ in bins]
+    highs = [format_size(high) for _, high, _ in bins]
+    left, right, digits = max(map(len, lows)), max(map(len, highs)), len(str(most))
+    ranges = [f"{low.rjust(left)} - {high.ljust(right)}" for low, high in zip(lows, highs)]
+    out.write("shards by payload:\n")
+    for text, (_, _, count) in zip(ranges, bins):
+        bar = "#" * max(1, round(count * HISTOGRAM_BAR / most)) if count else ""
+        out.write(f"  {text}  {str(count).rjust(digits)}  {bar}".rstrip() + "\n")
+
+
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'s' * (n != 1)}"
 

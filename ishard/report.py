@@ -52,6 +52,23 @@ def plan_summary(plan: Plan) -> dict:
     }
 
 
+def size_histogram(sizes: list[int], bins: int = 8) -> list[tuple[int, int, int]]:
+    """Shards per payload range: ``(low, high, count)`` for up to ``bins`` ranges of equal
+    width from the smallest payload to the largest (one range when all are equal)."""
+    if not sizes:
+        return []
+    low, high = min(sizes), max(sizes)
+    bins = max(1, min(bins, len(set(sizes))))
+    width = max(1, -(-(high - low + 1) // bins))  # ceiling: every size falls in a range
+    counts = [0] * bins
+    for size in sizes:
+        counts[min((size - low) // width, bins - 1)] += 1
+    return [
+        (low + i * width, min(high, low + (i + 1) * width - 1), count)
+        for i, count in enumerate(counts)
+    ]
+
+
 def run_summary(report: Report) -> dict:
     """The plan summary plus what the run wrote and how fast."""
     written = sum(r.filesize for r in report.results)

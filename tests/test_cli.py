@@ -502,7 +502,7 @@ def test_dry_run_show_keys_text_is_exact(mixed, tmp_path):
 def test_dry_run_writes_nothing_into_an_existing_non_empty_destination(mixed, tmp_path):
     dst = make_tree(tmp_path / "out", {"old.tar": b"x"})
     before_src, before_dst = snapshot(mixed), snapshot(dst)
-    result = run_ishard("shard", mixed, dst, "--dry-run", "--shard-size", "200B",
+    result = run_ishard("shard", mixed, dst, "--dry-run=files", "--shard-size", "200B",
                         "--member-names", "original")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -817,3 +817,46 @@ def test_the_completion_script_is_printed_for_bash_zsh_and_fish():
                           ("fish", "complete --no-files --command ishard")):
         result = run_ishard(env={**os.environ, "_ISHARD_COMPLETE": f"{shell}_source"})
         assert result.returncode == 0 and marker in result.stdout, (shell, result.stdout[-300:])
+
+
+def test_bare_dry_run_prints_a_row_per_shard_and_a_histogram(mixed):
+    """Native spelling: one row per shard (name, samples, files, payload), the summary, and
+    shards counted by payload range; no member lines (those are --dry-run=files)."""
+    result = run_ishard("shard", mixed, "--dry-run", "--shard-size", "200B",
+                        "--member-names", "original")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["shard", "samples", "files", "payload"]
+    rows = [line.split() for line in lines[1:4]]
+    assert [r[0] for r in rows] == ["shard-000000.tar", "shard-000001.tar", "shard-000002.tar"]
+    assert sum(int(r[1]) for r in rows) == 4 and sum(int(r[2]) for r in rows) == 8
+    assert "a/1.jpg" not in result.stdout
+    assert "would write 3 shards: 4 samples, 8 files, 2.50KiB payload" in lines
+    at = lines.index("shards by payload:")
+    bins = [line.split() for line in lines[at + 1 :]]
+    assert bins[0][:3] == ["227B", "-", bins[0][2]] and bins[-1][2] == "1.95KiB"
+    assert sum(int(b[3]) for b in bins) == 3  # every shard counted once
+
+
+def test_go_spelling_dry_run_keeps_go_listing_of_members(mixed, tmp_path):
+    result = run_ishard(f"-src_bck={mixed}", f"-dst_bck={tmp_path / 'out'}", "-dry_run",
+                        "-shard_size=200B")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[:2] == ["shard-000000.tar  227B", "    a/1.jpg       100B"]
+    assert "shards by payload:" not in result.stdout
+    assert not (tmp_path / "out").exists()
+
+
+def test_help_groups_options_shows_choices_and_examples():
+    sub = run_ishard("shard", "-h")
+    assert sub.returncode == 0 and sub.stderr == ""
+    text = sub.stdout
+    for heading in ("What to shard:", "Grouping files into samples:", "Cutting and naming shards:",
+                    "Archives:", "Reader compatibility:", "Object stores:", "Running:",
+                    "  Examples:"):  # fmt: skip
+        assert f"\n{heading}" in text, heading
+    assert "Other options" not in text  # every option has its group
+    assert "--ext [.tar|.tgz|.tar.gz|.zip|.tar.lz4]" in text
+    assert "--dry-run [=files|show_keys|json|summary]" in text
+    assert "[default: xxh128]" in text
+    assert text.index("What to shard:") < text.index("--prefix") < text.index("Grouping")

@@ -327,7 +327,7 @@ def test_names_that_are_not_utf8_are_shown_escaped_and_never_crash_a_run(tmp_pat
     plan = json.loads(dry.stdout)
     names = [f["name"] for sh in plan["shards"] for s in sh["samples"] for f in s["files"]]
     assert r"a/ok\xfc.jpg" in names
-    text = run("shard", src, "--dry-run", *opts)
+    text = run("shard", src, "--dry-run=files", *opts)
     assert text.returncode == 0, text.stderr
     assert r"a/ok\xfc.jpg" in text.stdout and r"'a/.hidden\xff.jpg'" in text.stdout
     # --resume rewrites the manifest; verify reads everything back

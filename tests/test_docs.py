@@ -1,0 +1,235 @@
+"""The docs cannot drift: every ``console`` example in README.md and docs/*.md is run, in a
+fresh folder holding a copy of ``fixtures/`` and in the page's order (so ``out`` holds what the
+page's earlier commands left there, as for a reader who follows along), and what it prints must
+be what the page shows. Times, speeds, digests and dates are masked on both sides; a line
+``…`` in the shown output stands for any lines. A block that cannot run as shown is preceded by
+``<!-- not run: REASON -->``. Every option of every command must be named in the user guide.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import pytest
+
+from ishard.cli import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+NOT_RUN = re.compile(r"<!-- not run: (.+?) -->")
+ANY_LINES = "…"
+# What a run may print differently: durations and speeds, digests, dates, temp paths
+MASKS = [
+    (re.compile(r"\b\d+(\.\d+)? ?(s|ms)\b"), "<time>"),
+    (re.compile(r"\b\d+(\.\d+)? ?[KMGT]i?B/s\b"), "<speed>"),
+    (re.compile(r"\b[0-9a-f]{32,64}\b"), "<hex>"),
+    (re.compile(r"\b\d{4}-\d\d-\d\d[ T]\d\d:\d\d(:\d\d)?\b"), "<date>"),
+    (re.compile(r"\b[A-Z][a-z]{2} +\d{1,2} +(\d\d:\d\d|\d{4})\b"), "<date>"),
+    (re.compile(r'"mtime": \d+'), '"mtime": <time>'),
+]
+
+
+@dataclass
+class Command:
+    text: str
+    shown: list[str]
+
+
+@dataclass
+class Block:
+    page: Path
+    line: int
+    commands: list[Command]
+    not_run: str | None
+
+    @property
+    def id(self) -> str:
+        return f"{self.page.name}:{self.line}"
+
+
+def _complete(text: str) -> bool:
+    """Is ``text`` a whole shell command (no open quote, no trailing backslash)?"""
+    if text.endswith("\\"):
+        return False
+    try:
+        shlex.split(text, comments=False)
+    except ValueError:
+        return False
+    return True
+
+
+def console_blocks(page: Path) -> list[Block]:
+    """Each ```console block of ``page`` with its commands and the output shown for each."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    blocks: list[Block] = []
+    at = 0
+    while at < len(lines):
+        if lines[at].strip() != "```console":
+            at += 1
+            continue
+        before = next((lines[i] for i in range(at - 1, -1, -1) if lines[i].strip()), "")
+        reason = NOT_RUN.search(before)
+        start, at = at + 1, at + 1
+        commands: list[Command] = []
+        while at < len(lines) and lines[at].strip() != "```":
+            line = lines[at]
+            at += 1
+            if line.startswith("$ "):
+                text = line[2:]
+                while not _complete(text) and at < len(lines) and lines[at].strip() != "```":
+                    text += "\n" + lines[at]
+                    at += 1
+                commands.append(Command(text, []))
+            elif commands:
+                commands[-1].shown.append(line)
+        blocks.append(Block(page, start, commands, reason.group(1) if reason else None))
+        at += 1
+    return blocks
+
+
+def masked(lines: list[str]) -> list[str]:
+    out = []
+    for line in lines:
+        for pattern, replacement in MASKS:
+            line = pattern.sub(replacement, line)
+        out.append(line.rstrip())
+    return out
+
+
+def matches(shown: list[str], printed: list[str]) -> bool:
+    """Does ``printed`` match ``shown``, where a line ``…`` in ``shown`` stands for any lines?"""
+    if ANY_LINES not in shown:
+        return len(shown) == len(printed) and all(map(_same_line, shown, printed))
+    at = shown.index(ANY_LINES)
+    head, tail = shown[:at], shown[at + 1 :]
+    if len(printed) < len(head) or not all(map(_same_line, head, printed)):
+        return False
+    rest = printed[len(head) :]
+    return any(matches(tail, rest[i:]) for i in range(len(rest) + 1))
+
+
+def _same_line(shown: str, printed: str) -> bool:
+    """A shown line that ends in ``…`` (cut short on the page) matches what it begins."""
+    if shown.endswith(ANY_LINES) and shown != ANY_LINES:
+        return printed.startswith(shown[: -len(ANY_LINES)].rstrip())
+    return shown == printed
+
+
+def _environment(bin_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ISHARD_", "AIS_", "AWS_"))}
+    env.update(
+        PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
+        TZ="UTC",
+        LC_ALL="C.UTF-8",
+        COLUMNS="80",
+        NO_COLOR="1",
+        PYTHONWARNINGS="ignore",
+    )
+    env.pop("FORCE_COLOR", None)
+    return env
+
+
+def run_page(page: Path, workspace: Path) -> list[tuple[Block, Command, list[str]]]:
+    """Run every block of ``page`` that can run, in order, in ``workspace``; return each
+    command with what it printed (stdout and stderr as a terminal shows them)."""
+    shutil.copytree(ROOT / "fixtures", workspace / "fixtures")
+    env = _environment(Path(sys.executable).parent)
+    results = []
+    for block in console_blocks(page):
+        if block.not_run:
+            continue
+        for command in block.commands:
+            done = subprocess.run(
+                ["bash", "-c", command.text],
+                check=False,
+                cwd=workspace,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                timeout=300,
+            )
+            results.append((block, command, done.stdout.splitlines()))
+    return results
+
+
+def _pages_with_examples() -> list[Path]:
+    return [p for p in PAGES if console_blocks(p)]
+
+
+@pytest.mark.parametrize("page", _pages_with_examples(), ids=lambda p: p.name)
+def test_every_example_prints_what_the_page_shows(page, tmp_path):
+    if shutil.which("ishard", path=str(Path(sys.executable).parent)) is None:
+        pytest.fail("the ishard command is not installed beside this Python (pip install .)")
+    differ = []
+    for block, command, printed in run_page(page, tmp_path):
+        if not matches(masked(command.shown), masked(printed)):
+            differ.append(
+                f"{block.id}: $ {command.text}\n--- shown\n"
+                + "\n".join(command.shown)
+                + "\n--- printed\n"
+                + "\n".join(printed)
+            )
+    assert not differ, f"{len(differ)} examples differ:\n\n" + "\n\n".join(differ)
+
+
+def test_every_skipped_example_says_why():
+    """A block left unrun names its reason; it still shows commands (else it is no example)."""
+    for page in PAGES:
+        for block in console_blocks(page):
+            assert block.commands, f"{block.id}: a console block without a '$ ' command"
+            if block.not_run is not None:
+                assert len(block.not_run.split()) >= 3, f"{block.id}: say why it is not run"
+
+
+def test_most_examples_run():
+    blocks = [b for p in PAGES for b in console_blocks(p)]
+    assert len(blocks) >= 40
+    assert sum(b.not_run is None for b in blocks) >= 0.85 * len(blocks)
+
+
+def _options(command: click.Command) -> list[str]:
+    names = []
+    for param in command.params:
+        if isinstance(param, click.Option) and not param.hidden:
+            names += [o for o in param.opts + param.secondary_opts if o.startswith("--")]
+    return names
+
+
+@pytest.mark.parametrize("name", sorted(cli.commands))
+def test_every_option_is_in_the_user_guide(name):
+    guide = (ROOT / "docs" / "user-guide.md").read_text(encoding="utf-8")
+    missing = [
+        o for o in _options(cli.commands[name]) if not re.search(rf"{re.escape(o)}\b", guide)
+    ]
+    missing = [o for o in missing if o != "--help"]
+    assert not missing, f"ishard {name}: options the user guide never names: {missing}"
+
+
+def test_the_matcher_sees_differences():
+    """The comparison itself: equal, masked, ``…`` for lines, and a real difference."""
+    assert matches(masked(["took 0.04s (61.97MiB/s)"]), masked(["took 1.2s (3MiB/s)"]))
+    assert not matches(["wrote 6 shards"], ["wrote 7 shards"])
+    assert matches(["a", ANY_LINES, "d"], ["a", "b", "c", "d"])
+    assert not matches(["a", ANY_LINES, "d"], ["a", "b", "c"])
+    assert matches(["a", ANY_LINES], ["a"])
+    assert matches(["2 warnings: …"], ["2 warnings: x, y"])
+    assert not matches(["2 warnings: …"], ["3 warnings: x, y"])
+
+
+if __name__ == "__main__":  # print what each example of a page prints now: tests/test_docs.py PAGE
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        for block, command, printed in run_page(Path(sys.argv[1]).resolve(), Path(folder)):
+            print(f"## {block.id}\n$ {command.text}")
+            print("\n".join(printed))
