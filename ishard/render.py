@@ -58,12 +58,13 @@ def samples_text(grouped, out: TextIO) -> None:
 def plan_headers(plan: Plan, out: TextIO) -> None:
     """One line per shard: name, payload size, samples and files (no member lines)."""
     names = plan.shard_names
-    width = max(map(len, names), default=0)
+    sizes = [format_size(size) for size in plan.shard_sizes]
+    width, right = max(map(len, names), default=0), max(map(len, sizes), default=0)
     out.writelines(
-        f"{name.ljust(width)}  {format_size(size)}  {_count(samples, 'sample')}, "
+        f"{name.ljust(width)}  {size.rjust(right)}  {_count(samples, 'sample')}, "
         f"{_count(files, 'file')}\n"
         for name, size, samples, files in zip(
-            names, plan.shard_sizes, plan.shard_sample_counts, plan.shard_file_counts
+            names, sizes, plan.shard_sample_counts, plan.shard_file_counts
         )
     )
 

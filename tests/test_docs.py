@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 NOT_RUN = re.compile(r"<!-- not run: (.+?) -->")
 ANY_LINES = "…"
+MARK = "@@@ end of a docs example @@@"
 # What a run may print differently: durations and speeds, digests, dates, temp paths
 MASKS = [
     (re.compile(r"\b\d+(\.\d+)? ?(s|ms)\b"), "<time>"),
@@ -34,6 +35,8 @@ MASKS = [
     (re.compile(r"\b\d{4}-\d\d-\d\d[ T]\d\d:\d\d(:\d\d)?\b"), "<date>"),
     (re.compile(r"\b[A-Z][a-z]{2} +\d{1,2} +(\d\d:\d\d|\d{4})\b"), "<date>"),
     (re.compile(r'"mtime": \d+'), '"mtime": <time>'),
+    (re.compile(r'"(seconds|bytes_per_second)": [0-9.]+'), r'"\1": <time>'),
+    (re.compile(r"shuffle( seed: |:)\d+"), r"shuffle\1<seed>"),
 ]
 
 
@@ -77,15 +80,16 @@ def console_blocks(page: Path) -> list[Block]:
             continue
         before = next((lines[i] for i in range(at - 1, -1, -1) if lines[i].strip()), "")
         reason = NOT_RUN.search(before)
+        indent = len(lines[at]) - len(lines[at].lstrip())  # a block inside a list item
         start, at = at + 1, at + 1
         commands: list[Command] = []
         while at < len(lines) and lines[at].strip() != "```":
-            line = lines[at]
+            line = lines[at][indent:]
             at += 1
             if line.startswith("$ "):
                 text = line[2:]
                 while not _complete(text) and at < len(lines) and lines[at].strip() != "```":
-                    text += "\n" + lines[at]
+                    text += "\n" + lines[at][indent:]
                     at += 1
                 commands.append(Command(text, []))
             elif commands:
@@ -146,19 +150,27 @@ def run_page(page: Path, workspace: Path) -> list[tuple[Block, Command, list[str
     for block in console_blocks(page):
         if block.not_run:
             continue
-        for command in block.commands:
-            done = subprocess.run(
-                ["bash", "-c", command.text],
-                check=False,
-                cwd=workspace,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                timeout=300,
-            )
-            results.append((block, command, done.stdout.splitlines()))
+        # one shell per block, as in a terminal: `echo $?` sees the command before it
+        script = "".join(
+            f"{c.text}\n__status=$?; printf '\\n{MARK}\\n'; (exit $__status)\n"
+            for c in block.commands
+        )
+        done = subprocess.run(
+            ["bash", "-c", script],
+            check=False,
+            cwd=workspace,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=600,
+        )
+        outputs = re.split(rf"\n?\n{MARK}\n", "\n" + done.stdout)
+        assert len(outputs) == len(block.commands) + 1, f"{block.id}: {done.stdout}"
+        outputs[0] = outputs[0][1:]
+        for command, printed in zip(block.commands, outputs):
+            results.append((block, command, printed.splitlines()))
     return results
 
 
