@@ -245,3 +245,25 @@ if __name__ == "__main__":  # print what each example of a page prints now: test
         for block, command, printed in run_page(Path(sys.argv[1]).resolve(), Path(folder)):
             print(f"## {block.id}\n$ {command.text}")
             print("\n".join(printed))
+
+
+def _quick_look() -> tuple[list[str], str]:
+    """The README's "Quick look": its shell commands (continuations joined, comments cut) and
+    its Python."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8").split("## Quick look", 1)[1]
+    shell = text.split("```sh\n", 1)[1].split("```", 1)[0].replace("\\\n", " ")
+    commands = [re.sub(r"\s+#.*$", "", line).strip() for line in shell.splitlines()]
+    python = text.split("```python\n", 1)[1].split("```", 1)[0]
+    return [c for c in commands if c and not c.startswith("#")], python
+
+
+def test_the_readme_quick_look_runs(tmp_path):
+    """A newcomer's first commands: each exits 0 in a folder holding the fixture."""
+    shutil.copytree(ROOT / "fixtures", tmp_path / "fixtures")
+    env = _environment(Path(sys.executable).parent)
+    commands, python = _quick_look()
+    assert len(commands) >= 4 and all(c.startswith("ishard") for c in commands)
+    for command in [*commands, f"python -c {shlex.quote(python)}"]:
+        done = subprocess.run(["bash", "-c", command], check=False, cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert done.returncode == 0, f"$ {command}\n{done.stdout}{done.stderr}"
