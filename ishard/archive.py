@@ -133,6 +133,33 @@ def scan(name: str, fileobj: BinaryIO, *, read_data: bool = False) -> Iterator[M
             yield member
 
 
+def contents(name: str, fileobj: BinaryIO) -> Iterator[tuple[str, bytes]]:
+    """(name, bytes) of each regular-file member of archive ``name``, in archive order, read
+    as :func:`scan` reads (forward only for tar formats; a zip needs a seekable ``fileobj``).
+
+    Raises:
+        DamagedArchive: the archive is damaged (a ``SourceError``).
+    """
+    last: list[str] = []
+    with damage_as_error(name, last):
+        if name.endswith(".zip"):
+            with zipfile.ZipFile(fileobj) as zf:
+                for entry in zf.infolist():
+                    if not entry.is_dir():
+                        last[:] = [entry.filename]
+                        yield entry.filename, zf.read(entry)
+            return
+        with tarfile.open(
+            fileobj=_decompressed(name, fileobj), mode="r|", bufsize=TAR_BUFFER
+        ) as tar:
+            for info in tar:
+                tar.members = []  # type: ignore[attr-defined]  # forward-only: keep no history
+                data = tar.extractfile(info) if info.isfile() else None
+                if data is not None:
+                    last[:] = [info.name]
+                    yield info.name, data.read()
+
+
 def _is_a_directory(path: str) -> UsageError:
     where = path.rstrip("/")
     return UsageError(

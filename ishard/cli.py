@@ -669,7 +669,7 @@ Examples:
 @DEBUG
 def split_command(manifest, shard_sizes, policy, as_json, debug, **options) -> None:
     """Show how MANIFEST's shards divide over ranks, workers and epochs under a policy."""
-    from .read import read_manifest
+    from .split.read import read_manifest
     from .split.world import World, describe, parse_shard_sizes, policy_options
 
     world = World(

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 import ishard
 from ishard.errors import UsageError
 from ishard.plan import balance
-from ishard.read import ShardedSamples, assigned_ids
 from ishard.split import dali, streaming, whale
 from ishard.split import torch as sampler
 from ishard.split import webdataset as wds
+from ishard.split.read import ShardedSamples, assigned_ids
 from ishard.split.world import World, describe
 
 
@@ -216,7 +216,28 @@ def test_split_bad_input_exits_2_with_one_line(tmp_path, args, needle):
 def test_split_unreadable_manifest_exits_1(tmp_path):
     (tmp_path / "manifest.json").write_text("{not json")
     done = run_ishard("split", tmp_path / "manifest.json")
-    assert done.returncode == 1 and "cannot read manifest" in done.stderr
+    assert done.returncode == 1 and "is not an ishard manifest: invalid JSON" in done.stderr
+
+
+def test_reader_takes_the_options_ishard_split_takes():
+    """``drop_last_batch`` (``ishard split --drop-last-batch``) drops the short last batch in
+    the reader too; an option of another policy is refused with the same words."""
+    assert assigned_ids([5], rank=0, world_size=1, policy="torch", batch_size=2) == [0, 1, 2, 3, 4]
+    assert assigned_ids([5], rank=0, world_size=1, policy="torch", batch_size=2,
+                        drop_last_batch=True) == [0, 1, 2, 3]  # fmt: skip
+    with pytest.raises(ishard.UsageError, match="does not apply to --policy dali"):
+        assigned_ids([5], rank=0, world_size=1, policy="dali", drop_last_batch=True)
+
+
+def test_reader_divides_whale_with_whales_default_seed():
+    """Unseeded, the reader's Whale division is ``ishard split``'s (seed 0), rank by rank."""
+    counts = [3, 1, 4, 1, 5]
+    doc = describe(counts, "whale", World(nodes=2), unbalanced=True)
+    for rank in range(2):
+        shown = doc["epochs"][0]["ranks"][rank]["workers"][0]["shards"]
+        starts = [sum(counts[:i]) for i in range(len(counts) + 1)]
+        want = [i for s in shown for i in range(starts[s], starts[s + 1])]
+        assert assigned_ids(counts, rank=rank, world_size=2, policy="whale", unbalanced=True) == want
 
 
 def _rank_lists(sizes, policy, world, epoch, opts):

@@ -112,7 +112,7 @@ def test_sharded_samples_reads_a_bucket_given_s3fs_style_options(s3_server, s3_b
     store; every planned sample comes back from the bucket's shards."""
     import ishard
     from conftest import FIXTURES
-    from ishard.read import ShardedSamples
+    from ishard.split.read import ShardedSamples
 
     options = {"endpoint_url": s3_server.endpoint_url, "key": s3_server.access_key,
                "secret": s3_server.secret_key}

@@ -159,6 +159,25 @@ _POLICY = {
 }
 
 
+def worker_ids(
+    sizes: Sequence[int], policy: str, world: World, opts: dict, *, epoch: int, rank: int,
+    worker: int
+) -> list[int]:  # fmt: skip
+    """The global sample ids one DataLoader worker of one rank reads in ``epoch``, from the
+    same division ``ishard split`` shows (``opts`` from :func:`policy_options`). Where the
+    framework divides among ranks only (DALI, Whale), a rank's batches (DALI) or shards (Whale)
+    go to its workers in turn, as a DataLoader hands them out."""
+    parts = _POLICY[policy](list(sizes), world, epoch, opts)[rank]
+    if len(parts) == world.workers:
+        return parts[worker].ids
+    (part,) = parts
+    if part.shards is not None:
+        return _shard_parts(sizes, part.shards[worker :: world.workers], 1, False).ids
+    b = world.batch_size
+    batches = [part.ids[i : i + b] for i in range(0, len(part.ids), b)]
+    return [i for batch in batches[worker :: world.workers] for i in batch]
+
+
 def describe(shard_sizes: Sequence[int], policy: str, world: World, **options) -> dict:
     """Per epoch, rank and worker: ids read, batches, duplicates, drops and the batch spread.
 

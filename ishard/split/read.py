@@ -1,4 +1,6 @@
-"""Read one rank's and worker's samples of an ishard manifest, divided as a training framework does."""
+"""Read one rank's and worker's samples of an ishard manifest, divided as a training framework
+does: the manifest read and checked as ``ishard verify`` does, the division ``ishard split``
+shows (its policy registry), the members read by ``ishard ls``'s archive reader."""
 
 from __future__ import annotations
 
@@ -6,23 +8,20 @@ import bisect
 import os
 import posixpath
 import sys
-import tarfile
-import zipfile
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
-import lz4.frame
-import orjson
+from ishard.archive import contents
+from ishard.errors import IshardError, SourceError, UsageError
+from ishard.keys import extension, key_function, sample_key
+from ishard.manifest import check_manifest
+from ishard.split import POLICIES
+from ishard.split import webdataset as wds
+from ishard.split._check import index, positive
+from ishard.split.world import World, policy_options, worker_ids
+from ishard.store import open_url
 
-from .errors import IshardError, SourceError, UsageError
-from .keys import extension, key_function, sample_key
-from .split import dali, streaming, whale
-from .split import torch as sampler
-from .split import webdataset as wds
-from .split._check import index, positive
-from .store import open_url
-
-READ_POLICIES = ("webdataset", "whale", "torch", "dali", "streaming")
+READ_POLICIES = POLICIES
 
 
 class ReadSample(NamedTuple):
@@ -39,28 +38,28 @@ def read_manifest(
 
     Raises:
         UsageError: a local manifest path that does not exist.
-        SourceError: the manifest cannot be read or is not an ishard/wids manifest.
+        SourceError: the manifest cannot be read.
+        DataError: it is not an ishard manifest (checked as ``ishard verify`` checks it).
     """
     if "://" not in url and not os.path.isfile(url):
         raise UsageError(f"manifest {url!r} does not exist — give DST/manifest.json of a shard run")
     try:
         with open_url(url, storage_options=storage_options) as f:
-            doc = orjson.loads(f.read())
-        entries = doc["shardlist"]
-        urls = [e["url"] for e in entries]
-        counts = [int(e["nsamples"]) for e in entries]
+            data = f.read()
     except IshardError:
         raise
-    except (OSError, ValueError, KeyError, TypeError) as err:
+    except OSError as err:
         raise SourceError(
             f"cannot read manifest {url!r}: {err} — give a manifest.json written by ishard shard"
         ) from None
+    doc = check_manifest(data, url)
     base = posixpath.dirname(url) if "://" in url else os.path.dirname(os.path.abspath(url))
     join = posixpath.join if "://" in url else os.path.join
-    pattern = (
-        (doc.get("ishard") or {}).get("options", {}).get("sample_key_pattern", "base_file_name")
-    )
-    return [u if "://" in u else join(base, u) for u in urls], counts, pattern
+    urls = [join(base, e["url"]) for e in doc["shardlist"]]
+    counts = [int(e["nsamples"]) for e in doc["shardlist"]]
+    record = doc.get("ishard") or {}
+    pattern = record.get("options", {}).get("sample_key_pattern", "base_file_name")
+    return urls, counts, pattern
 
 
 def _env_world(rank, world_size, worker, num_workers) -> tuple[int, int, int, int]:
@@ -81,46 +80,11 @@ def _env_world(rank, world_size, worker, num_workers) -> tuple[int, int, int, in
     return rank, world_size, worker, num_workers
 
 
-# fmt: off
-def assigned_ids(counts: Sequence[int], *, rank: int, world_size: int, worker: int = 0,
-                 num_workers: int = 1, epoch: int = 0, policy: str = "webdataset",
-                 shuffle: str | None = None, seed: int = streaming.DEFAULT_SEED,
-                 batch_size: int = 1, nodes: int = 1, **options) -> list[int]:
-    # fmt: on
-    """The global sample ids (shard order, 0-based) one worker of one rank reads in ``epoch``.
-
-    Shard-level policies (webdataset, whale) give whole shards; sample-level ones (torch, dali,
-    streaming) give batches, worker w taking batches w, w+W, ... as a DataLoader does.
-    ``shuffle``: a Streaming algorithm for ``streaming``, ``"detshuffle"`` for webdataset.
-    """
-    if policy not in READ_POLICIES:
-        raise UsageError(f"policy {policy!r} is unknown — use one of {', '.join(READ_POLICIES)}")
-    index(rank, positive(world_size, "world_size"), "rank", "world_size")
-    index(worker, positive(num_workers, "num_workers"), "worker", "num_workers")
-    positive(batch_size, "batch_size")
-    if (
-        shuffle is not None
-        and policy != "streaming"
-        and (policy, shuffle) != ("webdataset", "detshuffle")
-    ):
-        raise UsageError(
-            f"shuffle {shuffle!r} does not apply to policy {policy} — use a Streaming "
-            "algorithm with policy streaming, or 'detshuffle' with webdataset"
-        )
-    starts = [0]
-    for c in counts:
-        starts.append(starts[-1] + c)
-    if policy in ("webdataset", "whale"):
-        if policy == "webdataset":
-            shards = wds.assign(len(counts), world_size, num_workers)[rank][worker]
-            if shuffle:
-                shards = wds.detshuffle(shards, seed, epoch, bufsize=100, initial=100)
-        else:
-            files = whale.assign(
-                [str(i) for i in range(len(counts))], [1] * world_size, seed=seed, **options
-            )[rank]
-            shards = [int(f) for f in files][worker::num_workers]
-        return [i for s in shards for i in range(starts[s], starts[s + 1])]
+def _world(policy: str, world_size: int, nodes: int, num_workers: int, batch_size: int) -> World:
+    """``ishard split``'s world for a reader's ranks: Whale's worker tasks are the ranks (one
+    GPU each); Streaming's ranks sit on ``nodes`` nodes; the others need only the count."""
+    if policy == "whale":
+        return World(nodes=world_size, workers=num_workers, batch_size=batch_size)
     if policy == "streaming":
         per_node = world_size // positive(nodes, "nodes")
         if per_node * nodes != world_size:
@@ -128,62 +92,74 @@ def assigned_ids(counts: Sequence[int], *, rank: int, world_size: int, worker: i
                 f"world_size {world_size} is not a multiple of nodes {nodes} — "
                 "give the ranks of every node"
             )
-        ids = streaming.epoch_sample_ids(
-            counts,
-            nodes,
-            per_node,
-            num_workers,
-            batch_size,
-            shuffle_algo=shuffle,
-            seed=seed,
-            epoch=epoch,
-            **options,
+        return World(nodes, per_node, num_workers, batch_size)
+    return World(ranks_per_node=world_size, workers=num_workers, batch_size=batch_size)
+
+
+# fmt: off
+def assigned_ids(counts: Sequence[int], *, rank: int, world_size: int, worker: int = 0,
+                 num_workers: int = 1, epoch: int = 0, policy: str = "webdataset",
+                 shuffle: str | None = None, seed: int | None = None,
+                 batch_size: int = 1, nodes: int = 1, **options) -> list[int]:
+    # fmt: on
+    """The global sample ids (shard order, 0-based) one worker of one rank reads in ``epoch``:
+    the division ``ishard split`` shows for the same policy and options.
+
+    Shard-level policies (webdataset, whale) give whole shards; sample-level ones (torch, dali,
+    streaming) give batches, worker w taking batches w, w+W, ... as a DataLoader does.
+    ``shuffle``: a Streaming algorithm for ``streaming``, ``"detshuffle"`` for webdataset.
+    ``seed``: the policy's (Streaming's default 9176, Whale's and webdataset's 0).
+    ``options``: the policy's own, as ``ishard split`` takes them (``drop_last``,
+    ``drop_last_batch``, ``pad_last_batch``, ``last_batch_policy``, ``stick_to_shard``,
+    ``unbalanced``, ``canonical_nodes``).
+    """
+    if policy not in READ_POLICIES:
+        raise UsageError(f"policy {policy!r} is unknown — use one of {', '.join(READ_POLICIES)}")
+    index(rank, positive(world_size, "world_size"), "rank", "world_size")
+    index(worker, positive(num_workers, "num_workers"), "worker", "num_workers")
+    positive(batch_size, "batch_size")
+    detshuffle = policy == "webdataset" and shuffle == "detshuffle"
+    if shuffle is not None and policy != "streaming" and not detshuffle:
+        raise UsageError(
+            f"shuffle {shuffle!r} does not apply to policy {policy} — use a Streaming "
+            "algorithm with policy streaming, or 'detshuffle' with webdataset"
         )
-        mine = ids[rank // per_node, rank % per_node, worker].reshape(-1)
-        return [int(i) for i in mine if i >= 0]
-    if policy == "torch":
-        ids = sampler.indices(starts[-1], world_size, rank, **options)
-        batches = [ids[i : i + batch_size] for i in range(0, len(ids), batch_size)]
-    else:
-        batches = dali.epoch_batches(
-            starts[-1], world_size, rank, batch_size, epoch + 1, **options
-        )[epoch]
-    return [i for b in batches[worker::num_workers] for i in b]
+    if "num_canonical_nodes" in options:  # Streaming's own name for it
+        canonical = options.pop("num_canonical_nodes")
+        options = {**options, "canonical_nodes": canonical}
+    if policy == "streaming":
+        options = {**options, "shuffle": shuffle}
+    if seed is not None and policy in ("streaming", "whale"):
+        options = {**options, "seed": seed}
+    opts = policy_options(policy, options)
+    world = _world(policy, world_size, nodes, num_workers, batch_size)
+    if detshuffle:
+        shards = wds.assign(len(counts), world_size, num_workers)[rank][worker]
+        starts = _starts(counts)
+        order = wds.detshuffle(shards, seed or 0, epoch, bufsize=100, initial=100)
+        return [i for s in order for i in range(starts[s], starts[s + 1])]
+    return worker_ids(counts, policy, world, opts, epoch=epoch, rank=rank, worker=worker)
 
 
-def _members(url: str, storage_options: dict) -> Iterator[tuple[str, bytes]]:
-    """(name, bytes) of each regular member of a shard, streamed in archive order."""
-    with open_url(url, storage_options=storage_options) as raw:
-        if url.endswith(".zip"):
-            with zipfile.ZipFile(raw) as zf:
-                for info in zf.infolist():
-                    if not info.is_dir():
-                        yield info.filename, zf.read(info)
-            return
-        stream = lz4.frame.open(raw, "rb") if url.endswith(".tar.lz4") else raw
-        with tarfile.open(fileobj=stream, mode="r|*") as tar:
-            for member in tar:
-                data = tar.extractfile(member) if member.isfile() else None
-                if data is not None:
-                    yield member.name, data.read()
+def _starts(counts: Sequence[int]) -> list[int]:
+    starts = [0]
+    for c in counts:
+        starts.append(starts[-1] + c)
+    return starts
 
 
 def _shard_samples(url: str, pattern: str, storage_options: dict) -> Iterator[ReadSample]:
     """A shard's samples: consecutive members with one sample key (the manifest's pattern)."""
     key_of = key_function(pattern)
     current: ReadSample | None = None
-    try:
-        for name, data in _members(url, storage_options):
+    with open_url(url, storage_options=storage_options) as raw:
+        for name, data in contents(url, raw):
             key = sample_key(name, key_of)
             if current is None or key != current.key:
                 if current is not None:
                     yield current
                 current = ReadSample(key, {})
             current.files[extension(name).lstrip(".") or name] = data
-    except (tarfile.TarError, zipfile.BadZipFile, EOFError, RuntimeError, OSError) as err:
-        raise SourceError(
-            f"cannot read shard {url!r}: {err} — check the shard against the manifest"
-        ) from None
     if current is not None:
         yield current
 
@@ -202,7 +178,7 @@ class ShardedSamples:
         epoch: from 0.
         policy: webdataset, whale, torch, dali or streaming (see :func:`assigned_ids`).
         shuffle: a Streaming shuffle algorithm, or ``"detshuffle"`` for webdataset.
-        seed: the shuffle seed (Streaming's default 9176).
+        seed: the shuffle seed (default: the policy's, Streaming's 9176, Whale's 0).
         batch_size: per-rank batch size (sample-level policies batch before dividing).
         nodes: physical nodes (streaming).
         storage_options: passed to fsspec when opening the manifest and shards.
@@ -221,7 +197,7 @@ class ShardedSamples:
         epoch: int = 0,
         policy: str = "webdataset",
         shuffle: str | None = None,
-        seed: int = streaming.DEFAULT_SEED,
+        seed: int | None = None,
         batch_size: int = 1,
         nodes: int = 1,
         storage_options: dict | None = None,
@@ -253,9 +229,7 @@ class ShardedSamples:
         )
 
     def __iter__(self) -> Iterator[ReadSample]:
-        starts = [0]
-        for c in self.counts:
-            starts.append(starts[-1] + c)
+        starts = _starts(self.counts)
         ids = self.ids()
         at = 0
         while at < len(ids):  # a run of ids in one shard: read that shard once
