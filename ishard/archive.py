@@ -15,8 +15,8 @@ from typing import BinaryIO
 import lz4.frame
 
 from .errors import IshardError, SourceError, UsageError
+from .formats import ARCHIVE_EXTS
 from .keys import wds_split
-from .plan import ARCHIVE_EXTS
 from .store import parse_storage_options, resolve
 
 READ_STEP = 1 << 20  # bytes per read when member data is read back

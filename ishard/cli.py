@@ -17,12 +17,12 @@ from click.shell_completion import CompletionItem
 from . import __version__, api, archive, verify
 from .checksums import ALGORITHMS
 from .errors import Interrupted, IshardError, IshardWarning, UsageError
+from .formats import ARCHIVE_EXTS
 from .formats.compress import GZIP_LIBRARIES
 from .keys import go_pattern
 from .listing import printable, shown
 from .naming import MEMBER_NAMES
 from .options import EXECUTORS, INDEXES, ZIP_METHODS, make_options
-from .plan import ARCHIVE_EXTS
 from .render import (
     NoticesOnly,
     error_line,

@@ -15,10 +15,11 @@ from .checksums import ALGORITHMS
 from .checksums import DEFAULT as DEFAULT_CHECKSUM
 from .ekm import Ekm, parse_ekm
 from .errors import UsageError
+from .formats import ARCHIVE_EXTS
 from .formats.compress import GZIP_LIBRARIES, gzip_library
 from .keys import ALIASES, BUILT_IN, check_pattern
 from .naming import MEMBER_NAMES
-from .plan import ARCHIVE_EXTS, Bounds, Order
+from .plan import Bounds, Order
 from .samples import ACTIONS
 from .sizes import ShardSize, parse_shard_size, parse_size
 from .store.location import parse_storage_options

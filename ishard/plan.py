@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .errors import UsageError
+from .formats import ARCHIVE_EXTS
 from .listing import sort_key
 from .model import Sample, ShardPlan
 from .templates import NameTemplate
@@ -221,9 +222,6 @@ def check_unique(names: Sequence) -> None:
                 "distinct prefixes"
             )
         seen.add(name)
-
-
-ARCHIVE_EXTS = (".tar", ".tgz", ".tar.gz", ".zip", ".tar.lz4")
 
 
 def has_archive_ext(name: str) -> bool:

@@ -7,9 +7,9 @@ from collections.abc import Iterable
 
 import orjson
 
+from .formats.dali_index import index_name
 from .lock import STATE_DIR
 from .manifest import MANIFEST_NAME
-from .naming import index_name
 from .resume import _manifest_data
 from .retry import Retrier
 from .store import Location

@@ -13,10 +13,10 @@ from typing import BinaryIO
 from .archive import DamagedArchive, Member, scan
 from .checksums import hasher, split
 from .errors import DataError, UsageError
+from .formats import ARCHIVE_EXTS
 from .keys import KeyFunction, key_function, sample_key, wds_split
 from .manifest import MANIFEST_NAME, entry_checksum, read_manifest
 from .options import positive_int
-from .plan import ARCHIVE_EXTS
 from .progress import SILENT, Progress
 from .retry import Retrier
 from .sinks import TEMP_SUFFIX

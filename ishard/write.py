@@ -23,9 +23,9 @@ from typing import Protocol, cast
 
 from .errors import Interrupted, IshardError, WriteError
 from .formats import open_writer
+from .formats.dali_index import dali_index, index_name
 from .formats.tar import TarWriter
 from .model import ShardPlan, ShardResult
-from .naming import dali_index, index_name
 from .progress import Progress
 
 REPORT_EVERY = 4 << 20

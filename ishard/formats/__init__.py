@@ -10,6 +10,8 @@ from .compress import GzipSink, Lz4Sink, Sink
 from .tar import TarWriter
 from .zip import ZipWriter
 
+ARCHIVE_EXTS = (".tar", ".tgz", ".tar.gz", ".zip", ".tar.lz4")  # every format ishard writes
+
 
 class ArchiveWriter(Protocol):
     """Writes members one after another into a byte sink."""
