@@ -1,4 +1,5 @@
-"""Shared test helpers: run the installed command, build small source trees."""
+"""Shared test helpers: run the installed command, check its one-line errors, build small
+source trees, read what was written."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import hashlib
 import os
 import subprocess
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
@@ -32,6 +33,34 @@ def run_ishard(
         input=input,
         timeout=300,
     )
+
+
+def assert_error(result, code: int, *needles: str) -> str:
+    """One ``ishard: error:`` line on stderr, nothing on stdout, no traceback; return the line."""
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    line = lines[0]
+    assert line.startswith("ishard: error: "), line
+    assert "Traceback" not in result.stderr
+    for needle in needles:
+        assert needle in line, (needle, line)
+    return line
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` (hidden ones too) with its bytes; {} if ``root`` is absent."""
+    if not root.exists():
+        return {}
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def stem(member: str) -> str:
+    """The sample a member belongs to under base_file_name keys (computed here, not by ishard):
+    its base name without the last extension (so same-named files in two directories meet)."""
+    base = PurePosixPath(member).name
+    return base.rsplit(".", 1)[0] if "." in base else base
 
 
 def shard_checksum(data: bytes, algorithm: str) -> str:

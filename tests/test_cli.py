@@ -12,7 +12,7 @@ from pathlib import Path, PurePosixPath
 
 import lz4.frame
 import pytest
-from conftest import FIXTURES, make_tree, run_ishard
+from conftest import FIXTURES, assert_error, make_tree, run_ishard, snapshot, stem
 
 import ishard
 
@@ -22,27 +22,6 @@ HIDDEN_REASON = "hidden (name starts with '.'; --include-hidden keeps it)"
 # ---------------------------------------------------------------- helpers
 
 
-def assert_error(result, code: int, *needles: str) -> str:
-    """One ``ishard: error:`` line on stderr, nothing on stdout, no traceback; return the line."""
-    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    line = lines[0]
-    assert line.startswith("ishard: error: "), line
-    assert "Traceback" not in result.stderr
-    for needle in needles:
-        assert needle in line, (needle, line)
-    return line
-
-
-def snapshot(root: Path) -> dict[str, bytes]:
-    """Every file under ``root`` (hidden ones too) with its bytes; {} if ``root`` is absent."""
-    if not root.exists():
-        return {}
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
-
-
 def tar_names(path: Path) -> list[str]:
     with tarfile.open(path) as tar:
         return tar.getnames()
@@ -50,12 +29,6 @@ def tar_names(path: Path) -> list[str]:
 
 def shard_files(dst: Path, ext: str = ".tar") -> list[Path]:
     return sorted(p for p in dst.iterdir() if p.name.endswith(ext))
-
-
-def stem(member: str) -> str:
-    """The sample a member belongs to under base_file_name keys (computed here, not by ishard)."""
-    base = PurePosixPath(member).name
-    return base.rsplit(".", 1)[0] if "." in base else base
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import distributed
 import pytest
-from conftest import make_tree, run_ishard
+from conftest import assert_error, make_tree, run_ishard
 from test_progress import assert_true_totals
 
 import ishard
@@ -54,14 +54,6 @@ def tar_members(path: Path) -> dict[str, bytes]:
 def assert_ok(result) -> dict:
     assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
     return json.loads(result.stdout)
-
-
-def assert_error(result, code: int, *needles: str) -> None:
-    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ishard: error: "), result.stderr
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
 
 
 @pytest.mark.parametrize("how", ["own-cluster", "scheduler"])

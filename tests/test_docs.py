@@ -274,7 +274,7 @@ def test_the_design_module_table_names_every_module():
     ``ishard/`` has a row or is named in its package's row, and no row names a module that is
     gone."""
     design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\| `([\w/.]+)` \|(.*)$", design, flags=re.M)
+    rows = re.findall(r"^\| `([\w/.]+)` \|(.*)$", design, flags=re.MULTILINE)
     named = {name for name, _ in rows}
     package = ROOT / "ishard"
     for path in sorted(package.rglob("*.py")):

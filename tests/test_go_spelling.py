@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import webdataset as wds
-from conftest import VANISH, make_tree, run_ishard
+from conftest import VANISH, assert_error, make_tree, run_ishard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -41,15 +41,6 @@ def samples_per_shard(dst: Path, exts: tuple[str, ...] = ("jpg", "cls")) -> list
         assert all(set(s) >= set(exts) for s in read), shard.name
         counts.append(len(read))
     return counts
-
-
-def one_error(done, *needles: str) -> str:
-    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
-    lines = done.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ishard: error: "), done.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 @pytest.mark.parametrize(("args", "counts", "line"), [
@@ -115,8 +106,8 @@ def test_dry_run_json_and_text_say_count_or_size(src):
 def test_go_spelling_count_below_one_is_refused(src, tmp_path):
     """Go would take -1 as a count that never binds; a count over int32 in our spelling is
     refused too (docs/bad-inputs.md, shard-size-count-too-big)."""
-    one_error(run_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'b'}", "-shard_size=-1"),
-              "--shard-size '-1' must be at least 1 sample")
+    assert_error(run_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'b'}", "-shard_size=-1"),
+                 2, "--shard-size '-1' must be at least 1 sample")
     assert not (tmp_path / "b").exists()
 
 
@@ -167,7 +158,7 @@ def test_go_spelling_needs_both_buckets(src, tmp_path, given):
     is not taken as the source."""
     other = "-dst_bck" if given == "-src_bck" else "-src_bck"
     done = run_ishard(f"{given}={src}", "-dry_run")
-    one_error(done, f"{given} needs {other} too", f"add {other}=")
+    assert_error(done, 2, f"{given} needs {other} too", f"add {other}=")
     assert done.stdout == ""
 
 
@@ -193,6 +184,6 @@ def test_sort_is_as_strict_as_gos(sort, order):
 
 def test_go_spelling_sort_error_exits_2(src, tmp_path):
     """(Our spelling's `--sort ''` and `--sort Alpha`: docs/bad-inputs.md.)"""
-    one_error(run_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", "-sort="),
-              "--sort '' is not a sort order")
+    assert_error(run_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", "-sort="),
+                 2, "--sort '' is not a sort order")
     assert not (tmp_path / "out").exists()

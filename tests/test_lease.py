@@ -19,9 +19,9 @@ import threading
 import time
 
 import pytest
-from conftest import make_tree, run_ishard
+from conftest import assert_error, make_tree, run_ishard
 from s3server import S3Proxy, slow_down
-from test_s3 import assert_error, blob, listing, objects, put, uploads
+from test_s3 import blob, listing, objects, put, uploads
 
 LOCK = ".ishard-run/lock"
 WAIT = 60.0  # generous bound for anything awaited (never reached when things work)

@@ -13,8 +13,7 @@ from typing import Generic, TypeVar
 
 import pytest
 import webdataset as wds
-from conftest import FIXTURES, make_tree, run_ishard
-from test_cli import assert_error, snapshot
+from conftest import FIXTURES, assert_error, make_tree, run_ishard, snapshot
 
 import ishard
 from ishard.cli import cli

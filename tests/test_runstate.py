@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import make_tree, run_ishard
+from conftest import assert_error, make_tree, run_ishard
 
 # Every finished destination a test here leaves must pass `ishard verify --deep`.
 pytestmark = pytest.mark.usefixtures("every_destination_verifies")
@@ -67,13 +67,6 @@ def files(root: Path) -> dict[str, bytes]:
     return out
 
 
-def one_error(result, code: int) -> str:
-    assert result.returncode == code, (result.returncode, result.stderr)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ishard: error: "), result.stderr
-    return lines[0]
-
-
 @pytest.fixture(scope="module")
 def src(tmp_path_factory) -> Path:
     return make_tree(tmp_path_factory.mktemp("runstate") / "src", TREE)
@@ -117,7 +110,7 @@ def test_a_linked_run_state_is_refused_and_nothing_is_touched_through_it(
     (dst / "notes.txt").write_bytes(b"user's")  # not empty: a run needs --overwrite/--resume
     before, dst_before = files(victim), files(dst)
     result = run_ishard("shard", src, dst, *COMMON, mode)
-    line = one_error(result, 2)
+    line = assert_error(result, 2)
     assert line == (f"ishard: error: {str(dst / link)!r} is a symbolic link or not a "
                     f"{'directory' if Path(link).name in ('.ishard-run', 'done') else 'regular file'}"
                     " — ishard keeps its run state in .ishard-run/ inside the destination and "
@@ -221,7 +214,7 @@ def test_resume_notices_a_file_rewritten_same_size_within_the_same_second(tmp_pa
     before = files(dst)
     change(src / "d0/0000.jpg")  # a member of the first shard, which is complete
     result = run_ishard("shard", src, dst, *COMMON, "--resume")
-    line = one_error(result, 1)
+    line = assert_error(result, 1)
     assert line == (f"ishard: error: cannot resume into {str(dst)!r}: the plan differs from the "
                     f"interrupted run's: source: {len(TREE)} files (changed 1: d0/0000.jpg) — "
                     "the shards written so far hold the earlier files: use --overwrite to start "
@@ -255,7 +248,7 @@ def test_a_resumed_manifest_is_byte_identical(src, tmp_path, reference):
 def test_verify_on_an_interrupted_run_advises_resume(src, tmp_path):
     dst = tmp_path / "out"
     killed_run(src, dst, 2)
-    line = one_error(run_ishard("verify", dst), 1)
+    line = assert_error(run_ishard("verify", dst), 1)
     assert line == (f"ishard: error: no manifest.json in {str(dst)!r} — it is written when a "
                     "run ends; run ishard shard again with the same source and options and "
                     "--resume to finish the job")
@@ -338,7 +331,7 @@ def test_resume_notices_an_object_rewritten_with_the_same_size(s3_server, s3_buc
     before = files(dst)
     client.put_object(Bucket=s3_bucket, Key="d0/0000.jpg", Body=b"\xff" * TREE["d0/0000.jpg"])
     result = run_ishard("shard", f"s3://{s3_bucket}", dst, *COMMON, *where, "--resume", env=env)
-    assert f"source: {len(TREE)} files (changed 1: d0/0000.jpg)" in one_error(result, 1)
+    assert f"source: {len(TREE)} files (changed 1: d0/0000.jpg)" in assert_error(result, 1)
     assert files(dst) == before
 
 

@@ -14,18 +14,20 @@ import subprocess
 import sys
 import tarfile
 import zipfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import lz4.frame
 import pytest
 from conftest import (
     FIXTURES,
+    assert_error,
     checksum_fields,
     recorded_checksum,
     run_ishard,
     shard_checksum,
+    stem,
 )
-from test_s3 import assert_error, clean_env, cli, client  # noqa: F401 (fixtures)
+from test_s3 import clean_env, cli, client  # noqa: F401 (fixtures)
 
 from ishard.errors import DataError
 from ishard.verify import member_key_function, verify
@@ -35,12 +37,6 @@ SOURCE = FIXTURES / "imagenet"
 
 
 # ---------------------------------------------------------------- helpers
-
-
-def stem(member: str) -> str:
-    """A member's sample under base_file_name keys: its base name without the last extension."""
-    base = PurePosixPath(member).name
-    return base.rsplit(".", 1)[0] if "." in base else base
 
 
 def refresh_checksum(e: dict, path: Path) -> None:

@@ -7,8 +7,7 @@ import json
 import warnings
 
 import pytest
-from conftest import make_tree, run_ishard
-from test_cli import snapshot
+from conftest import make_tree, run_ishard, snapshot
 
 import ishard
 
