@@ -36,6 +36,7 @@ from .runstate import RunState, remove_temp_files
 from .runstate import fingerprint as run_fingerprint
 from .samples import apply_sample_exts_table, group_table, route_table
 from .sinks import Guard, abort_dangling_uploads, open_sink, put_file
+from .sizes import counted
 from .store import Location, open_url, parse_storage_options, resolve
 from .table import FileTable, SampleTable, ShardList
 from .write import Cancel, write_one, write_shards
@@ -393,10 +394,10 @@ def _announce(the_plan: Plan, opts: Options, progress: Progress) -> None:
     progress hooks (the command line prints them) and as ``IshardWarning``; under ``strict``,
     stop here."""
     LOG.info(
-        "planned %d shards: %d samples, %d files, %d bytes",
-        len(the_plan.shards),
-        the_plan.sample_count,
-        the_plan.file_count,
+        "planned %s: %s, %s, %d bytes",
+        counted(len(the_plan.shards), "shard"),
+        counted(the_plan.sample_count, "sample"),
+        counted(the_plan.file_count, "file"),
         the_plan.size,
     )
     for line in the_plan.warnings:

@@ -280,10 +280,13 @@ def _talk(quiet: bool, verbose: bool) -> None:
     """Check -q/-v; with -v, the library's log (logger "ishard") goes to stderr."""
     if quiet and verbose:
         raise UsageError("-q/--quiet and -v/--verbose cannot be used together — choose one")
+    log = logging.getLogger("ishard")
+    for old in [h for h in log.handlers if getattr(h, "ishard_verbose", False)]:
+        log.removeHandler(old)  # a second command in one process (tests, scripts) logs once
     if verbose:
         handler = logging.StreamHandler(sys.stderr)
+        handler.ishard_verbose = True  # type: ignore[attr-defined]
         handler.setFormatter(logging.Formatter("ishard: %(message)s"))
-        log = logging.getLogger("ishard")
         log.addHandler(handler)
         log.setLevel(logging.INFO)
 
@@ -301,6 +304,17 @@ def _emit_json(doc: dict) -> None:
         data = orjson.dumps(printable(doc), option=orjson.OPT_INDENT_2)
     sys.stdout.buffer.write(data + b"\n")
     sys.stdout.flush()
+
+
+def _sectioned(name: str, sections: dict[str, tuple[str, ...]], examples: str):
+    """``cli.command`` for a command whose help has headings, examples and defaults shown."""
+    return cli.command(
+        name,
+        cls=SectionedCommand,
+        sections=sections,
+        epilog=examples,
+        context_settings={"show_default": True},
+    )
 
 
 SHARD_SECTIONS = {
@@ -349,13 +363,7 @@ Examples:
 The user guide (docs/user-guide.md) explains every option."""
 
 
-@cli.command(
-    "shard",
-    cls=SectionedCommand,
-    sections=SHARD_SECTIONS,
-    epilog=SHARD_EXAMPLES,
-    context_settings={"show_default": True},
-)
+@_sectioned("shard", SHARD_SECTIONS, SHARD_EXAMPLES)
 @click.argument("src", type=PATH)
 @click.argument("dst", required=False, type=PATH)
 @click.option(
@@ -605,13 +613,7 @@ Examples:
   ishard split out/manifest.json --policy streaming --workers 4 --epochs 2 --json"""
 
 
-@cli.command(
-    "split",
-    cls=SectionedCommand,
-    sections=SPLIT_SECTIONS,
-    epilog=SPLIT_EXAMPLES,
-    context_settings={"show_default": True},
-)
+@_sectioned("split", SPLIT_SECTIONS, SPLIT_EXAMPLES)
 @click.argument("manifest", required=False, type=PATH)
 @click.option(
     "--shard-sizes", default=None, help="Samples per shard instead of a manifest: 100,100,80"

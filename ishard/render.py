@@ -25,9 +25,10 @@ from rich.text import Text
 from .listing import quoted, shown
 from .model import Plan, ShardResult
 from .progress import Progress
-from .sizes import describe_size, format_size
+from .sizes import counted, describe_size, format_size
 
 PLAIN_EVERY = 2.0  # seconds between plain progress lines
+NARROW_TERMINAL = 72  # columns below which the progress display drops its bar
 
 
 def plan_text(plan: Plan, show_keys: bool, out: TextIO) -> None:
@@ -51,7 +52,7 @@ def samples_text(grouped, out: TextIO) -> None:
             f"  {m.size:>12}  {format_size(m.size):>10}  {shown(m.name)}\n" for m in files
         )
     out.write(
-        f"{_count(len(grouped.samples), 'sample')}, {_count(len(grouped.skipped), 'skipped member')}\n"
+        f"{counted(len(grouped.samples), 'sample')}, {counted(len(grouped.skipped), 'skipped member')}\n"
     )
 
 
@@ -61,8 +62,8 @@ def plan_headers(plan: Plan, out: TextIO) -> None:
     sizes = [format_size(size) for size in plan.shard_sizes]
     width, right = max(map(len, names), default=0), max(map(len, sizes), default=0)
     out.writelines(
-        f"{name.ljust(width)}  {size.rjust(right)}  {_count(samples, 'sample')}, "
-        f"{_count(files, 'file')}\n"
+        f"{name.ljust(width)}  {size.rjust(right)}  {counted(samples, 'sample')}, "
+        f"{counted(files, 'file')}\n"
         for name, size, samples, files in zip(
             names, sizes, plan.shard_sample_counts, plan.shard_file_counts
         )
@@ -105,20 +106,16 @@ def histogram_text(bins: list[tuple[int, int, int]], out: TextIO) -> None:
         out.write(f"  {text}  {str(count).rjust(digits)}  {bar}".rstrip() + "\n")
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'s' * (n != 1)}"
-
-
 def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
     """A short human summary of a plan or a run."""
-    done = f"{'would write' if dry_run else 'wrote'} {_count(summary['shards'], 'shard')}"
+    done = f"{'would write' if dry_run else 'wrote'} {counted(summary['shards'], 'shard')}"
     if not dry_run and summary.get("kept_shards"):  # a resume: what was kept, what written
         done = (
-            f"kept {_count(summary['kept_shards'], 'shard')} from the earlier run (checked), "
-            f"wrote {summary['written_shards']}; {_count(summary['shards'], 'shard')}"
+            f"kept {counted(summary['kept_shards'], 'shard')} from the earlier run (checked), "
+            f"wrote {summary['written_shards']}; {counted(summary['shards'], 'shard')}"
         )
     out.write(
-        f"{done}: {_count(summary['samples'], 'sample')}, {_count(summary['files'], 'file')}, "
+        f"{done}: {counted(summary['samples'], 'sample')}, {counted(summary['files'], 'file')}, "
         f"{format_size(summary['bytes'])} payload\n"
     )
     if summary.get("cut"):
@@ -147,13 +144,13 @@ def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
             out.write(f"store requests retried after transient errors: {summary['retries']}\n")
         if summary.get("removed_archives"):
             out.write(
-                f"removed {_count(summary['removed_archives'], 'archive')} of the earlier "
+                f"removed {counted(summary['removed_archives'], 'archive')} of the earlier "
                 "run that this run did not rewrite\n"
             )
     if summary["warnings"]:
         told = "the plan" if dry_run else "writing"
         out.write(
-            f"{_count(len(summary['warnings']), 'warning')} (on stderr too, before {told}):\n"
+            f"{counted(len(summary['warnings']), 'warning')} (on stderr too, before {told}):\n"
         )
         out.writelines(f"  {line}\n" for line in summary["warnings"])
 
@@ -197,24 +194,24 @@ def verify_text(result: dict, out: TextIO) -> None:
         "all ok"
         if result["ok"]
         else (
-            f"{_count(len(result['problems']), 'problem')} ({bad} of {shards} listed shards "
+            f"{counted(len(result['problems']), 'problem')} ({bad} of {shards} listed shards "
             "affected)"
         )
     )
     out.write(
-        f"verified {_count(shards, 'shard')} ({format_size(result['bytes_read'])} read; "
+        f"verified {counted(shards, 'shard')} ({format_size(result['bytes_read'])} read; "
         f"{checks}): {verdict}\n"
     )
 
 
-def warnings_text(warnings: list[str], out: TextIO = sys.stderr) -> None:
-    """Each warning on its own ``ishard: warning:`` line."""
-    out.writelines(f"ishard: warning: {line}\n" for line in warnings)
+def warnings_text(warnings: list[str], out: TextIO | None = None) -> None:
+    """Each warning on its own ``ishard: warning:`` line (on stderr unless ``out``)."""
+    (out or sys.stderr).writelines(f"ishard: warning: {line}\n" for line in warnings)
 
 
-def error_line(message: str, out: TextIO = sys.stderr) -> None:
-    """The one line a failure prints."""
-    out.write(f"ishard: error: {message}\n")
+def error_line(message: str, out: TextIO | None = None) -> None:
+    """The one line a failure prints (on stderr unless ``out``)."""
+    (out or sys.stderr).write(f"ishard: error: {message}\n")
 
 
 class _Speed(ProgressColumn):
@@ -244,15 +241,18 @@ class _Adapter(Progress, ABC):
 class BarProgress(_Adapter):
     """A rich live display on a terminal: files listed, then bytes and shards written."""
 
-    def __init__(self) -> None:
+    def __init__(self, console: Console | None = None) -> None:
+        console = console or Console(stderr=True)
+        # a narrow terminal keeps bytes, speed and ETA on one line: no bar, a shorter count
+        self._narrow = console.width < NARROW_TERMINAL
         self._bar = RichBar(
             TextColumn("{task.description}"),
-            BarColumn(),
+            *([] if self._narrow else [BarColumn()]),
             DownloadColumn(binary_units=True),
             _Speed(),
             TimeRemainingColumn(),
             TextColumn("{task.fields[detail]}"),
-            console=Console(stderr=True),
+            console=console,
             transient=False,
         )
         self._bar.start()
@@ -276,7 +276,10 @@ class BarProgress(_Adapter):
 
     def _start_bytes(self, what: str, shards: int, nbytes: int) -> None:
         self._shards = shards
-        self._writing = self._bar.add_task(what, total=nbytes, detail=f"0/{shards} shards")
+        self._writing = self._bar.add_task(what, total=nbytes, detail=self._count(0))
+
+    def _count(self, done: int) -> str:
+        return f"{done}/{self._shards}" + ("" if self._narrow else " shards")
 
     def wrote(self, nbytes: int) -> None:
         if self._writing is not None:
@@ -285,7 +288,7 @@ class BarProgress(_Adapter):
     def _one_done(self) -> None:
         with self._lock:
             self._done += 1
-            detail = f"{self._done}/{self._shards} shards"
+            detail = self._count(self._done)
         if self._writing is not None:
             self._bar.update(self._writing, detail=detail)
 
@@ -302,8 +305,8 @@ class BarProgress(_Adapter):
 class LineProgress(_Adapter):
     """Plain progress lines for logs (``--progress`` without a terminal), at most every 2 s."""
 
-    def __init__(self, out: TextIO = sys.stderr) -> None:
-        self._out = out
+    def __init__(self, out: TextIO | None = None) -> None:
+        self._out = out or sys.stderr
         self._lock = threading.Lock()
         self._last = 0.0
         self._start = time.monotonic()
@@ -409,15 +412,15 @@ def split_text(doc: dict, out: TextIO) -> None:
     """Per epoch and rank (and worker): shards or sample ranges, counts, and any hang risk."""
     w = doc["world"]
     out.write(
-        f"policy {doc['policy']}: {_count(doc['shards'], 'shard')}, "
-        f"{_count(doc['samples'], 'sample')}; {w['nodes']} node(s) x {w['ranks_per_node']} "
+        f"policy {doc['policy']}: {counted(doc['shards'], 'shard')}, "
+        f"{counted(doc['samples'], 'sample')}; {w['nodes']} node(s) x {w['ranks_per_node']} "
         f"rank(s), {w['workers']} worker(s), batch {w['batch_size']}\n"
     )
     for epoch in doc["epochs"]:
         out.write(f"epoch {epoch['epoch']}\n")
         for rank in epoch["ranks"]:
             out.write(
-                f"  rank {rank['rank']}: {_count(rank['samples'], 'sample')}, "
+                f"  rank {rank['rank']}: {counted(rank['samples'], 'sample')}, "
                 f"{_batches(rank['batches'])}, {rank['duplicates']} duplicate(s)\n"
             )
             parts = rank["workers"]
@@ -430,7 +433,7 @@ def split_text(doc: dict, out: TextIO) -> None:
                     where = f"shards {','.join(map(str, part['shards'])) or 'none'}"
                 out.write(
                     f"    worker {part['worker']}: {where}; "
-                    f"{_count(part['samples'], 'sample')}, {_batches(part['batches'])}\n"
+                    f"{counted(part['samples'], 'sample')}, {_batches(part['batches'])}\n"
                 )
         out.write(f"  dropped {epoch['dropped']}\n")
         if epoch["hang_risk"]:

@@ -16,6 +16,7 @@ from .progress import Progress
 from .retry import Retrier
 from .runstate import RunState, recorded_checksum, remove_temp_files, still_complete
 from .sinks import abort_dangling_uploads
+from .sizes import counted
 from .store import Location
 
 LOG = logging.getLogger("ishard")
@@ -165,10 +166,10 @@ class Recorder(Progress):
 
     def shard_done(self, result: ShardResult) -> None:
         LOG.info(
-            "wrote %s: %d samples, %d files, %d bytes, %s",
+            "wrote %s: %s, %s, %d bytes, %s",
             result.name,
-            result.samples,
-            result.files,
+            counted(result.samples, "sample"),
+            counted(result.files, "file"),
             result.filesize,
             result.checksum or "no checksum",
         )

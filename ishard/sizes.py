@@ -130,3 +130,8 @@ def format_size(n: int) -> str:
         if n >= 1 << shift:
             return f"{n / (1 << shift):.2f}{unit}"
     return f"{n}B"
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 sample``, ``2 samples``: a count with its noun."""
+    return f"{n} {noun}{'s' * (n != 1)}"

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import pytest
@@ -26,6 +28,7 @@ def run_ishard(
     env = {**(os.environ if env is None else env), "COLUMNS": "200"}
     return subprocess.run(
         [sys.executable, "-m", "ishard", *map(str, args)],
+        check=False,
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -33,6 +36,39 @@ def run_ishard(
         input=input,
         timeout=300,
     )
+
+
+@dataclass
+class Ran:
+    """What a command printed and how it ended (``subprocess.CompletedProcess``'s fields)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def invoke_ishard(*args: str, input: str | None = None, env: dict | None = None) -> Ran:
+    """Run ``ishard ARGS`` in this process, through click's ``CliRunner`` and the same
+    ``ishard.cli.main`` the installed command runs (its Go-spelling translation, one-line errors
+    and exit codes): for tests where a separate process is not the point. ``env`` adds to the
+    environment."""
+    from click.testing import CliRunner
+
+    from ishard.cli import main
+
+    runner = CliRunner()
+    sigterm = signal.getsignal(signal.SIGTERM)  # main() sets its own; give pytest's back
+    with runner.isolation(input=input, env={"COLUMNS": "200", **(env or {})}) as (out, err, _):
+        try:
+            main([str(a) for a in args])
+            code = 0
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else 1
+        finally:
+            signal.signal(signal.SIGTERM, sigterm)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return Ran(code, out.getvalue().decode(), err.getvalue().decode())
 
 
 def assert_error(result, code: int, *needles: str) -> str:

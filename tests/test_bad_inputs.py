@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import make_tree, run_ishard
+from conftest import invoke_ishard, make_tree
 
 from ishard.errors import UsageError
 from ishard.options import make_options
@@ -152,7 +152,7 @@ def place(tmp_path) -> dict[str, str]:
     (tmp_path / "afile").write_bytes(b"a file")
     make_tree(tmp_path / "full", {"notes.txt": b"mine"})
     (tmp_path / "headless.csv").write_text("a/1.jpg,10\n")
-    done = run_ishard("shard", src, tmp_path / "finished")
+    done = invoke_ishard("shard", src, tmp_path / "finished")
     assert done.returncode == 0, done.stderr
     return {"src": str(src), "tmp": str(tmp_path), "dst": str(tmp_path / "out")}
 
@@ -182,7 +182,7 @@ def test_bad_input(case, place, tmp_path):
         else:
             rest.append(fill(arg))
     before = {d: final_names(Path(d)) for d in (where["dst"], place["src"])}
-    done = run_ishard("shard", where["src"], where["dst"], *rest)
+    done = invoke_ishard("shard", where["src"], where["dst"], *rest)
     assert done.returncode == code, (done.returncode, done.stderr)
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("ishard: error: "), done.stderr

@@ -8,7 +8,7 @@ import json
 import shutil
 
 import pytest
-from conftest import FIXTURES, recorded_checksum, run_ishard, shard_checksum
+from conftest import FIXTURES, invoke_ishard, recorded_checksum, shard_checksum
 
 from ishard.checksums import ALGORITHMS
 
@@ -28,7 +28,7 @@ def flip_a_byte(path) -> None:
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_each_algorithm_is_recorded_verified_and_finds_damage(tmp_path, algorithm):
     dst = tmp_path / "out"
-    result = run_ishard("shard", SOURCE, dst, "--shard-size", "256KiB", "--checksum", algorithm)
+    result = invoke_ishard("shard", SOURCE, dst, "--shard-size", "256KiB", "--checksum", algorithm)
     assert result.returncode == 0, result.stderr
     shardlist = entries(dst)
     assert len(shardlist) > 2
@@ -39,13 +39,13 @@ def test_each_algorithm_is_recorded_verified_and_finds_damage(tmp_path, algorith
         else:
             assert "md5sum" not in entry
             assert entry["checksum"] == f"{algorithm}:{shard_checksum(data, algorithm)}"
-    clean = run_ishard("verify", dst)
+    clean = invoke_ishard("verify", dst)
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert "size, checksum, members" in clean.stdout
 
     damaged = dst / shardlist[1]["url"]
     flip_a_byte(damaged)
-    broken = run_ishard("verify", dst)
+    broken = invoke_ishard("verify", dst)
     assert broken.returncode == 1
     _, recorded = recorded_checksum(shardlist[1])
     line = (f"{shardlist[1]['url']}: {algorithm} is "
@@ -55,14 +55,14 @@ def test_each_algorithm_is_recorded_verified_and_finds_damage(tmp_path, algorith
 
 def test_the_defaults_xxh128_native_md5_in_the_go_spelling(tmp_path):
     native, go = tmp_path / "native", tmp_path / "go"
-    assert run_ishard("shard", SOURCE, native, "--shard-size", "256KiB").returncode == 0
-    result = run_ishard(f"-src_bck={SOURCE}", f"-dst_bck={go}", "-shard_size=256KiB",
+    assert invoke_ishard("shard", SOURCE, native, "--shard-size", "256KiB").returncode == 0
+    result = invoke_ishard(f"-src_bck={SOURCE}", f"-dst_bck={go}", "-shard_size=256KiB",
                         "--no-progress")
     assert result.returncode == 0, result.stderr
     assert all(recorded_checksum(e)[0] == "xxh128" for e in entries(native))
     assert all(set(e) == {"url", "md5sum", "nsamples", "filesize"} for e in entries(go))
     chosen = tmp_path / "chosen"
-    result = run_ishard(f"-src_bck={SOURCE}", f"-dst_bck={chosen}", "-shard_size=256KiB",
+    result = invoke_ishard(f"-src_bck={SOURCE}", f"-dst_bck={chosen}", "-shard_size=256KiB",
                         "--checksum", "blake3", "--no-progress")
     assert result.returncode == 0, result.stderr
     assert all(recorded_checksum(e)[0] == "blake3" for e in entries(chosen))
@@ -71,11 +71,11 @@ def test_the_defaults_xxh128_native_md5_in_the_go_spelling(tmp_path):
 def test_resume_rechecks_a_finished_shard_by_its_recorded_algorithm(tmp_path):
     dst = tmp_path / "out"
     common = ["--shard-size", "256KiB", "--checksum", "blake3"]
-    assert run_ishard("shard", SOURCE, dst, *common).returncode == 0
+    assert invoke_ishard("shard", SOURCE, dst, *common).returncode == 0
     reference = {p.name: p.read_bytes() for p in dst.iterdir()}
     shard = dst / entries(dst)[2]["url"]
     flip_a_byte(shard)  # the same size: only the checksum tells
-    result = run_ishard("shard", SOURCE, dst, *common, "--resume")
+    result = invoke_ishard("shard", SOURCE, dst, *common, "--resume")
     assert result.returncode == 0, result.stderr
     assert {p.name: p.read_bytes() for p in dst.iterdir()} == reference
 
@@ -83,19 +83,19 @@ def test_resume_rechecks_a_finished_shard_by_its_recorded_algorithm(tmp_path):
 def test_a_manifest_of_an_earlier_version_still_verifies(tmp_path):
     """Written with md5 and without any ``checksum`` field, as earlier versions wrote them."""
     dst = tmp_path / "out"
-    assert run_ishard("shard", SOURCE, dst, "--shard-size", "256KiB",
+    assert invoke_ishard("shard", SOURCE, dst, "--shard-size", "256KiB",
                       "--checksum", "md5").returncode == 0
     old = tmp_path / "old"
     shutil.copytree(dst, old)
     assert all("checksum" not in e and "md5sum" in e for e in entries(old))
-    assert run_ishard("verify", old).returncode == 0
+    assert invoke_ishard("verify", old).returncode == 0
     flip_a_byte(old / entries(old)[0]["url"])
-    result = run_ishard("verify", old)
+    result = invoke_ishard("verify", old)
     assert result.returncode == 1 and f"{entries(old)[0]['url']}: md5 is" in result.stdout
 
 
 def test_an_unknown_checksum_is_one_line_exit_2(tmp_path):
-    result = run_ishard("shard", SOURCE, tmp_path / "out", "--checksum", "crc32")
+    result = invoke_ishard("shard", SOURCE, tmp_path / "out", "--checksum", "crc32")
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == ("ishard: error: --checksum 'crc32' is not a checksum — use one of "
                              "xxh128, blake3, sha256, md5, none\n")
@@ -104,10 +104,10 @@ def test_an_unknown_checksum_is_one_line_exit_2(tmp_path):
 
 def test_a_manifest_with_a_checksum_of_an_unknown_algorithm_is_refused(tmp_path):
     dst = tmp_path / "out"
-    assert run_ishard("shard", SOURCE, dst, "--shard-size", "256KiB").returncode == 0
+    assert invoke_ishard("shard", SOURCE, dst, "--shard-size", "256KiB").returncode == 0
     doc = json.loads((dst / "manifest.json").read_text())
     doc["shardlist"][0]["checksum"] = "crc32:00ff"
     (dst / "manifest.json").write_text(json.dumps(doc))
-    result = run_ishard("verify", dst)
+    result = invoke_ishard("verify", dst)
     assert result.returncode == 1 and "is not an ishard manifest" in result.stderr
     assert "checksum" in result.stderr and len(result.stderr.splitlines()) == 1

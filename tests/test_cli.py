@@ -1,4 +1,6 @@
-"""The ``ishard`` command as a user runs it (a subprocess): exit codes, streams and messages."""
+"""The `ishard` command as a user runs it: exit codes, streams and messages — in this process
+through `ishard.cli.main` (what the installed command runs), and as a subprocess where the
+process itself is the point (the environment, shell completion)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from pathlib import Path, PurePosixPath
 
 import lz4.frame
 import pytest
-from conftest import FIXTURES, assert_error, make_tree, run_ishard, snapshot, stem
+from conftest import FIXTURES, assert_error, invoke_ishard, make_tree, run_ishard, snapshot, stem
 
 import ishard
 
@@ -81,7 +83,7 @@ BAD_OPTIONS = [
 def test_bad_option_value_exits_2_and_writes_nothing(src, tmp_path, args, needles):
     dst = tmp_path / "out"
     before = snapshot(src)
-    result = run_ishard("shard", src, dst, *args)
+    result = invoke_ishard("shard", src, dst, *args)
     assert_error(result, 2, *needles)
     assert not dst.exists()
     assert snapshot(src) == before
@@ -89,7 +91,7 @@ def test_bad_option_value_exits_2_and_writes_nothing(src, tmp_path, args, needle
 
 def test_missing_ekm_file_exits_2_naming_it(src, tmp_path):
     dst = tmp_path / "out"
-    result = run_ishard("shard", src, dst, "--ekm", tmp_path / "nothere.json")
+    result = invoke_ishard("shard", src, dst, "--ekm", tmp_path / "nothere.json")
     assert_error(result, 2, "--ekm", "nothere.json")
     assert not dst.exists()
 
@@ -100,25 +102,25 @@ def test_option_errors_come_before_looking_at_the_source(tmp_path):
         (["--shard-size", "abc"], "--shard-size"),
         (["--shard-template", "%6d", "--dry-run"], "--shard-template"),
     ):
-        result = run_ishard("shard", tmp_path / "no-such-src", tmp_path / "out", *args)
+        result = invoke_ishard("shard", tmp_path / "no-such-src", tmp_path / "out", *args)
         assert_error(result, 2, needle)
 
 
 def test_missing_source_exits_2(tmp_path):
-    result = run_ishard("shard", tmp_path / "no-such-src", tmp_path / "out")
+    result = invoke_ishard("shard", tmp_path / "no-such-src", tmp_path / "out")
     assert_error(result, 2, "source", "no-such-src", "does not exist")
     assert not (tmp_path / "out").exists()
 
 
 def test_source_that_is_a_file_exits_2(src, tmp_path):
-    result = run_ishard("shard", src / "a/1.jpg", tmp_path / "out")
+    result = invoke_ishard("shard", src / "a/1.jpg", tmp_path / "out")
     assert_error(result, 2, "source", "1.jpg", "not a directory")
     assert not (tmp_path / "out").exists()
 
 
 def test_destination_inside_source_exits_2(src):
     before = snapshot(src)
-    result = run_ishard("shard", src, src / "shards")
+    result = invoke_ishard("shard", src, src / "shards")
     assert_error(result, 2, "destination", "shards", "inside the source")
     assert snapshot(src) == before
     assert not (src / "shards").exists()
@@ -126,11 +128,11 @@ def test_destination_inside_source_exits_2(src):
 
 def test_non_empty_destination_exits_2_unless_overwrite(src, tmp_path):
     dst = make_tree(tmp_path / "out", {"keep.txt": b"mine"})
-    result = run_ishard("shard", src, dst)
+    result = invoke_ishard("shard", src, dst)
     assert_error(result, 2, "destination", "out", "not empty", "--overwrite")
     assert snapshot(dst) == {"keep.txt": b"mine"}
     # The advertised fix works.
-    result = run_ishard("shard", src, dst, "--overwrite")
+    result = invoke_ishard("shard", src, dst, "--overwrite")
     assert result.returncode == 0, result.stderr
     assert (dst / "keep.txt").read_bytes() == b"mine"
     assert (dst / "shard-000000.tar").is_file()
@@ -139,14 +141,14 @@ def test_non_empty_destination_exits_2_unless_overwrite(src, tmp_path):
 def test_destination_that_is_a_file_exits_2(src, tmp_path):
     dst = tmp_path / "out.tar"
     dst.write_bytes(b"not a dir")
-    result = run_ishard("shard", src, dst)
+    result = invoke_ishard("shard", src, dst)
     assert_error(result, 2, "destination", "out.tar", "is a file")
     assert dst.read_bytes() == b"not a dir"
 
 
 def test_missing_destination_without_dry_run_exits_2(src, tmp_path):
     before = snapshot(tmp_path)
-    result = run_ishard("shard", src)
+    result = invoke_ishard("shard", src)
     assert_error(result, 2, "DST", "ishard shard SRC DST")
     assert snapshot(tmp_path) == before
 
@@ -154,7 +156,7 @@ def test_missing_destination_without_dry_run_exits_2(src, tmp_path):
 def test_error_message_has_one_fix_clause(src, tmp_path):
     # "<what> — <fix>": click's own errors get a hint, but not a second "— ..." clause.
     for args in (["shard", src], ["shard", src, "--dry-run=bogus"], ["shard", src, "--jobs", "x"]):
-        line = assert_error(run_ishard(*args), 2)
+        line = assert_error(invoke_ishard(*args), 2)
         assert line.count(" — ") == 1, line
 
 
@@ -170,7 +172,7 @@ def test_error_message_has_one_fix_clause(src, tmp_path):
     ids=["none", "unknown-command", "unknown-top-option", "shard-no-src", "ls-no-archive"],
 )
 def test_bad_command_line_points_at_the_right_help(args, needles):
-    line = assert_error(run_ishard(*args), 2, *needles)
+    line = assert_error(invoke_ishard(*args), 2, *needles)
     assert "--bogus --help" not in line and "frob --help" not in line
 
 
@@ -180,20 +182,20 @@ def test_bad_command_line_points_at_the_right_help(args, needles):
 def test_empty_source_exits_1_nothing_to_shard(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    result = run_ishard("shard", empty, tmp_path / "out")
+    result = invoke_ishard("shard", empty, tmp_path / "out")
     assert_error(result, 1, "nothing to shard", "empty", "no files")
     assert not (tmp_path / "out").exists()
 
 
 def test_only_hidden_files_says_why_nothing_was_sharded(tmp_path):
     only = make_tree(tmp_path / "only", {".DS_Store": 5})
-    result = run_ishard("shard", only, "--dry-run")
+    result = invoke_ishard("shard", only, "--dry-run")
     assert_error(result, 1, "nothing to shard", "1 hidden")
 
 
 def test_abort_on_missing_extension_exits_1_naming_sample_and_extension(src, tmp_path):
     dst = tmp_path / "out"
-    result = run_ishard(
+    result = invoke_ishard(
         "shard", src, dst, "--sample-exts", ".jpg,.xml", "--missing-extension-action", "abort"
     )
     line = assert_error(result, 1, "'.xml'", "abort")
@@ -206,11 +208,11 @@ def test_template_running_out_of_names_is_refused_before_writing(src, tmp_path):
     # Each of the 4 samples is its own shard, but the template has only 2 names. The check
     # raises UsageError (exit 2: a bad option value) after listing, before any shard is written.
     dst = tmp_path / "out"
-    result = run_ishard("shard", src, dst, "--shard-size", "1", "--shard-template", "x-{0..1}")
+    result = invoke_ishard("shard", src, dst, "--shard-size", "1", "--shard-template", "x-{0..1}")
     assert_error(result, 2, "'x-{0..1}'", "2 name", "4 shards", "--shard-size")
     assert snapshot(dst) == {}
     # A dry run reports the same problem.
-    result = run_ishard(
+    result = invoke_ishard(
         "shard", src, "--dry-run", "--shard-size", "1", "--shard-template", "x-{0..1}"
     )
     assert_error(result, 2, "'x-{0..1}'")
@@ -219,7 +221,7 @@ def test_template_running_out_of_names_is_refused_before_writing(src, tmp_path):
 def test_ekm_splitting_a_sample_exits_1_naming_it(src, tmp_path):
     dst = tmp_path / "out"
     ekm = '{"pics-%d.tar": ["jpg$"], "notes-%d.tar": ["xml$"]}'
-    result = run_ishard("shard", src, dst, "--ekm", ekm)
+    result = invoke_ishard("shard", src, dst, "--ekm", ekm)
     assert_error(result, 1, "sample '1'", "a/1.jpg", "a/1.xml", "pics-%d.tar", "notes-%d.tar")
     assert snapshot(dst) == {}
 
@@ -228,7 +230,7 @@ def test_ekm_from_a_file_routes_samples(src, tmp_path):
     ekm = tmp_path / "map.json"
     ekm.write_text('{"a-%d.tar": ["^a/"], "b-%d.tar": ["^b/"]}')
     dst = tmp_path / "out"
-    result = run_ishard("shard", src, dst, "--ekm", ekm, "--shard-size", "1GiB",
+    result = invoke_ishard("shard", src, dst, "--ekm", ekm, "--shard-size", "1GiB",
                         "--member-names", "original")
     assert result.returncode == 0, result.stderr
     assert tar_names(dst / "a-0.tar") == ["a/1.jpg", "a/1.xml", "a/2.jpg", "a/a&b'c.jpg"]
@@ -236,12 +238,12 @@ def test_ekm_from_a_file_routes_samples(src, tmp_path):
 
 
 def test_debug_shows_traceback_and_keeps_exit_code(src, tmp_path):
-    result = run_ishard("shard", src, tmp_path / "out", "--shard-size", "abc", "--debug")
+    result = invoke_ishard("shard", src, tmp_path / "out", "--shard-size", "abc", "--debug")
     assert result.returncode == 2
     assert "Traceback" in result.stderr
     assert "UsageError" in result.stderr
     assert "ishard: error: --shard-size 'abc'" in result.stderr
-    result = run_ishard("shard", tmp_path / "empty-none", tmp_path / "out", "--debug")
+    result = invoke_ishard("shard", tmp_path / "empty-none", tmp_path / "out", "--debug")
     assert result.returncode == 2
     assert "Traceback" in result.stderr
     assert not (tmp_path / "out").exists()
@@ -252,7 +254,7 @@ def test_debug_shows_traceback_and_keeps_exit_code(src, tmp_path):
 
 def test_go_spelling_writes_the_same_shards_as_gnu_spelling(src, tmp_path):
     go_dst, gnu_dst = tmp_path / "go", tmp_path / "gnu"
-    go = run_ishard(
+    go = invoke_ishard(
         f"-src_bck={src}",
         f"-dst_bck={go_dst}",
         "-shard_size=1KiB",
@@ -261,7 +263,7 @@ def test_go_spelling_writes_the_same_shards_as_gnu_spelling(src, tmp_path):
         "-ext=.tar",
         "-shard_template=prefix-%04d",
     )
-    gnu = run_ishard(
+    gnu = invoke_ishard(
         "shard", src, gnu_dst,
         "--shard-size", "1KiB",
         "--sample-key-pattern", "full_name",
@@ -284,13 +286,13 @@ def test_go_spelling_writes_the_same_shards_as_gnu_spelling(src, tmp_path):
 
 def test_go_dry_run_show_keys_and_plain(src, tmp_path):
     dst = tmp_path / "out"
-    keys = run_ishard(
+    keys = invoke_ishard(
         f"-src_bck={src}", f"-dst_bck={dst}", "-dry_run=show_keys", "-shard_size=1GiB"
     )
     assert keys.returncode == 0, keys.stderr
     assert "  [1]" in keys.stdout.splitlines()
     assert "  [a&b'c]" in keys.stdout.splitlines()
-    plain = run_ishard(f"-src_bck={src}", f"-dst_bck={dst}", "-dry_run", "-shard_size=1GiB")
+    plain = invoke_ishard(f"-src_bck={src}", f"-dst_bck={dst}", "-dry_run", "-shard_size=1GiB")
     assert plain.returncode == 0, plain.stderr
     assert not any(line.lstrip().startswith("[") for line in plain.stdout.splitlines())
     assert plain.stdout.startswith("shard-000000.tar  1.76KiB\n")
@@ -308,7 +310,7 @@ def test_go_dry_run_false_collapse_false_spaces_max_size_and_exclude(tmp_path):
     make_tree(src, {"b/3.jpg": 100, "b/3.xml": 10, "b/3.txt": 1})
     common = ["-sample_key_pattern=full_name", "-max_shard_size=1KiB"]
     split = tmp_path / "split"
-    result = run_ishard(
+    result = invoke_ishard(
         "-src_bck", src, "-dst_bck", split, "-dry_run=false", "-collapse=false", *common,
         "-sample_exts=.jpg,.xml", "-missing_extension_action=exclude",
     )  # fmt: skip
@@ -323,7 +325,7 @@ def test_go_dry_run_false_collapse_false_spaces_max_size_and_exclude(tmp_path):
     assert "left out 1: file of a sample that lacks an extension of --sample-exts" in result.stdout
     # With -collapse both directories' remainders share one shard.
     joined = tmp_path / "joined"
-    result = run_ishard(f"-src_bck={src}", f"-dst_bck={joined}", "-collapse", *common)
+    result = invoke_ishard(f"-src_bck={src}", f"-dst_bck={joined}", "-collapse", *common)
     assert result.returncode == 0, result.stderr
     assert [tar_names(s) for s in shard_files(joined)] == [
         ["a/1.jpg", "a/1.xml", "a/2.jpg", "b/3.jpg", "b/3.txt", "b/3.xml"]
@@ -331,7 +333,7 @@ def test_go_dry_run_false_collapse_false_spaces_max_size_and_exclude(tmp_path):
 
 
 def test_go_spelling_bad_value_is_reported_in_our_terms(src, tmp_path):
-    result = run_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", "-shard_size=abc")
+    result = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", "-shard_size=abc")
     assert_error(result, 2, "--shard-size", "'abc'")
     assert not (tmp_path / "out").exists()
 
@@ -343,7 +345,7 @@ def test_go_spelling_keeps_gos_meaning_for_a_pattern_without_group(tmp_path, pat
     from ishard.keys import key_function, sample_key
 
     src = make_tree(tmp_path / "src", {"a/1.jpg": 2, "a/1.xml": 2, "b/x.jpg": 2})
-    done = run_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}",
+    done = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}",
                       f"-sample_key_pattern={pattern}", "-dry_run=json")
     assert done.returncode == 0, done.stderr
     keys = {f["name"]: s["key"] for shard in json.loads(done.stdout)["shards"]
@@ -352,7 +354,7 @@ def test_go_spelling_keeps_gos_meaning_for_a_pattern_without_group(tmp_path, pat
     assert keys == {n: sample_key(n, go_key) for n in ("a/1.jpg", "a/1.xml", "b/x.jpg")}
     assert keys["b/x.jpg"] == ("b/x." if pattern == "jpg" else "b/")
     assert keys["a/1.jpg"] == ("a/1." if pattern == "jpg" else "a/1")  # 'jpg' replaced by ""
-    native = run_ishard("shard", src, "--dry-run=json", "--sample-key-pattern", pattern)
+    native = invoke_ishard("shard", src, "--dry-run=json", "--sample-key-pattern", pattern)
     assert_error(native, 2, f"--sample-key-pattern {pattern!r}")
 
 
@@ -363,7 +365,7 @@ def test_go_spelling_keeps_gos_meaning_for_a_pattern_without_group(tmp_path, pat
     (["--shard-template", "a-3", "a-2", "a-1"], None),  # counts down: no template does that
 ])
 def test_extra_arguments_get_the_brace_hint_only_for_a_sequence(src, tmp_path, extra, hint):
-    done = run_ishard("shard", src, tmp_path / "out", *extra)
+    done = invoke_ishard("shard", src, tmp_path / "out", *extra)
     line = assert_error(done, 2, "xtra argument")
     if hint:
         assert line.endswith(hint), line
@@ -373,7 +375,7 @@ def test_extra_arguments_get_the_brace_hint_only_for_a_sequence(src, tmp_path, e
 
 
 def test_go_spelling_gets_the_brace_hint_too(src, tmp_path):
-    done = run_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", "-shard_template",
+    done = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", "-shard_template",
                       "shard-0", "shard-1", "shard-2", "shard-3")
     assert_error(done, 2, "got unexpected extra arguments 'shard-1 shard-2 shard-3' — they look "
                  "like a brace template the shell expanded: quote it, e.g. --shard-template "
@@ -386,7 +388,7 @@ def test_go_spelling_gets_the_brace_hint_too(src, tmp_path):
                                                ("s-%d.tar.lz4", ".tar.lz4")])
 def test_template_ending_in_the_extension_does_not_double_it(src, tmp_path, template, ext):
     dst = tmp_path / "out"
-    done = run_ishard("shard", src, dst, "--shard-template", template, "--ext", ext,
+    done = invoke_ishard("shard", src, dst, "--shard-template", template, "--ext", ext,
                       "--shard-size", "1KiB")
     assert done.returncode == 0, done.stderr
     made = sorted(p.name for p in dst.iterdir() if p.name != "manifest.json")
@@ -395,7 +397,7 @@ def test_template_ending_in_the_extension_does_not_double_it(src, tmp_path, temp
     assert all(n.endswith(ext) and not n.endswith(ext + ext) for n in made), made
     manifest = json.loads((dst / "manifest.json").read_text())
     assert sorted(s["url"] for s in manifest["shardlist"]) == made
-    assert run_ishard("verify", dst).returncode == 0
+    assert invoke_ishard("verify", dst).returncode == 0
 
 
 @pytest.mark.parametrize(("args", "warned"), [
@@ -410,7 +412,7 @@ def test_template_ending_in_the_extension_does_not_double_it(src, tmp_path, temp
 def test_options_without_effect_are_warned_about(src, tmp_path, args, warned):
     for dry in ([], ["--dry-run=summary"]):
         dst = tmp_path / ("plan" if dry else "out")
-        done = run_ishard("shard", src, dst, *args, *dry)
+        done = invoke_ishard("shard", src, dst, *args, *dry)
         assert done.returncode == 0, done.stderr
         lines = [ln for ln in done.stderr.splitlines() if "has no effect" in ln]
         assert len(lines) == len(warned), done.stderr
@@ -440,7 +442,7 @@ def mixed(tmp_path: Path) -> Path:
 
 
 def test_dry_run_show_keys_text_is_exact(mixed, tmp_path):
-    result = run_ishard(
+    result = invoke_ishard(
         "shard", mixed, "--dry-run=show_keys", "--shard-size", "200B",
         "--sample-exts", ".jpg,.xml", "--missing-extension-action", "exclude",
         "--member-names", "original",
@@ -475,7 +477,7 @@ def test_dry_run_show_keys_text_is_exact(mixed, tmp_path):
 def test_dry_run_writes_nothing_into_an_existing_non_empty_destination(mixed, tmp_path):
     dst = make_tree(tmp_path / "out", {"old.tar": b"x"})
     before_src, before_dst = snapshot(mixed), snapshot(dst)
-    result = run_ishard("shard", mixed, dst, "--dry-run=files", "--shard-size", "200B",
+    result = invoke_ishard("shard", mixed, dst, "--dry-run=files", "--shard-size", "200B",
                         "--member-names", "original")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -489,7 +491,7 @@ def test_dry_run_writes_nothing_into_an_existing_non_empty_destination(mixed, tm
 
 def test_dry_run_json_equals_what_a_real_run_writes(mixed, tmp_path):
     opts = ["--shard-size", "150B", "--samples-per-shard", "2", "--shard-template", "p-{00..99}"]
-    plan = run_ishard("shard", mixed, "--dry-run=json", *opts)
+    plan = invoke_ishard("shard", mixed, "--dry-run=json", *opts)
     assert plan.returncode == 0, plan.stderr
     assert plan.stderr == ""
     doc = json.loads(plan.stdout)  # the whole of stdout is one JSON document
@@ -511,7 +513,7 @@ def test_dry_run_json_equals_what_a_real_run_writes(mixed, tmp_path):
                 assert set(f) == {"name", "size", "member"}
 
     dst = tmp_path / "out"
-    real = run_ishard("shard", mixed, dst, *opts)
+    real = invoke_ishard("shard", mixed, dst, *opts)
     assert real.returncode == 0, real.stderr
     written = sorted(p.name for p in shard_files(dst))
     assert written == sorted(s["name"] for s in doc["shards"])
@@ -523,7 +525,7 @@ def test_dry_run_json_equals_what_a_real_run_writes(mixed, tmp_path):
 
 
 def test_dry_run_json_with_warnings_keeps_stdout_pure_json(src):
-    result = run_ishard(
+    result = invoke_ishard(
         "shard", src, "--dry-run=json",
         "--sample-exts", ".jpg,.xml", "--missing-extension-action", "warn",
     )  # fmt: skip
@@ -538,7 +540,7 @@ def test_dry_run_json_with_warnings_keeps_stdout_pure_json(src):
 
 def test_json_summary_of_a_real_run(src, tmp_path):
     dst = tmp_path / "out"
-    result = run_ishard("shard", src, dst, "--json", "--shard-size", "400B")
+    result = invoke_ishard("shard", src, dst, "--json", "--shard-size", "400B")
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     summary = json.loads(result.stdout)
@@ -556,7 +558,7 @@ def test_json_summary_of_a_real_run(src, tmp_path):
 
 def test_progress_without_terminal_is_plain_lines_on_stderr(src, tmp_path):
     dst = tmp_path / "out"
-    result = run_ishard("shard", src, dst, "--progress", "--json", "--shard-size", "400B")
+    result = invoke_ishard("shard", src, dst, "--progress", "--json", "--shard-size", "400B")
     assert result.returncode == 0, result.stderr
     json.loads(result.stdout)  # progress does not touch stdout
     lines = result.stderr.splitlines()
@@ -566,8 +568,8 @@ def test_progress_without_terminal_is_plain_lines_on_stderr(src, tmp_path):
 
 
 def test_no_progress_and_default_without_terminal_print_none(src, tmp_path):
-    quiet = run_ishard("shard", src, tmp_path / "o1", "--no-progress")
-    default = run_ishard("shard", src, tmp_path / "o2")
+    quiet = invoke_ishard("shard", src, tmp_path / "o1", "--no-progress")
+    default = invoke_ishard("shard", src, tmp_path / "o2")
     for result in (quiet, default):
         assert result.returncode == 0, result.stderr
         assert result.stderr == ""
@@ -606,34 +608,34 @@ def _make_archive(path: Path) -> Path:
 @pytest.mark.parametrize("name", ["x.tar", "x.tgz", "x.zip", "x.tar.lz4"])
 def test_ls_lists_members_with_sizes(tmp_path, name):
     archive = _make_archive(tmp_path / name)
-    result = run_ishard("ls", archive)
+    result = invoke_ishard("ls", archive)
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     rows = [line.split(None, 2) for line in result.stdout.splitlines()]
     assert [(r[2], int(r[0])) for r in rows] == LS_MEMBERS
     assert [r[1] for r in rows] == ["300B", "3B", "0B"]
-    js = run_ishard("ls", "--json", archive)
+    js = invoke_ishard("ls", "--json", archive)
     assert js.returncode == 0, js.stderr
     assert json.loads(js.stdout) == {"members": [{"name": n, "size": s} for n, s in LS_MEMBERS]}
 
 
 def test_ls_reads_what_shard_wrote(src, tmp_path):
     dst = tmp_path / "out"
-    assert run_ishard("shard", src, dst, "--ext", ".tar.lz4", "--member-names", "original"
+    assert invoke_ishard("shard", src, dst, "--ext", ".tar.lz4", "--member-names", "original"
                       ).returncode == 0
-    result = run_ishard("ls", dst / "shard-000000.tar.lz4")
+    result = invoke_ishard("ls", dst / "shard-000000.tar.lz4")
     assert result.returncode == 0, result.stderr
     assert [ln.split(None, 2)[2] for ln in result.stdout.splitlines()] == VISIBLE
 
 
 def test_ls_errors(tmp_path):
-    assert_error(run_ishard("ls", tmp_path / "nope.tar"), 2, "nope.tar", "does not exist")
+    assert_error(invoke_ishard("ls", tmp_path / "nope.tar"), 2, "nope.tar", "does not exist")
     (tmp_path / "notes.txt").write_text("hi")
-    assert_error(run_ishard("ls", tmp_path / "notes.txt"), 2, "notes.txt", ".tar")
+    assert_error(invoke_ishard("ls", tmp_path / "notes.txt"), 2, "notes.txt", ".tar")
     (tmp_path / "broken.tar").write_bytes(b"this is not a tar archive" * 40)
-    assert_error(run_ishard("ls", tmp_path / "broken.tar"), 1, "broken.tar", "cannot read")
+    assert_error(invoke_ishard("ls", tmp_path / "broken.tar"), 1, "broken.tar", "cannot read")
     (tmp_path / "out").mkdir()
-    assert_error(run_ishard("ls", tmp_path / "out"), 2,
+    assert_error(invoke_ishard("ls", tmp_path / "out"), 2,
                  f"{str(tmp_path / 'out')!r} is a directory — give a shard file (e.g. "
                  f"{tmp_path / 'out'}/shard-000000.tar), or use ishard verify {tmp_path / 'out'}")
 
@@ -642,13 +644,13 @@ def test_ls_errors(tmp_path):
 
 
 def test_version_and_help():
-    version = run_ishard("--version")
+    version = invoke_ishard("--version")
     assert version.returncode == 0
     assert ishard.__version__ in version.stdout and "ishard" in version.stdout
-    top = run_ishard("--help")
+    top = invoke_ishard("--help")
     assert top.returncode == 0
     assert "shard" in top.stdout and "ls" in top.stdout
-    sub = run_ishard("shard", "--help")
+    sub = invoke_ishard("shard", "--help")
     assert sub.returncode == 0
     for option in (
         "--shard-size", "--samples-per-shard", "--sample-key-pattern", "--sample-exts",
@@ -667,7 +669,7 @@ def test_samples_per_shard_caps_each_shard(tmp_path):
     files = {f"d/{i:02d}.jpg": 10 for i in range(10)} | {f"d/{i:02d}.cls": 1 for i in range(10)}
     src = make_tree(tmp_path / "src", files)
     dst = tmp_path / "out"
-    result = run_ishard("shard", src, dst, "--samples-per-shard", "3", "--shard-size", "1GiB")
+    result = invoke_ishard("shard", src, dst, "--samples-per-shard", "3", "--shard-size", "1GiB")
     assert result.returncode == 0, result.stderr
     per_shard = [Counter(stem(m) for m in tar_names(s)) for s in shard_files(dst)]
     assert [len(c) for c in per_shard] == [3, 3, 3, 1]
@@ -677,25 +679,25 @@ def test_samples_per_shard_caps_each_shard(tmp_path):
 
 def test_prefix_keeps_names_relative_to_source(src, tmp_path):
     dst = tmp_path / "out"
-    result = run_ishard("shard", src, dst, "--prefix", "b/", "--member-names", "original")
+    result = invoke_ishard("shard", src, dst, "--prefix", "b/", "--member-names", "original")
     assert result.returncode == 0, result.stderr
     assert [tar_names(s) for s in shard_files(dst)] == [["b/3.jpg", "b/3.xml"]]
 
 
 def test_include_hidden_keeps_ds_store(src, tmp_path):
     dst = tmp_path / "out"
-    result = run_ishard("shard", src, dst, "--include-hidden", "--member-names", "original")
+    result = invoke_ishard("shard", src, dst, "--include-hidden", "--member-names", "original")
     assert result.returncode == 0, result.stderr
     assert tar_names(dst / "shard-000000.tar") == [".DS_Store", *VISIBLE]
     assert "left out" not in result.stdout
-    plain = run_ishard("shard", src, tmp_path / "plain", "--member-names", "original")
+    plain = invoke_ishard("shard", src, tmp_path / "plain", "--member-names", "original")
     assert tar_names(tmp_path / "plain" / "shard-000000.tar") == VISIBLE
     assert f"left out 1: {HIDDEN_REASON} (e.g. '.DS_Store')" in plain.stdout.splitlines()
 
 
 def test_warn_action_names_offenders_and_keeps_every_file(src, tmp_path):
     dst = tmp_path / "out"
-    result = run_ishard(
+    result = invoke_ishard(
         "shard", src, dst, "--sample-exts", ".jpg,.xml", "--missing-extension-action", "warn",
         "--member-names", "original",
     )
@@ -714,7 +716,7 @@ def test_warn_action_names_offenders_and_keeps_every_file(src, tmp_path):
 
 def test_go_style_checksum_flag_turns_md5_off(src, tmp_path):
     dst = tmp_path / "out"
-    result = run_ishard(f"-src_bck={src}", f"-dst_bck={dst}", "-checksum", "none",
+    result = invoke_ishard(f"-src_bck={src}", f"-dst_bck={dst}", "-checksum", "none",
                         "-shard_size=1KiB", "--no-progress")
     assert result.returncode == 0, result.stderr
     entries = json.loads((dst / "manifest.json").read_text())["shardlist"]
@@ -724,7 +726,7 @@ def test_go_style_checksum_flag_turns_md5_off(src, tmp_path):
 def test_every_option_can_come_from_the_environment_and_the_command_line_wins(tmp_path):
     env = {**os.environ, "ISHARD_SHARD_SIZE": "128KiB", "ISHARD_SORT": "alpha"}
     from_env = run_ishard("shard", FIXTURES / "imagenet", "--dry-run=summary", env=env)
-    given = run_ishard("shard", FIXTURES / "imagenet", "--dry-run=summary", "--shard-size", "128KiB",
+    given = invoke_ishard("shard", FIXTURES / "imagenet", "--dry-run=summary", "--shard-size", "128KiB",
                        "--sort", "alpha")
     assert from_env.returncode == 0, from_env.stderr
     assert from_env.stdout == given.stdout and "128KiB per shard" in given.stdout
@@ -739,11 +741,11 @@ def test_every_option_can_come_from_the_environment_and_the_command_line_wins(tm
 
 def test_quiet_prints_nothing_and_verbose_logs_each_step(tmp_path):
     source = FIXTURES / "imagenet"
-    quiet = run_ishard("shard", source, tmp_path / "q", "--shard-size", "256KiB", "-q")
+    quiet = invoke_ishard("shard", source, tmp_path / "q", "--shard-size", "256KiB", "-q")
     assert quiet.returncode == 0 and quiet.stdout == "" and quiet.stderr == ""
     shards = sorted(p.name for p in (tmp_path / "q").glob("shard-*.tar"))
     assert len(shards) == 6
-    loud = run_ishard("shard", source, tmp_path / "v", "--shard-size", "256KiB", "-v",
+    loud = invoke_ishard("shard", source, tmp_path / "v", "--shard-size", "256KiB", "-v",
                       "--no-progress")
     assert loud.returncode == 0 and "wrote 6 shards" in loud.stdout
     lines = loud.stderr.splitlines()
@@ -752,9 +754,9 @@ def test_quiet_prints_nothing_and_verbose_logs_each_step(tmp_path):
     assert all("xxh128:" in line for line in lines[2:8])
     assert lines[8] == f"ishard: wrote the manifest {tmp_path / 'v' / 'manifest.json'}"
     (tmp_path / "q" / shards[1]).write_bytes(b"damaged")
-    checked = run_ishard("verify", tmp_path / "q", "-q")
+    checked = invoke_ishard("verify", tmp_path / "q", "-q")
     assert checked.returncode == 1 and checked.stdout == ""
-    both = run_ishard("shard", source, tmp_path / "b", "-q", "-v")
+    both = invoke_ishard("shard", source, tmp_path / "b", "-q", "-v")
     assert both.returncode == 2 and both.stdout == "" and not (tmp_path / "b").exists()
     assert both.stderr == ("ishard: error: -q/--quiet and -v/--verbose cannot be used together "
                            "— choose one\n")
@@ -795,7 +797,7 @@ def test_the_completion_script_is_printed_for_bash_zsh_and_fish():
 def test_bare_dry_run_prints_a_row_per_shard_and_a_histogram(mixed):
     """Native spelling: one row per shard (name, samples, files, payload), the summary, and
     shards counted by payload range; no member lines (those are --dry-run=files)."""
-    result = run_ishard("shard", mixed, "--dry-run", "--shard-size", "200B",
+    result = invoke_ishard("shard", mixed, "--dry-run", "--shard-size", "200B",
                         "--member-names", "original")  # fmt: skip
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -812,7 +814,7 @@ def test_bare_dry_run_prints_a_row_per_shard_and_a_histogram(mixed):
 
 
 def test_go_spelling_dry_run_keeps_go_listing_of_members(mixed, tmp_path):
-    result = run_ishard(f"-src_bck={mixed}", f"-dst_bck={tmp_path / 'out'}", "-dry_run",
+    result = invoke_ishard(f"-src_bck={mixed}", f"-dst_bck={tmp_path / 'out'}", "-dry_run",
                         "-shard_size=200B")  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[:2] == ["shard-000000.tar  227B", "    a/1.jpg       100B"]
@@ -821,7 +823,7 @@ def test_go_spelling_dry_run_keeps_go_listing_of_members(mixed, tmp_path):
 
 
 def test_help_groups_options_shows_choices_and_examples():
-    sub = run_ishard("shard", "-h")
+    sub = invoke_ishard("shard", "-h")
     assert sub.returncode == 0 and sub.stderr == ""
     text = sub.stdout
     for heading in ("What to shard:", "Grouping files into samples:", "Cutting and naming shards:",

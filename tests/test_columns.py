@@ -12,7 +12,7 @@ import subprocess
 
 import duckdb
 import pytest
-from conftest import run_ishard
+from conftest import invoke_ishard
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -136,8 +136,8 @@ def test_the_command_plans_the_same_from_the_engine_and_the_row_reader(tmp_path)
     packed = tmp_path / "big.csv.gz"
     packed.write_bytes(gzip.compress(path.read_bytes()))
     common = ["--dry-run=summary", "--shard-size", "64MiB", "--member-names", "original"]
-    by_columns = run_ishard("shard", source(tmp_path), "--src-list", path, *common)
-    by_rows = run_ishard("shard", source(tmp_path), "--src-list", packed, *common)
+    by_columns = invoke_ishard("shard", source(tmp_path), "--src-list", path, *common)
+    by_rows = invoke_ishard("shard", source(tmp_path), "--src-list", packed, *common)
     assert by_columns.returncode == 0, by_columns.stderr
     assert by_columns.stdout == by_rows.stdout and "would write" in by_columns.stdout
     assert by_columns.stderr.replace(str(path), "INV") == by_rows.stderr.replace(str(packed), "INV")
@@ -167,10 +167,10 @@ def test_a_parquet_inventory_lists_what_the_same_csv_lists(tmp_path):
     assert inventory_kind(str(parquet)) == "parquet"
     same(row_listing(parquet), row_listing(path))  # through list_inventory, any size
     common = ["--dry-run=summary", "--member-names", "original"]
-    result = run_ishard("shard", source(tmp_path), "--src-list", parquet, *common)
+    result = invoke_ishard("shard", source(tmp_path), "--src-list", parquet, *common)
     assert result.returncode == 0, result.stderr
     assert "would write" in result.stdout
-    assert result.stdout == run_ishard("shard", source(tmp_path), "--src-list", path,
+    assert result.stdout == invoke_ishard("shard", source(tmp_path), "--src-list", path,
                                        *common).stdout
 
 
@@ -179,7 +179,7 @@ def test_a_parquet_inventory_without_a_size_is_one_line_exit_2(tmp_path):
     clean_inventory(path, 10)
     parquet = tmp_path / "inv.parquet"
     parquet_from_csv(path, parquet, "name")
-    result = run_ishard("shard", source(tmp_path), "--src-list", parquet, "--dry-run")
+    result = invoke_ishard("shard", source(tmp_path), "--src-list", parquet, "--dry-run")
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("ishard: error: --src-list") and "size" in result.stderr
     assert len(result.stderr.splitlines()) == 1

@@ -10,7 +10,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 import pytest
-from conftest import make_tree, run_ishard
+from conftest import invoke_ishard, make_tree
 
 import ishard
 
@@ -42,7 +42,7 @@ def stems(tar_path: Path) -> list[str]:
 def test_default_shard_size_is_one_mib_in_both_spellings(tmp_path):
     # Three 60 KiB samples: Go's code default (100 KiB) cuts after two, 1 MiB keeps all three.
     src = make_tree(tmp_path / "src", {f"d/{i}.bin": 60 * KIB for i in range(3)})
-    go = run_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", "-dry_run=json")
+    go = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", "-dry_run=json")
     assert go.returncode == 0, go.stderr
     assert [s["size"] for s in json.loads(go.stdout)["shards"]] == [180 * KIB]
     assert ishard.plan(src).shard_sizes == [180 * KIB]
@@ -96,7 +96,7 @@ def test_values_go_accepts_are_refused_before_listing(tmp_path, option, value):
 def test_base_filename_and_base_name_mean_base_file_name(tmp_path):
     # Go compiles base_filename as a regex that does not match: keys would be a/1 and b/1.
     src = make_tree(tmp_path / "src", {"a/1.jpg": 5, "b/1.xml": 5})
-    go = run_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}",
+    go = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}",
                     "-sample_key_pattern=base_filename", "-dry_run=json")
     assert json_plan(go) == {"a/1.jpg": "1", "b/1.xml": "1"}
     for alias in ("base_filename", "base_name"):
@@ -159,7 +159,7 @@ def test_exclude_keeps_the_first_file_of_a_repeated_extension(tmp_path):
 
 def test_warn_prints_ten_lines_on_stderr_then_a_count(tmp_path):
     src = make_tree(tmp_path / "src", {f"{i:02d}.jpg": 1 for i in range(12)})
-    done = run_ishard("shard", src, "--dry-run=summary", "--sample-exts", ".jpg,.xml",
+    done = invoke_ishard("shard", src, "--dry-run=summary", "--sample-exts", ".jpg,.xml",
                       "--missing-extension-action", "warn")
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
@@ -229,7 +229,7 @@ def test_plain_text_template_names_exactly_one_shard(tmp_path):
 
 def test_go_spelling_unknown_dry_run_mode_is_refused(tmp_path):
     src = make_tree(tmp_path / "src", {"d/0.bin": 5})
-    done = run_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", "-dry_run=yes")
+    done = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", "-dry_run=yes")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("ishard: error: --dry-run='yes' is not a dry-run mode")
     assert not (tmp_path / "out").exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import make_tree, run_ishard
+from conftest import invoke_ishard, make_tree
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -235,7 +235,7 @@ def test_cli_formerly_catastrophic_ekm_pattern_runs_over_many_hostile_names(tmp_
     src = make_tree(tmp_path / "src", files)
     ekm = '{"ok-%d.tar": ["/1[.]jpg$"], "a-%d.tar": ["(a+?)+$"]}'
     # 'k00/aaaa' has no extension: source paths as member names
-    done = run_ishard("shard", src, "--dry-run=json", "--ekm", ekm, "--member-names", "original")
+    done = invoke_ishard("shard", src, "--dry-run=json", "--ekm", ekm, "--member-names", "original")
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)
     routed = {shard["name"]: sorted(f["name"] for s in shard["samples"] for f in s["files"])
@@ -257,7 +257,7 @@ def test_cli_ekm_file_over_the_size_limit_is_refused_before_reading(tmp_path):
     size = path.stat().st_size
     assert size > MAX_EKM_BYTES
     src = make_tree(tmp_path / "src", {"c0001/p001.jpg": b"x"})
-    done = run_ishard("shard", src, tmp_path / "out", "--ekm", path)
+    done = invoke_ishard("shard", src, tmp_path / "out", "--ekm", path)
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [
         (f"ishard: error: --ekm file {str(path)!r} has {size / (1 << 20):.1f} MiB, over the "
@@ -272,7 +272,7 @@ def test_cli_ekm_over_the_pattern_limit_is_refused(tmp_path):
     path.write_text(json.dumps(_big_map(1001, 100)))  # 100,100 patterns, under 2 MiB
     assert path.stat().st_size < MAX_EKM_BYTES
     src = make_tree(tmp_path / "src", {"c0001/p001.jpg": b"x"})
-    done = run_ishard("shard", src, tmp_path / "out", "--ekm", path)
+    done = invoke_ishard("shard", src, tmp_path / "out", "--ekm", path)
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [
         (f"ishard: error: --ekm file {str(path)!r} has 100100 patterns, over the limit of "
@@ -288,7 +288,7 @@ def test_cli_ekm_at_the_pattern_limit_routes_every_file(tmp_path):
     files["other/p001.jpg"] = b"y"
     src = make_tree(tmp_path / "src", files)
     dst = tmp_path / "out"
-    done = run_ishard("shard", src, dst, "--ekm", path)
+    done = invoke_ishard("shard", src, dst, "--ekm", path)
     assert done.returncode == 0, done.stderr
     shards = sorted(p.name for p in dst.glob("*.tar"))
     assert shards == sorted(f"c{c:04d}-0.tar" for c in range(0, 1000, 97))

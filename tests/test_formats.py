@@ -18,7 +18,7 @@ from pathlib import Path
 
 import lz4.frame
 import pytest
-from conftest import make_tree, run_ishard
+from conftest import invoke_ishard, make_tree
 
 EXTS = (".tar", ".tgz", ".tar.gz", ".zip", ".tar.lz4")
 TAR_EXTS = tuple(e for e in EXTS if e != ".zip")
@@ -220,7 +220,7 @@ def shard_tree(tmp: Path, files: dict, *args: str) -> tuple[Path, Path]:
     """Make ``files`` under tmp/src, shard them with the CLI into tmp/dst; return (src, dst)."""
     src = make_tree(tmp / "src", files)
     dst = tmp / "dst"
-    done = run_ishard("shard", *ORIGINAL, src, dst, "--no-progress", *args)
+    done = invoke_ishard("shard", *ORIGINAL, src, dst, "--no-progress", *args)
     assert done.returncode == 0, done.stderr
     return src, dst
 
@@ -288,7 +288,7 @@ def test_tar_members_are_plain_ustar_with_fixed_metadata(ext, tmp_path):
     src = make_tree(tmp_path / "src", files)
     os.utime(src / "fraction/0009.jpg", ns=(0, 1_700_000_001_750_000_000))
     dst = tmp_path / "dst"
-    done = run_ishard("shard", *ORIGINAL, src, dst, "--ext", ext, "--shard-size", "4KiB", "--no-progress")
+    done = invoke_ishard("shard", *ORIGINAL, src, dst, "--ext", ext, "--shard-size", "4KiB", "--no-progress")
     assert done.returncode == 0, done.stderr
     expected_mtime = {name: MTIME for name in ordinary} | {"fraction/0009.jpg": 1_700_000_001}
     names = []
@@ -373,7 +373,7 @@ def test_non_utf8_name_round_trips_as_bytes_with_gnu_tar(ext, tmp_path):
     with open(os.path.join(os.fsencode(src), raw), "wb") as f:
         f.write(b"latin-1 name")
     dst = tmp_path / "dst"
-    done = run_ishard("shard", *ORIGINAL, src, dst, "--ext", ext, "--no-progress")
+    done = invoke_ishard("shard", *ORIGINAL, src, dst, "--ext", ext, "--no-progress")
     assert done.returncode == 0, done.stderr
     (path,) = shard_files(dst)
     ((block, body), (own, data)) = raw_entries(tar_stream(path))
@@ -403,7 +403,7 @@ def test_mtimes_outside_the_ustar_range_use_pax_and_zip_clamps(tmp_path):
     if os.stat(src / "new/2.txt").st_mtime != after_2242:
         pytest.skip("this filesystem cannot hold a year-2242 mtime")
     for ext in (".tar", ".zip"):
-        done = run_ishard("shard", *ORIGINAL, src, tmp_path / ext[1:], "--ext", ext, "--no-progress")
+        done = invoke_ishard("shard", *ORIGINAL, src, tmp_path / ext[1:], "--ext", ext, "--no-progress")
         assert done.returncode == 0, done.stderr
     (tar_path,) = shard_files(tmp_path / "tar")
     mtimes = {i.name: i.mtime for i in tar_infos(tar_path)}
@@ -481,7 +481,7 @@ def test_member_of_8gib_or_more_round_trips_through_the_cli(tmp_path):
     if huge.stat().st_size != size or huge.stat().st_blocks * 512 > 1 << 20:
         pytest.skip("the filesystem under the test folder has no sparse files")
     dst = tmp_path / "dst"
-    done = run_ishard("shard", *ORIGINAL, src, dst, "--ext", ".tar.lz4", "--checksum", "none",
+    done = invoke_ishard("shard", *ORIGINAL, src, dst, "--ext", ".tar.lz4", "--checksum", "none",
                       "--no-progress")
     assert done.returncode == 0, done.stderr
     (shard,) = shard_files(dst)
@@ -647,7 +647,7 @@ def test_gzip_library_zlib_writes_exactly_pythons_zlib_bytes(tmp_path):
     src = make_tree(tmp_path / "src", TREE)
     for level in ("6", "1"):
         out = tmp_path / f"out{level}"
-        done = run_ishard("shard", *ORIGINAL, src, out, "--ext", ".tgz", "--shard-size", "4KiB",
+        done = invoke_ishard("shard", *ORIGINAL, src, out, "--ext", ".tgz", "--shard-size", "4KiB",
                           "--gzip-library", "zlib", "--compress-level", level)
         assert done.returncode == 0, done.stderr
         shards = shard_files(out)
@@ -664,7 +664,7 @@ def test_gzip_library_zlib_writes_exactly_pythons_zlib_bytes(tmp_path):
 ])
 def test_gzip_library_unknown_is_exit_2(value, needle, tmp_path):
     src = make_tree(tmp_path / "src", TREE)
-    done = run_ishard("shard", *ORIGINAL, src, tmp_path / "out", "--ext", ".tgz", "--gzip-library", value)
+    done = invoke_ishard("shard", *ORIGINAL, src, tmp_path / "out", "--ext", ".tgz", "--gzip-library", value)
     assert done.returncode == 2
     assert done.stderr == f"ishard: error: {needle}\n"
     assert not (tmp_path / "out").exists()
@@ -677,7 +677,7 @@ def test_gzip_library_not_installed_is_exit_2_with_the_install_command(tmp_path)
     if not missing:
         pytest.skip("isal and zlib-ng are both installed here")
     src = make_tree(tmp_path / "src", TREE)
-    done = run_ishard("shard", *ORIGINAL, src, tmp_path / "out", "--ext", ".tgz",
+    done = invoke_ishard("shard", *ORIGINAL, src, tmp_path / "out", "--ext", ".tgz",
                       "--gzip-library", missing[0])
     assert done.returncode == 2
     assert done.stderr.startswith(

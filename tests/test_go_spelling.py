@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import webdataset as wds
-from conftest import VANISH, assert_error, make_tree, run_ishard
+from conftest import VANISH, assert_error, invoke_ishard, make_tree
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -58,7 +58,7 @@ def samples_per_shard(dst: Path, exts: tuple[str, ...] = ("jpg", "cls")) -> list
 def test_a_number_without_a_unit_counts_samples(src, tmp_path, args, counts, line):
     dst = tmp_path / "out"
     go = not args[0].startswith("--")
-    done = run_ishard(*([f"-src_bck={src}", f"-dst_bck={dst}"] if go else ["shard", src, dst]),
+    done = invoke_ishard(*([f"-src_bck={src}", f"-dst_bck={dst}"] if go else ["shard", src, dst]),
                       *args)
     assert done.returncode == 0, done.stderr
     assert samples_per_shard(dst) == counts
@@ -88,7 +88,7 @@ def test_count_alone_cuts_at_exactly_n_samples_whatever_their_bytes(sizes, count
 
 def test_dry_run_json_and_text_say_count_or_size(src):
     """A count no shard reaches is also said, with the spelling for bytes."""
-    done = run_ishard("shard", src, "--dry-run=json", "--shard-size", "100")
+    done = invoke_ishard("shard", src, "--dry-run=json", "--shard-size", "100")
     doc = json.loads(done.stdout)
     assert doc["summary"]["cut"] == {"by": "count", "shard_size": None, "samples_per_shard": 100}
     assert [len(s["samples"]) for s in doc["shards"]] == [25]
@@ -96,7 +96,7 @@ def test_dry_run_json_and_text_say_count_or_size(src):
                "100 samples — if you meant bytes, write 100B")
     assert doc["summary"]["warnings"] == [warning]
     assert done.stderr == f"ishard: warning: {warning}\n"
-    both = run_ishard("shard", src, "--dry-run=summary", "--shard-size", "256KiB",
+    both = invoke_ishard("shard", src, "--dry-run=summary", "--shard-size", "256KiB",
                       "--samples-per-shard", "7")
     assert both.returncode == 0, both.stderr
     assert ("cut by size or count: 256KiB or 7 samples per shard, whichever comes first"
@@ -106,7 +106,7 @@ def test_dry_run_json_and_text_say_count_or_size(src):
 def test_go_spelling_count_below_one_is_refused(src, tmp_path):
     """Go would take -1 as a count that never binds; a count over int32 in our spelling is
     refused too (docs/bad-inputs.md, shard-size-count-too-big)."""
-    assert_error(run_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'b'}", "-shard_size=-1"),
+    assert_error(invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'b'}", "-shard_size=-1"),
                  2, "--shard-size '-1' must be at least 1 sample")
     assert not (tmp_path / "b").exists()
 
@@ -144,9 +144,9 @@ def test_resume_sees_a_change_from_count_to_size(tmp_path):
     assert stopped.returncode == 1, stopped.stderr
     (src / "s09.bin.away").rename(src / "s09.bin")
     assert len(list(dst.glob("shard-*.tar"))) == 3  # the fourth shard failed
-    other = run_ishard("shard", src, dst, "--shard-size", "300B", "--resume", *common)
+    other = invoke_ishard("shard", src, dst, "--shard-size", "300B", "--resume", *common)
     assert other.returncode == 1 and "--shard-size 3 samples → 300B" in other.stderr
-    same = run_ishard("shard", src, dst, "--shard-size", "3", "--resume", *common)
+    same = invoke_ishard("shard", src, dst, "--shard-size", "3", "--resume", *common)
     assert same.returncode == 0, same.stderr
     assert "kept 3 shards from the earlier run (checked), wrote 1" in same.stdout
     assert samples_per_shard(dst, ("bin",)) == [3, 3, 3, 1]
@@ -157,7 +157,7 @@ def test_go_spelling_needs_both_buckets(src, tmp_path, given):
     """Go: "src_bck and dst_bck are required parameters" — dry runs included; the other one
     is not taken as the source."""
     other = "-dst_bck" if given == "-src_bck" else "-src_bck"
-    done = run_ishard(f"{given}={src}", "-dry_run")
+    done = invoke_ishard(f"{given}={src}", "-dry_run")
     assert_error(done, 2, f"{given} needs {other} too", f"add {other}=")
     assert done.stdout == ""
 
@@ -184,6 +184,6 @@ def test_sort_is_as_strict_as_gos(sort, order):
 
 def test_go_spelling_sort_error_exits_2(src, tmp_path):
     """(Our spelling's `--sort ''` and `--sort Alpha`: docs/bad-inputs.md.)"""
-    assert_error(run_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", "-sort="),
+    assert_error(invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", "-sort="),
                  2, "--sort '' is not a sort order")
     assert not (tmp_path / "out").exists()

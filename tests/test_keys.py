@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import make_tree, run_ishard
+from conftest import invoke_ishard, make_tree
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -169,14 +169,14 @@ def test_cli_formerly_catastrophic_key_regex_runs_over_many_hostile_names(tmp_pa
     files.update({f"k{i:02d}/aaaa": b"y" for i in range(20)})
     src = make_tree(tmp_path / "src", files)
     go = ("--sample-key-pattern", "(a+?)+$", "--member-names", "original")  # 'aaaa': no extension
-    done = run_ishard("shard", src, "--dry-run=json", *go)
+    done = invoke_ishard("shard", src, "--dry-run=json", *go)
     assert done.returncode == 0, done.stderr
     keys = sorted(s["key"] for shard in json.loads(done.stdout)["shards"]
                   for s in shard["samples"])
     assert keys == sorted([name[: -len(".jpg")] for name in files if name.endswith(".jpg")]
                           + [f"k{i:02d}/a" for i in range(20)])
     dst = tmp_path / "out"
-    done = run_ishard("shard", src, dst, *go)
+    done = invoke_ishard("shard", src, dst, *go)
     assert done.returncode == 0, done.stderr
     assert json.loads((dst / "manifest.json").read_text())["ishard"]["totals"]["files"] == 220
 

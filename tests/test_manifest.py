@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import entry_matches, make_tree, recorded_checksum, run_ishard
+from conftest import entry_matches, invoke_ishard, make_tree, recorded_checksum
 from test_formats import EXTS, TREE, read_shard, sample_key, shard_files
 
 HIDDEN = {".DS_Store": b"finder", "train/.cache/0001.jpg": 10}
@@ -22,7 +22,7 @@ def sizes(files: dict[str, bytes | int]) -> dict[str, int]:
 
 
 def run(src: Path, dst: Path, *args: str) -> dict:
-    done = run_ishard("shard", src, dst, "--no-progress", *args)
+    done = invoke_ishard("shard", src, dst, "--no-progress", *args)
     assert done.returncode == 0, done.stderr
     return json.loads((dst / "manifest.json").read_bytes())
 
@@ -58,7 +58,7 @@ def test_manifest_agrees_with_the_shards_and_the_source(ext, tmp_path):
     assert sum(e["nsamples"] for e in doc["shardlist"]) == len(expected_keys) == 7
 
     own = doc["ishard"]
-    version = run_ishard("--version").stdout
+    version = invoke_ishard("--version").stdout
     assert own["version"] and own["version"] in version
     assert own["source"] == str(src)
     assert own["options"]["ext"] == ext

@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import make_tree, run_ishard
+from conftest import invoke_ishard, make_tree
 
 # Every finished destination a test here leaves must pass `ishard verify --deep`.
 pytestmark = pytest.mark.usefixtures("every_destination_verifies")
@@ -37,7 +37,7 @@ def members(dst: Path) -> list[str]:
 
 
 def shard_json(src: Path, dst: Path, *args: str) -> dict:
-    done = run_ishard("shard", *ORIGINAL, src, dst, "--json", "--no-progress", *args)
+    done = invoke_ishard("shard", *ORIGINAL, src, dst, "--json", "--no-progress", *args)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -80,7 +80,7 @@ def test_inventory_name_with_a_nul_is_left_out_and_reported_escaped(tmp_path):
     assert sorted(members(tmp_path / "out")) == ["a/1.jpg", "a/2.jpg"]
     left = skipped(summary, UNSAFE)
     assert left["count"] == 2 and sorted(left["examples"]) == sorted(["a/nul\x00.jpg", nul])
-    done = run_ishard("shard", *ORIGINAL, src, tmp_path / "out2", "--no-progress", "--src-list", inventory)
+    done = invoke_ishard("shard", *ORIGINAL, src, tmp_path / "out2", "--no-progress", "--src-list", inventory)
     assert done.returncode == 0, done.stderr
     assert "\x00" not in done.stdout + done.stderr
     assert f"left out 2: {UNSAFE}" in done.stdout and "'a/nul\\x00.jpg'" in done.stdout
@@ -99,7 +99,7 @@ def test_local_names_with_control_characters_or_escaping_backslashes_are_left_ou
         summary = shard_json(src, tmp_path / f"out{ext}", "--ext", ext)
         assert sorted(members(tmp_path / f"out{ext}")) == ["ok/1.jpg", "ok/back\\slash.jpg"]
         assert skipped(summary, UNSAFE)["count"] == 3
-    dry = run_ishard("shard", *ORIGINAL, src, "--dry-run")
+    dry = invoke_ishard("shard", *ORIGINAL, src, "--dry-run")
     assert "left out 3: unsafe name" in dry.stdout
 
 

@@ -13,7 +13,7 @@ from typing import Generic, TypeVar
 
 import pytest
 import webdataset as wds
-from conftest import FIXTURES, assert_error, make_tree, run_ishard, snapshot
+from conftest import FIXTURES, assert_error, invoke_ishard, make_tree, run_ishard, snapshot
 
 import ishard
 from ishard.cli import cli
@@ -201,13 +201,13 @@ def test_dali_index_of_the_generated_dataset_with_long_and_dotless_names(member_
 
 def test_dry_run_shows_the_member_names_the_archive_will_have(tmp_path):
     src = make_tree(tmp_path / "src", {"a/x.jpg": 10, "b/x.json": 5, "a/y.jpg": 7})
-    dry = run_ishard("shard", src, "--dry-run=files", "--member-names", "sample")
+    dry = invoke_ishard("shard", src, "--dry-run=files", "--member-names", "sample")
     assert dry.returncode == 0, dry.stderr
     members = [line.split()[0] for line in dry.stdout.splitlines() if line.startswith("    ")]
-    run_ishard("shard", src, tmp_path / "dst", "--member-names", "sample")
+    invoke_ishard("shard", src, tmp_path / "dst", "--member-names", "sample")
     with tarfile.open(tmp_path / "dst" / "shard-000000.tar") as tar:
         assert members == tar.getnames() == ["x.jpg", "x.json", "y.jpg"]
-    doc = json.loads(run_ishard("shard", src, "--dry-run=json", "--member-names", "sample").stdout)
+    doc = json.loads(invoke_ishard("shard", src, "--dry-run=json", "--member-names", "sample").stdout)
     files = doc["shards"][0]["samples"][0]["files"]
     assert files == [{"name": "a/x.jpg", "size": 10, "member": "x.jpg"},
                      {"name": "b/x.json", "size": 5, "member": "x.json"}]
@@ -241,7 +241,7 @@ def test_sample_names_that_cannot_hold_stop_before_writing(files, extra, needle,
                                                            tmp_path):
     src = make_tree(tmp_path / "src", files)
     for args in (["--dry-run"], [tmp_path / "dst"]):
-        result = run_ishard("shard", src, *args, "--member-names", "sample", *extra)
+        result = invoke_ishard("shard", src, *args, "--member-names", "sample", *extra)
         line = assert_error(result, 1, needle)
         assert line.count(" — ") == 1
         named = re.findall(r"--[a-z][a-z-]*", line.split(" — ")[1])
@@ -259,7 +259,7 @@ def test_sample_names_that_cannot_hold_stop_before_writing(files, extra, needle,
 ])
 def test_index_and_option_errors_write_nothing(files, args, code, needle, tmp_path):
     src = make_tree(tmp_path / "src", files)
-    assert_error(run_ishard("shard", src, tmp_path / "dst", *args), code, needle)
+    assert_error(invoke_ishard("shard", src, tmp_path / "dst", *args), code, needle)
     assert snapshot(tmp_path / "dst") == {}
 
 
@@ -272,8 +272,8 @@ def test_key_check_warns_with_counts_and_examples_in_runs_and_dry_runs(tmp_path)
         "x/.c.jpg": 3,  # leading dot: DALI skips it, webdataset keys it by its directory
     })
     original = ("--include-hidden", "--member-names", "original")
-    dry = run_ishard("shard", src, "--dry-run", *original)
-    run = run_ishard("shard", src, tmp_path / "dst", *original)
+    dry = invoke_ishard("shard", src, "--dry-run", *original)
+    run = invoke_ishard("shard", src, tmp_path / "dst", *original)
     for result in (dry, run):
         assert result.returncode == 0, result.stderr
         warnings = [w for w in result.stderr.splitlines() if w.startswith("ishard: warning: ")]
@@ -284,21 +284,21 @@ def test_key_check_warns_with_counts_and_examples_in_runs_and_dry_runs(tmp_path)
         assert "2 samples with files readers skip or mis-key" in joined
         assert "(e.g. 'd', '.c')" in joined  # in file-name order: 'd' < 'x/.c.jpg'
         assert "--member-names sample" in warnings[-1]
-    summary = json.loads(run_ishard("shard", src, "--dry-run=json", *original).stdout)
+    summary = json.loads(invoke_ishard("shard", src, "--dry-run=json", *original).stdout)
     assert summary["summary"]["warnings"] == [w.removeprefix("ishard: warning: ") for w in warnings]
 
 
 def test_clean_names_give_no_warning(tmp_path):
     src = make_tree(tmp_path / "src", {"d/a.jpg": 3, "d/a.json": 3, "d/b.jpg": 4})
-    result = run_ishard("shard", src, "--dry-run")
+    result = invoke_ishard("shard", src, "--dry-run")
     assert result.returncode == 0 and "warning" not in result.stderr
 
 
 def test_ls_samples_groups_as_webdataset_does(tmp_path):
     src = make_tree(tmp_path / "src", {"x/a.jpg": 3, "y/a.xml": 4, "x/b.jpg": 5, "x/.c.jpg": 1})
-    run_ishard("shard", src, tmp_path / "dst", "--include-hidden", "--member-names", "original")
+    invoke_ishard("shard", src, tmp_path / "dst", "--include-hidden", "--member-names", "original")
     tar_path = tmp_path / "dst" / "shard-000000.tar"
-    result = run_ishard("ls", tar_path, "--samples", "--json")
+    result = invoke_ishard("ls", tar_path, "--samples", "--json")
     doc = json.loads(result.stdout)
     keys = [s["__key__"] for s in wds.WebDataset(str(tar_path), shardshuffle=False)]
     # webdataset keys a dot-leading basename by its directory ('x/'); DALI skips it
@@ -306,14 +306,14 @@ def test_ls_samples_groups_as_webdataset_does(tmp_path):
     assert [s["key"] for s in doc["samples"]] == keys[1:]
     assert doc["skipped"] == [{"name": "x/.c.jpg", "size": 1}]
     assert "'x/.c.jpg' has a leading dot" in result.stderr
-    text = run_ishard("ls", tar_path, "--samples").stdout
+    text = invoke_ishard("ls", tar_path, "--samples").stdout
     assert text.splitlines()[0] == "[x/a]" and text.splitlines()[-1] == "3 samples, 1 skipped member"
 
 
 def test_ls_samples_warns_of_dotless_members_and_one_extension_twice(tmp_path):
     files = {"d/README": 2, "e.JPG": 4, "e.jpg": 3, "f.jpg": 5}
     src = make_tree(tmp_path / "src", files)
-    refused = run_ishard("shard", src, tmp_path / "dst", "--member-names", "original")
+    refused = invoke_ishard("shard", src, tmp_path / "dst", "--member-names", "original")
     # ishard writes no case-only twins
     assert_error(refused, 1, "member names 'e.JPG' and 'e.jpg' would extract to one file")
     tar_path = tmp_path / "other.tar"  # but another tool may
@@ -325,7 +325,7 @@ def test_ls_samples_warns_of_dotless_members_and_one_extension_twice(tmp_path):
     with pytest.raises(ValueError, match="duplicate"):  # what the warning says webdataset does
         list(wds.WebDataset(str(tar_path), shardshuffle=False))
     for args in ([], ["--json"]):
-        result = run_ishard("ls", tar_path, "--samples", *args)
+        result = invoke_ishard("ls", tar_path, "--samples", *args)
         assert result.returncode == 0, result.stderr
         assert result.stderr.splitlines() == [
             ("ishard: warning: member 'd/README' has no dot in its basename: WebDataset readers "
@@ -337,7 +337,7 @@ def test_ls_samples_warns_of_dotless_members_and_one_extension_twice(tmp_path):
     assert doc["skipped"] == [{"name": "d/README", "size": 2}]
     assert [(s["key"], [f["name"] for f in s["files"]]) for s in doc["samples"]] == [
         ("e", ["e.JPG", "e.jpg"]), ("f", ["f.jpg"])]
-    text = run_ishard("ls", tar_path, "--samples").stdout.splitlines()
+    text = invoke_ishard("ls", tar_path, "--samples").stdout.splitlines()
     assert text[0] == "[e]" and text[-1] == "2 samples, 1 skipped member"
 
 
@@ -348,7 +348,7 @@ def test_sample_member_names_extract_inside_the_target_folder(tmp_path):
 
     files = {"x../foo.jpg": 3, "x../foo.txt": 1, "a.../b.jpg": 2, "y../z../w.txt": 4}
     src = make_tree(tmp_path / "src", files)
-    result = run_ishard("shard", src, tmp_path / "dst", "--member-names", "sample",
+    result = invoke_ishard("shard", src, tmp_path / "dst", "--member-names", "sample",
                         "--sample-key-pattern", r"^(.*)\.[a-z]+$")
     assert result.returncode == 0, result.stderr
     shards = sorted((tmp_path / "dst").glob("*.tar"))

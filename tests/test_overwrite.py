@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import webdataset as wds
-from conftest import VANISH, make_tree, run_ishard
+from conftest import VANISH, invoke_ishard, make_tree, run_ishard
 
 # Every finished destination a test here leaves must pass `ishard verify --deep`.
 pytestmark = pytest.mark.usefixtures("every_destination_verifies")
@@ -63,14 +63,14 @@ def test_overwrite_with_bigger_shards_leaves_exactly_the_new_output(src, tmp_pat
     dst = tmp_path / "out"
     first_run(run_ishard, src, dst)
     assert len(shards(os.listdir(dst))) == 6
-    done = run_ishard("shard", src, dst, *BIG, "--overwrite")
+    done = invoke_ishard("shard", src, dst, *BIG, "--overwrite")
     assert done.returncode == 0, done.stderr
     assert "removed 5 archives of the earlier run that this run did not rewrite" in done.stdout
     manifest = json.loads((dst / "manifest.json").read_text())
     assert [e["url"] for e in manifest["shardlist"]] == ["shard-000000.tar"]
     check_exact(dst, manifest)
     assert not (dst / ".ishard-run").exists()
-    verified = run_ishard("verify", dst)
+    verified = invoke_ishard("verify", dst)
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
@@ -83,7 +83,7 @@ def test_files_that_are_not_ishards_survive_an_overwrite(src, tmp_path):
     outside.write_bytes(b"not ishard's")
     (dst / "shard-000005.tar").unlink()  # an old shard swapped for a link: not removed through
     (dst / "shard-000005.tar").symlink_to(outside)
-    done = run_ishard("shard", src, dst, *BIG, "--overwrite")
+    done = invoke_ishard("shard", src, dst, *BIG, "--overwrite")
     assert done.returncode == 0, done.stderr
     assert "removed 4 archives of the earlier run" in done.stdout
     assert (dst / "notes.txt").read_text() == "mine"
@@ -97,9 +97,9 @@ def test_files_that_are_not_ishards_survive_an_overwrite(src, tmp_path):
 
 def test_a_dali_index_of_the_earlier_run_goes_with_its_shard(src, tmp_path):
     dst = tmp_path / "out"
-    first_run(lambda *a: run_ishard(*a, "--index", "dali"), src, dst)
+    first_run(lambda *a: invoke_ishard(*a, "--index", "dali"), src, dst)
     assert len(list(dst.glob("*.idx"))) == 6
-    done = run_ishard("shard", src, dst, *BIG, "--overwrite")
+    done = invoke_ishard("shard", src, dst, *BIG, "--overwrite")
     assert done.returncode == 0, done.stderr
     assert "removed 11 archives" in done.stdout  # 5 shards and 6 indexes (none written now)
     check_exact(dst, json.loads((dst / "manifest.json").read_text()))
@@ -129,7 +129,7 @@ def test_an_interrupted_overwrite_keeps_the_old_shards_and_resume_removes_them(s
     assert shards(os.listdir(dst)) == sorted(old)
     for name in sorted(old)[2:]:
         assert (dst / name).read_bytes() == old[name]
-    done = run_ishard("shard", src, dst, *MIDDLE, "--resume")
+    done = invoke_ishard("shard", src, dst, *MIDDLE, "--resume")
     assert done.returncode == 0, done.stderr
     assert "kept 1 shard from the earlier run (checked), wrote " in done.stdout
     assert "removed 4 archives of the earlier run that this run did not rewrite" in done.stdout
@@ -143,7 +143,7 @@ def test_an_interrupted_overwrite_restarted_with_overwrite_removes_the_first_run
     dst = tmp_path / "out"
     first_run(run_ishard, src, dst)
     interrupted(src, str(dst), *MIDDLE, "--overwrite")  # the first manifest is gone now
-    done = run_ishard("shard", src, dst, *BIG, "--overwrite")
+    done = invoke_ishard("shard", src, dst, *BIG, "--overwrite")
     assert done.returncode == 0, done.stderr
     assert "removed 5 archives of the earlier run" in done.stdout
     check_exact(dst, json.loads((dst / "manifest.json").read_text()))

@@ -58,3 +58,24 @@ def test_plain_listing_lines_are_throttled_but_the_last_total_is_printed(monkeyp
         "ishard: listed 5000 files, 48.83KiB",
         "ishard: planned 3 shards, 48.83KiB",
     ]
+
+
+def test_a_narrow_terminal_keeps_bytes_and_eta_on_one_line():
+    """At 50 columns the live display drops its bar, not the byte counts or the ETA, and
+    nothing wraps; at 100 columns the bar is there."""
+    import re
+
+    from rich.console import Console
+
+    for width, bar in ((50, False), (100, True)):
+        out = io.StringIO()
+        console = Console(file=out, width=width, force_terminal=True, color_system=None)
+        shown = render.BarProgress(console)
+        shown.planned(5000, 10 << 30)
+        shown.wrote(3 << 30)
+        shown.close()
+        frames = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "\n", out.getvalue()).replace("\r", "\n")
+        last = [line for line in frames.splitlines() if "writing" in line][-1]
+        assert "3.0/10.0 GiB" in last and re.search(r"(-:--:--|\d:\d\d:\d\d)", last), last
+        assert len(last.rstrip()) <= width
+        assert ("━" in last) is bar, last

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import VANISH, make_tree, run_ishard
+from conftest import VANISH, invoke_ishard, make_tree
 
 from ishard.sizes import format_size
 from ishard.verify import verify
@@ -48,7 +48,7 @@ def dataset(tmp_path_factory):
     src = make_tree(root / "src", TREE)
     reference = {}
     for ext in (".tar", ".tgz"):
-        done = run_ishard("shard", src, root / f"ref{ext}", *COMMON, "--ext", ext)
+        done = invoke_ishard("shard", src, root / f"ref{ext}", *COMMON, "--ext", ext)
         assert done.returncode == 0, done.stderr
         reference[ext] = snapshot(root / f"ref{ext}")
         assert len(reference[ext]) > 15
@@ -110,14 +110,14 @@ def test_killed_runs_resume_to_exactly_the_uninterrupted_output(dataset, tmp_pat
         if recovery.startswith("overwrite"):
             again = ("--ext", ext, "--overwrite")
             if recovery == "overwrite":
-                done = run_ishard("shard", src, dst, *COMMON, *again)
+                done = invoke_ishard("shard", src, dst, *COMMON, *again)
                 assert done.returncode == 0, (trial, done.stderr)
             else:
                 interrupted += kill_at_random(src, dst, whole, rng, *again)
                 for name, data in visible(dst).items():
                     assert data == reference[ext].get(name), (trial, name)
         if recovery.endswith("resume"):
-            resumed = run_ishard("shard", src, dst, *COMMON, "--ext", ext, "--resume")
+            resumed = invoke_ishard("shard", src, dst, *COMMON, "--ext", ext, "--resume")
             assert resumed.returncode == 0, (trial, resumed.stderr)
         identical = snapshot(dst) == reference[ext]
         fault_trials("kill -9", 1, identical, len(left))
@@ -184,7 +184,7 @@ def test_ctrl_c_exits_130_leaves_no_temp_file_and_resumes(dataset, tmp_path):
                            "partial one was left"), err
     assert not [p for p in dst.rglob("*ishard-tmp*")]
     assert visible(dst) == {first: reference[".tgz"][first]}  # the complete shard stays
-    resumed = run_ishard("shard", src, dst, *COMMON, "--ext", ".tgz", "--resume")
+    resumed = invoke_ishard("shard", src, dst, *COMMON, "--ext", ".tgz", "--resume")
     assert resumed.returncode == 0, resumed.stderr
     shards = len([n for n in reference[".tgz"] if n.endswith(".tgz")])
     assert f"kept 1 shard from the earlier run (checked), wrote {shards - 1}; " in resumed.stdout
@@ -212,7 +212,7 @@ def test_a_damaged_complete_shard_is_written_again(dataset, tmp_path):
     flipped[700] ^= 0xFF  # same size, other bytes: only the md5 shows it
     kept[1].write_bytes(bytes(flipped))
     os.truncate(kept[3], 1000)
-    resumed = run_ishard("shard", src, dst, *COMMON, "--resume")
+    resumed = invoke_ishard("shard", src, dst, *COMMON, "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert snapshot(dst) == reference[".tar"]
 
@@ -228,7 +228,7 @@ def test_resume_refuses_when_the_source_changed(dataset, tmp_path):
     make_tree(copy, {"d9/a.jpg": 10, "d9/b.jpg": 20})
     before_bytes = sum(TREE.values())
     after_bytes = sum(p.stat().st_size for p in copy.rglob("*") if p.is_file())
-    resumed = run_ishard("shard", copy, dst, *COMMON, "--resume")
+    resumed = invoke_ishard("shard", copy, dst, *COMMON, "--resume")
     assert resumed.returncode == 1
     assert resumed.stderr.splitlines() == [(
         f"ishard: error: cannot resume into {str(dst)!r}: the plan differs from the interrupted "
@@ -252,7 +252,7 @@ def test_resume_names_the_changed_files_of_a_big_source_by_range(tmp_path):
     assert done.returncode == 1 and "cannot read" in done.stderr, done.stderr
     os.rename(str(src / names[-1]) + ".away", src / names[-1])
     make_tree(src, {"x/00301a.bin": 1})  # sorts between x/00301.bin and x/00302.bin
-    resumed = run_ishard("shard", src, dst, *common, "--resume")
+    resumed = invoke_ishard("shard", src, dst, *common, "--resume")
     assert resumed.returncode == 1
     (line,) = resumed.stderr.splitlines()
     assert "the plan differs from the interrupted run's: source: 600 → 601 files, 600B → 601B " \
@@ -267,7 +267,7 @@ def test_resume_refuses_when_an_output_option_changed(change, phrase, dataset, t
     src, _ = dataset
     dst = tmp_path / "out"
     interrupted_run(src, dst)
-    resumed = run_ishard("shard", src, dst, *COMMON, "--resume", *change)
+    resumed = invoke_ishard("shard", src, dst, *COMMON, "--resume", *change)
     assert resumed.returncode == 1
     assert resumed.stderr.splitlines() == [(
         f"ishard: error: cannot resume into {str(dst)!r}: the plan differs from the interrupted "
@@ -278,7 +278,7 @@ def test_resume_may_change_how_the_run_goes(dataset, tmp_path):
     src, reference = dataset
     dst = tmp_path / "out"
     interrupted_run(src, dst)
-    resumed = run_ishard("shard", src, dst, *COMMON, "--resume", "--jobs", "2",
+    resumed = invoke_ishard("shard", src, dst, *COMMON, "--resume", "--jobs", "2",
                          "--retries", "3", "--read-buffer", "64MiB")
     assert resumed.returncode == 0, resumed.stderr
     assert snapshot(dst) == reference[".tar"]
@@ -287,20 +287,20 @@ def test_resume_may_change_how_the_run_goes(dataset, tmp_path):
 def test_a_finished_run_resumes_to_nothing_and_a_missing_shard_is_rewritten(dataset, tmp_path):
     src, reference = dataset
     dst = tmp_path / "out"
-    assert run_ishard("shard", src, dst, *COMMON).returncode == 0
-    again = run_ishard("shard", src, dst, *COMMON, "--resume")
+    assert invoke_ishard("shard", src, dst, *COMMON).returncode == 0
+    again = invoke_ishard("shard", src, dst, *COMMON, "--resume")
     assert again.returncode == 0, again.stderr
     shards = len([n for n in reference[".tar"] if n.endswith(".tar")])
     assert again.stdout.startswith(f"kept {shards} shards from the earlier run (checked), "
                                    f"wrote 0; {shards} shards: ")
-    changed = run_ishard("shard", src, dst, *COMMON, "--resume", "--shard-size", "65KB")
+    changed = invoke_ishard("shard", src, dst, *COMMON, "--resume", "--shard-size", "65KB")
     assert changed.returncode == 1
     assert changed.stderr.splitlines() == [(
         f"ishard: error: cannot resume into {str(dst)!r}: the plan differs from the finished "
         "run's: --shard-size 64KB → 65KB — rerun with the earlier options, or use --overwrite "
         "to start over")]
     (dst / "shard-000004.tar").unlink()
-    again = run_ishard("shard", src, dst, *COMMON, "--resume", "--json")
+    again = invoke_ishard("shard", src, dst, *COMMON, "--resume", "--json")
     assert again.returncode == 0, again.stderr
     summary = json.loads(again.stdout)
     assert (summary["kept_shards"], summary["written_shards"]) == (shards - 1, 1)
@@ -322,13 +322,13 @@ def test_destinations_that_need_a_decision_exit_2(setup, args, message, dataset,
     src, _ = dataset
     dst = tmp_path / "out"
     if setup == "finished":
-        assert run_ishard("shard", src, dst, *COMMON).returncode == 0
+        assert invoke_ishard("shard", src, dst, *COMMON).returncode == 0
     elif setup == "interrupted":
         interrupted_run(src, dst)
     else:
         make_tree(dst, {"notes.txt": b"mine"})
     before = snapshot(dst)
-    result = run_ishard("shard", src, dst, *COMMON, *args)
+    result = invoke_ishard("shard", src, dst, *COMMON, *args)
     assert result.returncode == 2
     assert result.stderr.splitlines() == [f"ishard: error: destination {str(dst)!r} {message}"]
     assert snapshot(dst) == before
@@ -346,7 +346,7 @@ def test_a_second_run_into_the_same_destination_refuses(dataset, tmp_path):
                              "started": "2026-11-22 10:00:00 UTC"}).encode())
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
-        result = run_ishard("shard", src, dst, *COMMON, "--resume")
+        result = invoke_ishard("shard", src, dst, *COMMON, "--resume")
         assert result.returncode == 1
         assert result.stderr.splitlines() == [
             f"ishard: error: another ishard run is writing into {str(dst)!r} (pid 4242 on "
@@ -356,14 +356,14 @@ def test_a_second_run_into_the_same_destination_refuses(dataset, tmp_path):
         assert sorted(p.name for p in dst.iterdir()) == [".ishard-run"]
     finally:
         os.close(fd)  # the holder "dies": the kernel drops its lock; the file stays
-    result = run_ishard("shard", src, dst, *COMMON, "--resume")
+    result = invoke_ishard("shard", src, dst, *COMMON, "--resume")
     assert result.returncode == 0, result.stderr
     assert snapshot(dst) == reference[".tar"]
 
 
 def test_a_failed_plan_leaves_no_destination_behind(tmp_path):
     src = make_tree(tmp_path / "src", {"a/1.jpg": 10})
-    result = run_ishard("shard", src, tmp_path / "out", "--prefix", "zzz")
+    result = invoke_ishard("shard", src, tmp_path / "out", "--prefix", "zzz")
     assert result.returncode == 1 and "nothing to shard" in result.stderr
     assert not (tmp_path / "out").exists()
 
@@ -384,8 +384,8 @@ def test_a_writer_process_killed_outright_fails_with_resume_advice(dataset, tmp_
     (line,) = err.splitlines()
     assert line.startswith("ishard: error: a shard writer process died unexpectedly"), line
     assert "run again with --resume" in line and "--overwrite" not in line, line
-    resumed = run_ishard("shard", src, dst, *COMMON, "--ext", ".tgz", "--resume")
+    resumed = invoke_ishard("shard", src, dst, *COMMON, "--ext", ".tgz", "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert snapshot(dst) == reference[".tgz"]
-    verified = run_ishard("verify", dst)
+    verified = invoke_ishard("verify", dst)
     assert verified.returncode == 0, verified.stdout + verified.stderr

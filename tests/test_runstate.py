@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import assert_error, make_tree, run_ishard
+from conftest import assert_error, invoke_ishard, make_tree, run_ishard
 
 # Every finished destination a test here leaves must pass `ishard verify --deep`.
 pytestmark = pytest.mark.usefixtures("every_destination_verifies")
@@ -76,7 +76,7 @@ def src(tmp_path_factory) -> Path:
 def reference(src, tmp_path_factory) -> dict[str, bytes]:
     """Every file of one uninterrupted run (shards and manifest), byte for byte."""
     dst = tmp_path_factory.mktemp("reference") / "out"
-    done = run_ishard("shard", src, dst, *COMMON)
+    done = invoke_ishard("shard", src, dst, *COMMON)
     assert done.returncode == 0, done.stderr
     out = files(dst)
     assert len(out) > 6
@@ -109,7 +109,7 @@ def test_a_linked_run_state_is_refused_and_nothing_is_touched_through_it(
     (dst / link).symlink_to(target)
     (dst / "notes.txt").write_bytes(b"user's")  # not empty: a run needs --overwrite/--resume
     before, dst_before = files(victim), files(dst)
-    result = run_ishard("shard", src, dst, *COMMON, mode)
+    result = invoke_ishard("shard", src, dst, *COMMON, mode)
     line = assert_error(result, 2)
     assert line == (f"ishard: error: {str(dst / link)!r} is a symbolic link or not a "
                     f"{'directory' if Path(link).name in ('.ishard-run', 'done') else 'regular file'}"
@@ -126,7 +126,7 @@ def test_a_linked_manifest_is_replaced_not_written_through(src, tmp_path, refere
     dst.mkdir()
     (dst / "manifest.json").symlink_to(victim / "run.json")
     before = files(victim)
-    result = run_ishard("shard", src, dst, *COMMON, "--overwrite")
+    result = invoke_ishard("shard", src, dst, *COMMON, "--overwrite")
     assert result.returncode == 0, result.stderr
     assert files(victim) == before
     assert not (dst / "manifest.json").is_symlink()
@@ -142,7 +142,7 @@ def test_resume_rewrites_a_complete_shard_replaced_by_a_link(src, tmp_path, refe
     elsewhere = tmp_path / "elsewhere.tar"
     os.replace(dst / name, elsewhere)
     (dst / name).symlink_to(elsewhere)
-    result = run_ishard("shard", src, dst, *COMMON, "--resume")
+    result = invoke_ishard("shard", src, dst, *COMMON, "--resume")
     assert result.returncode == 0, result.stderr
     assert "kept 2 shards from the earlier run (checked), wrote " in result.stdout
     assert not (dst / name).is_symlink()
@@ -159,7 +159,7 @@ def test_a_stray_temp_record_in_done_is_ignored_and_removed(src, tmp_path, refer
     assert len(list(done.iterdir())) == 3
     (done / ".000000003.json.4242.ishard-tmp").write_bytes(b'{"name": "shard-0')
     (done / ".000000004.json.4243.ishard-tmp").write_bytes(b"")
-    result = run_ishard("shard", src, dst, *COMMON, "--resume")
+    result = invoke_ishard("shard", src, dst, *COMMON, "--resume")
     assert result.returncode == 0, result.stderr
     assert "kept 3 shards from the earlier run (checked), wrote " in result.stdout
     assert files(dst) == reference  # the run state (temp records too) is gone
@@ -175,16 +175,16 @@ def test_an_unseeded_shuffle_is_resumed_with_its_printed_seed(src, tmp_path):
                        re.MULTILINE)
     assert len(found) == 1 and found[0][0] == found[0][1], first.stderr
     seed = found[0][0]
-    resumed = run_ishard("shard", src, dst, *COMMON, "--sort", "shuffle", "--resume")
+    resumed = invoke_ishard("shard", src, dst, *COMMON, "--sort", "shuffle", "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stderr.splitlines()[0] == (f"ishard: shuffle seed: {seed} (the interrupted "
                                               "run's, reused by --resume)")
     assert "kept 3 shards from the earlier run (checked), wrote " in resumed.stdout
-    again = run_ishard("shard", src, tmp_path / "seeded", *COMMON, "--sort", f"shuffle:{seed}")
+    again = invoke_ishard("shard", src, tmp_path / "seeded", *COMMON, "--sort", f"shuffle:{seed}")
     assert again.returncode == 0, again.stderr
     assert files(dst) == files(tmp_path / "seeded")
     # a finished run resumes with the seed its manifest records
-    finished = run_ishard("shard", src, dst, *COMMON, "--sort", "shuffle", "--resume")
+    finished = invoke_ishard("shard", src, dst, *COMMON, "--sort", "shuffle", "--resume")
     assert finished.returncode == 0, finished.stderr
     assert f"shuffle seed: {seed} " in finished.stderr
     assert files(dst) == files(tmp_path / "seeded")
@@ -213,7 +213,7 @@ def test_resume_notices_a_file_rewritten_same_size_within_the_same_second(tmp_pa
     killed_run(src, dst, 3)
     before = files(dst)
     change(src / "d0/0000.jpg")  # a member of the first shard, which is complete
-    result = run_ishard("shard", src, dst, *COMMON, "--resume")
+    result = invoke_ishard("shard", src, dst, *COMMON, "--resume")
     line = assert_error(result, 1)
     assert line == (f"ishard: error: cannot resume into {str(dst)!r}: the plan differs from the "
                     f"interrupted run's: source: {len(TREE)} files (changed 1: d0/0000.jpg) — "
@@ -228,7 +228,7 @@ def test_overwrite_removes_a_killed_runs_temp_files(src, tmp_path, reference):
     name = sorted(n for n in reference if n.endswith(".tar"))[4]
     (dst / f".{name}.4242.ishard-tmp").write_bytes(b"half a shard")
     (dst / ".manifest.json.4242.ishard-tmp").write_bytes(b"{")
-    result = run_ishard("shard", src, dst, *COMMON, "--overwrite")
+    result = invoke_ishard("shard", src, dst, *COMMON, "--overwrite")
     assert result.returncode == 0, result.stderr
     assert files(dst) == reference
 
@@ -238,7 +238,7 @@ def test_a_resumed_manifest_is_byte_identical(src, tmp_path, reference):
     manifest as an uninterrupted run writes it."""
     dst = tmp_path / "out"
     killed_run(src, dst, 2)
-    result = run_ishard("shard", src, dst, *COMMON, "--resume", "--jobs", "2", "--retries", "3",
+    result = invoke_ishard("shard", src, dst, *COMMON, "--resume", "--jobs", "2", "--retries", "3",
                         "--read-buffer", "64MiB")
     assert result.returncode == 0, result.stderr
     assert (dst / "manifest.json").read_bytes() == reference["manifest.json"]
@@ -248,7 +248,7 @@ def test_a_resumed_manifest_is_byte_identical(src, tmp_path, reference):
 def test_verify_on_an_interrupted_run_advises_resume(src, tmp_path):
     dst = tmp_path / "out"
     killed_run(src, dst, 2)
-    line = assert_error(run_ishard("verify", dst), 1)
+    line = assert_error(invoke_ishard("verify", dst), 1)
     assert line == (f"ishard: error: no manifest.json in {str(dst)!r} — it is written when a "
                     "run ends; run ishard shard again with the same source and options and "
                     "--resume to finish the job")

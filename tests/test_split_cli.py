@@ -7,7 +7,7 @@ import re
 from collections import Counter
 
 import pytest
-from conftest import make_tree, run_ishard
+from conftest import invoke_ishard, make_tree, run_ishard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,13 +22,13 @@ from ishard.split.world import World, describe
 
 
 def split_json(*args):
-    done = run_ishard("split", *args, "--json")
+    done = invoke_ishard("split", *args, "--json")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
 
 def test_split_flags_uneven_webdataset_ranks_and_names_the_fix():
-    done = run_ishard("split", "--shard-sizes", "100,100,80", "--nodes", "2", "--batch-size", "10")
+    done = invoke_ishard("split", "--shard-sizes", "100,100,80", "--nodes", "2", "--batch-size", "10")
     assert done.returncode == 0, done.stderr
     assert "rank 0: 180 samples, 18 batches" in done.stdout
     assert "rank 1: 100 samples, 10 batches" in done.stdout
@@ -47,7 +47,7 @@ WDS_EVEN_COUNTS = ["--shard-sizes", "71,70,70,70", "--nodes", "2", "--workers", 
 
 
 def test_split_advice_when_shard_counts_already_divide():
-    done = run_ishard("split", *WDS_EVEN_COUNTS, "--batch-size", "10")
+    done = invoke_ishard("split", *WDS_EVEN_COUNTS, "--batch-size", "10")
     assert done.returncode == 0, done.stderr
     assert "WARNING: ranks get different batch counts (spread 1)" in done.stdout
     # 4 shards over 2 ranks x 2 workers: rounding up to a multiple of 4 would change nothing
@@ -178,7 +178,7 @@ def test_split_json_torch_drop_last_counts_the_dropped():
 
 def test_split_reads_a_manifest(tmp_path):
     src = make_tree(tmp_path / "src", {f"s{i:02d}.txt": 10 for i in range(10)})
-    assert run_ishard("shard", src, tmp_path / "out", "--num-shards", "3").returncode == 0
+    assert invoke_ishard("shard", src, tmp_path / "out", "--num-shards", "3").returncode == 0
     doc = split_json(tmp_path / "out" / "manifest.json", "--nodes", "3")
     assert [r["samples"] for r in doc["epochs"][0]["ranks"]] == [4, 3, 3]
 
@@ -215,7 +215,7 @@ def test_split_bad_input_exits_2_with_one_line(tmp_path, args, needle):
 
 def test_split_unreadable_manifest_exits_1(tmp_path):
     (tmp_path / "manifest.json").write_text("{not json")
-    done = run_ishard("split", tmp_path / "manifest.json")
+    done = invoke_ishard("split", tmp_path / "manifest.json")
     assert done.returncode == 1 and "is not an ishard manifest: invalid JSON" in done.stderr
 
 
@@ -368,15 +368,15 @@ def test_balance_needs_flat_keys_or_collapse():
 
 def test_balanced_dry_run_and_errors(tmp_path):
     src = make_tree(tmp_path / "src", {f"d{i % 2}/s{i:02d}.txt": 100 for i in range(10)})
-    done = run_ishard("shard", src, "--dry-run=summary", "--shards-multiple-of", "4")
+    done = invoke_ishard("shard", src, "--dry-run=summary", "--shards-multiple-of", "4")
     assert done.returncode == 0, done.stderr
     assert "would write 4 shards: 10 samples" in done.stdout
     assert "3 samples" in done.stdout and "2 samples" in done.stdout
-    tree = run_ishard(
+    tree = invoke_ishard(
         "shard", src, "--dry-run", "--num-shards", "3", "--sample-key-pattern", "full_name"
     )
     assert tree.returncode == 2 and "add --collapse" in tree.stderr
-    both = run_ishard("shard", src, "--dry-run", "-num_shards=2", "--shards-multiple-of", "2")
+    both = invoke_ishard("shard", src, "--dry-run", "-num_shards=2", "--shards-multiple-of", "2")
     assert both.returncode == 2 and "give one" in both.stderr
     plan = ishard.plan(src, num_shards=3, sample_key_pattern="full_name", collapse=True)
     assert list(plan.shard_sample_counts) == [4, 3, 3]
@@ -393,7 +393,7 @@ def sharded(tmp_path_factory):
         files[f"img{i:03d}.jpg"] = f"jpeg {i}".encode()
         files[f"img{i:03d}.cls"] = str(i % 5).encode()
     src = make_tree(root / "src", files)
-    done = run_ishard("shard", src, root / "out", "--shards-multiple-of", "4", "--shard-size", "60B")
+    done = invoke_ishard("shard", src, root / "out", "--shards-multiple-of", "4", "--shard-size", "60B")
     assert done.returncode == 0, done.stderr
     return root / "out" / "manifest.json"
 
@@ -426,7 +426,7 @@ def test_shards_multiple_of_4_give_2_ranks_x_2_workers_equal_counts(tmp_path):
         files[f"d/s{i:03d}.jpg"] = bytes([i]) * (50 + i)
         files[f"d/s{i:03d}.cls"] = str(i % 7).encode()
     src = make_tree(tmp_path / "src", files)
-    done = run_ishard(
+    done = invoke_ishard(
         "shard", src, tmp_path / "out", "--shards-multiple-of", "4", "--shard-size", "300B"
     )
     assert done.returncode == 0, done.stderr

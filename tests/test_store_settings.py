@@ -7,8 +7,8 @@ import json
 import os
 
 import pytest
-
 from conftest import make_tree, run_ishard
+
 from ishard.retry import Retrier
 from ishard.store import resolve
 from ishard.store.s3uploads import S3RequestError, abort_open_uploads
@@ -110,8 +110,9 @@ def test_sharded_samples_reads_a_bucket_given_s3fs_style_options(s3_server, s3_b
                                                                  tmp_path):
     """Options as fsspec users wrote them (``endpoint_url``, ``key``, ``secret``) reach the
     store; every planned sample comes back from the bucket's shards."""
-    import ishard
     from conftest import FIXTURES
+
+    import ishard
     from ishard.split.read import ShardedSamples
 
     options = {"endpoint_url": s3_server.endpoint_url, "key": s3_server.access_key,

@@ -22,8 +22,8 @@ from conftest import (
     FIXTURES,
     assert_error,
     checksum_fields,
+    invoke_ishard,
     recorded_checksum,
-    run_ishard,
     shard_checksum,
     stem,
 )
@@ -108,7 +108,7 @@ def fix_manifest(dst: Path, *names: str) -> None:
 
 
 def check(dst, *args):
-    return run_ishard("verify", dst, *args)
+    return invoke_ishard("verify", dst, *args)
 
 
 def problem_lines(result) -> list[str]:
@@ -143,7 +143,7 @@ def written(tmp_path_factory) -> dict[str, Path]:
     out = {}
     for ext in FORMATS:
         dst = tmp_path_factory.mktemp("written") / ext.strip(".")
-        result = run_ishard("shard", SOURCE, dst, "--shard-size", "256KiB", "--ext", ext)
+        result = invoke_ishard("shard", SOURCE, dst, "--shard-size", "256KiB", "--ext", ext)
         assert result.returncode == 0, result.stderr
         out[ext] = dst
     return out
@@ -347,7 +347,7 @@ def fix_manifest_without_reading(dst: Path, name: str) -> None:
 
 def test_without_a_checksum_sizes_are_still_checked(tmp_path):
     dst = tmp_path / "out"
-    assert run_ishard("shard", SOURCE, dst, "--shard-size", "256KiB", "--checksum", "none").returncode == 0
+    assert invoke_ishard("shard", SOURCE, dst, "--shard-size", "256KiB", "--checksum", "none").returncode == 0
     assert all(recorded_checksum(e) is None for e in manifest(dst)["shardlist"])
     result = check(dst, "--deep")
     assert_clean(result, 6)
@@ -390,7 +390,7 @@ def test_unlisted_archives_are_problems_and_temp_files_warnings(shards):
 )
 def test_deep_uses_the_recorded_key_options(tmp_path, options):
     dst = tmp_path / "out"
-    result = run_ishard("shard", SOURCE, dst, *options)
+    result = invoke_ishard("shard", SOURCE, dst, *options)
     assert result.returncode == 0, result.stderr
     n = len(shard_names(dst))
     assert_clean(check(dst, "--deep", "--jobs", "2"), n)
@@ -501,12 +501,12 @@ def test_sample_named_members_with_a_two_part_extension_verify_deep(tmp_path):
                            (f"captions/c_{i}.txt", b"t")):
             (src / name).parent.mkdir(parents=True, exist_ok=True)
             (src / name).write_bytes(data)
-    done = run_ishard("shard", src, tmp_path / "dst", "--member-names", "sample", "--no-progress",
+    done = invoke_ishard("shard", src, tmp_path / "dst", "--member-names", "sample", "--no-progress",
                       "--sample-key-pattern", r"^(?:.*/)?([^/.]+)\..*$", "--shard-size", "200B")
     assert done.returncode == 0, done.stderr
     with tarfile.open(tmp_path / "dst" / "shard-000000.tar") as tar:
         assert "c_0.seg.png" in tar.getnames()
-    checked = run_ishard("verify", tmp_path / "dst", "--deep")
+    checked = invoke_ishard("verify", tmp_path / "dst", "--deep")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert json.loads((tmp_path / "dst" / "manifest.json").read_text())["ishard"]["totals"][
         "samples"] == 6

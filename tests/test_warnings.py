@@ -7,7 +7,7 @@ import json
 import warnings
 
 import pytest
-from conftest import make_tree, run_ishard, snapshot
+from conftest import invoke_ishard, make_tree, snapshot
 
 import ishard
 
@@ -29,7 +29,7 @@ def warning_lines(stderr: str) -> list[str]:
 def test_warnings_come_after_planning_and_before_the_first_shard(src, tmp_path):
     """With --progress (plain lines, no terminal) the warnings precede 'planned' and every
     'wrote' line; the summary repeats them and --json holds them."""
-    run = run_ishard("shard", src, tmp_path / "out", "--progress", "--samples-per-shard", "1",
+    run = invoke_ishard("shard", src, tmp_path / "out", "--progress", "--samples-per-shard", "1",
                      *ORIGINAL)
     assert run.returncode == 0, run.stderr
     lines = run.stderr.splitlines()
@@ -41,14 +41,14 @@ def test_warnings_come_after_planning_and_before_the_first_shard(src, tmp_path):
     assert any(ln.startswith("ishard: wrote") for ln in lines[planned:])
     assert run.stdout.splitlines()[-3:] == [
         "2 warnings (on stderr too, before writing):", *(f"  {w}" for w in told)]
-    js = run_ishard("shard", src, tmp_path / "js", "--json", *ORIGINAL)
+    js = invoke_ishard("shard", src, tmp_path / "js", "--json", *ORIGINAL)
     assert js.returncode == 0 and warning_lines(js.stderr) == told
     assert json.loads(js.stdout)["warnings"] == told
 
 
 @pytest.mark.parametrize("mode", ["text", "show_keys", "json", "summary"])
 def test_every_dry_run_tells_the_warnings(mode, src):
-    dry = run_ishard("shard", src, f"--dry-run={mode}", *ORIGINAL)
+    dry = invoke_ishard("shard", src, f"--dry-run={mode}", *ORIGINAL)
     assert dry.returncode == 0, dry.stderr
     told = warning_lines(dry.stderr)
     assert len(told) == 2 and "--member-names sample" in told[-1]
@@ -75,7 +75,7 @@ def test_strict_fails_before_anything_is_written(options, warning, src, tmp_path
     new, old = tmp_path / "new", make_tree(tmp_path / "old", {"keep.txt": b"x"})
     before = snapshot(old)
     where = {"new": str(new), "old": str(old)}
-    run = run_ishard("shard", src, *(where.get(o, o) for o in options), "--strict")
+    run = invoke_ishard("shard", src, *(where.get(o, o) for o in options), "--strict")
     assert run.returncode == 1, run.stderr
     assert run.stdout == ""
     *told, error = run.stderr.splitlines()
@@ -87,7 +87,7 @@ def test_strict_fails_before_anything_is_written(options, warning, src, tmp_path
 
 
 def test_strict_without_warnings_writes_as_usual(src, tmp_path):
-    run = run_ishard("shard", src, tmp_path / "out", "--strict")  # default names: no warning
+    run = invoke_ishard("shard", src, tmp_path / "out", "--strict")  # default names: no warning
     assert run.returncode == 0 and run.stderr == ""
     assert (tmp_path / "out" / "manifest.json").exists()
 

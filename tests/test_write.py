@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import entry_matches, make_tree, recorded_checksum, run_ishard
+from conftest import entry_matches, invoke_ishard, make_tree, recorded_checksum
 from test_formats import EXTS, TREE, member_names, read_shard, shard_files
 
 import ishard
@@ -33,7 +33,7 @@ def shard(src: Path, dst: Path, **options) -> ishard.Report:
 
 
 def shard_cli(src: Path, dst: Path, *args: str) -> subprocess.CompletedProcess:
-    done = run_ishard("shard", src, dst, *SHARD_ARGS, *args)
+    done = invoke_ishard("shard", src, dst, *SHARD_ARGS, *args)
     assert done.returncode == 0, done.stderr
     return done
 
@@ -293,7 +293,7 @@ def test_non_empty_destination_is_refused_with_exit_2_and_left_alone(tmp_path):
     (dst / "notes.txt").write_bytes(b"mine")
     (dst / "shard-000000.tar").write_bytes(b"not a shard")
     before = snapshot(dst)
-    done = run_ishard("shard", src, dst, *SHARD_ARGS)
+    done = invoke_ishard("shard", src, dst, *SHARD_ARGS)
     assert done.returncode == 2
     assert done.stderr.startswith("ishard: error: ") and "not empty" in done.stderr
     assert "--overwrite" in done.stderr
@@ -306,7 +306,7 @@ def test_rerun_into_previous_output_without_overwrite_changes_nothing(tmp_path):
     shard_cli(src, dst)
     before = snapshot(dst)
     (src / "train/a/0002.jpg").write_bytes(b"changed")
-    done = run_ishard("shard", src, dst, *SHARD_ARGS)
+    done = invoke_ishard("shard", src, dst, *SHARD_ARGS)
     assert done.returncode == 2, done.stderr
     assert snapshot(dst) == before
 
