@@ -22,7 +22,7 @@ from .keys import key_function
 from .lease import LeaseCheck, LeaseLock
 from .lock import acquire
 from .manifest import MANIFEST_NAME, manifest_bytes, remove_manifest
-from .model import Plan, Report, ShardPlan, ShardResult, Tally
+from .model import WRITING_ONLY, Plan, Report, ShardPlan, ShardResult, Tally
 from .naming import KeyCheck, check_extraction_names, check_index_shards, check_reader_names
 from .options import Options, count_warning, make_options, option_warnings, parse_sort
 from .plan import balance, check_unique, cut_indices, shard_names
@@ -47,18 +47,7 @@ LISTING_REPORT_EVERY = 1000
 CLEANUP_ATTEMPTS = 12  # aborting uploads after a failure: about 40 s of patience
 
 
-# shard() takes every option; plan() all but these, which only say how shards are written.
-SHARD_ONLY = (
-    "jobs",
-    "overwrite",
-    "resume",
-    "part_size",
-    "read_buffer",
-    "retries",
-    "checksum",
-    "executor",
-    "scheduler",
-)
+SHARD_ONLY = WRITING_ONLY  # shard() takes every option; plan() all but these
 DEFAULTS = Options()  # the defaults of plan() and shard(): Options' own, one place to change them
 
 

@@ -10,9 +10,8 @@ from . import __version__
 from .checksums import ALGORITHMS, split, tagged
 from .errors import DataError, UsageError, WriteError
 from .listing import printable
-from .model import Plan, ShardResult
+from .model import EXECUTION_ONLY, Plan, ShardResult
 from .retry import Retrier
-from .runstate import EXECUTION_ONLY
 from .store import Location
 
 MANIFEST_NAME = "manifest.json"

@@ -12,8 +12,7 @@ import orjson
 from . import __version__
 from .formats.compress import gzip_library
 from .listing import quoted, shown
-from .model import Plan
-from .runstate import EXECUTION_ONLY
+from .model import EXECUTION_ONLY, Plan
 from .sizes import describe_size, format_size
 from .table import FileTable, ShardList
 

@@ -12,7 +12,7 @@ from . import __version__
 from .checksums import digest_of, split, tagged
 from .formats.compress import gzip_library
 from .lock import STATE_DIR
-from .model import Plan, ShardResult
+from .model import EXECUTION_ONLY, Plan, ShardResult
 from .retry import Retrier
 from .sinks import TEMP_SUFFIX, put_file
 from .store import Location
@@ -20,22 +20,6 @@ from .table import ShardList
 
 RUN_NAME = f"{STATE_DIR}/run.json"
 DONE_DIR = f"{STATE_DIR}/done"
-# Options that change how a run goes, not what it writes: a resume may change them.
-EXECUTION_ONLY = frozenset(
-    {
-        "jobs",
-        "overwrite",
-        "resume",
-        "executor",
-        "scheduler",
-        "read_buffer",
-        "retries",
-        "part_size",
-        "endpoint_url",
-        "storage_options",
-        "strict",
-    }
-)
 
 
 def fingerprint(plan: Plan) -> str:

@@ -22,6 +22,17 @@ FIELDS = [f.name for f in dataclasses.fields(Options)]
 NOT_OPTIONS = ("src", "dst", "progress")
 
 
+def test_every_option_is_in_exactly_one_group():
+    """``model.OPTION_GROUPS`` (what a resume must repeat, what it may change) names each of
+    ``Options``' fields once; the options ``plan()`` lacks are run options (and the checksum)."""
+    from ishard.model import EXECUTION_ONLY, OPTION_GROUPS
+
+    grouped = [name for names in OPTION_GROUPS.values() for name in names]
+    assert sorted(grouped) == sorted(FIELDS)
+    assert set(SHARD_ONLY) <= set(OPTION_GROUPS["run"]) | {"checksum"}
+    assert EXECUTION_ONLY == set(OPTION_GROUPS["run"]) | set(OPTION_GROUPS["store"])
+
+
 def options_of(function) -> dict[str, inspect.Parameter]:
     return {n: p for n, p in inspect.signature(function).parameters.items()
             if n not in NOT_OPTIONS}
