@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 
 from .ekm import Ekm
 from .errors import DataError
-from .keys import KeyFunction, extension, sample_key
+from .keys import KeyFunction, extension, sample_keys
 from .model import FileEntry, Sample, Tally
 from .table import FileTable, SampleTable
 
@@ -20,41 +20,65 @@ INCOMPLETE = (
 )
 
 
+NUMPY_FROM = 1 << 16  # files from which grouping gathers with numpy (its import is ~0.1 s)
+
+
 def group_table(files: FileTable, key: KeyFunction) -> SampleTable:
     """Samples in order of first appearance; each sample's files in listing order."""
     ids: dict[str, int] = {}
-    keys: list[str] = []
-    sample_of = array("q")
-    for name in files.names:
-        k = sample_key(name, key)
-        i = ids.get(k)
-        if i is None:
-            i = ids[k] = len(keys)
-            keys.append(k)
-        sample_of.append(i)
-    del ids
+    number = ids.setdefault  # a new key gets the next number, len(ids) before it is added
+    sample_of = array("q", [number(k, len(ids)) for k in sample_keys(files.names, key)])
     table = SampleTable(files)
-    table.keys = keys
-    if len(keys) == len(files):  # one file per sample, in order: nothing to gather
+    table.keys = list(ids)
+    del ids
+    if len(table.keys) == len(files):  # one file per sample, in order: nothing to gather
         table.members = array("q", range(len(files)))
         table.starts = array("q", range(len(files) + 1))
         table.sizes = array("q", files.sizes)
         return table
-    counts = array("q", bytes(8 * (len(keys) + 1)))
+    gather = _gather_numpy if len(files) >= NUMPY_FROM else _gather
+    table.starts, table.members, table.sizes = gather(sample_of, len(table.keys), files.sizes)
+    return table
+
+
+Gathered = tuple[array, array, array]
+
+
+def _gather(sample_of: array, samples: int, file_sizes: array) -> Gathered:
+    """(each sample's first slot in ``members``, files by sample in listing order, sample
+    sizes) by a counting sort."""
+    counts = array("q", bytes(8 * (samples + 1)))
     for i in sample_of:
         counts[i + 1] += 1
     for i in range(1, len(counts)):
         counts[i] += counts[i - 1]
-    table.starts = array("q", counts)
-    members = array("q", bytes(8 * len(files)))
-    sizes = array("q", bytes(8 * len(keys)))
-    file_sizes = files.sizes
+    starts = array("q", counts)
+    members = array("q", bytes(8 * len(sample_of)))
+    sizes = array("q", bytes(8 * samples))
     for f, i in enumerate(sample_of):
         members[counts[i]] = f
         counts[i] += 1
         sizes[i] += file_sizes[f]
-    table.members, table.sizes = members, sizes
-    return table
+    return starts, members, sizes
+
+
+def _gather_numpy(sample_of: array, samples: int, file_sizes: array) -> Gathered:
+    """:func:`_gather` as whole-array operations: a stable argsort keeps listing order."""
+    import numpy as np
+
+    of = np.frombuffer(sample_of, dtype=np.int64)
+    starts = np.zeros(samples + 1, dtype=np.int64)
+    np.cumsum(np.bincount(of, minlength=samples), out=starts[1:])
+    sizes = np.zeros(samples, dtype=np.int64)
+    np.add.at(sizes, of, np.frombuffer(file_sizes, dtype=np.int64))
+    members = np.argsort(of, kind="stable")
+    return tuple(_array(a) for a in (starts, members, sizes))  # type: ignore[return-value]
+
+
+def _array(values) -> array:
+    out = array("q")
+    out.frombytes(values.astype("<i8", copy=False).tobytes())
+    return out
 
 
 def route_table(table: SampleTable, ekm: Ekm | None, tally: Tally) -> list[SampleTable]:

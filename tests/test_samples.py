@@ -267,3 +267,37 @@ def test_exclude_model(raw, wanted):
         r: n for r, n in ((EXTRA, extra), (REPEATED, repeated), (INCOMPLETE, incomplete)) if n
     }
     assert counts(tally) == expected_counts
+
+
+# --- the fast paths against the plain ones ----------------------------------------------------
+
+_any_names = st.lists(
+    st.text(alphabet="ab./_\udcff", max_size=12).filter(lambda n: n != ""), max_size=40
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_any_names)
+def test_sample_keys_equal_sample_key_for_every_built_in_pattern(names):
+    """The built-in patterns' keys computed in one generator are ``sample_key``'s, name by
+    name (dots and slashes anywhere, dot files, no extension, undecodable bytes)."""
+    from ishard.keys import key_function, sample_key, sample_keys
+
+    for pattern in ("base_file_name", "full_name", "collapse_all_dir", r"^(.*)/[^/]*$"):
+        key = key_function(pattern)
+        assert list(sample_keys(names, key)) == [sample_key(n, key) for n in names], pattern
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 1 << 40)), max_size=60))
+def test_numpy_gathering_equals_the_counting_sort(rows):
+    """Files gathered by sample with numpy (big listings) and by the plain counting sort (small
+    ones) give the same starts, members and sample sizes."""
+    from array import array
+
+    from ishard.samples import _gather, _gather_numpy
+
+    ids: dict[int, int] = {}
+    sample_of = array("q", [ids.setdefault(s, len(ids)) for s, _ in rows])
+    sizes = array("q", [size for _, size in rows])
+    assert _gather_numpy(sample_of, len(ids), sizes) == _gather(sample_of, len(ids), sizes)
