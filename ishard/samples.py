@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Sequence
+from itertools import islice
 
 from .ekm import Ekm
 from .errors import DataError
@@ -21,13 +22,17 @@ INCOMPLETE = (
 
 
 NUMPY_FROM = 1 << 16  # files from which grouping gathers with numpy (its import is ~0.1 s)
+CHUNK = 1 << 16  # files numbered at a time
 
 
 def group_table(files: FileTable, key: KeyFunction) -> SampleTable:
     """Samples in order of first appearance; each sample's files in listing order."""
     ids: dict[str, int] = {}
     number = ids.setdefault  # a new key gets the next number, len(ids) before it is added
-    sample_of = array("q", [number(k, len(ids)) for k in sample_keys(files.names, key)])
+    keys = sample_keys(files.names, key)
+    sample_of = array("q")
+    while chunk := [number(k, len(ids)) for k in islice(keys, CHUNK)]:  # bounded: no list
+        sample_of.extend(chunk)  # of an int object per file
     table = SampleTable(files)
     table.keys = list(ids)
     del ids
@@ -71,13 +76,14 @@ def _gather_numpy(sample_of: array, samples: int, file_sizes: array) -> Gathered
     np.cumsum(np.bincount(of, minlength=samples), out=starts[1:])
     sizes = np.zeros(samples, dtype=np.int64)
     np.add.at(sizes, of, np.frombuffer(file_sizes, dtype=np.int64))
-    members = np.argsort(of, kind="stable")
-    return tuple(_array(a) for a in (starts, members, sizes))  # type: ignore[return-value]
+    gathered = (_array(starts), _array(np.argsort(of, kind="stable")), _array(sizes))
+    return gathered
 
 
 def _array(values) -> array:
+    """An ``array("q")`` copy of an int64 numpy array (one copy: through the buffer)."""
     out = array("q")
-    out.frombytes(values.astype("<i8", copy=False).tobytes())
+    out.frombytes(memoryview(values.astype("<i8", copy=False)).cast("B"))
     return out
 
 
