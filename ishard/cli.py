@@ -272,7 +272,8 @@ VERBOSE = click.option(
     "-v",
     "--verbose",
     is_flag=True,
-    help="Also log each step to stderr (listed, planned, each shard written, the manifest).",
+    help="Also log each step to stderr (shard: listed, planned, each shard written, the "
+    "manifest; verify: each shard checked).",
 )
 
 
@@ -758,9 +759,11 @@ Examples:
     "--json", "as_json", is_flag=True, help="Print the result as one JSON object on stdout."
 )
 @QUIET
+@VERBOSE
 @DEBUG
-def verify_command(dst, progress, as_json, quiet, debug, **options) -> int:
+def verify_command(dst, progress, as_json, quiet, verbose, debug, **options) -> int:
     """Check the shards in DST against DST/manifest.json; exit 1 if anything is wrong."""
+    _talk(quiet, verbose)
     bar = make_progress(False if quiet else progress)
     try:
         result = verify.verify(dst, progress=bar, **options)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import os
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -20,8 +21,11 @@ from .options import positive_int
 from .progress import SILENT, Progress
 from .retry import Retrier
 from .sinks import TEMP_SUFFIX
+from .sizes import counted
 from .store import Location, parse_storage_options, resolve
 from .store.base import NotRegular
+
+LOG = logging.getLogger("ishard")
 
 READ_STEP = 1 << 20
 REPORT_EVERY = 4 << 20  # bytes read between progress reports
@@ -382,12 +386,19 @@ def verify(
     problems: list[Problem] = []
     owner: dict[str, str] = {}
     ok = nbytes = 0
+    LOG.info("checking %s listed in %s", counted(len(entries), "shard"), location.url)
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for (entry, _), shard in zip(entries, pool.map(check, entries)):
             shard.problems += _split_samples(entry["url"], shard.keys or (), owner)
             problems += shard.problems
             ok += not shard.problems
             nbytes += shard.nbytes
+            LOG.info(
+                "checked %s: %d bytes read, %s",
+                entry["url"],
+                shard.nbytes,
+                counted(len(shard.problems), "problem") if shard.problems else "ok",
+            )
     strays, warnings = _strays(location, {e["url"] for e, _ in entries})
     if record is None:
         warnings.insert(

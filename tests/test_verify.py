@@ -510,3 +510,19 @@ def test_sample_named_members_with_a_two_part_extension_verify_deep(tmp_path):
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert json.loads((tmp_path / "dst" / "manifest.json").read_text())["ishard"]["totals"][
         "samples"] == 6
+
+
+def test_verbose_verify_logs_each_shard_with_its_problems(tmp_path):
+    """``verify -v``: a line per shard on stderr, in manifest order, "ok" or its problem count;
+    the summary still on stdout."""
+    dst = tmp_path / "out"
+    assert invoke_ishard("shard", FIXTURES / "imagenet", dst, "--shard-size", "256KiB").returncode == 0
+    names = [e["url"] for e in json.loads((dst / "manifest.json").read_text())["shardlist"]]
+    (dst / names[1]).write_bytes((dst / names[1]).read_bytes()[:1000])
+    done = invoke_ishard("verify", dst, "-v")
+    assert done.returncode == 1 and "\nverified 6 shards" in done.stdout
+    lines = [line for line in done.stderr.splitlines() if line.startswith("ishard: check")]
+    assert lines[0] == f"ishard: checking 6 shards listed in {dst}"
+    assert [line.split(":")[1].split()[-1] for line in lines[1:]] == names
+    assert lines[1].endswith(", ok") and lines[2].endswith("problems")
+    assert all(line.endswith(", ok") for line in lines[3:])
