@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import itertools
 import json
 import os
+import re
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -43,8 +47,9 @@ def _open(url: str, opener: Callable[[str], BinaryIO] | None = None, mode: str =
         compression = infer_compression(url)
         if compression is not None:
             stream = compr[compression](stream, mode="rb")
-        if mode == "rt":
-            return io.TextIOWrapper(stream, encoding="utf-8", newline="")
+        if mode == "rt":  # a manifest.json: small; a store's reader is no buffered stream
+            with stream:
+                return io.StringIO(stream.read(MAX_LINE * 16).decode("utf-8"), newline="")
         return stream
     except FileNotFoundError:
         raise UsageError(f"--src-list {url!r} does not exist — give an inventory file") from None
@@ -276,9 +281,80 @@ def _rows_csv(stream, where: str) -> Iterator[tuple[str, int, int]]:
 
 
 def _s3_inventory(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int, int]]:
-    """AWS S3 Inventory: manifest.json names headerless CSV files and their column schema."""
-    if manifest.get("fileFormat", "CSV").upper() != "CSV":
-        raise UsageError(f"--src-list {where!r}: only CSV S3 Inventory reports are supported")
+    """AWS S3 Inventory: manifest.json names its data files (headerless CSV with URL-encoded
+    keys, or Parquet) and their column schema."""
+    kind = str(manifest.get("fileFormat", "CSV")).upper()
+    if kind == "PARQUET":
+        return _s3_parquet(manifest, where, opener)
+    if kind != "CSV":
+        raise UsageError(
+            f"--src-list {where!r} is an S3 Inventory report in {manifest.get('fileFormat')} "
+            "format, which ishard cannot read — configure the inventory as CSV or Parquet"
+        )
+    return _s3_csv(manifest, where, opener)
+
+
+PARQUET_BATCH = 1 << 16  # rows fetched at a time from an S3 Inventory Parquet data file
+
+
+def _s3_parquet(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int, int]]:
+    """An S3 Inventory report in Parquet: columns ``key`` (not URL-encoded, unlike CSV's),
+    ``size`` and, if the report has it, ``last_modified_date``; read by the column engine a
+    batch at a time, a store's data file copied to a private temporary folder first."""
+    fields = set(re.findall(r"\b(\w+)\s*(?:\(|;)", manifest["fileSchema"]))
+    if "key" not in fields or "size" not in fields:
+        raise UsageError(
+            f"--src-list {where!r}: the inventory must include the Key and Size fields"
+        )
+    import duckdb
+
+    mtime = "epoch_ms(last_modified_date) // 1000" if "last_modified_date" in fields else "0"
+    query = f"SELECT key, size, {mtime} FROM read_parquet(?)"
+    for item in manifest.get("files", []):
+        data, label = _data_file(where, manifest, item["key"]), item["key"]
+        with _local_copy(data, opener) as path, duckdb.connect() as con:
+            try:
+                rows = con.execute(query, [path])
+                number = 0
+                while batch := rows.fetchmany(PARQUET_BATCH):
+                    for key, size, seconds in batch:
+                        number += 1
+                        yield _parquet_row(key, size, seconds, where, label, number)
+            except duckdb.Error as err:
+                raise UsageError(
+                    f"--src-list {where!r}: data file {label!r} cannot be read as the "
+                    f"manifest's Parquet ({str(err).splitlines()[0]}) — use the inventory as "
+                    "AWS wrote it"
+                ) from None
+
+
+def _parquet_row(key, size, seconds, where: str, data: str, number: int) -> tuple[str, int, int]:
+    if not isinstance(key, str) or not isinstance(size, (int, type(None))) or (size or 0) < 0:
+        raise UsageError(
+            f"--src-list {where!r}: data file {data!r} row {number} does not match the "
+            "manifest's fileSchema (key, size) — use the inventory as AWS wrote it"
+        )
+    return _name(key, f"{where}: data file {data}", number), size or 0, seconds or 0
+
+
+@contextlib.contextmanager
+def _local_copy(data: str, opener) -> Iterator[str]:
+    """A local path of ``data``: itself, or a store object copied into a private folder."""
+    if opener is None or "://" not in data:
+        yield data.removeprefix("file://")
+        return
+    folder = tempfile.mkdtemp(prefix="ishard-inventory-")
+    try:
+        path = os.path.join(folder, "data.parquet")
+        with _open(data, opener) as stream, open(path, "wb") as out:
+            shutil.copyfileobj(stream, out, 1 << 20)
+        yield path
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _s3_csv(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int, int]]:
+    """The CSV form: headerless, gzip'ed, keys URL-encoded."""
     schema = [c.strip() for c in manifest["fileSchema"].split(",")]
     if "Key" not in schema or "Size" not in schema:
         raise UsageError(

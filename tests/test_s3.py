@@ -101,8 +101,9 @@ def read_members(name: str, data: bytes) -> list[tuple[str, bytes]]:
         return [(m.name, tar.extractfile(m).read()) for m in tar.getmembers() if m.isfile()]
 
 
-def check_shards(shards: dict[str, bytes], manifest: dict, expected: dict[str, bytes],
-                 algorithm: str = "xxh128") -> None:
+def check_shards(
+    shards: dict[str, bytes], manifest: dict, expected: dict[str, bytes], algorithm: str = "xxh128"
+) -> None:
     """``shards`` (name -> bytes) hold ``expected`` exactly once, samples unsplit, and the
     manifest lists every shard with its true checksum (by ``algorithm``; xxh128 is the native
     spelling's default, md5 the Go spelling's) and size."""
@@ -123,9 +124,10 @@ def check_shards(shards: dict[str, bytes], manifest: dict, expected: dict[str, b
             assert member not in seen, f"{member} twice"
             seen[member] = content
             assert sample_shard.setdefault(stem(member), name) == name, f"{member} split"
-        assert len({stem(m) for m, _ in members}) == manifest["shardlist"][
-            sorted(shards).index(name)
-        ]["nsamples"]
+        assert (
+            len({stem(m) for m, _ in members})
+            == manifest["shardlist"][sorted(shards).index(name)]["nsamples"]
+        )
     assert seen == expected
 
 
@@ -377,8 +379,18 @@ def test_dask_workers_read_and_write_the_store_themselves(cli, client, s3_bucket
     put(client, s3_bucket, TREE)
     common = ("--shard-size", "100KB", "--ext", ".tgz")
     assert_ok(cli("shard", f"s3://{s3_bucket}", f"s3://{bucket2}/local", *common))
-    assert_ok(cli("shard", f"s3://{s3_bucket}", f"s3://{bucket2}/dask", *common,
-                  "--executor", "dask", "--jobs", "2"))
+    assert_ok(
+        cli(
+            "shard",
+            f"s3://{s3_bucket}",
+            f"s3://{bucket2}/dask",
+            *common,
+            "--executor",
+            "dask",
+            "--jobs",
+            "2",
+        )
+    )
     local, local_manifest = split_shards(objects(client, bucket2, "local/"), "local/")
     dask, dask_manifest = split_shards(objects(client, bucket2, "dask/"), "dask/")
     check_shards(dask, dask_manifest, TREE)
@@ -463,6 +475,8 @@ def write_list(kind: str, rows: list[dict], bucket: str, where: Path) -> Path:
         lines = [{"name": r["name"], "size": r["size"], "mtime": r["mtime"]} for r in rows]
         path.write_text("".join(json.dumps(line) + "\n" for line in lines))
         return path
+    if kind == "s3-inventory-parquet":
+        return parquet_inventory(rows, bucket, where)
     # AWS layout: <prefix>/<bucket>/<config>/<date>/manifest.json beside <config>/data/*.csv.gz
     config = where / "inventory" / bucket / "cfg"
     (config / "data").mkdir(parents=True)
@@ -491,6 +505,65 @@ def write_list(kind: str, rows: list[dict], bucket: str, where: Path) -> Path:
     return path
 
 
+def parquet_inventory(
+    rows: list[dict], bucket: str, where: Path, dest: str = "inventory-bucket"
+) -> Path:
+    """An AWS S3 Inventory report in Parquet (keys as they are, times as TIMESTAMP), two data
+    files, in AWS's layout under ``where``; ``dest`` is its destination bucket."""
+    import duckdb
+
+    config = where / "inventory" / bucket / "cfg"
+    (config / "data").mkdir(parents=True)
+    (config / "2024-01-01T00-00Z").mkdir()
+    files = []
+    with duckdb.connect() as con:
+        for part, chunk in enumerate((rows[::2], rows[1::2])):
+            con.execute("CREATE OR REPLACE TABLE t (bucket VARCHAR, key VARCHAR, size BIGINT, "
+                        "last_modified_date TIMESTAMP)")  # fmt: skip
+            con.executemany("INSERT INTO t VALUES (?, ?, ?, epoch_ms(CAST(? AS BIGINT) * 1000))",
+                            [[bucket, r["name"], r["size"], r["mtime"]] for r in chunk])  # fmt: skip
+            name = f"{part:08x}-6f1a-4c2e-9d7b-3a2b1c0d9e8f.parquet"
+            con.execute(f"COPY t TO '{config / 'data' / name}' (FORMAT parquet)")
+            files.append(
+                {"key": f"inventory/{bucket}/cfg/data/{name}", "size": 1, "MD5checksum": "0"}
+            )
+    manifest = {
+        "sourceBucket": bucket,
+        "destinationBucket": "arn:aws:s3:::inventory-bucket",
+        "version": "2016-11-30",
+        "creationTimestamp": "1704067200000",
+        "fileFormat": "Parquet",
+        "fileSchema": "message s3.inventory { required binary bucket (STRING); required binary "
+        "key (STRING); optional int64 size; optional int64 last_modified_date "
+        "(TIMESTAMP(MILLIS,true));}",
+        "files": files,
+    }
+    path = config / "2024-01-01T00-00Z" / "manifest.json"
+    path.write_text(json.dumps(manifest, indent=2))
+    return path
+
+
+@pytest.mark.parametrize("kind", ["s3-inventory", "s3-inventory-parquet"])
+def test_s3_inventory_is_read_from_the_store(cli, client, s3_bucket, bucket2, tmp_path, kind):
+    """A report left where AWS writes it (manifest and data files in the inventory's
+    destination bucket), CSV or Parquet, plans what listing the bucket plans."""
+    put(client, s3_bucket, LISTED)
+    manifest = write_list(kind, inventory_rows(client, s3_bucket), s3_bucket, tmp_path / "inv")
+    doc = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**doc, "destinationBucket": f"arn:aws:s3:::{bucket2}"}))
+    for path in (tmp_path / "inv").rglob("*"):
+        if path.is_file():
+            key = path.relative_to(tmp_path / "inv").as_posix()
+            client.put_object(Bucket=bucket2, Key=key, Body=path.read_bytes())
+    url = f"s3://{bucket2}/{manifest.relative_to(tmp_path / 'inv').as_posix()}"
+    src = f"s3://{s3_bucket}/ds"
+    listed = cli("shard", src, "--dry-run=json", "--shard-size", "100KB")
+    from_list = cli("shard", src, "--dry-run=json", "--shard-size", "100KB", "--src-list", url)
+    assert_ok(listed)
+    assert_ok(from_list)
+    assert json.loads(from_list.stdout)["shards"] == json.loads(listed.stdout)["shards"]
+
+
 LISTED = {
     **{f"ds/{k}": v for k, v in TREE.items()},
     "ds/odd/a b+c%41.jpg": b"spaces, plus and percent",
@@ -500,7 +573,7 @@ LISTED = {
 }
 
 
-@pytest.mark.parametrize("kind", ["csv", "jsonl", "s3-inventory"])
+@pytest.mark.parametrize("kind", ["csv", "jsonl", "s3-inventory", "s3-inventory-parquet"])
 def test_src_list_gives_the_same_shards_as_listing_the_bucket(
     cli, client, s3_bucket, tmp_path, kind
 ):
@@ -611,10 +684,15 @@ def test_ls_lists_a_shard_in_a_bucket(cli, client, s3_bucket):
     put(client, s3_bucket, {"out/shard-000000.tar": buffer.getvalue()})
     result = cli("ls", "--json", f"s3://{s3_bucket}/out/shard-000000.tar")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["members"] == [{"name": n, "size": len(d)}
-                                                    for n, d in members.items()]
-    assert_error(cli("ls", f"s3://{s3_bucket}/out"), 2,
-                 f"'s3://{s3_bucket}/out' is a directory", f"ishard verify s3://{s3_bucket}/out")
+    assert json.loads(result.stdout)["members"] == [
+        {"name": n, "size": len(d)} for n, d in members.items()
+    ]
+    assert_error(
+        cli("ls", f"s3://{s3_bucket}/out"),
+        2,
+        f"'s3://{s3_bucket}/out' is a directory",
+        f"ishard verify s3://{s3_bucket}/out",
+    )
 
 
 def test_destination_prefix_not_empty_needs_overwrite(cli, client, s3_bucket, tmp_path):
@@ -728,10 +806,21 @@ def test_server_killed_mid_run_leaves_no_partial_shard_or_upload(
     assert "shard-000001.tar" in progress.notices[0]
 
     # --resume keeps shard-000000, writes the rest: the same objects as a run that never failed
-    shard(src, f"s3://{s3_bucket}/out", endpoint_url=s3_server.endpoint_url,
-                 storage_options=storage, resume=True, **options)
-    shard(src, f"s3://{s3_bucket}/fresh", endpoint_url=s3_server.endpoint_url,
-                 storage_options=storage, **options)
+    shard(
+        src,
+        f"s3://{s3_bucket}/out",
+        endpoint_url=s3_server.endpoint_url,
+        storage_options=storage,
+        resume=True,
+        **options,
+    )
+    shard(
+        src,
+        f"s3://{s3_bucket}/fresh",
+        endpoint_url=s3_server.endpoint_url,
+        storage_options=storage,
+        **options,
+    )
     resumed, resumed_manifest = split_shards(objects(client, s3_bucket, "out/"), "out/")
     fresh, fresh_manifest = split_shards(objects(client, s3_bucket, "fresh/"), "fresh/")
     assert resumed == fresh and len(resumed) == 4
@@ -749,14 +838,37 @@ def test_kill_9_mid_upload_then_resume_aborts_the_dangling_upload(
     --resume aborts it; the resumed output equals a run that was never killed."""
     files = {f"{i:03d}.bin": blob(f"k{i}", MiB) for i in range(36)}
     src = make_tree(tmp_path / "src", files)
-    common = ("--shard-size", "12MiB", "--part-size", "5MiB", "--jobs", "1", "--no-progress",
-              *ORIGINAL)
-    env = {**clean_env, "AWS_ACCESS_KEY_ID": s3_server.access_key,
-           "AWS_SECRET_ACCESS_KEY": s3_server.secret_key}
+    common = (
+        "--shard-size",
+        "12MiB",
+        "--part-size",
+        "5MiB",
+        "--jobs",
+        "1",
+        "--no-progress",
+        *ORIGINAL,
+    )
+    env = {
+        **clean_env,
+        "AWS_ACCESS_KEY_ID": s3_server.access_key,
+        "AWS_SECRET_ACCESS_KEY": s3_server.secret_key,
+    }
     run = subprocess.Popen(
-        [sys.executable, "-m", "ishard", "shard", str(src), f"s3://{s3_bucket}/out", *common,
-         "--endpoint-url", s3_server.endpoint_url], env=env, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "ishard",
+            "shard",
+            str(src),
+            f"s3://{s3_bucket}/out",
+            *common,
+            "--endpoint-url",
+            s3_server.endpoint_url,
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         while run.poll() is None and not uploads(client, s3_bucket):
             time.sleep(0.01)  # until an upload is open (or the run is over)
@@ -781,13 +893,22 @@ def test_a_live_lock_on_a_bucket_refuses_and_an_expired_one_does_not(
     cli, client, s3_bucket, tmp_path, expires_in
 ):
     src = make_tree(tmp_path / "src", {"a/1.jpg": b"one", "a/2.jpg": b"two"})
-    lock = {"id": "x", "host": "trainer-3", "pid": 77, "started": "2026-11-22 09:00:00 UTC",
-            "expires": time.time() + expires_in}
+    lock = {
+        "id": "x",
+        "host": "trainer-3",
+        "pid": 77,
+        "started": "2026-11-22 09:00:00 UTC",
+        "expires": time.time() + expires_in,
+    }
     client.put_object(Bucket=s3_bucket, Key="out/.ishard-run/lock", Body=json.dumps(lock))
     result = cli("shard", src, f"s3://{s3_bucket}/out", "--resume", "--no-progress")
     if expires_in > 0:
-        line = assert_error(result, 1, f"another ishard run is writing into 's3://{s3_bucket}/out' "
-                                       "(pid 77 on trainer-3, started 2026-11-22 09:00:00 UTC)")
+        line = assert_error(
+            result,
+            1,
+            f"another ishard run is writing into 's3://{s3_bucket}/out' "
+            "(pid 77 on trainer-3, started 2026-11-22 09:00:00 UTC)",
+        )
         assert "its lock runs out in" in line
         assert sorted(objects(client, s3_bucket)) == ["out/.ishard-run/lock"]
     else:

@@ -63,8 +63,10 @@ def test_a_bucket_url_is_bucket_and_listing_prefix(url, bucket, prefix):
     )
 
 
-@pytest.mark.parametrize("url, scheme", [("gs://bkt/p", "gs"), ("gcs://bkt/p", "gs"),
-                                         ("az://bkt/p", "az"), ("abfs://bkt/p", "az")])
+@pytest.mark.parametrize(
+    "url, scheme",
+    [("gs://bkt/p", "gs"), ("gcs://bkt/p", "gs"), ("az://bkt/p", "az"), ("abfs://bkt/p", "az")],
+)
 def test_gcs_and_azure_urls_are_obstore_buckets(url, scheme):
     options = {"account_name": "devstoreaccount1", "use_emulator": True} if scheme == "az" else {}
     loc = resolve(url, endpoint_url="http://127.0.0.1:1", storage_options=options)
@@ -73,7 +75,8 @@ def test_gcs_and_azure_urls_are_obstore_buckets(url, scheme):
 
 def test_the_fsspec_backend_is_taken_on_request_with_ishards_retry_settings():
     options = parse_storage_options(
-        ["backend=fsspec", "key=K", "secret=S", "config_kwargs.connect_timeout=3"])
+        ["backend=fsspec", "key=K", "secret=S", "config_kwargs.connect_timeout=3"]
+    )
     loc = resolve("s3://bkt/p", endpoint_url="http://127.0.0.1:9", storage_options=options)
     assert isinstance(loc.store, FsspecStore) and loc.store.scheme == "s3"
     fs = loc.store.fs
@@ -99,8 +102,9 @@ def test_ais_uses_ais_endpoint_plus_s3(monkeypatch):
 
 def test_ais_endpoint_url_option_wins_as_given(monkeypatch):
     monkeypatch.setenv("AIS_ENDPOINT", "http://h:1")
-    loc = resolve("ais://bkt", endpoint_url="http://127.0.0.1:2/s3",
-                  storage_options={"backend": "fsspec"})
+    loc = resolve(
+        "ais://bkt", endpoint_url="http://127.0.0.1:2/s3", storage_options={"backend": "fsspec"}
+    )
     assert loc.store.fs.endpoint_url == "http://127.0.0.1:2/s3"
 
 
@@ -344,4 +348,88 @@ def test_s3_inventory_row_not_matching_the_schema_is_a_usage_error(tmp_path, bad
         entries(path)
     assert err.value.exit_code == 2
     assert "line 2" in str(err.value) and "fileSchema" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+PARQUET_SCHEMA = (
+    "message s3.inventory { required binary bucket (STRING); required binary key (STRING); "
+    "optional int64 size; optional int64 last_modified_date (TIMESTAMP(MILLIS,true)); "
+    "optional binary e_tag (STRING); optional binary storage_class (STRING);}"
+)
+
+
+def s3_parquet_inventory(
+    root: Path, rows: list[tuple], schema: str = PARQUET_SCHEMA, fmt: str = "Parquet"
+) -> Path:
+    """An AWS S3 Inventory report in Parquet: manifest.json and two data files of ``rows``
+    (key, size, ISO time), written by DuckDB with AWS's column names and types."""
+    import duckdb
+
+    config = root / "inv" / "src-bucket" / "daily"
+    (config / "data").mkdir(parents=True)
+    (config / "2024-01-02T00-00Z").mkdir()
+    files = []
+    with duckdb.connect() as con:
+        for part, chunk in enumerate((rows[:2], rows[2:])):
+            name = f"{part}c1e5d9a-1b2c-4d3e-8f90-a1b2c3d4e5f6.parquet"
+            con.execute(
+                "CREATE OR REPLACE TABLE t (bucket VARCHAR, key VARCHAR, size BIGINT, "
+                "last_modified_date TIMESTAMP, e_tag VARCHAR, storage_class VARCHAR)"
+            )
+            con.executemany(
+                "INSERT INTO t VALUES ('src-bucket', ?, ?, CAST(? AS TIMESTAMP), 'x', 'STANDARD')",
+                [list(r) for r in chunk],
+            )
+            con.execute(f"COPY t TO '{config / 'data' / name}' (FORMAT parquet)")
+            files.append(
+                {"key": f"inv/src-bucket/daily/data/{name}", "size": 1, "MD5checksum": "0"}
+            )
+    manifest = {
+        "sourceBucket": "src-bucket",
+        "destinationBucket": "arn:aws:s3:::inv-bucket",
+        "version": "2016-11-30",
+        "creationTimestamp": "1704153600000",
+        "fileFormat": fmt,
+        "fileSchema": schema,
+        "files": files,
+    }
+    path = config / "2024-01-02T00-00Z" / "manifest.json"
+    path.write_text(json.dumps(manifest))
+    return path
+
+
+def test_s3_inventory_in_parquet_reads_keys_as_they_are(tmp_path):
+    """Parquet keys are not URL-encoded (CSV's are): '+' and '%41' stay; sizes, whole-second
+    times and the prefix filter as for CSV; rows of every data file, sorted bytewise."""
+    path = s3_parquet_inventory(
+        tmp_path,
+        [
+            ("ds/z/1.jpg", 30, "2024-01-01 00:00:05.999"),
+            ("ds/a b+c%41.jpg", 10, "2024-01-01 00:00:05"),
+            ("ds/naïve/x.jpg", 20, "2024-01-01 00:00:00"),
+            ("other/y.jpg", 40, "2024-01-01 00:00:00"),
+        ],
+    )
+    assert entries(path, list_prefix="ds/") == [
+        ("ds/a b+c%41.jpg", 10, 1704067205),
+        ("ds/na\u00efve/x.jpg", 20, 1704067200),
+        ("ds/z/1.jpg", 30, 1704067205),
+    ]
+
+
+def test_s3_inventory_in_parquet_or_orc_that_cannot_be_read_is_one_line(tmp_path):
+    rows = [("k1", 1, "2024-01-01 00:00:00")] * 3
+    no_size = s3_parquet_inventory(tmp_path / "a", rows, schema="message s3.inventory { "
+                                   "required binary bucket (STRING); required binary key (STRING);}")  # fmt: skip
+    with pytest.raises(UsageError, match="Key and Size"):
+        entries(no_size)
+    orc = s3_parquet_inventory(tmp_path / "b", rows, fmt="ORC")
+    with pytest.raises(UsageError, match="in ORC format, which ishard cannot read") as err:
+        entries(orc)
+    assert "CSV or Parquet" in str(err.value) and "\n" not in str(err.value)
+    broken = s3_parquet_inventory(tmp_path / "c", rows)
+    for data in (broken.parent.parent / "data").iterdir():
+        data.write_bytes(b"not parquet")
+    with pytest.raises(UsageError, match="cannot be read as the manifest's Parquet") as err:
+        entries(broken)
     assert "\n" not in str(err.value)
