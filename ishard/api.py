@@ -78,6 +78,7 @@ def plan(
     member_names: str = DEFAULTS.member_names,
     index: str = DEFAULTS.index,
     strict: bool = DEFAULTS.strict,
+    tmp_dir: str | PathLike[str] | None = DEFAULTS.tmp_dir,
     progress: Progress | None = None,
 ) -> Plan:
     """Plan the shards of ``src`` without writing anything (what ``--dry-run`` prints).
@@ -124,6 +125,8 @@ def plan(
         index: ``"none"``, or ``"dali"``: a DALI index beside each ``.tar`` shard.
         strict: any warning of the plan (readers would misread it, an option has no effect)
             raises :class:`ishard.StrictError` before anything is written.
+        tmp_dir: the folder where the column engine spills while it sorts a big inventory
+            (``src_list``); None: the system's temporary folder.
         progress: hooks told about listing progress (a :class:`ishard.progress.Progress`);
             None: silent.
 
@@ -185,6 +188,7 @@ def shard(
     member_names: str = DEFAULTS.member_names,
     index: str = DEFAULTS.index,
     strict: bool = DEFAULTS.strict,
+    tmp_dir: str | PathLike[str] | None = DEFAULTS.tmp_dir,
     progress: Progress | None = None,
 ) -> Report:
     """Shard ``src`` into ``dst`` and write ``dst/manifest.json`` last.
@@ -233,6 +237,8 @@ def shard(
         index: ``"none"``, or ``"dali"``: a DALI index beside each ``.tar`` shard.
         strict: any warning of the plan (readers would misread it, an option has no effect)
             raises :class:`ishard.StrictError` before anything is written.
+        tmp_dir: the folder where the column engine spills while it sorts a big inventory
+            (``src_list``); None: the system's temporary folder.
         jobs: shards written at once; 0: the CPUs (at most 8), or 8 with a store.
         overwrite: allow a non-empty ``dst``; same-named files are replaced.
         resume: finish an interrupted run into ``dst``: keep its complete shards (checked),
@@ -591,6 +597,7 @@ def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> 
             opts.src_list,
             list_prefix=source.prefix,
             opener=lambda url: _open_url(url, opts),
+            tmp_dir=opts.tmp_dir,
             **common,
         )
     else:

@@ -345,6 +345,7 @@ SHARD_SECTIONS = {
         "jobs",
         "executor",
         "scheduler",
+        "tmp_dir",
         "progress",
         "as_json",
         "quiet",
@@ -532,6 +533,13 @@ The user guide (docs/user-guide.md) explains every option."""
     type=Choices(INDEXES),
     default="none",
     help="dali: write <shard>.idx (DALI v1.2) beside each .tar shard.",
+)
+@click.option(
+    "--tmp-dir",
+    type=PATH,
+    default=None,
+    help="Folder for the temporary files of sorting a big --src-list inventory (default: the "
+    "system's, $TMPDIR).",
 )
 @click.option(
     "--strict",

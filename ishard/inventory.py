@@ -438,6 +438,7 @@ def _by_columns(
     include_hidden: bool,
     tally: Tally,
     on_file: Callable[..., None] | None,
+    tmp_dir: str | None = None,
 ) -> FileTable | None:
     """The listing read by the column engine (``columns``), or None: the row reader reads it
     (a small file, or one the engine does not take as it is)."""
@@ -454,7 +455,7 @@ def _by_columns(
         return None
     try:
         files, nbytes = read_inventory(
-            path, kind, wanted=wanted, include_hidden=include_hidden, tally=tally
+            path, kind, wanted=wanted, include_hidden=include_hidden, tally=tally, tmp_dir=tmp_dir
         )
     except Fallback:
         if kind == "parquet":
@@ -478,6 +479,7 @@ def list_inventory(
     tally: Tally | None = None,
     on_file: Callable[..., None] | None = None,
     opener: Callable[[str], BinaryIO] | None = None,
+    tmp_dir: str | None = None,
 ) -> FileTable:
     """The entries an inventory file names, filtered like a listing, sorted bytewise.
 
@@ -490,7 +492,7 @@ def list_inventory(
     """
     tally = tally if tally is not None else Tally()
     wanted = combined_prefix(list_prefix, prefix)
-    fast = _by_columns(where, wanted, include_hidden, tally, on_file)
+    fast = _by_columns(where, wanted, include_hidden, tally, on_file, tmp_dir)
     if fast is not None:
         return fast
     with _open(where, opener) as stream:

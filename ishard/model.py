@@ -47,12 +47,15 @@ OPTION_GROUPS: dict[str, tuple[str, ...]] = {
         "retries",
         "part_size",
         "strict",
+        "tmp_dir",
     ),
     "store": ("endpoint_url", "storage_options"),  # where the stores are, how they are reached
 }
 EXECUTION_ONLY = frozenset(OPTION_GROUPS["run"] + OPTION_GROUPS["store"])
 # Options that only say how shards are written: ishard.plan() takes every option but these
-WRITING_ONLY = tuple(o for o in OPTION_GROUPS["run"] if o != "strict") + ("checksum",)
+WRITING_ONLY = tuple(o for o in OPTION_GROUPS["run"] if o not in ("strict", "tmp_dir")) + (
+    "checksum",
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,6 +76,7 @@ class Options:
     member_names: str = "sample"
     index: str = "none"
     strict: bool = False
+    tmp_dir: str | None = None
 
     @property
     def bounds(self) -> Bounds:
@@ -251,6 +252,7 @@ def make_options(**kwargs) -> Options:
             "the interrupted run as planned, --overwrite starts over: choose one"
         )
     _check_executor(opts.executor, opts.scheduler)
+    tmp_dir = None if opts.tmp_dir is None else _tmp_dir(os.fspath(opts.tmp_dir))
     if opts.gzip_library not in GZIP_CHOICES:
         raise UsageError(
             f"--gzip-library {opts.gzip_library!r} must be one of {', '.join(GZIP_CHOICES)}"
@@ -287,11 +289,22 @@ def make_options(**kwargs) -> Options:
             "prefix": opts.prefix or "",
             "checksum": str(opts.checksum).lower(),
             "executor": str(opts.executor).lower(),
+            "tmp_dir": tmp_dir,
             **balance,
         }
     )
     checked.__dict__["parsed_ekm"] = ekm  # the cached_property's slot: parsed once per run
     return checked
+
+
+def _tmp_dir(path: str) -> str:
+    """``--tmp-dir``: an existing folder this process may create files in."""
+    if not os.path.isdir(path) or not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(
+            f"--tmp-dir {path!r} is not a folder ishard can write to — give an existing, "
+            "writable folder (a big inventory's sorting spills there)"
+        )
+    return path
 
 
 _TEXT = (str,)
@@ -327,6 +340,7 @@ _KINDS: dict[str, tuple[tuple[type, ...], str]] = {
         ),
     ),
     "src_list": ((str, os.PathLike), "a path, a URL or None"),
+    "tmp_dir": ((str, os.PathLike), "a directory path or None"),
     "storage_options": ((Mapping, list, tuple, str), "a dict, or a list of 'KEY=VALUE' strings"),
 }
 

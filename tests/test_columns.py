@@ -217,3 +217,29 @@ def test_what_the_engine_cannot_decode_goes_to_the_row_reader(tmp_path):
             column_listing(path)
         with pytest.raises(UsageError, match="not UTF-8"):
             row_listing(path)
+
+
+def test_tmp_dir_is_where_the_engine_spills_and_is_left_empty(tmp_path, monkeypatch):
+    """``--tmp-dir``: the engine's private spill folder is made inside it and removed after;
+    a folder that does not exist is one line, exit 2, before anything is read."""
+    import ishard.columns
+
+    path = tmp_path / "inv.csv"
+    clean_inventory(path, 3000)
+    parquet = tmp_path / "inv.parquet"
+    parquet_from_csv(path, parquet, "name, CAST(size AS BIGINT) AS size")
+    made = []
+    real = ishard.columns.tempfile.mkdtemp
+    monkeypatch.setattr(ishard.columns.tempfile, "mkdtemp",
+                        lambda **kw: made.append(kw.get("dir")) or real(**kw))  # fmt: skip
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    done = invoke_ishard("shard", source(tmp_path), "--src-list", parquet, "--dry-run=summary",
+                         "--member-names", "original", "--tmp-dir", spill)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert made == [str(spill)] and list(spill.iterdir()) == []
+    missing = invoke_ishard("shard", source(tmp_path), "--src-list", parquet, "--dry-run",
+                            "--tmp-dir", tmp_path / "nope")  # fmt: skip
+    assert missing.returncode == 2 and missing.stdout == ""
+    assert missing.stderr.startswith(f"ishard: error: --tmp-dir '{tmp_path / 'nope'}' is not a")
+    assert len(missing.stderr.splitlines()) == 1
