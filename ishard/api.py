@@ -580,10 +580,11 @@ def _open_url(url: str, opts: Options):
 def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> FileTable:
     seen = [0, 0]
 
-    def on_file(size: int, count: int = 1) -> None:
+    def on_file(size: int, count: int = 1) -> None:  # a file, or a run of files
+        before = seen[0]
         seen[0] += count
         seen[1] += size
-        if count > 1 or seen[0] % LISTING_REPORT_EVERY == 0:
+        if seen[0] // LISTING_REPORT_EVERY != before // LISTING_REPORT_EVERY:
             progress.listing(*seen)
 
     common: dict[str, Any] = {

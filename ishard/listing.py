@@ -168,43 +168,81 @@ class _LocalWalk:
                 self._walk(name + "/")
 
     def _walk(self, top: str) -> None:
-        pending = [top]
-        while pending:
-            rel_dir = pending.pop()
-            path = self.root / rel_dir if rel_dir else self.root
-            try:
-                if self.follow:
-                    st = os.stat(path)
-                    self.seen.add((st.st_dev, st.st_ino))
-                with os.scandir(path) as it:
-                    children = list(it)
-            except OSError as err:
-                where = (
-                    f"directory {rel_dir!r} in source {self.src!r}"
-                    if rel_dir
-                    else f"source {self.src!r}"
-                )
-                raise SourceError(
-                    f"cannot read {where}: {err.strerror} — fix its permissions or narrow --prefix"
-                ) from None
-            for child in children:
-                self._child(child, rel_dir + child.name, pending)
+        """Depth first, each directory's entries in the order of their full names (a
+        directory's name sorts as if it ended in '/'), so the listing comes out sorted
+        bytewise; files are kept a directory's run at a time, without a call per file."""
+        table, prefix, hidden = self.entries, self.prefix, not self.include_hidden
+        stack = [(top, self._scan(top), 0)]
+        while stack:
+            rel_dir, children, at = stack.pop()
+            total = count = 0
+            for i in range(at, len(children)):
+                child = children[i]
+                if not child.is_dir(follow_symlinks=False):
+                    name = rel_dir + child.name
+                    if not name.startswith(prefix):
+                        continue
+                    if (
+                        unsafe_name(name)
+                        or (hidden and child.name.startswith("."))
+                        or child.is_symlink()
+                    ):
+                        self._entry(child, name)  # left out and counted, or a link
+                        continue
+                    st = child.stat(follow_symlinks=False)
+                    if not stat.S_ISREG(st.st_mode):
+                        self.tally.add(SPECIAL, name)
+                        continue
+                    table.add(
+                        name,
+                        st.st_size,
+                        st.st_mtime_ns // 1_000_000_000,
+                        local_stamp(st.st_mtime_ns, st.st_ino),
+                    )
+                    total += st.st_size
+                    count += 1
+                    continue
+                name = rel_dir + child.name + "/"
+                if not _wanted(name, prefix):
+                    continue
+                if hidden and child.name.startswith(".") and not prefix.startswith(name):
+                    self.tally.add(HIDDEN_DIR, name)  # (a prefix may name a hidden folder)
+                    continue
+                stack.append((rel_dir, children, i + 1))  # go on here after it
+                stack.append((name, self._scan(name), 0))
+                break
+            if count and self.on_file is not None:
+                self.on_file(total, count)
 
-    def _child(self, child: os.DirEntry, name: str, pending: list[str]) -> None:
-        hidden = child.name.startswith(".") and not self.include_hidden
-        if child.is_dir(follow_symlinks=False):
-            if not _wanted(name + "/", self.prefix):
-                return
-            if hidden and not self.prefix.startswith(name + "/"):  # a prefix may name it
-                self.tally.add(HIDDEN_DIR, name + "/")
-            else:
-                pending.append(name + "/")
-            return
+    def _scan(self, rel_dir: str) -> list[os.DirEntry]:
+        """The entries of one directory, ordered as their full names sort bytewise."""
+        path = self.root / rel_dir if rel_dir else self.root
+        try:
+            if self.follow:
+                st = os.stat(path)
+                self.seen.add((st.st_dev, st.st_ino))
+            with os.scandir(path) as it:
+                children = list(it)
+        except OSError as err:
+            where = (
+                f"directory {rel_dir!r} in source {self.src!r}"
+                if rel_dir
+                else f"source {self.src!r}"
+            )
+            raise SourceError(
+                f"cannot read {where}: {err.strerror} — fix its permissions or narrow --prefix"
+            ) from None
+        bytewise = any(not c.name.isascii() and _SURROGATE.search(c.name) for c in children)
+        children.sort(key=_bytewise_entry if bytewise else _entry_name)
+        return children
+
+    def _entry(self, child: os.DirEntry, name: str) -> None:
+        """One entry that is not a directory (or a link to one)."""
         if not name.startswith(self.prefix):
             return
         if unsafe_name(name):
             self.tally.add(UNSAFE, name)
-        elif hidden:
+        elif child.name.startswith(".") and not self.include_hidden:
             self.tally.add(HIDDEN, name)
         elif child.is_symlink():
             self._link(child, name) if self.follow else self.tally.add(SYMLINK, name)
@@ -238,6 +276,15 @@ class _LocalWalk:
         )
         if self.on_file is not None:
             self.on_file(st.st_size)
+
+
+def _entry_name(child: os.DirEntry) -> str:
+    """A directory entry's place among its siblings: its name, a directory's with '/'."""
+    return child.name + "/" if child.is_dir(follow_symlinks=False) else child.name
+
+
+def _bytewise_entry(child: os.DirEntry) -> bytes:
+    return _entry_name(child).encode("utf-8", "surrogateescape")
 
 
 def combined_prefix(a: str, b: str) -> str | None:

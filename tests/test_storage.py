@@ -433,3 +433,26 @@ def test_s3_inventory_in_parquet_or_orc_that_cannot_be_read_is_one_line(tmp_path
     with pytest.raises(UsageError, match="cannot be read as the manifest's Parquet") as err:
         entries(broken)
     assert "\n" not in str(err.value)
+
+
+def test_the_local_walk_yields_names_in_bytewise_order_without_sorting(tmp_path):
+    """Folders are walked depth first, each one's entries ordered as their full names sort
+    (a folder as if it ended in '/'), so the listing needs no sort afterwards: 'a.txt' comes
+    before 'a/b', 'a-b' before 'a/', an undecodable byte after every ASCII name."""
+    import os
+
+    from ishard.listing import _LocalWalk
+
+    names = ["a.txt", "a/b.jpg", "a/a/c.jpg", "a-b/c.jpg", "ab/x.jpg", "é/y.jpg", "z.jpg",
+             "A.jpg", "a/b/c.jpg", "a0", "a/.hid/x"]  # fmt: skip
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"x")
+    os.mkdir(os.path.join(os.fsencode(tmp_path), b"q\xff"))
+    with open(os.path.join(os.fsencode(tmp_path), b"q\xff", b"r.jpg"), "wb") as f:
+        f.write(b"y")
+    walk = _LocalWalk(tmp_path, str(tmp_path), "", False, False, Tally(), None)
+    walk.run()
+    listed = walk.entries.names
+    want = sorted((n for n in names if "/." not in n), key=str.encode) + ["q\udcff/r.jpg"]
+    assert listed == sorted(want, key=lambda n: n.encode("utf-8", "surrogateescape"))
