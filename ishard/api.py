@@ -111,8 +111,8 @@ def plan(
         follow_symlinks: list what symbolic links point to (inside ``src`` only).
         compress_level: gzip 0-9 (None: 6), lz4 0-9 (None: 0), zip with ``"deflated"``.
         zip_compression: ``"stored"`` or ``"deflated"``.
-        src_list: take the listing from an inventory file (CSV with a header, JSON Lines, or an
-            S3 Inventory ``manifest.json``), a path or a URL.
+        src_list: take the listing from an inventory file (CSV with a header, JSON Lines,
+            Parquet, or an S3 Inventory report's ``manifest.json``), a path or a URL.
         endpoint_url: an S3-compatible endpoint, e.g. ``"http://127.0.0.1:8333"``.
         storage_options: passed to the filesystem: a dict, or ``"KEY=VALUE"`` strings
             (``"a.b=c"`` nests).
@@ -223,8 +223,8 @@ def shard(
         follow_symlinks: list what symbolic links point to (inside ``src`` only).
         compress_level: gzip 0-9 (None: 6), lz4 0-9 (None: 0), zip with ``"deflated"``.
         zip_compression: ``"stored"`` or ``"deflated"``.
-        src_list: take the listing from an inventory file (CSV with a header, JSON Lines, or an
-            S3 Inventory ``manifest.json``), a path or a URL.
+        src_list: take the listing from an inventory file (CSV with a header, JSON Lines,
+            Parquet, or an S3 Inventory report's ``manifest.json``), a path or a URL.
         endpoint_url: an S3-compatible endpoint, e.g. ``"http://127.0.0.1:8333"``.
         storage_options: passed to the filesystem: a dict, or ``"KEY=VALUE"`` strings
             (``"a.b=c"`` nests).

@@ -470,7 +470,8 @@ The user guide (docs/user-guide.md) explains every option."""
 @click.option(
     "--src-list",
     default=None,
-    help="Take the listing from an inventory file (CSV with header, JSON Lines, S3 Inventory manifest.json).",
+    help="Take the listing from an inventory file (CSV with header, JSON Lines, Parquet, an S3 "
+    "Inventory report's manifest.json).",
 )
 @ENDPOINT_URL
 @STORAGE_OPTION
