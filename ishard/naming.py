@@ -8,7 +8,7 @@ import re
 import unicodedata
 from array import array
 from bisect import bisect_left, bisect_right
-from itertools import compress
+from itertools import chain, compress, repeat
 
 from .errors import DataError, UsageError
 from .keys import wds_split
@@ -141,30 +141,58 @@ def sample_members(table: SampleTable) -> None:
     """Check that every file of ``table`` can be named ``<sample key>.<extension>``.
 
     The extension is what WebDataset readers take: everything after the first dot of the
-    file's basename (``a.seg.png`` → ``seg.png``).
+    file's basename (``a.seg.png`` → ``seg.png``). Keys and extensions are cut for all files
+    in comprehensions; a sample is looked at on its own (:func:`check_sample_members`) only
+    from the first one where something is found, so the error is the one that sample gives.
 
     Raises:
         DataError: the first sample whose names would not read back as that one sample.
     """
-    names = table.files.names
-    starts, members = table.starts, table.members
     unsafe_keys(table)
-    for s, key in enumerate(table.keys):
-        base = key[key.rfind("/") + 1 :]
-        if not base:
-            raise DataError(
-                f"sample {key!r} has an empty key (file {names[members[starts[s]]]!r}), so "
-                f"--member-names sample cannot name its files — {KEY_FIX}"
-            )
-        if "." in base:
-            raise DataError(
-                f"sample {key!r} has a dot in its key, so readers would cut it there under "
-                f"--member-names sample — {KEY_FIX}"
-            )
-        seen: dict[str, str] = {}
-        for f in members[starts[s] : starts[s + 1]]:
-            ext = wds_split(names[f])[1]
-            _check_ext(key, names[f], ext, seen)
+    keys, starts = table.keys, table.starts
+    bad_key = next(
+        (
+            s
+            for s, k in enumerate(keys)
+            if not k[k.rfind("/") + 1 :] or "." in k[k.rfind("/") + 1 :]
+        ),
+        len(keys),
+    )
+    names = table.files.names
+    exts = [
+        names[f].rpartition("/")[2].partition(".")[2].lower() for f in table.members
+    ]  # in sample order: sample s holds exts[starts[s]:starts[s + 1]]
+    bad_ext = len(keys)
+    if "" in exts:
+        bad_ext = bisect_right(starts, exts.index("")) - 1
+    for s in range(min(bad_key, bad_ext)):
+        a, b = starts[s], starts[s + 1]
+        if b - a > 1 and len(set(exts[a:b])) < b - a:  # two files, one extension
+            bad_ext = s
+            break
+    for s in range(min(bad_key, bad_ext), len(keys)):
+        check_sample_members(table, s)  # raises for the first sample that is wrong
+
+
+def check_sample_members(table: SampleTable, s: int) -> None:
+    """:func:`sample_members` for sample ``s`` alone, file by file."""
+    names, starts, members = table.files.names, table.starts, table.members
+    key = table.keys[s]
+    base = key[key.rfind("/") + 1 :]
+    if not base:
+        raise DataError(
+            f"sample {key!r} has an empty key (file {names[members[starts[s]]]!r}), so "
+            f"--member-names sample cannot name its files — {KEY_FIX}"
+        )
+    if "." in base:
+        raise DataError(
+            f"sample {key!r} has a dot in its key, so readers would cut it there under "
+            f"--member-names sample — {KEY_FIX}"
+        )
+    seen: dict[str, str] = {}
+    for f in members[starts[s] : starts[s + 1]]:
+        ext = wds_split(names[f])[1]
+        _check_ext(key, names[f], ext, seen)
 
 
 def unsafe_keys(table: SampleTable) -> None:
@@ -236,14 +264,14 @@ def _member_chunks(table: SampleTable, rename: bool):
             yield [names[i] for i in members[a : a + CHUNK]]
         return
     for s0 in range(0, len(keys), CHUNK):
-        out = []
-        for s in range(s0, min(s0 + CHUNK, len(keys))):
-            key = keys[s]
-            out += [
-                f"{key}.{n[n.find('.', n.rfind('/') + 1) + 1 :]}"  # wds_split's extension
-                for n in map(names.__getitem__, members[starts[s] : starts[s + 1]])
-            ]
-        yield out
+        s1 = min(s0 + CHUNK, len(keys))
+        counts = map(operator.sub, starts[s0 + 1 : s1 + 1], starts[s0:s1])
+        sample_keys = chain.from_iterable(map(repeat, keys[s0:s1], counts))  # a key a file
+        files = map(names.__getitem__, members[starts[s0] : starts[s1]])
+        yield [
+            f"{key}.{n[n.find('.', n.rfind('/') + 1) + 1 :]}"  # wds_split's extension
+            for key, n in zip(sample_keys, files)
+        ]
 
 
 def _folded(chunk: list[str]) -> tuple[list[str], str]:

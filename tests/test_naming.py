@@ -422,3 +422,4 @@ def test_the_go_spelling_takes_member_names_sample_when_given(extra, renamed, tm
              for f in s["files"]]
     assert all(("member" in f) == renamed for f in files)
     assert ("ishard: warning:" in dry.stderr) != renamed  # the key check, under source paths
+

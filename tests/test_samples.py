@@ -301,3 +301,57 @@ def test_numpy_gathering_equals_the_counting_sort(rows):
     sample_of = array("q", [ids.setdefault(s, len(ids)) for s, _ in rows])
     sizes = array("q", [size for _, size in rows])
     assert _gather_numpy(sample_of, len(ids), sizes) == _gather(sample_of, len(ids), sizes)
+
+
+_member_names = st.lists(
+    st.tuples(st.sampled_from(["", "a/", "b/", "a/c/"]),
+              st.sampled_from(["x", "y", "", "x.y", "s"]),
+              st.sampled_from([".jpg", ".JPG", ".jpg", ".a.b", "", ".", ".cls"])),
+    max_size=12,
+).map(lambda parts: sorted({d + s + e for d, s, e in parts if d + s + e and not (d + s + e).endswith("/")}))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_member_names, st.sampled_from(["base_file_name", "full_name", r"^(.*?)\..*$"]))
+def test_sample_members_fails_on_the_sample_a_file_by_file_check_fails_on(names, pattern):
+    """The check over whole columns raises exactly what checking the samples one by one, in
+    order, raises first (or nothing when no sample is wrong)."""
+    from ishard.keys import key_function
+    from ishard.model import FileEntry
+    from ishard.naming import check_sample_members, sample_members
+    from ishard.samples import group_table
+    from ishard.table import FileTable
+
+    table = group_table(FileTable.of(FileEntry(n, 1) for n in names), key_function(pattern))
+
+    def outcome(check) -> str:
+        try:
+            check()
+        except DataError as err:
+            return str(err)
+        return "ok"
+
+    def one_by_one() -> None:
+        for s in range(len(table.keys)):
+            check_sample_members(table, s)
+
+    assert outcome(lambda: sample_members(table)) == outcome(one_by_one)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_member_names)
+def test_the_names_checked_for_extraction_are_the_names_written(names):
+    """Under ``--member-names sample`` the extraction check looks at exactly the member names
+    the shards get (``SampleTable.sample(i, rename=True)``, what the writers read)."""
+    from itertools import chain
+
+    from ishard.keys import key_function
+    from ishard.model import FileEntry
+    from ishard.naming import _member_chunks
+    from ishard.samples import group_table
+    from ishard.table import FileTable
+
+    names = [n for n in names if "." in n.rpartition("/")[2]]  # every member has an extension
+    table = group_table(FileTable.of(FileEntry(n, 1) for n in names), key_function("full_name"))
+    written = [f.arcname for s in range(len(table.keys)) for f in table.sample(s, True).files]
+    assert list(chain.from_iterable(_member_chunks(table, True))) == written
