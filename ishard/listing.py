@@ -108,9 +108,12 @@ def list_local(
     include_hidden: bool = False,
     follow_symlinks: bool = False,
     tally: Tally | None = None,
-    on_file: Callable[[int], None] | None = None,
+    on_file: Callable[..., None] | None = None,
 ) -> FileTable:
     """List regular files under ``src`` whose relative name starts with ``prefix``.
+
+    ``on_file(size)`` is called for a file, or ``on_file(total, count)`` for a folder's run of
+    files.
 
     Names use ``/`` and are relative to ``src``; the result is sorted bytewise. Special files,
     unsafe names and (unless ``include_hidden``) names starting with ``.`` are left out and
