@@ -207,7 +207,8 @@ class Choices(click.ParamType):
     def __init__(self, choices: tuple[str, ...]) -> None:
         self.choices = choices
 
-    def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str:
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        # (click before 8.2 passes no ctx)
         return "[" + "|".join(self.choices) + "]"
 
     def shell_complete(
