@@ -226,10 +226,11 @@ class SectionedCommand(click.Command):
         self.sections = sections
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        help_option = self.get_help_option(ctx)
         records = {
-            "help" if p is self.get_help_option(ctx) else p.name: p.get_help_record(ctx)
+            "help" if p is help_option else p.name: record
             for p in self.get_params(ctx)
-            if isinstance(p, click.Option) and p.get_help_record(ctx)
+            if isinstance(p, click.Option) and (record := p.get_help_record(ctx))
         }
         placed: set[str | None] = set()
         for heading, names in self.sections.items():

@@ -190,7 +190,7 @@ class _LocalWalk:
                         or (hidden and child.name.startswith("."))
                         or child.is_symlink()
                     ):
-                        self._entry(child, name)  # left out and counted, or a link
+                        self._left_out_or_link(child, name)
                         continue
                     st = child.stat(follow_symlinks=False)
                     if not stat.S_ISREG(st.st_mode):
@@ -239,18 +239,17 @@ class _LocalWalk:
         children.sort(key=_bytewise_entry if bytewise else _entry_name)
         return children
 
-    def _entry(self, child: os.DirEntry, name: str) -> None:
-        """One entry that is not a directory (or a link to one)."""
-        if not name.startswith(self.prefix):
-            return
+    def _left_out_or_link(self, child: os.DirEntry, name: str) -> None:
+        """An entry with an unsafe or hidden name (counted) or a symbolic link (followed, or
+        counted)."""
         if unsafe_name(name):
             self.tally.add(UNSAFE, name)
         elif child.name.startswith(".") and not self.include_hidden:
             self.tally.add(HIDDEN, name)
-        elif child.is_symlink():
-            self._link(child, name) if self.follow else self.tally.add(SYMLINK, name)
+        elif self.follow:
+            self._link(child, name)
         else:
-            self._file(name, child.stat(follow_symlinks=False))
+            self.tally.add(SYMLINK, name)
 
     def _link(self, child: os.DirEntry, name: str) -> None:
         real = os.path.realpath(child.path)

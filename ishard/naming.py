@@ -150,14 +150,8 @@ def sample_members(table: SampleTable) -> None:
     """
     unsafe_keys(table)
     keys, starts = table.keys, table.starts
-    bad_key = next(
-        (
-            s
-            for s, k in enumerate(keys)
-            if not k[k.rfind("/") + 1 :] or "." in k[k.rfind("/") + 1 :]
-        ),
-        len(keys),
-    )
+    bases = (k[k.rfind("/") + 1 :] for k in keys)
+    bad_key = next((s for s, base in enumerate(bases) if not base or "." in base), len(keys))
     names = table.files.names
     exts = [
         names[f].rpartition("/")[2].partition(".")[2].lower() for f in table.members

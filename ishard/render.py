@@ -56,29 +56,33 @@ def samples_text(grouped, out: TextIO) -> None:
     )
 
 
+def _shard_rows(plan: Plan) -> list[tuple[str, str, int, int]]:
+    """Per shard: its name, payload (as text), samples and files."""
+    return list(
+        zip(
+            plan.shard_names,
+            map(format_size, plan.shard_sizes),
+            plan.shard_sample_counts,
+            plan.shard_file_counts,
+        )
+    )
+
+
 def plan_headers(plan: Plan, out: TextIO) -> None:
     """One line per shard: name, payload size, samples and files (no member lines)."""
-    names = plan.shard_names
-    sizes = [format_size(size) for size in plan.shard_sizes]
-    width, right = max(map(len, names), default=0), max(map(len, sizes), default=0)
+    rows = _shard_rows(plan)
+    width = max((len(r[0]) for r in rows), default=0)
+    right = max((len(r[1]) for r in rows), default=0)
     out.writelines(
         f"{name.ljust(width)}  {size.rjust(right)}  {counted(samples, 'sample')}, "
         f"{counted(files, 'file')}\n"
-        for name, size, samples, files in zip(
-            names, sizes, plan.shard_sample_counts, plan.shard_file_counts
-        )
+        for name, size, samples, files in rows
     )
 
 
 def shard_table(plan: Plan, out: TextIO) -> None:
     """The bare dry run's table: one row per shard (name, samples, files, payload)."""
-    names = plan.shard_names
-    rows = [
-        (name, str(samples), str(files), format_size(size))
-        for name, size, samples, files in zip(
-            names, plan.shard_sizes, plan.shard_sample_counts, plan.shard_file_counts
-        )
-    ]
+    rows = [(name, str(n), str(f), size) for name, size, n, f in _shard_rows(plan)]
     head = ("shard", "samples", "files", "payload")
     widths = [max(len(row[i]) for row in (head, *rows)) for i in range(4)]
     out.writelines(

@@ -18,10 +18,8 @@ from ishard.manifest import check_manifest
 from ishard.split import POLICIES
 from ishard.split import webdataset as wds
 from ishard.split._check import index, positive
-from ishard.split.world import World, policy_options, worker_ids
+from ishard.split.world import World, offsets, policy_options, worker_ids
 from ishard.store import open_url
-
-READ_POLICIES = POLICIES
 
 
 class ReadSample(NamedTuple):
@@ -113,8 +111,8 @@ def assigned_ids(counts: Sequence[int], *, rank: int, world_size: int, worker: i
     ``drop_last_batch``, ``pad_last_batch``, ``last_batch_policy``, ``stick_to_shard``,
     ``unbalanced``, ``canonical_nodes``).
     """
-    if policy not in READ_POLICIES:
-        raise UsageError(f"policy {policy!r} is unknown — use one of {', '.join(READ_POLICIES)}")
+    if policy not in POLICIES:
+        raise UsageError(f"policy {policy!r} is unknown — use one of {', '.join(POLICIES)}")
     index(rank, positive(world_size, "world_size"), "rank", "world_size")
     index(worker, positive(num_workers, "num_workers"), "worker", "num_workers")
     positive(batch_size, "batch_size")
@@ -135,17 +133,10 @@ def assigned_ids(counts: Sequence[int], *, rank: int, world_size: int, worker: i
     world = _world(policy, world_size, nodes, num_workers, batch_size)
     if detshuffle:
         shards = wds.assign(len(counts), world_size, num_workers)[rank][worker]
-        starts = _starts(counts)
+        starts = offsets(counts)
         order = wds.detshuffle(shards, seed or 0, epoch, bufsize=100, initial=100)
         return [i for s in order for i in range(starts[s], starts[s + 1])]
     return worker_ids(counts, policy, world, opts, epoch=epoch, rank=rank, worker=worker)
-
-
-def _starts(counts: Sequence[int]) -> list[int]:
-    starts = [0]
-    for c in counts:
-        starts.append(starts[-1] + c)
-    return starts
 
 
 def _shard_samples(url: str, pattern: str, storage_options: dict) -> Iterator[ReadSample]:
@@ -229,7 +220,7 @@ class ShardedSamples:
         )
 
     def __iter__(self) -> Iterator[ReadSample]:
-        starts = _starts(self.counts)
+        starts = offsets(self.counts)
         ids = self.ids()
         at = 0
         while at < len(ids):  # a run of ids in one shard: read that shard once

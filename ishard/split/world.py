@@ -56,7 +56,7 @@ def ranges(ids: Sequence[int]) -> list[list[int]]:
     return out
 
 
-def _offsets(sizes: Sequence[int]) -> list[int]:
+def offsets(sizes: Sequence[int]) -> list[int]:
     out = [0]
     for size in sizes:
         out.append(out[-1] + size)
@@ -64,7 +64,7 @@ def _offsets(sizes: Sequence[int]) -> list[int]:
 
 
 def _shard_parts(sizes, shards: list[int], batch: int, drop_last: bool) -> Part:
-    starts = _offsets(sizes)
+    starts = offsets(sizes)
     ids = [i for s in shards for i in range(starts[s], starts[s + 1])]
     batches = len(ids) // batch if drop_last else math.ceil(len(ids) / batch)
     return Part(ids, batches, shards)
