@@ -170,8 +170,8 @@ def read_inventory(
         else:
             source = _source_parquet(con, path)
         con.execute(
-            f"CREATE TEMP TABLE raw AS SELECT row_number() OVER () AS rn, "
-            f"coalesce(name, '') AS name, size, mtime FROM ({source})"
+            f"CREATE TEMP TABLE raw AS SELECT coalesce(name, '') AS name, size, mtime "
+            f"FROM ({source})"
         )
         return _listing(con, wanted, include_hidden, tally)
     except (duckdb.Error, UnicodeDecodeError, csv.Error):
@@ -203,13 +203,13 @@ def _listing(con, wanted: str, include_hidden: bool, tally: Tally) -> tuple[File
     reasons = {"unsafe": UNSAFE, "hidden": HIDDEN}
     for why, count, examples in con.execute(
         f"SELECT skip, count(*), list(name ORDER BY rn)[1:{EXAMPLES_KEPT}] FROM "
-        f"(SELECT rn, name, {skip} AS skip FROM raw WHERE {keep}) "
+        f"(SELECT rowid AS rn, name, {skip} AS skip FROM raw WHERE {keep}) "
         "WHERE skip IS NOT NULL GROUP BY skip ORDER BY min(rn)"
     ).fetchall():
         tally.add_many(reasons[why], count, examples)
     con.execute(
         f"CREATE TEMP TABLE files AS SELECT name, CAST(size AS BIGINT) AS size, "
-        f"{when} AS mtime FROM raw WHERE {keep} AND ({skip}) IS NULL ORDER BY name, rn"
+        f"{when} AS mtime FROM raw WHERE {keep} AND ({skip}) IS NULL ORDER BY name, rowid"
     )
     con.execute("DROP TABLE raw")
     repeated = con.execute(
