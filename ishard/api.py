@@ -599,6 +599,7 @@ def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> 
             list_prefix=source.prefix,
             opener=lambda url: _open_url(url, opts),
             tmp_dir=opts.tmp_dir,
+            key=key_function(opts.sample_key_pattern),
             **common,
         )
     else:

@@ -19,9 +19,10 @@ import tempfile
 from array import array
 from typing import Any
 
+from .keys import KeyFunction, key_function
 from .listing import HIDDEN, UNSAFE
 from .model import EXAMPLES_KEPT, Tally
-from .table import FileTable
+from .table import FileTable, Grouping
 
 MEMORY_LIMIT = 256 << 20  # bytes DuckDB may hold before it spills to its temporary folder
 MAX_NAME = 128 << 10  # characters in a name (as the row reader's csv field limit)
@@ -33,6 +34,15 @@ HEADER_MAX = 1 << 20  # characters of a CSV header line read (the row reader's l
 # character), a hidden one, a folder marker
 _UNSAFE = r"regexp_matches(name, '^[/\\]|^[A-Za-z]:|[\x00-\x1f\x7f]|(^|[/\\])\.\.([/\\]|$)')"
 _HIDDEN = "(starts_with(name, '.') OR contains(name, '/.'))"
+
+
+# the sample keys of the built-in patterns (keys.sample_keys) in SQL: the basename up to its
+# last dot; the name up to the last dot of its basename; that without its slashes
+_KEY_SQL = {
+    key_function("base_file_name"): "parse_filename(name, true, 'forward_slash')",
+    key_function("full_name"): r"regexp_replace(name, '\.[^./]*$', '')",
+    key_function("collapse_all_dir"): r"replace(regexp_replace(name, '\.[^./]*$', ''), '/', '')",
+}
 
 
 class Fallback(Exception):
@@ -139,9 +149,11 @@ def read_inventory(
     tally: Tally,
     tmp_dir: str | None = None,
     memory_limit: int = MEMORY_LIMIT,
+    key: KeyFunction | None = None,
 ) -> tuple[FileTable, int]:
     """The listing an inventory names (filtered, sorted bytewise, repeated names dropped, the
-    first kept) and its byte total.
+    first kept) and its byte total; with a built-in pattern's ``key``, its samples too (the
+    table's ``grouping``).
 
     Raises:
         Fallback: the row reader must read it (and say what is wrong, if anything is).
@@ -173,7 +185,7 @@ def read_inventory(
             f"CREATE TEMP TABLE raw AS SELECT coalesce(name, '') AS name, size, mtime "
             f"FROM ({source})"
         )
-        return _listing(con, wanted, include_hidden, tally)
+        return _listing(con, wanted, include_hidden, tally, key if key in _KEY_SQL else None)
     except (duckdb.Error, UnicodeDecodeError, csv.Error):
         raise Fallback from None  # the row reader says what is wrong, naming the line
     finally:
@@ -181,7 +193,9 @@ def read_inventory(
         shutil.rmtree(spill, ignore_errors=True)
 
 
-def _listing(con, wanted: str, include_hidden: bool, tally: Tally) -> tuple[FileTable, int]:
+def _listing(
+    con, wanted: str, include_hidden: bool, tally: Tally, key: KeyFunction | None
+) -> tuple[FileTable, int]:
     digits = "regexp_full_match({}, '[0-9]{{1,18}}')"
     bad, longest, odd = con.execute(
         f"SELECT count(*) FILTER (WHERE size IS NULL OR NOT {digits.format('size')}), "
@@ -215,16 +229,48 @@ def _listing(con, wanted: str, include_hidden: bool, tally: Tally) -> tuple[File
     repeated = con.execute(
         "SELECT count(*) FROM (SELECT name = lag(name) OVER () AS again FROM files) WHERE again"
     ).fetchone()[0]
-    where = ""
     if repeated:  # the first of each name stays (the rows are in name, then file order)
-        where = " QUALIFY lag(name) OVER () IS DISTINCT FROM name"
-    columns = con.execute(f"SELECT name, size, mtime FROM files{where}").fetchnumpy()
+        con.execute(
+            "CREATE TEMP TABLE listed AS SELECT * FROM files "
+            "QUALIFY lag(name) OVER () IS DISTINCT FROM name"
+        )
+        con.execute("DROP TABLE files")
+        con.execute("ALTER TABLE listed RENAME TO files")
     table = FileTable()
+    if key is not None:
+        table.grouping = _grouping(con, key)
+    columns = con.execute("SELECT name, size, mtime FROM files").fetchnumpy()
     table.names = columns["name"].tolist()
     table.sizes = _ints(columns["size"])
     table.mtimes = _ints(columns["mtime"])
     table.stamps = array("q", bytes(8 * len(table.names)))
     return table, int(columns["size"].sum())
+
+
+def _grouping(con, key: KeyFunction) -> Grouping:
+    """The samples of ``files`` by a built-in key pattern, by sorting (it spills, where a hash
+    join of ten million keys under the memory limit fails): the files in order of key, the
+    first of each key marked with it; then numpy numbers the keys by first appearance."""
+    import numpy as np
+
+    columns = con.execute(
+        "SELECT f, CASE WHEN key IS DISTINCT FROM lag(key) OVER (ORDER BY key, f) THEN key END "
+        f"AS starts FROM (SELECT rowid AS f, {_KEY_SQL[key]} AS key FROM files) ORDER BY key, f"
+    ).fetchnumpy()
+    by_key = columns["f"].astype(np.int64)  # files by key, then listing position
+    starts = columns["starts"]  # a key where one starts, else NULL (masked)
+    del columns
+    new = ~np.ma.getmaskarray(starts)
+    group = np.cumsum(new) - 1  # each file's key, numbered in key order
+    firsts = by_key[new]  # each key's first file
+    appearance = np.argsort(firsts, kind="stable")  # keys in order of first appearance
+    keys = np.ma.getdata(starts)[new][appearance].tolist()
+    del starts
+    number = np.empty_like(appearance)
+    number[appearance] = np.arange(len(appearance))
+    sample_of = np.empty(len(by_key), dtype=np.int64)
+    sample_of[by_key] = number[group]
+    return Grouping(key, keys, _ints(sample_of))
 
 
 def _ints(values: Any) -> array:

@@ -19,6 +19,7 @@ from urllib.parse import unquote_plus
 import orjson
 
 from .errors import UsageError
+from .keys import KeyFunction
 from .listing import combined_prefix, keep_remote_name
 from .model import Tally
 from .table import FileTable
@@ -439,6 +440,7 @@ def _by_columns(
     tally: Tally,
     on_file: Callable[..., None] | None,
     tmp_dir: str | None = None,
+    key: KeyFunction | None = None,
 ) -> FileTable | None:
     """The listing read by the column engine (``columns``), or None: the row reader reads it
     (a small file, or one the engine does not take as it is)."""
@@ -455,7 +457,13 @@ def _by_columns(
         return None
     try:
         files, nbytes = read_inventory(
-            path, kind, wanted=wanted, include_hidden=include_hidden, tally=tally, tmp_dir=tmp_dir
+            path,
+            kind,
+            wanted=wanted,
+            include_hidden=include_hidden,
+            tally=tally,
+            tmp_dir=tmp_dir,
+            key=key,
         )
     except Fallback:
         if kind == "parquet":
@@ -480,10 +488,13 @@ def list_inventory(
     on_file: Callable[..., None] | None = None,
     opener: Callable[[str], BinaryIO] | None = None,
     tmp_dir: str | None = None,
+    key: KeyFunction | None = None,
 ) -> FileTable:
     """The entries an inventory file names, filtered like a listing, sorted bytewise.
 
     ``opener`` opens a ``where`` that is a store URL (and an S3 Inventory's data files there).
+    ``key``: the run's key function; the column engine also groups the files by it when it
+    is a built-in pattern (the table's ``grouping``).
     ``on_file(size)`` is called per file, or ``on_file(total, count)`` once for a listing
     read by the column engine.
 
@@ -492,7 +503,7 @@ def list_inventory(
     """
     tally = tally if tally is not None else Tally()
     wanted = combined_prefix(list_prefix, prefix)
-    fast = _by_columns(where, wanted, include_hidden, tally, on_file, tmp_dir)
+    fast = _by_columns(where, wanted, include_hidden, tally, on_file, tmp_dir, key)
     if fast is not None:
         return fast
     with _open(where, opener) as stream:

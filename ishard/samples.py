@@ -26,16 +26,14 @@ CHUNK = 1 << 16  # files numbered at a time
 
 
 def group_table(files: FileTable, key: KeyFunction) -> SampleTable:
-    """Samples in order of first appearance; each sample's files in listing order."""
-    ids: dict[str, int] = {}
-    number = ids.setdefault  # a new key gets the next number, len(ids) before it is added
-    keys = sample_keys(files.names, key)
-    sample_of = array("q")
-    while chunk := [number(k, len(ids)) for k in islice(keys, CHUNK)]:  # bounded: no list
-        sample_of.extend(chunk)  # of an int object per file
+    """Samples in order of first appearance; each sample's files in listing order (as the
+    listing's maker found them, when it did, for the same key function)."""
     table = SampleTable(files)
-    table.keys = list(ids)
-    del ids
+    if files.grouping is not None and files.grouping.key is key:
+        _, table.keys, sample_of = files.grouping
+        files.grouping = None  # the table holds the keys now
+    else:
+        table.keys, sample_of = _numbered(files, key)
     if len(table.keys) == len(files):  # one file per sample, in order: nothing to gather
         table.members = array("q", range(len(files)))
         table.starts = array("q", range(len(files) + 1))
@@ -44,6 +42,17 @@ def group_table(files: FileTable, key: KeyFunction) -> SampleTable:
     gather = _gather_numpy if len(files) >= NUMPY_FROM else _gather
     table.starts, table.members, table.sizes = gather(sample_of, len(table.keys), files.sizes)
     return table
+
+
+def _numbered(files: FileTable, key: KeyFunction) -> tuple[list[str], array]:
+    """The sample keys in order of first appearance, and each file's sample number."""
+    ids: dict[str, int] = {}
+    number = ids.setdefault  # a new key gets the next number, len(ids) before it is added
+    keys = sample_keys(files.names, key)
+    sample_of = array("q")
+    while chunk := [number(k, len(ids)) for k in islice(keys, CHUNK)]:  # bounded: no list
+        sample_of.extend(chunk)  # of an int object per file
+    return list(ids), sample_of
 
 
 Gathered = tuple[array, array, array]

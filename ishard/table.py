@@ -7,8 +7,9 @@ import operator
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
+from typing import NamedTuple
 
-from .keys import wds_split
+from .keys import KeyFunction, wds_split
 from .model import FileEntry, Sample, ShardPlan
 
 
@@ -51,18 +52,29 @@ def store_stamp(info: dict) -> int:
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little", signed=True)
 
 
+class Grouping(NamedTuple):
+    """Samples a listing's maker already found (the column engine, for a built-in key
+    pattern): the key function, the keys in order of first appearance, each file's sample."""
+
+    key: KeyFunction
+    keys: list[str]
+    sample_of: array
+
+
 class FileTable:
     """Listed files as four columns: names, sizes, integer mtimes (whole seconds, what archive
     headers get) and stamps (the rest of a file's identity, for the plan fingerprint only:
-    ``local_stamp``, ``store_stamp``, or 0 where the listing has nothing more)."""
+    ``local_stamp``, ``store_stamp``, or 0 where the listing has nothing more); ``grouping``
+    when the files' samples are known already."""
 
-    __slots__ = ("mtimes", "names", "sizes", "stamps")
+    __slots__ = ("grouping", "mtimes", "names", "sizes", "stamps")
 
     def __init__(self) -> None:
         self.names: list[str] = []
         self.sizes = array("q")
         self.mtimes = array("q")
         self.stamps = array("q")
+        self.grouping: Grouping | None = None
 
     @classmethod
     def of(cls, entries: Iterable[FileEntry]) -> FileTable:
@@ -93,6 +105,7 @@ class FileTable:
         names = self.names
         if all(map(operator.lt, names, islice(names, 1, None))):
             return  # already sorted and unique: the common case for store listings
+        self.grouping = None  # made for the old order
         key = _bytewise if _has_surrogates(names) else None
         order = sorted(
             range(len(names)), key=(lambda i: key(names[i])) if key else names.__getitem__

@@ -106,6 +106,44 @@ def test_the_column_reader_agrees_with_the_row_reader_or_hands_back(
     event(f"same listing ({'some' if len(columns_answer[0]) else 'no'} files)")
 
 
+KEY_PARTS = ["a", "b", "a.b", "x.jpg", ".c", "c.", "..d", "é.ü", "😀.x", "a\\b.c", "n"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.lists(st.lists(st.sampled_from(KEY_PARTS), min_size=1, max_size=3).map("/".join),
+                     min_size=1, max_size=14),
+       pattern=st.sampled_from(["base_file_name", "full_name", "collapse_all_dir", "base_name"]),
+       repeat=st.booleans())
+def test_the_engine_groups_files_into_the_samples_python_finds(tmp_path, body, pattern, repeat):
+    """The engine's samples for a built-in key pattern (keys in order of first appearance,
+    each file's sample) are the ones the planner's own grouping finds in the same listing."""
+    from ishard.keys import key_function
+    from ishard.samples import _numbered
+
+    if repeat:
+        body = body + body[::2]  # repeated names: the engine groups what is left of them
+    path = tmp_path / "inventory.csv"
+    write_csv(path, ["name", "size"], [[n, "1"] for n in body])
+    key = key_function(pattern)
+    files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=True, tally=Tally(),
+                              key=key)
+    assert files.grouping is not None and files.grouping.key is key
+    keys, sample_of = _numbered(files, key)
+    assert files.grouping.keys == keys
+    assert list(files.grouping.sample_of) == list(sample_of)
+    event(f"{len(keys)} of {len(files)} files")
+
+
+def test_a_custom_key_pattern_is_grouped_by_the_planner_not_the_engine(tmp_path):
+    from ishard.keys import key_function
+
+    path = tmp_path / "inventory.csv"
+    write_csv(path, ["name", "size"], [["a/x.jpg", "1"], ["a/x.cls", "2"]])
+    files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=False, tally=Tally(),
+                              key=key_function(r"^(.*)\.[^.]+$"))
+    assert files.grouping is None and files.names == ["a/x.cls", "a/x.jpg"]
+
+
 def clean_inventory(path, count: int, seed: int = 7) -> None:
     rng = random.Random(seed)
     body = []
