@@ -29,6 +29,7 @@ MAX_NAME = 128 << 10  # characters in a name (as the row reader's csv field limi
 DISTINCT_TIMES = 1 << 20  # non-numeric mtimes converted by the row reader's rule, at most
 SCAN_BLOCK = 8 << 20
 HEADER_MAX = 1 << 20  # characters of a CSV header line read (the row reader's line limit)
+FETCHED = 1 << 20  # names fetched from the engine at a time
 
 # the row reader's rules, in SQL: an unsafe name (absolute, a '..' part, a control
 # character), a hidden one, a folder marker
@@ -239,11 +240,18 @@ def _listing(
     table = FileTable()
     if key is not None:
         table.grouping = _grouping(con, key)
-    columns = con.execute("SELECT name, size, mtime FROM files").fetchnumpy()
-    table.names = columns["name"].tolist()
+    columns = con.execute("SELECT size, mtime FROM files").fetchnumpy()
     table.sizes = _ints(columns["size"])
     table.mtimes = _ints(columns["mtime"])
-    table.stamps = array("q", bytes(8 * len(table.names)))
+    table.stamps = array("q", bytes(8 * len(table.sizes)))
+    for start in range(0, len(table.sizes), FETCHED):  # never ten million str objects at once
+        table.names.extend(
+            con.execute(
+                f"SELECT name FROM files WHERE rowid >= {start} AND rowid < {start + FETCHED}"
+            )
+            .fetchnumpy()["name"]
+            .tolist()
+        )
     return table, int(columns["size"].sum())
 
 

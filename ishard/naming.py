@@ -67,8 +67,8 @@ def _file_names(table: SampleTable) -> list[str]:
     """Source names of the table's files in sample order."""
     names, members = table.files.names, table.members
     if len(members) == len(names) and members == array("q", range(len(names))):
-        return names
-    return [names[i] for i in members]
+        return list(names)
+    return names.take(members)
 
 
 def _sample_keys(table: SampleTable, positions: list[int]) -> list[str]:
@@ -121,7 +121,7 @@ def key_check(table: SampleTable, check: KeyCheck | None = None) -> KeyCheck:
     for s0 in range(0, len(keys), CHUNK):
         s1 = min(s0 + CHUNK, len(keys))
         base = starts[s0]
-        chunk = [all_names[i] for i in members[base : starts[s1]]]
+        chunk = all_names.take(members[base : starts[s1]])
         blob = "\n" + "\n".join(chunk) + "\n"
         one_dot = _file_findings(table, chunk, blob, base, check)
         if len(chunk) == s1 - s0:
@@ -152,9 +152,11 @@ def sample_members(table: SampleTable) -> None:
     keys, starts = table.keys, table.starts
     bases = (k[k.rfind("/") + 1 :] for k in keys)
     bad_key = next((s for s, base in enumerate(bases) if not base or "." in base), len(keys))
-    names = table.files.names
+    names, members = table.files.names, table.members
     exts = [
-        names[f].rpartition("/")[2].partition(".")[2].lower() for f in table.members
+        n.rpartition("/")[2].partition(".")[2].lower()
+        for a in range(0, len(members), CHUNK)
+        for n in names.take(members[a : a + CHUNK])
     ]  # in sample order: sample s holds exts[starts[s]:starts[s + 1]]
     bad_ext = len(keys)
     if "" in exts:
@@ -255,13 +257,13 @@ def _member_chunks(table: SampleTable, rename: bool):
     names, members, starts, keys = table.files.names, table.members, table.starts, table.keys
     if not rename:
         for a in range(0, len(members), CHUNK):
-            yield [names[i] for i in members[a : a + CHUNK]]
+            yield names.take(members[a : a + CHUNK])
         return
     for s0 in range(0, len(keys), CHUNK):
         s1 = min(s0 + CHUNK, len(keys))
         counts = map(operator.sub, starts[s0 + 1 : s1 + 1], starts[s0:s1])
         sample_keys = chain.from_iterable(map(repeat, keys[s0:s1], counts))  # a key a file
-        files = map(names.__getitem__, members[starts[s0] : starts[s1]])
+        files = names.take(members[starts[s0] : starts[s1]])
         yield [
             f"{key}.{n[n.find('.', n.rfind('/') + 1) + 1 :]}"  # wds_split's extension
             for key, n in zip(sample_keys, files)

@@ -150,7 +150,7 @@ def _listing_changes(old: dict, files: FileTable) -> str | None:
     cuts = list(accumulate((bisect_left(names, s[0]) for s in segments), max))
     cuts.append(len(names))
     new, gone, changed = _Kind(), _Kind(), _Kind()
-    new.add(names[: cuts[0]] if segments else names)
+    new.add(names[: cuts[0]] if segments else list(names))
     ranges: list[str] = []
     for (first, count, names_digest, content_digest), a, b in zip(segments, cuts, cuts[1:]):
         if b - a == count and _digests(files, a, b) == (names_digest, content_digest):

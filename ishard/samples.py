@@ -156,7 +156,7 @@ def apply_sample_exts_table(
     offenders = 0
     for index, key in enumerate(table.keys):
         files = table.file_indices(index)
-        names = [all_names[f] for f in files]
+        names = all_names.take(files)
         extra, missing = _problems(names, wanted)
         if not extra and not missing:
             kept.add(key, files)

@@ -6,7 +6,7 @@ import hashlib
 import operator
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import islice
+from itertools import accumulate, islice
 from typing import NamedTuple
 
 from .keys import KeyFunction, wds_split
@@ -52,6 +52,132 @@ def store_stamp(info: dict) -> int:
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little", signed=True)
 
 
+CHUNK = 1 << 16  # names packed, and decoded for reading in order, at a time
+TAKE_SORTED_FROM = 64  # names taken at once from which the indices are sorted to find runs
+
+
+class Names(Sequence[str]):
+    """Names in one buffer, not a ``str`` object each (about a byte a character and 8 bytes a
+    name, against some 90 bytes a name as a list of ``str``): UTF-8 (undecodable bytes kept
+    through their surrogate escapes), each name followed by a newline — no listed name holds
+    one, control characters make a name unsafe — and where each name starts. Appended names
+    wait in a list of at most ``CHUNK`` and are packed when it fills or a name is read; reading
+    in order decodes ``CHUNK`` names at a time."""
+
+    __slots__ = ("_blob", "_pending", "_starts")
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        self._blob = bytearray()
+        self._starts = array("q", [0])
+        self._pending: list[str] = []
+        self.extend(names)
+
+    def append(self, name: str) -> None:
+        """Add one name at the end."""
+        self._pending.append(name)
+        if len(self._pending) >= CHUNK:
+            self._pack()
+
+    def extend(self, names: Iterable[str]) -> None:
+        """Add names at the end."""
+        self._pack()
+        items = iter(names)
+        while chunk := list(islice(items, CHUNK)):
+            self._pending = chunk
+            self._pack()
+
+    def _pack(self) -> None:
+        chunk, self._pending = self._pending, []
+        if not chunk:
+            return
+        data = ("\n".join(chunk) + "\n").encode("utf-8", "surrogateescape")
+        if data.count(b"\n") != len(chunk):
+            raise ValueError("a name holds a newline, which a name column cannot store")
+        sizes: Iterable[int]
+        if len(data) == sum(map(len, chunk)) + len(chunk):  # a byte a character in every name
+            sizes = map(len, chunk)
+        else:
+            sizes = (len(n.encode("utf-8", "surrogateescape")) for n in chunk)
+        ends = accumulate((n + 1 for n in sizes), initial=self._starts[-1])
+        next(ends)  # where the chunk starts: there already
+        self._starts.extend(ends)
+        self._blob += data
+
+    def __len__(self) -> int:
+        return len(self._starts) - 1 + len(self._pending)
+
+    def _decoded(self, start: int, stop: int) -> list[str]:
+        """Names ``start:stop`` (packed, ``start < stop``) with one decode."""
+        starts = self._starts
+        return (
+            self._blob[starts[start] : starts[stop] - 1]
+            .decode("utf-8", "surrogateescape")
+            .split("\n")
+        )
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if self._pending:
+            self._pack()
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                return [self[i] for i in range(start, stop, step)]
+            return self._decoded(start, stop) if start < stop else []
+        starts = self._starts
+        if index < 0:
+            index += len(starts) - 1
+        if not 0 <= index < len(starts) - 1:
+            raise IndexError("name index out of range")
+        return self._blob[starts[index] : starts[index + 1] - 1].decode("utf-8", "surrogateescape")
+
+    def __iter__(self) -> Iterator[str]:
+        if self._pending:
+            self._pack()
+        count = len(self)
+        for start in range(0, count, CHUNK):
+            yield from self._decoded(start, min(start + CHUNK, count))
+
+    def take(self, indices: Sequence[int]) -> list[str]:
+        """The names at ``indices``, in their order. The indices are sorted first (numpy), so
+        each run of consecutive ones is decoded at once: files of a sample are often far apart
+        in the listing (an image and its annotation in two trees), but a chunk of samples
+        still covers a few long runs of it."""
+        if self._pending:
+            self._pack()
+        count = len(indices)
+        if count >= TAKE_SORTED_FROM:
+            import numpy as np
+
+            at = np.asarray(indices, dtype=np.int64)
+            order = np.argsort(at, kind="stable")
+            at = at[order]
+            breaks = (np.flatnonzero(np.diff(at) != 1) + 1).tolist()
+            if len(breaks) <= count // 8:
+                names: list[str] = []
+                for a, b in zip([0, *breaks], [*breaks, count]):
+                    names += self._decoded(int(at[a]), int(at[b - 1]) + 1)
+                rank = np.empty(count, dtype=np.int64)
+                rank[order] = np.arange(count, dtype=np.int64)
+                return list(map(names.__getitem__, rank.tolist()))
+        blob, starts = self._blob, self._starts
+        return [
+            blob[starts[i] : starts[i + 1] - 1].decode("utf-8", "surrogateescape") for i in indices
+        ]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Names):
+            other._pack()
+            self._pack()
+            return self._starts == other._starts and self._blob == other._blob
+        if isinstance(other, (list, tuple)):
+            return len(self) == len(other) and all(map(operator.eq, self, other))
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"Names({list(self[:3])!r}{', …' if len(self) > 3 else ''}, {len(self)} names)"
+
+
 class Grouping(NamedTuple):
     """Samples a listing's maker already found (the column engine, for a built-in key
     pattern): the key function, the keys in order of first appearance, each file's sample."""
@@ -70,7 +196,7 @@ class FileTable:
     __slots__ = ("grouping", "mtimes", "names", "sizes", "stamps")
 
     def __init__(self) -> None:
-        self.names: list[str] = []
+        self.names = Names()
         self.sizes = array("q")
         self.mtimes = array("q")
         self.stamps = array("q")
@@ -102,20 +228,31 @@ class FileTable:
 
     def sort(self) -> None:
         """Order by name, bytewise (the order object stores list in); drop repeated names."""
-        names = self.names
-        if all(map(operator.lt, names, islice(names, 1, None))):
+        if _ascending(self.names):
             return  # already sorted and unique: the common case for store listings
         self.grouping = None  # made for the old order
+        names = list(self.names)
         key = _bytewise if _has_surrogates(names) else None
         order = sorted(
             range(len(names)), key=(lambda i: key(names[i])) if key else names.__getitem__
         )
         keep = [i for n, i in enumerate(order) if n == 0 or names[order[n - 1]] != names[i]]
         del order
-        self.names = [names[i] for i in keep]
+        self.names = Names(names[i] for i in keep)
         self.sizes = array("q", [self.sizes[i] for i in keep])
         self.mtimes = array("q", [self.mtimes[i] for i in keep])
         self.stamps = array("q", [self.stamps[i] for i in keep])
+
+
+def _ascending(names: Names) -> bool:
+    """Every name sorts before the next (code-point order), read a chunk at a time."""
+    last: list[str] = []
+    for start in range(0, len(names), CHUNK):
+        chunk = last + names[start : start + CHUNK]
+        if not all(map(operator.lt, chunk, islice(chunk, 1, None))):
+            return False
+        last = chunk[-1:]
+    return True
 
 
 class SampleTable:
@@ -221,6 +358,6 @@ class ShardList(Sequence[ShardPlan]):
             for i in members:
                 rows += runs[starts[i] : starts[i + 1]]
             lines = [f"\x01{name}"]
-            lines += [f"{names[f]}\x00{sizes[f]}\x00{mtimes[f]}" for f in rows]
+            lines += [f"{n}\x00{sizes[f]}\x00{mtimes[f]}" for n, f in zip(names.take(rows), rows)]
             update("\n".join(lines).encode("utf-8", "surrogateescape") + b"\n")
             update(array("q", map(stamps.__getitem__, rows)).tobytes())  # 8 bytes a member

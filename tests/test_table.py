@@ -1,0 +1,58 @@
+"""The compact name column (``table.Names``) against a plain list of the same names."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ishard import table
+from ishard.table import FileTable, Names
+
+# names as listings give them: any text but a newline, undecodable bytes as surrogate escapes
+text = st.text(st.characters(blacklist_characters="\n", blacklist_categories=("Cs",))
+               | st.sampled_from(["\udc80", "\udcff", "é", "😀", "/", "."]), max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(names=st.lists(text, max_size=300), picks=st.lists(st.integers(0, 10**6), max_size=400),
+       chunk=st.sampled_from([1, 3, 64, 1 << 16]), data=st.data())
+def test_names_read_back_as_the_list_they_were_made_from(names, picks, chunk, data):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(table, "CHUNK", chunk)  # chunks of 1, 3, 64 names and the real size
+        patch.setattr(table, "TAKE_SORTED_FROM", 2)  # short lists take the sorted way too
+        check(names, picks, data)
+
+
+def check(names, picks, data):
+    column = Names()
+    for n in names[: len(names) // 2]:
+        column.append(n)  # some appended one by one, the rest at once
+    column.extend(names[len(names) // 2:])
+    assert len(column) == len(names)
+    assert list(column) == names and column == names and column == Names(names)
+    if names:
+        picked = [p % len(names) for p in picks]
+        runs = sorted(picked)  # sorted runs and repeats: what take() decodes a run at a time
+        half = len(names) // 2  # two runs interleaved: an image tree and an annotation tree
+        woven = [i for pair in zip(range(half), range(half, len(names))) for i in pair]
+        for indices in (picked, runs, woven, woven[::-1]):
+            assert column.take(indices) == [names[i] for i in indices]
+        i = data.draw(st.integers(-len(names), len(names) - 1))
+        assert column[i] == names[i]
+        a, b = sorted(data.draw(st.lists(st.integers(-2, len(names) + 2), min_size=2, max_size=2)))
+        assert column[a:b] == names[a:b] and column[::3] == names[::3]
+
+
+def test_a_name_with_a_newline_is_refused_not_split():
+    with pytest.raises(ValueError, match="newline"):
+        Names(["a", "b\nc"])
+
+
+def test_a_sorted_table_keeps_the_first_of_repeated_names_with_its_columns():
+    files = FileTable()
+    for name, size in [("b", 1), ("a\udcff", 2), ("a", 3), ("b", 4), ("é", 5)]:
+        files.add(name, size, 0)
+    files.sort()
+    assert files.names == ["a", "a\udcff", "b", "é"]  # bytewise: a, a+0xff, b, then é
+    assert list(files.sizes) == [3, 2, 1, 5]
