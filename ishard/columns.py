@@ -22,7 +22,7 @@ from typing import Any
 from .keys import KeyFunction, key_function
 from .listing import HIDDEN, UNSAFE
 from .model import EXAMPLES_KEPT, Tally
-from .table import FileTable, Grouping
+from .table import FileTable, Grouping, Names
 
 MEMORY_LIMIT = 256 << 20  # bytes DuckDB may hold before it spills to its temporary folder
 MAX_NAME = 128 << 10  # characters in a name (as the row reader's csv field limit)
@@ -245,40 +245,54 @@ def _listing(
     table.mtimes = _ints(columns["mtime"])
     table.stamps = array("q", bytes(8 * len(table.sizes)))
     for start in range(0, len(table.sizes), FETCHED):  # never ten million str objects at once
-        table.names.extend(
-            con.execute(
-                f"SELECT name FROM files WHERE rowid >= {start} AND rowid < {start + FETCHED}"
-            )
-            .fetchnumpy()["name"]
-            .tolist()
-        )
+        table.names.extend(_fetched(con, "name", "files", start))
     return table, int(columns["size"].sum())
 
 
 def _grouping(con, key: KeyFunction) -> Grouping:
     """The samples of ``files`` by a built-in key pattern, by sorting (it spills, where a hash
     join of ten million keys under the memory limit fails): the files in order of key, the
-    first of each key marked with it; then numpy numbers the keys by first appearance."""
+    first of each key marked; numpy numbers the keys by first appearance. The keys come over
+    a million at a time, in that order (a key's first file is where it appears)."""
     import numpy as np
 
-    columns = con.execute(
-        "SELECT f, CASE WHEN key IS DISTINCT FROM lag(key) OVER (ORDER BY key, f) THEN key END "
-        f"AS starts FROM (SELECT rowid AS f, {_KEY_SQL[key]} AS key FROM files) ORDER BY key, f"
-    ).fetchnumpy()
-    by_key = columns["f"].astype(np.int64)  # files by key, then listing position
-    starts = columns["starts"]  # a key where one starts, else NULL (masked)
+    con.execute(
+        "CREATE TEMP TABLE by_key AS SELECT f, CASE WHEN key IS DISTINCT FROM lag(key) "
+        "OVER (ORDER BY key, f) THEN key END AS starts "
+        f"FROM (SELECT rowid AS f, {_KEY_SQL[key]} AS key FROM files) ORDER BY key, f"
+    )
+    columns = con.execute("SELECT f, starts IS NOT NULL AS new FROM by_key").fetchnumpy()
+    con.execute(
+        "CREATE TEMP TABLE firsts AS SELECT starts AS key FROM by_key "
+        "WHERE starts IS NOT NULL ORDER BY f"
+    )
+    con.execute("DROP TABLE by_key")
+    keys = Names()
+    for start in range(0, int(columns["new"].sum()), FETCHED):
+        keys.extend(_fetched(con, "key", "firsts", start))
+    con.execute("DROP TABLE firsts")
+    by_key = columns["f"].astype(np.int64, copy=False)  # files by key, then listing position
+    new = columns["new"].astype(bool, copy=False)  # where a key starts
     del columns
-    new = ~np.ma.getmaskarray(starts)
-    group = np.cumsum(new) - 1  # each file's key, numbered in key order
-    firsts = by_key[new]  # each key's first file
-    appearance = np.argsort(firsts, kind="stable")  # keys in order of first appearance
-    keys = np.ma.getdata(starts)[new][appearance].tolist()
-    del starts
+    group = np.cumsum(new, dtype=np.int64) - 1  # each file's key, numbered in key order
+    appearance = np.argsort(by_key[new], kind="stable")  # keys in order of first appearance
     number = np.empty_like(appearance)
-    number[appearance] = np.arange(len(appearance))
+    number[appearance] = np.arange(len(appearance), dtype=np.int64)
+    del appearance
     sample_of = np.empty(len(by_key), dtype=np.int64)
     sample_of[by_key] = number[group]
     return Grouping(key, keys, _ints(sample_of))
+
+
+def _fetched(con, column: str, table: str, start: int) -> list[str]:
+    """``FETCHED`` values of a text column from row ``start`` on."""
+    return (
+        con.execute(
+            f"SELECT {column} FROM {table} WHERE rowid >= {start} AND rowid < {start + FETCHED}"
+        )
+        .fetchnumpy()[column]
+        .tolist()
+    )
 
 
 def _ints(values: Any) -> array:

@@ -46,10 +46,12 @@ class KeyCheck:
         self.counts: dict[str, int] = {}
         self.examples: dict[str, list[str]] = {}
 
-    def add(self, finding: str, keys: list[str]) -> None:
-        """Count ``keys`` (samples) under ``finding``."""
-        if keys:
-            self.counts[finding] = self.counts.get(finding, 0) + len(keys)
+    def add(self, finding: str, keys: list[str], count: int | None = None) -> None:
+        """Count ``count`` samples (``len(keys)`` if not given) under ``finding``, ``keys``
+        the first of them (at least as many as are still to be shown)."""
+        count = len(keys) if count is None else count
+        if count:
+            self.counts[finding] = self.counts.get(finding, 0) + count
             shown = self.examples.setdefault(finding, [])
             shown.extend(keys[: EXAMPLES - len(shown)])
 
@@ -133,7 +135,8 @@ def key_check(table: SampleTable, check: KeyCheck | None = None) -> KeyCheck:
         else:
             key_dot = [n[: n.find(".", n.rfind("/") + 1) + 1] for n in first]
         together = map(str.startswith, last, key_dot)
-        check.add(SPLIT, [keys[s] for s in compress(range(s0, s1), map(operator.not_, together))])
+        split = list(compress(range(s0, s1), map(operator.not_, together)))
+        check.add(SPLIT, [keys[s] for s in split[:EXAMPLES]], len(split))
     return check
 
 
@@ -423,10 +426,10 @@ def index_names(table: SampleTable, renamed: bool) -> None:
     """
     names = _file_names(table)
     if renamed:
-        starts, keys = table.starts, table.keys
+        starts = table.starts
         names = [
-            f"{keys[s]}.{wds_split(n)[1]}"
-            for s in range(len(keys))
+            f"{key}.{wds_split(n)[1]}"
+            for s, key in enumerate(table.keys)
             for n in names[starts[s] : starts[s + 1]]
         ]
     joined = "\0".join(names)

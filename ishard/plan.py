@@ -119,6 +119,8 @@ def cut_indices(
     moves up into its parent, so only the last shard may be below the size bound.
     """
     rng = random.Random(order.seed) if order.kind == "shuffle" else None
+    if order.kind == "alpha" and not isinstance(keys, list):
+        keys = list(keys)  # sorting looks keys up at random: as str objects, for the sort only
     out: list[list[int]] = []
     cutter = _Cutter(sizes, bounds, out)
     if not any("/" in k for k in keys):  # flat: no tree to build

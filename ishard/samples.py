@@ -10,7 +10,7 @@ from .ekm import Ekm
 from .errors import DataError
 from .keys import KeyFunction, extension, sample_keys
 from .model import FileEntry, Sample, Tally
-from .table import FileTable, SampleTable
+from .table import FileTable, Names, SampleTable
 
 ACTIONS = ("ignore", "warn", "abort", "exclude")
 WARNINGS_SHOWN = 10
@@ -44,7 +44,7 @@ def group_table(files: FileTable, key: KeyFunction) -> SampleTable:
     return table
 
 
-def _numbered(files: FileTable, key: KeyFunction) -> tuple[list[str], array]:
+def _numbered(files: FileTable, key: KeyFunction) -> tuple[Names, array]:
     """The sample keys in order of first appearance, and each file's sample number."""
     ids: dict[str, int] = {}
     number = ids.setdefault  # a new key gets the next number, len(ids) before it is added
@@ -52,7 +52,7 @@ def _numbered(files: FileTable, key: KeyFunction) -> tuple[list[str], array]:
     sample_of = array("q")
     while chunk := [number(k, len(ids)) for k in islice(keys, CHUNK)]:  # bounded: no list
         sample_of.extend(chunk)  # of an int object per file
-    return list(ids), sample_of
+    return Names(ids), sample_of
 
 
 Gathered = tuple[array, array, array]

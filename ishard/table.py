@@ -183,7 +183,7 @@ class Grouping(NamedTuple):
     pattern): the key function, the keys in order of first appearance, each file's sample."""
 
     key: KeyFunction
-    keys: list[str]
+    keys: Names
     sample_of: array
 
 
@@ -256,13 +256,14 @@ def _ascending(names: Names) -> bool:
 
 
 class SampleTable:
-    """Samples over a FileTable: a key, a size and a run of file indices per sample."""
+    """Samples over a FileTable: a key (kept as ``Names``), a size and a run of file indices
+    per sample."""
 
     __slots__ = ("files", "keys", "members", "sizes", "starts")
 
     def __init__(self, files: FileTable) -> None:
         self.files = files
-        self.keys: list[str] = []
+        self.keys = Names()
         self.sizes = array("q")
         self.starts = array("q", [0])
         self.members = array("q")
