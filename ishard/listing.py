@@ -178,7 +178,10 @@ class _LocalWalk:
         stack = [(top, self._scan(top), 0)]
         while stack:
             rel_dir, children, at = stack.pop()
-            total = count = 0
+            names: list[str] = []
+            sizes: list[int] = []
+            mtimes: list[int] = []
+            stamps: list[int] = []
             for i in range(at, len(children)):
                 child = children[i]
                 if not child.is_dir(follow_symlinks=False):
@@ -196,14 +199,10 @@ class _LocalWalk:
                     if not stat.S_ISREG(st.st_mode):
                         self.tally.add(SPECIAL, name)
                         continue
-                    table.add(
-                        name,
-                        st.st_size,
-                        st.st_mtime_ns // 1_000_000_000,
-                        local_stamp(st.st_mtime_ns, st.st_ino),
-                    )
-                    total += st.st_size
-                    count += 1
+                    names.append(name)
+                    sizes.append(st.st_size)
+                    mtimes.append(st.st_mtime_ns // 1_000_000_000)
+                    stamps.append(local_stamp(st.st_mtime_ns, st.st_ino))
                     continue
                 name = rel_dir + child.name + "/"
                 if not _wanted(name, prefix):
@@ -214,8 +213,10 @@ class _LocalWalk:
                 stack.append((rel_dir, children, i + 1))  # go on here after it
                 stack.append((name, self._scan(name), 0))
                 break
-            if count and self.on_file is not None:
-                self.on_file(total, count)
+            if names:  # this run of files, before the folder that follows them
+                table.extend(names, sizes, mtimes, stamps)
+                if self.on_file is not None:
+                    self.on_file(sum(sizes), len(names))
 
     def _scan(self, rel_dir: str) -> list[os.DirEntry]:
         """The entries of one directory, ordered as their full names sort bytewise."""

@@ -217,6 +217,15 @@ class FileTable:
         self.mtimes.append(mtime)
         self.stamps.append(stamp)
 
+    def extend(
+        self, names: list[str], sizes: list[int], mtimes: list[int], stamps: list[int]
+    ) -> None:
+        """Append files given as columns."""
+        self.names.extend(names)
+        self.sizes.extend(sizes)
+        self.mtimes.extend(mtimes)
+        self.stamps.extend(stamps)
+
     def __len__(self) -> int:
         return len(self.names)
 
