@@ -156,11 +156,18 @@ def sample_members(table: SampleTable) -> None:
     bases = (k[k.rfind("/") + 1 :] for k in keys)
     bad_key = next((s for s, base in enumerate(bases) if not base or "." in base), len(keys))
     names, members = table.files.names, table.members
-    exts = [
-        n.rpartition("/")[2].partition(".")[2].lower()
-        for a in range(0, len(members), CHUNK)
-        for n in names.take(members[a : a + CHUNK])
-    ]  # in sample order: sample s holds exts[starts[s]:starts[s + 1]]
+    seen: dict[str, str] = {}
+    one = seen.setdefault  # a str object per distinct extension, not one per file
+    exts: list[str] = []  # in sample order: sample s holds exts[starts[s]:starts[s + 1]]
+    for a in range(0, len(members), CHUNK):
+        if len(seen) > CHUNK:
+            seen.clear()  # extensions of every kind: bounded all the same
+        cut = (
+            n.rpartition("/")[2].partition(".")[2].lower()
+            for n in names.take(members[a : a + CHUNK])
+        )
+        exts += [one(e, e) for e in cut]
+    del seen
     bad_ext = len(keys)
     if "" in exts:
         bad_ext = bisect_right(starts, exts.index("")) - 1
