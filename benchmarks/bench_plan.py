@@ -15,11 +15,16 @@ from "reading and ordering this many names".
 
     python benchmarks/bench_plan.py                                 # 1M, every shape and format
     python benchmarks/bench_plan.py --objects 10000000 --shapes imagenet
+    python benchmarks/bench_plan.py --objects 100000000 --shapes dir-per-sample --formats csv
+
+Only the formats asked for are written (and the CSV, always). "temp MiB" is the most the
+column engine's spill folder (``--tmp-dir``) held, looked at every second.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import os
@@ -28,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,27 +66,54 @@ def rows(shape: str, objects: int, seed: int = 1234) -> Iterator[tuple[str, int]
         yield f"{folder}/s{i:09d}.json", rng.randint(400, 2000)
 
 
-def generate(data: Path, shape: str, objects: int) -> dict[str, Path]:
-    """The inventory of ``shape`` in every format, written unless already there."""
+def generate(data: Path, shape: str, objects: int, formats: list[str]) -> dict[str, Path]:
+    """The inventory of ``shape`` as CSV and in each of ``formats``, each written unless there."""
     base = data / f"{shape}-{objects}"
     paths = {fmt: base.with_suffix(f".{fmt}") for fmt in FORMATS}
-    marker = base.with_suffix(".done")
-    if marker.exists():
-        return paths
-    with open(paths["csv"], "w", buffering=1 << 20) as csv_file, \
-            open(paths["jsonl"], "w", buffering=1 << 20) as jsonl:
-        csv_file.write("name,size,mtime\n")
-        for name, size in rows(shape, objects):
-            csv_file.write(f"{name},{size},1700000000\n")
-            jsonl.write(json.dumps({"name": name, "size": size, "mtime": 1700000000}) + "\n")
-    with open(paths["csv"], "rb") as src, gzip.open(paths["csv.gz"], "wb", compresslevel=1) as out:
-        shutil.copyfileobj(src, out, 1 << 20)
-    import duckdb  # the Parquet copy: DuckDB writes it (ishard only reads Parquet)
+    for fmt in ("csv", *formats):  # the CSV first: GNU sort's input, and the others' source
+        if paths[fmt].exists():
+            continue
+        part = paths[fmt].with_suffix(".part")
+        if fmt == "csv":
+            with open(part, "w", buffering=1 << 22) as out:
+                out.write("name,size,mtime\n")
+                out.writelines(f"{name},{size},1700000000\n" for name, size in rows(shape, objects))
+        elif fmt == "jsonl":
+            with open(part, "w", buffering=1 << 22) as out:
+                out.writelines(json.dumps({"name": name, "size": size, "mtime": 1700000000}) + "\n"
+                               for name, size in rows(shape, objects))
+        elif fmt == "csv.gz":
+            with open(paths["csv"], "rb") as src, gzip.open(part, "wb", compresslevel=1) as out:
+                shutil.copyfileobj(src, out, 1 << 20)
+        else:
+            import duckdb  # the Parquet copy: DuckDB writes it (ishard only reads Parquet)
 
-    duckdb.execute(f"COPY (SELECT * FROM read_csv('{paths['csv']}', header = true)) TO "
-                   f"'{paths['parquet']}' (FORMAT parquet)")
-    marker.write_text("done")
+            duckdb.execute(f"COPY (SELECT * FROM read_csv('{paths['csv']}', header = true)) TO "
+                           f"'{part}' (FORMAT parquet)")
+        part.rename(paths[fmt])
     return paths
+
+
+def folder_mib(folder: Path) -> float:
+    """MiB of the files under ``folder`` now."""
+    total = 0
+    for top, _, files in os.walk(folder):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(top, name)).st_size
+    return total / (1 << 20)
+
+
+class Peak(threading.Thread):
+    """The most ``folder`` held, looked at every second while a run lasts."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(daemon=True)
+        self.folder, self.most, self.done = folder, 0.0, threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(1.0):
+            self.most = max(self.most, folder_mib(self.folder))
 
 
 def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, str]:
@@ -111,23 +144,30 @@ def main() -> None:
     args.data.mkdir(parents=True, exist_ok=True)
     source = args.data / "source"  # the folder the inventory describes (a dry run reads nothing)
     source.mkdir(exist_ok=True)
+    spill = args.data / "spill"  # --tmp-dir: where the column engine spills, measured
+    spill.mkdir(exist_ok=True)
     print(f"{'objects':>12} {'shape':>15} {'format':>8} {'ishard s':>9} {'peak MiB':>9} "
-          f"{'shards':>7} {'sort s':>7} {'× sort':>7}")
+          f"{'temp MiB':>9} {'shards':>7} {'sort s':>7} {'× sort':>7}")
     for n in args.objects:
         for shape in args.shapes:
-            paths = generate(args.data, shape, n)
+            paths = generate(args.data, shape, n, args.formats)
             sort_s, _, _ = timed(["sort", "-t,", "-k1,1", "-o", os.devnull, str(paths["csv"])],
                                  env={**os.environ, "LC_ALL": "C"})
             answers = set()
             for fmt in args.formats:
+                peak = Peak(spill)
+                peak.start()
                 seconds, rss, out = timed([
                     sys.executable, "-m", "ishard", "shard", str(source), "--src-list",
                     str(paths[fmt]), "--dry-run=summary", "--shard-size", "512MiB",
-                    "--member-names", "original"])
+                    "--member-names", "original", "--tmp-dir", str(spill)])
+                peak.done.set()
+                peak.join()
                 answers.add(out)
                 shards = out.count(".tar  ")
-                print(f"{n:>12,} {shape:>15} {fmt:>8} {seconds:>9.1f} {rss:>9.0f} {shards:>7} "
-                      f"{sort_s:>7.2f} {seconds / sort_s:>7.1f}", flush=True)
+                print(f"{n:>12,} {shape:>15} {fmt:>8} {seconds:>9.1f} {rss:>9.0f} "
+                      f"{peak.most:>9.0f} {shards:>7} {sort_s:>7.2f} {seconds / sort_s:>7.1f}",
+                      flush=True)
             if len(answers) != 1:
                 sys.exit(f"the formats planned differently for {shape} {n}")
 
