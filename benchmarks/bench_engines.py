@@ -105,8 +105,7 @@ def main() -> None:
                         default=Path(tempfile.gettempdir()) / "ishard-bench-plan")
     args = parser.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
-    inventory = args.data / f"inventory-{args.objects}.csv"
-    generate(inventory, args.objects)
+    inventory = generate(args.data, "imagenet", args.objects, [])["csv"]
     tmp = Path(tempfile.mkdtemp(prefix="engines-"))
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in ENGINES}
     answers = set()
