@@ -473,7 +473,7 @@ The user guide (docs/user-guide.md) explains every option."""
     "--src-list",
     default=None,
     help="Take the listing from an inventory file (CSV with header, JSON Lines, Parquet, an S3 "
-    "Inventory report's manifest.json).",
+    "Inventory report's manifest.json: CSV, Parquet, or ORC with ishard[orc]).",
 )
 @ENDPOINT_URL
 @STORAGE_OPTION

@@ -477,6 +477,8 @@ def write_list(kind: str, rows: list[dict], bucket: str, where: Path) -> Path:
         return path
     if kind == "s3-inventory-parquet":
         return parquet_inventory(rows, bucket, where)
+    if kind == "s3-inventory-orc":
+        return orc_inventory(rows, bucket, where)
     # AWS layout: <prefix>/<bucket>/<config>/<date>/manifest.json beside <config>/data/*.csv.gz
     config = where / "inventory" / bucket / "cfg"
     (config / "data").mkdir(parents=True)
@@ -543,10 +545,32 @@ def parquet_inventory(
     return path
 
 
-@pytest.mark.parametrize("kind", ["s3-inventory", "s3-inventory-parquet"])
+def orc_inventory(rows: list[dict], bucket: str, where: Path) -> Path:
+    """The Parquet report of :func:`parquet_inventory` in ORC, its data files by pyarrow."""
+    import pyarrow as pa
+    from pyarrow import orc
+
+    path = parquet_inventory(rows, bucket, where)
+    manifest = json.loads(path.read_text())
+    manifest["fileFormat"] = "ORC"
+    manifest["fileSchema"] = "struct<bucket:string,key:string,size:bigint,last_modified_date:timestamp>"
+    for item, chunk in zip(manifest["files"], (rows[::2], rows[1::2])):
+        (where / item["key"]).unlink()
+        item["key"] = item["key"].replace(".parquet", ".orc")
+        table = pa.table({
+            "bucket": [bucket] * len(chunk), "key": [r["name"] for r in chunk],
+            "size": pa.array([r["size"] for r in chunk], pa.int64()),
+            "last_modified_date": pa.array([r["mtime"] * 1000 for r in chunk], pa.timestamp("ms")),
+        })  # fmt: skip
+        orc.write_table(table, str(where / item["key"]))
+    path.write_text(json.dumps(manifest, indent=2))
+    return path
+
+
+@pytest.mark.parametrize("kind", ["s3-inventory", "s3-inventory-parquet", "s3-inventory-orc"])
 def test_s3_inventory_is_read_from_the_store(cli, client, s3_bucket, bucket2, tmp_path, kind):
     """A report left where AWS writes it (manifest and data files in the inventory's
-    destination bucket), CSV or Parquet, plans what listing the bucket plans."""
+    destination bucket), CSV, Parquet or ORC, plans what listing the bucket plans."""
     put(client, s3_bucket, LISTED)
     manifest = write_list(kind, inventory_rows(client, s3_bucket), s3_bucket, tmp_path / "inv")
     doc = json.loads(manifest.read_text())
@@ -573,7 +597,9 @@ LISTED = {
 }
 
 
-@pytest.mark.parametrize("kind", ["csv", "jsonl", "s3-inventory", "s3-inventory-parquet"])
+@pytest.mark.parametrize(
+    "kind", ["csv", "jsonl", "s3-inventory", "s3-inventory-parquet", "s3-inventory-orc"]
+)
 def test_src_list_gives_the_same_shards_as_listing_the_bucket(
     cli, client, s3_bucket, tmp_path, kind
 ):

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import csv
 import gzip
+import datetime
 import io
 import json
+import sys
 from pathlib import Path
 from urllib.parse import quote_plus
 
@@ -423,16 +425,66 @@ def test_s3_inventory_in_parquet_or_orc_that_cannot_be_read_is_one_line(tmp_path
                                    "required binary bucket (STRING); required binary key (STRING);}")  # fmt: skip
     with pytest.raises(UsageError, match="Key and Size"):
         entries(no_size)
-    orc = s3_parquet_inventory(tmp_path / "b", rows, fmt="ORC")
-    with pytest.raises(UsageError, match="in ORC format, which ishard cannot read") as err:
-        entries(orc)
-    assert "CSV or Parquet" in str(err.value) and "\n" not in str(err.value)
-    broken = s3_parquet_inventory(tmp_path / "c", rows)
-    for data in (broken.parent.parent / "data").iterdir():
-        data.write_bytes(b"not parquet")
-    with pytest.raises(UsageError, match="cannot be read as the manifest's Parquet") as err:
-        entries(broken)
-    assert "\n" not in str(err.value)
+    avro = s3_parquet_inventory(tmp_path / "b", rows, fmt="Avro")
+    with pytest.raises(UsageError, match="in Avro format, which ishard cannot read") as err:
+        entries(avro)
+    assert "CSV, ORC or Parquet" in str(err.value) and "\n" not in str(err.value)
+    for fmt, schema in (("Parquet", PARQUET_SCHEMA), ("ORC", ORC_SCHEMA)):
+        broken = s3_parquet_inventory(tmp_path / fmt, rows, schema=schema, fmt=fmt)
+        for data in (broken.parent.parent / "data").iterdir():
+            data.write_bytes(b"not " + fmt.encode())
+        with pytest.raises(UsageError, match=f"cannot be read as the manifest's {fmt}") as err:
+            entries(broken)
+        assert "\n" not in str(err.value)
+
+
+ORC_SCHEMA = (
+    "struct<bucket:string,key:string,size:bigint,last_modified_date:timestamp,e_tag:string,"
+    "storage_class:string>"
+)
+
+
+def s3_orc_inventory(root: Path, rows: list[tuple], schema: str = ORC_SCHEMA) -> Path:
+    """The same report in ORC (AWS's third format): data files written by pyarrow."""
+    import pyarrow as pa
+    from pyarrow import orc
+
+    path = s3_parquet_inventory(root, rows, schema=schema, fmt="ORC")
+    manifest = json.loads(path.read_text())
+    types = pa.schema([("bucket", pa.string()), ("key", pa.string()), ("size", pa.int64()),
+                       ("last_modified_date", pa.timestamp("ms")), ("e_tag", pa.string()),
+                       ("storage_class", pa.string())])  # fmt: skip
+    for item, chunk in zip(manifest["files"], (rows[:2], rows[2:])):
+        (root / item["key"]).unlink()  # the Parquet file, replaced by an ORC one
+        item["key"] = item["key"].replace(".parquet", ".orc")
+        when = [datetime.datetime.fromisoformat(t) for _, _, t in chunk]
+        table = pa.table([["src-bucket"] * len(chunk), [k for k, _, _ in chunk],
+                          [n for _, n, _ in chunk], when, ["x"] * len(chunk),
+                          ["STANDARD"] * len(chunk)], schema=types)  # fmt: skip
+        orc.write_table(table, str(root / item["key"]))
+    path.write_text(json.dumps(manifest))
+    return path
+
+
+def test_s3_inventory_in_orc_lists_what_its_parquet_form_lists(tmp_path):
+    rows = [
+        ("ds/z/1.jpg", 30, "2024-01-01 00:00:05.999"),
+        ("ds/a b+c%41.jpg", 10, "2024-01-01 00:00:05"),
+        ("ds/naïve/x.jpg", 20, "1969-12-31 23:59:59.500"),
+        ("other/y.jpg", 40, "2024-01-01 00:00:00"),
+    ]
+    orc = entries(s3_orc_inventory(tmp_path / "orc", rows), list_prefix="ds/")
+    assert orc == entries(s3_parquet_inventory(tmp_path / "parquet", rows), list_prefix="ds/")
+    assert orc == [("ds/a b+c%41.jpg", 10, 1704067205), ("ds/na\u00efve/x.jpg", 20, 0),
+                   ("ds/z/1.jpg", 30, 1704067205)]  # seconds toward zero, as Parquet's  # fmt: skip
+
+
+def test_s3_inventory_in_orc_without_pyarrow_says_which_extra_reads_it(tmp_path, monkeypatch):
+    path = s3_orc_inventory(tmp_path, [("k1", 1, "2024-01-01 00:00:00")] * 3)
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # what an install without it sees
+    with pytest.raises(UsageError, match=r"pip install 'ishard\[orc\]'") as err:
+        entries(path)
+    assert err.value.exit_code == 2 and "\n" not in str(err.value)
 
 
 def test_the_local_walk_yields_names_in_bytewise_order_without_sorting(tmp_path):
