@@ -2,12 +2,12 @@
 without Python work per row.
 
 An inventory the engine takes as it is (a local CSV file with a header, or a Parquet file) is
-read, checked, filtered (prefix, hidden and unsafe names, folder markers), sorted bytewise and
-stripped of repeated names in DuckDB, under a memory limit past which DuckDB spills to a
-temporary folder. Anything it cannot take as it is — a line the CSV reader refuses, a size
-that is not plain digits, a carriage return — goes back to the row reader
-(:mod:`ishard.inventory`), which names the offending line; so both readers give the same
-listing or the same error.
+read, checked, filtered (prefix, hidden and unsafe names, folder markers), sorted bytewise,
+stripped of repeated names and, for a built-in key pattern, grouped into samples in DuckDB,
+under a memory limit past which DuckDB spills to a temporary folder. Anything it cannot take
+as it is — a line the CSV reader refuses, a size that is not plain digits, a carriage return —
+goes back to the row reader (:mod:`ishard.inventory`), which names the offending line; so both
+readers give the same listing or the same error.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ MAX_NAME = 128 << 10  # characters in a name (as the row reader's csv field limi
 DISTINCT_TIMES = 1 << 20  # non-numeric mtimes converted by the row reader's rule, at most
 SCAN_BLOCK = 8 << 20
 HEADER_MAX = 1 << 20  # characters of a CSV header line read (the row reader's line limit)
-FETCHED = 1 << 20  # names fetched from the engine at a time
+FETCHED = 1 << 20  # names (or keys) fetched from the engine at a time
 
 # the row reader's rules, in SQL: an unsafe name (absolute, a '..' part, a control
 # character), a hidden one, a folder marker
