@@ -304,11 +304,7 @@ def _s3_parquet(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, 
     """An S3 Inventory report in Parquet: columns ``key`` (not URL-encoded, unlike CSV's),
     ``size`` and, if the report has it, ``last_modified_date``; read by the column engine a
     batch at a time, a store's data file copied to a private temporary folder first."""
-    fields = set(re.findall(r"\b(\w+)\s*(?:\(|;)", manifest["fileSchema"]))
-    if "key" not in fields or "size" not in fields:
-        raise UsageError(
-            f"--src-list {where!r}: the inventory must include the Key and Size fields"
-        )
+    fields = _schema_fields(re.findall(r"\b(\w+)\s*(?:\(|;)", manifest["fileSchema"]), where)
     import duckdb
 
     mtime = "epoch_ms(last_modified_date) // 1000" if "last_modified_date" in fields else "0"
@@ -335,11 +331,7 @@ def _s3_orc(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int,
     """An S3 Inventory report in ORC: the columns of the Parquet form (``fileSchema`` is
     ``struct<bucket:string,key:string,size:bigint,last_modified_date:timestamp,…>``), read with
     pyarrow (the ``orc`` extra) a stripe at a time, a store's data file copied first."""
-    fields = set(re.findall(r"(\w+)\s*:", manifest["fileSchema"]))
-    if "key" not in fields or "size" not in fields:
-        raise UsageError(
-            f"--src-list {where!r}: the inventory must include the Key and Size fields"
-        )
+    fields = _schema_fields(re.findall(r"(\w+)\s*:", manifest["fileSchema"]), where)
     try:
         import pyarrow as pa
         from pyarrow import orc
@@ -380,6 +372,16 @@ def _orc_rows(batch, pa) -> Iterator[tuple]:
         None if t is None else t // per_second if t >= 0 else -(-t // per_second) for t in ticks
     )
     return zip(keys, sizes, seconds)
+
+
+def _schema_fields(fields: list[str], where: str) -> set[str]:
+    """The column names of a Parquet or ORC report's ``fileSchema``, which must hold the key
+    and the size."""
+    if "key" not in fields or "size" not in fields:
+        raise UsageError(
+            f"--src-list {where!r}: the inventory must include the Key and Size fields"
+        )
+    return set(fields)
 
 
 def _parquet_row(key, size, seconds, where: str, data: str, number: int) -> tuple[str, int, int]:
