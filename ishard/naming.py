@@ -65,14 +65,6 @@ class KeyCheck:
         return lines + [ADVICE] if lines else []
 
 
-def _file_names(table: SampleTable) -> list[str]:
-    """Source names of the table's files in sample order."""
-    names, members = table.files.names, table.members
-    if len(members) == len(names) and members == array("q", range(len(names))):
-        return list(names)
-    return names.take(members)
-
-
 def _sample_keys(table: SampleTable, positions: list[int]) -> list[str]:
     """The keys of the samples holding these file positions (each sample once)."""
     starts, out, last = table.starts, [], -1
@@ -431,17 +423,11 @@ def index_names(table: SampleTable, renamed: bool) -> None:
     Raises:
         DataError: the first file (or sample key) whose member name has whitespace.
     """
-    names = _file_names(table)
-    if renamed:
-        starts = table.starts
-        names = [
-            f"{key}.{wds_split(n)[1]}"
-            for s, key in enumerate(table.keys)
-            for n in names[starts[s] : starts[s + 1]]
-        ]
-    joined = "\0".join(names)
-    found = _WHITESPACE.search(joined)
-    if found is not None:
+    for names in _member_chunks(table, renamed):  # a chunk of member names at a time
+        joined = "\0".join(names)
+        found = _WHITESPACE.search(joined)
+        if found is None:
+            continue
         bad = names[joined.count("\0", 0, found.start())]
         raise DataError(
             f"member name {bad!r} has whitespace, which a DALI index (--index dali) cannot "
