@@ -30,6 +30,7 @@ DISTINCT_TIMES = 1 << 20  # non-numeric mtimes converted by the row reader's rul
 SCAN_BLOCK = 8 << 20
 HEADER_MAX = 1 << 20  # characters of a CSV header line read (the row reader's line limit)
 FETCHED = 1 << 20  # names (or keys) fetched from the engine at a time
+FETCH_MEMORY = 64 << 20  # the engine's memory limit while Python fetches the listing
 
 # the row reader's rules, in SQL: an unsafe name (absolute, a '..' part, a control
 # character), a hidden one, a folder marker
@@ -240,6 +241,7 @@ def _listing(
     table = FileTable()
     if key is not None:
         table.grouping = _grouping(con, key)
+    con.execute(f"SET memory_limit = '{FETCH_MEMORY >> 20}MB'")  # the rest waits on disk
     columns = con.execute("SELECT size, mtime FROM files").fetchnumpy()
     table.sizes = _ints(columns["size"])
     table.mtimes = _ints(columns["mtime"])
