@@ -84,13 +84,16 @@ class Names(Sequence[str]):
         self._pack()
         items = iter(names)
         while chunk := list(islice(items, CHUNK)):
-            self._pending = chunk
-            self._pack()
+            self._add(chunk)
 
     def _pack(self) -> None:
+        """Pack the names waiting in ``_pending``."""
         chunk, self._pending = self._pending, []
-        if not chunk:
-            return
+        if chunk:
+            self._add(chunk)
+
+    def _add(self, chunk: list[str]) -> None:
+        """Append ``chunk`` (at least one name) to the buffer and the starts."""
         data = ("\n".join(chunk) + "\n").encode("utf-8", "surrogateescape")
         if data.count(b"\n") != len(chunk):
             raise ValueError("a name holds a newline, which a name column cannot store")
