@@ -600,6 +600,7 @@ def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> 
             opener=lambda url: _open_url(url, opts),
             tmp_dir=opts.tmp_dir,
             key=key_function(opts.sample_key_pattern),
+            renamed=opts.member_names == "sample",
             **common,
         )
     else:

@@ -19,6 +19,7 @@ import tempfile
 from array import array
 from typing import Any
 
+from .clashes import find_clashes
 from .keys import KeyFunction, key_function
 from .listing import HIDDEN, UNSAFE
 from .model import EXAMPLES_KEPT, Tally
@@ -152,10 +153,12 @@ def read_inventory(
     tmp_dir: str | None = None,
     memory_limit: int = MEMORY_LIMIT,
     key: KeyFunction | None = None,
+    renamed: bool = False,
 ) -> tuple[FileTable, int]:
     """The listing an inventory names (filtered, sorted bytewise, repeated names dropped, the
     first kept) and its byte total; with a built-in pattern's ``key``, its samples too (the
-    table's ``grouping``).
+    table's ``grouping``); the files whose member names may clash on extraction (its
+    ``clashes``: for ``<key>.<extension>`` names when ``renamed``, if ``key`` is built in).
 
     Raises:
         Fallback: the row reader must read it (and say what is wrong, if anything is).
@@ -187,7 +190,8 @@ def read_inventory(
             f"CREATE TEMP TABLE raw AS SELECT coalesce(name, '') AS name, size, mtime "
             f"FROM ({source})"
         )
-        return _listing(con, wanted, include_hidden, tally, key if key in _KEY_SQL else None)
+        built_in = key if key in _KEY_SQL else None
+        return _listing(con, wanted, include_hidden, tally, built_in, renamed)
     except (duckdb.Error, UnicodeDecodeError, csv.Error):
         raise Fallback from None  # the row reader says what is wrong, naming the line
     finally:
@@ -196,7 +200,7 @@ def read_inventory(
 
 
 def _listing(
-    con, wanted: str, include_hidden: bool, tally: Tally, key: KeyFunction | None
+    con, wanted: str, include_hidden: bool, tally: Tally, key: KeyFunction | None, renamed: bool
 ) -> tuple[FileTable, int]:
     digits = "regexp_full_match({}, '[0-9]{{1,18}}')"
     bad, longest, odd = con.execute(
@@ -241,6 +245,10 @@ def _listing(
     table = FileTable()
     if key is not None:
         table.grouping = _grouping(con, key)
+    if not renamed or key is not None:
+        listed = con.execute("SELECT count(*) FROM files").fetchone()[0]
+        members_key = _KEY_SQL[key] if renamed and key is not None else None
+        table.clashes = find_clashes(con, members_key, listed)
     con.execute(f"SET memory_limit = '{FETCH_MEMORY >> 20}MB'")  # the rest waits on disk
     columns = con.execute("SELECT size, mtime FROM files").fetchnumpy()
     table.sizes = _ints(columns["size"])

@@ -496,6 +496,7 @@ def _by_columns(
     on_file: Callable[..., None] | None,
     tmp_dir: str | None = None,
     key: KeyFunction | None = None,
+    renamed: bool = False,
 ) -> FileTable | None:
     """The listing read by the column engine (``columns``), or None: the row reader reads it
     (a small file, or one the engine does not take as it is)."""
@@ -519,6 +520,7 @@ def _by_columns(
             tally=tally,
             tmp_dir=tmp_dir,
             key=key,
+            renamed=renamed,
         )
     except Fallback:
         if kind == "parquet":
@@ -544,12 +546,14 @@ def list_inventory(
     opener: Callable[[str], BinaryIO] | None = None,
     tmp_dir: str | None = None,
     key: KeyFunction | None = None,
+    renamed: bool = False,
 ) -> FileTable:
     """The entries an inventory file names, filtered like a listing, sorted bytewise.
 
     ``opener`` opens a ``where`` that is a store URL (and an S3 Inventory's data files there).
     ``key``: the run's key function; the column engine also groups the files by it when it
-    is a built-in pattern (the table's ``grouping``).
+    is a built-in pattern (the table's ``grouping``), and finds the files whose member names
+    (``<key>.<extension>`` when ``renamed``) may clash on extraction (its ``clashes``).
     ``on_file(size)`` is called per file, or ``on_file(total, count)`` once for a listing
     read by the column engine.
 
@@ -558,7 +562,7 @@ def list_inventory(
     """
     tally = tally if tally is not None else Tally()
     wanted = combined_prefix(list_prefix, prefix)
-    fast = _by_columns(where, wanted, include_hidden, tally, on_file, tmp_dir, key)
+    fast = _by_columns(where, wanted, include_hidden, tally, on_file, tmp_dir, key, renamed)
     if fast is not None:
         return fast
     with _open(where, opener) as stream:

@@ -254,8 +254,12 @@ def _check_ext(key: str, name: str, ext: str, seen: dict[str, str]) -> None:
         )
 
 
-def _member_chunks(table: SampleTable, rename: bool):
-    """The member names of ``table``'s files, ``CHUNK`` files at a time, in sample order."""
+def _member_chunks(table: SampleTable, rename: bool, only: array | None = None):
+    """The member names of ``table``'s files, ``CHUNK`` files at a time, in sample order;
+    with ``only`` (listing positions, sorted), those files' alone."""
+    if only is not None:
+        yield from _some_member_chunks(table, rename, only)
+        return
     names, members, starts, keys = table.files.names, table.members, table.starts, table.keys
     if not rename:
         for a in range(0, len(members), CHUNK):
@@ -266,10 +270,27 @@ def _member_chunks(table: SampleTable, rename: bool):
         counts = map(operator.sub, starts[s0 + 1 : s1 + 1], starts[s0:s1])
         sample_keys = chain.from_iterable(map(repeat, keys[s0:s1], counts))  # a key a file
         files = names.take(members[starts[s0] : starts[s1]])
-        yield [
-            f"{key}.{n[n.find('.', n.rfind('/') + 1) + 1 :]}"  # wds_split's extension
-            for key, n in zip(sample_keys, files)
-        ]
+        yield [f"{key}.{_extension(n)}" for key, n in zip(sample_keys, files)]
+
+
+def _extension(name: str) -> str:
+    return name[name.find(".", name.rfind("/") + 1) + 1 :]  # wds_split's extension
+
+
+def _some_member_chunks(table: SampleTable, rename: bool, only: array):
+    import numpy as np
+
+    members = np.frombuffer(table.members, dtype=np.int64)
+    kept = np.flatnonzero(np.isin(members, np.frombuffer(only, dtype=np.int64)))
+    starts = np.frombuffer(table.starts, dtype=np.int64)
+    for a in range(0, len(kept), CHUNK):
+        at = kept[a : a + CHUNK]
+        files = table.files.names.take(members[at].tolist())
+        if not rename:
+            yield files
+            continue
+        keys = table.keys.take((np.searchsorted(starts, at, "right") - 1).tolist())
+        yield [f"{key}.{_extension(n)}" for key, n in zip(keys, files)]
 
 
 def _folded(chunk: list[str]) -> tuple[list[str], str]:
@@ -285,6 +306,11 @@ def _folded(chunk: list[str]) -> tuple[list[str], str]:
         lines = [posixpath.normpath(n) for n in lines]  # no '..' parts: unsafe names are gone
         blob = "\n".join(lines)
     return lines, blob
+
+
+def fold_names(names: list[str]) -> list[str]:
+    """The names as the extraction check folds them (see ``_folded``)."""
+    return _folded(names)[0]
 
 
 def _add_directories(folded: list[str], into: set[int]) -> None:
@@ -331,15 +357,21 @@ def check_extraction_names(tables: list[SampleTable], rename: bool) -> None:
     hash seen twice. The directories the names need are kept as a set of hashes (one per
     distinct directory).
 
+    When the column engine listed the files, it has found the few that may clash
+    (``ishard.clashes``): only those are looked at.
+
     Raises:
         DataError: the first long part, or two colliding names.
     """
+    only = _suspects(tables, rename)
+    if only is not None and not only:
+        return  # nothing can clash
     buckets = [array("q") for _ in range(BUCKETS)]
     shift = 64 - BUCKETS.bit_length() + 1
     bounds = [(b - BUCKETS // 2) << shift for b in range(1, BUCKETS)]
     directories: set[int] = set()
     for table in tables:
-        for chunk in _member_chunks(table, rename):
+        for chunk in _member_chunks(table, rename, only):
             _long_part(chunk)
             folded, blob = _folded(chunk)
             if "/" in blob:
@@ -362,16 +394,28 @@ def check_extraction_names(tables: list[SampleTable], rename: bool) -> None:
             both.update(files & directories)
     del buckets
     if twice:
-        _name_collision(tables, rename, twice)
+        _name_collision(tables, rename, twice, only)
     if both:
-        _file_is_directory(tables, rename, both)
+        _file_is_directory(tables, rename, both, only)
 
 
-def _name_collision(tables: list[SampleTable], rename: bool, twice: set[int]) -> None:
+def _suspects(tables: list[SampleTable], rename: bool) -> array | None:
+    """The files the column engine found may clash, when it looked for every file of these
+    tables under this naming; else None (every member is looked at)."""
+    files = tables[0].files if tables else None
+    if files is None or any(t.files is not files for t in tables):
+        return None
+    clashes = files.clashes
+    return clashes.files if clashes is not None and clashes.renamed == rename else None
+
+
+def _name_collision(
+    tables: list[SampleTable], rename: bool, twice: set[int], only: array | None
+) -> None:
     """Find two names behind the repeated hashes and raise; a mere hash collision passes."""
     first: dict[str, str] = {}
     for table in tables:
-        for chunk in _member_chunks(table, rename):
+        for chunk in _member_chunks(table, rename, only):
             for name, folded in zip(chunk, _folded(chunk)[0]):
                 if hash(folded) not in twice:
                     continue
@@ -388,11 +432,13 @@ def _name_collision(tables: list[SampleTable], rename: bool, twice: set[int]) ->
                     )
 
 
-def _file_is_directory(tables: list[SampleTable], rename: bool, both: set[int]) -> None:
+def _file_is_directory(
+    tables: list[SampleTable], rename: bool, both: set[int], only: array | None
+) -> None:
     """Find a file name that another name needs as a directory, and raise."""
     file = below = None
     for table in tables:
-        for chunk in _member_chunks(table, rename):
+        for chunk in _member_chunks(table, rename, only):
             for name, folded in zip(chunk, _folded(chunk)[0]):
                 if file is None and hash(folded) in both:
                     file = name

@@ -190,13 +190,23 @@ class Grouping(NamedTuple):
     sample_of: array
 
 
+class Clashes(NamedTuple):
+    """The files whose member names may clash on extraction (``ishard.clashes``), as the
+    column engine found them over the whole listing: for ``<sample key>.<extension>`` member
+    names (``renamed``) or the files' own names."""
+
+    renamed: bool
+    files: array
+
+
 class FileTable:
     """Listed files as four columns: names, sizes, integer mtimes (whole seconds, what archive
     headers get) and stamps (the rest of a file's identity, for the plan fingerprint only:
     ``local_stamp``, ``store_stamp``, or 0 where the listing has nothing more); ``grouping``
-    when the files' samples are known already."""
+    when the files' samples are known already, ``clashes`` when the files that may clash on
+    extraction are."""
 
-    __slots__ = ("grouping", "mtimes", "names", "sizes", "stamps")
+    __slots__ = ("clashes", "grouping", "mtimes", "names", "sizes", "stamps")
 
     def __init__(self) -> None:
         self.names = Names()
@@ -204,6 +214,7 @@ class FileTable:
         self.mtimes = array("q")
         self.stamps = array("q")
         self.grouping: Grouping | None = None
+        self.clashes: Clashes | None = None
 
     @classmethod
     def of(cls, entries: Iterable[FileEntry]) -> FileTable:
@@ -242,7 +253,7 @@ class FileTable:
         """Order by name, bytewise (the order object stores list in); drop repeated names."""
         if _ascending(self.names):
             return  # already sorted and unique: the common case for store listings
-        self.grouping = None  # made for the old order
+        self.grouping = self.clashes = None  # made for the old order
         names = list(self.names)
         key = _bytewise if _has_surrogates(names) else None
         order = sorted(

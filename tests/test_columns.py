@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from ishard import inventory
 from ishard.columns import Fallback, inventory_kind, read_inventory
-from ishard.errors import UsageError
+from ishard.errors import DataError, UsageError
 from ishard.model import Tally
 
 GOOD = ["a", "b", "img", "x.jpg", "y.cls", "é", "sp ace", "q,u\"o", "😀", "a.b.c", "Z"]
@@ -132,6 +132,68 @@ def test_the_engine_groups_files_into_the_samples_python_finds(tmp_path, body, p
     assert files.grouping.keys == keys
     assert list(files.grouping.sample_of) == list(sample_of)
     event(f"{len(keys)} of {len(files)} files")
+
+
+NFD_E = "e\u0301"
+CLASH_FOLDERS = ["a", "A", "b", "\u00e9", NFD_E, "c", "."]
+CLASH_FILES = ["x.jpg", "X.JPG", "x.png", "x.seg.png", "a", "A", "\u00e9.jpg", NFD_E + ".jpg",
+               "\u212a.txt", "k.txt"]
+LONG_PARTS = ["L" * 251 + ".jpg", "\u00e9" * 128 + ".x", "ab" * 32 + ".jpg"]  # 255, 258, 68 bytes
+clash_names = st.builds(
+    lambda folders, file, slashes: slashes.join([*folders, file]),
+    st.lists(st.sampled_from(CLASH_FOLDERS), max_size=2),
+    st.sampled_from(CLASH_FILES * 8 + LONG_PARTS),
+    st.sampled_from(["/"] * 6 + ["//"]))
+
+
+def extraction_error(tables, rename):
+    from ishard.errors import DataError
+    from ishard.naming import check_extraction_names
+
+    try:
+        check_extraction_names(tables, rename)
+    except DataError as error:
+        return str(error)
+    return None
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.lists(clash_names, min_size=1, max_size=14),
+       pattern=st.sampled_from(["base_file_name", "full_name", "collapse_all_dir"]),
+       rename=st.booleans(), dropped=st.sets(st.integers(0, 20)))
+def test_the_extraction_check_narrowed_by_the_engine_finds_what_the_whole_check_finds(
+        tmp_path, body, pattern, rename, dropped):
+    """Member names that clash on extraction (case, Unicode forms, './' and '//' parts, a file
+    where another name needs a folder, a part over 255 bytes): the check over the files the
+    engine marked gives the error the check over every member gives, or none when it gives
+    none — also when some listed files are left out of the samples."""
+    from ishard.keys import key_function
+    from ishard.naming import sample_members
+    from ishard.samples import group_table
+    from ishard.table import SampleTable
+
+    path = tmp_path / "inventory.csv"
+    write_csv(path, ["name", "size"], [[n, "1"] for n in body])
+    key = key_function(pattern)
+    files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=True, tally=Tally(),
+                              key=key, renamed=rename)
+    assert files.clashes is not None and files.clashes.renamed == rename
+    grouped = group_table(files, key)
+    kept = SampleTable(files)  # some files left out, as --sample-exts may
+    for s in range(len(grouped)):
+        members = [f for f in grouped.file_indices(s) if f not in dropped]
+        if members:
+            kept.add(grouped.keys[s], members)
+    if rename:
+        try:
+            sample_members(kept)  # the planner's check before this one
+        except DataError:
+            event("refused before")
+            return
+    narrowed = extraction_error([kept], rename)
+    clashes, files.clashes = files.clashes, None
+    assert narrowed == extraction_error([kept], rename)
+    event(f"{'refused' if narrowed else 'passed'}, {len(clashes.files)} of {len(files)} marked")
 
 
 def test_a_custom_key_pattern_is_grouped_by_the_planner_not_the_engine(tmp_path):

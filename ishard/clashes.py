@@ -1,0 +1,140 @@
+"""Member names that may clash on extraction, found by the column engine over a whole listing.
+
+The extraction check (:func:`ishard.naming.check_extraction_names`) refuses member names
+that cannot be extracted as distinct files into one folder. Run in Python over ten million
+names it takes seconds; here the engine narrows it down while the listing is still in it.
+Each listed file's member name (its own name, or ``<sample key>.<extension>`` for a built-in
+key pattern) is folded as the check folds it — lower case in SQL for plain ASCII names, the
+check's own Python function for the rest — and the engine marks every file that could take
+part in a clash: a folded name another file shares (by 64-bit hash, so the odd hash
+collision only adds a suspect), a name another name needs as a directory, and the names
+below it, a path part over 255 bytes. The planned members are a subset of the listed files
+and each one's member name depends on its own name alone, so any clash among them is among
+the suspects; the check then looks at the suspects only, and finds exactly what it would
+have found over all the names.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+from .naming import NAME_MAX, fold_names
+from .table import Clashes
+
+ODD_SHARE = 4  # one name in this many folded in Python (or ODD_ANYWAY), else the check is whole
+ODD_ANYWAY = 1 << 16
+CONFLICTS_MAX = 1 << 16  # names that are also directories looked into, at most
+
+# a member name's extension as readers take it: the basename after its first dot
+_EXTENSION = (
+    "substr(parse_filename(name, false, 'forward_slash'), "
+    "instr(parse_filename(name, false, 'forward_slash'), '.') + 1)"
+)
+
+
+def _plain(text: str) -> str:
+    """SQL: ``text`` folds to its ASCII lower case (a byte a character; no '//' or './' part,
+    no trailing '/' or '/.')."""
+    return (
+        f"(strlen({text}) = length({text}) AND NOT contains({text}, '//') AND "
+        f"NOT contains({text}, './') AND NOT ends_with({text}, '/') AND "
+        f"NOT ends_with({text}, '/.'))"
+    )
+
+
+def find_clashes(con, key_sql: str | None, count: int) -> Clashes | None:
+    """The files of the engine's ``files`` table (``count`` rows) whose member names may
+    clash: original names, or with ``key_sql`` (a built-in pattern's key in SQL)
+    ``<key>.<extension>``. None when too many names need folding in Python for this to pay."""
+    member = "name" if key_sql is None else f"(({key_sql}) || '.' || {_EXTENSION})"
+    con.execute(  # a table, not a view: each name's member name is worked out once
+        f"CREATE TEMP TABLE members AS SELECT f, m, {_plain('m')} AS plain "
+        f"FROM (SELECT rowid AS f, {member} AS m FROM files)"
+    )
+    odd = con.execute("SELECT count(*) FROM members WHERE NOT plain").fetchone()[0]
+    if odd > max(count // ODD_SHARE, ODD_ANYWAY):
+        _drop(con)
+        return None
+    con.execute("CREATE TEMP TABLE odd (f BIGINT, folded VARCHAR)")
+    if odd:
+        rows = con.execute("SELECT f, m FROM members WHERE NOT plain").fetchnumpy()
+        con.execute(
+            "INSERT INTO odd SELECT unnest($1::BIGINT[]), unnest($2::VARCHAR[])",
+            [rows["f"].tolist(), fold_names(rows["m"].tolist())],
+        )
+        del rows
+    folded = (
+        "(SELECT f, lower(m) AS folded FROM members WHERE plain "
+        "UNION ALL SELECT f, folded FROM odd)"
+    )
+    con.execute(f"CREATE TEMP TABLE hashes AS SELECT f, hash(folded) AS h FROM {folded}")
+    suspects = _fetched_positions(
+        con,
+        "SELECT f FROM hashes WHERE h IN (SELECT h FROM hashes GROUP BY h HAVING count(*) > 1)",
+    )
+    _directories(con)
+    files_as_directories = _fetched_positions(
+        con, "SELECT f FROM hashes WHERE h IN (SELECT h FROM directories)"
+    )
+    if len(files_as_directories) > CONFLICTS_MAX:
+        _drop(con)
+        return None
+    if files_as_directories:
+        suspects += files_as_directories
+        suspects += _below(con, folded, files_as_directories)
+    suspects += _fetched_positions(  # a part over NAME_MAX bytes: over NAME_MAX / 4 characters
+        con,
+        f"SELECT f FROM members WHERE strlen(m) > {NAME_MAX} AND "
+        f"(regexp_matches(m, '[^/]{{{NAME_MAX + 1},}}') OR "
+        f"(strlen(m) > length(m) AND regexp_matches(m, '[^/]{{{(NAME_MAX + 1) // 4},}}')))",
+    )
+    _drop(con)
+    return Clashes(key_sql is not None, array("q", sorted(set(suspects))))
+
+
+def _directories(con) -> None:
+    """The table ``directories``: hashes of every folder the folded member names need,
+    parents included. Folded folder by folder (folding a name folds its folder too: NFC does
+    not compose across a '/', lower case goes a character at a time)."""
+    con.execute(
+        "CREATE TEMP TABLE parents AS SELECT DISTINCT parse_dirpath(m, 'forward_slash') AS d "
+        "FROM members"
+    )
+    odd = con.execute(f"SELECT d FROM parents WHERE d <> '' AND NOT {_plain('d')}").fetchall()
+    con.execute(
+        f"CREATE TEMP TABLE folders AS SELECT lower(d) AS d FROM parents WHERE d <> '' AND "
+        f"{_plain('d')} UNION ALL SELECT unnest($1::VARCHAR[])",
+        [fold_names([d for (d,) in odd])],
+    )
+    con.execute("DROP TABLE parents")
+    con.execute(
+        "CREATE TEMP TABLE directories AS SELECT DISTINCT hash(array_to_string(parts[1:i], '/')) "
+        "AS h FROM (SELECT parts, unnest(range(1, len(parts) + 1)) AS i FROM "
+        "(SELECT string_split(d, '/') AS parts FROM folders))"
+    )
+    con.execute("DROP TABLE folders")
+
+
+def _below(con, folded: str, files: list[int]) -> list[int]:
+    """The files whose folded names lie below one of these files' folded names."""
+    con.execute("CREATE TEMP TABLE conflicts (f BIGINT)")
+    con.execute("INSERT INTO conflicts SELECT unnest($1::BIGINT[])", [files])
+    con.execute(
+        "CREATE TEMP TABLE prefixes AS SELECT folded || '/' AS p "
+        f"FROM {folded} WHERE f IN (SELECT f FROM conflicts)"
+    )
+    below = _fetched_positions(
+        con, f"SELECT DISTINCT n.f FROM {folded} AS n JOIN prefixes ON starts_with(n.folded, p)"
+    )
+    con.execute("DROP TABLE prefixes")
+    con.execute("DROP TABLE conflicts")
+    return below
+
+
+def _fetched_positions(con, query: str) -> list[int]:
+    return con.execute(query).fetchnumpy()["f"].tolist()
+
+
+def _drop(con) -> None:
+    for table in ("hashes", "directories", "odd", "members"):
+        con.execute(f"DROP TABLE IF EXISTS {table}")
