@@ -266,15 +266,15 @@ def _grouping(con, key: KeyFunction) -> Grouping:
     a million at a time, in that order (a key's first file is where it appears)."""
     import numpy as np
 
-    con.execute(
-        "CREATE TEMP TABLE by_key AS SELECT f, CASE WHEN key IS DISTINCT FROM lag(key) "
-        "OVER (ORDER BY key, f) THEN key END AS starts "
-        f"FROM (SELECT rowid AS f, {_KEY_SQL[key]} AS key FROM files) ORDER BY key, f"
+    con.execute(  # sorted on its own: a window sorting it (OVER (ORDER BY key)) is 3x slower
+        f"CREATE TEMP TABLE by_key AS SELECT rowid AS f, {_KEY_SQL[key]} AS key FROM files "
+        "ORDER BY key, f"
     )
-    columns = con.execute("SELECT f, starts IS NOT NULL AS new FROM by_key").fetchnumpy()
+    starts = "key IS DISTINCT FROM lag(key) OVER ()"  # in the table's (key) order
+    columns = con.execute(f"SELECT f, {starts} AS new FROM by_key").fetchnumpy()
     con.execute(
-        "CREATE TEMP TABLE firsts AS SELECT starts AS key FROM by_key "
-        "WHERE starts IS NOT NULL ORDER BY f"
+        f"CREATE TEMP TABLE firsts AS SELECT key FROM (SELECT f, key, {starts} AS new "
+        "FROM by_key) WHERE new ORDER BY f"
     )
     con.execute("DROP TABLE by_key")
     keys = Names()
