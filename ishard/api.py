@@ -618,7 +618,8 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
     files = _list(source, opts, tally, progress)
     ekm = opts.parsed_ekm
     warnings: list[str] = []
-    groups = route_table(group_table(files, key_function(opts.sample_key_pattern)), ekm, tally)
+    key = key_function(opts.sample_key_pattern)
+    groups = route_table(group_table(files, key), ekm, tally)
     names: list[str] = []
     members: list[list[int]] = []
     tables: list[SampleTable] = []
@@ -630,7 +631,7 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
             table, opts.sample_exts, opts.missing_extension_action, tally, warnings
         )
         planned.append(table)
-        check_reader_names(table, opts.member_names == "sample", opts.index, check)
+        check_reader_names(table, opts.member_names == "sample", opts.index, check, key)
         cuts = cut_indices(table.keys, table.sizes, opts.bounds, opts.order, opts.collapse)
         fullest = max(fullest, *map(len, cuts), 0)
         cuts = balance(

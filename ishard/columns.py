@@ -35,7 +35,8 @@ FETCH_MEMORY = 64 << 20  # the engine's memory limit while Python fetches the li
 
 # the row reader's rules, in SQL: an unsafe name (absolute, a '..' part, a control
 # character), a hidden one, a folder marker
-_UNSAFE = r"regexp_matches(name, '^[/\\]|^[A-Za-z]:|[\x00-\x1f\x7f]|(^|[/\\])\.\.([/\\]|$)')"
+_UNSAFE_TEXT = r"regexp_matches({}, '^[/\\]|^[A-Za-z]:|[\x00-\x1f\x7f]|(^|[/\\])\.\.([/\\]|$)')"
+_UNSAFE = _UNSAFE_TEXT.format("name")
 _HIDDEN = "(starts_with(name, '.') OR contains(name, '/.'))"
 
 
@@ -249,6 +250,8 @@ def _listing(
         listed = con.execute("SELECT count(*) FROM files").fetchone()[0]
         members_key = _KEY_SQL[key] if renamed and key is not None else None
         table.clashes = find_clashes(con, members_key, listed)
+    if renamed and key is not None and _renamable(con, _KEY_SQL[key]):
+        table.renamable_by = key
     con.execute(f"SET memory_limit = '{FETCH_MEMORY >> 20}MB'")  # the rest waits on disk
     columns = con.execute("SELECT size, mtime FROM files").fetchnumpy()
     table.sizes = _ints(columns["size"])
@@ -292,6 +295,23 @@ def _grouping(con, key: KeyFunction) -> Grouping:
     sample_of = np.empty(len(by_key), dtype=np.int64)
     sample_of[by_key] = number[group]
     return Grouping(key, keys, _ints(sample_of))
+
+
+def _renamable(con, key_sql: str) -> bool:
+    """Can every listed file be named ``<sample key>.<extension>`` (the checks of
+    ``naming.sample_members``, over all the files)? Each key's basename is not empty and has
+    no dot, ``<key>.x`` is a safe name, each file has an extension, in ASCII, and no two files
+    of a sample have the same one in any case (by hash: a collision only answers no)."""
+    bad_key = r"regexp_matches(key, '(^|/)$|\.[^/]*$') OR " + _UNSAFE_TEXT.format("key || '.x'")
+    no_ext = "instr(base, '.') = 0 OR ext = '' OR strlen(ext) <> length(ext)"
+    bad, twice = con.execute(
+        f"SELECT count(*) FILTER (WHERE {bad_key} OR {no_ext}), "
+        "count(*) - count(DISTINCT hash(key, lower(ext))) FROM "
+        f"(SELECT key, base, substr(base, instr(base, '.') + 1) AS ext FROM "
+        f"(SELECT {key_sql} AS key, parse_filename(name, false, 'forward_slash') AS base "
+        "FROM files))"
+    ).fetchone()
+    return not bad and not twice
 
 
 def _fetched(con, column: str, table: str, start: int) -> list[str]:

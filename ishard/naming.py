@@ -11,7 +11,7 @@ from bisect import bisect_left, bisect_right
 from itertools import chain, compress, repeat
 
 from .errors import DataError, UsageError
-from .keys import wds_split
+from .keys import KeyFunction, wds_split
 from .listing import unsafe_name
 from .table import SampleTable
 
@@ -132,7 +132,7 @@ def key_check(table: SampleTable, check: KeyCheck | None = None) -> KeyCheck:
     return check
 
 
-def sample_members(table: SampleTable) -> None:
+def sample_members(table: SampleTable, key: KeyFunction | None = None) -> None:
     """Check that every file of ``table`` can be named ``<sample key>.<extension>``.
 
     The extension is what WebDataset readers take: everything after the first dot of the
@@ -140,9 +140,15 @@ def sample_members(table: SampleTable) -> None:
     in comprehensions; a sample is looked at on its own (:func:`check_sample_members`) only
     from the first one where something is found, so the error is the one that sample gives.
 
+    When the column engine found every listed file fit for such a name in the samples of the
+    run's ``key`` function (``files.renamable_by``), there is nothing to look for: ``table``'s
+    samples are made of those samples' files.
+
     Raises:
         DataError: the first sample whose names would not read back as that one sample.
     """
+    if key is not None and table.files.renamable_by is key:
+        return
     unsafe_keys(table)
     keys, starts = table.keys, table.starts
     bases = (k[k.rfind("/") + 1 :] for k in keys)
@@ -481,11 +487,14 @@ def index_names(table: SampleTable, renamed: bool) -> None:
         )
 
 
-def check_reader_names(table: SampleTable, rename: bool, index: str, check: KeyCheck) -> None:
-    """The naming checks of one planned group: ``--member-names sample`` rules (else the key
-    check, counted into ``check``) and, for ``--index dali``, names without whitespace."""
+def check_reader_names(
+    table: SampleTable, rename: bool, index: str, check: KeyCheck, key: KeyFunction | None = None
+) -> None:
+    """The naming checks of one planned group (samples by ``key``, if known):
+    ``--member-names sample`` rules (else the key check, counted into ``check``) and, for
+    ``--index dali``, names without whitespace."""
     if rename:
-        sample_members(table)
+        sample_members(table, key)
     else:
         key_check(table, check)
     if index == "dali":

@@ -204,9 +204,10 @@ class FileTable:
     headers get) and stamps (the rest of a file's identity, for the plan fingerprint only:
     ``local_stamp``, ``store_stamp``, or 0 where the listing has nothing more); ``grouping``
     when the files' samples are known already, ``clashes`` when the files that may clash on
-    extraction are."""
+    extraction are, ``renamable_by`` the key function by whose samples every file is known to
+    take a ``<sample key>.<extension>`` name."""
 
-    __slots__ = ("clashes", "grouping", "mtimes", "names", "sizes", "stamps")
+    __slots__ = ("clashes", "grouping", "mtimes", "names", "renamable_by", "sizes", "stamps")
 
     def __init__(self) -> None:
         self.names = Names()
@@ -215,6 +216,7 @@ class FileTable:
         self.stamps = array("q")
         self.grouping: Grouping | None = None
         self.clashes: Clashes | None = None
+        self.renamable_by: KeyFunction | None = None  # every file can be <key>.<ext> by it
 
     @classmethod
     def of(cls, entries: Iterable[FileEntry]) -> FileTable:
@@ -253,7 +255,7 @@ class FileTable:
         """Order by name, bytewise (the order object stores list in); drop repeated names."""
         if _ascending(self.names):
             return  # already sorted and unique: the common case for store listings
-        self.grouping = self.clashes = None  # made for the old order
+        self.grouping = self.clashes = self.renamable_by = None  # made for the old order
         names = list(self.names)
         key = _bytewise if _has_surrogates(names) else None
         order = sorted(

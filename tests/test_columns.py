@@ -13,7 +13,7 @@ import subprocess
 import duckdb
 import pytest
 from conftest import invoke_ishard
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from ishard import inventory
@@ -194,6 +194,50 @@ def test_the_extraction_check_narrowed_by_the_engine_finds_what_the_whole_check_
     clashes, files.clashes = files.clashes, None
     assert narrowed == extraction_error([kept], rename)
     event(f"{'refused' if narrowed else 'passed'}, {len(clashes.files)} of {len(files)} marked")
+
+
+RENAME_FOLDERS = ["a", "b", "A.d", ""]
+RENAME_FILES = ["x.jpg", "x.JPG", "x.png", "x.seg.png", "x", "x.", ".x", "y.\u00c9", "y.\u00e9",
+                "y.\u0130", "y.i\u0307", "y.jpg", "z.tar.gz", "z.gz", "..jpg"]  # İ: one case in SQL
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.lists(st.builds(lambda folder, file: f"{folder}/{file}".lstrip("/"),
+                               st.sampled_from(RENAME_FOLDERS), st.sampled_from(RENAME_FILES)),
+                     min_size=1, max_size=10),
+       pattern=st.sampled_from(["base_file_name", "full_name", "collapse_all_dir"]),
+       dropped=st.sets(st.integers(0, 12)))
+@example(body=["a/y.\u0130", "b/y.i\u0307"], pattern="base_file_name", dropped=set())
+def test_member_names_found_fit_by_the_engine_are_what_the_planner_finds(
+        tmp_path, body, pattern, dropped):
+    """``--member-names sample``: when the engine finds every listed file fit for a
+    ``<sample key>.<extension>`` name, the planner's own check over the samples (some files
+    left out, as --sample-exts may) finds nothing either; else the planner's check runs."""
+    from ishard.keys import key_function
+    from ishard.naming import sample_members
+    from ishard.samples import group_table
+    from ishard.table import SampleTable
+
+    path = tmp_path / "inventory.csv"
+    write_csv(path, ["name", "size"], [[n, "1"] for n in body])
+    key = key_function(pattern)
+    files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=True, tally=Tally(),
+                              key=key, renamed=True)
+    grouped = group_table(files, key)
+    kept = SampleTable(files)
+    for s in range(len(grouped)):
+        members = [f for f in grouped.file_indices(s) if f not in dropped]
+        if members:
+            kept.add(grouped.keys[s], members)
+    fit, files.renamable_by = files.renamable_by, None
+    try:
+        sample_members(kept)
+        found = None
+    except DataError as error:
+        found = str(error)
+    if fit is key:
+        assert found is None
+    event(f"engine: {'fit' if fit else 'not known'}; planner: {'refused' if found else 'fit'}")
 
 
 def test_a_custom_key_pattern_is_grouped_by_the_planner_not_the_engine(tmp_path):
