@@ -13,7 +13,7 @@ from itertools import chain, compress, repeat
 from .errors import DataError, UsageError
 from .keys import KeyFunction, wds_split
 from .listing import unsafe_name
-from .table import SampleTable
+from .table import ReaderKeys, SampleTable
 
 MEMBER_NAMES = ("original", "sample")
 EXAMPLES = 3
@@ -103,14 +103,15 @@ def _file_findings(
 
 
 def key_check(table: SampleTable, check: KeyCheck | None = None) -> KeyCheck:
-    """Count samples of ``table`` that WebDataset readers group differently under original names.
-
-    Files of a sample are in name order, so they share one reader key when the last one starts
-    with the first one's key and dot (files under a directory named like that key plus a dot
-    are the exception this misses). Samples are taken ``CHUNK`` at a time, so the check's
-    memory stays small.
+    """Count samples of ``table`` that WebDataset readers group differently under original names:
+    a file whose basename has a second dot (readers cut the key at the first), none or a
+    leading one, or files whose reader keys (``wds_split``: the name up to the first dot of the
+    basename) are not all the same. Samples are taken ``CHUNK`` at a time, so the check's memory
+    stays small; with the column engine's ``ReaderKeys`` the chunks are numpy arrays.
     """
     check = check or KeyCheck()
+    if table.files.readers is not None:
+        return _key_check_columns(table, table.files.readers, check)
     all_names, members, starts, keys = table.files.names, table.members, table.starts, table.keys
     for s0 in range(0, len(keys), CHUNK):
         s1 = min(s0 + CHUNK, len(keys))
@@ -120,15 +121,40 @@ def key_check(table: SampleTable, check: KeyCheck | None = None) -> KeyCheck:
         one_dot = _file_findings(table, chunk, blob, base, check)
         if len(chunk) == s1 - s0:
             continue  # one file per sample: nothing to split or collide
-        first = [chunk[i - base] for i in starts[s0:s1]]
-        last = [chunk[i - base - 1] for i in starts[s0 + 1 : s1 + 1]]
-        if one_dot:  # each 'dir/key.' ends at the name's only dot
-            key_dot = [n[: n.find(".") + 1] for n in first]
+        if one_dot:  # each reader key ends at the name's only dot
+            reader_keys = [n[: n.find(".")] for n in chunk]
         else:
-            key_dot = [n[: n.find(".", n.rfind("/") + 1) + 1] for n in first]
-        together = map(str.startswith, last, key_dot)
-        split = list(compress(range(s0, s1), map(operator.not_, together)))
+            reader_keys = [wds_split(n)[0] for n in chunk]
+        counts = list(map(operator.sub, starts[s0 + 1 : s1 + 1], starts[s0:s1]))
+        firsts = [reader_keys[i - base] for i in starts[s0:s1]]
+        differ = map(operator.ne, reader_keys, chain.from_iterable(map(repeat, firsts, counts)))
+        samples = chain.from_iterable(map(repeat, range(s0, s1), counts))
+        split = list(dict.fromkeys(compress(samples, differ)))  # each sample once, in order
         check.add(SPLIT, [keys[s] for s in split[:EXAMPLES]], len(split))
+    return check
+
+
+def _key_check_columns(table: SampleTable, readers: ReaderKeys, check: KeyCheck) -> KeyCheck:
+    """:func:`key_check` over the engine's per-file reader keys and flags."""
+    import numpy as np
+
+    members = np.frombuffer(table.members, dtype=np.int64)
+    starts = np.frombuffer(table.starts, dtype=np.int64)
+    for s0 in range(0, len(table), CHUNK):
+        s1 = min(s0 + CHUNK, len(table))
+        files = members[starts[s0] : starts[s1]]
+        counts = np.diff(starts[s0 : s1 + 1])
+        samples = np.repeat(np.arange(s0, s1, dtype=np.int64), counts)
+        flags = readers.flags[files]
+        reader_keys = readers.keys[files]
+        firsts = np.repeat(reader_keys[starts[s0:s1] - starts[s0]], counts)
+        for finding, found in (
+            (DOTTED, flags & 1 != 0),
+            (DROPPED, flags & 2 != 0),
+            (SPLIT, reader_keys != firsts),
+        ):
+            hit = np.unique(samples[found])
+            check.add(finding, table.keys.take(hit[:EXAMPLES].tolist()), len(hit))
     return check
 
 

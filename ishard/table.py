@@ -7,7 +7,7 @@ import operator
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate, islice
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .keys import KeyFunction, wds_split
 from .model import FileEntry, Sample, ShardPlan
@@ -199,15 +199,34 @@ class Clashes(NamedTuple):
     files: array
 
 
+class ReaderKeys(NamedTuple):
+    """What WebDataset readers make of each listed file's own name, as the column engine
+    found it: a 64-bit hash of its key (``keys.wds_split``: the name up to the first dot of
+    its basename) and flags (1: another dot in the basename after the first; 2: no dot in
+    it, or a leading one), numpy arrays in listing order."""
+
+    keys: Any
+    flags: Any
+
+
 class FileTable:
     """Listed files as four columns: names, sizes, integer mtimes (whole seconds, what archive
     headers get) and stamps (the rest of a file's identity, for the plan fingerprint only:
     ``local_stamp``, ``store_stamp``, or 0 where the listing has nothing more); ``grouping``
     when the files' samples are known already, ``clashes`` when the files that may clash on
     extraction are, ``renamable_by`` the key function by whose samples every file is known to
-    take a ``<sample key>.<extension>`` name."""
+    take a ``<sample key>.<extension>`` name, ``readers`` what readers make of the names."""
 
-    __slots__ = ("clashes", "grouping", "mtimes", "names", "renamable_by", "sizes", "stamps")
+    __slots__ = (
+        "clashes",
+        "grouping",
+        "mtimes",
+        "names",
+        "readers",
+        "renamable_by",
+        "sizes",
+        "stamps",
+    )
 
     def __init__(self) -> None:
         self.names = Names()
@@ -217,6 +236,7 @@ class FileTable:
         self.grouping: Grouping | None = None
         self.clashes: Clashes | None = None
         self.renamable_by: KeyFunction | None = None  # every file can be <key>.<ext> by it
+        self.readers: ReaderKeys | None = None
 
     @classmethod
     def of(cls, entries: Iterable[FileEntry]) -> FileTable:
@@ -255,7 +275,7 @@ class FileTable:
         """Order by name, bytewise (the order object stores list in); drop repeated names."""
         if _ascending(self.names):
             return  # already sorted and unique: the common case for store listings
-        self.grouping = self.clashes = self.renamable_by = None  # made for the old order
+        self.grouping = self.clashes = self.renamable_by = self.readers = None  # old order
         names = list(self.names)
         key = _bytewise if _has_surrogates(names) else None
         order = sorted(

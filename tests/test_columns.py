@@ -240,6 +240,52 @@ def test_member_names_found_fit_by_the_engine_are_what_the_planner_finds(
     event(f"engine: {'fit' if fit else 'not known'}; planner: {'refused' if found else 'fit'}")
 
 
+READER_FOLDERS = ["a", "b", "x.d", ""]
+READER_FILES = ["x.jpg", "x.png", "x.seg.png", "x", ".x", ".x.jpg", "x.", "y.jpg", "\u00e9.jpg", "x.d"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.lists(st.builds(lambda folders, file: "/".join([*folders, file]),
+                               st.lists(st.sampled_from(READER_FOLDERS), max_size=2),
+                               st.sampled_from(READER_FILES)),
+                     min_size=1, max_size=14),
+       pattern=st.sampled_from(["base_file_name", "full_name", "collapse_all_dir",
+                                r"^(?:.*/)?([^/]+)/[^/]*$"]),
+       dropped=st.sets(st.integers(0, 16)))
+def test_the_key_check_over_the_engines_reader_keys_counts_what_the_planner_counts(
+        tmp_path, body, pattern, dropped):
+    """Original member names: the key check's counts and examples (dotted basenames, dotless
+    or dot-leading ones, samples whose files readers key apart) from the engine's reader keys
+    and flags are the ones the planner's own check finds in the names — also for a custom
+    pattern, and with some files left out of the samples."""
+    from ishard.keys import key_function, wds_split
+    from ishard.naming import key_check
+    from ishard.samples import group_table
+    from ishard.table import SampleTable
+
+    path = tmp_path / "inventory.csv"
+    write_csv(path, ["name", "size"], [[n, "1"] for n in body])
+    key = key_function(pattern)
+    files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=True, tally=Tally(),
+                              key=key)
+    readers = files.readers
+    assert readers is not None
+    by_name = {wds_split(n)[0] for n in files.names}
+    assert len(set(readers.keys.tolist())) == len(by_name)  # one hash per reader key
+    grouped = group_table(files, key)
+    kept = SampleTable(files)
+    for s in range(len(grouped)):
+        members = [f for f in grouped.file_indices(s) if f not in dropped]
+        if members:
+            kept.add(grouped.keys[s], members)
+    engine = key_check(kept)
+    files.readers = None
+    planner = key_check(kept)
+    assert engine.counts == planner.counts and list(engine.counts) == list(planner.counts)
+    assert engine.examples == planner.examples
+    event(", ".join(sorted(planner.counts)) or "nothing found")
+
+
 def test_a_custom_key_pattern_is_grouped_by_the_planner_not_the_engine(tmp_path):
     from ishard.keys import key_function
 
