@@ -288,6 +288,21 @@ def test_key_check_warns_with_counts_and_examples_in_runs_and_dry_runs(tmp_path)
     assert summary["summary"]["warnings"] == [w.removeprefix("ishard: warning: ") for w in warnings]
 
 
+def test_a_file_under_a_folder_named_like_its_key_and_a_dot_is_counted_split(tmp_path):
+    """``img/a.jpg`` and ``img/a.x/a.xml`` are one ishard sample (``a``) but two WebDataset
+    samples (keys ``img/a`` and ``img/a.x/a``), which the warning counts (the column engine's
+    reader keys agree with this check: tests/test_columns.py)."""
+    src = make_tree(tmp_path / "src", {"img/a.jpg": 3, "img/a.x/a.xml": 4, "img/b.jpg": 5})
+    out = tmp_path / "out"
+    run = invoke_ishard("shard", src, out, "--member-names", "original")
+    assert run.returncode == 0, run.stderr
+    assert "ishard: warning: 1 sample that WebDataset readers take as several" in run.stderr
+    assert "(e.g. 'a')" in run.stderr
+    urls = [str(out / e["url"]) for e in json.loads((out / "manifest.json").read_bytes())["shardlist"]]
+    assert sorted(k for keys in webdataset_keys(urls) for k in keys) == ["img/a", "img/a.x/a",
+                                                                        "img/b"]
+
+
 def test_clean_names_give_no_warning(tmp_path):
     src = make_tree(tmp_path / "src", {"d/a.jpg": 3, "d/a.json": 3, "d/b.jpg": 4})
     result = invoke_ishard("shard", src, "--dry-run")
