@@ -45,7 +45,20 @@ def _plain(text: str) -> str:
 def find_clashes(con, key_sql: str | None, count: int) -> Clashes | None:
     """The files of the engine's ``files`` table (``count`` rows) whose member names may
     clash: original names, or with ``key_sql`` (a built-in pattern's key in SQL)
-    ``<key>.<extension>``. None when too many names need folding in Python for this to pay."""
+    ``<key>.<extension>``. None when too many names need folding in Python for this to pay,
+    or when the engine fails at it (out of memory or disk): the check then looks at every
+    name itself."""
+    import duckdb
+
+    try:
+        return _clashes(con, key_sql, count)
+    except duckdb.Error:
+        return None
+    finally:
+        _drop(con)
+
+
+def _clashes(con, key_sql: str | None, count: int) -> Clashes | None:
     member = "name" if key_sql is None else f"(({key_sql}) || '.' || {_EXTENSION})"
     con.execute(  # a table, not a view: each name's member name is worked out once
         f"CREATE TEMP TABLE members AS SELECT f, m, {_plain('m')} AS plain "
@@ -53,7 +66,6 @@ def find_clashes(con, key_sql: str | None, count: int) -> Clashes | None:
     )
     odd = con.execute("SELECT count(*) FROM members WHERE NOT plain").fetchone()[0]
     if odd > max(count // ODD_SHARE, ODD_ANYWAY):
-        _drop(con)
         return None
     con.execute("CREATE TEMP TABLE odd (f BIGINT, folded VARCHAR)")
     if odd:
@@ -68,16 +80,22 @@ def find_clashes(con, key_sql: str | None, count: int) -> Clashes | None:
         "UNION ALL SELECT f, folded FROM odd)"
     )
     con.execute(f"CREATE TEMP TABLE hashes AS SELECT f, hash(folded) AS h FROM {folded}")
-    suspects = _fetched_positions(
-        con,
-        "SELECT f FROM hashes WHERE h IN (SELECT h FROM hashes GROUP BY h HAVING count(*) > 1)",
-    )
     _directories(con)
+    # one aggregate (it spills) rather than joins: a hash join's table of tens of millions of
+    # folder hashes does not fit under the memory limit
+    con.execute(
+        "CREATE TEMP TABLE repeated AS SELECT h, count(*) FILTER (WHERE file) > 1 AS twice, "
+        "bool_or(file) AND bool_or(NOT file) AS folder FROM "
+        "(SELECT h, true AS file FROM hashes UNION ALL SELECT h, false FROM directories) "
+        "GROUP BY h HAVING count(*) FILTER (WHERE file) > 1 OR (bool_or(file) AND bool_or(NOT file))"
+    )
+    suspects = _fetched_positions(
+        con, "SELECT f FROM hashes WHERE h IN (SELECT h FROM repeated WHERE twice)"
+    )
     files_as_directories = _fetched_positions(
-        con, "SELECT f FROM hashes WHERE h IN (SELECT h FROM directories)"
+        con, "SELECT f FROM hashes WHERE h IN (SELECT h FROM repeated WHERE folder)"
     )
     if len(files_as_directories) > CONFLICTS_MAX:
-        _drop(con)
         return None
     if files_as_directories:
         suspects += files_as_directories
@@ -88,7 +106,6 @@ def find_clashes(con, key_sql: str | None, count: int) -> Clashes | None:
         f"(regexp_matches(m, '[^/]{{{NAME_MAX + 1},}}') OR "
         f"(strlen(m) > length(m) AND regexp_matches(m, '[^/]{{{(NAME_MAX + 1) // 4},}}')))",
     )
-    _drop(con)
     return Clashes(key_sql is not None, array("q", sorted(set(suspects))))
 
 
@@ -136,5 +153,6 @@ def _fetched_positions(con, query: str) -> list[int]:
 
 
 def _drop(con) -> None:
-    for table in ("hashes", "directories", "odd", "members"):
+    tables = ("hashes", "directories", "repeated", "odd", "members", "parents", "folders")
+    for table in (*tables, "prefixes", "conflicts"):
         con.execute(f"DROP TABLE IF EXISTS {table}")

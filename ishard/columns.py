@@ -304,31 +304,41 @@ def _renamable(con, key_sql: str) -> bool:
     ``naming.sample_members``, over all the files)? Each key's basename is not empty and has
     no dot, ``<key>.x`` is a safe name, each file has an extension, in ASCII, and no two files
     of a sample have the same one in any case (by hash: a collision only answers no)."""
+    import duckdb
+
     bad_key = r"regexp_matches(key, '(^|/)$|\.[^/]*$') OR " + _UNSAFE_TEXT.format("key || '.x'")
     no_ext = "instr(base, '.') = 0 OR ext = '' OR strlen(ext) <> length(ext)"
-    bad, twice = con.execute(
-        f"SELECT count(*) FILTER (WHERE {bad_key} OR {no_ext}), "
-        "count(*) - count(DISTINCT hash(key, lower(ext))) FROM "
-        f"(SELECT key, base, substr(base, instr(base, '.') + 1) AS ext FROM "
-        f"(SELECT {key_sql} AS key, parse_filename(name, false, 'forward_slash') AS base "
-        "FROM files))"
-    ).fetchone()
+    try:
+        bad, twice = con.execute(
+            f"SELECT count(*) FILTER (WHERE {bad_key} OR {no_ext}), "
+            "count(*) - count(DISTINCT hash(key, lower(ext))) FROM "
+            f"(SELECT key, base, substr(base, instr(base, '.') + 1) AS ext FROM "
+            f"(SELECT {key_sql} AS key, parse_filename(name, false, 'forward_slash') AS base "
+            "FROM files))"
+        ).fetchone()
+    except duckdb.Error:  # out of memory or disk: the planner checks every sample itself
+        return False
     return not bad and not twice
 
 
-def _reader_keys(con) -> ReaderKeys:
+def _reader_keys(con) -> ReaderKeys | None:
     """Each file's key as WebDataset readers cut it and what they make of its basename, for
     the key check (``naming.key_check``). The key, the name up to the first dot of the
     basename, is hashed as its folder and its stem (string functions: regexes over every name
     took 3.5x as long)."""
-    columns = con.execute(
-        "SELECT hash(parse_dirpath(name, 'forward_slash'), "
-        "CASE WHEN dot = 0 THEN base ELSE left(base, dot - 1) END) AS key, "
-        "CAST(dot > 1 AND contains(substr(base, dot + 1), '.') AS TINYINT) "
-        "+ 2 * CAST(dot <= 1 AS TINYINT) AS flags "
-        "FROM (SELECT name, base, instr(base, '.') AS dot FROM "
-        "(SELECT name, parse_filename(name, false, 'forward_slash') AS base FROM files))"
-    ).fetchnumpy()
+    import duckdb
+
+    try:
+        columns = con.execute(
+            "SELECT hash(parse_dirpath(name, 'forward_slash'), "
+            "CASE WHEN dot = 0 THEN base ELSE left(base, dot - 1) END) AS key, "
+            "CAST(dot > 1 AND contains(substr(base, dot + 1), '.') AS TINYINT) "
+            "+ 2 * CAST(dot <= 1 AS TINYINT) AS flags "
+            "FROM (SELECT name, base, instr(base, '.') AS dot FROM "
+            "(SELECT name, parse_filename(name, false, 'forward_slash') AS base FROM files))"
+        ).fetchnumpy()
+    except duckdb.Error:  # out of memory or disk: the key check reads the names itself
+        return None
     return ReaderKeys(columns["key"], columns["flags"].astype("int8", copy=False))
 
 
