@@ -19,7 +19,7 @@ import tempfile
 from array import array
 from typing import Any
 
-from .clashes import find_clashes
+from .clashes import find_clashes, hint_failed
 from .keys import KeyFunction, key_function
 from .listing import HIDDEN, UNSAFE
 from .model import EXAMPLES_KEPT, Tally
@@ -316,7 +316,8 @@ def _renamable(con, key_sql: str) -> bool:
             f"(SELECT {key_sql} AS key, parse_filename(name, false, 'forward_slash') AS base "
             "FROM files))"
         ).fetchone()
-    except duckdb.Error:  # out of memory or disk: the planner checks every sample itself
+    except duckdb.Error as error:  # out of memory or disk: the planner checks every sample
+        hint_failed("check the names for --member-names sample", error)
         return False
     return not bad and not twice
 
@@ -337,7 +338,8 @@ def _reader_keys(con) -> ReaderKeys | None:
             "FROM (SELECT name, base, instr(base, '.') AS dot FROM "
             "(SELECT name, parse_filename(name, false, 'forward_slash') AS base FROM files))"
         ).fetchnumpy()
-    except duckdb.Error:  # out of memory or disk: the key check reads the names itself
+    except duckdb.Error as error:  # out of memory or disk: the key check reads the names
+        hint_failed("cut the reader keys", error)
         return None
     return ReaderKeys(columns["key"], columns["flags"].astype("int8", copy=False))
 

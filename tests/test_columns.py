@@ -286,6 +286,48 @@ def test_the_key_check_over_the_engines_reader_keys_counts_what_the_planner_coun
     event(", ".join(sorted(planner.counts)) or "nothing found")
 
 
+def test_an_engine_failure_in_a_naming_hint_leaves_the_check_to_the_planner(tmp_path, monkeypatch):
+    """Out of memory while marking clashes, checking names for renaming or cutting reader keys:
+    the listing still comes from the engine (no hand-back to the row reader), without those
+    hints, and the planner's checks then find what they always find."""
+    from ishard import columns
+    from ishard.keys import key_function
+    from ishard.naming import check_extraction_names, key_check, sample_members
+    from ishard.samples import group_table
+
+    hints = ("CREATE TEMP TABLE members", "parse_dirpath(name", "count(DISTINCT hash(key")
+
+    class HintsFail:  # the engine's connection, failing the hints' queries
+        def __init__(self, con):
+            self.con = con
+
+        def execute(self, query, *args):
+            if any(hint in query for hint in hints):
+                raise duckdb.OutOfMemoryException("no room")
+            return self.con.execute(query, *args)
+
+        def close(self):
+            self.con.close()
+
+    connect = columns._connect
+    monkeypatch.setattr(columns, "_connect", lambda *args: HintsFail(connect(*args)))
+    path = tmp_path / "inventory.csv"
+    write_csv(path, ["name", "size"], [["a/x.jpg", "1"], ["A/x.jpg", "2"], ["b/y.png", "3"]])
+    key = key_function("full_name")
+    for renamed in (False, True):
+        files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=False,
+                                  tally=Tally(), key=key, renamed=renamed)
+        assert files.names == ["A/x.jpg", "a/x.jpg", "b/y.png"]
+        assert files.clashes is None and files.readers is None and files.renamable_by is None
+        table = group_table(files, key)
+        with pytest.raises(DataError, match="differ only in case"):
+            check_extraction_names([table], renamed)
+        if renamed:
+            sample_members(table, key)  # nothing wrong with these names: it passes
+        else:
+            assert key_check(table).counts == {}
+
+
 def test_a_custom_key_pattern_is_grouped_by_the_planner_not_the_engine(tmp_path):
     from ishard.keys import key_function
 
