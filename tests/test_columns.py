@@ -134,6 +134,21 @@ def test_the_engine_groups_files_into_the_samples_python_finds(tmp_path, body, p
     event(f"{len(keys)} of {len(files)} files")
 
 
+def samples_without(files, key, dropped):
+    """The samples of ``files`` by ``key``, without the files at positions ``dropped`` (as
+    --sample-exts may leave files out)."""
+    from ishard.samples import group_table
+    from ishard.table import SampleTable
+
+    grouped = group_table(files, key)
+    kept = SampleTable(files)
+    for s in range(len(grouped)):
+        members = [f for f in grouped.file_indices(s) if f not in dropped]
+        if members:
+            kept.add(grouped.keys[s], members)
+    return kept
+
+
 NFD_E = "e\u0301"
 CLASH_FOLDERS = ["a", "A", "b", "\u00e9", NFD_E, "c", "."]
 CLASH_FILES = ["x.jpg", "X.JPG", "x.png", "x.seg.png", "a", "A", "\u00e9.jpg", NFD_E + ".jpg",
@@ -169,8 +184,6 @@ def test_the_extraction_check_narrowed_by_the_engine_finds_what_the_whole_check_
     none — also when some listed files are left out of the samples."""
     from ishard.keys import key_function
     from ishard.naming import sample_members
-    from ishard.samples import group_table
-    from ishard.table import SampleTable
 
     path = tmp_path / "inventory.csv"
     write_csv(path, ["name", "size"], [[n, "1"] for n in body])
@@ -178,12 +191,7 @@ def test_the_extraction_check_narrowed_by_the_engine_finds_what_the_whole_check_
     files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=True, tally=Tally(),
                               key=key, renamed=rename)
     assert files.clashes is not None and files.clashes.renamed == rename
-    grouped = group_table(files, key)
-    kept = SampleTable(files)  # some files left out, as --sample-exts may
-    for s in range(len(grouped)):
-        members = [f for f in grouped.file_indices(s) if f not in dropped]
-        if members:
-            kept.add(grouped.keys[s], members)
+    kept = samples_without(files, key, dropped)
     if rename:
         try:
             sample_members(kept)  # the planner's check before this one
@@ -215,20 +223,13 @@ def test_member_names_found_fit_by_the_engine_are_what_the_planner_finds(
     left out, as --sample-exts may) finds nothing either; else the planner's check runs."""
     from ishard.keys import key_function
     from ishard.naming import sample_members
-    from ishard.samples import group_table
-    from ishard.table import SampleTable
 
     path = tmp_path / "inventory.csv"
     write_csv(path, ["name", "size"], [[n, "1"] for n in body])
     key = key_function(pattern)
     files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=True, tally=Tally(),
                               key=key, renamed=True)
-    grouped = group_table(files, key)
-    kept = SampleTable(files)
-    for s in range(len(grouped)):
-        members = [f for f in grouped.file_indices(s) if f not in dropped]
-        if members:
-            kept.add(grouped.keys[s], members)
+    kept = samples_without(files, key, dropped)
     fit, files.renamable_by = files.renamable_by, None
     try:
         sample_members(kept)
@@ -260,8 +261,6 @@ def test_the_key_check_over_the_engines_reader_keys_counts_what_the_planner_coun
     pattern, and with some files left out of the samples."""
     from ishard.keys import key_function, wds_split
     from ishard.naming import key_check
-    from ishard.samples import group_table
-    from ishard.table import SampleTable
 
     path = tmp_path / "inventory.csv"
     write_csv(path, ["name", "size"], [[n, "1"] for n in body])
@@ -272,12 +271,7 @@ def test_the_key_check_over_the_engines_reader_keys_counts_what_the_planner_coun
     assert readers is not None
     by_name = {wds_split(n)[0] for n in files.names}
     assert len(set(readers.keys.tolist())) == len(by_name)  # one hash per reader key
-    grouped = group_table(files, key)
-    kept = SampleTable(files)
-    for s in range(len(grouped)):
-        members = [f for f in grouped.file_indices(s) if f not in dropped]
-        if members:
-            kept.add(grouped.keys[s], members)
+    kept = samples_without(files, key, dropped)
     engine = key_check(kept)
     files.readers = None
     planner = key_check(kept)
