@@ -85,14 +85,19 @@ def _clashes(con, key_sql: str | None, count: int) -> Clashes | None:
     )
     con.execute(f"CREATE TEMP TABLE hashes AS SELECT f, hash(folded) AS h FROM {folded}")
     _directories(con)
-    # one aggregate (it spills) rather than joins: a hash join's table of tens of millions of
-    # folder hashes does not fit under the memory limit
+    # sorted, then compared with the row before: a sort spills, where a hash table of tens
+    # of millions of folder hashes (a join's, a DISTINCT's, a GROUP BY's) runs out of memory
     con.execute(
-        "CREATE TEMP TABLE repeated AS SELECT h, count(*) FILTER (WHERE file) > 1 AS twice, "
-        "bool_or(file) AND bool_or(NOT file) AS folder FROM "
-        "(SELECT h, true AS file FROM hashes UNION ALL SELECT h, false FROM directories) "
-        "GROUP BY h HAVING count(*) FILTER (WHERE file) > 1 OR (bool_or(file) AND bool_or(NOT file))"
+        "CREATE TEMP TABLE by_hash AS SELECT h, file FROM (SELECT h, true AS file FROM hashes "
+        "UNION ALL SELECT h, false FROM directories) ORDER BY h, file"  # folders first
     )
+    con.execute("DROP TABLE directories")
+    con.execute(
+        "CREATE TEMP TABLE repeated AS SELECT h, before_file AS twice, NOT before_file AS folder "
+        "FROM (SELECT h, file, lag(h) OVER () AS before, lag(file) OVER () AS before_file "
+        "FROM by_hash) WHERE file AND h = before"
+    )
+    con.execute("DROP TABLE by_hash")
     suspects = _fetched_positions(
         con, "SELECT f FROM hashes WHERE h IN (SELECT h FROM repeated WHERE twice)"
     )
@@ -115,11 +120,12 @@ def _clashes(con, key_sql: str | None, count: int) -> Clashes | None:
 
 def _directories(con) -> None:
     """The table ``directories``: hashes of every folder the folded member names need,
-    parents included. Folded folder by folder (folding a name folds its folder too: NFC does
-    not compose across a '/', lower case goes a character at a time)."""
-    con.execute(
-        "CREATE TEMP TABLE parents AS SELECT DISTINCT parse_dirpath(m, 'forward_slash') AS d "
-        "FROM members"
+    parents included (some more than once). Folded folder by folder (folding a name folds its
+    folder too: NFC does not compose across a '/', lower case goes a character at a time)."""
+    con.execute(  # the files are in name order: most repeats of a folder are neighbours
+        "CREATE TEMP TABLE parents AS SELECT d FROM (SELECT d, lag(d) OVER () AS before FROM "
+        "(SELECT parse_dirpath(m, 'forward_slash') AS d FROM members)) "
+        "WHERE d IS DISTINCT FROM before"
     )
     odd = con.execute(f"SELECT d FROM parents WHERE d <> '' AND NOT {_plain('d')}").fetchall()
     con.execute(
@@ -129,8 +135,8 @@ def _directories(con) -> None:
     )
     con.execute("DROP TABLE parents")
     con.execute(
-        "CREATE TEMP TABLE directories AS SELECT DISTINCT hash(array_to_string(parts[1:i], '/')) "
-        "AS h FROM (SELECT parts, unnest(range(1, len(parts) + 1)) AS i FROM "
+        "CREATE TEMP TABLE directories AS SELECT hash(array_to_string(parts[1:i], '/')) AS h "
+        "FROM (SELECT parts, unnest(range(1, len(parts) + 1)) AS i FROM "
         "(SELECT string_split(d, '/') AS parts FROM folders))"
     )
     con.execute("DROP TABLE folders")
@@ -163,6 +169,8 @@ def _fetched_positions(con, query: str) -> list[int]:
 
 
 def _drop(con) -> None:
-    tables = ("hashes", "directories", "repeated", "odd", "members", "parents", "folders")
-    for table in (*tables, "prefixes", "conflicts"):
+    for table in (
+        *("members", "odd", "hashes", "parents", "folders", "directories", "by_hash"),
+        *("repeated", "prefixes", "conflicts"),
+    ):
         con.execute(f"DROP TABLE IF EXISTS {table}")
