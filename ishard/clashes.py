@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from array import array
 
-from .naming import NAME_MAX, fold_names
+from .folding import NAME_MAX, fold_names
 from .table import Clashes
 
 LOG = logging.getLogger("ishard")

@@ -11,6 +11,7 @@ from bisect import bisect_left, bisect_right
 from itertools import chain, compress, repeat
 
 from .errors import DataError, UsageError
+from .folding import NAME_MAX, folded_names
 from .keys import KeyFunction, wds_split
 from .listing import unsafe_name
 from .table import ReaderKeys, SampleTable
@@ -325,26 +326,6 @@ def _some_member_chunks(table: SampleTable, rename: bool, only: array):
         yield [f"{key}.{_extension(n)}" for key, n in zip(keys, files)]
 
 
-def _folded(chunk: list[str]) -> tuple[list[str], str]:
-    """The names as an extracting file system may see them: repeated slashes and '.' parts
-    gone, Unicode composed (NFC), lower case (macOS and Windows ignore case by default); as a
-    list and as lines of one string."""
-    blob = "\n".join(chunk)
-    if not blob.isascii():
-        blob = unicodedata.normalize("NFC", blob)
-    blob = blob.lower()
-    lines = blob.split("\n")
-    if "//" in blob or "./" in blob or blob.endswith("/.") or "/.\n" in blob:
-        lines = [posixpath.normpath(n) for n in lines]  # no '..' parts: unsafe names are gone
-        blob = "\n".join(lines)
-    return lines, blob
-
-
-def fold_names(names: list[str]) -> list[str]:
-    """The names as the extraction check folds them (see ``_folded``)."""
-    return _folded(names)[0]
-
-
 def _add_directories(folded: list[str], into: set[int]) -> None:
     """Hashes of every directory the (folded) names need, parents included."""
     for d in {n[: n.rfind("/") + 1] for n in folded}:  # 'dir/', or '' for a top-level name
@@ -354,7 +335,6 @@ def _add_directories(folded: list[str], into: set[int]) -> None:
             d = d.rpartition("/")[0]
 
 
-NAME_MAX = 255
 BUCKETS = 64  # hashes are kept in this many arrays by their top bits, checked one at a time
 
 
@@ -405,7 +385,7 @@ def check_extraction_names(tables: list[SampleTable], rename: bool) -> None:
     for table in tables:
         for chunk in _member_chunks(table, rename, only):
             _long_part(chunk)
-            folded, blob = _folded(chunk)
+            folded, blob = folded_names(chunk)
             if "/" in blob:
                 _add_directories(folded, directories)
             hashes = sorted(map(hash, folded))
@@ -448,7 +428,7 @@ def _name_collision(
     first: dict[str, str] = {}
     for table in tables:
         for chunk in _member_chunks(table, rename, only):
-            for name, folded in zip(chunk, _folded(chunk)[0]):
+            for name, folded in zip(chunk, folded_names(chunk)[0]):
                 if hash(folded) not in twice:
                     continue
                 other = first.setdefault(folded, name)
@@ -471,7 +451,7 @@ def _file_is_directory(
     file = below = None
     for table in tables:
         for chunk in _member_chunks(table, rename, only):
-            for name, folded in zip(chunk, _folded(chunk)[0]):
+            for name, folded in zip(chunk, folded_names(chunk)[0]):
                 if file is None and hash(folded) in both:
                     file = name
                 d = folded.rpartition("/")[0]
