@@ -157,6 +157,8 @@ def balance(
     order = [i for shard in cuts for i in shard]
     step = multiple_of or 1  # one of the two is given (checked above)
     count = num_shards or -(-len(cuts) // step) * step
+    if count == 0:  # nothing to shard: no shards is a multiple of anything
+        return []
     if count > len(order):
         raise UsageError(
             f"{flag} asks for {count} shards but there are only {len(order)} "

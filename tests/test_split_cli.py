@@ -366,6 +366,18 @@ def test_balance_needs_flat_keys_or_collapse():
         balance([[0], [1]], ["x", "y"], False, num_shards=3)
 
 
+def test_balance_of_nothing(tmp_path):
+    """No samples (everything skipped): no shards is a multiple of any count, and the run says
+    there is nothing to shard, as it does without the option; a fixed count of shards is an
+    error that says why."""
+    assert balance([], [], False, multiple_of=4) == []
+    src = make_tree(tmp_path / "src", {".hidden.txt": 10})
+    done = invoke_ishard("shard", src, "--dry-run=summary", "--shards-multiple-of", "4")
+    assert done.returncode == 1 and "nothing to shard" in done.stderr, done
+    fixed = invoke_ishard("shard", src, "--dry-run=summary", "--num-shards", "2")
+    assert fixed.returncode == 2 and "only 0 samples" in fixed.stderr, fixed
+
+
 def test_balanced_dry_run_and_errors(tmp_path):
     src = make_tree(tmp_path / "src", {f"d{i % 2}/s{i:02d}.txt": 100 for i in range(10)})
     done = invoke_ishard("shard", src, "--dry-run=summary", "--shards-multiple-of", "4")

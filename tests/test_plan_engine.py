@@ -1,0 +1,181 @@
+"""The whole plan through the column engine against the whole plan through the row reader.
+
+The engine (``ishard.columns``) does more than list: it groups files by a built-in key
+pattern, marks the files whose member names may clash on extraction, decides whether every
+file can be named ``<key>.<extension>``, and hands the key check each file's reader key. Each
+of those only narrows or replaces work the planner does over the row reader's listing, so
+the same inventory with the same options must give the same plan — shards, samples, files,
+member names, skipped files, warnings — or the same error, option for option.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import warnings
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ishard import api, columns, inventory
+from ishard.errors import IshardError
+
+FOLDERS = ["a", "b", "img", "n01", "a.x", "A", "é", "İ", "sp ace", ".hid"]
+STEMS = ["s1", "s2", "s3", "S1", "a", "a.b", "i̇", "É", ".dot", "s1.tar"]
+EXTS = [".jpg", ".JPG", ".cls", ".xml", ".json", ".tar.gz", "", ".x", ".é"]
+ODD = ["../up", "/abs", "a/../b", "a//b.jpg", "./c.jpg", "a/", "x" * 256 + "/s1.jpg",
+       "b/" + "x" * 252 + ".jpg", "b/" + "x" * 250 + ".jpg"]  # unsafe, folder, parts too long
+
+
+
+def names(stems: list[str], exts: list[str]) -> st.SearchStrategy[str]:
+    return st.tuples(st.lists(st.sampled_from(FOLDERS), max_size=3), st.sampled_from(stems),
+                     st.sampled_from(exts)).map(lambda t: "/".join([*t[0], t[1] + t[2]]))
+
+
+def rows(stems: list[str], exts: list[str]) -> st.SearchStrategy[list[tuple[str, int, int]]]:
+    """Inventory rows, sometimes with one odd name among them."""
+    row = st.tuples(names(stems, exts), st.integers(0, 5000), st.integers(0, 2 * 10**9))
+    return st.builds(
+        lambda body, odd, at: body[:at] + ([(odd, 10, 0)] if odd else []) + body[at:],
+        st.lists(row, min_size=4, max_size=40), st.sampled_from([None] * 3 + ODD),
+        st.integers(0, 40),
+    )
+
+
+# half of the listings with names every reader and --member-names sample take as they are
+inventories = rows(STEMS, EXTS) | rows(STEMS[:5], EXTS[:5])
+
+EKM = {"fish-%d": ["^a/", "s2"], "rest-%d": [".*"]}
+
+
+@st.composite
+def plan_options(draw) -> dict:
+    """Options of every kind, mostly in combinations the tool accepts."""
+    options = draw(st.fixed_dictionaries(
+        {
+            "sample_key_pattern": st.sampled_from(
+                ["base_file_name", "full_name", "collapse_all_dir", r"^(.*?)\.", r"([^/]*)$"]),
+            "collapse": st.booleans(),
+            "sort": st.sampled_from([None, "alpha:inc", "alpha:dec", "shuffle:7"]),
+            "member_names": st.sampled_from(["original", "sample"]),
+            "shard_template": st.sampled_from(["shard-%06d", "part-{00..99}"]),
+            "ext": st.sampled_from([".tar", ".zip", ".tgz"]),
+            "include_hidden": st.booleans(),
+            "prefix": st.sampled_from(["", "", "", "a"]),
+            "strict": st.sampled_from([False, False, True]),
+        },
+        optional={
+            "sample_exts": st.sampled_from([".jpg,.cls", ".JPG", ".xml,.json"]),
+            "missing_extension_action": st.sampled_from(["ignore", "warn", "exclude", "abort"]),
+        },
+    ))
+    how = draw(st.sampled_from(["size", "count", "both", "num_shards", "multiple_of", "ekm",
+                                "default"]))
+    if how in ("size", "both", "multiple_of", "ekm"):
+        options["shard_size"] = draw(st.sampled_from(["1KiB", "5000B", "20KB", "1MiB"]))
+    if how in ("count", "both"):
+        options["samples_per_shard"] = draw(st.integers(1, 4))
+    if how == "num_shards":
+        options["num_shards"] = draw(st.integers(1, 4))
+    if how == "multiple_of":
+        options["shards_multiple_of"] = draw(st.integers(2, 3))
+    if how == "ekm":
+        options["ekm"] = EKM
+    return options
+
+
+def write_inventory(path, body) -> None:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["name", "size", "mtime"])
+    writer.writerows(body)
+    path.write_text(out.getvalue(), encoding="utf-8")
+
+
+def outcome(src, path, options: dict, engine_from: int):
+    """The plan (as plain values) or the error of ``ishard.plan`` over the inventory, read by
+    the engine (``engine_from=0``) or by the row reader (``1 << 62``)."""
+    saved = inventory.ENGINE_FROM
+    inventory.ENGINE_FROM = engine_from
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            plan = api.plan(str(src), src_list=str(path), **options)
+        return ("plan", list(plan.shards), plan.shard_names, plan.shard_sizes, plan.skipped,
+                plan.warnings, plan.seed, json.dumps(plan.options, sort_keys=True, default=str))
+    except IshardError as error:
+        return ("error", type(error).__name__, str(error))
+    finally:
+        inventory.ENGINE_FROM = saved
+
+
+def test_engine_plans_as_the_row_reader(tmp_path, monkeypatch):
+    """On random inventories and options the two readers give one plan (or one error); most of
+    the examples go through the engine (not handed back), many end in a plan of several
+    shards."""
+    src = tmp_path / "src"
+    src.mkdir()
+    seen: Counter[str] = Counter()
+    real = columns.read_inventory
+
+    def watched(*args, **kwargs):
+        try:
+            found = real(*args, **kwargs)
+        except columns.Fallback:
+            seen["handed back"] += 1
+            raise
+        seen["engine"] += 1
+        table = found[0]
+        for hint in ("grouping", "clashes", "renamable_by", "readers"):
+            if getattr(table, hint) is not None:
+                seen[hint] += 1
+        return found
+
+    monkeypatch.setattr(columns, "read_inventory", watched)
+
+    @settings(max_examples=300, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @given(body=inventories, options=plan_options())
+    def same_plan(body, options):
+        path = tmp_path / "inventory.csv"
+        write_inventory(path, body)
+        by_engine = outcome(src, path, options, 0)
+        by_rows = outcome(src, path, options, 1 << 62)
+        assert by_engine == by_rows
+        seen[by_engine[0]] += 1
+        if by_engine[0] == "plan" and len(by_engine[2]) > 1:
+            seen["shards"] += 1
+
+    same_plan()
+    # the comparison means something only if the engine did the listing and many plans had
+    # shards to compare (the rest end in an error of the naming checks, or of the options,
+    # also compared), with every hint the engine gives taken at least sometimes
+    assert seen["engine"] > 5 * seen["handed back"], seen
+    assert seen["shards"] > 50, seen
+    for hint in ("grouping", "clashes", "renamable_by", "readers"):
+        assert seen[hint] > 10, seen
+
+
+@pytest.mark.parametrize("pattern", ["base_file_name", "full_name", "collapse_all_dir"])
+def test_engine_groups_a_bigger_listing_as_the_row_reader(tmp_path, pattern):
+    """Thousands of files, samples spread over folders and written unsorted: one plan."""
+    src = tmp_path / "src"
+    src.mkdir()
+    body = []
+    for i in range(6000):
+        folder = ("a", "b/c", "d_e")[i % 2500 % 3]
+        for ext in (".jpg", ".cls") if i % 7 else (".jpg",):
+            body.append((f"{folder}/{i % 2500:05d}{ext}", 100 + i % 900, i))
+    body.reverse()
+    path = tmp_path / "inventory.csv"
+    write_inventory(path, body)
+    for member_names in ("original", "sample"):
+        options = {"sample_key_pattern": pattern, "shard_size": "64KiB",
+                   "member_names": member_names}
+        by_engine = outcome(src, path, options, 0)
+        assert by_engine[0] == "plan" and len(by_engine[2]) > 10, by_engine[:3]
+        assert by_engine == outcome(src, path, options, 1 << 62)
