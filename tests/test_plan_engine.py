@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import warnings
 from collections import Counter
 
@@ -98,13 +99,14 @@ def write_inventory(path, body) -> None:
 
 def outcome(src, path, options: dict, engine_from: int):
     """The plan (as plain values) or the error of ``ishard.plan`` over the inventory, read by
-    the engine (``engine_from=0``) or by the row reader (``1 << 62``)."""
+    the engine (``engine_from=0``) or by the row reader (``1 << 62``); over ``src`` itself
+    when ``path`` is None."""
     saved = inventory.ENGINE_FROM
     inventory.ENGINE_FROM = engine_from
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            plan = api.plan(str(src), src_list=str(path), **options)
+            plan = api.plan(str(src), src_list=path and str(path), **options)
         return ("plan", list(plan.shards), plan.shard_names, plan.shard_sizes, plan.skipped,
                 plan.warnings, plan.seed, json.dumps(plan.options, sort_keys=True, default=str))
     except IshardError as error:
@@ -179,3 +181,46 @@ def test_engine_groups_a_bigger_listing_as_the_row_reader(tmp_path, pattern):
         by_engine = outcome(src, path, options, 0)
         assert by_engine[0] == "plan" and len(by_engine[2]) > 10, by_engine[:3]
         assert by_engine == outcome(src, path, options, 1 << 62)
+
+
+def tree_and_inventory(root, path, body) -> None:
+    """The files of ``body`` on disk under ``root`` (the last of a repeated name wins, as in a
+    listing) and the inventory that lists them, a folder's name never also a file's."""
+    files: dict[str, tuple[int, int]] = {}
+    for name, size, mtime in body:
+        if any(name.startswith(f + "/") for f in files) or any(f.startswith(name + "/")
+                                                               for f in files):
+            continue
+        files[name] = (size, mtime)
+    for name, (size, mtime) in files.items():
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(b"x" * size)
+        os.utime(target, (mtime, mtime))
+    write_inventory(path, [(name, size, mtime) for name, (size, mtime) in files.items()])
+
+
+def test_engine_plans_an_inventory_as_the_tree_it_lists(tmp_path_factory):
+    """A dataset on disk and an inventory of it, read by the engine: one plan — the listing a
+    user takes from an object store's inventory shards the data as a walk of it would."""
+    trees = rows(STEMS[:7], EXTS[:6]).map(
+        lambda body: [(n, s % 300, m) for n, s, m in body if "//" not in n and "/." not in n
+                      and not n.startswith((".", "/")) and ".." not in n
+                      and not n.endswith("/") and len(n) < 250])
+
+    @settings(max_examples=60, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @given(body=trees, options=plan_options())
+    def same_plan(body, options):
+        where = tmp_path_factory.mktemp("tree")
+        src, path = where / "src", where / "inventory.csv"
+        src.mkdir()
+        tree_and_inventory(src, path, body)
+        walked = outcome(src, None, options, 0)
+        listed = outcome(src, path, options, 0)
+        assert walked[:-1] == listed[:-1]  # all but the options, which name the inventory
+        seen[walked[0] if walked[0] == "error" or len(walked[2]) < 2 else "shards"] += 1
+
+    seen: Counter[str] = Counter()
+    same_plan()
+    assert seen["shards"] > 10, seen
