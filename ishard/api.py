@@ -25,7 +25,7 @@ from .manifest import MANIFEST_NAME, manifest_bytes, remove_manifest
 from .model import WRITING_ONLY, Plan, Report, ShardPlan, ShardResult, Tally
 from .naming import KeyCheck, check_extraction_names, check_index_shards, check_reader_names
 from .options import Options, count_warning, make_options, option_warnings, parse_sort
-from .plan import balance, check_unique, cut_indices, shard_names
+from .plan import SampleRun, balance, check_unique, cut_indices, shard_names
 from .planrecord import plan_record
 from .progress import SILENT, Progress
 from .readers import Reader, open_reader
@@ -621,7 +621,7 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
     key = key_function(opts.sample_key_pattern)
     groups = route_table(group_table(files, key), ekm, tally)
     names: list[str] = []
-    members: list[list[int]] = []
+    members: list[SampleRun] = []
     tables: list[SampleTable] = []
     check = KeyCheck()
     planned: list[SampleTable] = []

@@ -23,14 +23,14 @@ from .clashes import find_clashes, hint_failed
 from .keys import KeyFunction, key_function
 from .listing import HIDDEN, UNSAFE
 from .model import EXAMPLES_KEPT, Tally
-from .table import FileTable, Grouping, Names, ReaderKeys
+from .table import FileTable, Grouping, Names, NoStamps, ReaderKeys
 
 MEMORY_LIMIT = 256 << 20  # bytes DuckDB may hold before it spills to its temporary folder
 MAX_NAME = 128 << 10  # characters in a name (as the row reader's csv field limit)
 DISTINCT_TIMES = 1 << 20  # non-numeric mtimes converted by the row reader's rule, at most
 SCAN_BLOCK = 8 << 20
 HEADER_MAX = 1 << 20  # characters of a CSV header line read (the row reader's line limit)
-FETCHED = 1 << 20  # names (or keys) fetched from the engine at a time
+FETCHED = 1 << 18  # names (or keys) fetched from the engine at a time
 FETCH_MEMORY = 64 << 20  # the engine's memory limit while Python fetches the listing
 
 # the row reader's rules, in SQL: an unsafe name (absolute, a '..' part, a control
@@ -256,12 +256,13 @@ def _listing(
         table.readers = _reader_keys(con)
     con.execute(f"SET memory_limit = '{FETCH_MEMORY >> 20}MB'")  # the rest waits on disk
     columns = con.execute("SELECT size, mtime FROM files").fetchnumpy()
-    table.sizes = _ints(columns["size"])
-    table.mtimes = _ints(columns["mtime"])
-    table.stamps = array("q", bytes(8 * len(table.sizes)))
+    total = int(columns["size"].sum())
+    table.sizes = _ints(columns.pop("size"))
+    table.mtimes = _ints(columns.pop("mtime"))  # the engine's copies go before the names come
+    table.stamps = NoStamps(len(table.sizes))
     for start in range(0, len(table.sizes), FETCHED):  # never ten million str objects at once
         table.names.extend(_fetched(con, "name", "files", start))
-    return table, int(columns["size"].sum())
+    return table, total
 
 
 def _grouping(con, key: KeyFunction) -> Grouping:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from .errors import UsageError
 from .formats import ARCHIVE_EXTS
@@ -60,7 +63,7 @@ def _alpha_key(keys: Sequence[str]):
     return keys.__getitem__  # code-point order is UTF-8 byte order for valid text
 
 
-def _ordered(samples: list[int], keys: Sequence[str], order: Order, rng) -> list[int]:
+def _ordered(samples: Iterable[int], keys: Sequence[str], order: Order, rng) -> list[int]:
     samples = list(samples)
     if order.kind == "alpha":
         samples.sort(key=_alpha_key(keys))
@@ -108,38 +111,82 @@ class _Cutter:
         return pending
 
 
+SampleRun = Sequence[int] | np.ndarray  # the samples of one shard, by index
+
+GREEDY_IN_PYTHON_BELOW = 64  # samples a shard: fewer, and a flat run is packed sample by sample
+
+
+def _flat_cut(
+    order: np.ndarray, sizes: Sequence[int], bounds: Bounds, listing_order: bool
+) -> list[np.ndarray]:
+    """What ``_Cutter.run`` packs from a flat run (``order``: sample indices), found a shard at
+    a time with numpy: a shard starting at sample ``i`` ends at the first sample where the
+    running size reaches the size bound (a binary search in the running sums), or at the count
+    bound. Slices of ``order``; a shard of fewer than ``GREEDY_IN_PYTHON_BELOW`` samples on
+    average is packed sample by sample (cheaper than a search per shard)."""
+    count = len(order)
+    every = np.frombuffer(sizes, dtype=np.int64) if isinstance(sizes, array) else None
+    weights = every if every is not None else np.asarray(sizes, dtype=np.int64)
+    if not listing_order:
+        weights = weights[order]  # the sizes in the run's order (a copy)
+    ends = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(weights, out=ends[1:])
+    del weights
+    total = int(ends[-1])
+    per_shard = bounds.count or count
+    if bounds.size is not None and bounds.size > 0:
+        per_shard = min(per_shard, count * bounds.size // max(total, 1))
+    if bounds.size is None or bounds.size <= 0 or per_shard < GREEDY_IN_PYTHON_BELOW:
+        if bounds.size is None:  # by count alone: equal runs
+            step = bounds.count or max(count, 1)
+            return [order[i : i + step] for i in range(0, count, step)]
+        out: list = []
+        pending, _ = _Cutter(sizes, bounds, out).run(order.tolist(), [], 0)
+        return [np.asarray(shard, dtype=np.int64) for shard in (*out, pending) if shard]
+    shards, start, most = [], 0, bounds.count or count
+    while start < count:
+        target = int(ends[start]) + bounds.size
+        stop = count if target > total else int(np.searchsorted(ends, target, side="left"))
+        stop = min(max(stop, start + 1), start + most, count)
+        shards.append(order[start:stop])
+        start = stop
+    return shards
+
+
 def cut_indices(
     keys: Sequence[str], sizes: Sequence[int], bounds: Bounds, order: Order, collapse: bool
-) -> list[list[int]]:
+) -> list[SampleRun]:
     """Cut samples (given by key and size) into shards of sample indices.
 
-    Flat keys (no ``/``) are one greedy run over all samples. Keys with ``/`` form virtual
-    directories, visited in sorted order, children first: without ``collapse`` each directory
-    is packed on its own and a shard never mixes directories; with it, a directory's remainder
-    moves up into its parent, so only the last shard may be below the size bound.
+    Flat keys (no ``/``) are one greedy run over all samples (shards as numpy arrays). Keys
+    with ``/`` form virtual directories, visited in sorted order, children first: without
+    ``collapse`` each directory is packed on its own and a shard never mixes directories; with
+    it, a directory's remainder moves up into its parent, so only the last shard may be below
+    the size bound.
     """
     rng = random.Random(order.seed) if order.kind == "shuffle" else None
     if order.kind == "alpha" and not isinstance(keys, list):
         keys = list(keys)  # sorting looks keys up at random: as str objects, for the sort only
-    out: list[list[int]] = []
-    cutter = _Cutter(sizes, bounds, out)
     if not any("/" in k for k in keys):  # flat: no tree to build
-        pending, _ = cutter.run(_ordered(list(range(len(keys))), keys, order, rng), [], 0)
-        if pending:
-            out.append(pending)
-        return out
-    cutter.visit(_tree(keys), keys, order, rng, collapse, True)
-    return out
+        as_listed = order.kind == "listing" and not order.descending
+        if as_listed:
+            run = np.arange(len(keys), dtype=np.int64)
+        else:
+            run = np.array(_ordered(range(len(keys)), keys, order, rng), dtype=np.int64)
+        return list[SampleRun](_flat_cut(run, sizes, bounds, as_listed))
+    out: list[list[int]] = []
+    _Cutter(sizes, bounds, out).visit(_tree(keys), keys, order, rng, collapse, True)
+    return list[SampleRun](out)
 
 
 def balance(
-    cuts: list[list[int]],
+    cuts: list[SampleRun],
     keys: Sequence[str],
     collapse: bool,
     *,
     num_shards: int | None = None,
     multiple_of: int | None = None,
-) -> list[list[int]]:
+) -> list[SampleRun]:
     """Re-cut planned shards into ``num_shards`` (or the planned count rounded up to a multiple
     of ``multiple_of``) shards of consecutive samples whose counts differ by at most one.
 
@@ -154,7 +201,9 @@ def balance(
             f"{flag} needs one flat run of samples, but the keys form directories "
             "— add --collapse, or a --sample-key-pattern without directories"
         )
-    order = [i for shard in cuts for i in shard]
+    order = np.concatenate(
+        [np.asarray(shard, dtype=np.int64) for shard in cuts] or [np.empty(0, np.int64)]
+    )
     step = multiple_of or 1  # one of the two is given (checked above)
     count = num_shards or -(-len(cuts) // step) * step
     if count == 0:  # nothing to shard: no shards is a multiple of anything

@@ -209,10 +209,43 @@ class ReaderKeys(NamedTuple):
     flags: Any
 
 
+class NoStamps(Sequence[int]):
+    """A stamp column of zeros, of no size: for listings with no identity beyond size and
+    mtime (an inventory read by the column engine), where ``array("q")`` would hold 8 bytes a
+    file. Only zeros can be added."""
+
+    __slots__ = ("_count",)
+
+    def __init__(self, count: int = 0) -> None:
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return array("q", bytes(8 * len(range(*index.indices(self._count)))))
+        if not -self._count <= index < self._count:
+            raise IndexError("stamp index out of range")
+        return 0
+
+    def append(self, stamp: int) -> None:
+        """Add one stamp, a zero."""
+        self.extend((stamp,))
+
+    def extend(self, stamps: Iterable[int]) -> None:
+        """Add stamps, all zeros."""
+        values = list(stamps)
+        if any(values):
+            raise ValueError("a column of no stamps holds zeros only")
+        self._count += len(values)
+
+
 class FileTable:
     """Listed files as four columns: names, sizes, integer mtimes (whole seconds, what archive
     headers get) and stamps (the rest of a file's identity, for the plan fingerprint only:
-    ``local_stamp``, ``store_stamp``, or 0 where the listing has nothing more); ``grouping``
+    ``local_stamp``, ``store_stamp``, or 0 where the listing has nothing more; ``NoStamps``
+    where no file has more); ``grouping``
     when the files' samples are known already, ``clashes`` when the files that may clash on
     extraction are, ``renamable_by`` the key function by whose samples every file is known to
     take a ``<sample key>.<extension>`` name, ``readers`` what readers make of the names."""
@@ -232,7 +265,7 @@ class FileTable:
         self.names = Names()
         self.sizes = array("q")
         self.mtimes = array("q")
-        self.stamps = array("q")
+        self.stamps: array | NoStamps = array("q")
         self.grouping: Grouping | None = None
         self.clashes: Clashes | None = None
         self.renamable_by: KeyFunction | None = None  # every file can be <key>.<ext> by it
@@ -286,7 +319,10 @@ class FileTable:
         self.names = Names(names[i] for i in keep)
         self.sizes = array("q", [self.sizes[i] for i in keep])
         self.mtimes = array("q", [self.mtimes[i] for i in keep])
-        self.stamps = array("q", [self.stamps[i] for i in keep])
+        if isinstance(self.stamps, NoStamps):
+            self.stamps = NoStamps(len(keep))
+        else:
+            self.stamps = array("q", [self.stamps[i] for i in keep])
 
 
 def _ascending(names: Names) -> bool:
@@ -356,6 +392,14 @@ class SampleTable:
         return table
 
 
+def _int_array(values: Any) -> Any:
+    """``values`` as compact ints: an ``array("q")`` or a numpy array as they are (a shard's
+    numpy array is a view of the run it was cut from: no copy), a list as an ``array("q")``."""
+    if isinstance(values, array) or hasattr(values, "dtype"):
+        return values
+    return array("q", values)
+
+
 class ShardList(Sequence[ShardPlan]):
     """The planned shards, built one at a time on access so millions of files stay compact.
 
@@ -366,18 +410,27 @@ class ShardList(Sequence[ShardPlan]):
     def __init__(
         self,
         names: list[str],
-        members: list[list[int]],
+        members: Sequence[Any],  # per shard: its samples, as ints (a list, array or numpy array)
         tables: list[SampleTable],
         rename: bool = False,
     ):
+        import numpy as np
+
         self.names, self.rename = names, rename
-        self._members = [array("q", m) for m in members]
+        self._members = [_int_array(m) for m in members]
         self._tables = tables
-        self.sizes = [sum(t.sizes[i] for i in m) for m, t in zip(self._members, tables)]
+        columns: dict[int, tuple[Any, Any]] = {}  # per table: sample sizes, files a sample
+        for t in tables:
+            if id(t) not in columns:
+                starts = np.frombuffer(t.starts, dtype=np.int64)
+                columns[id(t)] = (np.frombuffer(t.sizes, dtype=np.int64), np.diff(starts))
+        self.sizes, self.file_counts = [], []
+        for m, t in zip(self._members, tables):
+            at = np.asarray(m, dtype=np.int64)
+            sizes, counts = columns[id(t)]
+            self.sizes.append(int(sizes[at].sum()))
+            self.file_counts.append(int(counts[at].sum()))
         self.sample_counts = [len(m) for m in self._members]
-        self.file_counts = [
-            sum(t.starts[i + 1] - t.starts[i] for i in m) for m, t in zip(self._members, tables)
-        ]
 
     def __len__(self) -> int:
         return len(self.names)

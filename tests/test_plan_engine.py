@@ -11,6 +11,7 @@ member names, skipped files, warnings — or the same error, option for option.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
@@ -23,6 +24,8 @@ from hypothesis import strategies as st
 
 from ishard import api, columns, inventory
 from ishard.errors import IshardError
+from ishard.planrecord import plan_record
+from ishard.table import ShardList
 
 FOLDERS = ["a", "b", "img", "n01", "a.x", "A", "é", "İ", "sp ace", ".hid"]
 STEMS = ["s1", "s2", "s3", "S1", "a", "a.b", "i̇", "É", ".dot", "s1.tar"]
@@ -98,17 +101,22 @@ def write_inventory(path, body) -> None:
 
 
 def outcome(src, path, options: dict, engine_from: int):
-    """The plan (as plain values) or the error of ``ishard.plan`` over the inventory, read by
-    the engine (``engine_from=0``) or by the row reader (``1 << 62``); over ``src`` itself
-    when ``path`` is None."""
+    """The plan (as plain values, with the fingerprints a resumed run compares) or the error of
+    ``ishard.plan`` over the inventory, read by the engine (``engine_from=0``) or by the row
+    reader (``1 << 62``); over ``src`` itself when ``path`` is None."""
     saved = inventory.ENGINE_FROM
     inventory.ENGINE_FROM = engine_from
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             plan = api.plan(str(src), src_list=path and str(path), **options)
+        fingerprint = hashlib.sha256()
+        if isinstance(plan.shards, ShardList):
+            plan.shards.digest(fingerprint.update)
         return ("plan", list(plan.shards), plan.shard_names, plan.shard_sizes, plan.skipped,
-                plan.warnings, plan.seed, json.dumps(plan.options, sort_keys=True, default=str))
+                plan.warnings, plan.seed,
+                (fingerprint.hexdigest(), json.dumps(plan_record(plan), default=str)),
+                json.dumps(plan.options, sort_keys=True, default=str))
     except IshardError as error:
         return ("error", type(error).__name__, str(error))
     finally:
@@ -218,7 +226,9 @@ def test_engine_plans_an_inventory_as_the_tree_it_lists(tmp_path_factory):
         tree_and_inventory(src, path, body)
         walked = outcome(src, None, options, 0)
         listed = outcome(src, path, options, 0)
-        assert walked[:-1] == listed[:-1]  # all but the options, which name the inventory
+        # all but the options, which name the inventory, and the fingerprints, which hold the
+        # files' inodes when walked
+        assert walked[:-2] == listed[:-2]
         seen[walked[0] if walked[0] == "error" or len(walked[2]) < 2 else "shards"] += 1
 
     seen: Counter[str] = Counter()

@@ -361,7 +361,7 @@ def test_balance_counts_differ_by_at_most_one(samples, planned, data):
 def test_balance_needs_flat_keys_or_collapse():
     with pytest.raises(UsageError, match="keys form directories — add --collapse"):
         balance([[0], [1]], ["a/x", "b/y"], False, num_shards=2)
-    assert balance([[0], [1]], ["a/x", "b/y"], True, num_shards=1) == [[0, 1]]
+    assert [list(s) for s in balance([[0], [1]], ["a/x", "b/y"], True, num_shards=1)] == [[0, 1]]
     with pytest.raises(UsageError, match="asks for 3 shards but there are only 2 samples"):
         balance([[0], [1]], ["x", "y"], False, num_shards=3)
 
@@ -370,7 +370,7 @@ def test_balance_of_nothing(tmp_path):
     """No samples (everything skipped): no shards is a multiple of any count, and the run says
     there is nothing to shard, as it does without the option; a fixed count of shards is an
     error that says why."""
-    assert balance([], [], False, multiple_of=4) == []
+    assert list(balance([], [], False, multiple_of=4)) == []
     src = make_tree(tmp_path / "src", {".hidden.txt": 10})
     done = invoke_ishard("shard", src, "--dry-run=summary", "--shards-multiple-of", "4")
     assert done.returncode == 1 and "nothing to shard" in done.stderr, done
