@@ -250,8 +250,12 @@ def _listing(
         listed = con.execute("SELECT count(*) FROM files").fetchone()[0]
         members_key = _KEY_SQL[key] if renamed and key is not None else None
         table.clashes = find_clashes(con, members_key, listed)
-    if renamed and key is not None and _renamable(con, _KEY_SQL[key]):
-        table.renamable_by = key
+    if renamed and key is not None:
+        # no member name <key>.<extension> that may clash: no two files of a key with one
+        # extension in any case either (their member names would fold to one)
+        unrepeated = table.clashes is not None and not table.clashes.files
+        if _renamable(con, _KEY_SQL[key], unrepeated):
+            table.renamable_by = key
     if not renamed:
         table.readers = _reader_keys(con)
     con.execute(f"SET memory_limit = '{FETCH_MEMORY >> 20}MB'")  # the rest waits on disk
@@ -300,19 +304,20 @@ def _grouping(con, key: KeyFunction) -> Grouping:
     return Grouping(key, keys, _ints(sample_of))
 
 
-def _renamable(con, key_sql: str) -> bool:
+def _renamable(con, key_sql: str, unrepeated: bool = False) -> bool:
     """Can every listed file be named ``<sample key>.<extension>`` (the checks of
     ``naming.sample_members``, over all the files)? Each key's basename is not empty and has
     no dot, ``<key>.x`` is a safe name, each file has an extension, in ASCII, and no two files
-    of a sample have the same one in any case (by hash: a collision only answers no)."""
+    of a sample have the same one in any case (by hash: a collision only answers no; not
+    counted when ``unrepeated``: the caller knows there are none)."""
     import duckdb
 
     bad_key = r"regexp_matches(key, '(^|/)$|\.[^/]*$') OR " + _UNSAFE_TEXT.format("key || '.x'")
     no_ext = "instr(base, '.') = 0 OR ext = '' OR strlen(ext) <> length(ext)"
+    repeats = "0" if unrepeated else "count(*) - count(DISTINCT hash(key, lower(ext)))"
     try:
         bad, twice = con.execute(
-            f"SELECT count(*) FILTER (WHERE {bad_key} OR {no_ext}), "
-            "count(*) - count(DISTINCT hash(key, lower(ext))) FROM "
+            f"SELECT count(*) FILTER (WHERE {bad_key} OR {no_ext}), {repeats} FROM "
             f"(SELECT key, base, substr(base, instr(base, '.') + 1) AS ext FROM "
             f"(SELECT {key_sql} AS key, parse_filename(name, false, 'forward_slash') AS base "
             "FROM files))"
