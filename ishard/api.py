@@ -632,6 +632,8 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
         )
         planned.append(table)
         check_reader_names(table, opts.member_names == "sample", opts.index, check, key)
+        if index == len(groups) - 1:
+            files.readers = None  # the key check is done: its arrays (9 bytes a file) go
         cuts = cut_indices(table.keys, table.sizes, opts.bounds, opts.order, opts.collapse)
         fullest = max(fullest, *map(len, cuts), 0)
         cuts = balance(

@@ -23,7 +23,7 @@ from .clashes import find_clashes, hint_failed
 from .keys import KeyFunction, key_function
 from .listing import HIDDEN, UNSAFE
 from .model import EXAMPLES_KEPT, Tally
-from .table import FileTable, Grouping, Names, NoStamps, ReaderKeys
+from .table import FileTable, Grouping, Names, NoStamps, ReaderKeys, int_column
 
 MEMORY_LIMIT = 256 << 20  # bytes DuckDB may hold before it spills to its temporary folder
 MAX_NAME = 128 << 10  # characters in a name (as the row reader's csv field limit)
@@ -261,8 +261,8 @@ def _listing(
     con.execute(f"SET memory_limit = '{FETCH_MEMORY >> 20}MB'")  # the rest waits on disk
     columns = con.execute("SELECT size, mtime FROM files").fetchnumpy()
     total = int(columns["size"].sum())
-    table.sizes = _ints(columns.pop("size"))
-    table.mtimes = _ints(columns.pop("mtime"))  # the engine's copies go before the names come
+    table.sizes = int_column(columns.pop("size"))
+    table.mtimes = int_column(columns.pop("mtime"))  # the engine's copies go before the names
     table.stamps = NoStamps(len(table.sizes))
     for start in range(0, len(table.sizes), FETCHED):  # never ten million str objects at once
         table.names.extend(_fetched(con, "name", "files", start))

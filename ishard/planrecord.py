@@ -14,7 +14,7 @@ from .formats.compress import gzip_library
 from .listing import quoted, shown
 from .model import EXECUTION_ONLY, Plan
 from .sizes import describe_size, format_size
-from .table import FileTable, ShardList
+from .table import FileTable, ShardList, int64_bytes
 
 SEGMENTS = 256  # the listing is recorded as at most this many runs of names: run.json stays small
 EXAMPLES = 3  # names shown per kind of change
@@ -41,7 +41,7 @@ def _digests(files: FileTable, start: int, stop: int) -> tuple[str, str]:
     names = "\n".join(files.names[start:stop]).encode("utf-8", "surrogateescape")
     content = hashlib.blake2b(digest_size=8)
     for column in (files.sizes, files.mtimes, files.stamps):
-        content.update(column[start:stop].tobytes())
+        content.update(int64_bytes(column[start:stop]))  # as 8-byte ints, whatever the width
     return hashlib.blake2b(names, digest_size=8).hexdigest(), content.hexdigest()
 
 

@@ -10,7 +10,7 @@ from .ekm import Ekm
 from .errors import DataError
 from .keys import KeyFunction, extension, sample_keys
 from .model import FileEntry, Sample, Tally
-from .table import FileTable, Names, SampleTable
+from .table import FileTable, Names, SampleTable, int64_values
 
 ACTIONS = ("ignore", "warn", "abort", "exclude")
 WARNINGS_SHOWN = 10
@@ -86,7 +86,7 @@ def _gather_numpy(sample_of: array, samples: int, file_sizes: array) -> Gathered
     first = _array(starts)
     del starts  # each numpy column goes once copied: at ten million files each is 80 MB
     sizes = np.zeros(samples, dtype=np.int64)
-    np.add.at(sizes, of, np.frombuffer(file_sizes, dtype=np.int64))
+    np.add.at(sizes, of, int64_values(file_sizes))
     totals = _array(sizes)
     del sizes
     return first, _array(np.argsort(of, kind="stable")), totals

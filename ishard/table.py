@@ -52,15 +52,17 @@ def store_stamp(info: dict) -> int:
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little", signed=True)
 
 
+NARROW, NARROW_MAX = "i", (1 << 31) - 1  # name offsets: 4 bytes up to 2 GiB of names, then 8
 CHUNK = 1 << 16  # names packed, and decoded for reading in order, at a time
 TAKE_SORTED_FROM = 64  # names taken at once from which the indices are sorted to find runs
 
 
 class Names(Sequence[str]):
-    """Names in one buffer, not a ``str`` object each (about a byte a character and 8 bytes a
-    name, against some 90 bytes a name as a list of ``str``): UTF-8 (undecodable bytes kept
-    through their surrogate escapes), each name followed by a newline — no listed name holds
-    one, control characters make a name unsafe — and where each name starts. Appended names
+    """Names in one buffer, not a ``str`` object each (about a byte a character and 4 bytes a
+    name — 8 past 2 GiB of names — against some 90 bytes a name as a list of ``str``): UTF-8
+    (undecodable bytes kept through their surrogate escapes), each name followed by a newline
+    — no listed name holds one, control characters make a name unsafe — and where each name
+    starts. Appended names
     wait in a list of at most ``CHUNK`` and are packed when it fills or a name is read; reading
     in order decodes ``CHUNK`` names at a time."""
 
@@ -69,7 +71,7 @@ class Names(Sequence[str]):
 
     def __init__(self, names: Iterable[str] = ()) -> None:
         self._blob = bytearray()
-        self._starts = array("q", [0])
+        self._starts = array(NARROW, [0])
         self._pending: list[str] = []
         self.extend(names)
 
@@ -102,9 +104,10 @@ class Names(Sequence[str]):
             sizes = map(len, chunk)
         else:
             sizes = (len(n.encode("utf-8", "surrogateescape")) for n in chunk)
-        ends = accumulate((n + 1 for n in sizes), initial=self._starts[-1])
-        next(ends)  # where the chunk starts: there already
-        self._starts.extend(ends)
+        ends = list(accumulate((n + 1 for n in sizes), initial=self._starts[-1]))
+        if ends[-1] > NARROW_MAX and self._starts.typecode == NARROW:
+            self._starts = array("q", self._starts)  # past 2 GiB of names: 8-byte offsets
+        self._starts.extend(ends[1:])  # ends[0]: where the chunk starts, there already
         self._blob += data
 
     def __len__(self) -> int:
@@ -207,6 +210,28 @@ class ReaderKeys(NamedTuple):
 
     keys: Any
     flags: Any
+
+
+def int_column(values: Any) -> array:
+    """An int64 numpy array as an ``array`` of 4-byte ints when every value fits in one (file
+    sizes under 2 GiB, mtimes before 2038), else of 8-byte ones."""
+    if len(values) and -(1 << 31) <= int(values.min()) and int(values.max()) < 1 << 31:
+        return array("i", values.astype("<i4").tobytes())
+    return array("q", values.astype("<i8", copy=False).tobytes())
+
+
+def int64_bytes(column: array) -> bytes:
+    """The bytes of an int column as 8-byte ints, whatever its width (what digests read)."""
+    return (column if column.typecode == "q" else array("q", column)).tobytes()
+
+
+def int64_values(column: array) -> Any:
+    """An int column as a numpy int64 array (a view when it is 8-byte already)."""
+    import numpy as np
+
+    return np.frombuffer(column, dtype=np.int32 if column.typecode == "i" else np.int64).astype(
+        np.int64, copy=False
+    )
 
 
 class NoStamps(Sequence[int]):
