@@ -14,7 +14,7 @@ from .errors import DataError, UsageError
 from .folding import NAME_MAX, folded_names
 from .keys import KeyFunction, wds_split
 from .listing import unsafe_name
-from .table import ReaderKeys, SampleTable
+from .table import ReaderKeys, SampleTable, int_view
 
 MEMBER_NAMES = ("original", "sample")
 EXAMPLES = 3
@@ -139,8 +139,8 @@ def _key_check_columns(table: SampleTable, readers: ReaderKeys, check: KeyCheck)
     """:func:`key_check` over the engine's per-file reader keys and flags."""
     import numpy as np
 
-    members = np.frombuffer(table.members, dtype=np.int64)
-    starts = np.frombuffer(table.starts, dtype=np.int64)
+    members = int_view(table.members)
+    starts = int_view(table.starts)
     for s0 in range(0, len(table), CHUNK):
         s1 = min(s0 + CHUNK, len(table))
         files = members[starts[s0] : starts[s1]]
@@ -313,9 +313,9 @@ def _extension(name: str) -> str:
 def _some_member_chunks(table: SampleTable, rename: bool, only: array):
     import numpy as np
 
-    members = np.frombuffer(table.members, dtype=np.int64)
-    kept = np.flatnonzero(np.isin(members, np.frombuffer(only, dtype=np.int64)))
-    starts = np.frombuffer(table.starts, dtype=np.int64)
+    members = int_view(table.members)
+    kept = np.flatnonzero(np.isin(members, int_view(only)))
+    starts = int_view(table.starts)
     for a in range(0, len(kept), CHUNK):
         at = kept[a : a + CHUNK]
         files = table.files.names.take(members[at].tolist())

@@ -10,7 +10,7 @@ from .ekm import Ekm
 from .errors import DataError
 from .keys import KeyFunction, extension, sample_keys
 from .model import FileEntry, Sample, Tally
-from .table import FileTable, Names, SampleTable, int64_values
+from .table import FileTable, Names, SampleTable, int_column, int_view
 
 ACTIONS = ("ignore", "warn", "abort", "exclude")
 WARNINGS_SHOWN = 10
@@ -83,13 +83,13 @@ def _gather_numpy(sample_of: array, samples: int, file_sizes: array) -> Gathered
     of = np.frombuffer(sample_of, dtype=np.int64)
     starts = np.zeros(samples + 1, dtype=np.int64)
     np.cumsum(np.bincount(of, minlength=samples), out=starts[1:])
-    first = _array(starts)
+    first = int_column(starts)
     del starts  # each numpy column goes once copied: at ten million files each is 80 MB
     sizes = np.zeros(samples, dtype=np.int64)
-    np.add.at(sizes, of, int64_values(file_sizes))
+    np.add.at(sizes, of, int_view(file_sizes))
     totals = _array(sizes)
     del sizes
-    return first, _array(np.argsort(of, kind="stable")), totals
+    return first, int_column(np.argsort(of, kind="stable")), totals
 
 
 def _array(values) -> array:

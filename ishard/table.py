@@ -225,13 +225,11 @@ def int64_bytes(column: array) -> bytes:
     return (column if column.typecode == "q" else array("q", column)).tobytes()
 
 
-def int64_values(column: array) -> Any:
-    """An int column as a numpy int64 array (a view when it is 8-byte already)."""
+def int_view(column: array) -> Any:
+    """An int column as a numpy array over its own bytes (int32 or int64: no copy)."""
     import numpy as np
 
-    return np.frombuffer(column, dtype=np.int32 if column.typecode == "i" else np.int64).astype(
-        np.int64, copy=False
-    )
+    return np.frombuffer(column, dtype=np.int32 if column.typecode == "i" else np.int64)
 
 
 class NoStamps(Sequence[int]):
@@ -363,7 +361,8 @@ def _ascending(names: Names) -> bool:
 
 class SampleTable:
     """Samples over a FileTable: a key (kept as ``Names``), a size and a run of file indices
-    per sample."""
+    per sample (``starts`` and ``members`` of 4-byte ints when gathered with numpy and every
+    value fits, else 8-byte)."""
 
     __slots__ = ("files", "keys", "members", "sizes", "starts")
 
@@ -387,7 +386,8 @@ class SampleTable:
 
     def file_indices(self, index: int) -> array:
         """The files of sample ``index``."""
-        return self.members[self.starts[index] : self.starts[index + 1]]
+        run = self.members[self.starts[index] : self.starts[index + 1]]
+        return run if run.typecode == "q" else array("q", run)
 
     def file_count(self, index: int) -> int:
         """How many files sample ``index`` has."""
@@ -447,7 +447,7 @@ class ShardList(Sequence[ShardPlan]):
         columns: dict[int, tuple[Any, Any]] = {}  # per table: sample sizes, files a sample
         for t in tables:
             if id(t) not in columns:
-                starts = np.frombuffer(t.starts, dtype=np.int64)
+                starts = int_view(t.starts)
                 columns[id(t)] = (np.frombuffer(t.sizes, dtype=np.int64), np.diff(starts))
         self.sizes, self.file_counts = [], []
         for m, t in zip(self._members, tables):
@@ -478,7 +478,7 @@ class ShardList(Sequence[ShardPlan]):
         for name, members, table in zip(self.names, self._members, self._tables):
             files, starts, runs = table.files, table.starts, table.members
             names, sizes, mtimes, stamps = files.names, files.sizes, files.mtimes, files.stamps
-            rows = array("q")
+            rows = array(runs.typecode)
             for i in members:
                 rows += runs[starts[i] : starts[i + 1]]
             lines = [f"\x01{name}"]

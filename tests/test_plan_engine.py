@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ishard import api, columns, inventory
+from ishard import api, columns, inventory, samples
 from ishard.errors import IshardError
 from ishard.planrecord import plan_record
 from ishard.table import ShardList
@@ -104,8 +104,11 @@ def outcome(src, path, options: dict, engine_from: int):
     """The plan (as plain values, with the fingerprints a resumed run compares) or the error of
     ``ishard.plan`` over the inventory, read by the engine (``engine_from=0``) or by the row
     reader (``1 << 62``); over ``src`` itself when ``path`` is None."""
-    saved = inventory.ENGINE_FROM
+    saved = inventory.ENGINE_FROM, samples.NUMPY_FROM
     inventory.ENGINE_FROM = engine_from
+    # through the engine, samples are also gathered with numpy (narrow columns) as for a big
+    # listing; through the row reader, one at a time
+    samples.NUMPY_FROM = 0 if engine_from == 0 else 1 << 62
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -120,7 +123,7 @@ def outcome(src, path, options: dict, engine_from: int):
     except IshardError as error:
         return ("error", type(error).__name__, str(error))
     finally:
-        inventory.ENGINE_FROM = saved
+        inventory.ENGINE_FROM, samples.NUMPY_FROM = saved
 
 
 def test_engine_plans_as_the_row_reader(tmp_path, monkeypatch):
