@@ -15,6 +15,7 @@ from .errors import UsageError
 from .formats import ARCHIVE_EXTS
 from .listing import sort_key
 from .model import Sample, ShardPlan
+from .table import int_view
 from .templates import NameTemplate
 
 
@@ -125,8 +126,7 @@ def _flat_cut(
     bound. Slices of ``order``; a shard of fewer than ``GREEDY_IN_PYTHON_BELOW`` samples on
     average is packed sample by sample (cheaper than a search per shard)."""
     count = len(order)
-    every = np.frombuffer(sizes, dtype=np.int64) if isinstance(sizes, array) else None
-    weights = every if every is not None else np.asarray(sizes, dtype=np.int64)
+    weights = int_view(sizes) if isinstance(sizes, array) else np.asarray(sizes, dtype=np.int64)
     if not listing_order:
         weights = weights[order]  # the sizes in the run's order (a copy)
     ends = np.zeros(count + 1, dtype=np.int64)
