@@ -16,8 +16,6 @@ import csv
 import os
 import shutil
 import tempfile
-from array import array
-from typing import Any
 
 from .clashes import find_clashes, hint_failed
 from .keys import KeyFunction, key_function
@@ -301,7 +299,7 @@ def _grouping(con, key: KeyFunction) -> Grouping:
     del appearance
     sample_of = np.empty(len(by_key), dtype=np.int64)
     sample_of[by_key] = number[group]
-    return Grouping(key, keys, _ints(sample_of))
+    return Grouping(key, keys, int_column(sample_of, narrow=False))
 
 
 def _renamable(con, key_sql: str, unrepeated: bool = False) -> bool:
@@ -359,12 +357,6 @@ def _fetched(con, column: str, table: str, start: int) -> list[str]:
         .fetchnumpy()[column]
         .tolist()
     )
-
-
-def _ints(values: Any) -> array:
-    out = array("q")
-    out.frombytes(values.astype("<i8").tobytes())
-    return out
 
 
 def _odd_times(con) -> str:

@@ -87,16 +87,9 @@ def _gather_numpy(sample_of: array, samples: int, file_sizes: array) -> Gathered
     del starts  # each numpy column goes once copied: at ten million files each is 80 MB
     sizes = np.zeros(samples, dtype=np.int64)
     np.add.at(sizes, of, int_view(file_sizes))
-    totals = _array(sizes)
+    totals = int_column(sizes, narrow=False)  # sample sizes: 8 bytes, whatever they are
     del sizes
     return first, int_column(np.argsort(of, kind="stable")), totals
-
-
-def _array(values) -> array:
-    """An ``array("q")`` copy of an int64 numpy array (one copy: through the buffer)."""
-    out = array("q")
-    out.frombytes(memoryview(values.astype("<i8", copy=False)).cast("B"))
-    return out
 
 
 def route_table(table: SampleTable, ekm: Ekm | None, tally: Tally) -> list[SampleTable]:

@@ -62,9 +62,8 @@ class Names(Sequence[str]):
     name — 8 past 2 GiB of names — against some 90 bytes a name as a list of ``str``): UTF-8
     (undecodable bytes kept through their surrogate escapes), each name followed by a newline
     — no listed name holds one, control characters make a name unsafe — and where each name
-    starts. Appended names
-    wait in a list of at most ``CHUNK`` and are packed when it fills or a name is read; reading
-    in order decodes ``CHUNK`` names at a time."""
+    starts. Appended names wait in a list of at most ``CHUNK`` and are packed when it fills or
+    a name is read; reading in order decodes ``CHUNK`` names at a time."""
 
     __slots__ = ("_blob", "_pending", "_starts")
     __hash__ = None  # type: ignore[assignment]
@@ -212,12 +211,15 @@ class ReaderKeys(NamedTuple):
     flags: Any
 
 
-def int_column(values: Any) -> array:
-    """An int64 numpy array as an ``array`` of 4-byte ints when every value fits in one (file
-    sizes under 2 GiB, mtimes before 2038), else of 8-byte ones."""
-    if len(values) and -(1 << 31) <= int(values.min()) and int(values.max()) < 1 << 31:
-        return array("i", values.astype("<i4").tobytes())
-    return array("q", values.astype("<i8", copy=False).tobytes())
+def int_column(values: Any, narrow: bool = True) -> array:
+    """A numpy int array copied into an ``array``: of 4-byte ints when ``narrow`` and every
+    value fits in one (file sizes under 2 GiB, mtimes before 2038), else of 8-byte ones."""
+    fits = (
+        narrow and len(values) and -(1 << 31) <= int(values.min()) and int(values.max()) < 1 << 31
+    )
+    out = array("i" if fits else "q")
+    out.frombytes(memoryview(values.astype("<i4" if fits else "<i8", copy=False)).cast("B"))
+    return out  # one copy, through the buffer
 
 
 def int64_bytes(column: array) -> bytes:
@@ -268,10 +270,10 @@ class FileTable:
     """Listed files as four columns: names, sizes, integer mtimes (whole seconds, what archive
     headers get) and stamps (the rest of a file's identity, for the plan fingerprint only:
     ``local_stamp``, ``store_stamp``, or 0 where the listing has nothing more; ``NoStamps``
-    where no file has more); ``grouping``
-    when the files' samples are known already, ``clashes`` when the files that may clash on
-    extraction are, ``renamable_by`` the key function by whose samples every file is known to
-    take a ``<sample key>.<extension>`` name, ``readers`` what readers make of the names."""
+    where no file has more); ``grouping`` when the files' samples are known already,
+    ``clashes`` when the files that may clash on extraction are, ``renamable_by`` the key
+    function by whose samples every file is known to take a ``<sample key>.<extension>`` name,
+    ``readers`` what readers make of the names."""
 
     __slots__ = (
         "clashes",
@@ -417,8 +419,8 @@ class SampleTable:
         return table
 
 
-def _int_array(values: Any) -> Any:
-    """``values`` as compact ints: an ``array("q")`` or a numpy array as they are (a shard's
+def _shard_samples(values: Any) -> Any:
+    """A shard's sample indices as compact ints: an ``array("q")`` or a numpy array as they are (a shard's
     numpy array is a view of the run it was cut from: no copy), a list as an ``array("q")``."""
     if isinstance(values, array) or hasattr(values, "dtype"):
         return values
@@ -442,13 +444,13 @@ class ShardList(Sequence[ShardPlan]):
         import numpy as np
 
         self.names, self.rename = names, rename
-        self._members = [_int_array(m) for m in members]
+        self._members = [_shard_samples(m) for m in members]
         self._tables = tables
         columns: dict[int, tuple[Any, Any]] = {}  # per table: sample sizes, files a sample
         for t in tables:
             if id(t) not in columns:
                 starts = int_view(t.starts)
-                columns[id(t)] = (np.frombuffer(t.sizes, dtype=np.int64), np.diff(starts))
+                columns[id(t)] = (int_view(t.sizes), np.diff(starts))
         self.sizes, self.file_counts = [], []
         for m, t in zip(self._members, tables):
             at = np.asarray(m, dtype=np.int64)
