@@ -420,8 +420,9 @@ class SampleTable:
 
 
 def _shard_samples(values: Any) -> Any:
-    """A shard's sample indices as compact ints: an ``array("q")`` or a numpy array as they are (a shard's
-    numpy array is a view of the run it was cut from: no copy), a list as an ``array("q")``."""
+    """A shard's sample indices as compact ints: an ``array`` or a numpy array as they are
+    (a numpy array is a view of the run the shard was cut from: no copy), a list as an
+    ``array("q")``."""
     if isinstance(values, array) or hasattr(values, "dtype"):
         return values
     return array("q", values)
