@@ -79,6 +79,7 @@ def plan(
     index: str = DEFAULTS.index,
     strict: bool = DEFAULTS.strict,
     tmp_dir: str | PathLike[str] | None = DEFAULTS.tmp_dir,
+    memory_limit: int | str = DEFAULTS.memory_limit,
     progress: Progress | None = None,
 ) -> Plan:
     """Plan the shards of ``src`` without writing anything (what ``--dry-run`` prints).
@@ -127,6 +128,8 @@ def plan(
             raises :class:`ishard.StrictError` before anything is written.
         tmp_dir: the folder where the column engine spills while it sorts a big inventory
             (``src_list``); None: the system's temporary folder.
+        memory_limit: bytes (or ``"1GiB"``) the column engine may hold while it sorts and
+            groups a big inventory, past which it spills to ``tmp_dir``; 128 MiB at least.
         progress: hooks told about listing progress (a :class:`ishard.progress.Progress`);
             None: silent.
 
@@ -189,6 +192,7 @@ def shard(
     index: str = DEFAULTS.index,
     strict: bool = DEFAULTS.strict,
     tmp_dir: str | PathLike[str] | None = DEFAULTS.tmp_dir,
+    memory_limit: int | str = DEFAULTS.memory_limit,
     progress: Progress | None = None,
 ) -> Report:
     """Shard ``src`` into ``dst`` and write ``dst/manifest.json`` last.
@@ -239,6 +243,8 @@ def shard(
             raises :class:`ishard.StrictError` before anything is written.
         tmp_dir: the folder where the column engine spills while it sorts a big inventory
             (``src_list``); None: the system's temporary folder.
+        memory_limit: bytes (or ``"1GiB"``) the column engine may hold while it sorts and
+            groups a big inventory, past which it spills to ``tmp_dir``; 128 MiB at least.
         jobs: shards written at once; 0: the CPUs (at most 8), or 8 with a store.
         overwrite: allow a non-empty ``dst``; same-named files are replaced.
         resume: finish an interrupted run into ``dst``: keep its complete shards (checked),
@@ -599,6 +605,7 @@ def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> 
             list_prefix=source.prefix,
             opener=lambda url: _open_url(url, opts),
             tmp_dir=opts.tmp_dir,
+            memory_limit=opts.memory_limit,
             key=key_function(opts.sample_key_pattern),
             renamed=opts.member_names == "sample",
             **common,
@@ -681,4 +688,5 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
         warnings=tuple(warnings),
         seed=opts.order.seed,
         options=opts.to_dict(),
+        spilled=files.spilled,
     )

@@ -348,6 +348,7 @@ SHARD_SECTIONS = {
         "executor",
         "scheduler",
         "tmp_dir",
+        "memory_limit",
         "progress",
         "as_json",
         "quiet",
@@ -543,6 +544,13 @@ The user guide (docs/user-guide.md) explains every option."""
     default=None,
     help="Folder for the temporary files of sorting a big --src-list inventory (default: the "
     "system's, $TMPDIR).",
+)
+@click.option(
+    "--memory-limit",
+    default="512MiB",
+    show_default=True,
+    help="Memory the column engine may hold while it sorts and groups a big --src-list "
+    "inventory; past it, it spills to --tmp-dir (128MiB at least).",
 )
 @click.option(
     "--strict",

@@ -16,20 +16,25 @@ import csv
 import os
 import shutil
 import tempfile
+import threading
 
 from .clashes import find_clashes, hint_failed
+from .errors import DataError
 from .keys import KeyFunction, key_function
 from .listing import HIDDEN, UNSAFE
 from .model import EXAMPLES_KEPT, Tally
+from .sizes import describe_size
 from .table import FileTable, Grouping, Names, NoStamps, ReaderKeys, int_column
 
-MEMORY_LIMIT = 256 << 20  # bytes DuckDB may hold before it spills to its temporary folder
+MEMORY_LIMIT = 512 << 20  # bytes DuckDB may hold before it spills to its temporary folder
+LEAST_MEMORY_LIMIT = 128 << 20  # (--memory-limit) at 64 MiB it cannot read some Parquet files
 MAX_NAME = 128 << 10  # characters in a name (as the row reader's csv field limit)
 DISTINCT_TIMES = 1 << 20  # non-numeric mtimes converted by the row reader's rule, at most
 SCAN_BLOCK = 8 << 20
 HEADER_MAX = 1 << 20  # characters of a CSV header line read (the row reader's line limit)
 FETCHED = 1 << 18  # names (or keys) fetched from the engine at a time
 FETCH_MEMORY = 64 << 20  # the engine's memory limit while Python fetches the listing
+SPILL_LOOK = 0.1  # seconds between two looks at the size of the engine's spill folder
 
 # the row reader's rules, in SQL: an unsafe name (absolute, a '..' part, a control
 # character), a hidden one, a folder marker
@@ -57,13 +62,50 @@ def _connect(spill: str, memory_limit: int):
     con = duckdb.connect(
         config={
             "threads": max(1, min(os.cpu_count() or 1, 8)),
-            "memory_limit": f"{max(memory_limit >> 20, 64)}MB",
+            "memory_limit": f"{max(memory_limit, LEAST_MEMORY_LIMIT) >> 20}MiB",
             "temp_directory": spill,
             "preserve_insertion_order": True,
         }
     )
     con.execute("SET enable_progress_bar = false")
     return con
+
+
+class SpillWatch:
+    """The most bytes a spill folder held (``most``): looked at every ``SPILL_LOOK`` seconds
+    from a thread of its own while the block runs, after the listing's sort, and at its end."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        self.most = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="ishard-spill", daemon=True)
+
+    def __enter__(self) -> None:
+        self._thread.start()
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self._thread.join()
+        self.look()
+
+    def _watch(self) -> None:
+        while not self._done.wait(SPILL_LOOK):
+            self.look()
+
+    def look(self) -> None:
+        """Look now (also where the engine must have spilled: a test's sure figure)."""
+        held = 0
+        try:
+            with os.scandir(self.folder) as entries:
+                for entry in entries:
+                    try:
+                        held += entry.stat(follow_symlinks=False).st_size
+                    except OSError:
+                        continue  # removed while looked at
+        except OSError:
+            return
+        self.most = max(self.most, held)
 
 
 def _sql_text(value: str) -> str:
@@ -158,39 +200,33 @@ def read_inventory(
     first kept) and its byte total; with a built-in pattern's ``key``, its samples too (the
     table's ``grouping``); the files whose member names may clash on extraction (its
     ``clashes``: for ``<key>.<extension>`` names when ``renamed``, if ``key`` is built in).
+    The engine holds up to ``memory_limit`` bytes, then spills to a private folder in
+    ``tmp_dir``; the table's ``spilled`` is the most that folder held.
 
     Raises:
         Fallback: the row reader must read it (and say what is wrong, if anything is).
         UsageError: a Parquet inventory without name and size columns.
+        DataError: the engine ran out of memory under ``memory_limit``.
     """
     import duckdb
-
-    from .inventory import MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS, _column
 
     path = path.removeprefix("file://")
     spill = tempfile.mkdtemp(prefix="ishard-spill-", dir=tmp_dir)  # this run's own, private
     con = _connect(spill, memory_limit)
+    watch = SpillWatch(spill)
     try:
-        if kind == "csv":
-            if not _scan_ok(path):
-                raise Fallback
-            header = _csv_header(path)
-            columns = {
-                "name": _column(header, NAME_COLUMNS),
-                "size": _column(header, SIZE_COLUMNS),
-                "mtime": _column(header, MTIME_COLUMNS),
-            }
-            if columns["name"] is None or columns["size"] is None:
-                raise Fallback  # the row reader says what the header lacks
-            source = _source_csv(path, header, columns)
-        else:
-            source = _source_parquet(con, path)
-        con.execute(
-            f"CREATE TEMP TABLE raw AS SELECT coalesce(name, '') AS name, size, mtime "
-            f"FROM ({source})"
-        )
-        built_in = key if key in _KEY_SQL else None
-        return _listing(con, wanted, include_hidden, tally, built_in, renamed)
+        with watch:
+            table, total = _read(
+                con, path, kind, wanted, include_hidden, tally, key, renamed, watch
+            )
+        table.spilled = watch.most
+        return table, total
+    except duckdb.OutOfMemoryException:  # not the row reader: it would take far more
+        raise DataError(
+            f"--src-list {path!r} needs more memory than the column engine's "
+            f"{describe_size(memory_limit)} (--memory-limit) to be read — give it more, "
+            "e.g. --memory-limit 1GiB"
+        ) from None
     except (duckdb.Error, UnicodeDecodeError, csv.Error):
         raise Fallback from None  # the row reader says what is wrong, naming the line
     finally:
@@ -198,8 +234,48 @@ def read_inventory(
         shutil.rmtree(spill, ignore_errors=True)
 
 
+def _read(
+    con,
+    path: str,
+    kind: str,
+    wanted: str,
+    include_hidden: bool,
+    tally: Tally,
+    key: KeyFunction | None,
+    renamed: bool,
+    watch: SpillWatch,
+) -> tuple[FileTable, int]:
+    from .inventory import MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS, _column
+
+    if kind == "csv":
+        if not _scan_ok(path):
+            raise Fallback
+        header = _csv_header(path)
+        columns = {
+            "name": _column(header, NAME_COLUMNS),
+            "size": _column(header, SIZE_COLUMNS),
+            "mtime": _column(header, MTIME_COLUMNS),
+        }
+        if columns["name"] is None or columns["size"] is None:
+            raise Fallback  # the row reader says what the header lacks
+        source = _source_csv(path, header, columns)
+    else:
+        source = _source_parquet(con, path)
+    con.execute(
+        f"CREATE TEMP TABLE raw AS SELECT coalesce(name, '') AS name, size, mtime FROM ({source})"
+    )
+    built_in = key if key in _KEY_SQL else None
+    return _listing(con, wanted, include_hidden, tally, built_in, renamed, watch)
+
+
 def _listing(
-    con, wanted: str, include_hidden: bool, tally: Tally, key: KeyFunction | None, renamed: bool
+    con,
+    wanted: str,
+    include_hidden: bool,
+    tally: Tally,
+    key: KeyFunction | None,
+    renamed: bool,
+    watch: SpillWatch,
 ) -> tuple[FileTable, int]:
     digits = "regexp_full_match({}, '[0-9]{{1,18}}')"
     bad, longest, odd = con.execute(
@@ -230,6 +306,7 @@ def _listing(
         f"CREATE TEMP TABLE files AS SELECT name, CAST(size AS BIGINT) AS size, "
         f"{when} AS mtime FROM raw WHERE {keep} AND ({skip}) IS NULL ORDER BY name, rowid"
     )
+    watch.look()  # the listing twice, sorted and not: what is past the limit is on disk now
     con.execute("DROP TABLE raw")
     repeated = con.execute(
         "SELECT count(*) FROM (SELECT name = lag(name) OVER () AS again FROM files) WHERE again"
@@ -256,7 +333,7 @@ def _listing(
             table.renamable_by = key
     if not renamed:
         table.readers = _reader_keys(con)
-    con.execute(f"SET memory_limit = '{FETCH_MEMORY >> 20}MB'")  # the rest waits on disk
+    con.execute(f"SET memory_limit = '{FETCH_MEMORY >> 20}MiB'")  # the rest waits on disk
     columns = con.execute("SELECT size, mtime FROM files").fetchnumpy()
     total = int(columns["size"].sum())
     table.sizes = int_column(columns.pop("size"))

@@ -495,12 +495,13 @@ def _by_columns(
     tally: Tally,
     on_file: Callable[..., None] | None,
     tmp_dir: str | None = None,
+    memory_limit: int | None = None,
     key: KeyFunction | None = None,
     renamed: bool = False,
 ) -> FileTable | None:
     """The listing read by the column engine (``columns``), or None: the row reader reads it
     (a small file, or one the engine does not take as it is)."""
-    from .columns import Fallback, inventory_kind, read_inventory
+    from .columns import MEMORY_LIMIT, Fallback, inventory_kind, read_inventory
 
     path = where.removeprefix("file://")
     kind = inventory_kind(path)
@@ -519,6 +520,7 @@ def _by_columns(
             include_hidden=include_hidden,
             tally=tally,
             tmp_dir=tmp_dir,
+            memory_limit=memory_limit or MEMORY_LIMIT,
             key=key,
             renamed=renamed,
         )
@@ -545,6 +547,7 @@ def list_inventory(
     on_file: Callable[..., None] | None = None,
     opener: Callable[[str], BinaryIO] | None = None,
     tmp_dir: str | None = None,
+    memory_limit: int | None = None,
     key: KeyFunction | None = None,
     renamed: bool = False,
 ) -> FileTable:
@@ -555,14 +558,18 @@ def list_inventory(
     is a built-in pattern (the table's ``grouping``), and finds the files whose member names
     (``<key>.<extension>`` when ``renamed``) may clash on extraction (its ``clashes``).
     ``on_file(size)`` is called per file, or ``on_file(total, count)`` once for a listing
-    read by the column engine.
+    read by the column engine. ``tmp_dir`` and ``memory_limit``: where the column engine
+    spills and past how many bytes (``columns.MEMORY_LIMIT`` when None); the table's
+    ``spilled`` says how much it wrote there.
 
     Raises:
         UsageError: the file is missing or malformed.
     """
     tally = tally if tally is not None else Tally()
     wanted = combined_prefix(list_prefix, prefix)
-    fast = _by_columns(where, wanted, include_hidden, tally, on_file, tmp_dir, key, renamed)
+    fast = _by_columns(
+        where, wanted, include_hidden, tally, on_file, tmp_dir, memory_limit, key, renamed
+    )
     if fast is not None:
         return fast
     with _open(where, opener) as stream:

@@ -48,14 +48,15 @@ OPTION_GROUPS: dict[str, tuple[str, ...]] = {
         "part_size",
         "strict",
         "tmp_dir",
+        "memory_limit",
     ),
     "store": ("endpoint_url", "storage_options"),  # where the stores are, how they are reached
 }
 EXECUTION_ONLY = frozenset(OPTION_GROUPS["run"] + OPTION_GROUPS["store"])
 # Options that only say how shards are written: ishard.plan() takes every option but these
-WRITING_ONLY = tuple(o for o in OPTION_GROUPS["run"] if o not in ("strict", "tmp_dir")) + (
-    "checksum",
-)
+WRITING_ONLY = tuple(
+    o for o in OPTION_GROUPS["run"] if o not in ("strict", "tmp_dir", "memory_limit")
+) + ("checksum",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +193,7 @@ class Plan:
     warnings: tuple[str, ...] = ()
     seed: int | None = None
     options: dict = field(default_factory=dict)
+    spilled: int = 0  # the most bytes planning held in its temporary folder (--tmp-dir)
 
     def _column(self, name: str, value) -> list:
         column = getattr(self.shards, name, None)

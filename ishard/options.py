@@ -13,6 +13,8 @@ from typing import Any
 
 from .checksums import ALGORITHMS
 from .checksums import DEFAULT as DEFAULT_CHECKSUM
+from .columns import LEAST_MEMORY_LIMIT
+from .columns import MEMORY_LIMIT as DEFAULT_MEMORY_LIMIT
 from .ekm import Ekm, parse_ekm
 from .errors import UsageError
 from .formats import ARCHIVE_EXTS
@@ -77,6 +79,7 @@ class Options:
     index: str = "none"
     strict: bool = False
     tmp_dir: str | None = None
+    memory_limit: int = DEFAULT_MEMORY_LIMIT
 
     @property
     def bounds(self) -> Bounds:
@@ -208,6 +211,18 @@ def _part_size(value) -> int:
     return size
 
 
+def _memory_limit(value) -> int:
+    if value is None:
+        return DEFAULT_MEMORY_LIMIT
+    limit = parse_size(value, option="--memory-limit")
+    if limit < LEAST_MEMORY_LIMIT:
+        raise UsageError(
+            f"--memory-limit {str(value)!r} is below {LEAST_MEMORY_LIMIT >> 20}MiB, the least "
+            "the column engine reads an inventory in — give more, e.g. 512MiB"
+        )
+    return limit
+
+
 def _storage_options(value) -> tuple[str, ...] | dict:
     parse_storage_options(value)  # a malformed item fails here
     if isinstance(value, dict):
@@ -290,6 +305,7 @@ def make_options(**kwargs) -> Options:
             "checksum": str(opts.checksum).lower(),
             "executor": str(opts.executor).lower(),
             "tmp_dir": tmp_dir,
+            "memory_limit": _memory_limit(opts.memory_limit),
             **balance,
         }
     )
@@ -341,6 +357,7 @@ _KINDS: dict[str, tuple[tuple[type, ...], str]] = {
     ),
     "src_list": ((str, os.PathLike), "a path, a URL or None"),
     "tmp_dir": ((str, os.PathLike), "a directory path or None"),
+    "memory_limit": ((int, str), "an int (bytes) or a string such as '1GiB'"),
     "storage_options": ((Mapping, list, tuple, str), "a dict, or a list of 'KEY=VALUE' strings"),
 }
 

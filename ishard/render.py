@@ -129,6 +129,11 @@ def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
         f"median {format_size(summary['median_shard'])}, "
         f"largest {format_size(summary['largest_shard'])}\n"
     )
+    if summary.get("spilled"):
+        out.write(
+            f"planning spilled up to {format_size(summary['spilled'])} to its temporary folder "
+            "(--tmp-dir; it spills past --memory-limit)\n"
+        )
     for skip in summary["skipped"]:
         examples = ", ".join(map(quoted, skip["examples"]))
         out.write(f"left out {skip['count']}: {skip['reason']} (e.g. {examples})\n")

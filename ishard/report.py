@@ -49,6 +49,7 @@ def plan_summary(plan: Plan) -> dict:
         ],
         "warnings": list(plan.warnings),
         "seed": plan.seed,
+        **({"spilled": plan.spilled} if plan.spilled else {}),
     }
 
 

@@ -273,7 +273,8 @@ class FileTable:
     where no file has more); ``grouping`` when the files' samples are known already,
     ``clashes`` when the files that may clash on extraction are, ``renamable_by`` the key
     function by whose samples every file is known to take a ``<sample key>.<extension>`` name,
-    ``readers`` what readers make of the names."""
+    ``readers`` what readers make of the names, ``spilled`` the bytes the column engine wrote
+    to its temporary folder at most, reading it."""
 
     __slots__ = (
         "clashes",
@@ -283,6 +284,7 @@ class FileTable:
         "readers",
         "renamable_by",
         "sizes",
+        "spilled",
         "stamps",
     )
 
@@ -295,6 +297,7 @@ class FileTable:
         self.clashes: Clashes | None = None
         self.renamable_by: KeyFunction | None = None  # every file can be <key>.<ext> by it
         self.readers: ReaderKeys | None = None
+        self.spilled = 0  # the most bytes the column engine spilled to disk reading it
 
     @classmethod
     def of(cls, entries: Iterable[FileEntry]) -> FileTable:

@@ -16,10 +16,13 @@ from conftest import invoke_ishard
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
+import ishard
 from ishard import inventory
 from ishard.columns import Fallback, inventory_kind, read_inventory
 from ishard.errors import DataError, UsageError
 from ishard.model import Tally
+from ishard.report import plan_summary
+from ishard.sizes import parse_size
 
 GOOD = ["a", "b", "img", "x.jpg", "y.cls", "é", "sp ace", "q,u\"o", "😀", "a.b.c", "Z"]
 PARTS = GOOD * 3 + [".hid", "..", "C:", "\x01", "t\tab", "n\nl", ""]
@@ -469,3 +472,83 @@ def test_tmp_dir_is_where_the_engine_spills_and_is_left_empty(tmp_path, monkeypa
     assert missing.returncode == 2 and missing.stdout == ""
     assert missing.stderr.startswith(f"ishard: error: --tmp-dir '{tmp_path / 'nope'}' is not a")
     assert len(missing.stderr.splitlines()) == 1
+
+
+def long_names_parquet(path, count: int, row_group: int = 16_384) -> None:
+    """``count`` files of ~300-byte names, an image and a label a sample, in a Parquet file."""
+    duckdb.execute(
+        "COPY (SELECT 'folder-' || (i // 2 % 97) || '/' || repeat('abcdefghi/', 28) || 's-' || "
+        "(i // 2) || CASE WHEN i % 2 = 0 THEN '.jpg' ELSE '.cls' END AS name, "
+        f"i % 100000 AS size FROM range({count}) t(i)) TO '{path}' "
+        f"(FORMAT parquet, ROW_GROUP_SIZE {row_group})"
+    )
+
+
+def test_memory_limit_bounds_the_engine_and_the_summary_tells_the_spill(tmp_path):
+    """``--memory-limit``: under 128MiB the engine spills sorting 400,000 names of ~300 bytes
+    (the listing and its sorted copy, twice the limit, are on disk in part), and the summary
+    says how much; under 1GiB it spills less (only the listing, while Python fetches it); the
+    plan is the same."""
+    parquet = tmp_path / "inv.parquet"
+    long_names_parquet(parquet, 400_000)
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    common = ["--dry-run=summary", "--shard-size", "64MiB", "--tmp-dir", spill]
+
+    def spilled(limit: str) -> tuple[int, str]:
+        done = invoke_ishard("shard", source(tmp_path), "--src-list", parquet, *common,
+                             "--memory-limit", limit)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        told = [line for line in done.stdout.splitlines() if line.startswith("planning spilled")]
+        assert len(told) == 1 and "--tmp-dir" in told[0], done.stdout
+        size = parse_size(told[0].split("up to ")[1].split()[0], option="x")
+        return size, done.stdout.replace(told[0] + "\n", "")
+
+    tight, plan = spilled("128MiB")
+    roomy, same_plan = spilled("1GiB")
+    assert 100 << 20 <= tight < 2 << 30 and roomy < tight // 2  # at least what is past 128MiB
+    assert plan == same_plan and ": 200000 samples, 400000 files" in plan
+    assert list(spill.iterdir()) == []
+    planned = ishard.plan(source(tmp_path), src_list=str(parquet), shard_size="64MiB",
+                          memory_limit=128 << 20)  # fmt: skip
+    assert planned.spilled >= 100 << 20 and plan_summary(planned)["spilled"] == planned.spilled
+
+
+def test_an_engine_out_of_memory_is_one_line_naming_the_limit(tmp_path):
+    """A Parquet file of one 1,000,000-row group needs one 128 MiB buffer: under
+    ``--memory-limit 128MiB`` that is an error naming the option (exit 1), not a fall back to
+    the row reader (which would take far more); 512MiB reads it."""
+    parquet = tmp_path / "one-group.parquet"
+    duckdb.execute(
+        "COPY (SELECT md5(i::VARCHAR) || md5((i + 1)::VARCHAR) || '/' || i || '.jpg' AS name, "
+        f"i AS size FROM range(1000000) t(i)) TO '{parquet}' (FORMAT parquet, "
+        "ROW_GROUP_SIZE 2000000)"
+    )
+    common = ["--dry-run=summary", "--member-names", "original"]
+    tight = invoke_ishard("shard", source(tmp_path), "--src-list", parquet, *common,
+                          "--memory-limit", "128MiB")  # fmt: skip
+    assert tight.returncode == 1 and tight.stdout == ""
+    assert tight.stderr == (
+        f"ishard: error: --src-list {str(parquet)!r} needs more memory than the column engine's "
+        "128MiB (--memory-limit) to be read — give it more, e.g. --memory-limit 1GiB\n"
+    )
+    files, _ = read_inventory(str(parquet), "parquet", wanted="", include_hidden=False,
+                              tally=Tally(), memory_limit=512 << 20)  # fmt: skip
+    assert len(files) == 1_000_000
+
+
+@pytest.mark.parametrize(("given", "says"), [
+    ("100MiB", "--memory-limit '100MiB' is below 128MiB, the least the column engine reads an "
+               "inventory in — give more, e.g. 512MiB"),
+    ("lots", "--memory-limit 'lots' is not a size"),
+])  # fmt: skip
+def test_a_bad_memory_limit_is_one_line_exit_2(tmp_path, given, says):
+    path = tmp_path / "inv.csv"
+    clean_inventory(path, 10)
+    result = invoke_ishard("shard", source(tmp_path), "--src-list", path, "--dry-run",
+                           "--memory-limit", given)  # fmt: skip
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"ishard: error: {says}")
+    assert len(result.stderr.splitlines()) == 1
+    with pytest.raises(UsageError, match="memory_limit="):
+        ishard.plan(source(tmp_path), src_list=str(path), memory_limit=given)
