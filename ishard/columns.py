@@ -31,6 +31,7 @@ LEAST_MEMORY_LIMIT = 128 << 20  # (--memory-limit) at 64 MiB it cannot read some
 MAX_NAME = 128 << 10  # characters in a name (as the row reader's csv field limit)
 DISTINCT_TIMES = 1 << 20  # non-numeric mtimes converted by the row reader's rule, at most
 SCAN_BLOCK = 8 << 20
+HEAD = 1 << 16  # bytes read to tell an inventory's format (as the row reader does)
 HEADER_MAX = 1 << 20  # characters of a CSV header line read (the row reader's line limit)
 FETCHED = 1 << 18  # names (or keys) fetched from the engine at a time
 FETCH_MEMORY = 64 << 20  # the engine's memory limit while Python fetches the listing
@@ -41,6 +42,9 @@ SPILL_LOOK = 0.1  # seconds between two looks at the size of the engine's spill 
 _UNSAFE_TEXT = r"regexp_matches({}, '^[/\\]|^[A-Za-z]:|[\x00-\x1f\x7f]|(^|[/\\])\.\.([/\\]|$)')"
 _UNSAFE = _UNSAFE_TEXT.format("name")
 _HIDDEN = "(starts_with(name, '.') OR contains(name, '/.'))"
+# an mtime the row reader reads exactly as a whole number (it goes through a float: past 15
+# digits it may round, so longer ones are converted by its own function)
+_WHOLE_SECONDS = "regexp_full_match(mtime, '[0-9]{1,15}')"
 
 
 # the sample keys of the built-in patterns (keys.sample_keys) in SQL: the basename up to its
@@ -112,12 +116,17 @@ def _sql_text(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _scan_ok(path: str) -> bool:
-    """No carriage return and no NUL byte: the two the CSV readers split differently."""
+def _scan_ok(path: str, kind: str) -> bool:
+    """No carriage return and no NUL byte: the two the row reader splits lines at (or reads)
+    otherwise; in JSON Lines no escaped NUL either (``\\u0000``, which it reads as text)."""
+    odd = (b"\r", b"\x00", b"\\u0000") if kind == "jsonl" else (b"\r", b"\x00")
+    tail = b""
     with open(path, "rb") as stream:
         while block := stream.read(SCAN_BLOCK):
-            if b"\r" in block or b"\x00" in block:
+            looked = tail + block
+            if any(o in looked for o in odd):
                 return False
+            tail = block[-5:]  # an escape may begin in one block and end in the next
     return True
 
 
@@ -135,6 +144,38 @@ def _source_csv(path: str, header: list[str], columns: dict[str, int | None]) ->
         f"FROM read_csv({_sql_text(path)}, header = true, auto_detect = false, "
         f"delim = ',', quote = '\"', escape = '\"', strict_mode = true, "
         f"null_padding = false, compression = 'none', columns = {{{fields}}})"
+    )
+
+
+def _picked(keys: tuple[str, ...]) -> str:
+    """The row reader's ``_pick`` in SQL: the value of the first of ``keys`` the object has
+    (NULL if it is JSON null, or none is there)."""
+    present = " ".join(f"WHEN map_contains(m, {_sql_text(k)}) THEN m[{_sql_text(k)}]" for k in keys)
+    return f"CASE {present} END"
+
+
+def _source_jsonl(path: str) -> str:
+    """The SELECT of name, size and mtime (as text) from JSON Lines. Every line is read as
+    a map of its keys (a repeated key, a line that is no object or not JSON, a line over
+    1 MiB are errors); whatever the row reader would refuse or read otherwise — a name that
+    is not a string, a size that is not an integer or a string, an mtime that is
+    no number or string — makes the size NULL, which hands the listing back to it."""
+    from .inventory import MAX_LINE, MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS
+
+    types = "json_type(n) = 'VARCHAR' AND json_type(s) IN ('UBIGINT', 'BIGINT', "
+    types += (
+        "'VARCHAR') AND (t IS NULL OR json_type(t) IN ('UBIGINT', 'BIGINT', 'DOUBLE', 'VARCHAR'))"
+    )
+    return (
+        "SELECT n ->> '$' AS name, CASE WHEN NOT coalesce("
+        + types
+        + ", false) THEN NULL WHEN json_type(s) = 'VARCHAR' THEN s ->> '$' "
+        "ELSE CAST(s AS VARCHAR) END AS size, CASE WHEN json_type(t) = 'VARCHAR' "
+        "THEN t ->> '$' ELSE CAST(t AS VARCHAR) END AS mtime FROM (SELECT "
+        f"{_picked(NAME_COLUMNS)} AS n, {_picked(SIZE_COLUMNS)} AS s, "
+        f"{_picked(MTIME_COLUMNS)} AS t FROM read_json({_sql_text(path)}, "
+        "format = 'newline_delimited', records = false, auto_detect = false, "
+        f"columns = {{'m': 'MAP(VARCHAR, JSON)'}}, maximum_object_size = {MAX_LINE - 1}))"
     )
 
 
@@ -168,20 +209,24 @@ def _source_parquet(con, path: str) -> str:
 
 
 def inventory_kind(path: str) -> str | None:
-    """``"csv"`` or ``"parquet"`` for a local inventory the engine can read, else None."""
+    """``"csv"``, ``"jsonl"`` or ``"parquet"`` for a local inventory the engine can read (a
+    JSON Lines file begins with ``{``, after white space), else None."""
     if "://" in path and not path.startswith("file://"):
         return None
     path = path.removeprefix("file://")
     try:
         with open(path, "rb") as stream:
-            head = stream.read(4)
+            head = stream.read(HEAD)
     except OSError:
         return None
-    if head == b"PAR1":
+    if head[:4] == b"PAR1":
         return "parquet"
-    if path.endswith((".gz", ".bz2", ".xz", ".zst", ".lz4", ".zip")) or head[:1] in (b"{", b"["):
+    if path.endswith((".gz", ".bz2", ".xz", ".zst", ".lz4", ".zip")):
         return None
-    return "csv"
+    text = head.decode("utf-8", "replace")
+    if text.lstrip().startswith("{"):  # as the row reader tells JSON Lines
+        return None if '"fileSchema"' in text else "jsonl"  # an S3 Inventory manifest
+    return None if head[:1] == b"[" else "csv"
 
 
 def read_inventory(
@@ -247,9 +292,9 @@ def _read(
 ) -> tuple[FileTable, int]:
     from .inventory import MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS, _column
 
+    if kind != "parquet" and not _scan_ok(path, kind):
+        raise Fallback
     if kind == "csv":
-        if not _scan_ok(path):
-            raise Fallback
         header = _csv_header(path)
         columns = {
             "name": _column(header, NAME_COLUMNS),
@@ -259,6 +304,8 @@ def _read(
         if columns["name"] is None or columns["size"] is None:
             raise Fallback  # the row reader says what the header lacks
         source = _source_csv(path, header, columns)
+    elif kind == "jsonl":
+        source = _source_jsonl(path)
     else:
         source = _source_parquet(con, path)
     con.execute(
@@ -281,12 +328,12 @@ def _listing(
     bad, longest, odd = con.execute(
         f"SELECT count(*) FILTER (WHERE size IS NULL OR NOT {digits.format('size')}), "
         "coalesce(max(length(name)), 0), count(*) FILTER (WHERE mtime IS NOT NULL AND "
-        f"mtime <> '' AND NOT {digits.format('mtime')}) FROM raw"
+        f"mtime <> '' AND NOT {_WHOLE_SECONDS}) FROM raw"
     ).fetchone()
     if bad or longest > MAX_NAME:
         raise Fallback  # the row reader names the line
     when = (
-        f"CASE WHEN mtime IS NULL OR mtime = '' THEN 0 WHEN {digits.format('mtime')} "
+        f"CASE WHEN mtime IS NULL OR mtime = '' THEN 0 WHEN {_WHOLE_SECONDS} "
         f"THEN CAST(mtime AS BIGINT) ELSE {_odd_times(con) if odd else '0'} END"
     )
     keep = f"starts_with(name, {_sql_text(wanted)}) AND name <> '' AND NOT ends_with(name, '/')"
@@ -443,7 +490,7 @@ def _odd_times(con) -> str:
 
     odd = con.execute(
         "SELECT DISTINCT mtime FROM raw WHERE mtime IS NOT NULL AND mtime <> '' AND NOT "
-        f"regexp_full_match(mtime, '[0-9]{{1,18}}') LIMIT {DISTINCT_TIMES + 1}"
+        f"{_WHOLE_SECONDS} LIMIT {DISTINCT_TIMES + 1}"
     ).fetchall()
     if len(odd) > DISTINCT_TIMES:
         raise Fallback

@@ -508,7 +508,7 @@ def _by_columns(
     if kind is None or wanted is None:
         return None
     try:
-        if kind == "csv" and os.path.getsize(path) < ENGINE_FROM:
+        if kind != "parquet" and os.path.getsize(path) < ENGINE_FROM:
             return None
     except OSError:
         return None

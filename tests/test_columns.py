@@ -7,8 +7,10 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import json
 import random
 import subprocess
+from collections import Counter
 
 import duckdb
 import pytest
@@ -552,3 +554,79 @@ def test_a_bad_memory_limit_is_one_line_exit_2(tmp_path, given, says):
     assert len(result.stderr.splitlines()) == 1
     with pytest.raises(UsageError, match="memory_limit="):
         ishard.plan(source(tmp_path), src_list=str(path), memory_limit=given)
+
+
+JSON_ODD = [None, True, 1.5, -3, "", " 7", "12", {}, [1], float("nan"), 10**20]
+
+
+@st.composite
+def json_lines(draw) -> str:
+    """A JSON Lines inventory as text: mostly what an inventory holds, one key of each kind in
+    the row reader's lists, sizes as numbers or digit strings; sometimes a line the row reader
+    refuses or reads in its own way (a key twice, a JSON null before another key of its kind,
+    a value of another type, no object at all, blank lines)."""
+    from ishard.inventory import MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS
+
+    name_key = draw(st.sampled_from(["name"] * 4 + list(NAME_COLUMNS)))
+    size_key = draw(st.sampled_from(["size"] * 4 + list(SIZE_COLUMNS)))
+    mtime_key = draw(st.sampled_from(["mtime", None, *MTIME_COLUMNS]))
+    ascii_only = draw(st.booleans())
+    lines = []
+    for name, size, mtime in draw(rows):
+        pairs: list[tuple[str, object]] = [(name_key, name)]
+        pairs.append((size_key, int(size) if draw(st.integers(0, 3)) else size))
+        if mtime_key is not None:
+            pairs.append((mtime_key, int(mtime) if mtime.isdigit() and draw(st.booleans()) else
+                          mtime))
+        odd = draw(st.integers(0, 40))
+        if odd == 1:
+            pairs.insert(0, (draw(st.sampled_from(NAME_COLUMNS)), None))
+        elif odd == 2:
+            pairs.append((draw(st.sampled_from(NAME_COLUMNS + SIZE_COLUMNS + MTIME_COLUMNS)),
+                          draw(st.sampled_from(JSON_ODD + ["b/other.jpg", 5]))))
+        elif odd == 3:
+            at = draw(st.integers(0, len(pairs) - 1))
+            pairs[at] = (pairs[at][0], draw(st.sampled_from(JSON_ODD)))
+        elif odd == 4:
+            pairs.append(pairs[0])  # a key twice
+        line = "{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=ascii_only)}"
+                               for k, v in pairs) + "}"
+        if odd == 5:
+            line = draw(st.sampled_from(["", "   ", "[1]", "5", line + " x", line[:-1]]))
+        lines.append(line)
+    return "\n".join(lines) + draw(st.sampled_from(["\n", "", "\n\n"]))
+
+
+def test_json_lines_read_by_the_engine_list_what_the_row_reader_lists(tmp_path):
+    """Random JSON Lines inventories: the engine lists what the row reader lists (and skips
+    what it skips), or hands the file back; where the row reader refuses one, the engine
+    never answers. Most examples are read by the engine, not handed back."""
+    seen: Counter[str] = Counter()
+
+    @settings(max_examples=300, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @given(text=json_lines(), prefix=st.sampled_from(["", "", "a", "a/"]), hidden=st.booleans())
+    def same_listing(text, prefix, hidden):
+        path = tmp_path / "inventory.jsonl"
+        path.write_text(text, encoding="utf-8")
+        if inventory_kind(str(path)) != "jsonl":  # blank first lines only: nothing to list
+            seen["not json"] += 1
+            return
+        try:
+            rows_answer = row_listing(path, prefix=prefix, include_hidden=hidden)
+        except UsageError:
+            with pytest.raises((Fallback, UsageError)):
+                column_listing(path, prefix, hidden)
+            seen["both refuse"] += 1
+            return
+        try:
+            columns_answer = column_listing(path, prefix, hidden)
+        except Fallback:
+            seen["handed back"] += 1
+            return
+        same(columns_answer, rows_answer)
+        seen["same" if len(columns_answer[0]) else "same, empty"] += 1
+
+    same_listing()
+    assert seen["same"] > 2 * seen["handed back"] and seen["same"] > 100, seen
+    assert seen["both refuse"] > 10, seen
