@@ -163,10 +163,13 @@ def _size(value, where: str, number: int) -> int:
 
 
 def _mtime(value) -> int:
+    """Whole seconds since the epoch; 0 for no time, one it cannot read, or one past what a
+    64-bit signed number holds (no file's)."""
     if value in (None, ""):
         return 0
     try:
-        return int(float(value))
+        seconds = int(float(value))
+        return seconds if -(1 << 63) <= seconds < 1 << 63 else 0
     except (TypeError, ValueError, OverflowError):
         from datetime import datetime
 
