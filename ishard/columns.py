@@ -33,6 +33,7 @@ DISTINCT_TIMES = 1 << 20  # non-numeric mtimes converted by the row reader's rul
 SCAN_BLOCK = 8 << 20
 HEAD = 1 << 16  # bytes read to tell an inventory's format (as the row reader does)
 HEADER_MAX = 1 << 20  # characters of a CSV header line read (the row reader's line limit)
+KEY_SHAPES = 16  # distinct sets of a JSON Lines inventory's name, size and mtime keys, at most
 FETCHED = 1 << 18  # names (or keys) fetched from the engine at a time
 FETCH_MEMORY = 64 << 20  # the engine's memory limit while Python fetches the listing
 SPILL_LOOK = 0.1  # seconds between two looks at the size of the engine's spill folder
@@ -147,35 +148,57 @@ def _source_csv(path: str, header: list[str], columns: dict[str, int | None]) ->
     )
 
 
-def _picked(keys: tuple[str, ...]) -> str:
-    """The row reader's ``_pick`` in SQL: the value of the first of ``keys`` the object has
-    (NULL if it is JSON null, or none is there)."""
-    present = " ".join(f"WHEN map_contains(m, {_sql_text(k)}) THEN m[{_sql_text(k)}]" for k in keys)
-    return f"CASE {present} END"
-
-
-def _source_jsonl(path: str) -> str:
-    """The SELECT of name, size and mtime (as text) from JSON Lines. Every line is read as
-    a map of its keys (a repeated key, a line that is no object or not JSON, a line over
-    1 MiB are errors); whatever the row reader would refuse or read otherwise — a name that
-    is not a string, a size that is not an integer or a string, an mtime that is
-    no number or string — makes the size NULL, which hands the listing back to it."""
+def _json_keys(con, path: str) -> dict[str, str | None]:
+    """The key of each kind (name, size, mtime) that the row reader's ``_pick`` takes on every
+    line, found from the lines' distinct sets of such keys (a JSON null still a key there);
+    no mtime key: None. A name or size key that differs from line to line, or is missing,
+    hands the listing back."""
     from .inventory import MAX_LINE, MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS
 
-    types = "json_type(n) = 'VARCHAR' AND json_type(s) IN ('UBIGINT', 'BIGINT', "
-    types += (
-        "'VARCHAR') AND (t IS NULL OR json_type(t) IN ('UBIGINT', 'BIGINT', 'DOUBLE', 'VARCHAR'))"
+    kinds = {"name": NAME_COLUMNS, "size": SIZE_COLUMNS, "mtime": MTIME_COLUMNS}
+    every = "[" + ", ".join(_sql_text(k) for keys in kinds.values() for k in keys) + "]"
+    shapes = con.execute(
+        f"SELECT DISTINCT list_sort(list_intersect(json_keys(json), {every})) FROM "
+        f"read_ndjson_objects({_sql_text(path)}, maximum_object_size = {MAX_LINE - 1}) "
+        f"LIMIT {KEY_SHAPES + 1}"
+    ).fetchall()
+    if len(shapes) > KEY_SHAPES:
+        raise Fallback
+    picked: dict[str, str | None] = {}
+    for kind, keys in kinds.items():
+        found = {next((k for k in keys if k in (shape or ())), None) for (shape,) in shapes}
+        if kind == "mtime":
+            found.discard(None)  # a line without one: no time, as a JSON null is
+        elif None in found or not found:
+            raise Fallback  # a line without a name or a size: the row reader names it
+        if len(found) > 1:
+            raise Fallback
+        picked[kind] = next(iter(found), None)
+    return picked
+
+
+def _source_jsonl(con, path: str) -> str:
+    """The SELECT of name, size and mtime (as text) from JSON Lines, each line read as an
+    object of the keys the row reader takes (``_json_keys``; a repeated key, a line that is
+    no object or not JSON, a line over 1 MiB are errors). Whatever it would refuse or read
+    otherwise — a name that is not a string, a size that is not an integer or a string, an
+    mtime that is no number or string — makes the size NULL, which hands the listing back."""
+    from .inventory import MAX_LINE
+
+    keys = _json_keys(con, path)
+    fields = ", ".join(f"{_sql_text(k)}: 'JSON'" for k in keys.values() if k is not None)
+    n, s = (f'"{keys[kind]}"' for kind in ("name", "size"))
+    t = "NULL" if keys["mtime"] is None else f'"{keys["mtime"]}"'
+    types = (
+        f"json_type({n}) = 'VARCHAR' AND json_type({s}) IN ('UBIGINT', 'BIGINT', 'VARCHAR') "
+        f"AND ({t} IS NULL OR json_type({t}) IN ('UBIGINT', 'BIGINT', 'DOUBLE', 'VARCHAR'))"
     )
     return (
-        "SELECT n ->> '$' AS name, CASE WHEN NOT coalesce("
-        + types
-        + ", false) THEN NULL WHEN json_type(s) = 'VARCHAR' THEN s ->> '$' "
-        "ELSE CAST(s AS VARCHAR) END AS size, CASE WHEN json_type(t) = 'VARCHAR' "
-        "THEN t ->> '$' ELSE CAST(t AS VARCHAR) END AS mtime FROM (SELECT "
-        f"{_picked(NAME_COLUMNS)} AS n, {_picked(SIZE_COLUMNS)} AS s, "
-        f"{_picked(MTIME_COLUMNS)} AS t FROM read_json({_sql_text(path)}, "
-        "format = 'newline_delimited', records = false, auto_detect = false, "
-        f"columns = {{'m': 'MAP(VARCHAR, JSON)'}}, maximum_object_size = {MAX_LINE - 1}))"
+        f"SELECT {n} ->> '$' AS name, CASE WHEN NOT coalesce({types}, false) THEN NULL "
+        f"WHEN json_type({s}) = 'VARCHAR' THEN {s} ->> '$' ELSE CAST({s} AS VARCHAR) END AS "
+        f"size, CASE WHEN json_type({t}) = 'VARCHAR' THEN {t} ->> '$' ELSE CAST({t} AS VARCHAR) "
+        f"END AS mtime FROM read_json({_sql_text(path)}, format = 'newline_delimited', "
+        f"auto_detect = false, columns = {{{fields}}}, maximum_object_size = {MAX_LINE - 1})"
     )
 
 
@@ -305,7 +328,7 @@ def _read(
             raise Fallback  # the row reader says what the header lacks
         source = _source_csv(path, header, columns)
     elif kind == "jsonl":
-        source = _source_jsonl(path)
+        source = _source_jsonl(con, path)
     else:
         source = _source_parquet(con, path)
     con.execute(
