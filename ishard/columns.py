@@ -169,11 +169,11 @@ def _json_keys(con, path: str) -> dict[str, str | None]:
         found = {next((k for k in keys if k in (shape or ())), None) for (shape,) in shapes}
         if kind == "mtime":
             found.discard(None)  # a line without one: no time, as a JSON null is
-        elif None in found or not found:
-            raise Fallback  # a line without a name or a size: the row reader names it
-        if len(found) > 1:
+        if len(found) > 1:  # keys that differ from line to line, or a line without any
             raise Fallback
         picked[kind] = next(iter(found), None)
+    if picked["name"] is None or picked["size"] is None:
+        raise Fallback  # the row reader names the line that has no name or no size
     return picked
 
 

@@ -571,12 +571,15 @@ def json_lines(draw) -> str:
     size_key = draw(st.sampled_from(["size"] * 4 + list(SIZE_COLUMNS)))
     mtime_key = draw(st.sampled_from(["mtime", None, *MTIME_COLUMNS]))
     ascii_only = draw(st.booleans())
+    mixed_times = draw(st.integers(0, 5)) == 0
     odd_time = draw(st.sampled_from([None] * 16 + [True, False, None, 1.5e9, {}, [1],
                                                    float("inf"), 10**20, -7]))  # another type
     lines = []
     for name, size, mtime in draw(rows):
         pairs: list[tuple[str, object]] = [(name_key, name)]
         pairs.append((size_key, int(size) if draw(st.integers(0, 3)) else size))
+        if mixed_times:  # mtimes under another key on some lines
+            mtime_key = draw(st.sampled_from(MTIME_COLUMNS))
         if mtime_key is not None:
             pairs.append((mtime_key, int(mtime) if mtime.isdigit() and draw(st.booleans()) else
                           mtime))
