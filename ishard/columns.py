@@ -33,7 +33,7 @@ DISTINCT_TIMES = 1 << 20  # non-numeric mtimes converted by the row reader's rul
 SCAN_BLOCK = 8 << 20
 HEAD = 1 << 16  # bytes read to tell an inventory's format (as the row reader does)
 HEADER_MAX = 1 << 20  # characters of a CSV header line read (the row reader's line limit)
-KEY_SHAPES = 16  # distinct sets of a JSON Lines inventory's name, size and mtime keys, at most
+KEY_SHAPES = 256  # distinct key lists of a JSON Lines inventory's lines, at most
 FETCHED = 1 << 18  # names (or keys) fetched from the engine at a time
 FETCH_MEMORY = 64 << 20  # the engine's memory limit while Python fetches the listing
 SPILL_LOOK = 0.1  # seconds between two looks at the size of the engine's spill folder
@@ -150,17 +150,15 @@ def _source_csv(path: str, header: list[str], columns: dict[str, int | None]) ->
 
 def _json_keys(con, path: str) -> dict[str, str | None]:
     """The key of each kind (name, size, mtime) that the row reader's ``_pick`` takes on every
-    line, found from the lines' distinct sets of such keys (a JSON null still a key there);
-    no mtime key: None. A name or size key that differs from line to line, or is missing,
-    hands the listing back."""
+    line, found from the lines' distinct key lists (``KEY_SHAPES`` at most; a key whose value
+    is JSON null is still there); no mtime key: None. A name or size key that differs from
+    line to line, or is missing, hands the listing back."""
     from .inventory import MAX_LINE, MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS
 
     kinds = {"name": NAME_COLUMNS, "size": SIZE_COLUMNS, "mtime": MTIME_COLUMNS}
-    every = "[" + ", ".join(_sql_text(k) for keys in kinds.values() for k in keys) + "]"
-    shapes = con.execute(
-        f"SELECT DISTINCT list_sort(list_intersect(json_keys(json), {every})) FROM "
-        f"read_ndjson_objects({_sql_text(path)}, maximum_object_size = {MAX_LINE - 1}) "
-        f"LIMIT {KEY_SHAPES + 1}"
+    shapes = con.execute(  # the lines' key lists, all of them: intersecting each took 4x as long
+        f"SELECT DISTINCT json_keys(json) FROM read_ndjson_objects({_sql_text(path)}, "
+        f"maximum_object_size = {MAX_LINE - 1}) LIMIT {KEY_SHAPES + 1}"
     ).fetchall()
     if len(shapes) > KEY_SHAPES:
         raise Fallback
