@@ -272,7 +272,7 @@ def read_inventory(
     Raises:
         Fallback: the row reader must read it (and say what is wrong, if anything is).
         UsageError: a Parquet inventory without name and size columns.
-        DataError: the engine ran out of memory under ``memory_limit``.
+        DataError: the engine ran out of memory under ``memory_limit``, or of disk space.
     """
     import duckdb
 
@@ -287,17 +287,28 @@ def read_inventory(
             )
         table.spilled = watch.most
         return table, total
-    except duckdb.OutOfMemoryException:  # not the row reader: it would take far more
-        raise DataError(
-            f"--src-list {path!r} needs more memory than the column engine's "
-            f"{describe_size(memory_limit)} (--memory-limit) to be read — give it more, "
-            "e.g. --memory-limit 1GiB"
-        ) from None
+    except duckdb.OutOfMemoryException as error:  # not the row reader: it takes far more
+        raise _out_of_room(path, memory_limit, tmp_dir, error) from None
     except (duckdb.Error, UnicodeDecodeError, csv.Error):
         raise Fallback from None  # the row reader says what is wrong, naming the line
     finally:
         con.close()
         shutil.rmtree(spill, ignore_errors=True)
+
+
+def _out_of_room(path: str, memory_limit: int, tmp_dir: str | None, error) -> DataError:
+    """What the engine ran out of: its spill folder's disk, or its memory."""
+    if "max_temp_directory_size" in str(error):  # DuckDB's own bound: what that disk has left
+        return DataError(
+            f"--src-list {path!r} needs more room for the column engine's temporary files "
+            f"than the disk of {tmp_dir or tempfile.gettempdir()!r} has left — give --tmp-dir "
+            "a folder on a disk with more room"
+        )
+    return DataError(
+        f"--src-list {path!r} needs more memory than the column engine's "
+        f"{describe_size(memory_limit)} (--memory-limit) to be read — give it more, "
+        "e.g. --memory-limit 1GiB"
+    )
 
 
 def _read(

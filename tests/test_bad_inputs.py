@@ -136,6 +136,9 @@ CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
     "resume-foreign": (("@dst={tmp}/full", "--resume"), 2, "holds no ishard run to resume"),
     "overwrite-and-resume": (("@dst={tmp}/finished", "--overwrite", "--resume"), 2,
                              "--overwrite and --resume cannot be used together"),
+    "memory-limit-small": (("--memory-limit", "100MiB"), 2,
+                           "--memory-limit '100MiB' is below 128MiB"),
+    "memory-limit-not-size": (("--memory-limit", "lots"), 2, "--memory-limit 'lots' is not a size"),
 }
 
 

@@ -539,6 +539,35 @@ def test_an_engine_out_of_memory_is_one_line_naming_the_limit(tmp_path):
     assert len(files) == 1_000_000
 
 
+def test_a_spill_folder_out_of_room_is_one_line_naming_tmp_dir(tmp_path, monkeypatch):
+    """When the disk under --tmp-dir has no room left for the engine's spill (here DuckDB's own
+    bound on it, which is that disk's free space, set to 1 MiB), the run stops with one line
+    naming --tmp-dir — not a fall back to the row reader."""
+    import ishard.columns as columns
+
+    parquet = tmp_path / "inv.parquet"
+    long_names_parquet(parquet, 400_000)
+    real = columns._connect
+
+    def cramped(spill, memory_limit):
+        con = real(spill, memory_limit)
+        con.execute("SET max_temp_directory_size = '1MiB'")
+        return con
+
+    monkeypatch.setattr(columns, "_connect", cramped)
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    with pytest.raises(DataError) as error:
+        ishard.plan(source(tmp_path), src_list=str(parquet), memory_limit="128MiB",
+                    tmp_dir=str(spill))  # fmt: skip
+    assert str(error.value) == (
+        f"--src-list {str(parquet)!r} needs more room for the column engine's temporary files "
+        f"than the disk of {str(spill)!r} has left — give --tmp-dir a folder on a disk with "
+        "more room"
+    )
+    assert list(spill.iterdir()) == []
+
+
 @pytest.mark.parametrize(("given", "says"), [
     ("100MiB", "--memory-limit '100MiB' is below 128MiB, the least the column engine reads an "
                "inventory in — give more, e.g. 512MiB"),
