@@ -17,6 +17,7 @@ import os
 import shutil
 import tempfile
 import threading
+import weakref
 
 from .clashes import find_clashes, hint_failed
 from .errors import DataError
@@ -24,7 +25,7 @@ from .keys import KeyFunction, key_function
 from .listing import HIDDEN, UNSAFE
 from .model import EXAMPLES_KEPT, Tally
 from .sizes import describe_size
-from .table import FileTable, Grouping, Names, NoStamps, ReaderKeys, int_column
+from .table import FileTable, Grouping, LaterNames, Names, NoStamps, ReaderKeys, int_column
 
 MEMORY_LIMIT = 512 << 20  # bytes DuckDB may hold before it spills to its temporary folder
 LEAST_MEMORY_LIMIT = 128 << 20  # (--memory-limit) at 64 MiB it cannot read some Parquet files
@@ -286,14 +287,48 @@ def read_inventory(
                 con, path, kind, wanted, include_hidden, tally, key, renamed, watch
             )
         table.spilled = watch.most
+        table.names = _names_later(con, spill, len(table.sizes))  # the engine is theirs now
         return table, total
     except duckdb.OutOfMemoryException as error:  # not the row reader: it takes far more
+        _close(con, spill)
         raise _out_of_room(path, memory_limit, tmp_dir, error) from None
     except (duckdb.Error, UnicodeDecodeError, csv.Error):
+        _close(con, spill)
         raise Fallback from None  # the row reader says what is wrong, naming the line
-    finally:
-        con.close()
-        shutil.rmtree(spill, ignore_errors=True)
+    except BaseException:
+        _close(con, spill)
+        raise
+
+
+def _close(con, spill: str) -> None:
+    """Close the engine and remove its spill folder (again: nothing happens)."""
+    con.close()
+    shutil.rmtree(spill, ignore_errors=True)
+
+
+def _names_later(con, spill: str, count: int) -> LaterNames:
+    """The listing's names, fetched from the engine's ``files`` table the first time one is
+    read (``FETCHED`` at a time: never ten million ``str`` objects at once), then the engine
+    closed; never read (a dry run), the engine closes when they go, or at exit."""
+    import duckdb
+
+    def load() -> Names:
+        try:
+            names = Names()
+            for start in range(0, count, FETCHED):
+                names.extend(_fetched(con, "name", "files", start))
+            return names
+        except duckdb.Error as error:  # its spill folder gone under it, say
+            raise DataError(
+                f"the listing's names could not be read back from the column engine ({error})"
+                f" — check the temporary folder {spill!r} (--tmp-dir)"
+            ) from None
+        finally:
+            _close(con, spill)
+
+    later = LaterNames(count, load)
+    weakref.finalize(later, _close, con, spill)
+    return later
 
 
 def _out_of_room(path: str, memory_limit: int, tmp_dir: str | None, error) -> DataError:
@@ -418,9 +453,7 @@ def _listing(
     table.sizes = int_column(columns.pop("size"))
     table.mtimes = int_column(columns.pop("mtime"))  # the engine's copies go before the names
     table.stamps = NoStamps(len(table.sizes))
-    for start in range(0, len(table.sizes), FETCHED):  # never ten million str objects at once
-        table.names.extend(_fetched(con, "name", "files", start))
-    return table, total
+    return table, total  # the names wait in the engine (read_inventory)
 
 
 def _grouping(con, key: KeyFunction) -> Grouping:

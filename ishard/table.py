@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import operator
+import threading
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import accumulate, islice
@@ -181,6 +182,42 @@ class Names(Sequence[str]):
 
     def __repr__(self) -> str:
         return f"Names({list(self[:3])!r}{', …' if len(self) > 3 else ''}, {len(self)} names)"
+
+
+class LaterNames(Names):
+    """A ``Names`` column of ``count`` names that ``load`` gives the first time one is read
+    (its length is known before): a dry run over an inventory the column engine read never
+    needs the names, so they stay in the engine. Loaded at most once, under a lock (the
+    writers' threads may be first); pickled as the names themselves."""
+
+    __slots__ = ("__weakref__", "_count", "_load", "_lock")
+
+    def __init__(self, count: int, load: Callable[[], Names]) -> None:  # no names yet
+        self._count, self._lock = count, threading.Lock()
+        self._load: Callable[[], Names] | None = load
+
+    def __getattr__(self, attr: str):  # a slot of the names, not set until they are loaded
+        if attr not in Names.__slots__:
+            raise AttributeError(attr)
+        with self._lock:
+            if self._load is not None:
+                loaded = self._load()
+                if len(loaded) != self._count:
+                    raise ValueError(f"{len(loaded)} names loaded where {self._count} were listed")
+                self._blob, self._starts, self._pending = loaded._blob, loaded._starts, []
+                self._load = None
+        return object.__getattribute__(self, attr)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the names were read from where they wait."""
+        return self._load is None
+
+    def __len__(self) -> int:
+        return self._count if self._load is not None else super().__len__()
+
+    def __reduce__(self):
+        return Names, (), (None, {"_blob": self._blob, "_starts": self._starts, "_pending": []})
 
 
 class Grouping(NamedTuple):

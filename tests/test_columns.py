@@ -689,3 +689,36 @@ def test_an_mtime_past_64_bits_is_read_as_no_time(tmp_path, monkeypatch, engine_
         done = invoke_ishard("shard", source(tmp_path), "--src-list", path,
                              "--dry-run=summary", "--member-names", "original")  # fmt: skip
         assert done.returncode == 0 and "3 files" in done.stdout, done.stderr
+
+
+def test_a_plan_reads_the_names_from_the_engine_only_when_a_shard_is_read(tmp_path, monkeypatch):
+    """Over an inventory the engine read, planning (a dry run's summary) never fetches the
+    listing's names: they wait in the engine, its spill folder kept; reading a shard's files
+    fetches them all (the same as the row reader's listing) and closes the engine, its folder
+    gone; a plan dropped unread closes it too."""
+    import gc
+
+    import ishard.columns as columns
+
+    path = tmp_path / "inv.csv"
+    clean_inventory(path, 3000)
+    monkeypatch.setattr(inventory, "ENGINE_FROM", 0)
+    fetched = []
+    real = columns._fetched
+    monkeypatch.setattr(columns, "_fetched", lambda con, column, table, start: (
+        fetched.append(start) if column == "name" else None) or real(con, column, table, start))
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    common = {"src_list": str(path), "tmp_dir": str(spill), "shard_size": "20MiB",
+              "sample_key_pattern": "full_name"}  # fmt: skip
+    planned = ishard.plan(source(tmp_path), **common)
+    assert fetched == [] and len(list(spill.iterdir())) == 1
+    assert planned.file_count == len(row_listing(path)[0].names) and len(planned.shards) > 3
+    members = [f.name for shard in planned.shards for f in shard.members()]
+    assert fetched == [0] and list(spill.iterdir()) == []
+    assert sorted(members) == list(row_listing(path)[0].names)
+    unread = ishard.plan(source(tmp_path), **common)
+    assert len(list(spill.iterdir())) == 1
+    del unread
+    gc.collect()
+    assert list(spill.iterdir()) == []

@@ -60,3 +60,28 @@ def test_a_sorted_table_keeps_the_first_of_repeated_names_with_its_columns():
     files.sort()
     assert files.names == ["a", "a\udcff", "b", "é"]  # bytewise: a, a+0xff, b, then é
     assert list(files.sizes) == [3, 2, 1, 5]
+
+
+def test_later_names_are_loaded_once_on_first_read_and_pickle_as_names():
+    """``LaterNames``: the length without loading; the first read loads (once), and what was
+    loaded is what reads give; a loader that gives another count is refused; pickled, they are
+    plain ``Names`` holding the same."""
+    import pickle
+
+    from ishard.table import LaterNames
+
+    calls = []
+
+    def load() -> Names:
+        calls.append(1)
+        return Names(["b/c.jpg", "a.jpg", "é/x.cls"])
+
+    later = LaterNames(3, load)
+    assert len(later) == 3 and not later.loaded and calls == []
+    assert later[1] == "a.jpg" and later.loaded and calls == [1]
+    assert list(later) == ["b/c.jpg", "a.jpg", "é/x.cls"] and later.take([2, 0]) == ["é/x.cls", "b/c.jpg"]
+    assert calls == [1]
+    copied = pickle.loads(pickle.dumps(LaterNames(3, load)))
+    assert type(copied) is Names and list(copied) == list(later) and len(calls) == 2
+    with pytest.raises(ValueError, match="3 names loaded where 2 were listed"):
+        LaterNames(2, load)[0]
