@@ -187,8 +187,9 @@ class Names(Sequence[str]):
 class LaterNames(Names):
     """A ``Names`` column of ``count`` names that ``load`` gives the first time one is read
     (its length is known before): a dry run over an inventory the column engine read never
-    needs the names, so they stay in the engine. Loaded at most once, under a lock (the
-    writers' threads may be first); pickled as the names themselves."""
+    needs the names, so they stay in the engine; a run reads them while it plans (its
+    fingerprint), before any writer starts or is forked. Loaded at most once, under a lock;
+    pickled as the names themselves."""
 
     __slots__ = ("__weakref__", "_count", "_load", "_lock")
 
