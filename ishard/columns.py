@@ -283,9 +283,12 @@ def read_inventory(
     watch = SpillWatch(spill)
     try:
         with watch:
-            table, total = _read(
-                con, path, kind, wanted, include_hidden, tally, key, renamed, watch
+            con.execute(
+                "CREATE TEMP TABLE raw AS SELECT coalesce(name, '') AS name, size, mtime "
+                f"FROM ({_source(con, path, kind)})"
             )
+            built_in = key if key in _KEY_SQL else None
+            table, total = _listing(con, wanted, include_hidden, tally, built_in, renamed, watch)
         table.spilled = watch.most
         table.names = _names_later(con, spill, len(table.sizes))  # the engine is theirs now
         return table, total
@@ -346,40 +349,25 @@ def _out_of_room(path: str, memory_limit: int, tmp_dir: str | None, error) -> Da
     )
 
 
-def _read(
-    con,
-    path: str,
-    kind: str,
-    wanted: str,
-    include_hidden: bool,
-    tally: Tally,
-    key: KeyFunction | None,
-    renamed: bool,
-    watch: SpillWatch,
-) -> tuple[FileTable, int]:
+def _source(con, path: str, kind: str) -> str:
+    """The SELECT of the inventory's name, size and mtime, as text."""
     from .inventory import MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS, _column
 
     if kind != "parquet" and not _scan_ok(path, kind):
         raise Fallback
-    if kind == "csv":
-        header = _csv_header(path)
-        columns = {
-            "name": _column(header, NAME_COLUMNS),
-            "size": _column(header, SIZE_COLUMNS),
-            "mtime": _column(header, MTIME_COLUMNS),
-        }
-        if columns["name"] is None or columns["size"] is None:
-            raise Fallback  # the row reader says what the header lacks
-        source = _source_csv(path, header, columns)
-    elif kind == "jsonl":
-        source = _source_jsonl(con, path)
-    else:
-        source = _source_parquet(con, path)
-    con.execute(
-        f"CREATE TEMP TABLE raw AS SELECT coalesce(name, '') AS name, size, mtime FROM ({source})"
-    )
-    built_in = key if key in _KEY_SQL else None
-    return _listing(con, wanted, include_hidden, tally, built_in, renamed, watch)
+    if kind == "jsonl":
+        return _source_jsonl(con, path)
+    if kind == "parquet":
+        return _source_parquet(con, path)
+    header = _csv_header(path)
+    columns = {
+        "name": _column(header, NAME_COLUMNS),
+        "size": _column(header, SIZE_COLUMNS),
+        "mtime": _column(header, MTIME_COLUMNS),
+    }
+    if columns["name"] is None or columns["size"] is None:
+        raise Fallback  # the row reader says what the header lacks
+    return _source_csv(path, header, columns)
 
 
 def _listing(
