@@ -259,7 +259,7 @@ def read_inventory(
     include_hidden: bool,
     tally: Tally,
     tmp_dir: str | None = None,
-    memory_limit: int = MEMORY_LIMIT,
+    memory_limit: int | None = None,
     key: KeyFunction | None = None,
     renamed: bool = False,
 ) -> tuple[FileTable, int]:
@@ -267,8 +267,8 @@ def read_inventory(
     first kept) and its byte total; with a built-in pattern's ``key``, its samples too (the
     table's ``grouping``); the files whose member names may clash on extraction (its
     ``clashes``: for ``<key>.<extension>`` names when ``renamed``, if ``key`` is built in).
-    The engine holds up to ``memory_limit`` bytes, then spills to a private folder in
-    ``tmp_dir``; the table's ``spilled`` is the most that folder held.
+    The engine holds up to ``memory_limit`` bytes (``MEMORY_LIMIT`` when None), then spills
+    to a private folder in ``tmp_dir``; the table's ``spilled`` is the most that folder held.
 
     Raises:
         Fallback: the row reader must read it (and say what is wrong, if anything is).
@@ -279,6 +279,7 @@ def read_inventory(
 
     path = path.removeprefix("file://")
     spill = tempfile.mkdtemp(prefix="ishard-spill-", dir=tmp_dir)  # this run's own, private
+    memory_limit = memory_limit or MEMORY_LIMIT
     con = _connect(spill, memory_limit)
     watch = SpillWatch(spill)
     try:

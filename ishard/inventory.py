@@ -504,7 +504,7 @@ def _by_columns(
 ) -> FileTable | None:
     """The listing read by the column engine (``columns``), or None: the row reader reads it
     (a small file, or one the engine does not take as it is)."""
-    from .columns import MEMORY_LIMIT, Fallback, inventory_kind, read_inventory
+    from .columns import Fallback, inventory_kind, read_inventory
 
     path = where.removeprefix("file://")
     kind = inventory_kind(path)
@@ -523,7 +523,7 @@ def _by_columns(
             include_hidden=include_hidden,
             tally=tally,
             tmp_dir=tmp_dir,
-            memory_limit=memory_limit or MEMORY_LIMIT,
+            memory_limit=memory_limit,
             key=key,
             renamed=renamed,
         )
