@@ -28,10 +28,12 @@ ODD_SHARE = 4  # one name in this many folded in Python (or ODD_ANYWAY), else th
 ODD_ANYWAY = 1 << 16
 CONFLICTS_MAX = 1 << 16  # names that are also directories looked into, at most
 
-# a member name's extension as readers take it: the basename after its first dot
-_EXTENSION = (
-    "substr(parse_filename(name, false, 'forward_slash'), "
-    "instr(parse_filename(name, false, 'forward_slash'), '.') + 1)"
+# ``<sample key>.<extension>`` member names: the extension as readers take it, the basename
+# after its first dot (the basename worked out once: a call over every name costs)
+_RENAMED = (
+    "SELECT f, key || '.' || substr(base, instr(base, '.') + 1) AS m FROM "
+    "(SELECT rowid AS f, {} AS key, parse_filename(name, false, 'forward_slash') AS base "
+    "FROM files)"
 )
 
 
@@ -63,10 +65,10 @@ def find_clashes(con, key_sql: str | None, count: int) -> Clashes | None:
 
 
 def _clashes(con, key_sql: str | None, count: int) -> Clashes | None:
-    member = "name" if key_sql is None else f"(({key_sql}) || '.' || {_EXTENSION})"
+    named = "SELECT rowid AS f, name AS m FROM files" if key_sql is None else _RENAMED
     con.execute(  # a table, not a view: each name's member name is worked out once
         f"CREATE TEMP TABLE members AS SELECT f, m, {_plain('m')} AS plain "
-        f"FROM (SELECT rowid AS f, {member} AS m FROM files)"
+        f"FROM ({named.format(key_sql)})"
     )
     odd = con.execute("SELECT count(*) FROM members WHERE NOT plain").fetchone()[0]
     if odd > max(count // ODD_SHARE, ODD_ANYWAY):

@@ -41,8 +41,7 @@ SPILL_LOOK = 0.1  # seconds between two looks at the size of the engine's spill 
 
 # the row reader's rules, in SQL: an unsafe name (absolute, a '..' part, a control
 # character), a hidden one, a folder marker
-_UNSAFE_TEXT = r"regexp_matches({}, '^[/\\]|^[A-Za-z]:|[\x00-\x1f\x7f]|(^|[/\\])\.\.([/\\]|$)')"
-_UNSAFE = _UNSAFE_TEXT.format("name")
+_UNSAFE = r"regexp_matches(name, '^[/\\]|^[A-Za-z]:|[\x00-\x1f\x7f]|(^|[/\\])\.\.([/\\]|$)')"
 _HIDDEN = "(starts_with(name, '.') OR contains(name, '/.'))"
 # an mtime the row reader reads exactly as a whole number (it goes through a float: past 15
 # digits it may round, so longer ones are converted by its own function)
@@ -380,34 +379,43 @@ def _listing(
     renamed: bool,
     watch: SpillWatch,
 ) -> tuple[FileTable, int]:
-    digits = "regexp_full_match({}, '[0-9]{{1,18}}')"
-    bad, longest, odd = con.execute(
-        f"SELECT count(*) FILTER (WHERE size IS NULL OR NOT {digits.format('size')}), "
-        "coalesce(max(length(name)), 0), count(*) FILTER (WHERE mtime IS NOT NULL AND "
-        f"mtime <> '' AND NOT {_WHOLE_SECONDS}) FROM raw"
-    ).fetchone()
-    if bad or longest > MAX_NAME:
-        raise Fallback  # the row reader names the line
-    when = (
-        f"CASE WHEN mtime IS NULL OR mtime = '' THEN 0 WHEN {_WHOLE_SECONDS} "
-        f"THEN CAST(mtime AS BIGINT) ELSE {_odd_times(con) if odd else '0'} END"
-    )
     keep = f"starts_with(name, {_sql_text(wanted)}) AND name <> '' AND NOT ends_with(name, '/')"
     skip = (
-        f"CASE WHEN {_UNSAFE} THEN 'unsafe'"
+        f"CASE WHEN NOT ({keep}) THEN NULL WHEN {_UNSAFE} THEN 'unsafe'"
         + ("" if include_hidden else f" WHEN {_HIDDEN} THEN 'hidden'")
         + " END"
     )
     reasons = {"unsafe": UNSAFE, "hidden": HIDDEN}
-    for why, count, examples in con.execute(
-        f"SELECT skip, count(*), list(name ORDER BY rn)[1:{EXAMPLES_KEPT}] FROM "
-        f"(SELECT rowid AS rn, name, {skip} AS skip FROM raw WHERE {keep}) "
-        "WHERE skip IS NOT NULL GROUP BY skip ORDER BY min(rn)"
-    ).fetchall():
+    skipped = ", ".join(  # for each reason: how many, the first few, where the first is
+        f"count(*) FILTER (WHERE skip = '{why}'), min_by(name, rn, {EXAMPLES_KEPT}) FILTER "
+        f"(WHERE skip = '{why}'), min(rn) FILTER (WHERE skip = '{why}')"
+        for why in reasons
+    )
+    bad, longest, odd, *tallied = con.execute(  # one pass: the checks, and what is skipped
+        "SELECT count(*) FILTER (WHERE size IS NULL OR NOT regexp_full_match(size, "
+        "'[0-9]{1,18}')), coalesce(max(length(name)), 0), count(*) FILTER (WHERE mtime IS NOT "
+        f"NULL AND mtime <> '' AND NOT {_WHOLE_SECONDS}), {skipped} "
+        f"FROM (SELECT rowid AS rn, name, size, mtime, {skip} AS skip FROM raw)"
+    ).fetchone()
+    if bad or longest > MAX_NAME:
+        raise Fallback  # the row reader names the line
+    found = sorted(
+        (first, why, count, examples)
+        for why, (count, examples, first) in zip(reasons, zip(*[iter(tallied)] * 3))
+        if count
+    )
+    for _, why, count, examples in found:  # in the order each reason first turns up
         tally.add_many(reasons[why], count, examples)
+    when = (  # every mtime whole seconds or none (the common case): cast, no pattern per row
+        f"CASE WHEN mtime IS NULL OR mtime = '' THEN 0 WHEN {_WHOLE_SECONDS} "
+        f"THEN CAST(mtime AS BIGINT) ELSE {_odd_times(con)} END"
+        if odd
+        else "CASE WHEN mtime IS NULL OR mtime = '' THEN 0 ELSE CAST(mtime AS BIGINT) END"
+    )
+    kept = f"({skip}) IS NULL" if found else "true"  # nothing skipped: no pattern per row
     con.execute(
         f"CREATE TEMP TABLE files AS SELECT name, CAST(size AS BIGINT) AS size, "
-        f"{when} AS mtime FROM raw WHERE {keep} AND ({skip}) IS NULL ORDER BY name, rowid"
+        f"{when} AS mtime FROM raw WHERE {keep} AND {kept} ORDER BY name, rowid"
     )
     watch.look()  # the listing twice, sorted and not: what is past the limit is on disk now
     con.execute("DROP TABLE raw")
@@ -488,7 +496,13 @@ def _renamable(con, key_sql: str, unrepeated: bool = False) -> bool:
     counted when ``unrepeated``: the caller knows there are none)."""
     import duckdb
 
-    bad_key = r"regexp_matches(key, '(^|/)$|\.[^/]*$') OR " + _UNSAFE_TEXT.format("key || '.x'")
+    # ``<key>.x`` is unsafe as a name only by what the key can newly make: a drive or a
+    # separator at its start. Its characters are a listed name's (no control character), and
+    # a '..' part in it would be a dot in the key's basename (refused anyway) or in the name.
+    bad_key = (
+        "key = '' OR ends_with(key, '/') OR contains(parse_filename(key, false, "
+        r"'forward_slash'), '.') OR regexp_matches(key, '^[/\\]|^[A-Za-z]:')"
+    )
     no_ext = "instr(base, '.') = 0 OR ext = '' OR strlen(ext) <> length(ext)"
     repeats = "0" if unrepeated else "count(*) - count(DISTINCT hash(key, lower(ext)))"
     try:

@@ -209,9 +209,10 @@ def test_the_extraction_check_narrowed_by_the_engine_finds_what_the_whole_check_
     event(f"{'refused' if narrowed else 'passed'}, {len(clashes.files)} of {len(files)} marked")
 
 
-RENAME_FOLDERS = ["a", "b", "A.d", ""]
+RENAME_FOLDERS = ["a", "b", "A.d", "", "."]
 RENAME_FILES = ["x.jpg", "x.JPG", "x.png", "x.seg.png", "x", "x.", ".x", "y.\u00c9", "y.\u00e9",
-                "y.\u0130", "y.i\u0307", "y.jpg", "z.tar.gz", "z.gz", "..jpg"]  # İ: one case in SQL
+                "y.\u0130", "y.i\u0307", "y.jpg", "z.tar.gz", "z.gz", "..jpg",  # İ: one case in SQL
+                "c:x.jpg", "\\x.jpg", ".\\x.jpg", "..\\x.jpg"]  # keys a drive, '\', a '..' part
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
