@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import threading
 import weakref
+from array import array
 
 from .clashes import find_clashes, hint_failed
 from .errors import DataError
@@ -25,7 +26,17 @@ from .keys import KeyFunction, key_function
 from .listing import HIDDEN, UNSAFE
 from .model import EXAMPLES_KEPT, Tally
 from .sizes import describe_size
-from .table import FileTable, Grouping, LaterNames, Names, NoStamps, ReaderKeys, int_column
+from .table import (
+    NARROW_MAX,
+    FileTable,
+    Grouping,
+    LaterNames,
+    Names,
+    NoStamps,
+    ReaderKeys,
+    int_column,
+    int_view,
+)
 
 MEMORY_LIMIT = 512 << 20  # bytes DuckDB may hold before it spills to its temporary folder
 LEAST_MEMORY_LIMIT = 128 << 20  # (--memory-limit) at 64 MiB it cannot read some Parquet files
@@ -430,10 +441,10 @@ def _listing(
         con.execute("DROP TABLE files")
         con.execute("ALTER TABLE listed RENAME TO files")
     table = FileTable()
+    listed = con.execute("SELECT count(*) FROM files").fetchone()[0]
     if key is not None:
-        table.grouping = _grouping(con, key)
+        table.grouping = _grouping(con, key, listed)
     if not renamed or key is not None:
-        listed = con.execute("SELECT count(*) FROM files").fetchone()[0]
         members_key = _KEY_SQL[key] if renamed and key is not None else None
         table.clashes = find_clashes(con, members_key, listed)
     if renamed and key is not None:
@@ -445,47 +456,64 @@ def _listing(
     if not renamed:
         table.readers = _reader_keys(con)
     con.execute(f"SET memory_limit = '{FETCH_MEMORY >> 20}MiB'")  # the rest waits on disk
-    columns = con.execute("SELECT size, mtime FROM files").fetchnumpy()
-    total = int(columns["size"].sum())
-    table.sizes = int_column(columns.pop("size"))
-    table.mtimes = int_column(columns.pop("mtime"))  # the engine's copies go before the names
+    total, *ranges = con.execute(
+        "SELECT coalesce(sum(size), 0), min(size), max(size), min(mtime), max(mtime) FROM files"
+    ).fetchone()
+    table.sizes = _int_fetched(con, "size", *ranges[:2])
+    table.mtimes = _int_fetched(con, "mtime", *ranges[2:])
     table.stamps = NoStamps(len(table.sizes))
     return table, total  # the names wait in the engine (read_inventory)
 
 
-def _grouping(con, key: KeyFunction) -> Grouping:
-    """The samples of ``files`` by a built-in key pattern, by sorting (it spills, where a hash
-    join of ten million keys under the memory limit fails): the files in order of key, the
-    first of each key marked; numpy numbers the keys by first appearance. The keys come over
-    a million at a time, in that order (a key's first file is where it appears)."""
+def _int_fetched(con, column: str, least: int | None, most: int | None) -> array:
+    """An int column of ``files`` as ``int_column`` keeps it, fetched one column at a time,
+    as 4-byte ints when its values (``least`` to ``most``) fit: the engine's copy is no
+    bigger than the kept one."""
+    fits = least is None or (-(1 << 31) <= least and most is not None and most < 1 << 31)
+    kind = "INTEGER" if fits else "BIGINT"
+    return int_column(
+        con.execute(f"SELECT CAST({column} AS {kind}) AS v FROM files").fetchnumpy()["v"]
+    )
+
+
+def _grouping(con, key: KeyFunction, count: int) -> Grouping:
+    """The samples of ``files`` (``count`` rows) by a built-in key pattern, by sorting (it
+    spills, where a hash join of ten million keys under the memory limit fails): the files in
+    order of key (then listing position), each key's run of them found there and the runs put
+    in order of their first file (of first appearance). The keys come over a million at a
+    time, in that order; numpy lays the files out run after run."""
     import numpy as np
 
     con.execute(  # sorted on its own: a window sorting it (OVER (ORDER BY key)) is 3x slower
         f"CREATE TEMP TABLE by_key AS SELECT rowid AS f, {_KEY_SQL[key]} AS key FROM files "
         "ORDER BY key, f"
     )
-    starts = "key IS DISTINCT FROM lag(key) OVER ()"  # in the table's (key) order
-    columns = con.execute(f"SELECT f, {starts} AS new FROM by_key").fetchnumpy()
-    con.execute(
-        f"CREATE TEMP TABLE firsts AS SELECT key FROM (SELECT f, key, {starts} AS new "
-        "FROM by_key) WHERE new ORDER BY f"
+    con.execute(  # the windows go in the table's (key) order
+        f"CREATE TEMP TABLE runs AS SELECT key, pos, lead(pos, 1, {count}) OVER () - pos AS files "
+        "FROM (SELECT f, key, pos FROM (SELECT f, key, row_number() OVER () - 1 AS pos, "
+        "key IS DISTINCT FROM lag(key) OVER () AS new FROM by_key) WHERE new) ORDER BY f"
     )
+    wide = count > NARROW_MAX
+    kind = "BIGINT" if wide else "INTEGER"  # positions: 4 bytes each up to 2**31 files
+    by_key = con.execute(f"SELECT CAST(f AS {kind}) AS f FROM by_key").fetchnumpy()["f"]
     con.execute("DROP TABLE by_key")
+    runs = con.execute(f"SELECT CAST(pos AS {kind}) AS pos, files FROM runs").fetchnumpy()
     keys = Names()
-    for start in range(0, int(columns["new"].sum()), FETCHED):
-        keys.extend(_fetched(con, "key", "firsts", start))
-    con.execute("DROP TABLE firsts")
-    by_key = columns["f"].astype(np.int64, copy=False)  # files by key, then listing position
-    new = columns["new"].astype(bool, copy=False)  # where a key starts
-    del columns
-    group = np.cumsum(new, dtype=np.int64) - 1  # each file's key, numbered in key order
-    appearance = np.argsort(by_key[new], kind="stable")  # keys in order of first appearance
-    number = np.empty_like(appearance)
-    number[appearance] = np.arange(len(appearance), dtype=np.int64)
-    del appearance
-    sample_of = np.empty(len(by_key), dtype=np.int64)
-    sample_of[by_key] = number[group]
-    return Grouping(key, keys, int_column(sample_of, narrow=False))
+    for start in range(0, len(runs["pos"]), FETCHED):
+        keys.extend(_fetched(con, "key", "runs", start))
+    con.execute("DROP TABLE runs")
+    lengths = runs["files"].astype(by_key.dtype)  # each run's files, in order of appearance
+    starts = array("q" if wide else "i", bytes(by_key.itemsize * (len(lengths) + 1)))
+    first = int_view(starts)  # where each sample's run begins among the members, and ends
+    np.cumsum(lengths, out=first[1:])
+    members = array(starts.typecode, bytes(by_key.itemsize * count))
+    laid = int_view(members)
+    for a in range(0, len(lengths), FETCHED):  # a run of samples at a time: small temporaries
+        b = min(a + FETCHED, len(lengths))
+        shift = np.repeat(runs["pos"][a:b] - first[a:b], lengths[a:b])  # member i: by_key[i+s]
+        shift += np.arange(first[a], first[b], dtype=shift.dtype)
+        laid[first[a] : first[b]] = by_key[shift]
+    return Grouping(key, keys, starts, members)
 
 
 def _renamable(con, key_sql: str, unrepeated: bool = False) -> bool:

@@ -30,10 +30,11 @@ def group_table(files: FileTable, key: KeyFunction) -> SampleTable:
     listing's maker found them, when it did, for the same key function)."""
     table = SampleTable(files)
     if files.grouping is not None and files.grouping.key is key:
-        _, table.keys, sample_of = files.grouping
-        files.grouping = None  # the table holds the keys now
-    else:
-        table.keys, sample_of = _numbered(files, key)
+        _, table.keys, table.starts, table.members = files.grouping
+        files.grouping = None  # the table holds them now
+        table.sizes = _sample_sizes(table.starts, table.members, files.sizes)
+        return table
+    table.keys, sample_of = _numbered(files, key)
     if len(table.keys) == len(files):  # one file per sample, in order: nothing to gather
         table.members = array("q", range(len(files)))
         table.starts = array("q", range(len(files) + 1))
@@ -90,6 +91,21 @@ def _gather_numpy(sample_of: array, samples: int, file_sizes: array) -> Gathered
     totals = int_column(sizes, narrow=False)  # sample sizes: 8 bytes, whatever they are
     del sizes
     return first, int_column(np.argsort(of, kind="stable")), totals
+
+
+def _sample_sizes(starts: array, members: array, file_sizes: array) -> array:
+    """Each sample's bytes: the sizes of its run of ``members`` summed, with numpy, a chunk of
+    samples at a time (no array as long as the listing on the way)."""
+    import numpy as np
+
+    first, laid, sizes = int_view(starts), int_view(members), int_view(file_sizes)
+    totals = array("q", bytes(8 * (len(first) - 1)))  # 8 bytes, whatever they are
+    out = int_view(totals)
+    for a in range(0, len(out), CHUNK):
+        b = min(a + CHUNK, len(out))
+        run = sizes[laid[first[a] : first[b]]]
+        out[a:b] = np.add.reduceat(run, first[a:b] - first[a], dtype=np.int64)  # runs not empty
+    return totals
 
 
 def route_table(table: SampleTable, ekm: Ekm | None, tally: Tally) -> list[SampleTable]:

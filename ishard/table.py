@@ -223,11 +223,14 @@ class LaterNames(Names):
 
 class Grouping(NamedTuple):
     """Samples a listing's maker already found (the column engine, for a built-in key
-    pattern): the key function, the keys in order of first appearance, each file's sample."""
+    pattern): the key function, the keys in order of first appearance, and the files by
+    sample (each sample's in listing order) as ``SampleTable`` holds them: ``members``, and
+    where each sample's run of them starts (``starts``, one more than there are samples)."""
 
     key: KeyFunction
     keys: Names
-    sample_of: array
+    starts: array
+    members: array
 
 
 class Clashes(NamedTuple):

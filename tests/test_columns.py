@@ -121,21 +121,25 @@ KEY_PARTS = ["a", "b", "a.b", "x.jpg", ".c", "c.", "..d", "é.ü", "😀.x", "a\
        repeat=st.booleans())
 def test_the_engine_groups_files_into_the_samples_python_finds(tmp_path, body, pattern, repeat):
     """The engine's samples for a built-in key pattern (keys in order of first appearance,
-    each file's sample) are the ones the planner's own grouping finds in the same listing."""
+    each one's files in listing order) are the ones the planner's own grouping finds in the
+    same listing, and so are their sizes."""
     from ishard.keys import key_function
-    from ishard.samples import _numbered
+    from ishard.samples import _gather, _numbered, group_table
 
     if repeat:
         body = body + body[::2]  # repeated names: the engine groups what is left of them
     path = tmp_path / "inventory.csv"
-    write_csv(path, ["name", "size"], [[n, "1"] for n in body])
+    write_csv(path, ["name", "size"], [[n, str(len(n) << 31 * (len(n) % 3 == 0))] for n in body])
     key = key_function(pattern)
     files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=True, tally=Tally(),
                               key=key)
     assert files.grouping is not None and files.grouping.key is key
     keys, sample_of = _numbered(files, key)
+    starts, members, sizes = _gather(sample_of, len(keys), files.sizes)
     assert files.grouping.keys == keys
-    assert list(files.grouping.sample_of) == list(sample_of)
+    assert list(files.grouping.starts) == list(starts)
+    assert list(files.grouping.members) == list(members)
+    assert list(group_table(files, key).sizes) == list(sizes)
     event(f"{len(keys)} of {len(files)} files")
 
 
