@@ -645,7 +645,9 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
         check_reader_names(table, opts.member_names == "sample", opts.index, check, key)
         if index == len(groups) - 1:
             files.readers = None  # the key check is done: its arrays (9 bytes a file) go
-        cuts = cut_indices(table.keys, table.sizes, opts.bounds, opts.order, opts.collapse)
+        cuts = cut_indices(
+            table.keys, table.sizes, opts.bounds, opts.order, opts.collapse, table.flat
+        )
         fullest = max(fullest, *map(len, cuts), 0)
         cuts = balance(
             cuts,
@@ -653,6 +655,7 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
             opts.collapse,
             num_shards=opts.num_shards,
             multiple_of=opts.shards_multiple_of,
+            flat=table.flat,
         )
         if ekm is None:
             names += shard_names(len(cuts), opts.template, opts.ext, own_ext=True)

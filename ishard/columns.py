@@ -19,6 +19,7 @@ import tempfile
 import threading
 import weakref
 from array import array
+from typing import Any
 
 from .clashes import find_clashes, hint_failed
 from .errors import DataError
@@ -301,7 +302,9 @@ def read_inventory(
             built_in = key if key in _KEY_SQL else None
             table, total = _listing(con, wanted, include_hidden, tally, built_in, renamed, watch)
         table.spilled = watch.most
-        table.names = _names_later(con, spill, len(table.sizes))  # the engine is theirs now
+        _leave_waiting(
+            table, _Waiting(con, spill, table.grouping is not None)
+        )  # the engine is theirs now
         return table, total
     except duckdb.OutOfMemoryException as error:  # not the row reader: it takes far more
         _close(con, spill)
@@ -320,29 +323,61 @@ def _close(con, spill: str) -> None:
     shutil.rmtree(spill, ignore_errors=True)
 
 
-def _names_later(con, spill: str, count: int) -> LaterNames:
-    """The listing's names, fetched from the engine's ``files`` table the first time one is
-    read (``FETCHED`` at a time: never ten million ``str`` objects at once), then the engine
-    closed; never read (a dry run), the engine closes when they go, or at exit."""
-    import duckdb
+class _Waiting:
+    """What planning over an engine-read inventory does not read, left in the engine: the
+    listing's names and mtimes (its ``files`` table), the samples' keys (``runs``). All are
+    fetched the first time one is read (``FETCHED`` names at a time: never ten million
+    ``str`` objects at once), then the engine is closed; never read (a dry run), it closes
+    when nothing refers to them any more, or at exit."""
 
-    def load() -> Names:
+    def __init__(self, con, spill: str, keys: bool) -> None:
+        self._con, self._spill, self._keys = con, spill, keys
+        self._lock = threading.Lock()
+        self._columns: dict[str, Any] | None = None
+        weakref.finalize(self, _close, con, spill)
+
+    def column(self, name: str) -> Any:
+        """``names``, ``mtimes`` or ``keys``, fetched (all three) if they were not yet."""
+        with self._lock:
+            if self._columns is None:
+                self._columns = self._fetch()
+        return self._columns[name]
+
+    def _fetch(self) -> dict[str, Any]:
+        import duckdb
+
+        con = self._con
         try:
-            names = Names()
-            for start in range(0, count, FETCHED):
-                names.extend(_fetched(con, "name", "files", start))
-            return names
+            columns: dict[str, Any] = {"names": _names_fetched(con, "name", "files")}
+            if self._keys:
+                columns["keys"] = _names_fetched(con, "key", "runs")
+            columns["mtimes"] = _int_fetched(con, "mtime")
+            return columns
         except duckdb.Error as error:  # its spill folder gone under it, say
             raise DataError(
                 f"the listing's names could not be read back from the column engine ({error})"
-                f" — check the temporary folder {spill!r} (--tmp-dir)"
+                f" — check the temporary folder {self._spill!r} (--tmp-dir)"
             ) from None
         finally:
-            _close(con, spill)
+            _close(con, self._spill)
 
-    later = LaterNames(count, load)
-    weakref.finalize(later, _close, con, spill)
-    return later
+
+def _leave_waiting(table: FileTable, waiting: _Waiting) -> None:
+    """Leave the table's names and mtimes, and its samples' keys, waiting in the engine."""
+    table.names = LaterNames(len(table.sizes), lambda: waiting.column("names"))
+    table.mtimes_later(lambda: waiting.column("mtimes"))
+    if table.grouping is not None:
+        keys = LaterNames(len(table.grouping.starts) - 1, lambda: waiting.column("keys"))
+        table.grouping = table.grouping._replace(keys=keys)
+
+
+def _names_fetched(con, column: str, table: str) -> Names:
+    """A text column of an engine table, in its order, as ``Names``."""
+    count = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    names = Names()
+    for start in range(0, count, FETCHED):
+        names.extend(_fetched(con, column, table, start))
+    return names
 
 
 def _out_of_room(path: str, memory_limit: int, tmp_dir: str | None, error) -> DataError:
@@ -456,20 +491,17 @@ def _listing(
     if not renamed:
         table.readers = _reader_keys(con)
     con.execute(f"SET memory_limit = '{FETCH_MEMORY >> 20}MiB'")  # the rest waits on disk
-    total, *ranges = con.execute(
-        "SELECT coalesce(sum(size), 0), min(size), max(size), min(mtime), max(mtime) FROM files"
-    ).fetchone()
-    table.sizes = _int_fetched(con, "size", *ranges[:2])
-    table.mtimes = _int_fetched(con, "mtime", *ranges[2:])
+    total = con.execute("SELECT coalesce(sum(size), 0) FROM files").fetchone()[0]
+    table.sizes = _int_fetched(con, "size")
     table.stamps = NoStamps(len(table.sizes))
     return table, total  # the names wait in the engine (read_inventory)
 
 
-def _int_fetched(con, column: str, least: int | None, most: int | None) -> array:
-    """An int column of ``files`` as ``int_column`` keeps it, fetched one column at a time,
-    as 4-byte ints when its values (``least`` to ``most``) fit: the engine's copy is no
-    bigger than the kept one."""
-    fits = least is None or (-(1 << 31) <= least and most is not None and most < 1 << 31)
+def _int_fetched(con, column: str) -> array:
+    """An int column of ``files`` as ``int_column`` keeps it, fetched as 4-byte ints when its
+    values fit: the engine's copy is no bigger than the kept one."""
+    least, most = con.execute(f"SELECT min({column}), max({column}) FROM files").fetchone()
+    fits = least is None or (-(1 << 31) <= least and most < 1 << 31)
     kind = "INTEGER" if fits else "BIGINT"
     return int_column(
         con.execute(f"SELECT CAST({column} AS {kind}) AS v FROM files").fetchnumpy()["v"]
@@ -480,8 +512,8 @@ def _grouping(con, key: KeyFunction, count: int) -> Grouping:
     """The samples of ``files`` (``count`` rows) by a built-in key pattern, by sorting (it
     spills, where a hash join of ten million keys under the memory limit fails): the files in
     order of key (then listing position), each key's run of them found there and the runs put
-    in order of their first file (of first appearance). The keys come over a million at a
-    time, in that order; numpy lays the files out run after run."""
+    in order of their first file (of first appearance) in the table ``runs``; numpy lays the
+    files out run after run. The keys stay in ``runs`` (``_leave_waiting`` gives them)."""
     import numpy as np
 
     con.execute(  # sorted on its own: a window sorting it (OVER (ORDER BY key)) is 3x slower
@@ -498,10 +530,7 @@ def _grouping(con, key: KeyFunction, count: int) -> Grouping:
     by_key = con.execute(f"SELECT CAST(f AS {kind}) AS f FROM by_key").fetchnumpy()["f"]
     con.execute("DROP TABLE by_key")
     runs = con.execute(f"SELECT CAST(pos AS {kind}) AS pos, files FROM runs").fetchnumpy()
-    keys = Names()
-    for start in range(0, len(runs["pos"]), FETCHED):
-        keys.extend(_fetched(con, "key", "runs", start))
-    con.execute("DROP TABLE runs")
+    folders = con.execute("SELECT count(*) FROM runs WHERE contains(key, '/')").fetchone()[0]
     lengths = runs["files"].astype(by_key.dtype)  # each run's files, in order of appearance
     starts = array("q" if wide else "i", bytes(by_key.itemsize * (len(lengths) + 1)))
     first = int_view(starts)  # where each sample's run begins among the members, and ends
@@ -513,7 +542,7 @@ def _grouping(con, key: KeyFunction, count: int) -> Grouping:
         shift = np.repeat(runs["pos"][a:b] - first[a:b], lengths[a:b])  # member i: by_key[i+s]
         shift += np.arange(first[a], first[b], dtype=shift.dtype)
         laid[first[a] : first[b]] = by_key[shift]
-    return Grouping(key, keys, starts, members)
+    return Grouping(key, Names(), starts, members, flat=not folders)  # keys: _leave_waiting
 
 
 def _renamable(con, key_sql: str, unrepeated: bool = False) -> bool:

@@ -154,7 +154,12 @@ def _flat_cut(
 
 
 def cut_indices(
-    keys: Sequence[str], sizes: Sequence[int], bounds: Bounds, order: Order, collapse: bool
+    keys: Sequence[str],
+    sizes: Sequence[int],
+    bounds: Bounds,
+    order: Order,
+    collapse: bool,
+    flat: bool | None = None,
 ) -> list[SampleRun]:
     """Cut samples (given by key and size) into shards of sample indices.
 
@@ -162,12 +167,12 @@ def cut_indices(
     with ``/`` form virtual directories, visited in sorted order, children first: without
     ``collapse`` each directory is packed on its own and a shard never mixes directories; with
     it, a directory's remainder moves up into its parent, so only the last shard may be below
-    the size bound.
+    the size bound. ``flat``: whether no key holds a '/', when known (None: the keys are read).
     """
     rng = random.Random(order.seed) if order.kind == "shuffle" else None
     if order.kind == "alpha" and not isinstance(keys, list):
         keys = list(keys)  # sorting looks keys up at random: as str objects, for the sort only
-    if not any("/" in k for k in keys):  # flat: no tree to build
+    if not _folders(keys, flat):  # no tree to build
         as_listed = order.kind == "listing" and not order.descending
         if as_listed:
             run = np.arange(len(keys), dtype=np.int64)
@@ -179,6 +184,11 @@ def cut_indices(
     return list[SampleRun](out)
 
 
+def _folders(keys: Sequence[str], flat: bool | None) -> bool:
+    """Whether some key holds a '/' (``flat`` says, when known)."""
+    return not flat if flat is not None else any("/" in k for k in keys)
+
+
 def balance(
     cuts: list[SampleRun],
     keys: Sequence[str],
@@ -186,6 +196,7 @@ def balance(
     *,
     num_shards: int | None = None,
     multiple_of: int | None = None,
+    flat: bool | None = None,
 ) -> list[SampleRun]:
     """Re-cut planned shards into ``num_shards`` (or the planned count rounded up to a multiple
     of ``multiple_of``) shards of consecutive samples whose counts differ by at most one.
@@ -196,7 +207,7 @@ def balance(
     if not num_shards and not multiple_of:
         return cuts
     flag = f"--num-shards {num_shards}" if num_shards else f"--shards-multiple-of {multiple_of}"
-    if not collapse and any("/" in k for k in keys):
+    if not collapse and _folders(keys, flat):
         raise UsageError(
             f"{flag} needs one flat run of samples, but the keys form directories "
             "— add --collapse, or a --sample-key-pattern without directories"

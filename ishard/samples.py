@@ -30,7 +30,7 @@ def group_table(files: FileTable, key: KeyFunction) -> SampleTable:
     listing's maker found them, when it did, for the same key function)."""
     table = SampleTable(files)
     if files.grouping is not None and files.grouping.key is key:
-        _, table.keys, table.starts, table.members = files.grouping
+        _, table.keys, table.starts, table.members, table.flat = files.grouping
         files.grouping = None  # the table holds them now
         table.sizes = _sample_sizes(table.starts, table.members, files.sizes)
         return table

@@ -225,12 +225,14 @@ class Grouping(NamedTuple):
     """Samples a listing's maker already found (the column engine, for a built-in key
     pattern): the key function, the keys in order of first appearance, and the files by
     sample (each sample's in listing order) as ``SampleTable`` holds them: ``members``, and
-    where each sample's run of them starts (``starts``, one more than there are samples)."""
+    where each sample's run of them starts (``starts``, one more than there are samples);
+    ``flat`` when no key holds a '/'."""
 
     key: KeyFunction
     keys: Names
     starts: array
     members: array
+    flat: bool
 
 
 class Clashes(NamedTuple):
@@ -318,9 +320,10 @@ class FileTable:
     to its temporary folder at most, reading it."""
 
     __slots__ = (
+        "_mtimes",
+        "_mtimes_later",
         "clashes",
         "grouping",
-        "mtimes",
         "names",
         "readers",
         "renamable_by",
@@ -332,13 +335,30 @@ class FileTable:
     def __init__(self) -> None:
         self.names = Names()
         self.sizes = array("q")
-        self.mtimes = array("q")
+        self._mtimes = array("q")
+        self._mtimes_later: Callable[[], array] | None = None
         self.stamps: array | NoStamps = array("q")
         self.grouping: Grouping | None = None
         self.clashes: Clashes | None = None
         self.renamable_by: KeyFunction | None = None  # every file can be <key>.<ext> by it
         self.readers: ReaderKeys | None = None
         self.spilled = 0  # the most bytes the column engine spilled to disk reading it
+
+    @property
+    def mtimes(self) -> array:
+        """Each file's mtime (fetched from where it waits, the first time it is read)."""
+        if self._mtimes_later is not None:
+            self._mtimes, self._mtimes_later = self._mtimes_later(), None
+        return self._mtimes
+
+    @mtimes.setter
+    def mtimes(self, column: array) -> None:
+        self._mtimes, self._mtimes_later = column, None
+
+    def mtimes_later(self, load: Callable[[], array]) -> None:
+        """Leave the mtimes where they wait until one is read; ``load`` fetches them all (the
+        column engine's, for an inventory it read: a dry run never reads them)."""
+        self._mtimes_later = load
 
     @classmethod
     def of(cls, entries: Iterable[FileEntry]) -> FileTable:
@@ -410,10 +430,11 @@ class SampleTable:
     per sample (``starts`` and ``members`` of 4-byte ints when gathered with numpy and every
     value fits, else 8-byte)."""
 
-    __slots__ = ("files", "keys", "members", "sizes", "starts")
+    __slots__ = ("files", "flat", "keys", "members", "sizes", "starts")
 
     def __init__(self, files: FileTable) -> None:
         self.files = files
+        self.flat: bool | None = None  # no key holds a '/' (None: not known, look at them)
         self.keys = Names()
         self.sizes = array("q")
         self.starts = array("q", [0])

@@ -137,6 +137,7 @@ def test_the_engine_groups_files_into_the_samples_python_finds(tmp_path, body, p
     keys, sample_of = _numbered(files, key)
     starts, members, sizes = _gather(sample_of, len(keys), files.sizes)
     assert files.grouping.keys == keys
+    assert files.grouping.flat == (not any("/" in k for k in keys))
     assert list(files.grouping.starts) == list(starts)
     assert list(files.grouping.members) == list(members)
     assert list(group_table(files, key).sizes) == list(sizes)
@@ -698,30 +699,36 @@ def test_an_mtime_past_64_bits_is_read_as_no_time(tmp_path, monkeypatch, engine_
 
 def test_a_plan_reads_the_names_from_the_engine_only_when_a_shard_is_read(tmp_path, monkeypatch):
     """Over an inventory the engine read, planning (a dry run's summary) never fetches the
-    listing's names: they wait in the engine, its spill folder kept; reading a shard's files
-    fetches them all (the same as the row reader's listing) and closes the engine, its folder
-    gone; a plan dropped unread closes it too."""
+    listing's names, its mtimes or the samples' keys: they wait in the engine, its spill
+    folder kept; reading a shard's files fetches them all (the same as the row reader's
+    listing) and closes the engine, its folder gone; a plan dropped unread closes it too."""
     import gc
 
     import ishard.columns as columns
 
     path = tmp_path / "inv.csv"
-    clean_inventory(path, 3000)
+    rng = random.Random(5)
+    body = [[f"{folder}/s{i}.{ext}", str(rng.randrange(10**5)), str(1700000000 + i)]
+            for i in rng.sample(range(10**6), 1500) for folder, ext in (("img", "jpg"), ("cls", "cls"))]  # fmt: skip
+    write_csv(path, ["name", "size", "mtime"], body)
     monkeypatch.setattr(inventory, "ENGINE_FROM", 0)
     fetched = []
-    real = columns._fetched
+    real, real_ints = columns._fetched, columns._int_fetched
     monkeypatch.setattr(columns, "_fetched", lambda con, column, table, start: (
-        fetched.append(start) if column == "name" else None) or real(con, column, table, start))
+        fetched.append((column, start))) or real(con, column, table, start))
+    monkeypatch.setattr(columns, "_int_fetched", lambda con, column: (
+        fetched.append((column, 0))) or real_ints(con, column))
     spill = tmp_path / "spill"
     spill.mkdir()
-    common = {"src_list": str(path), "tmp_dir": str(spill), "shard_size": "20MiB",
-              "sample_key_pattern": "full_name"}  # fmt: skip
-    planned = ishard.plan(source(tmp_path), **common)
-    assert fetched == [] and len(list(spill.iterdir())) == 1
-    assert planned.file_count == len(row_listing(path)[0].names) and len(planned.shards) > 3
-    members = [f.name for shard in planned.shards for f in shard.members()]
-    assert fetched == [0] and list(spill.iterdir()) == []
-    assert sorted(members) == list(row_listing(path)[0].names)
+    common = {"src_list": str(path), "tmp_dir": str(spill), "shard_size": "10MiB"}
+    planned = ishard.plan(source(tmp_path), **common)  # keys without '/': no tree to build
+    assert fetched == [("size", 0)] and len(list(spill.iterdir())) == 1
+    listed = row_listing(path)[0]
+    assert planned.file_count == len(listed.names) and len(planned.shards) > 3
+    members = [f for shard in planned.shards for f in shard.members()]
+    assert sorted(fetched) == [("key", 0), ("mtime", 0), ("name", 0), ("size", 0)]
+    assert list(spill.iterdir()) == []
+    assert sorted((f.name, f.mtime) for f in members) == list(zip(listed.names, listed.mtimes))
     unread = ishard.plan(source(tmp_path), **common)
     assert len(list(spill.iterdir())) == 1
     del unread
