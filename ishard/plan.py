@@ -15,7 +15,7 @@ from .errors import UsageError
 from .formats import ARCHIVE_EXTS
 from .listing import sort_key
 from .model import Sample, ShardPlan
-from .table import int_view
+from .table import NARROW_MAX, int_view
 from .templates import NameTemplate
 
 
@@ -175,7 +175,8 @@ def cut_indices(
     if not _folders(keys, flat):  # no tree to build
         as_listed = order.kind == "listing" and not order.descending
         if as_listed:
-            run = np.arange(len(keys), dtype=np.int64)
+            wide = len(keys) > NARROW_MAX  # the shards' samples: 4 bytes each where they fit
+            run = np.arange(len(keys), dtype=np.int64 if wide else np.int32)
         else:
             run = np.array(_ordered(range(len(keys)), keys, order, rng), dtype=np.int64)
         return list[SampleRun](_flat_cut(run, sizes, bounds, as_listed))

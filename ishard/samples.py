@@ -95,17 +95,17 @@ def _gather_numpy(sample_of: array, samples: int, file_sizes: array) -> Gathered
 
 def _sample_sizes(starts: array, members: array, file_sizes: array) -> array:
     """Each sample's bytes: the sizes of its run of ``members`` summed, with numpy, a chunk of
-    samples at a time (no array as long as the listing on the way)."""
+    samples at a time (no array as long as the listing on the way); kept as ``int_column``
+    keeps ints."""
     import numpy as np
 
     first, laid, sizes = int_view(starts), int_view(members), int_view(file_sizes)
-    totals = array("q", bytes(8 * (len(first) - 1)))  # 8 bytes, whatever they are
-    out = int_view(totals)
+    out = np.zeros(len(first) - 1, dtype=np.int64)
     for a in range(0, len(out), CHUNK):
         b = min(a + CHUNK, len(out))
         run = sizes[laid[first[a] : first[b]]]
         out[a:b] = np.add.reduceat(run, first[a:b] - first[a], dtype=np.int64)  # runs not empty
-    return totals
+    return int_column(out)  # 4 bytes a sample where every size fits
 
 
 def route_table(table: SampleTable, ekm: Ekm | None, tally: Tally) -> list[SampleTable]:
