@@ -13,14 +13,10 @@ readers give the same listing or the same error.
 from __future__ import annotations
 
 import csv
-import os
-import shutil
 import tempfile
-import threading
-import weakref
 from array import array
-from typing import Any
 
+from . import engine
 from .clashes import find_clashes, hint_failed
 from .errors import DataError
 from .keys import KeyFunction, key_function
@@ -31,25 +27,18 @@ from .table import (
     NARROW_MAX,
     FileTable,
     Grouping,
-    LaterNames,
     Names,
     NoStamps,
     ReaderKeys,
-    int_column,
     int_view,
 )
 
-MEMORY_LIMIT = 512 << 20  # bytes DuckDB may hold before it spills to its temporary folder
-LEAST_MEMORY_LIMIT = 128 << 20  # (--memory-limit) at 64 MiB it cannot read some Parquet files
 MAX_NAME = 128 << 10  # characters in a name (as the row reader's csv field limit)
 DISTINCT_TIMES = 1 << 20  # non-numeric mtimes converted by the row reader's rule, at most
 SCAN_BLOCK = 8 << 20
 HEAD = 1 << 16  # bytes read to tell an inventory's format (as the row reader does)
 HEADER_MAX = 1 << 20  # characters of a CSV header line read (the row reader's line limit)
 KEY_SHAPES = 256  # distinct key lists of a JSON Lines inventory's lines, at most
-FETCHED = 1 << 18  # names (or keys) fetched from the engine at a time
-FETCH_MEMORY = 64 << 20  # the engine's memory limit while Python fetches the listing
-SPILL_LOOK = 0.1  # seconds between two looks at the size of the engine's spill folder
 
 # the row reader's rules, in SQL: an unsafe name (absolute, a '..' part, a control
 # character), a hidden one, a folder marker
@@ -71,58 +60,6 @@ _KEY_SQL = {
 
 class Fallback(Exception):
     """The engine does not take this inventory as it is: read it row by row."""
-
-
-def _connect(spill: str, memory_limit: int):
-    import duckdb
-
-    con = duckdb.connect(
-        config={
-            "threads": max(1, min(os.cpu_count() or 1, 8)),
-            "memory_limit": f"{max(memory_limit, LEAST_MEMORY_LIMIT) >> 20}MiB",
-            "temp_directory": spill,
-            "preserve_insertion_order": True,
-        }
-    )
-    con.execute("SET enable_progress_bar = false")
-    return con
-
-
-class SpillWatch:
-    """The most bytes a spill folder held (``most``): looked at every ``SPILL_LOOK`` seconds
-    from a thread of its own while the block runs, after the listing's sort, and at its end."""
-
-    def __init__(self, folder: str) -> None:
-        self.folder = folder
-        self.most = 0
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="ishard-spill", daemon=True)
-
-    def __enter__(self) -> None:
-        self._thread.start()
-
-    def __exit__(self, *exc) -> None:
-        self._done.set()
-        self._thread.join()
-        self.look()
-
-    def _watch(self) -> None:
-        while not self._done.wait(SPILL_LOOK):
-            self.look()
-
-    def look(self) -> None:
-        """Look now (also where the engine must have spilled: a test's sure figure)."""
-        held = 0
-        try:
-            with os.scandir(self.folder) as entries:
-                for entry in entries:
-                    try:
-                        held += entry.stat(follow_symlinks=False).st_size
-                    except OSError:
-                        continue  # removed while looked at
-        except OSError:
-            return
-        self.most = max(self.most, held)
 
 
 def _sql_text(value: str) -> str:
@@ -278,7 +215,7 @@ def read_inventory(
     first kept) and its byte total; with a built-in pattern's ``key``, its samples too (the
     table's ``grouping``); the files whose member names may clash on extraction (its
     ``clashes``: for ``<key>.<extension>`` names when ``renamed``, if ``key`` is built in).
-    The engine holds up to ``memory_limit`` bytes (``MEMORY_LIMIT`` when None), then spills
+    The engine holds up to ``memory_limit`` bytes (``engine.MEMORY_LIMIT`` when None), then spills
     to a private folder in ``tmp_dir``; the table's ``spilled`` is the most that folder held.
 
     Raises:
@@ -290,9 +227,9 @@ def read_inventory(
 
     path = path.removeprefix("file://")
     spill = tempfile.mkdtemp(prefix="ishard-spill-", dir=tmp_dir)  # this run's own, private
-    memory_limit = memory_limit or MEMORY_LIMIT
-    con = _connect(spill, memory_limit)
-    watch = SpillWatch(spill)
+    memory_limit = memory_limit or engine.MEMORY_LIMIT
+    con = engine.connect(spill, memory_limit)
+    watch = engine.SpillWatch(spill)
     try:
         with watch:
             con.execute(
@@ -302,82 +239,19 @@ def read_inventory(
             built_in = key if key in _KEY_SQL else None
             table, total = _listing(con, wanted, include_hidden, tally, built_in, renamed, watch)
         table.spilled = watch.most
-        _leave_waiting(
-            table, _Waiting(con, spill, table.grouping is not None)
+        engine.leave_waiting(
+            table, engine.Waiting(con, spill, table.grouping is not None)
         )  # the engine is theirs now
         return table, total
     except duckdb.OutOfMemoryException as error:  # not the row reader: it takes far more
-        _close(con, spill)
+        engine.close(con, spill)
         raise _out_of_room(path, memory_limit, tmp_dir, error) from None
     except (duckdb.Error, UnicodeDecodeError, csv.Error):
-        _close(con, spill)
+        engine.close(con, spill)
         raise Fallback from None  # the row reader says what is wrong, naming the line
     except BaseException:
-        _close(con, spill)
+        engine.close(con, spill)
         raise
-
-
-def _close(con, spill: str) -> None:
-    """Close the engine and remove its spill folder (again: nothing happens)."""
-    con.close()
-    shutil.rmtree(spill, ignore_errors=True)
-
-
-class _Waiting:
-    """What planning over an engine-read inventory does not read, left in the engine: the
-    listing's names and mtimes (its ``files`` table), the samples' keys (``runs``). All are
-    fetched the first time one is read (``FETCHED`` names at a time: never ten million
-    ``str`` objects at once), then the engine is closed; never read (a dry run), it closes
-    when nothing refers to them any more, or at exit."""
-
-    def __init__(self, con, spill: str, keys: bool) -> None:
-        self._con, self._spill, self._keys = con, spill, keys
-        self._lock = threading.Lock()
-        self._columns: dict[str, Any] | None = None
-        weakref.finalize(self, _close, con, spill)
-
-    def column(self, name: str) -> Any:
-        """``names``, ``mtimes`` or ``keys``, fetched (all three) if they were not yet."""
-        with self._lock:
-            if self._columns is None:
-                self._columns = self._fetch()
-        return self._columns[name]
-
-    def _fetch(self) -> dict[str, Any]:
-        import duckdb
-
-        con = self._con
-        try:
-            columns: dict[str, Any] = {"names": _names_fetched(con, "name", "files")}
-            if self._keys:
-                columns["keys"] = _names_fetched(con, "key", "runs")
-            columns["mtimes"] = _int_fetched(con, "mtime")
-            return columns
-        except duckdb.Error as error:  # its spill folder gone under it, say
-            raise DataError(
-                f"the listing's names could not be read back from the column engine ({error})"
-                f" — check the temporary folder {self._spill!r} (--tmp-dir)"
-            ) from None
-        finally:
-            _close(con, self._spill)
-
-
-def _leave_waiting(table: FileTable, waiting: _Waiting) -> None:
-    """Leave the table's names and mtimes, and its samples' keys, waiting in the engine."""
-    table.names = LaterNames(len(table.sizes), lambda: waiting.column("names"))
-    table.mtimes_later(lambda: waiting.column("mtimes"))
-    if table.grouping is not None:
-        keys = LaterNames(len(table.grouping.starts) - 1, lambda: waiting.column("keys"))
-        table.grouping = table.grouping._replace(keys=keys)
-
-
-def _names_fetched(con, column: str, table: str) -> Names:
-    """A text column of an engine table, in its order, as ``Names``."""
-    count = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-    names = Names()
-    for start in range(0, count, FETCHED):
-        names.extend(_fetched(con, column, table, start))
-    return names
 
 
 def _out_of_room(path: str, memory_limit: int, tmp_dir: str | None, error) -> DataError:
@@ -423,7 +297,7 @@ def _listing(
     tally: Tally,
     key: KeyFunction | None,
     renamed: bool,
-    watch: SpillWatch,
+    watch: engine.SpillWatch,
 ) -> tuple[FileTable, int]:
     keep = f"starts_with(name, {_sql_text(wanted)}) AND name <> '' AND NOT ends_with(name, '/')"
     skip = (
@@ -478,7 +352,7 @@ def _listing(
     table = FileTable()
     listed = con.execute("SELECT count(*) FROM files").fetchone()[0]
     if key is not None:
-        table.grouping = _grouping(con, key, listed)
+        _group(con, key, listed)
     if not renamed or key is not None:
         members_key = _KEY_SQL[key] if renamed and key is not None else None
         table.clashes = find_clashes(con, members_key, listed)
@@ -490,32 +364,20 @@ def _listing(
             table.renamable_by = key
     if not renamed:
         table.readers = _reader_keys(con)
-    con.execute(f"SET memory_limit = '{FETCH_MEMORY >> 20}MiB'")  # the rest waits on disk
+    con.execute(f"SET memory_limit = '{engine.FETCH_MEMORY >> 20}MiB'")  # the rest waits on disk
+    if key is not None:  # numpy's work, with the engine at its least
+        table.grouping = _grouping(con, key, listed)
     total = con.execute("SELECT coalesce(sum(size), 0) FROM files").fetchone()[0]
-    table.sizes = _int_fetched(con, "size")
+    table.sizes = engine.int_fetched(con, "size")
     table.stamps = NoStamps(len(table.sizes))
     return table, total  # the names wait in the engine (read_inventory)
 
 
-def _int_fetched(con, column: str) -> array:
-    """An int column of ``files`` as ``int_column`` keeps it, fetched as 4-byte ints when its
-    values fit: the engine's copy is no bigger than the kept one."""
-    least, most = con.execute(f"SELECT min({column}), max({column}) FROM files").fetchone()
-    fits = least is None or (-(1 << 31) <= least and most < 1 << 31)
-    kind = "INTEGER" if fits else "BIGINT"
-    return int_column(
-        con.execute(f"SELECT CAST({column} AS {kind}) AS v FROM files").fetchnumpy()["v"]
-    )
-
-
-def _grouping(con, key: KeyFunction, count: int) -> Grouping:
+def _group(con, key: KeyFunction, count: int) -> None:
     """The samples of ``files`` (``count`` rows) by a built-in key pattern, by sorting (it
     spills, where a hash join of ten million keys under the memory limit fails): the files in
-    order of key (then listing position), each key's run of them found there and the runs put
-    in order of their first file (of first appearance) in the table ``runs``; numpy lays the
-    files out run after run. The keys stay in ``runs`` (``_leave_waiting`` gives them)."""
-    import numpy as np
-
+    order of key, then listing position (``by_key``), and each key's run of them found there,
+    the runs in order of their first file, that is of first appearance (``runs``)."""
     con.execute(  # sorted on its own: a window sorting it (OVER (ORDER BY key)) is 3x slower
         f"CREATE TEMP TABLE by_key AS SELECT rowid AS f, {_KEY_SQL[key]} AS key FROM files "
         "ORDER BY key, f"
@@ -525,6 +387,13 @@ def _grouping(con, key: KeyFunction, count: int) -> Grouping:
         "FROM (SELECT f, key, pos FROM (SELECT f, key, row_number() OVER () - 1 AS pos, "
         "key IS DISTINCT FROM lag(key) OVER () AS new FROM by_key) WHERE new) ORDER BY f"
     )
+
+
+def _grouping(con, key: KeyFunction, count: int) -> Grouping:
+    """The samples ``_group`` found, fetched: numpy lays the files out run after run, as
+    ``SampleTable`` holds them. The keys stay in ``runs`` (``engine.leave_waiting``)."""
+    import numpy as np
+
     wide = count > NARROW_MAX
     kind = "BIGINT" if wide else "INTEGER"  # positions: 4 bytes each up to 2**31 files
     by_key = con.execute(f"SELECT CAST(f AS {kind}) AS f FROM by_key").fetchnumpy()["f"]
@@ -537,12 +406,13 @@ def _grouping(con, key: KeyFunction, count: int) -> Grouping:
     np.cumsum(lengths, out=first[1:])
     members = array(starts.typecode, bytes(by_key.itemsize * count))
     laid = int_view(members)
-    for a in range(0, len(lengths), FETCHED):  # a run of samples at a time: small temporaries
-        b = min(a + FETCHED, len(lengths))
+    step = engine.FETCHED  # samples laid out at a time: small temporaries
+    for a in range(0, len(lengths), step):
+        b = min(a + step, len(lengths))
         shift = np.repeat(runs["pos"][a:b] - first[a:b], lengths[a:b])  # member i: by_key[i+s]
         shift += np.arange(first[a], first[b], dtype=shift.dtype)
         laid[first[a] : first[b]] = by_key[shift]
-    return Grouping(key, Names(), starts, members, flat=not folders)  # keys: _leave_waiting
+    return Grouping(key, Names(), starts, members, flat=not folders)  # keys: engine.leave_waiting
 
 
 def _renamable(con, key_sql: str, unrepeated: bool = False) -> bool:
@@ -595,17 +465,6 @@ def _reader_keys(con) -> ReaderKeys | None:
         hint_failed("cut the reader keys", error)
         return None
     return ReaderKeys(columns["key"], columns["flags"].astype("int8", copy=False))
-
-
-def _fetched(con, column: str, table: str, start: int) -> list[str]:
-    """``FETCHED`` values of a text column from row ``start`` on."""
-    return (
-        con.execute(
-            f"SELECT {column} FROM {table} WHERE rowid >= {start} AND rowid < {start + FETCHED}"
-        )
-        .fetchnumpy()[column]
-        .tolist()
-    )
 
 
 def _odd_times(con) -> str:

@@ -13,9 +13,9 @@ from typing import Any
 
 from .checksums import ALGORITHMS
 from .checksums import DEFAULT as DEFAULT_CHECKSUM
-from .columns import LEAST_MEMORY_LIMIT
-from .columns import MEMORY_LIMIT as DEFAULT_MEMORY_LIMIT
 from .ekm import Ekm, parse_ekm
+from .engine import LEAST_MEMORY_LIMIT
+from .engine import MEMORY_LIMIT as DEFAULT_MEMORY_LIMIT
 from .errors import UsageError
 from .formats import ARCHIVE_EXTS
 from .formats.compress import GZIP_LIBRARIES, gzip_library

@@ -115,6 +115,7 @@ class _Cutter:
 SampleRun = Sequence[int] | np.ndarray  # the samples of one shard, by index
 
 GREEDY_IN_PYTHON_BELOW = 64  # samples a shard: fewer, and a flat run is packed sample by sample
+CUT_WINDOW = 1 << 20  # samples whose running sums a flat cut holds at once (more if a shard needs)
 
 
 def _flat_cut(
@@ -129,10 +130,7 @@ def _flat_cut(
     weights = int_view(sizes) if isinstance(sizes, array) else np.asarray(sizes, dtype=np.int64)
     if not listing_order:
         weights = weights[order]  # the sizes in the run's order (a copy)
-    ends = np.zeros(count + 1, dtype=np.int64)
-    np.cumsum(weights, out=ends[1:])
-    del weights
-    total = int(ends[-1])
+    total = int(weights.sum(dtype=np.int64))
     per_shard = bounds.count or count
     if bounds.size is not None and bounds.size > 0:
         per_shard = min(per_shard, count * bounds.size // max(total, 1))
@@ -143,14 +141,33 @@ def _flat_cut(
         out: list = []
         pending, _ = _Cutter(sizes, bounds, out).run(order.tolist(), [], 0)
         return [np.asarray(shard, dtype=np.int64) for shard in (*out, pending) if shard]
-    shards, start, most = [], 0, bounds.count or count
+    shards, start, most, window = [], 0, bounds.count or count, CUT_WINDOW
+    lo, ends = 0, _running_sums(weights, 0, window, 0)  # the sums before samples lo, lo + 1, …
     while start < count:
-        target = int(ends[start]) + bounds.size
-        stop = count if target > total else int(np.searchsorted(ends, target, side="left"))
+        target = int(ends[start - lo]) + bounds.size
+        if target > total:  # no later shard reaches the size bound: by count alone
+            shards += [order[i : i + most] for i in range(start, count, most)]
+            break
+        if target > ends[-1]:  # it may end past the window: one from this shard on
+            window = max(window, 2 * (len(ends) - 1 - (start - lo)))  # a shard may need more
+            lo, ends = start, _running_sums(weights, start, window, int(ends[start - lo]))
+            continue
+        stop = lo + int(np.searchsorted(ends, target, side="left"))
         stop = min(max(stop, start + 1), start + most, count)
         shards.append(order[start:stop])
         start = stop
     return shards
+
+
+def _running_sums(weights: np.ndarray, start: int, window: int, before: int) -> np.ndarray:
+    """The running sums of ``weights`` before samples ``start`` to ``start + window`` (or the
+    last), the first ``before``."""
+    part = weights[start : start + window]
+    ends = np.empty(len(part) + 1, dtype=np.int64)
+    ends[0] = before
+    np.cumsum(part, out=ends[1:])
+    ends[1:] += before
+    return ends
 
 
 def cut_indices(

@@ -295,7 +295,7 @@ def test_an_engine_failure_in_a_naming_hint_leaves_the_check_to_the_planner(tmp_
     """Out of memory while marking clashes, checking names for renaming or cutting reader keys:
     the listing still comes from the engine (no hand-back to the row reader), without those
     hints, and the planner's checks then find what they always find."""
-    from ishard import columns
+    from ishard import engine
     from ishard.keys import key_function
     from ishard.naming import check_extraction_names, key_check, sample_members
     from ishard.samples import group_table
@@ -314,8 +314,8 @@ def test_an_engine_failure_in_a_naming_hint_leaves_the_check_to_the_planner(tmp_
         def close(self):
             self.con.close()
 
-    connect = columns._connect
-    monkeypatch.setattr(columns, "_connect", lambda *args: HintsFail(connect(*args)))
+    connect = engine.connect
+    monkeypatch.setattr(engine, "connect", lambda *args: HintsFail(connect(*args)))
     path = tmp_path / "inventory.csv"
     write_csv(path, ["name", "size"], [["a/x.jpg", "1"], ["A/x.jpg", "2"], ["b/y.png", "3"]])
     key = key_function("full_name")
@@ -549,18 +549,18 @@ def test_a_spill_folder_out_of_room_is_one_line_naming_tmp_dir(tmp_path, monkeyp
     """When the disk under --tmp-dir has no room left for the engine's spill (here DuckDB's own
     bound on it, which is that disk's free space, set to 1 MiB), the run stops with one line
     naming --tmp-dir — not a fall back to the row reader."""
-    import ishard.columns as columns
+    import ishard.engine as engine
 
     parquet = tmp_path / "inv.parquet"
     long_names_parquet(parquet, 400_000)
-    real = columns._connect
+    real = engine.connect
 
     def cramped(spill, memory_limit):
         con = real(spill, memory_limit)
         con.execute("SET max_temp_directory_size = '1MiB'")
         return con
 
-    monkeypatch.setattr(columns, "_connect", cramped)
+    monkeypatch.setattr(engine, "connect", cramped)
     spill = tmp_path / "spill"
     spill.mkdir()
     with pytest.raises(DataError) as error:
@@ -704,7 +704,7 @@ def test_a_plan_reads_the_names_from_the_engine_only_when_a_shard_is_read(tmp_pa
     listing) and closes the engine, its folder gone; a plan dropped unread closes it too."""
     import gc
 
-    import ishard.columns as columns
+    import ishard.engine as engine
 
     path = tmp_path / "inv.csv"
     rng = random.Random(5)
@@ -713,10 +713,10 @@ def test_a_plan_reads_the_names_from_the_engine_only_when_a_shard_is_read(tmp_pa
     write_csv(path, ["name", "size", "mtime"], body)
     monkeypatch.setattr(inventory, "ENGINE_FROM", 0)
     fetched = []
-    real, real_ints = columns._fetched, columns._int_fetched
-    monkeypatch.setattr(columns, "_fetched", lambda con, column, table, start: (
+    real, real_ints = engine.fetched, engine.int_fetched
+    monkeypatch.setattr(engine, "fetched", lambda con, column, table, start: (
         fetched.append((column, start))) or real(con, column, table, start))
-    monkeypatch.setattr(columns, "_int_fetched", lambda con, column: (
+    monkeypatch.setattr(engine, "int_fetched", lambda con, column: (
         fetched.append((column, 0))) or real_ints(con, column))
     spill = tmp_path / "spill"
     spill.mkdir()

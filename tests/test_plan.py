@@ -550,21 +550,23 @@ def test_plan_bad_option_before_listing(tmp_path):
 @given(data=st.data())
 def test_flat_cut_follows_the_greedy_rule(by_search, data):
     """A flat run of samples, cut by size and/or count, as a searched run of running sums (many
-    samples a shard) or sample by sample (few): the shards hold the samples in order, each
-    ends at the first sample where it reaches a bound, and only the last may reach none."""
+    samples a shard; the sums held a window at a time) or sample by sample (few): the shards
+    hold the samples in order, each ends at the first sample where it reaches a bound, and
+    only the last may reach none."""
     planning = importlib.import_module("ishard.plan")  # the module (ishard.plan is a function)
     sizes = data.draw(st.lists(st.integers(0, 40), min_size=0, max_size=1500))
     size = data.draw(st.none() | st.integers(1, 3000))
     count = data.draw(st.none() | st.integers(1, 400)) if size is not None else data.draw(
         st.integers(1, 400))
     order = data.draw(st.sampled_from([Order(), Order("listing", True), Order("shuffle", False, 3)]))
-    saved = planning.GREEDY_IN_PYTHON_BELOW
+    saved = planning.GREEDY_IN_PYTHON_BELOW, planning.CUT_WINDOW
     planning.GREEDY_IN_PYTHON_BELOW = 0 if by_search else 1 << 62
+    planning.CUT_WINDOW = data.draw(st.sampled_from([1, 2, 7, 64, 1 << 20]))  # running sums held
     try:
         shards = [list(map(int, s)) for s in planning.cut_indices(
             [f"k{i}" for i in range(len(sizes))], sizes, Bounds(size, count), order, False)]
     finally:
-        planning.GREEDY_IN_PYTHON_BELOW = saved
+        planning.GREEDY_IN_PYTHON_BELOW, planning.CUT_WINDOW = saved
     run = [i for shard in shards for i in shard]
     assert sorted(run) == list(range(len(sizes)))
     if order.kind == "listing":

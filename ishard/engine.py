@@ -1,0 +1,158 @@
+"""The column engine's connection: DuckDB under a memory limit, spilling past it to a private
+folder that a thread watches, and the columns planning does not read left waiting in it
+until one is."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import weakref
+from array import array
+from typing import Any
+
+from .errors import DataError
+from .table import FileTable, LaterNames, Names, int_column
+
+MEMORY_LIMIT = 512 << 20  # bytes DuckDB may hold before it spills to its temporary folder
+LEAST_MEMORY_LIMIT = 128 << 20  # (--memory-limit) at 64 MiB it cannot read some Parquet files
+FETCHED = 1 << 18  # names (or keys) fetched from the engine at a time
+FETCH_MEMORY = 64 << 20  # the engine's memory limit while Python fetches the listing
+SPILL_LOOK = 0.1  # seconds between two looks at the size of the engine's spill folder
+
+
+def connect(spill: str, memory_limit: int):
+    import duckdb
+
+    con = duckdb.connect(
+        config={
+            "threads": max(1, min(os.cpu_count() or 1, 8)),
+            "memory_limit": f"{max(memory_limit, LEAST_MEMORY_LIMIT) >> 20}MiB",
+            "temp_directory": spill,
+            "preserve_insertion_order": True,
+        }
+    )
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
+class SpillWatch:
+    """The most bytes a spill folder held (``most``): looked at every ``SPILL_LOOK`` seconds
+    from a thread of its own while the block runs, after the listing's sort, and at its end."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        self.most = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="ishard-spill", daemon=True)
+
+    def __enter__(self) -> None:
+        self._thread.start()
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self._thread.join()
+        self.look()
+
+    def _watch(self) -> None:
+        while not self._done.wait(SPILL_LOOK):
+            self.look()
+
+    def look(self) -> None:
+        """Look now (also where the engine must have spilled: a test's sure figure)."""
+        held = 0
+        try:
+            with os.scandir(self.folder) as entries:
+                for entry in entries:
+                    try:
+                        held += entry.stat(follow_symlinks=False).st_size
+                    except OSError:
+                        continue  # removed while looked at
+        except OSError:
+            return
+        self.most = max(self.most, held)
+
+
+def close(con, spill: str) -> None:
+    """Close the engine and remove its spill folder (again: nothing happens)."""
+    con.close()
+    shutil.rmtree(spill, ignore_errors=True)
+
+
+class Waiting:
+    """What planning over an engine-read inventory does not read, left in the engine: the
+    listing's names and mtimes (its ``files`` table), the samples' keys (``runs``). All are
+    fetched the first time one is read (``FETCHED`` names at a time: never ten million
+    ``str`` objects at once), then the engine is closed; never read (a dry run), it closes
+    when nothing refers to them any more, or at exit."""
+
+    def __init__(self, con, spill: str, keys: bool) -> None:
+        self._con, self._spill, self._keys = con, spill, keys
+        self._lock = threading.Lock()
+        self._columns: dict[str, Any] | None = None
+        weakref.finalize(self, close, con, spill)
+
+    def column(self, name: str) -> Any:
+        """``names``, ``mtimes`` or ``keys``, fetched (all three) if they were not yet."""
+        with self._lock:
+            if self._columns is None:
+                self._columns = self._fetch()
+        return self._columns[name]
+
+    def _fetch(self) -> dict[str, Any]:
+        import duckdb
+
+        con = self._con
+        try:
+            columns: dict[str, Any] = {"names": names_fetched(con, "name", "files")}
+            if self._keys:
+                columns["keys"] = names_fetched(con, "key", "runs")
+            columns["mtimes"] = int_fetched(con, "mtime")
+            return columns
+        except duckdb.Error as error:  # its spill folder gone under it, say
+            raise DataError(
+                f"the listing's names could not be read back from the column engine ({error})"
+                f" — check the temporary folder {self._spill!r} (--tmp-dir)"
+            ) from None
+        finally:
+            close(con, self._spill)
+
+
+def leave_waiting(table: FileTable, waiting: Waiting) -> None:
+    """Leave the table's names and mtimes, and its samples' keys, waiting in the engine."""
+    table.names = LaterNames(len(table.sizes), lambda: waiting.column("names"))
+    table.mtimes_later(lambda: waiting.column("mtimes"))
+    if table.grouping is not None:
+        keys = LaterNames(len(table.grouping.starts) - 1, lambda: waiting.column("keys"))
+        table.grouping = table.grouping._replace(keys=keys)
+
+
+def names_fetched(con, column: str, table: str) -> Names:
+    """A text column of an engine table, in its order, as ``Names``."""
+    count = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    names = Names()
+    for start in range(0, count, FETCHED):
+        names.extend(fetched(con, column, table, start))
+    return names
+
+
+def int_fetched(con, column: str) -> array:
+    """An int column of ``files`` as ``int_column`` keeps it, fetched as 4-byte ints when its
+    values fit: the engine's copy is no bigger than the kept one."""
+    least, most = con.execute(f"SELECT min({column}), max({column}) FROM files").fetchone()
+    fits = least is None or (-(1 << 31) <= least and most < 1 << 31)
+    kind = "INTEGER" if fits else "BIGINT"
+    return int_column(
+        con.execute(f"SELECT CAST({column} AS {kind}) AS v FROM files").fetchnumpy()["v"]
+    )
+
+
+def fetched(con, column: str, table: str, start: int) -> list[str]:
+    """``FETCHED`` values of a text column from row ``start`` on."""
+    return (
+        con.execute(
+            f"SELECT {column} FROM {table} WHERE rowid >= {start} AND rowid < {start + FETCHED}"
+        )
+        .fetchnumpy()[column]
+        .tolist()
+    )
