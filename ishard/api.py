@@ -133,9 +133,10 @@ def plan(
         progress: hooks told about listing progress (a :class:`ishard.progress.Progress`);
             None: silent.
 
-    A plan over an inventory the column engine read keeps the files' names in the engine (at
-    most 64 MiB, the rest in its folder under ``tmp_dir``) until one is read — reading a
-    shard's files fetches them all and closes it — or the plan goes.
+    A plan over an inventory the column engine read keeps the files' names and mtimes, and
+    the samples' keys, in the engine (at most 64 MiB, the rest in its folder under
+    ``tmp_dir``) until one is read — reading a shard's files fetches them all and closes it
+    — or the plan goes.
 
     Warns:
         IshardWarning: each of the plan's warnings (also in ``Plan.warnings``).

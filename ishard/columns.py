@@ -351,8 +351,6 @@ def _listing(
         con.execute("ALTER TABLE listed RENAME TO files")
     table = FileTable()
     listed = con.execute("SELECT count(*) FROM files").fetchone()[0]
-    if key is not None:
-        _group(con, key, listed)
     if not renamed or key is not None:
         members_key = _KEY_SQL[key] if renamed and key is not None else None
         table.clashes = find_clashes(con, members_key, listed)
@@ -364,9 +362,10 @@ def _listing(
             table.renamable_by = key
     if not renamed:
         table.readers = _reader_keys(con)
-    con.execute(f"SET memory_limit = '{engine.FETCH_MEMORY >> 20}MiB'")  # the rest waits on disk
-    if key is not None:  # numpy's work, with the engine at its least
+    if key is not None:  # last: its keys wait in the engine, and the naming hints need room
+        _group(con, key, listed)
         table.grouping = _grouping(con, key, listed)
+    con.execute(f"SET memory_limit = '{engine.FETCH_MEMORY >> 20}MiB'")  # the rest waits on disk
     total = con.execute("SELECT coalesce(sum(size), 0) FROM files").fetchone()[0]
     table.sizes = engine.int_fetched(con, "size")
     table.stamps = NoStamps(len(table.sizes))
