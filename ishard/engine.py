@@ -22,6 +22,8 @@ SPILL_LOOK = 0.1  # seconds between two looks at the size of the engine's spill 
 
 
 def connect(spill: str, memory_limit: int):
+    """A DuckDB connection of its own, holding up to ``memory_limit`` bytes and spilling the
+    rest to ``spill`` (a private folder), insertion order kept."""
     import duckdb
 
     con = duckdb.connect(
