@@ -239,9 +239,7 @@ def read_inventory(
             built_in = key if key in _KEY_SQL else None
             table, total = _listing(con, wanted, include_hidden, tally, built_in, renamed, watch)
         table.spilled = watch.most
-        engine.leave_waiting(
-            table, engine.Waiting(con, spill, table.grouping is not None)
-        )  # the engine is theirs now
+        engine.leave_waiting(table, con, spill)  # the engine is theirs now
         return table, total
     except duckdb.OutOfMemoryException as error:  # not the row reader: it takes far more
         engine.close(con, spill)

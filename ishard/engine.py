@@ -120,8 +120,10 @@ class Waiting:
             close(con, self._spill)
 
 
-def leave_waiting(table: FileTable, waiting: Waiting) -> None:
-    """Leave the table's names and mtimes, and its samples' keys, waiting in the engine."""
+def leave_waiting(table: FileTable, con, spill: str) -> None:
+    """Leave the table's names and mtimes, and its samples' keys (when it has samples),
+    waiting in the engine ``con``, whose spill folder is ``spill``."""
+    waiting = Waiting(con, spill, keys=table.grouping is not None)
     table.names = LaterNames(len(table.sizes), lambda: waiting.column("names"))
     table.mtimes_later(lambda: waiting.column("mtimes"))
     if table.grouping is not None:
