@@ -369,10 +369,11 @@ class FileTable:
         return table
 
     def add(self, name: str, size: int, mtime: int, stamp: int = 0) -> None:
-        """Append one file."""
+        """Append one file (the row readers' path: the mtimes' slot without the property's
+        call, unless they still wait)."""
         self.names.append(name)
         self.sizes.append(size)
-        self.mtimes.append(mtime)
+        (self._mtimes if self._mtimes_later is None else self.mtimes).append(mtime)
         self.stamps.append(stamp)
 
     def extend(
