@@ -58,6 +58,9 @@ _KEY_SQL = {
 }
 
 
+SAMPLED_KEYS = 1 << 16  # files whose keys are looked at before samples are sought in a row
+
+
 class Fallback(Exception):
     """The engine does not take this inventory as it is: read it row by row."""
 
@@ -361,8 +364,7 @@ def _listing(
     if not renamed:
         table.readers = _reader_keys(con)
     if key is not None:  # last: its keys wait in the engine, and the naming hints need room
-        _group(con, key, listed)
-        table.grouping = _grouping(con, key, listed)
+        table.grouping = _grouping(con, key, listed, _group(con, key, listed))
     con.execute(f"SET memory_limit = '{engine.FETCH_MEMORY >> 20}MiB'")  # the rest waits on disk
     total = con.execute("SELECT coalesce(sum(size), 0) FROM files").fetchone()[0]
     table.sizes = engine.int_fetched(con, "size")
@@ -370,43 +372,79 @@ def _listing(
     return table, total  # the names wait in the engine (read_inventory)
 
 
-def _group(con, key: KeyFunction, count: int) -> None:
-    """The samples of ``files`` (``count`` rows) by a built-in key pattern, by sorting (it
-    spills, where a hash join of ten million keys under the memory limit fails): the files in
-    order of key, then listing position (``by_key``), and each key's run of them found there,
-    the runs in order of their first file, that is of first appearance (``runs``)."""
+def _group(con, key: KeyFunction, count: int) -> bool:
+    """The samples of ``files`` (``count`` rows) by a built-in key pattern, as runs of files:
+    each key's first file and the key (``runs``, in order of first appearance). True if every
+    sample's files are in a row (``_in_a_row``); else the files are sorted by key, then
+    listing position (``by_key``: sorting spills, where a hash join of ten million keys under
+    the memory limit fails), each key's run found there, and False is returned."""
+    if _in_a_row(con, _KEY_SQL[key], count):
+        return True
     con.execute(  # sorted on its own: a window sorting it (OVER (ORDER BY key)) is 3x slower
         f"CREATE TEMP TABLE by_key AS SELECT rowid AS f, {_KEY_SQL[key]} AS key FROM files "
         "ORDER BY key, f"
     )
-    con.execute(  # the windows go in the table's (key) order
-        f"CREATE TEMP TABLE runs AS SELECT key, pos, lead(pos, 1, {count}) OVER () - pos AS files "
-        "FROM (SELECT f, key, pos FROM (SELECT f, key, row_number() OVER () - 1 AS pos, "
+    con.execute(  # the windows go in the table's (key) order; runs by first file, as above
+        f"CREATE TEMP TABLE runs AS SELECT key, pos, lead(pos, 1, {count}) OVER () - pos AS "
+        "files FROM (SELECT f, key, pos FROM (SELECT f, key, row_number() OVER () - 1 AS pos, "
         "key IS DISTINCT FROM lag(key) OVER () AS new FROM by_key) WHERE new) ORDER BY f"
     )
+    return False
 
 
-def _grouping(con, key: KeyFunction, count: int) -> Grouping:
-    """The samples ``_group`` found, fetched: numpy lays the files out run after run, as
-    ``SampleTable`` holds them. The keys stay in ``runs`` (``engine.leave_waiting``)."""
+def _in_a_row(con, key_sql: str, count: int) -> bool:
+    """Whether each key's files follow each other in ``files`` with the keys rising along it
+    (most listings: the key is the name without its extension); if so, its runs of files are
+    in ``runs`` (one pass, no sort). Keys falling among every ``count // SAMPLED_KEYS``-th
+    file's (the image and its label in two trees) say no at once."""
+    step = max(1, count // SAMPLED_KEYS)
+    if con.execute(
+        "SELECT count(*) FROM (SELECT key < lag(key) OVER () AS low FROM (SELECT "
+        f"{key_sql} AS key FROM files WHERE rowid % {step} = 0)) WHERE low"
+    ).fetchone()[0]:
+        return False
+    con.execute(  # a run: files in a row with one key
+        "CREATE TEMP TABLE runs AS SELECT key, pos FROM (SELECT pos, key, key IS DISTINCT FROM "
+        f"lag(key) OVER () AS new FROM (SELECT rowid AS pos, {key_sql} AS key FROM files)) "
+        "WHERE new"
+    )
+    if con.execute(  # a key at or below the one before: a key in two runs, or may be
+        "SELECT count(*) FROM (SELECT key <= lag(key) OVER () AS low FROM runs) WHERE low"
+    ).fetchone()[0]:
+        con.execute("DROP TABLE runs")
+        return False
+    return True
+
+
+def _grouping(con, key: KeyFunction, count: int, in_a_row: bool) -> Grouping:
+    """The samples ``_group`` found (``in_a_row``: its answer), fetched: numpy lays the files
+    out run after run, as ``SampleTable`` holds them. The keys stay in ``runs``
+    (``engine.leave_waiting``)."""
     import numpy as np
 
     wide = count > NARROW_MAX
     kind = "BIGINT" if wide else "INTEGER"  # positions: 4 bytes each up to 2**31 files
+    con.execute(f"SET memory_limit = '{engine.FETCH_MEMORY >> 20}MiB'")  # the rest on disk
+    folders = con.execute("SELECT count(*) FROM runs WHERE contains(key, '/')").fetchone()[0]
+    pos = con.execute(f"SELECT CAST(pos AS {kind}) AS pos FROM runs").fetchnumpy()["pos"]
+    starts = array("q" if wide else "i", bytes(pos.itemsize * (len(pos) + 1)))
+    members = array(starts.typecode, bytes(pos.itemsize * count))
+    first, laid = int_view(starts), int_view(members)  # where each sample's run begins, ends
+    if in_a_row:  # the runs follow each other: the members are the files in listing order
+        first[:-1] = pos
+        first[-1] = count
+        for a in range(0, count, engine.FETCHED):  # small temporaries
+            b = min(a + engine.FETCHED, count)
+            laid[a:b] = np.arange(a, b, dtype=laid.dtype)
+        return Grouping(key, Names(), starts, members, flat=not folders)
     by_key = con.execute(f"SELECT CAST(f AS {kind}) AS f FROM by_key").fetchnumpy()["f"]
     con.execute("DROP TABLE by_key")
-    runs = con.execute(f"SELECT CAST(pos AS {kind}) AS pos, files FROM runs").fetchnumpy()
-    folders = con.execute("SELECT count(*) FROM runs WHERE contains(key, '/')").fetchone()[0]
-    lengths = runs["files"].astype(by_key.dtype)  # each run's files, in order of appearance
-    starts = array("q" if wide else "i", bytes(by_key.itemsize * (len(lengths) + 1)))
-    first = int_view(starts)  # where each sample's run begins among the members, and ends
+    lengths = con.execute(f"SELECT CAST(files AS {kind}) AS n FROM runs").fetchnumpy()["n"]
     np.cumsum(lengths, out=first[1:])
-    members = array(starts.typecode, bytes(by_key.itemsize * count))
-    laid = int_view(members)
     step = engine.FETCHED  # samples laid out at a time: small temporaries
     for a in range(0, len(lengths), step):
         b = min(a + step, len(lengths))
-        shift = np.repeat(runs["pos"][a:b] - first[a:b], lengths[a:b])  # member i: by_key[i+s]
+        shift = np.repeat(pos[a:b] - first[a:b], lengths[a:b])  # member i: by_key[i+s]
         shift += np.arange(first[a], first[b], dtype=shift.dtype)
         laid[first[a] : first[b]] = by_key[shift]
     return Grouping(key, Names(), starts, members, flat=not folders)  # keys: engine.leave_waiting

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 import ishard
-from ishard import inventory
+from ishard import columns, inventory
 from ishard.columns import Fallback, inventory_kind, read_inventory
 from ishard.errors import DataError, UsageError
 from ishard.model import Tally
@@ -118,8 +118,9 @@ KEY_PARTS = ["a", "b", "a.b", "x.jpg", ".c", "c.", "..d", "é.ü", "😀.x", "a\
 @given(body=st.lists(st.lists(st.sampled_from(KEY_PARTS), min_size=1, max_size=3).map("/".join),
                      min_size=1, max_size=14),
        pattern=st.sampled_from(["base_file_name", "full_name", "collapse_all_dir", "base_name"]),
-       repeat=st.booleans())
-def test_the_engine_groups_files_into_the_samples_python_finds(tmp_path, body, pattern, repeat):
+       repeat=st.booleans(), looked_at=st.sampled_from([1, 2, 3, 1 << 16]))
+def test_the_engine_groups_files_into_the_samples_python_finds(tmp_path, monkeypatch, body,
+                                                               pattern, repeat, looked_at):
     """The engine's samples for a built-in key pattern (keys in order of first appearance,
     each one's files in listing order) are the ones the planner's own grouping finds in the
     same listing, and so are their sizes."""
@@ -128,6 +129,7 @@ def test_the_engine_groups_files_into_the_samples_python_finds(tmp_path, body, p
 
     if repeat:
         body = body + body[::2]  # repeated names: the engine groups what is left of them
+    monkeypatch.setattr(columns, "SAMPLED_KEYS", looked_at)  # keys looked at before a pass
     path = tmp_path / "inventory.csv"
     write_csv(path, ["name", "size"], [[n, str(len(n) << 31 * (len(n) % 3 == 0))] for n in body])
     key = key_function(pattern)
@@ -141,7 +143,8 @@ def test_the_engine_groups_files_into_the_samples_python_finds(tmp_path, body, p
     assert list(files.grouping.starts) == list(starts)
     assert list(files.grouping.members) == list(members)
     assert list(group_table(files, key).sizes) == list(sizes)
-    event(f"{len(keys)} of {len(files)} files")
+    in_order = list(members) == list(range(len(files)))
+    event("each sample's files in a row" if in_order else "a sample's files apart")
 
 
 def samples_without(files, key, dropped):
