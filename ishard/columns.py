@@ -312,10 +312,11 @@ def _listing(
         f"(WHERE skip = '{why}'), min(rn) FILTER (WHERE skip = '{why}')"
         for why in reasons
     )
-    bad, longest, odd, *tallied = con.execute(  # one pass: the checks, and what is skipped
+    bad, longest, odd, left_out, *tallied = con.execute(  # one pass: checks, what is skipped
         "SELECT count(*) FILTER (WHERE size IS NULL OR NOT regexp_full_match(size, "
         "'[0-9]{1,18}')), coalesce(max(length(name)), 0), count(*) FILTER (WHERE mtime IS NOT "
-        f"NULL AND mtime <> '' AND NOT {_WHOLE_SECONDS}), {skipped} "
+        f"NULL AND mtime <> '' AND NOT {_WHOLE_SECONDS}), count(*) FILTER (WHERE NOT ({keep})), "
+        f"{skipped} "
         f"FROM (SELECT rowid AS rn, name, size, mtime, {skip} AS skip FROM raw)"
     ).fetchone()
     if bad or longest > MAX_NAME:
@@ -333,10 +334,11 @@ def _listing(
         if odd
         else "CASE WHEN mtime IS NULL OR mtime = '' THEN 0 ELSE CAST(mtime AS BIGINT) END"
     )
-    kept = f"({skip}) IS NULL" if found else "true"  # nothing skipped: no pattern per row
+    kept = [keep] if left_out else []  # a sort under a filter took 2.7x as long at 100M
+    kept += [f"({skip}) IS NULL"] if found else []  # nothing skipped: no pattern per row
     con.execute(
-        f"CREATE TEMP TABLE files AS SELECT name, CAST(size AS BIGINT) AS size, "
-        f"{when} AS mtime FROM raw WHERE {keep} AND {kept} ORDER BY name, rowid"
+        f"CREATE TEMP TABLE files AS SELECT name, CAST(size AS BIGINT) AS size, {when} AS mtime "
+        f"FROM raw {'WHERE ' + ' AND '.join(kept) if kept else ''} ORDER BY name, rowid"
     )
     watch.look()  # the listing twice, sorted and not: what is past the limit is on disk now
     con.execute("DROP TABLE raw")
