@@ -58,7 +58,9 @@ _KEY_SQL = {
 }
 
 
-SAMPLED_KEYS = 1 << 16  # files whose keys are looked at before samples are sought in a row
+# Before samples are sought in a row, the keys of 32 runs of 2,048 files spread over the
+# listing are looked at: whole vectors of the engine, so it reads no other file's name
+SAMPLED_RUN, SAMPLED_RUNS = 2048, 32
 
 
 class Fallback(Exception):
@@ -397,12 +399,12 @@ def _group(con, key: KeyFunction, count: int) -> bool:
 def _in_a_row(con, key_sql: str, count: int) -> bool:
     """Whether each key's files follow each other in ``files`` with the keys rising along it
     (most listings: the key is the name without its extension); if so, its runs of files are
-    in ``runs`` (one pass, no sort). Keys falling among every ``count // SAMPLED_KEYS``-th
-    file's (the image and its label in two trees) say no at once."""
-    step = max(1, count // SAMPLED_KEYS)
+    in ``runs`` (one pass, no sort). Keys falling in ``SAMPLED_RUNS`` runs of files spread
+    over the listing (the image and its label in two trees) say no at once."""
+    every = max(1, count // (SAMPLED_RUN * SAMPLED_RUNS))  # one run of files in every
     if con.execute(
         "SELECT count(*) FROM (SELECT key < lag(key) OVER () AS low FROM (SELECT "
-        f"{key_sql} AS key FROM files WHERE rowid % {step} = 0)) WHERE low"
+        f"{key_sql} AS key FROM files WHERE (rowid // {SAMPLED_RUN}) % {every} = 0)) WHERE low"
     ).fetchone()[0]:
         return False
     con.execute(  # a run: files in a row with one key

@@ -118,7 +118,7 @@ KEY_PARTS = ["a", "b", "a.b", "x.jpg", ".c", "c.", "..d", "é.ü", "😀.x", "a\
 @given(body=st.lists(st.lists(st.sampled_from(KEY_PARTS), min_size=1, max_size=3).map("/".join),
                      min_size=1, max_size=14),
        pattern=st.sampled_from(["base_file_name", "full_name", "collapse_all_dir", "base_name"]),
-       repeat=st.booleans(), looked_at=st.sampled_from([1, 2, 3, 1 << 16]))
+       repeat=st.booleans(), looked_at=st.sampled_from([(1, 1), (1, 2), (2, 3), (2048, 32)]))
 def test_the_engine_groups_files_into_the_samples_python_finds(tmp_path, monkeypatch, body,
                                                                pattern, repeat, looked_at):
     """The engine's samples for a built-in key pattern (keys in order of first appearance,
@@ -129,7 +129,9 @@ def test_the_engine_groups_files_into_the_samples_python_finds(tmp_path, monkeyp
 
     if repeat:
         body = body + body[::2]  # repeated names: the engine groups what is left of them
-    monkeypatch.setattr(columns, "SAMPLED_KEYS", looked_at)  # keys looked at before a pass
+    run, runs = looked_at  # the runs of files whose keys are looked at before a pass
+    monkeypatch.setattr(columns, "SAMPLED_RUN", run)
+    monkeypatch.setattr(columns, "SAMPLED_RUNS", runs)
     path = tmp_path / "inventory.csv"
     write_csv(path, ["name", "size"], [[n, str(len(n) << 31 * (len(n) % 3 == 0))] for n in body])
     key = key_function(pattern)
