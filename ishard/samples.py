@@ -95,17 +95,24 @@ def _gather_numpy(sample_of: array, samples: int, file_sizes: array) -> Gathered
 
 def _sample_sizes(starts: array, members: array, file_sizes: array) -> array:
     """Each sample's bytes: the sizes of its run of ``members`` summed, with numpy, a chunk of
-    samples at a time (no array as long as the listing on the way); kept as ``int_column``
-    keeps ints."""
+    samples at a time (no array as long as the listing on the way), straight into the column
+    kept: 4 bytes a sample while every sum fits (as ``int_column`` keeps ints), else 8."""
     import numpy as np
 
     first, laid, sizes = int_view(starts), int_view(members), int_view(file_sizes)
-    out = np.zeros(len(first) - 1, dtype=np.int64)
-    for a in range(0, len(out), CHUNK):
-        b = min(a + CHUNK, len(out))
+    count = len(first) - 1
+    kept = array("i" if count else "q", bytes(4 * count))
+    out = int_view(kept)
+    for a in range(0, count, CHUNK):
+        b = min(a + CHUNK, count)
         run = sizes[laid[first[a] : first[b]]]
-        out[a:b] = np.add.reduceat(run, first[a:b] - first[a], dtype=np.int64)  # runs not empty
-    return int_column(out)  # 4 bytes a sample where every size fits
+        sums = np.add.reduceat(run, first[a:b] - first[a], dtype=np.int64)  # runs not empty
+        if kept.typecode == "i" and int(sums.max()) >= 1 << 31:  # sizes are never negative
+            wide = array("q", bytes(8 * count))
+            int_view(wide)[:a] = out[:a]
+            kept, out = wide, int_view(wide)
+        out[a:b] = sums
+    return kept
 
 
 def route_table(table: SampleTable, ekm: Ekm | None, tally: Tally) -> list[SampleTable]:

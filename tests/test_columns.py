@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 import ishard
-from ishard import columns, inventory
+from ishard import columns, inventory, samples
 from ishard.columns import Fallback, inventory_kind, read_inventory
 from ishard.errors import DataError, UsageError
 from ishard.model import Tally
@@ -118,9 +118,10 @@ KEY_PARTS = ["a", "b", "a.b", "x.jpg", ".c", "c.", "..d", "é.ü", "😀.x", "a\
 @given(body=st.lists(st.lists(st.sampled_from(KEY_PARTS), min_size=1, max_size=3).map("/".join),
                      min_size=1, max_size=14),
        pattern=st.sampled_from(["base_file_name", "full_name", "collapse_all_dir", "base_name"]),
-       repeat=st.booleans(), looked_at=st.sampled_from([(1, 1), (1, 2), (2, 3), (2048, 32)]))
+       repeat=st.booleans(), looked_at=st.sampled_from([(1, 1), (1, 2), (2, 3), (2048, 32)]),
+       summed=st.sampled_from([1, 2, 5, 1 << 16]))
 def test_the_engine_groups_files_into_the_samples_python_finds(tmp_path, monkeypatch, body,
-                                                               pattern, repeat, looked_at):
+                                                               pattern, repeat, looked_at, summed):
     """The engine's samples for a built-in key pattern (keys in order of first appearance,
     each one's files in listing order) are the ones the planner's own grouping finds in the
     same listing, and so are their sizes."""
@@ -132,6 +133,7 @@ def test_the_engine_groups_files_into_the_samples_python_finds(tmp_path, monkeyp
     run, runs = looked_at  # the runs of files whose keys are looked at before a pass
     monkeypatch.setattr(columns, "SAMPLED_RUN", run)
     monkeypatch.setattr(columns, "SAMPLED_RUNS", runs)
+    monkeypatch.setattr(samples, "CHUNK", summed)  # samples whose sizes are summed at a time
     path = tmp_path / "inventory.csv"
     write_csv(path, ["name", "size"], [[n, str(len(n) << 31 * (len(n) % 3 == 0))] for n in body])
     key = key_function(pattern)
