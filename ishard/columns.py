@@ -370,8 +370,10 @@ def _listing(
     if key is not None:  # last: its keys wait in the engine, and the naming hints need room
         table.grouping = _grouping(con, key, listed, _group(con, key, listed))
     con.execute(f"SET memory_limit = '{engine.FETCH_MEMORY >> 20}MiB'")  # the rest waits on disk
-    total = con.execute("SELECT coalesce(sum(size), 0) FROM files").fetchone()[0]
-    table.sizes = engine.int_fetched(con, "size")
+    total, *bounds = con.execute(
+        "SELECT coalesce(sum(size), 0), min(size), max(size) FROM files"
+    ).fetchone()
+    table.sizes = engine.int_fetched(con, "size", (bounds[0], bounds[1]))
     table.stamps = NoStamps(len(table.sizes))
     return table, total  # the names wait in the engine (read_inventory)
 

@@ -140,10 +140,13 @@ def names_fetched(con, column: str, table: str) -> Names:
     return names
 
 
-def int_fetched(con, column: str) -> array:
+def int_fetched(con, column: str, bounds: tuple[Any, Any] | None = None) -> array:
     """An int column of ``files`` as ``int_column`` keeps it, fetched as 4-byte ints when its
-    values fit: the engine's copy is no bigger than the kept one."""
-    least, most = con.execute(f"SELECT min({column}), max({column}) FROM files").fetchone()
+    values fit (``bounds``: its least and most value, when known): the engine's copy is no
+    bigger than the kept one."""
+    least, most = (
+        bounds or con.execute(f"SELECT min({column}), max({column}) FROM files").fetchone()
+    )
     fits = least is None or (-(1 << 31) <= least and most < 1 << 31)
     kind = "INTEGER" if fits else "BIGINT"
     return int_column(

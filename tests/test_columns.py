@@ -723,8 +723,8 @@ def test_a_plan_reads_the_names_from_the_engine_only_when_a_shard_is_read(tmp_pa
     real, real_ints = engine.fetched, engine.int_fetched
     monkeypatch.setattr(engine, "fetched", lambda con, column, table, start: (
         fetched.append((column, start))) or real(con, column, table, start))
-    monkeypatch.setattr(engine, "int_fetched", lambda con, column: (
-        fetched.append((column, 0))) or real_ints(con, column))
+    monkeypatch.setattr(engine, "int_fetched", lambda con, column, bounds=None: (
+        fetched.append((column, 0))) or real_ints(con, column, bounds))
     spill = tmp_path / "spill"
     spill.mkdir()
     common = {"src_list": str(path), "tmp_dir": str(spill), "shard_size": "10MiB"}
