@@ -378,14 +378,16 @@ def _listing(
     return table, total  # the names wait in the engine (read_inventory)
 
 
-def _group(con, key: KeyFunction, count: int) -> bool:
+def _group(con, key: KeyFunction, count: int) -> tuple[bool, int]:
     """The samples of ``files`` (``count`` rows) by a built-in key pattern, as runs of files:
-    each key's first file and the key (``runs``, in order of first appearance). True if every
-    sample's files are in a row (``_in_a_row``); else the files are sorted by key, then
-    listing position (``by_key``: sorting spills, where a hash join of ten million keys under
-    the memory limit fails), each key's run found there, and False is returned."""
-    if _in_a_row(con, _KEY_SQL[key], count):
-        return True
+    each key's first file and the key (``runs``, in order of first appearance); and whether
+    every sample's files are in a row (``_in_a_row``), and how many keys hold a '/'. Samples
+    apart, the files are sorted by key, then listing position (``by_key``: sorting spills,
+    where a hash join of ten million keys under the memory limit fails), and each key's run is
+    found there."""
+    folders = _in_a_row(con, _KEY_SQL[key], count)
+    if folders is not None:
+        return True, folders
     con.execute(  # sorted on its own: a window sorting it (OVER (ORDER BY key)) is 3x slower
         f"CREATE TEMP TABLE by_key AS SELECT rowid AS f, {_KEY_SQL[key]} AS key FROM files "
         "ORDER BY key, f"
@@ -395,43 +397,45 @@ def _group(con, key: KeyFunction, count: int) -> bool:
         "files FROM (SELECT f, key, pos FROM (SELECT f, key, row_number() OVER () - 1 AS pos, "
         "key IS DISTINCT FROM lag(key) OVER () AS new FROM by_key) WHERE new) ORDER BY f"
     )
-    return False
+    return False, con.execute("SELECT count(*) FROM runs WHERE contains(key, '/')").fetchone()[0]
 
 
-def _in_a_row(con, key_sql: str, count: int) -> bool:
+def _in_a_row(con, key_sql: str, count: int) -> int | None:
     """Whether each key's files follow each other in ``files`` with the keys rising along it
-    (most listings: the key is the name without its extension); if so, its runs of files are
-    in ``runs`` (one pass, no sort). Keys falling in ``SAMPLED_RUNS`` runs of files spread
-    over the listing (the image and its label in two trees) say no at once."""
+    (most listings: the key is the name without its extension): if so, its runs of files are
+    in ``runs`` (one pass, no sort) and how many of their keys hold a '/' is returned, else
+    None. Keys falling in ``SAMPLED_RUNS`` runs of files spread over the listing (the image
+    and its label in two trees) say no at once."""
     every = max(1, count // (SAMPLED_RUN * SAMPLED_RUNS))  # one run of files in every
     if con.execute(
         "SELECT count(*) FROM (SELECT key < lag(key) OVER () AS low FROM (SELECT "
         f"{key_sql} AS key FROM files WHERE (rowid // {SAMPLED_RUN}) % {every} = 0)) WHERE low"
     ).fetchone()[0]:
-        return False
-    con.execute(  # a run: files in a row with one key
-        "CREATE TEMP TABLE runs AS SELECT key, pos FROM (SELECT pos, key, key IS DISTINCT FROM "
-        f"lag(key) OVER () AS new FROM (SELECT rowid AS pos, {key_sql} AS key FROM files)) "
-        "WHERE new"
+        return None
+    con.execute(  # a run: files in a row with one key; low: its key below the run's before
+        "CREATE TEMP TABLE runs AS SELECT key, pos, key < before AS low FROM (SELECT pos, key, "
+        f"lag(key) OVER () AS before FROM (SELECT rowid AS pos, {key_sql} AS key FROM files)) "
+        "WHERE key IS DISTINCT FROM before"
     )
-    if con.execute(  # a key at or below the one before: a key in two runs, or may be
-        "SELECT count(*) FROM (SELECT key <= lag(key) OVER () AS low FROM runs) WHERE low"
-    ).fetchone()[0]:
+    falls, folders = con.execute(  # a key below the one before: a key in two runs, or may be
+        "SELECT count(*) FILTER (WHERE low), count(*) FILTER (WHERE contains(key, '/')) FROM runs"
+    ).fetchone()
+    if falls:
         con.execute("DROP TABLE runs")
-        return False
-    return True
+        return None
+    return folders
 
 
-def _grouping(con, key: KeyFunction, count: int, in_a_row: bool) -> Grouping:
-    """The samples ``_group`` found (``in_a_row``: its answer), fetched: numpy lays the files
-    out run after run, as ``SampleTable`` holds them. The keys stay in ``runs``
+def _grouping(con, key: KeyFunction, count: int, found: tuple[bool, int]) -> Grouping:
+    """The samples ``_group`` found (``found``: its answer), fetched: numpy lays the files out
+    run after run, as ``SampleTable`` holds them. The keys stay in ``runs``
     (``engine.leave_waiting``)."""
     import numpy as np
 
+    in_a_row, folders = found
     wide = count > NARROW_MAX
     kind = "BIGINT" if wide else "INTEGER"  # positions: 4 bytes each up to 2**31 files
     con.execute(f"SET memory_limit = '{engine.FETCH_MEMORY >> 20}MiB'")  # the rest on disk
-    folders = con.execute("SELECT count(*) FROM runs WHERE contains(key, '/')").fetchone()[0]
     pos = con.execute(f"SELECT CAST(pos AS {kind}) AS pos FROM runs").fetchnumpy()["pos"]
     starts = array("q" if wide else "i", bytes(pos.itemsize * (len(pos) + 1)))
     members = array(starts.typecode, bytes(pos.itemsize * count))
