@@ -359,16 +359,18 @@ def _listing(
     if not renamed or key is not None:
         members_key = _KEY_SQL[key] if renamed and key is not None else None
         table.clashes = find_clashes(con, members_key, listed)
-    if renamed and key is not None:
-        # no member name <key>.<extension> that may clash: no two files of a key with one
-        # extension in any case either (their member names would fold to one)
-        unrepeated = table.clashes is not None and not table.clashes.files
-        if _renamable(con, _KEY_SQL[key], unrepeated):
-            table.renamable_by = key
+    # no member name <key>.<extension> that may clash: no two files of a key with one
+    # extension in any case either (their member names would fold to one)
+    unrepeated = table.clashes is not None and not table.clashes.files
+    if renamed and key is not None and not unrepeated and _renamable(con, _KEY_SQL[key]):
+        table.renamable_by = key
     if not renamed:
         table.readers = _reader_keys(con)
     if key is not None:  # last: its keys wait in the engine, and the naming hints need room
-        table.grouping = _grouping(con, key, listed, _group(con, key, listed))
+        runs = _group(con, key, listed)
+        if renamed and unrepeated and _renamable(con, _KEY_SQL[key], in_runs=True):
+            table.renamable_by = key
+        table.grouping = _grouping(con, key, listed, runs)
     con.execute(f"SET memory_limit = '{engine.FETCH_MEMORY >> 20}MiB'")  # the rest waits on disk
     total, *bounds = con.execute(
         "SELECT coalesce(sum(size), 0), min(size), max(size) FROM files"
@@ -460,12 +462,13 @@ def _grouping(con, key: KeyFunction, count: int, found: tuple[bool, int]) -> Gro
     return Grouping(key, Names(), starts, members, flat=not folders)  # keys: engine.leave_waiting
 
 
-def _renamable(con, key_sql: str, unrepeated: bool = False) -> bool:
+def _renamable(con, key_sql: str, in_runs: bool = False) -> bool:
     """Can every listed file be named ``<sample key>.<extension>`` (the checks of
     ``naming.sample_members``, over all the files)? Each key's basename is not empty and has
     no dot, ``<key>.x`` is a safe name, each file has an extension, in ASCII, and no two files
-    of a sample have the same one in any case (by hash: a collision only answers no; not
-    counted when ``unrepeated``: the caller knows there are none)."""
+    of a sample have the same one in any case (by hash: a collision only answers no). With
+    ``in_runs`` the keys are the samples' (``runs``: once a sample, not a file) and the last
+    check is left out: the caller knows no two member names can fold to one."""
     import duckdb
 
     # ``<key>.x`` is unsafe as a name only by what the key can newly make: a drive or a
@@ -476,14 +479,20 @@ def _renamable(con, key_sql: str, unrepeated: bool = False) -> bool:
         r"'forward_slash'), '.') OR regexp_matches(key, '^[/\\]|^[A-Za-z]:')"
     )
     no_ext = "instr(base, '.') = 0 OR ext = '' OR strlen(ext) <> length(ext)"
-    repeats = "0" if unrepeated else "count(*) - count(DISTINCT hash(key, lower(ext)))"
+    bases = "SELECT {0}, parse_filename(name, false, 'forward_slash') AS base FROM files"
+    extensions = f"SELECT *, substr(base, instr(base, '.') + 1) AS ext FROM ({bases})"
+    if in_runs:
+        query = (
+            f"SELECT (SELECT count(*) FILTER (WHERE {no_ext}) FROM ({extensions.format('rowid')}))"
+            f" + (SELECT count(*) FILTER (WHERE {bad_key}) FROM runs), 0"
+        )
+    else:
+        query = (
+            f"SELECT count(*) FILTER (WHERE {bad_key} OR {no_ext}), count(*) - count(DISTINCT "
+            f"hash(key, lower(ext))) FROM ({extensions.format(key_sql + ' AS key')})"
+        )
     try:
-        bad, twice = con.execute(
-            f"SELECT count(*) FILTER (WHERE {bad_key} OR {no_ext}), {repeats} FROM "
-            f"(SELECT key, base, substr(base, instr(base, '.') + 1) AS ext FROM "
-            f"(SELECT {key_sql} AS key, parse_filename(name, false, 'forward_slash') AS base "
-            "FROM files))"
-        ).fetchone()
+        bad, twice = con.execute(query).fetchone()
     except duckdb.Error as error:  # out of memory or disk: the planner checks every sample
         hint_failed("check the names for --member-names sample", error)
         return False
