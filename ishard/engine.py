@@ -9,6 +9,7 @@ import shutil
 import threading
 import weakref
 from array import array
+from functools import partial
 from typing import Any
 
 from .errors import DataError
@@ -101,6 +102,26 @@ class Waiting:
                 self._columns = self._fetch()
         return self._columns[name]
 
+    def picked(self, name: str, rows: list[int]) -> list[str]:
+        """Values ``rows`` (some) of ``names`` or ``keys``, in that order, without fetching
+        the rest (from the fetched columns, when they were)."""
+        import duckdb
+
+        with self._lock:
+            if self._columns is not None:
+                return self._columns[name].take(rows)
+            column, table = {"names": ("name", "files"), "keys": ("key", "runs")}[name]
+            try:
+                found = dict(
+                    self._con.execute(
+                        f"SELECT rowid, {column} FROM {table} WHERE rowid IN "
+                        f"({', '.join(map(str, map(int, rows)))})"
+                    ).fetchall()
+                )
+            except duckdb.Error as error:
+                raise _unreadable(error, self._spill) from None
+        return [found[r] for r in rows]
+
     def _fetch(self) -> dict[str, Any]:
         import duckdb
 
@@ -111,23 +132,31 @@ class Waiting:
                 columns["keys"] = names_fetched(con, "key", "runs")
             columns["mtimes"] = int_fetched(con, "mtime")
             return columns
-        except duckdb.Error as error:  # its spill folder gone under it, say
-            raise DataError(
-                f"the listing's names could not be read back from the column engine ({error})"
-                f" — check the temporary folder {self._spill!r} (--tmp-dir)"
-            ) from None
+        except duckdb.Error as error:
+            raise _unreadable(error, self._spill) from None
         finally:
             close(con, self._spill)
+
+
+def _unreadable(error: Exception, spill: str) -> DataError:
+    """The engine failed to give back what waits in it: its spill folder gone under it, say."""
+    return DataError(
+        f"the listing's names could not be read back from the column engine ({error})"
+        f" — check the temporary folder {spill!r} (--tmp-dir)"
+    )
 
 
 def leave_waiting(table: FileTable, con, spill: str) -> None:
     """Leave the table's names and mtimes, and its samples' keys (when it has samples),
     waiting in the engine ``con``, whose spill folder is ``spill``."""
     waiting = Waiting(con, spill, keys=table.grouping is not None)
-    table.names = LaterNames(len(table.sizes), lambda: waiting.column("names"))
+    table.names = LaterNames(
+        len(table.sizes), lambda: waiting.column("names"), partial(waiting.picked, "names")
+    )
     table.mtimes_later(lambda: waiting.column("mtimes"))
     if table.grouping is not None:
-        keys = LaterNames(len(table.grouping.starts) - 1, lambda: waiting.column("keys"))
+        count = len(table.grouping.starts) - 1
+        keys = LaterNames(count, lambda: waiting.column("keys"), partial(waiting.picked, "keys"))
         table.grouping = table.grouping._replace(keys=keys)
 
 

@@ -56,6 +56,10 @@ class KeyCheck:
             shown = self.examples.setdefault(finding, [])
             shown.extend(keys[: EXAMPLES - len(shown)])
 
+    def wanted(self, finding: str) -> int:
+        """How many more example keys ``finding`` shows."""
+        return EXAMPLES - len(self.examples.get(finding, ()))
+
     def warnings(self) -> list[str]:
         """One warning line per finding, then the advice once."""
         lines = [
@@ -155,7 +159,9 @@ def _key_check_columns(table: SampleTable, readers: ReaderKeys, check: KeyCheck)
             (SPLIT, reader_keys != firsts),
         ):
             hit = np.unique(samples[found])
-            check.add(finding, table.keys.take(hit[:EXAMPLES].tolist()), len(hit))
+            if len(hit):  # the keys of the first few, as many as are still to be shown
+                shown = table.keys.take(hit[: check.wanted(finding)].tolist())
+                check.add(finding, shown, len(hit))
     return check
 
 

@@ -56,6 +56,7 @@ def store_stamp(info: dict) -> int:
 NARROW, NARROW_MAX = "i", (1 << 31) - 1  # name offsets: 4 bytes up to 2 GiB of names, then 8
 CHUNK = 1 << 16  # names packed, and decoded for reading in order, at a time
 TAKE_SORTED_FROM = 64  # names taken at once from which the indices are sorted to find runs
+PICKED = 64  # names taken at once from a LaterNames without loading them all, at most
 
 
 class Names(Sequence[str]):
@@ -189,13 +190,26 @@ class LaterNames(Names):
     (its length is known before): a dry run over an inventory the column engine read never
     needs the names, so they stay in the engine; a run reads them while it plans (its
     fingerprint), before any writer starts or is forked. Loaded at most once, under a lock;
-    pickled as the names themselves."""
+    pickled as the names themselves. Up to ``PICKED`` names taken at once (a warning's
+    examples) are asked of ``pick`` instead, when given: nothing else is loaded."""
 
-    __slots__ = ("__weakref__", "_count", "_load", "_lock")
+    __slots__ = ("__weakref__", "_count", "_load", "_lock", "_pick")
 
-    def __init__(self, count: int, load: Callable[[], Names]) -> None:  # no names yet
-        self._count, self._lock = count, threading.Lock()
+    def __init__(
+        self,
+        count: int,
+        load: Callable[[], Names],
+        pick: Callable[[list[int]], list[str]] | None = None,
+    ) -> None:  # no names yet
+        self._count, self._lock, self._pick = count, threading.Lock(), pick
         self._load: Callable[[], Names] | None = load
+
+    def take(self, indices: Sequence[int]) -> list[str]:
+        if not len(indices):
+            return []
+        if self._load is not None and self._pick is not None and len(indices) <= PICKED:
+            return self._pick(list(indices))
+        return super().take(indices)
 
     def __getattr__(self, attr: str):  # a slot of the names, not set until they are loaded
         if attr not in Names.__slots__:

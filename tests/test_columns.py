@@ -23,6 +23,7 @@ from ishard import columns, inventory, samples
 from ishard.columns import Fallback, inventory_kind, read_inventory
 from ishard.errors import DataError, UsageError
 from ishard.model import Tally
+from ishard.naming import EXAMPLES
 from ishard.report import plan_summary
 from ishard.sizes import parse_size
 
@@ -741,3 +742,36 @@ def test_a_plan_reads_the_names_from_the_engine_only_when_a_shard_is_read(tmp_pa
     del unread
     gc.collect()
     assert list(spill.iterdir()) == []
+
+
+def test_a_dry_runs_key_warnings_read_only_their_example_keys_from_the_engine(
+        tmp_path, monkeypatch):
+    """``--member-names original`` over an inventory the engine read, some samples holding a
+    file that readers key apart (a second dot in its basename): the plan warns with the same
+    counts and example keys as over the row reader's listing, and fetches from the engine
+    only those keys — not the listing's names, the samples' keys or the mtimes."""
+    import ishard.engine as engine
+
+    path = tmp_path / "inv.csv"
+    rng = random.Random(7)
+    numbers = rng.sample(range(10**6), 3000)
+    body = [[f"d/s{i:06}.{ext}", str(rng.randrange(10**5)), "1700000000"]
+            for i in numbers for ext in (("jpg", "seg.png") if i % 7 == 0 else ("jpg", "cls"))]  # fmt: skip
+    write_csv(path, ["name", "size", "mtime"], body)
+    common = {"tmp_dir": str(tmp_path), "shard_size": "10MiB", "member_names": "original"}
+    gz = tmp_path / "inv.csv.gz"
+    gz.write_bytes(gzip.compress(path.read_bytes()))
+    by_rows = ishard.plan(source(tmp_path), src_list=str(gz), **common)  # gzip: the row reader
+    monkeypatch.setattr(inventory, "ENGINE_FROM", 0)
+    fetched = []
+    real = engine.fetched
+    monkeypatch.setattr(engine, "fetched", lambda con, column, table, start: (
+        fetched.append((column, start))) or real(con, column, table, start))
+    picked = []
+    real_pick = engine.Waiting.picked
+    monkeypatch.setattr(engine.Waiting, "picked", lambda self, name, rows: (
+        picked.append((name, len(rows)))) or real_pick(self, name, rows))
+    planned = ishard.plan(source(tmp_path), src_list=str(path), **common)
+    assert planned.warnings[0].startswith(f"{sum(i % 7 == 0 for i in numbers)} samples with a dot")
+    assert planned.warnings == by_rows.warnings
+    assert fetched == [] and picked == [("keys", EXAMPLES)]
