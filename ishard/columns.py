@@ -29,7 +29,6 @@ from .table import (
     Grouping,
     Names,
     NoStamps,
-    ReaderKeys,
     int_view,
 )
 
@@ -244,7 +243,8 @@ def read_inventory(
             built_in = key if key in _KEY_SQL else None
             table, total = _listing(con, wanted, include_hidden, tally, built_in, renamed, watch)
         table.spilled = watch.most
-        engine.leave_waiting(table, con, spill)  # the engine is theirs now
+        readers = None if renamed else READER_KEYS  # the key check's, cut when it asks
+        engine.leave_waiting(table, con, spill, readers)  # the engine is theirs now
         return table, total
     except duckdb.OutOfMemoryException as error:  # not the row reader: it takes far more
         engine.close(con, spill)
@@ -364,8 +364,6 @@ def _listing(
     unrepeated = table.clashes is not None and not table.clashes.files
     if renamed and key is not None and not unrepeated and _renamable(con, _KEY_SQL[key]):
         table.renamable_by = key
-    if not renamed:
-        table.readers = _reader_keys(con)
     if key is not None:  # last: its keys wait in the engine, and the naming hints need room
         runs = _group(con, key, listed)
         if renamed and unrepeated and _renamable(con, _KEY_SQL[key], in_runs=True):
@@ -499,26 +497,18 @@ def _renamable(con, key_sql: str, in_runs: bool = False) -> bool:
     return not bad and not twice
 
 
-def _reader_keys(con) -> ReaderKeys | None:
-    """Each file's key as WebDataset readers cut it and what they make of its basename, for
-    the key check (``naming.key_check``). The key, the name up to the first dot of the
-    basename, is hashed as its folder and its stem (string functions: regexes over every name
-    took 3.5x as long)."""
-    import duckdb
-
-    try:
-        columns = con.execute(
-            "SELECT hash(parse_dirpath(name, 'forward_slash'), "
-            "CASE WHEN dot = 0 THEN base ELSE left(base, dot - 1) END) AS key, "
-            "CAST(dot > 1 AND contains(substr(base, dot + 1), '.') AS TINYINT) "
-            "+ 2 * CAST(dot <= 1 AS TINYINT) AS flags "
-            "FROM (SELECT name, base, instr(base, '.') AS dot FROM "
-            "(SELECT name, parse_filename(name, false, 'forward_slash') AS base FROM files))"
-        ).fetchnumpy()
-    except duckdb.Error as error:  # out of memory or disk: the key check reads the names
-        hint_failed("cut the reader keys", error)
-        return None
-    return ReaderKeys(columns["key"], columns["flags"].astype("int8", copy=False))
+# Each file's key as WebDataset readers cut it and what they make of its basename, for the
+# key check (``naming.key_check``; ``table.ReaderKeys``), over files ``{where}``. The key, the
+# name up to the first dot of the basename, is hashed as its folder and its stem (string
+# functions: regexes over every name took 3.5x as long).
+READER_KEYS = (
+    "SELECT hash(parse_dirpath(name, 'forward_slash'), "
+    "CASE WHEN dot = 0 THEN base ELSE left(base, dot - 1) END) AS key, "
+    "CAST(dot > 1 AND contains(substr(base, dot + 1), '.') AS TINYINT) "
+    "+ 2 * CAST(dot <= 1 AS TINYINT) AS flags "
+    "FROM (SELECT name, base, instr(base, '.') AS dot FROM "
+    "(SELECT name, parse_filename(name, false, 'forward_slash') AS base FROM files {where}))"
+)
 
 
 def _odd_times(con) -> str:

@@ -9,11 +9,21 @@ import shutil
 import threading
 import weakref
 from array import array
+from contextlib import suppress
 from functools import partial
 from typing import Any
 
+from .clashes import hint_failed
 from .errors import DataError
-from .table import FileTable, LaterNames, Names, int_column
+from .table import (
+    FileTable,
+    LaterNames,
+    LaterReaderKeys,
+    Names,
+    ReaderKeys,
+    ReaderKeysLost,
+    int_column,
+)
 
 MEMORY_LIMIT = 512 << 20  # bytes DuckDB may hold before it spills to its temporary folder
 LEAST_MEMORY_LIMIT = 128 << 20  # (--memory-limit) at 64 MiB it cannot read some Parquet files
@@ -89,11 +99,39 @@ class Waiting:
     ``str`` objects at once), then the engine is closed; never read (a dry run), it closes
     when nothing refers to them any more, or at exit."""
 
-    def __init__(self, con, spill: str, keys: bool) -> None:
+    def __init__(self, con, spill: str, keys: bool, readers: str | None = None) -> None:
         self._con, self._spill, self._keys = con, spill, keys
         self._lock = threading.Lock()
         self._columns: dict[str, Any] | None = None
+        self._readers_sql = readers  # the reader keys' SELECT, when the key check wants them
+        self._readers: weakref.ref[LaterReaderKeys] | None = None
         weakref.finalize(self, close, con, spill)
+
+    def later_readers(self) -> LaterReaderKeys:
+        """The reader keys, cut from the engine as the key check asks for them."""
+        later = LaterReaderKeys(self._reader_span, self._readers_fetched)
+        self._readers = weakref.ref(later)
+        return later
+
+    def _reader_span(self, lo: int, hi: int) -> ReaderKeys:
+        with self._lock:
+            return self._readers_where(f"WHERE rowid >= {lo} AND rowid < {hi}")
+
+    def _readers_fetched(self) -> ReaderKeys:
+        with self._lock:
+            return self._readers_where("")
+
+    def _readers_where(self, where: str) -> ReaderKeys:
+        import duckdb
+
+        if self._readers_sql is None or self._columns is not None:  # the engine closed
+            raise ReaderKeysLost
+        try:
+            out = self._con.execute(self._readers_sql.format(where=where)).fetchnumpy()
+        except duckdb.Error as error:  # out of memory or disk: the key check reads the names
+            hint_failed("cut the reader keys", error)
+            raise ReaderKeysLost from None
+        return ReaderKeys(out["key"], out["flags"].astype("int8", copy=False))
 
     def column(self, name: str) -> Any:
         """``names``, ``mtimes`` or ``keys``, fetched (all three) if they were not yet."""
@@ -131,6 +169,10 @@ class Waiting:
             if self._keys:
                 columns["keys"] = names_fetched(con, "key", "runs")
             columns["mtimes"] = int_fetched(con, "mtime")
+            later = self._readers() if self._readers is not None else None
+            if later is not None:  # the key check still to come: all of them, the engine closing
+                with suppress(ReaderKeysLost):  # else the key check reads the names
+                    later.loaded(self._readers_where(""))
             return columns
         except duckdb.Error as error:
             raise _unreadable(error, self._spill) from None
@@ -146,10 +188,13 @@ def _unreadable(error: Exception, spill: str) -> DataError:
     )
 
 
-def leave_waiting(table: FileTable, con, spill: str) -> None:
+def leave_waiting(table: FileTable, con, spill: str, readers: str | None = None) -> None:
     """Leave the table's names and mtimes, and its samples' keys (when it has samples),
-    waiting in the engine ``con``, whose spill folder is ``spill``."""
-    waiting = Waiting(con, spill, keys=table.grouping is not None)
+    waiting in the engine ``con``, whose spill folder is ``spill``; and the files' reader keys
+    (``readers``: their SELECT over ``files {where}``), when the key check wants them."""
+    waiting = Waiting(con, spill, table.grouping is not None, readers)
+    if readers is not None:
+        table.readers = waiting.later_readers()
     table.names = LaterNames(
         len(table.sizes), lambda: waiting.column("names"), partial(waiting.picked, "names")
     )

@@ -14,7 +14,7 @@ from .errors import DataError, UsageError
 from .folding import NAME_MAX, folded_names
 from .keys import KeyFunction, wds_split
 from .listing import unsafe_name
-from .table import ReaderKeys, SampleTable, int_view
+from .table import LaterReaderKeys, ReaderKeys, ReaderKeysLost, SampleTable, int_view
 
 MEMBER_NAMES = ("original", "sample")
 EXAMPLES = 3
@@ -34,6 +34,7 @@ SPLIT = (
 )
 DOTTED = "with a dot inside a file's basename: readers cut the key at the first dot"
 DROPPED = "with files readers skip or mis-key: no dot in the basename, or a leading dot"
+FINDINGS = (DOTTED, DROPPED, SPLIT)  # in the order they are told
 ADVICE = (
     "for shards that WebDataset readers group as ishard does, use --member-names sample "
     "(members named <sample key>.<extension>; the default, except in Go ishard's spelling)"
@@ -56,16 +57,23 @@ class KeyCheck:
             shown = self.examples.setdefault(finding, [])
             shown.extend(keys[: EXAMPLES - len(shown)])
 
+    def merge(self, other: KeyCheck) -> None:
+        """Add what ``other`` found."""
+        for finding, count in other.counts.items():
+            self.add(finding, other.examples[finding], count)
+
     def wanted(self, finding: str) -> int:
         """How many more example keys ``finding`` shows."""
         return EXAMPLES - len(self.examples.get(finding, ()))
 
     def warnings(self) -> list[str]:
-        """One warning line per finding, then the advice once."""
+        """One warning line per finding (in one order, however the samples were taken), then
+        the advice once."""
         lines = [
             f"{count} sample{'s' * (count != 1)} {finding} "
             f"(e.g. {', '.join(map(repr, self.examples[finding]))})"
-            for finding, count in self.counts.items()
+            for finding in FINDINGS
+            if (count := self.counts.get(finding))
         ]
         return lines + [ADVICE] if lines else []
 
@@ -116,7 +124,13 @@ def key_check(table: SampleTable, check: KeyCheck | None = None) -> KeyCheck:
     """
     check = check or KeyCheck()
     if table.files.readers is not None:
-        return _key_check_columns(table, table.files.readers, check)
+        try:
+            found = _key_check_columns(table, table.files.readers, KeyCheck())
+        except ReaderKeysLost:  # the engine could not give them: the names tell
+            table.files.readers = None
+        else:
+            check.merge(found)
+            return check
     all_names, members, starts, keys = table.files.names, table.members, table.starts, table.keys
     for s0 in range(0, len(keys), CHUNK):
         s1 = min(s0 + CHUNK, len(keys))
@@ -139,7 +153,9 @@ def key_check(table: SampleTable, check: KeyCheck | None = None) -> KeyCheck:
     return check
 
 
-def _key_check_columns(table: SampleTable, readers: ReaderKeys, check: KeyCheck) -> KeyCheck:
+def _key_check_columns(
+    table: SampleTable, readers: ReaderKeys | LaterReaderKeys, check: KeyCheck
+) -> KeyCheck:
     """:func:`key_check` over the engine's per-file reader keys and flags."""
     import numpy as np
 
@@ -150,8 +166,7 @@ def _key_check_columns(table: SampleTable, readers: ReaderKeys, check: KeyCheck)
         files = members[starts[s0] : starts[s1]]
         counts = np.diff(starts[s0 : s1 + 1])
         samples = np.repeat(np.arange(s0, s1, dtype=np.int64), counts)
-        flags = readers.flags[files]
-        reader_keys = readers.keys[files]
+        reader_keys, flags = readers.rows(files)
         firsts = np.repeat(reader_keys[starts[s0:s1] - starts[s0]], counts)
         for finding, found in (
             (DOTTED, flags & 1 != 0),

@@ -57,6 +57,9 @@ NARROW, NARROW_MAX = "i", (1 << 31) - 1  # name offsets: 4 bytes up to 2 GiB of 
 CHUNK = 1 << 16  # names packed, and decoded for reading in order, at a time
 TAKE_SORTED_FROM = 64  # names taken at once from which the indices are sorted to find runs
 PICKED = 64  # names taken at once from a LaterNames without loading them all, at most
+# Reader keys are cut from the engine for a span of at most SPAN_FACTOR files a file asked
+# for, or of SPAN_LEAST files; past that, all of them are fetched at once
+SPAN_FACTOR, SPAN_LEAST = 4, 1 << 16
 
 
 class Names(Sequence[str]):
@@ -267,6 +270,44 @@ class ReaderKeys(NamedTuple):
     keys: Any
     flags: Any
 
+    def rows(self, files: Any) -> tuple[Any, Any]:
+        """The hashes and flags of ``files`` (a numpy array of listing positions)."""
+        return self.keys[files], self.flags[files]
+
+
+class ReaderKeysLost(Exception):
+    """The column engine could not give the reader keys (closed, out of memory or disk)."""
+
+
+class LaterReaderKeys:
+    """``ReaderKeys`` of a listing left in the column engine, cut as they are asked for: the
+    files of a chunk of samples lying in a short span of the listing (each sample's files in
+    a row), ``span(lo, hi)`` gives that span's; else ``load()`` all of them, once (9 bytes a
+    file). ``loaded`` hands over all of them fetched another way. Either may raise
+    ``ReaderKeysLost``."""
+
+    __slots__ = ("__weakref__", "_all", "_load", "_span")
+
+    def __init__(
+        self, span: Callable[[int, int], ReaderKeys], load: Callable[[], ReaderKeys]
+    ) -> None:
+        self._span, self._load = span, load
+        self._all: ReaderKeys | None = None
+
+    def loaded(self, readers: ReaderKeys) -> None:
+        """Take all of them, fetched."""
+        self._all = readers
+
+    def rows(self, files: Any) -> tuple[Any, Any]:
+        """The hashes and flags of ``files`` (a numpy array of listing positions)."""
+        if self._all is None and len(files):
+            lo, hi = int(files.min()), int(files.max()) + 1
+            if hi - lo <= max(SPAN_FACTOR * len(files), SPAN_LEAST):
+                return self._span(lo, hi).rows(files - lo)
+        if self._all is None:
+            self._all = self._load()
+        return self._all.rows(files)
+
 
 def int_column(values: Any, narrow: bool = True) -> array:
     """A numpy int array copied into an ``array``: of 4-byte ints when ``narrow`` and every
@@ -355,7 +396,7 @@ class FileTable:
         self.grouping: Grouping | None = None
         self.clashes: Clashes | None = None
         self.renamable_by: KeyFunction | None = None  # every file can be <key>.<ext> by it
-        self.readers: ReaderKeys | None = None
+        self.readers: ReaderKeys | LaterReaderKeys | None = None
         self.spilled = 0  # the most bytes the column engine spilled to disk reading it
 
     @property

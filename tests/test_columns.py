@@ -13,13 +13,14 @@ import subprocess
 from collections import Counter
 
 import duckdb
+import numpy as np
 import pytest
 from conftest import invoke_ishard
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 import ishard
-from ishard import columns, inventory, samples
+from ishard import columns, inventory, samples, table
 from ishard.columns import Fallback, inventory_kind, read_inventory
 from ishard.errors import DataError, UsageError
 from ishard.model import Tally
@@ -271,9 +272,10 @@ READER_FILES = ["x.jpg", "x.png", "x.seg.png", "x", ".x", ".x.jpg", "x.", "y.jpg
                      min_size=1, max_size=14),
        pattern=st.sampled_from(["base_file_name", "full_name", "collapse_all_dir",
                                 r"^(?:.*/)?([^/]+)/[^/]*$"]),
-       dropped=st.sets(st.integers(0, 16)))
+       dropped=st.sets(st.integers(0, 16)), span=st.sampled_from([1, 1 << 16]),
+       names_first=st.booleans())
 def test_the_key_check_over_the_engines_reader_keys_counts_what_the_planner_counts(
-        tmp_path, body, pattern, dropped):
+        tmp_path, monkeypatch, body, pattern, dropped, span, names_first):
     """Original member names: the key check's counts and examples (dotted basenames, dotless
     or dot-leading ones, samples whose files readers key apart) from the engine's reader keys
     and flags are the ones the planner's own check finds in the names — also for a custom
@@ -288,10 +290,14 @@ def test_the_key_check_over_the_engines_reader_keys_counts_what_the_planner_coun
                               key=key)
     readers = files.readers
     assert readers is not None
-    by_name = {wds_split(n)[0] for n in files.names}
-    assert len(set(readers.keys.tolist())) == len(by_name)  # one hash per reader key
+    monkeypatch.setattr(table, "SPAN_LEAST", span)  # 1: all fetched where files lie apart
     kept = samples_without(files, key, dropped)
-    engine = key_check(kept)
+    if names_first:  # the names read first: the reader keys come with them, the engine closed
+        files.names[:1]
+    engine = key_check(kept)  # else before any name is read: reader keys cut from the engine
+    hashes = readers.rows(np.arange(len(files.sizes)))[0]
+    by_name = {wds_split(n)[0] for n in files.names}
+    assert len(set(hashes.tolist())) == len(by_name)  # one hash per reader key
     files.readers = None
     planner = key_check(kept)
     assert engine.counts == planner.counts and list(engine.counts) == list(planner.counts)
@@ -330,15 +336,17 @@ def test_an_engine_failure_in_a_naming_hint_leaves_the_check_to_the_planner(tmp_
     for renamed in (False, True):
         files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=False,
                                   tally=Tally(), key=key, renamed=renamed)
-        assert files.names == ["A/x.jpg", "a/x.jpg", "b/y.png"]
-        assert files.clashes is None and files.readers is None and files.renamable_by is None
+        assert files.clashes is None and files.renamable_by is None
+        assert (files.readers is None) == renamed  # reader keys: cut when the key check asks
         table = group_table(files, key)
+        if not renamed:  # asked before any name is read: the engine fails to cut them
+            assert key_check(table).counts == {}
+            assert files.readers is None  # the names told
+        assert files.names == ["A/x.jpg", "a/x.jpg", "b/y.png"]
         with pytest.raises(DataError, match="differ only in case"):
             check_extraction_names([table], renamed)
         if renamed:
             sample_members(table, key)  # nothing wrong with these names: it passes
-        else:
-            assert key_check(table).counts == {}
 
 
 def test_a_custom_key_pattern_is_grouped_by_the_planner_not_the_engine(tmp_path):
@@ -744,34 +752,49 @@ def test_a_plan_reads_the_names_from_the_engine_only_when_a_shard_is_read(tmp_pa
     assert list(spill.iterdir()) == []
 
 
-def test_a_dry_runs_key_warnings_read_only_their_example_keys_from_the_engine(
-        tmp_path, monkeypatch):
+@pytest.mark.parametrize("apart", [False, True])
+def test_a_dry_runs_key_check_reads_only_what_it_needs_from_the_engine(tmp_path, monkeypatch,
+                                                                       apart):
     """``--member-names original`` over an inventory the engine read, some samples holding a
     file that readers key apart (a second dot in its basename): the plan warns with the same
-    counts and example keys as over the row reader's listing, and fetches from the engine
-    only those keys — not the listing's names, the samples' keys or the mtimes."""
+    counts and example keys as over the row reader's listing, and fetches from the engine only
+    those keys — not the listing's names, the samples' keys or the mtimes — and the files'
+    reader keys a span at a time where each sample's files are in a row (all at once where
+    they are apart: an image and its label in two trees)."""
     import ishard.engine as engine
+    import ishard.naming as naming
 
     path = tmp_path / "inv.csv"
     rng = random.Random(7)
     numbers = rng.sample(range(10**6), 3000)
-    body = [[f"d/s{i:06}.{ext}", str(rng.randrange(10**5)), "1700000000"]
-            for i in numbers for ext in (("jpg", "seg.png") if i % 7 == 0 else ("jpg", "cls"))]  # fmt: skip
+    exts = {i: ("jpg", "seg.png") if i % 7 == 0 else ("jpg", "cls") for i in numbers}
+    body = [[f"{e if apart else 'd'}/s{i:06}.{e}", str(rng.randrange(10**5)), "1700000000"]
+            for i in numbers for e in exts[i]]  # fmt: skip
     write_csv(path, ["name", "size", "mtime"], body)
-    common = {"tmp_dir": str(tmp_path), "shard_size": "10MiB", "member_names": "original"}
+    common = {"tmp_dir": str(tmp_path), "shard_size": "10MiB", "member_names": "original",
+              "sample_key_pattern": "base_file_name"}
     gz = tmp_path / "inv.csv.gz"
     gz.write_bytes(gzip.compress(path.read_bytes()))
     by_rows = ishard.plan(source(tmp_path), src_list=str(gz), **common)  # gzip: the row reader
     monkeypatch.setattr(inventory, "ENGINE_FROM", 0)
-    fetched = []
-    real = engine.fetched
-    monkeypatch.setattr(engine, "fetched", lambda con, column, table, start: (
-        fetched.append((column, start))) or real(con, column, table, start))
-    picked = []
-    real_pick = engine.Waiting.picked
-    monkeypatch.setattr(engine.Waiting, "picked", lambda self, name, rows: (
-        picked.append((name, len(rows)))) or real_pick(self, name, rows))
+    monkeypatch.setattr(naming, "CHUNK", 256)  # samples key-checked at a time
+    monkeypatch.setattr(table, "SPAN_LEAST", 1024)  # reader keys cut over a short span only
+    asked = []
+    for name in ("fetched", "int_fetched"):
+        real = getattr(engine, name)
+        monkeypatch.setattr(engine, name, lambda *a, real=real, name=name: (
+            asked.append(name)) or real(*a))
+    for name in ("picked", "_reader_span", "_readers_fetched"):
+        real = getattr(engine.Waiting, name)
+        monkeypatch.setattr(engine.Waiting, name, lambda self, *a, real=real, name=name: (
+            asked.append(name)) or real(self, *a))
     planned = ishard.plan(source(tmp_path), src_list=str(path), **common)
-    assert planned.warnings[0].startswith(f"{sum(i % 7 == 0 for i in numbers)} samples with a dot")
+    dotted = f"{sum(i % 7 == 0 for i in numbers)} samples with a dot"
+    assert any(w.startswith(dotted) for w in planned.warnings)
     assert planned.warnings == by_rows.warnings
-    assert fetched == [] and picked == [("keys", EXAMPLES)]
+    keys = {name.rsplit("/", 1)[1].rsplit(".", 1)[0] for name, *_ in body}  # base_file_name
+    if apart:  # examples of the dotted and of the split samples
+        reads = {"_readers_fetched": 1, "picked": 2}
+    else:
+        reads = {"_reader_span": -(-len(keys) // 256), "picked": 1}
+    assert Counter(asked) == {"int_fetched": 1, **reads}  # the sizes, the reader keys, examples
