@@ -300,7 +300,9 @@ class LaterReaderKeys:
 
     def rows(self, files: Any) -> tuple[Any, Any]:
         """The hashes and flags of ``files`` (a numpy array of listing positions)."""
-        if self._all is None and len(files):
+        if not len(files):  # nothing to cut, or to load everything for
+            return files.astype("uint64"), files.astype("int8")
+        if self._all is None:
             lo, hi = int(files.min()), int(files.max()) + 1
             if hi - lo <= max(SPAN_FACTOR * len(files), SPAN_LEAST):
                 return self._span(lo, hi).rows(files - lo)

@@ -85,3 +85,16 @@ def test_later_names_are_loaded_once_on_first_read_and_pickle_as_names():
     assert type(copied) is Names and list(copied) == list(later) and len(calls) == 2
     with pytest.raises(ValueError, match="3 names loaded where 2 were listed"):
         LaterNames(2, load)[0]
+
+
+def test_reader_keys_left_in_the_engine_are_asked_for_no_file_when_none_is_wanted():
+    """No file asked for: nothing is cut from the engine, nothing fetched (a whole listing's
+    9 bytes a file for nothing), and the answer is empty."""
+    import numpy as np
+
+    from ishard.table import LaterReaderKeys
+
+    asked: list[object] = []
+    readers = LaterReaderKeys(lambda lo, hi: asked.append((lo, hi)), lambda: asked.append("all"))
+    keys, flags = readers.rows(np.array([], dtype=np.int32))
+    assert (len(keys), len(flags), asked) == (0, 0, [])
