@@ -16,13 +16,11 @@ have found over all the names.
 
 from __future__ import annotations
 
-import logging
 from array import array
 
+from .engine import hint_failed
 from .folding import NAME_MAX, fold_names
 from .table import Clashes
-
-LOG = logging.getLogger("ishard")
 
 ODD_SHARE = 4  # one name in this many folded in Python (or ODD_ANYWAY), else the check is whole
 ODD_ANYWAY = 1 << 16
@@ -142,12 +140,6 @@ def _directories(con) -> None:
         "(SELECT string_split(d, '/') AS parts FROM folders))"
     )
     con.execute("DROP TABLE folders")
-
-
-def hint_failed(what: str, error: Exception) -> None:
-    """Log that the engine could not help a naming check (the check then does it all)."""
-    reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-    LOG.info("the column engine could not %s (%s); the planner checks every name", what, reason)
 
 
 def _below(con, folded: str, files: list[int]) -> list[int]:

@@ -17,7 +17,7 @@ import tempfile
 from array import array
 
 from . import engine
-from .clashes import find_clashes, hint_failed
+from .clashes import find_clashes
 from .errors import DataError
 from .keys import KeyFunction, key_function
 from .listing import HIDDEN, UNSAFE
@@ -364,12 +364,13 @@ def _listing(
     unrepeated = table.clashes is not None and not table.clashes.files
     if renamed and key is not None and not unrepeated and _renamable(con, _KEY_SQL[key]):
         table.renamable_by = key
-    if key is not None:  # last: its keys wait in the engine, and the naming hints need room
-        runs = _group(con, key, listed)
-        if renamed and unrepeated and _renamable(con, _KEY_SQL[key], in_runs=True):
-            table.renamable_by = key
-        table.grouping = _grouping(con, key, listed, runs)
+    # last: the keys wait in the engine, and the naming hints need room
+    runs = _group(con, key, listed) if key is not None else None
+    if runs is not None and renamed and unrepeated and _renamable(con, None):
+        table.renamable_by = key
     con.execute(f"SET memory_limit = '{engine.FETCH_MEMORY >> 20}MiB'")  # the rest waits on disk
+    if key is not None and runs is not None:
+        table.grouping = _grouping(con, key, listed, runs)
     total, *bounds = con.execute(
         "SELECT coalesce(sum(size), 0), min(size), max(size) FROM files"
     ).fetchone()
@@ -435,7 +436,6 @@ def _grouping(con, key: KeyFunction, count: int, found: tuple[bool, int]) -> Gro
     in_a_row, folders = found
     wide = count > NARROW_MAX
     kind = "BIGINT" if wide else "INTEGER"  # positions: 4 bytes each up to 2**31 files
-    con.execute(f"SET memory_limit = '{engine.FETCH_MEMORY >> 20}MiB'")  # the rest on disk
     pos = con.execute(f"SELECT CAST(pos AS {kind}) AS pos FROM runs").fetchnumpy()["pos"]
     starts = array("q" if wide else "i", bytes(pos.itemsize * (len(pos) + 1)))
     members = array(starts.typecode, bytes(pos.itemsize * count))
@@ -460,13 +460,14 @@ def _grouping(con, key: KeyFunction, count: int, found: tuple[bool, int]) -> Gro
     return Grouping(key, Names(), starts, members, flat=not folders)  # keys: engine.leave_waiting
 
 
-def _renamable(con, key_sql: str, in_runs: bool = False) -> bool:
+def _renamable(con, key_sql: str | None) -> bool:
     """Can every listed file be named ``<sample key>.<extension>`` (the checks of
     ``naming.sample_members``, over all the files)? Each key's basename is not empty and has
     no dot, ``<key>.x`` is a safe name, each file has an extension, in ASCII, and no two files
-    of a sample have the same one in any case (by hash: a collision only answers no). With
-    ``in_runs`` the keys are the samples' (``runs``: once a sample, not a file) and the last
-    check is left out: the caller knows no two member names can fold to one."""
+    of a sample have the same one in any case (by hash: a collision only answers no) — each
+    file's key by ``key_sql``. Without it, the keys are the samples' (``runs``: once a sample,
+    not a file) and the last check is left out: the caller knows no two member names can fold
+    to one."""
     import duckdb
 
     # ``<key>.x`` is unsafe as a name only by what the key can newly make: a drive or a
@@ -479,7 +480,7 @@ def _renamable(con, key_sql: str, in_runs: bool = False) -> bool:
     no_ext = "instr(base, '.') = 0 OR ext = '' OR strlen(ext) <> length(ext)"
     bases = "SELECT {0}, parse_filename(name, false, 'forward_slash') AS base FROM files"
     extensions = f"SELECT *, substr(base, instr(base, '.') + 1) AS ext FROM ({bases})"
-    if in_runs:
+    if key_sql is None:
         query = (
             f"SELECT (SELECT count(*) FILTER (WHERE {no_ext}) FROM ({extensions.format('rowid')}))"
             f" + (SELECT count(*) FILTER (WHERE {bad_key}) FROM runs), 0"
@@ -492,7 +493,7 @@ def _renamable(con, key_sql: str, in_runs: bool = False) -> bool:
     try:
         bad, twice = con.execute(query).fetchone()
     except duckdb.Error as error:  # out of memory or disk: the planner checks every sample
-        hint_failed("check the names for --member-names sample", error)
+        engine.hint_failed("check the names for --member-names sample", error)
         return False
     return not bad and not twice
 

@@ -4,6 +4,7 @@ until one is."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import threading
@@ -13,7 +14,6 @@ from contextlib import suppress
 from functools import partial
 from typing import Any
 
-from .clashes import hint_failed
 from .errors import DataError
 from .table import (
     FileTable,
@@ -29,6 +29,7 @@ MEMORY_LIMIT = 512 << 20  # bytes DuckDB may hold before it spills to its tempor
 LEAST_MEMORY_LIMIT = 128 << 20  # (--memory-limit) at 64 MiB it cannot read some Parquet files
 FETCHED = 1 << 18  # names (or keys) fetched from the engine at a time
 FETCH_MEMORY = 64 << 20  # the engine's memory limit while Python fetches the listing
+LOG = logging.getLogger("ishard")
 SPILL_LOOK = 0.1  # seconds between two looks at the size of the engine's spill folder
 
 
@@ -90,6 +91,12 @@ def close(con, spill: str) -> None:
     """Close the engine and remove its spill folder (again: nothing happens)."""
     con.close()
     shutil.rmtree(spill, ignore_errors=True)
+
+
+def hint_failed(what: str, error: Exception) -> None:
+    """Log that the engine could not help a naming check (the check then does it all)."""
+    reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+    LOG.info("the column engine could not %s (%s); the planner checks every name", what, reason)
 
 
 class Waiting:
