@@ -172,9 +172,9 @@ class Waiting:
 
         con = self._con
         try:
-            columns: dict[str, Any] = {"names": names_fetched(con, "name", "files")}
+            columns: dict[str, Any] = {"names": names_fetched(con, "name", "files", self._spill)}
             if self._keys:
-                columns["keys"] = names_fetched(con, "key", "runs")
+                columns["keys"] = names_fetched(con, "key", "runs", self._spill)
             columns["mtimes"] = int_fetched(con, "mtime")
             later = self._readers() if self._readers is not None else None
             if later is not None:  # the key check still to come: all of them, the engine closing
@@ -183,6 +183,12 @@ class Waiting:
             return columns
         except duckdb.Error as error:
             raise _unreadable(error, self._spill) from None
+        except OSError as error:  # the temporary folder's disk full, say
+            raise DataError(
+                f"the listing's names could not be written to a temporary file in "
+                f"{os.path.dirname(self._spill)!r} ({error.strerror or error}) — give --tmp-dir "
+                "a folder on a disk with room for them (about a byte a character)"
+            ) from None
         finally:
             close(con, self._spill)
 
@@ -212,13 +218,13 @@ def leave_waiting(table: FileTable, con, spill: str, readers: str | None = None)
         table.grouping = table.grouping._replace(keys=keys)
 
 
-def names_fetched(con, column: str, table: str) -> Names:
-    """A text column of an engine table, in its order, as ``Names``."""
+def names_fetched(con, column: str, table: str, folder: str) -> Names:
+    """A text column of an engine table, in its order, as ``Names`` whose bytes wait in a
+    nameless file in ``folder`` (``Names.spooled``): a run reads them a shard at a time."""
     count = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-    names = Names()
-    for start in range(0, count, FETCHED):
-        names.extend(fetched(con, column, table, start))
-    return names
+    return Names.spooled(
+        (fetched(con, column, table, start) for start in range(0, count, FETCHED)), folder
+    )
 
 
 def int_fetched(con, column: str, bounds: tuple[Any, Any] | None = None) -> array:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import operator
+import os
+import tempfile
 import threading
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -55,11 +57,40 @@ def store_stamp(info: dict) -> int:
 
 NARROW, NARROW_MAX = "i", (1 << 31) - 1  # name offsets: 4 bytes up to 2 GiB of names, then 8
 CHUNK = 1 << 16  # names packed, and decoded for reading in order, at a time
+SPOOL_READ = 1 << 30  # bytes of a spooled names buffer read at once, at most
 TAKE_SORTED_FROM = 64  # names taken at once from which the indices are sorted to find runs
 PICKED = 64  # names taken at once from a LaterNames without loading them all, at most
 # Reader keys are cut from the engine for a span of at most SPAN_FACTOR files a file asked
 # for, or of SPAN_LEAST files; past that, all of them are fetched at once
 SPAN_FACTOR, SPAN_LEAST = 4, 1 << 16
+
+
+class SpooledBlob:
+    """A names buffer in a file with no name (in the temporary folder), read a slice at a time
+    with ``pread``: the names' bytes of ten million files take no memory, and forked writers
+    read them through the descriptor they inherit (``pread`` keeps no shared offset)."""
+
+    __slots__ = ("_file", "_size")
+
+    def __init__(self, file: Any, size: int) -> None:
+        self._file, self._size = file, size
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, where: slice) -> bytes:
+        start, stop, _ = where.indices(self._size)
+        parts, fd = [], self._file.fileno()
+        while start < stop:
+            part = os.pread(fd, min(stop - start, SPOOL_READ), start)
+            if not part:
+                raise OSError(f"the names' temporary file ends at byte {start} of {self._size}")
+            parts.append(part)
+            start += len(part)
+        return b"".join(parts)
+
+    def __reduce__(self):  # pickled (sent to a Dask worker, say) as the bytes themselves
+        return bytearray, (self[0 : self._size],)
 
 
 class Names(Sequence[str]):
@@ -100,6 +131,10 @@ class Names(Sequence[str]):
 
     def _add(self, chunk: list[str]) -> None:
         """Append ``chunk`` (at least one name) to the buffer and the starts."""
+        self._blob += self._ended(chunk)
+
+    def _ended(self, chunk: list[str]) -> bytes:
+        """``chunk`` (at least one name) as the buffer holds it, its ends added to the starts."""
         data = ("\n".join(chunk) + "\n").encode("utf-8", "surrogateescape")
         if data.count(b"\n") != len(chunk):
             raise ValueError("a name holds a newline, which a name column cannot store")
@@ -112,7 +147,25 @@ class Names(Sequence[str]):
         if ends[-1] > NARROW_MAX and self._starts.typecode == NARROW:
             self._starts = array("q", self._starts)  # past 2 GiB of names: 8-byte offsets
         self._starts.extend(ends[1:])  # ends[0]: where the chunk starts, there already
-        self._blob += data
+        return data
+
+    @classmethod
+    def spooled(cls, chunks: Iterable[list[str]], folder: str | None = None) -> Names:
+        """Names given a chunk at a time, their buffer written to a nameless file in
+        ``folder`` (``SpooledBlob``) instead of kept in memory: only where each name starts
+        stays (4 or 8 bytes a name)."""
+        names = cls()
+        file = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 (kept open by the blob)
+        try:
+            for chunk in chunks:
+                if chunk:
+                    file.write(names._ended(chunk))
+            file.flush()
+        except BaseException:
+            file.close()
+            raise
+        names._blob = SpooledBlob(file, names._starts[-1])  # type: ignore[assignment]
+        return names
 
     def __len__(self) -> int:
         return len(self._starts) - 1 + len(self._pending)
@@ -179,7 +232,9 @@ class Names(Sequence[str]):
         if isinstance(other, Names):
             other._pack()
             self._pack()
-            return self._starts == other._starts and self._blob == other._blob
+            if list(self._starts) != list(other._starts):
+                return False
+            return self._blob[0 : len(self._blob)] == other._blob[0 : len(other._blob)]
         if isinstance(other, (list, tuple)):
             return len(self) == len(other) and all(map(operator.eq, self, other))
         return NotImplemented
@@ -521,13 +576,31 @@ class SampleTable:
     def sample(self, index: int, rename: bool = False) -> Sample:
         """Sample ``index`` as a value object; with ``rename`` its files are named
         ``<key>.<extension>`` inside the archive."""
-        files, key = self.files, self.keys[index]
-        entries = tuple(files[i] for i in self.file_indices(index))
-        if rename:
-            entries = tuple(
-                FileEntry(e.name, e.size, e.mtime, f"{key}.{wds_split(e.name)[1]}") for e in entries
-            )
-        return Sample(key, entries, self.sizes[index])
+        return self.samples([index], rename)[0]
+
+    def samples(self, indices: Sequence[int], rename: bool = False) -> tuple[Sample, ...]:
+        """Samples ``indices`` as value objects, their names and keys taken at once (a few
+        reads of a spooled buffer, not one a file)."""
+        starts, members, files = self.starts, self.members, self.files
+        rows = array(members.typecode)
+        for i in indices:
+            rows += members[starts[i] : starts[i + 1]]
+        names, keys = files.names.take(rows), self.keys.take(indices)
+        sizes, mtimes = files.sizes, files.mtimes
+        entries = list(
+            map(FileEntry, names, map(sizes.__getitem__, rows), map(mtimes.__getitem__, rows))
+        )
+        out, at = [], 0
+        for i, key in zip(indices, keys):
+            count = starts[i + 1] - starts[i]
+            run = entries[at : at + count]
+            at += count
+            if rename:
+                run = [
+                    FileEntry(e.name, e.size, e.mtime, f"{key}.{wds_split(e.name)[1]}") for e in run
+                ]
+            out.append(Sample(key, tuple(run), self.sizes[i]))
+        return tuple(out)
 
     @classmethod
     def of(cls, samples: Iterable[Sample]) -> SampleTable:
@@ -595,7 +668,7 @@ class ShardList(Sequence[ShardPlan]):
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(len(self)))]
         table = self._tables[index]
-        samples = tuple(table.sample(i, self.rename) for i in self._members[index])
+        samples = table.samples(self._members[index], self.rename)
         return ShardPlan(self.names[index], samples, self.sizes[index])
 
     def digest(self, update: Callable[[bytes], None]) -> None:

@@ -217,3 +217,16 @@ def every_destination_verifies(request, tmp_path):
             continue  # a run still to be resumed, or a planted link: not a finished run
         result = verify(dst, deep=True)
         assert result.ok, (str(dst.relative_to(tmp_path)), result.problems)
+
+
+def open_files_in(folder) -> list[str]:
+    """How this process's open files in ``folder`` end (' (deleted)': a file with no name)."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # the listing's own descriptor, closed since
+        if target.startswith(f"{folder}/"):
+            held.append(target.rsplit(" ", 1)[-1] if target.endswith(")") else "named")
+    return held

@@ -8,6 +8,7 @@ import csv
 import gzip
 import io
 import json
+import os
 import random
 import subprocess
 from collections import Counter
@@ -15,7 +16,7 @@ from collections import Counter
 import duckdb
 import numpy as np
 import pytest
-from conftest import invoke_ishard
+from conftest import invoke_ishard, open_files_in
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
@@ -744,11 +745,50 @@ def test_a_plan_reads_the_names_from_the_engine_only_when_a_shard_is_read(tmp_pa
     members = [f for shard in planned.shards for f in shard.members()]
     assert sorted(fetched) == [("key", 0), ("mtime", 0), ("name", 0), ("size", 0)]
     assert list(spill.iterdir()) == []
+    # the names and keys wait in nameless files on the --tmp-dir disk, read a shard at a time
+    assert open_files_in(spill) == ["(deleted)", "(deleted)"]
     assert sorted((f.name, f.mtime) for f in members) == list(zip(listed.names, listed.mtimes))
     unread = ishard.plan(source(tmp_path), **common)
     assert len(list(spill.iterdir())) == 1
-    del unread
+    del unread, planned
     gc.collect()
+    assert list(spill.iterdir()) == [] and open_files_in(spill) == []
+
+
+def test_a_tmp_dir_with_no_room_for_the_names_is_one_line_naming_it(tmp_path, monkeypatch):
+    """A run reads the names the engine kept into a file in --tmp-dir; when its disk is full,
+    the run stops with one line naming --tmp-dir, before any shard is written."""
+    import errno
+    import tempfile
+
+    nameless = tempfile.TemporaryFile
+
+    path = tmp_path / "inv.csv"
+    clean_inventory(path, 50)
+    monkeypatch.setattr(inventory, "ENGINE_FROM", 0)
+
+    class Full:
+        def __init__(self, *args, **kwargs) -> None:
+            self.file = nameless(*args, **kwargs)
+
+        def write(self, data: bytes) -> int:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def __getattr__(self, name):
+            return getattr(self.file, name)
+
+    monkeypatch.setattr(table.tempfile, "TemporaryFile", Full)
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    result = invoke_ishard("shard", source(tmp_path), tmp_path / "out", "--src-list", path,
+                           "--tmp-dir", spill, "--shard-size", "1KiB")  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"ishard: error: the listing's names could not be written to a temporary file in "
+        f"{str(spill)!r} (No space left on device) — give --tmp-dir a folder on a disk with "
+        "room for them (about a byte a character)\n"
+    )
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").glob("*.tar"))
     assert list(spill.iterdir()) == []
 
 

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from ishard import api, columns, inventory, samples
 from ishard.errors import IshardError
 from ishard.planrecord import plan_record
-from ishard.table import ShardList
+from ishard.table import ShardList, SpooledBlob
 
 FOLDERS = ["a", "b", "img", "n01", "a.x", "A", "é", "İ", "sp ace", ".hid"]
 STEMS = ["s1", "s2", "s3", "S1", "a", "a.b", "i̇", "É", ".dot", "s1.tar"]
@@ -237,3 +237,39 @@ def test_engine_plans_an_inventory_as_the_tree_it_lists(tmp_path_factory):
     seen: Counter[str] = Counter()
     same_plan()
     assert seen["shards"] > 10, seen
+
+
+@pytest.mark.parametrize(("sort", "member_names"), [(None, "sample"), ("shuffle:3", "original")])
+def test_a_run_over_an_inventory_the_engine_read_writes_what_the_row_reader_would(
+        tmp_path, sort, member_names):
+    """A real run whose names wait in the engine, then in a file a shard is read from at a
+    time (by forked writers here), writes the shards the row reader's run writes: the same
+    members, bytes and mtimes, and the same manifest."""
+    import tarfile
+
+    src, path = tmp_path / "src", tmp_path / "inventory.csv"
+    src.mkdir()
+    body = [(f"{folder}/s{i:04d}.{ext}", (i * 37) % 900, 1_600_000_000 + i)
+            for i in range(300) for folder, ext in (("img", "jpg"), ("cls", "cls"))]  # fmt: skip
+    tree_and_inventory(src, path, body)
+    runs = {}
+    for engine_from in (0, 1 << 62):
+        saved = inventory.ENGINE_FROM
+        inventory.ENGINE_FROM = engine_from
+        dst = tmp_path / f"out-{engine_from}"
+        try:
+            report = api.shard(str(src), str(dst), src_list=str(path), shard_size="20KiB",
+                               sort=sort, member_names=member_names, jobs=2)  # fmt: skip
+        finally:
+            inventory.ENGINE_FROM = saved
+        spooled = isinstance(report.plan.shards.listing.names._blob, SpooledBlob)
+        assert spooled == (engine_from == 0)  # the engine's names were read from their file
+        shards = {}
+        for result in report.results:
+            with tarfile.open(dst / result.name) as tar:
+                shards[result.name] = [(m.name, m.mtime, tar.extractfile(m).read())
+                                       for m in tar.getmembers()]  # fmt: skip
+        manifest = json.loads((dst / "manifest.json").read_text())
+        runs[engine_from] = shards, manifest["shardlist"], manifest["ishard"]["fingerprint"]
+    by_engine, by_rows = runs[0], runs[1 << 62]
+    assert len(by_engine[0]) > 5 and by_engine == by_rows

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import open_files_in
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,14 +26,21 @@ def test_names_read_back_as_the_list_they_were_made_from(names, picks, chunk, da
         if data.draw(st.booleans()):
             patch.setattr(table, "NARROW", "b")
             patch.setattr(table, "NARROW_MAX", 127)
-        check(names, picks, data)
+        if data.draw(st.booleans()):  # the bytes in a nameless file, read back a few at a time
+            patch.setattr(table, "SPOOL_READ", data.draw(st.sampled_from([1, 7, 1 << 30])))
+            cuts = sorted(data.draw(st.lists(st.integers(0, len(names)), max_size=4)))
+            chunks = [names[a:b] for a, b in zip([0, *cuts], [*cuts, len(names)])]
+            column = Names.spooled(chunks)  # empty chunks among them, sometimes
+            assert isinstance(column._blob, table.SpooledBlob)
+        else:
+            column = Names()
+            for n in names[: len(names) // 2]:
+                column.append(n)  # some appended one by one, the rest at once
+            column.extend(names[len(names) // 2:])
+        check(column, names, picks, data)
 
 
-def check(names, picks, data):
-    column = Names()
-    for n in names[: len(names) // 2]:
-        column.append(n)  # some appended one by one, the rest at once
-    column.extend(names[len(names) // 2:])
+def check(column, names, picks, data):
     assert len(column) == len(names)
     assert list(column) == names and column == names and column == Names(names)
     if names:
@@ -46,6 +54,32 @@ def check(names, picks, data):
         assert column[i] == names[i]
         a, b = sorted(data.draw(st.lists(st.integers(-2, len(names) + 2), min_size=2, max_size=2)))
         assert column[a:b] == names[a:b] and column[::3] == names[::3]
+
+
+def test_spooled_names_are_read_by_forked_writers_and_pickle_as_their_bytes(tmp_path):
+    """Names spooled to a nameless file in the given folder: nothing of them is left there by
+    name, a forked process (a shard writer) reads them through the descriptor it inherits,
+    and pickled (sent to a Dask worker) they are the names themselves."""
+    import os
+    import pickle
+
+    names = [f"img/{i:05d}.jpg" for i in range(3000)] + ["é/\udcff.cls"]
+    column = Names.spooled([names[:1000], [], names[1000:]], str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+    assert open_files_in(tmp_path) == ["(deleted)"]
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the child's)
+        os.close(read)
+        os.write(write, "\n".join(column.take([2999, 0, 3000])).encode("utf-8", "surrogateescape"))
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        seen = pipe.read().decode("utf-8", "surrogateescape").split("\n")
+    assert os.waitpid(child, 0)[1] == 0
+    assert seen == [names[2999], names[0], names[3000]]
+    copied = pickle.loads(pickle.dumps(column))
+    assert isinstance(copied._blob, bytearray) and copied == column and list(copied) == names
 
 
 def test_a_name_with_a_newline_is_refused_not_split():
