@@ -583,23 +583,20 @@ class SampleTable:
         reads of a spooled buffer, not one a file)."""
         starts, members, files = self.starts, self.members, self.files
         rows = array(members.typecode)
+        counts = []
         for i in indices:
             rows += members[starts[i] : starts[i + 1]]
+            counts.append(starts[i + 1] - starts[i])
         names, keys = files.names.take(rows), self.keys.take(indices)
-        sizes, mtimes = files.sizes, files.mtimes
-        entries = list(
-            map(FileEntry, names, map(sizes.__getitem__, rows), map(mtimes.__getitem__, rows))
-        )
+        columns = [names, map(files.sizes.__getitem__, rows), map(files.mtimes.__getitem__, rows)]
+        if rename:
+            each = (k for k, count in zip(keys, counts) for _ in range(count))
+            columns.append([f"{k}.{wds_split(n)[1]}" for k, n in zip(each, names)])
+        entries = list(map(FileEntry, *columns))
         out, at = [], 0
-        for i, key in zip(indices, keys):
-            count = starts[i + 1] - starts[i]
-            run = entries[at : at + count]
+        for i, key, count in zip(indices, keys, counts):
+            out.append(Sample(key, tuple(entries[at : at + count]), self.sizes[i]))
             at += count
-            if rename:
-                run = [
-                    FileEntry(e.name, e.size, e.mtime, f"{key}.{wds_split(e.name)[1]}") for e in run
-                ]
-            out.append(Sample(key, tuple(run), self.sizes[i]))
         return tuple(out)
 
     @classmethod
