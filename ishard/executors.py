@@ -18,6 +18,7 @@ from .progress import Progress
 
 CONNECT_SECONDS = 20
 CANCEL_CHECK = 0.5  # seconds between a worker's looks at the run's cancel flag
+IN_FLIGHT, LEAST_IN_FLIGHT = 4, 8  # shards submitted and not yet done: per worker, at least
 
 
 def _distributed():
@@ -87,6 +88,9 @@ def write_with_dask(
     on 127.0.0.1 and stopped at the end. ``task`` must pickle by reference (a module-level
     function, or a ``functools.partial`` of one): ishard must be installed on the workers.
 
+    A window of shards is in flight at once (``_window``): each is built from ``shards`` and
+    submitted as an earlier one finishes, and a finished task is released with its plan.
+
     On the first failure, or Ctrl-C, the run's cancel flag is set: queued tasks are dropped,
     running ones abandon their shards (temp files removed, uploads aborted) within about
     CANCEL_CHECK seconds; shards already complete stay.
@@ -100,28 +104,54 @@ def write_with_dask(
         name = f"ishard-cancel-{uuid.uuid4().hex}"
         cancel_event = distributed.Event(name, client=client)
         cancel = DaskCancel(name)
-        futures = [
-            client.submit(
-                task, shard, cancel, key=f"ishard-{i:09d}-{uuid.uuid4().hex}", pure=False, retries=0
-            )
-            for i, shard in enumerate(shards)
-        ]
+        window = _window(client, scheduler, workers)
+        results: list[ShardResult | None] = [None] * len(shards)
+        waiting: dict[Any, int] = {}  # future -> its shard's index
+
+        def submit(i: int):  # the shard's plan is built now: a window of them at a time
+            future = client.submit(
+                task, shards[i], cancel, key=f"ishard-{i:09d}-{uuid.uuid4().hex}", pure=False,
+                retries=0,
+            )  # fmt: skip
+            waiting[future] = i
+            return future
+
+        submitted = min(window, len(shards))
+        done = distributed.as_completed([submit(i) for i in range(submitted)])
         try:
-            for future in distributed.as_completed(futures):
+            for future in done:
                 if future.status == "error":
-                    _stop(cancel_event, futures)
+                    _stop(cancel_event, list(waiting))
                     raise _worker_error(future.exception())
                 result = future.result()
+                results[waiting.pop(future)] = result
+                future.release()  # the scheduler lets go of the task and its plan
                 progress.wrote(result.payload)
                 progress.shard_done(result)
+                if submitted < len(shards):
+                    done.add(submit(submitted))
+                    submitted += 1
         except KeyboardInterrupt:
-            _stop(cancel_event, futures)
+            _stop(cancel_event, list(waiting))
             raise Interrupted(Interrupted.MESSAGE) from None
-        return [f.result() for f in futures]
+        assert all(r is not None for r in results)
+        return results  # type: ignore[return-value]
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _window(client, scheduler: str | None, workers: int) -> int:
+    """Shards handed to Dask at once: ``IN_FLIGHT`` a worker (the cluster's, as the scheduler
+    knows them, with ``--scheduler``), at least ``LEAST_IN_FLIGHT``; the rest are built and
+    submitted as those finish, so neither the client nor the scheduler holds the whole plan."""
+    if scheduler:
+        try:
+            workers = len(client.scheduler_info().get("workers", {}))
+        except Exception:  # noqa: BLE001 (an answer the window can do without)
+            workers = 0
+    return max(LEAST_IN_FLIGHT, IN_FLIGHT * workers)
 
 
 def _stop(cancel_event, futures) -> None:

@@ -191,3 +191,38 @@ def test_a_shard_plan_reaches_a_worker_whole(tmp_path):
             assert back == shard
             assert [(f.arcname, f.size, f.mtime) for f in back.members()] == [
                 (f.arcname, f.size, f.mtime) for f in shard.members()]
+
+
+def listed(shard, cancel):
+    """A Dask task that writes nothing: the shard's name and counts, as a writer reports them."""
+    from ishard.model import ShardResult
+
+    return ShardResult(shard.name, 0, "none", len(shard.samples), shard.file_count, shard.size)
+
+
+def test_dask_is_handed_a_window_of_shards_not_the_whole_plan(scheduler, tmp_path, monkeypatch):
+    """The client builds and submits a shard's plan only when one of the few in flight has
+    finished — at 100 million files the whole plan would not fit the client or the scheduler
+    — and still gives every shard's result, in plan order."""
+    monkeypatch.setattr(executors, "IN_FLIGHT", 1)
+    monkeypatch.setattr(executors, "LEAST_IN_FLIGHT", 3)
+    plan = ishard.plan(make_tree(tmp_path / "src", TREE), shard_size="1")  # a shard a sample
+    finished: list[str] = []
+    built: list[tuple[int, int]] = []  # (shard, shards finished when it was built)
+
+    class Built(list):
+        def __getitem__(self, index):
+            built.append((index, len(finished)))
+            return plan.shards[index]
+
+    class Finished(Progress):
+        def shard_done(self, result) -> None:
+            finished.append(result.name)
+
+    results = executors.write_with_dask(Built(range(len(plan.shards))), listed,
+                                        scheduler=scheduler, workers=2, progress=Finished())  # fmt: skip
+    assert [r.name for r in results] == plan.shard_names and len(results) == 12
+    assert [r.files for r in results] == plan.shard_file_counts
+    assert sorted(finished) == sorted(plan.shard_names)
+    assert sorted(i for i, _ in built) == list(range(12))
+    assert all(i < done + 3 for i, done in built), built  # 3 at once, never more
