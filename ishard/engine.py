@@ -103,8 +103,9 @@ class Waiting:
     """What planning over an engine-read inventory does not read, left in the engine: the
     listing's names and mtimes (its ``files`` table), the samples' keys (``runs``). All are
     fetched the first time one is read (``FETCHED`` names at a time: never ten million
-    ``str`` objects at once), then the engine is closed; never read (a dry run), it closes
-    when nothing refers to them any more, or at exit."""
+    ``str`` objects at once; the names and keys into files with no name beside the spill
+    folder's contents, ``Names.spooled``), then the engine is closed; never read (a dry run),
+    it closes when nothing refers to them any more, or at exit."""
 
     def __init__(self, con, spill: str, keys: bool, readers: str | None = None) -> None:
         self._con, self._spill, self._keys = con, spill, keys

@@ -247,7 +247,8 @@ class LaterNames(Names):
     """A ``Names`` column of ``count`` names that ``load`` gives the first time one is read
     (its length is known before): a dry run over an inventory the column engine read never
     needs the names, so they stay in the engine; a run reads them while it plans (its
-    fingerprint), before any writer starts or is forked. Loaded at most once, under a lock;
+    fingerprint), before any writer starts or is forked — into a file with no name, when the
+    loader spools them (``Names.spooled``). Loaded at most once, under a lock;
     pickled as the names themselves. Up to ``PICKED`` names taken at once (a warning's
     examples) are asked of ``pick`` instead, when given: nothing else is loaded."""
 
@@ -578,15 +579,25 @@ class SampleTable:
         ``<key>.<extension>`` inside the archive."""
         return self.samples([index], rename)[0]
 
+    def rows(self, indices: Sequence[int]) -> tuple[Any, Any]:
+        """The files of samples ``indices``, one run after another (numpy int64), and how many
+        each sample has."""
+        import numpy as np
+
+        at = np.asarray(indices, dtype=np.int64)
+        starts = int_view(self.starts)
+        first, counts = starts[at], starts[at + 1] - starts[at]
+        total = int(counts.sum())
+        ahead = np.cumsum(counts) - counts  # where each sample's run begins among the rows
+        step = np.arange(total, dtype=np.int64) + np.repeat(first - ahead, counts)
+        return int_view(self.members)[step].astype(np.int64, copy=False), counts
+
     def samples(self, indices: Sequence[int], rename: bool = False) -> tuple[Sample, ...]:
         """Samples ``indices`` as value objects, their names and keys taken at once (a few
         reads of a spooled buffer, not one a file)."""
-        starts, members, files = self.starts, self.members, self.files
-        rows = array(members.typecode)
-        counts = []
-        for i in indices:
-            rows += members[starts[i] : starts[i + 1]]
-            counts.append(starts[i + 1] - starts[i])
+        files = self.files
+        found, counts = self.rows(indices)
+        rows, counts = found.tolist(), counts.tolist()
         names, keys = files.names.take(rows), self.keys.take(indices)
         columns = [names, map(files.sizes.__getitem__, rows), map(files.mtimes.__getitem__, rows)]
         if rename:
@@ -669,15 +680,28 @@ class ShardList(Sequence[ShardPlan]):
         return ShardPlan(self.names[index], samples, self.sizes[index])
 
     def digest(self, update: Callable[[bytes], None]) -> None:
-        """Feed every shard's name and members (name, size, mtime, stamp) to ``update`` (a
-        hash's), straight from the columns: no object per file."""
+        """Feed every shard's name and members (names, then sizes, mtimes and stamps as
+        8-byte ints) to ``update`` (a hash's), straight from the columns: no object per
+        file."""
+        import numpy as np
+
+        columns: dict[int, tuple[Any, Any, Any]] = {}  # per listing: sizes, mtimes, stamps
         for name, members, table in zip(self.names, self._members, self._tables):
-            files, starts, runs = table.files, table.starts, table.members
-            names, sizes, mtimes, stamps = files.names, files.sizes, files.mtimes, files.stamps
-            rows = array(runs.typecode)
-            for i in members:
-                rows += runs[starts[i] : starts[i + 1]]
-            lines = [f"\x01{name}"]
-            lines += [f"{n}\x00{sizes[f]}\x00{mtimes[f]}" for n, f in zip(names.take(rows), rows)]
-            update("\n".join(lines).encode("utf-8", "surrogateescape") + b"\n")
-            update(array("q", map(stamps.__getitem__, rows)).tobytes())  # 8 bytes a member
+            files = table.files
+            if id(files) not in columns:
+                stamps = files.stamps
+                columns[id(files)] = (
+                    int_view(files.sizes),
+                    int_view(files.mtimes),
+                    None if isinstance(stamps, NoStamps) else int_view(stamps),
+                )
+            sizes, mtimes, stamps = columns[id(files)]
+            rows = table.rows(members)[0]
+            names = files.names.take(rows.tolist())
+            head = f"\x01{name}\x00{len(names)}"
+            update("\n".join([head, *names, ""]).encode("utf-8", "surrogateescape"))
+            for column in (sizes, mtimes, stamps):  # 8 bytes a member each
+                if column is None:
+                    update(bytes(8 * len(rows)))
+                else:
+                    update(column[rows].astype(np.int64, copy=False).tobytes())

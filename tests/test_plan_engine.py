@@ -273,3 +273,32 @@ def test_a_run_over_an_inventory_the_engine_read_writes_what_the_row_reader_woul
         runs[engine_from] = shards, manifest["shardlist"], manifest["ishard"]["fingerprint"]
     by_engine, by_rows = runs[0], runs[1 << 62]
     assert len(by_engine[0]) > 5 and by_engine == by_rows
+
+
+@pytest.mark.parametrize("engine_from", [0, 1 << 62])
+@pytest.mark.parametrize("change", ["name", "size", "mtime"])
+def test_the_fingerprint_changes_with_any_members_name_size_or_mtime(tmp_path, engine_from,
+                                                                     change):  # fmt: skip
+    """An inventory lists no inode or ETag, so a resumed run knows its files by name, size and
+    mtime alone: change any one of them for one file, and the fingerprint a resume compares
+    changes (the engine's listing and the row reader's alike)."""
+    from ishard.runstate import fingerprint
+
+    body = [(f"img/s{i:03d}.{ext}", 100 + i, 1_700_000_000 + i)
+            for i in range(40) for ext in ("jpg", "cls")]  # fmt: skip
+    name, size, mtime = body[33]
+    changed = dict(enumerate(body))
+    changed[33] = {"name": (name.replace("s016", "s016b"), size, mtime),
+                   "size": (name, size + 1, mtime), "mtime": (name, size, mtime + 1)}[change]
+    prints = []
+    for rows in (body, list(changed.values())):
+        path = tmp_path / "inventory.csv"  # one path: the options are the same
+        write_inventory(path, rows)
+        saved = inventory.ENGINE_FROM
+        inventory.ENGINE_FROM = engine_from
+        try:
+            planned = api.plan(str(tmp_path), src_list=str(path), shard_size="1KiB")
+            prints.append(fingerprint(planned))
+        finally:
+            inventory.ENGINE_FROM = saved
+    assert prints[0] != prints[1]
