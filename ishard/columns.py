@@ -22,15 +22,9 @@ from .errors import DataError
 from .keys import KeyFunction, key_function
 from .listing import HIDDEN, UNSAFE
 from .model import EXAMPLES_KEPT, Tally
+from .namecolumn import NARROW_MAX, Names
 from .sizes import describe_size
-from .table import (
-    NARROW_MAX,
-    FileTable,
-    Grouping,
-    Names,
-    NoStamps,
-    int_view,
-)
+from .table import FileTable, Grouping, NoStamps, int_view
 
 MAX_NAME = 128 << 10  # characters in a name (as the row reader's csv field limit)
 DISTINCT_TIMES = 1 << 20  # non-numeric mtimes converted by the row reader's rule, at most

@@ -15,15 +15,8 @@ from functools import partial
 from typing import Any
 
 from .errors import DataError
-from .table import (
-    FileTable,
-    LaterNames,
-    LaterReaderKeys,
-    Names,
-    ReaderKeys,
-    ReaderKeysLost,
-    int_column,
-)
+from .namecolumn import LaterNames, Names
+from .table import FileTable, LaterReaderKeys, ReaderKeys, ReaderKeysLost, int_column
 
 MEMORY_LIMIT = 512 << 20  # bytes DuckDB may hold before it spills to its temporary folder
 LEAST_MEMORY_LIMIT = 128 << 20  # (--memory-limit) at 64 MiB it cannot read some Parquet files

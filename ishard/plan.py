@@ -15,7 +15,8 @@ from .errors import UsageError
 from .formats import ARCHIVE_EXTS
 from .listing import sort_key
 from .model import Sample, ShardPlan
-from .table import NARROW_MAX, int_view
+from .namecolumn import NARROW_MAX
+from .table import int_view
 from .templates import NameTemplate
 
 

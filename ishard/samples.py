@@ -10,7 +10,8 @@ from .ekm import Ekm
 from .errors import DataError
 from .keys import KeyFunction, extension, sample_keys
 from .model import FileEntry, Sample, Tally
-from .table import FileTable, Names, SampleTable, int_column, int_view
+from .namecolumn import Names
+from .table import FileTable, SampleTable, int_column, int_view
 
 ACTIONS = ("ignore", "warn", "abort", "exclude")
 WARNINGS_SHOWN = 10

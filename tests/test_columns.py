@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 import ishard
-from ishard import columns, inventory, samples, table
+from ishard import columns, inventory, namecolumn, samples, table
 from ishard.columns import Fallback, inventory_kind, read_inventory
 from ishard.errors import DataError, UsageError
 from ishard.model import Tally
@@ -777,7 +777,7 @@ def test_a_tmp_dir_with_no_room_for_the_names_is_one_line_naming_it(tmp_path, mo
         def __getattr__(self, name):
             return getattr(self.file, name)
 
-    monkeypatch.setattr(table.tempfile, "TemporaryFile", Full)
+    monkeypatch.setattr(namecolumn.tempfile, "TemporaryFile", Full)
     spill = tmp_path / "spill"
     spill.mkdir()
     result = invoke_ishard("shard", source(tmp_path), tmp_path / "out", "--src-list", path,

@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 from ishard import api, columns, inventory, samples
 from ishard.errors import IshardError
 from ishard.planrecord import plan_record
-from ishard.table import ShardList, SpooledBlob
+from ishard.namecolumn import SpooledBlob
+from ishard.table import ShardList
 
 FOLDERS = ["a", "b", "img", "n01", "a.x", "A", "é", "İ", "sp ace", ".hid"]
 STEMS = ["s1", "s2", "s3", "S1", "a", "a.b", "i̇", "É", ".dot", "s1.tar"]

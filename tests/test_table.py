@@ -1,4 +1,4 @@
-"""The compact name column (``table.Names``) against a plain list of the same names."""
+"""The compact name column (``namecolumn.Names``) against a plain list of the same names."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from conftest import open_files_in
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ishard import table
-from ishard.table import FileTable, Names
+from ishard import namecolumn
+from ishard.namecolumn import Names
+from ishard.table import FileTable
 
 # names as listings give them: any text but a newline, undecodable bytes as surrogate escapes
 text = st.text(st.characters(blacklist_characters="\n", blacklist_categories=("Cs",))
@@ -20,18 +21,18 @@ text = st.text(st.characters(blacklist_characters="\n", blacklist_categories=("C
        chunk=st.sampled_from([1, 3, 64, 1 << 16]), data=st.data())
 def test_names_read_back_as_the_list_they_were_made_from(names, picks, chunk, data):
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(table, "CHUNK", chunk)  # chunks of 1, 3, 64 names and the real size
-        patch.setattr(table, "TAKE_SORTED_FROM", 2)  # short lists take the sorted way too
+        patch.setattr(namecolumn, "CHUNK", chunk)  # chunks of 1, 3, 64 names and the real size
+        patch.setattr(namecolumn, "TAKE_SORTED_FROM", 2)  # short lists take the sorted way too
         # offsets widen from 4 to 8 bytes past 2 GiB of names: here from 1 byte past 127 too
         if data.draw(st.booleans()):
-            patch.setattr(table, "NARROW", "b")
-            patch.setattr(table, "NARROW_MAX", 127)
+            patch.setattr(namecolumn, "NARROW", "b")
+            patch.setattr(namecolumn, "NARROW_MAX", 127)
         if data.draw(st.booleans()):  # the bytes in a nameless file, read back a few at a time
-            patch.setattr(table, "SPOOL_READ", data.draw(st.sampled_from([1, 7, 1 << 30])))
+            patch.setattr(namecolumn, "SPOOL_READ", data.draw(st.sampled_from([1, 7, 1 << 30])))
             cuts = sorted(data.draw(st.lists(st.integers(0, len(names)), max_size=4)))
             chunks = [names[a:b] for a, b in zip([0, *cuts], [*cuts, len(names)])]
             column = Names.spooled(chunks)  # empty chunks among them, sometimes
-            assert isinstance(column._blob, table.SpooledBlob)
+            assert isinstance(column._blob, namecolumn.SpooledBlob)
         else:
             column = Names()
             for n in names[: len(names) // 2]:
@@ -102,7 +103,7 @@ def test_later_names_are_loaded_once_on_first_read_and_pickle_as_names():
     plain ``Names`` holding the same."""
     import pickle
 
-    from ishard.table import LaterNames
+    from ishard.namecolumn import LaterNames
 
     calls = []
 
