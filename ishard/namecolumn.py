@@ -186,7 +186,7 @@ class Names(Sequence[str]):
         if isinstance(other, Names):
             other._pack()
             self._pack()
-            if list(self._starts) != list(other._starts):
+            if self._starts != other._starts:
                 return False
             return self._blob[0 : len(self._blob)] == other._blob[0 : len(other._blob)]
         if isinstance(other, (list, tuple)):

@@ -363,7 +363,8 @@ class SampleTable:
         found, counts = self.rows(indices)
         rows, counts = found.tolist(), counts.tolist()
         names, keys = files.names.take(rows), self.keys.take(indices)
-        columns = [names, map(files.sizes.__getitem__, rows), map(files.mtimes.__getitem__, rows)]
+        sizes, mtimes = int_view(files.sizes)[found], int_view(files.mtimes)[found]
+        columns = [names, sizes.tolist(), mtimes.tolist()]
         if rename:
             each = (k for k, count in zip(keys, counts) for _ in range(count))
             columns.append([f"{k}.{wds_split(n)[1]}" for k, n in zip(each, names)])
