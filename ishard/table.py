@@ -126,7 +126,6 @@ class LaterReaderKeys:
             lo, hi = int(files.min()), int(files.max()) + 1
             if hi - lo <= max(SPAN_FACTOR * len(files), SPAN_LEAST):
                 return self._span(lo, hi).rows(files - lo)
-        if self._all is None:
             self._all = self._load()
         return self._all.rows(files)
 
