@@ -256,7 +256,7 @@ def shard(
             write the rest.
         part_size: the multipart upload part size for store destinations (at least 5MiB).
         read_buffer: bytes fetched ahead from a store, across all writers.
-        retries: tries per store request before giving up.
+        retries: retries of a failed store request after its first try (0: none).
         checksum: the algorithm of every shard's checksum in the manifest (``"xxh128"``,
             ``"blake3"``, ``"sha256"``, ``"md5"``), or ``"none"``.
         executor: ``"local"``, or ``"dask"``: shards are Dask tasks.

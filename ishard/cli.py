@@ -437,7 +437,7 @@ The user guide (docs/user-guide.md) explains every option."""
     type=int,
     default=0,
     show_default=False,
-    help="Shards written at once (default: CPUs, at most 8).",
+    help="Shards written at once (default, or 0: CPUs, at most 8; 8 with an object store).",
 )
 @click.option(
     "--follow-symlinks",
@@ -495,7 +495,7 @@ The user guide (docs/user-guide.md) explains every option."""
     type=int,
     default=5,
     show_default=True,
-    help="Tries per store request before giving up.",
+    help="Retries of a failed store request after its first try (0: none).",
 )
 @click.option(
     "--checksum",
@@ -769,7 +769,7 @@ Examples:
     "--jobs",
     type=int,
     default=0,
-    help="Shards checked at once (default: CPUs, at most 8; 8 for a store).",
+    help="Shards checked at once (default, or 0: CPUs, at most 8; 8 for a store).",
 )
 @ENDPOINT_URL
 @STORAGE_OPTION

@@ -25,6 +25,9 @@ STATE_DIR = ".ishard-run"  # a run's lock and resume records live here, inside D
 LOCK_NAME = f"{STATE_DIR}/lock"
 LEASE_ENV = "ISHARD_LEASE_SECONDS"  # object stores: the lease length, for operators and tests
 LEASE_SECONDS = 60.0  # object stores: a lock not renewed for this long is free again
+# ISHARD_LEASE_SECONDS's range: below 2 s a renewal (every third) is no longer far from a
+# store's own latency; above an hour a killed run on another machine blocks DST too long
+LEASE_RANGE = (2.0, 3600.0)
 RENEW_EVERY = 3  # the lease is renewed every lease / RENEW_EVERY seconds
 FRESH_FOR = 2  # before publishing, a confirmation older than lease / FRESH_FOR is renewed first
 _HELD: set[str] = set()  # ids of the leases this process holds now
@@ -53,7 +56,8 @@ def lease_seconds() -> float:
     """The lease length on object stores: ``$ISHARD_LEASE_SECONDS``, else 60 s.
 
     Raises:
-        UsageError: the variable is set to something other than a number of seconds above 0.
+        UsageError: the variable is set to something other than a number of seconds in
+            ``LEASE_RANGE``.
     """
     text = os.environ.get(LEASE_ENV, "").strip()
     if not text:
@@ -62,10 +66,11 @@ def lease_seconds() -> float:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not (math.isfinite(value) and value > 0):
+    least, most = LEASE_RANGE
+    if not least <= value <= most:  # NaN is in no range
         raise UsageError(
-            f"{LEASE_ENV}={text!r} is not a number of seconds above 0 — unset it "
-            "(the default is 60) or write e.g. 60"
+            f"{LEASE_ENV}={text!r} is not a number of seconds from {least:g} to {most:g} — "
+            "unset it (the default is 60) or write e.g. 60"
         )
     return value
 

@@ -195,13 +195,30 @@ def _exts(value: str | Sequence[str] | None) -> tuple[str, ...]:
     return tuple(items)
 
 
-def positive_int(value, option: str, *, allow_none: bool) -> int | None:
-    """``value`` as a whole number >= 1 (None passes when allowed), else a ``UsageError``."""
+def positive_int(
+    value, option: str, *, allow_none: bool, least: int = 1, zero: str = ""
+) -> int | None:
+    """``value`` as a whole number >= ``least`` (None passes when allowed), else a
+    ``UsageError``; ``zero``: what 0 means where it is allowed below ``least``."""
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not _DIGITS.fullmatch(str(value).strip()) or int(value) < 1:
-        raise UsageError(f"{option} {str(value)!r} must be a whole number of at least 1")
+    whole = not isinstance(value, bool) and _DIGITS.fullmatch(str(value).strip())
+    if whole and zero and int(value) == 0:
+        return 0
+    if not whole or int(value) < least:
+        also = f", or 0 for {zero}" if zero else ""
+        raise UsageError(
+            f"{option} {str(value)!r} must be a whole number of at least {least}{also}"
+        )
     return int(value)
+
+
+JOBS_DEFAULT = "the default (the CPUs, at most 8; 8 with an object store)"
+
+
+def jobs_option(value) -> int:
+    """``--jobs``: shards handled at once, or 0 for the default (``Options.workers``)."""
+    return positive_int(value, "--jobs", allow_none=False, zero=JOBS_DEFAULT) or 0
 
 
 def _part_size(value) -> int:
@@ -295,11 +312,11 @@ def make_options(**kwargs) -> Options:
             "samples_per_shard": target.count,
             "sample_exts": _exts(opts.sample_exts),
             "sort": sort,
-            "jobs": positive_int(opts.jobs, "--jobs", allow_none=False) if opts.jobs else 0,
+            "jobs": jobs_option(opts.jobs),
             "compress_level": None if level is None else int(level),
             "part_size": _part_size(opts.part_size),
             "read_buffer": parse_size(opts.read_buffer, option="--read-buffer"),
-            "retries": positive_int(opts.retries, "--retries", allow_none=False),
+            "retries": positive_int(opts.retries, "--retries", allow_none=False, least=0),
             "storage_options": _storage_options(opts.storage_options),
             "prefix": opts.prefix or "",
             "checksum": str(opts.checksum).lower(),

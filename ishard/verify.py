@@ -17,7 +17,7 @@ from .errors import DataError, UsageError
 from .formats import ARCHIVE_EXTS
 from .keys import KeyFunction, key_function, sample_key, wds_split
 from .manifest import MANIFEST_NAME, entry_checksum, read_manifest
-from .options import positive_int
+from .options import jobs_option
 from .progress import SILENT, Progress
 from .retry import Retrier
 from .sinks import TEMP_SUFFIX
@@ -368,7 +368,7 @@ def verify(
         UsageError: a bad ``jobs`` value, or DST does not exist.
         IshardError: no manifest or a broken one; the store cannot be reached.
     """
-    workers = positive_int(jobs, "--jobs", allow_none=False) if jobs else 0
+    workers = jobs_option(jobs)
     location = resolve(
         str(dst),
         endpoint_url=endpoint_url,

@@ -141,7 +141,7 @@ WRONG_RUN = [
     ("jobs", -1, "at least 1"),
     ("overwrite", "true", "True or False"),
     ("resume", 1, "True or False"),
-    ("retries", 0, "at least 1"),
+    ("retries", -1, "at least 0"),
     ("retries", 2.5, "an int"),
     ("part_size", "1MiB", "minimum part"),
     ("read_buffer", [1], "an int or a string"),

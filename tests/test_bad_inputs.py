@@ -90,7 +90,8 @@ CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
     "sort-seed-range": (("--sort", "shuffle:18446744073709551616"), 2,
                         ("--sort 'shuffle:18446744073709551616' has a seed over "
                          "9223372036854775807")),
-    "jobs": (("--jobs", "-1"), 2, "--jobs '-1' must be a whole number of at least 1"),
+    "jobs": (("--jobs", "-1"), 2, ("--jobs '-1' must be a whole number of at least 1, or 0 for "
+                                   "the default (the CPUs, at most 8; 8 with an object store)")),
     "compress-level": (("--ext", ".tgz", "--compress-level", "12"), 2,
                        "--compress-level 12 must be a whole number from 0 to 9"),
     "zip-compression": (("--zip-compression", "bzip2"), 2,
@@ -104,7 +105,7 @@ CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
     "dry-run-mode": (("--dry-run=yaml",), 2, "--dry-run='yaml' is not a dry-run mode"),
     "part-size": (("--part-size", "1MiB"), 2, "below S3's minimum part of 5MiB"),
     "read-buffer": (("--read-buffer", "0"), 2, "--read-buffer '0' must be more than 0 bytes"),
-    "retries": (("--retries", "0"), 2, "--retries '0' must be a whole number of at least 1"),
+    "retries": (("--retries", "-1"), 2, "--retries '-1' must be a whole number of at least 0"),
     "storage-option": (("--storage-option", "novalue"), 2,
                        "--storage-option 'novalue' is not KEY=VALUE"),
     "ekm-json": (("--ekm", "{not-json"), 2, "inline --ekm JSON is not valid JSON"),

@@ -422,12 +422,15 @@ def test_a_live_lock_missing_fields_is_described_without_them(
     assert sorted(objects(client, s3_bucket)) == [f"out/{LOCK}"]
 
 
-def test_a_lease_length_that_is_not_a_number_is_a_usage_error(
-    s3_server, s3env, client, s3_bucket, tmp_path
+@pytest.mark.parametrize("value", ["soon", "0.001", "0", "1e9", "nan"])
+def test_a_lease_length_outside_its_range_is_a_usage_error(
+    s3_server, s3env, client, s3_bucket, tmp_path, value
 ):
+    """A lease of a millisecond means nothing (and renews hundreds of times a second); one of
+    years keeps a killed run's destination locked: both are refused like a word."""
     src = make_tree(tmp_path / "src", {"a/1.jpg": b"one"})
     result = ishard_at(s3_server.endpoint_url, s3env, "shard", src, f"s3://{s3_bucket}/out",
-                       "--no-progress", ISHARD_LEASE_SECONDS="soon")
-    assert_error(result, 2, "ISHARD_LEASE_SECONDS='soon' is not a number of seconds above 0 — "
-                            "unset it (the default is 60) or write e.g. 60")
+                       "--no-progress", ISHARD_LEASE_SECONDS=value)
+    assert_error(result, 2, f"ISHARD_LEASE_SECONDS={value!r} is not a number of seconds from 2 "
+                            "to 3600 — unset it (the default is 60) or write e.g. 60")
     assert listing(client, s3_bucket) == []
