@@ -17,12 +17,13 @@ from .lock import (
     RENEW_EVERY,
     LeaseLost,
     _busy,
-    _dead_here,
     _late,
     _lost,
     _owner,
     clock,
     lease_seconds,
+    lock_problem,
+    refuse_if_held,
 )
 from .retry import Retrier
 from .store.base import Refused, Unconditional
@@ -67,13 +68,8 @@ class LeaseLock:
         self._lost = False
         self.conditional = self._store.conditional
         current, etag = self._read()
-        if (
-            current is not None
-            and current.get("expires", 0) > time.time()
-            and not _dead_here(current)
-        ):
-            left = int(current["expires"] - time.time()) + 1
-            raise _busy(dest, current, f"if it was killed, its lock runs out in {left} s")
+        if current is not None:
+            refuse_if_held(dest, current)
         self._confirmed = clock()
         record = self._record()
         if self.conditional:
@@ -292,8 +288,9 @@ class LeaseCheck:
             raise dest.error(err, "destination") from None
         if (
             not isinstance(record, dict)
+            or lock_problem(record) is not None
             or record.get("id") != self.lease_id
-            or record.get("expires", 0) <= time.time()
+            or record["expires"] <= time.time()
         ):
             raise _lost(self.url, self.lease)
         return sent

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from .errors import IshardError, UsageError
+from .listing import quoted
 from .retry import Retrier
 
 if TYPE_CHECKING:
@@ -42,8 +43,86 @@ def _owner() -> dict:
     }
 
 
+def _field(value: object, limit: int = 80) -> str:
+    """A lock record's field as printed: shortened, and written as a Python literal when it
+    holds a control character (a planted ``\x1b[2J`` must not clear the terminal)."""
+    text = value if isinstance(value, str) else repr(value)
+    text = text if len(text) <= limit else text[:limit] + "…"
+    return text if text.isprintable() else quoted(text)
+
+
+def lock_problem(record: dict) -> str | None:
+    """Why ``record`` is no lock ishard wrote (None: it is one). Such a lock is never taken
+    over: what wrote it is unknown."""
+    expires, pid = record.get("expires"), record.get("pid", 1)
+    if not isinstance(record.get("id"), str):
+        return "it names no run id"
+    if isinstance(expires, bool) or not isinstance(expires, (int, float)):
+        return f"its expiry time is {_field(repr(expires))}, not a number of seconds"
+    if not math.isfinite(expires):
+        return f"its expiry time is {_field(repr(expires))}"
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid < 2**31:
+        return f"its pid is {_field(repr(pid))}, not a process id"
+    for name in ("host", "started"):
+        if not isinstance(record.get(name, ""), str):
+            return f"its {name} is {_field(repr(record[name]))}, not text"
+    return None
+
+
+def _remove_hint(dest: Location) -> str:
+    return (
+        f"if no ishard run is writing into {dest.url!r}, delete the lock object "
+        f"{dest.child(LOCK_NAME)!r} (e.g. with the store's command-line tool), then run again"
+    )
+
+
+def malformed(dest: Location, problem: str) -> IshardError:
+    """The lock object is none ishard wrote: what is wrong and how to clear it."""
+    return IshardError(
+        f"the lock object {dest.child(LOCK_NAME)!r} is not one ishard writes ({problem}) — "
+        + _remove_hint(dest)
+    )
+
+
+def refuse_if_held(dest: Location, record: dict) -> None:
+    """Go on only if the lock ``record`` (read from ``dest``) has run out or names a run of
+    this machine that is gone.
+
+    Raises:
+        IshardError: the lock is malformed, live, or runs out later than a lease can make
+            it (``LEASE_RANGE``'s longest, with as much again for clocks that disagree);
+            each names the lock object and what to do.
+    """
+    problem = lock_problem(record)
+    if problem is not None:
+        raise malformed(dest, problem)
+    left = record["expires"] - time.time()
+    if left <= 0 or _dead_here(record):
+        return
+    if left > 2 * LEASE_RANGE[1]:
+        raise _busy(
+            dest,
+            record,
+            f"its lock says it runs out in {_far(left)}, later than any lease "
+            f"(at most {LEASE_RANGE[1]:g} s): " + _remove_hint(dest),
+        )
+    raise _busy(dest, record, f"if it was killed, its lock runs out in {int(left) + 1} s")
+
+
+def _far(seconds: float) -> str:
+    """A long time, roughly, for a person: ``3 hours``, ``12 days``, ``2974 years``."""
+    days = seconds / 86400
+    if days < 2:
+        return f"{seconds / 3600:.0f} hours"
+    if days < 730:
+        return f"{days:.0f} days"
+    return f"{days / 365.25:.0f} years" if days < 3652500 else "more than 10000 years"
+
+
 def _busy(dest: Location, owner: dict, until: str) -> IshardError:
-    pid, host, started = owner.get("pid"), owner.get("host"), owner.get("started")
+    pid, host, started = (
+        _field(owner[k]) if owner.get(k) else None for k in ("pid", "host", "started")
+    )
     who = " ".join(x for x in (pid and f"pid {pid}", host and f"on {host}") if x)
     who = ", ".join(x for x in (who, started and f"started {started}") if x)
     return IshardError(
@@ -153,6 +232,7 @@ class LocalLock:
             except orjson.JSONDecodeError:
                 owner = {}
             os.close(self._fd)
+            owner = owner if isinstance(owner, dict) else {}  # only shown: flock decides
             raise _busy(dest, owner, "a run that was killed holds no lock") from None
         info = orjson.dumps(_owner())
         os.ftruncate(self._fd, 0)

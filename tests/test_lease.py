@@ -434,3 +434,72 @@ def test_a_lease_length_outside_its_range_is_a_usage_error(
     assert_error(result, 2, f"ISHARD_LEASE_SECONDS={value!r} is not a number of seconds from 2 "
                             "to 3600 — unset it (the default is 60) or write e.g. 60")
     assert listing(client, s3_bucket) == []
+
+
+YEAR_5000 = 95_617_584_000  # 5000-01-01 UTC, in seconds since 1970
+
+
+@pytest.mark.parametrize("body, problem", [
+    (b'{"id": "x", "host": "trainer-3", "expires": "soon"}',
+     "its expiry time is 'soon', not a number of seconds"),
+    (b'{"id": "x", "pid": 1e40, "expires": 1}', "its pid is 1e+40, not a process id"),
+    (b"\x00not json", "it names no run id"),
+    (b'["x", 1]', "it names no run id"),
+    (b'{"id": "x", "expires": 1, "host": ["\\u001b[2J"]}',
+     "its host is [\'\\x1b[2J\'], not text"),
+])  # fmt: skip
+def test_a_malformed_lock_is_reported_with_how_to_clear_it(
+    s3_server, s3env, client, s3_bucket, tmp_path, body, problem
+):
+    """A lock object no run of ishard wrote is neither taken over nor a crash: one line names
+    the object and what is wrong with it, and says to delete it; deleting it is enough."""
+    src = make_tree(tmp_path / "src", {"a/1.jpg": b"one"})
+    client.put_object(Bucket=s3_bucket, Key=f"out/{LOCK}", Body=body)
+    dst, lock = f"s3://{s3_bucket}/out", f"s3://{s3_bucket}/out/{LOCK}"
+    result = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, "--resume",
+                       "--no-progress")
+    line = assert_error(result, 1, f"the lock object {lock!r} is not one ishard writes "
+                                   f"({problem}) — if no ishard run is writing into {dst!r}, "
+                                   f"delete the lock object {lock!r}")
+    assert "\x1b" not in result.stderr and "Traceback" not in line
+    assert objects(client, s3_bucket) == {f"out/{LOCK}": body}  # untouched
+    client.delete_object(Bucket=s3_bucket, Key=f"out/{LOCK}")
+    again = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, "--resume",
+                      "--no-progress")
+    assert again.returncode == 0, again.stderr
+
+
+def test_a_live_lock_s_fields_reach_the_terminal_escaped(
+    s3_server, s3env, client, s3_bucket, tmp_path
+):
+    """A planted host ``ESC[2J`` (clear the screen) and a start time with a newline are shown
+    as escapes, not sent to the terminal; the line stays one line."""
+    src = make_tree(tmp_path / "src", {"a/1.jpg": b"one"})
+    lock = {"id": "x", "host": "\x1b[2J", "started": "today\nishard: done",
+            "expires": time.time() + 300}
+    client.put_object(Bucket=s3_bucket, Key=f"out/{LOCK}", Body=json.dumps(lock))
+    result = ishard_at(s3_server.endpoint_url, s3env, "shard", src, f"s3://{s3_bucket}/out",
+                       "--resume", "--no-progress")
+    line = assert_error(result, 1, f"another ishard run is writing into 's3://{s3_bucket}/out' "
+                                   "(on '\\x1b[2J', started 'today\\nishard: done') — wait")
+    assert "\x1b" not in result.stderr and "its lock runs out in" in line
+
+
+def test_a_lock_that_runs_out_in_the_year_5000_says_how_to_clear_it(
+    s3_server, s3env, client, s3_bucket, tmp_path
+):
+    """No run of ishard sets a lease longer than an hour: a lock that runs out in the year
+    5000 would block DST for ever, so the refusal names the lock object to delete."""
+    src = make_tree(tmp_path / "src", {"a/1.jpg": b"one"})
+    lock = {"id": "x", "host": "trainer-3", "pid": 77, "expires": YEAR_5000}
+    client.put_object(Bucket=s3_bucket, Key=f"out/{LOCK}", Body=json.dumps(lock))
+    dst, url = f"s3://{s3_bucket}/out", f"s3://{s3_bucket}/out/{LOCK}"
+    result = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, "--resume",
+                       "--no-progress")
+    assert_error(result, 1, f"another ishard run is writing into {dst!r} (pid 77 on trainer-3)",
+                 "its lock says it runs out in 297", " years, later than any lease (at most 3600 "
+                 f"s): if no ishard run is writing into {dst!r}, delete the lock object {url!r}")
+    client.delete_object(Bucket=s3_bucket, Key=f"out/{LOCK}")
+    again = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, "--resume",
+                      "--no-progress")
+    assert again.returncode == 0, again.stderr

@@ -361,6 +361,31 @@ def test_a_second_run_into_the_same_destination_refuses(dataset, tmp_path):
     assert snapshot(dst) == reference[".tar"]
 
 
+def test_a_held_local_lock_s_record_is_shown_escaped(dataset, tmp_path):
+    """The local lock file's record is only shown (flock decides): a planted host that
+    would clear the terminal, and a record that is no JSON object, are no crash and reach
+    the terminal escaped."""
+    src, _ = dataset
+    dst = tmp_path / "out"
+    lock = dst / ".ishard-run" / "lock"
+    lock.parent.mkdir(parents=True)
+    for record, shown in ((rb'{"pid": 7, "host": "\u001b[2J"}', " (pid 7 on '\\x1b[2J')"),
+                          (b'["not", "a", "record"]', "")):
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+        os.write(fd, record)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            result = invoke_ishard("shard", src, dst, *COMMON, "--resume")
+        finally:
+            os.close(fd)
+        assert result.returncode == 1 and "\x1b" not in result.stderr
+        assert result.stderr.splitlines() == [
+            f"ishard: error: another ishard run is writing into {str(dst)!r}{shown} — wait for "
+            "it to finish or stop it, then add --resume to finish its work; a run that was "
+            "killed holds no lock"
+        ]
+
+
 def test_a_failed_plan_leaves_no_destination_behind(tmp_path):
     src = make_tree(tmp_path / "src", {"a/1.jpg": 10})
     result = invoke_ishard("shard", src, tmp_path / "out", "--prefix", "zzz")
