@@ -44,7 +44,7 @@ from .write import Cancel, write_one, write_shards
 LOG = logging.getLogger("ishard")  # what a run does, a line per step (`ishard -v` shows it)
 
 LISTING_REPORT_EVERY = 1000
-CLEANUP_ATTEMPTS = 12  # aborting uploads after a failure: about 40 s of patience
+CLEANUP_RETRIES = 11  # aborting uploads after a failure: about 40 s of patience
 
 
 SHARD_ONLY = WRITING_ONLY  # shard() takes every option; plan() all but these
@@ -515,7 +515,7 @@ def _writer_parts(
     guard: Guard | None = None,
 ) -> tuple[Reader, Callable, dict]:
     """The reader of member bytes, the shard sink factory and the archive writer settings."""
-    cleanup = Retrier(CLEANUP_ATTEMPTS, cap=4.0)
+    cleanup = Retrier(CLEANUP_RETRIES, cap=4.0)
     reader = open_reader(
         source,
         retrier,

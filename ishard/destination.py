@@ -41,7 +41,7 @@ def check_destination(
         )
     store = dst.store
     store.check_destination(dst.url)
-    run = (retrier or Retrier(1)).run
+    run = (retrier or Retrier(0)).run
     with dst.translated("destination"):
         has_objects = run(lambda: store.has_objects(dst.key("")))
         has_run = (

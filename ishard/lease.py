@@ -247,7 +247,7 @@ class LeaseLock:
             try:
                 current, _ = self._read()
                 if current and current.get("id") == self._owner["id"]:
-                    self._store.delete([self._key])
+                    self._store.delete([self._key], self._retrier)  # retried as any request
             except Exception:  # noqa: BLE001, S110 - it runs out by itself
                 pass
 

@@ -50,6 +50,11 @@ def http_status(err: BaseException) -> int | None:
     return None
 
 
+def run_with(retrier: Retrier | None, call: Callable[[], T]) -> T:
+    """``call()`` through ``retrier`` (None: tried once)."""
+    return call() if retrier is None else retrier.run(call)
+
+
 def is_transient(err: BaseException) -> bool:
     """Worth another try: connection resets, timeouts, 5xx and throttling; not 'missing' or 'denied'."""
     if isinstance(err, PERMANENT) or type(err).__name__ in PERMANENT_NAMES:
@@ -63,10 +68,11 @@ def is_transient(err: BaseException) -> bool:
 
 
 class Retrier:
-    """Runs calls with up to ``attempts`` tries, sleeping ``base * 2**n`` (capped) between them."""
+    """Runs calls with up to ``retries`` more tries after the first (``--retries``), sleeping
+    ``base * 2**n`` (capped) between them."""
 
-    def __init__(self, attempts: int = 5, base: float = 0.25, cap: float = 4.0) -> None:
-        self.attempts = max(1, attempts)
+    def __init__(self, retries: int = 5, base: float = 0.25, cap: float = 4.0) -> None:
+        self.attempts = max(0, retries) + 1
         self.base, self.cap = base, cap
         self._lock = threading.Lock()
         self.retries = 0

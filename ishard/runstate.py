@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from functools import partial
 
 import orjson
 
@@ -117,10 +116,10 @@ class RunState:
     def _done_names(self) -> list[str]:
         """The names in ``done/``; a killed run's temp records are removed on the way."""
         dest = self._dest
-        found = self._retrier.run(partial(dest.store.find, dest.key(DONE_DIR)))
+        found = dest.store.find(dest.key(DONE_DIR), self._retrier)  # each page retried
         temps = [key for key in found if key.endswith(TEMP_SUFFIX)]
         if temps:
-            self._retrier.run(partial(dest.store.delete, temps))
+            dest.store.delete(temps, self._retrier)
         return [key.rpartition("/")[2] for key in found]
 
     def recorded(self) -> dict[int, dict]:
@@ -141,11 +140,13 @@ class RunState:
         return {i: r for i, r in records.items() if isinstance(r, dict)}
 
     def _remove(self, folder: str, *names: str) -> None:
-        dest, run = self._dest, self._retrier.run
+        """Each request (a listing page, a batch of deletes) retried on its own, as every
+        request of the run: a throttled store leaves no records behind."""
+        dest = self._dest
         with dest.translated("destination"):
-            run(partial(dest.store.delete_tree, dest.key(folder)))
+            dest.store.delete_tree(dest.key(folder), self._retrier)
             if names:
-                run(partial(dest.store.delete, [dest.key(n) for n in names]))
+                dest.store.delete([dest.key(n) for n in names], self._retrier)
 
     def clear(self) -> None:
         """Remove every record and the run state's folder (the run is over or starts afresh;

@@ -323,18 +323,78 @@ def test_throttled_store_requests_are_retried_by_ishard_local_to_s3_and_back(
     assert uploads(client, s3_bucket) == []
 
 
+class RefuseEachAfterManifest:
+    """Once the manifest is written, every request (the clean-up: listing and removing the
+    run's records, reading and removing the lock) is answered ``503`` the first ``times`` it
+    is sent (the same method, path and query), then let through; counts the refusals."""
+
+    def __init__(self, manifest_key: str, times: int) -> None:
+        self.manifest_key, self.times = manifest_key, times
+        self.published = threading.Event()
+        self.lock = threading.Lock()
+        self.seen: dict[tuple[str, str], int] = {}
+
+    def __call__(self, request):
+        if not self.published.is_set():
+            return None
+        with self.lock:
+            sent = self.seen[request.method, request.path] = self.seen.get(
+                (request.method, request.path), 0) + 1
+        if sent > self.times:
+            return None
+        return slow_down(request, "ServiceUnavailable", "Service is unable to handle request.")
+
+    def after(self, request, status) -> None:
+        if request.method == "PUT" and request.key == self.manifest_key and status == 200:
+            self.published.set()
+
+
+@pytest.mark.parametrize("retries", [1, 3])
+def test_a_throttled_clean_up_is_retried_retries_times_and_leaves_nothing(
+    s3_server, s3env, client, s3_bucket, tmp_path, retries
+):
+    """--retries N is N more tries after the first. Every clean-up request is refused N times:
+    the run still removes its records and its lock (no notice), each of those requests was
+    sent exactly N + 1 times, --json counts each refusal as a retry, and the next run into
+    the destination (--overwrite) is not refused."""
+    src = make_tree(tmp_path / "src", {f"{i}.jpg": blob(f"c{i}", 10_000) for i in range(4)})
+    rule = RefuseEachAfterManifest("out/manifest.json", retries)
+    proxy = S3Proxy(s3_server.endpoint_url, rule, rule.after)
+    dst = f"s3://{s3_bucket}/out"
+    try:
+        result = ishard_at(proxy.endpoint_url, s3env, "shard", src, dst, "--shard-size", "25KB",
+                           "--no-progress", "--json", "--retries", str(retries))
+    finally:
+        proxy.close()
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert rule.seen and set(rule.seen.values()) == {retries + 1}, rule.seen
+    assert json.loads(result.stdout)["retries"] == retries * len(rule.seen)
+    assert listing(client, s3_bucket, "out/.ishard-run") == []
+    again = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, "--shard-size", "25KB",
+                      "--no-progress", "--overwrite")
+    assert again.returncode == 0 and again.stderr == "", again.stderr
+    verify(s3_server, s3env, dst)
+
+
 def test_records_that_cannot_be_removed_after_the_manifest_are_a_notice_not_a_failure(
     s3_server, s3env, client, s3_bucket, tmp_path
 ):
     """Once the manifest is written the dataset is complete: the store refusing every later
-    request to remove the run's records is a notice, and the exit code stays 0."""
+    request to remove the run's records is a notice, and the exit code stays 0. The lock is
+    then removed on its own, and that request is retried too (refused twice, with
+    --retries 2): no lock is left to refuse the next run."""
     src = make_tree(tmp_path / "src", {f"{i}.jpg": blob(f"n{i}", 10_000) for i in range(4)})
     published = threading.Event()
+    lock_deletes = []
 
     def refuse_cleanup(request):  # the records go in one bulk delete: POST /BUCKET?delete
-        if published.is_set() and request.method == "POST" and request.query == "delete":
-            return slow_down(request, "ServiceUnavailable", "Service is unable to handle request.")
-        return None
+        if not (published.is_set() and request.method == "POST" and request.query == "delete"):
+            return None
+        if b"run.json" not in request.body:  # the lock alone
+            lock_deletes.append(request.body)
+            if len(lock_deletes) > 2:
+                return None
+        return slow_down(request, "ServiceUnavailable", "Service is unable to handle request.")
 
     def after(request, status):
         if request.method == "PUT" and request.key == "out/manifest.json" and status == 200:
@@ -352,6 +412,8 @@ def test_records_that_cannot_be_removed_after_the_manifest_are_a_notice_not_a_fa
               f"be removed (cannot reach destination {dst!r}: 503 Service Unavailable — check "
               "the endpoint and the network, then run again); they do no harm")
     assert result.stderr.splitlines() == [notice]
+    assert len(lock_deletes) == 3 and read_lock(client, s3_bucket, "out") is None
+    assert listing(client, s3_bucket, "out/.ishard-run")  # the records the store kept
     verify(s3_server, s3env, dst)
 
 

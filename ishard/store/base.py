@@ -256,17 +256,19 @@ class Store(ABC):
         """
 
     @abstractmethod
-    def delete(self, keys: Iterable[str]) -> None:
+    def delete(self, keys: Iterable[str], retrier: Retrier | None = None) -> None:
         """Remove these objects (missing ones are no error), in as few requests as the store
-        allows; never a folder."""
+        allows, each retried on its own by ``retrier`` (None: tried once); never a folder."""
 
-    def delete_tree(self, prefix: str) -> None:
-        """Remove everything under the folder ``prefix``."""
-        self.delete(self.find(prefix))
+    def delete_tree(self, prefix: str, retrier: Retrier | None = None) -> None:
+        """Remove everything under the folder ``prefix`` (each request retried by
+        ``retrier``: a throttled page or batch is asked for again, not the whole)."""
+        self.delete(self.find(prefix, retrier), retrier)
 
     @abstractmethod
-    def find(self, prefix: str) -> list[str]:
-        """The keys under the folder ``prefix`` (recursively)."""
+    def find(self, prefix: str, retrier: Retrier | None = None) -> list[str]:
+        """The keys under the folder ``prefix`` (recursively), each request retried by
+        ``retrier`` (None: tried once)."""
 
     # -- shards -----------------------------------------------------------------------------
     @abstractmethod

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import IshardError, UsageError
+from ..retry import run_with
 from ..sinks import TEMP_SUFFIX, _guarded, _Hashing
 from .base import Guard, Mode, ObjectInfo, Store, Unconditional, Upload
 from .location import FSSPEC_EXTRAS
@@ -144,17 +146,19 @@ class FsspecStore(Store):
         self.fs.pipe_file(self._path(key), data)
         return None
 
-    def delete(self, keys: Iterable[str]) -> None:
+    def delete(self, keys: Iterable[str], retrier: Retrier | None = None) -> None:
         for key in keys:
-            path = self._path(key)
-            if self.fs.exists(path):
-                self.fs.rm(path, recursive=True)
+            run_with(retrier, partial(self._delete_one, self._path(key)))
         self.fs.invalidate_cache(self.root)
 
-    def find(self, prefix: str) -> list[str]:
+    def _delete_one(self, path: str) -> None:
+        if self.fs.exists(path):
+            self.fs.rm(path, recursive=True)
+
+    def find(self, prefix: str, retrier: Retrier | None = None) -> list[str]:
         cut = len(self.root) + 1 if self.root else 0
         try:
-            found = self.fs.find(self._path(prefix.rstrip("/")))
+            found = run_with(retrier, partial(self.fs.find, self._path(prefix.rstrip("/"))))
         except FileNotFoundError:
             return []
         return [p[cut:] for p in found]

@@ -6,12 +6,14 @@ import errno
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from .. import localstate
 from ..errors import IshardError, SourceError, UsageError, WriteError
 from ..listing import check_source_dir
+from ..retry import run_with
 from ..sinks import TEMP_SUFFIX, WRITE_FIX, LocalSink
 from .base import Mode, NotRegular, ObjectInfo, Store, Unconditional, Upload
 
@@ -231,14 +233,14 @@ class LocalStore(Store):
             os.close(fd)
         return None
 
-    def delete(self, keys: Iterable[str]) -> None:
+    def delete(self, keys: Iterable[str], retrier: Retrier | None = None) -> None:
         """Unlink these files (a link itself, never what it points to; never a folder)."""
         for key in keys:
-            self._in_folder(key, _unlink)
+            run_with(retrier, partial(self._in_folder, key, _unlink))
 
-    def delete_tree(self, prefix: str) -> None:
+    def delete_tree(self, prefix: str, retrier: Retrier | None = None) -> None:
         """Remove the folder ``prefix`` and everything in it, following no link."""
-        self._in_folder(prefix.rstrip("/"), localstate.remove)
+        run_with(retrier, partial(self._in_folder, prefix.rstrip("/"), localstate.remove))
 
     def _in_folder(self, key: str, use: Callable[[int, str], object]) -> None:
         folder, _, base = key.rpartition("/")
@@ -253,8 +255,8 @@ class LocalStore(Store):
         finally:
             os.close(fd)
 
-    def find(self, prefix: str) -> list[str]:
-        return [key for key, _ in self._walk(prefix.rstrip("/"))]
+    def find(self, prefix: str, retrier: Retrier | None = None) -> list[str]:
+        return run_with(retrier, lambda: [key for key, _ in self._walk(prefix.rstrip("/"))])
 
     # -- shards -----------------------------------------------------------------------------
     def sink(self, key: str, upload: Upload):

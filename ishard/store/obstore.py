@@ -10,6 +10,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from ..errors import IshardError, UsageError
+from ..retry import run_with
 from .base import Mode, ObjectInfo, Refused, Store, Unconditional, Upload, storage_error
 from .credentials import NoCredentials, store_config
 
@@ -242,26 +243,27 @@ class ObstoreStore(Store):
         (object_store takes only a generation there)."""
         return meta.get("version") if self.scheme == "gs" else meta.get("e_tag")
 
-    def delete(self, keys: Iterable[str]) -> None:
-        import obstore
-
+    def delete(self, keys: Iterable[str], retrier: Retrier | None = None) -> None:
         keys = list(keys)
         for start in range(0, len(keys), BULK):
-            batch = keys[start : start + BULK]
-            try:
-                obstore.delete(self.client, batch)
-            except FileNotFoundError:  # Azure refuses a batch with a missing key: one by one
-                for key in batch:
-                    try:
-                        obstore.delete(self.client, key)
-                    except FileNotFoundError:
-                        pass
+            run_with(retrier, partial(self._delete_batch, keys[start : start + BULK]))
 
-    def find(self, prefix: str) -> list[str]:
+    def _delete_batch(self, batch: list[str]) -> None:
+        import obstore
+
+        try:
+            obstore.delete(self.client, batch)
+        except FileNotFoundError:  # Azure refuses a batch with a missing key: one by one
+            for key in batch:
+                try:
+                    obstore.delete(self.client, key)
+                except FileNotFoundError:
+                    pass
+
+    def find(self, prefix: str, retrier: Retrier | None = None) -> list[str]:
         folder = prefix.rstrip("/") + "/" if prefix else ""
-        return [
-            info.key for page in self._pages(folder.rstrip("/"), folder, _once()) for info in page
-        ]
+        pages = self._pages(folder.rstrip("/"), folder, retrier or _once())
+        return [info.key for page in pages for info in page]
 
     # -- shards -----------------------------------------------------------------------------
     def sink(self, key: str, upload: Upload):
@@ -328,7 +330,7 @@ class _Reason(Exception):
 def _once():
     from ..retry import Retrier
 
-    return Retrier(1)
+    return Retrier(0)
 
 
 def _just_below(prefix: str) -> str | None:
