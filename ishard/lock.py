@@ -76,7 +76,7 @@ def _remove_hint(dest: Location) -> str:
     )
 
 
-def malformed(dest: Location, problem: str) -> IshardError:
+def _malformed(dest: Location, problem: str) -> IshardError:
     """The lock object is none ishard wrote: what is wrong and how to clear it."""
     return IshardError(
         f"the lock object {dest.child(LOCK_NAME)!r} is not one ishard writes ({problem}) — "
@@ -95,7 +95,7 @@ def refuse_if_held(dest: Location, record: dict) -> None:
     """
     problem = lock_problem(record)
     if problem is not None:
-        raise malformed(dest, problem)
+        raise _malformed(dest, problem)
     left = record["expires"] - time.time()
     if left <= 0 or _dead_here(record):
         return
