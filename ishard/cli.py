@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import logging
 import re
 import signal
@@ -79,7 +80,64 @@ GO_BOOLS = {
     "json": ("--json", None),
     "debug": ("--debug", None),
 }
+GO_BUCKETS = ("src_bck", "dst_bck")
 TRUE, FALSE = ("", "true", "1", "t"), ("false", "0", "f")
+
+
+_GO_NAME = re.compile(r"-{1,2}([A-Za-z][A-Za-z0-9_-]*)(=.*)?", re.DOTALL)
+SHORT_FLAGS = "qvh"  # our one-letter flags, which click lets a user write together: -qv
+
+
+def _undefined_go_flag(arg: str, before: str | None) -> UsageError | None:
+    """Go's refusal of a flag it does not know (``-shard_sise``), with the closest known flag,
+    for a word only a Go-style command line has: one dash and a long name, or a ``_`` in the
+    name; None for anything else, or a word that is the value of the option ``before`` it."""
+    found = _GO_NAME.fullmatch(arg)
+    if found is None or arg.startswith("---") or _go_flag(arg) is not None:
+        return None
+    name = found.group(1)
+    if arg.startswith("--") and "_" not in name:
+        return None  # our spelling: click says what is wrong with it
+    if not arg.startswith("--") and set(name) <= set(SHORT_FLAGS):
+        return None  # -qv
+    if before is not None and before in _VALUE_OPTIONS():
+        return None  # --prefix -a_b: a value that starts with a dash
+    go = difflib.get_close_matches(name, [*GO_FLAGS, *GO_BOOLS, *GO_BUCKETS, "dry_run"], 1)
+    ours = difflib.get_close_matches(name.replace("_", "-"), _LONG_OPTIONS(), 1)
+    near = [f"-{g}" for g in go] + [f"--{o}" for o in ours]
+    if "-" in name:  # -shard-size: ours, with one dash too few
+        near.reverse()
+    fix = (
+        f"did you mean {near[0]}?"
+        if near
+        else "see 'ishard shard --help' for the options (Go's: -src_bck, -dst_bck, "
+        "-shard_size, -sample_key_pattern, …)"
+    )
+    return UsageError(f"flag provided but not defined: {arg.partition('=')[0]} — {fix}")
+
+
+def _LONG_OPTIONS() -> list[str]:
+    """Every long option name of every command, without its dashes."""
+    return sorted(
+        {
+            o[2:]
+            for command in cli.commands.values()
+            for p in command.params
+            for o in (*p.opts, *p.secondary_opts)
+            if o.startswith("--")
+        }
+    )
+
+
+def _VALUE_OPTIONS() -> set[str]:
+    """Our options that take the next word as their value."""
+    return {
+        o
+        for command in cli.commands.values()
+        for p in command.params
+        if isinstance(p, click.Option) and not p.is_flag and p.name != "dry_run"
+        for o in p.opts
+    }
 
 
 def _go_flag(arg: str) -> tuple[str, str | None] | None:
@@ -87,7 +145,7 @@ def _go_flag(arg: str) -> tuple[str, str | None] | None:
     if not arg.startswith("-") or arg.startswith("---") or arg == "-":
         return None
     name, eq, value = arg.lstrip("-").partition("=")
-    if name in GO_FLAGS or name in GO_BOOLS or name in ("src_bck", "dst_bck", "dry_run"):
+    if name in GO_FLAGS or name in GO_BOOLS or name in (*GO_BUCKETS, "dry_run"):
         if arg.startswith("--") and "_" not in name and name not in ("ekm", "ext", "sort"):
             return None  # already our spelling
         return name, value if eq else None
@@ -118,6 +176,15 @@ def translate(argv: list[str]) -> list[str]:
         arg = argv[i]
         i += 1
         flag = _go_flag(arg)
+        if arg == "--":
+            out += argv[i - 1 :]
+            break
+        if flag is None and arg in ("-help", "--help"):
+            arg = "--help"  # Go's flag package knows -help too
+        elif flag is None:
+            undefined = _undefined_go_flag(arg, argv[i - 2] if i > 1 else None)
+            if undefined is not None:
+                raise undefined
         if arg == "--dry-run" or (flag is not None and flag == ("dry_run", None)):
             if i < len(argv) and argv[i] in DRY_RUN_MODES:  # '--dry-run show_keys'
                 out.append(f"--dry-run={argv[i]}")
@@ -690,7 +757,8 @@ Examples:
 @click.option("--json", "as_json", is_flag=True, help="Print the division as JSON.")
 @DEBUG
 def split_command(manifest, shard_sizes, policy, as_json, debug, **options) -> None:
-    """Show how MANIFEST's shards divide over ranks, workers and epochs under a policy."""
+    """Show how MANIFEST's shards divide over ranks, workers and epochs under a policy
+    (MANIFEST: a manifest.json, or the DST folder that holds one)."""
     from .split.read import read_manifest
     from .split.world import World, describe, parse_shard_sizes, policy_options
 

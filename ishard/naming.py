@@ -13,7 +13,7 @@ from itertools import chain, compress, repeat
 from .errors import DataError, UsageError
 from .folding import NAME_MAX, folded_names
 from .keys import KeyFunction, wds_split
-from .listing import unsafe_name
+from .listing import quoted, unsafe_name
 from .table import LaterReaderKeys, ReaderKeys, ReaderKeysLost, SampleTable, int_view
 
 MEMBER_NAMES = ("original", "sample")
@@ -456,10 +456,10 @@ def _name_collision(
                 if other != name:
                     a, b = sorted((other, name))
                     why = _why(a, b)
-                    if "Unicode" in why:  # they look alike: show their code points
-                        a, b = ascii(a)[1:-1], ascii(b)[1:-1]
+                    alike = "Unicode" in why  # they look alike: show their code points
                     raise DataError(
-                        f"member names {a!r} and {b!r} would extract to one file ({why}) "
+                        f"member names {quoted(a, alike)} and {quoted(b, alike)} would extract "
+                        f"to one file ({why}) "
                         "— rename or leave out one of the two files (--prefix, --src-list, "
                         "--sample-exts)"
                     )
@@ -482,7 +482,8 @@ def _file_is_directory(
                     d = d.rpartition("/")[0]
                 if file is not None and below is not None:
                     raise DataError(
-                        f"member name {file!r} is a file, but {below!r} needs a directory of "
+                        f"member name {quoted(file)} is a file, but {quoted(below)} needs a "
+                        "directory of "
                         "that name, so they cannot both be extracted — rename or leave out one "
                         "of the two files (--prefix, --src-list, --sample-exts)"
                     )

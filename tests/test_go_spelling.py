@@ -187,3 +187,27 @@ def test_go_spelling_sort_error_exits_2(src, tmp_path):
     assert_error(invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", "-sort="),
                  2, "--sort '' is not a sort order")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("typo", "line"), [
+    (["-shard_sise=1MiB"], "flag provided but not defined: -shard_sise — did you mean -shard_size?"),
+    (["-sample_ext", ".jpg"],
+     "flag provided but not defined: -sample_ext — did you mean -sample_exts?"),
+    (["-member_names=sample"],
+     "flag provided but not defined: -member_names — did you mean --member-names?"),
+    (["-shard-size=1MiB"],
+     "flag provided but not defined: -shard-size — did you mean --shard-size?"),
+])
+def test_a_mistyped_go_flag_is_go_s_one_line_with_the_closest_flag(src, tmp_path, typo, line):
+    """Finding: ``-shard_sise`` gave click's "No such option '-s'". Go says the flag is not
+    defined; here that line also names the flag meant. Exit 2, nothing written."""
+    done = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", *typo)
+    assert_error(done, 2)
+    assert done.stderr == f"ishard: error: {line}\n"
+    assert not (tmp_path / "out").exists()
+
+
+def test_our_short_flags_and_dash_values_are_no_go_typos(src):
+    """-q and a value that starts with a dash are not taken for a Go flag."""
+    done = invoke_ishard("shard", src, "--dry-run=summary", "-q", "--prefix", "-no_such")
+    assert done.returncode == 1 and "with prefix '-no_such'" in done.stderr
