@@ -217,6 +217,12 @@ def translate(argv: list[str]) -> list[str]:
                 value, i = argv[i], i + 1
             if value is None:
                 out.append(arg)  # click reports the missing value
+            elif flag[0] == "ekm" and not value.strip() and _go_spelt(arg):
+                raise UsageError(  # Go's JSON parse of an empty map fails as its flag is set
+                    f"-ekm={value!r} is empty (Go ishard refuses it too) — give a JSON file "
+                    """(-ekm=map.json) or inline JSON (-ekm='{"fish-%d.tar": ["^n01440764/"]}'), """
+                    "or leave -ekm out for no key map"
+                )
             elif flag[0] == "src_bck":
                 src = value
             elif flag[0] == "dst_bck":

@@ -280,6 +280,11 @@ def make_options(**kwargs) -> Options:
     if level is not None and (not _DIGITS.fullmatch(str(level)) or not 0 <= int(level) <= 9):
         raise UsageError(f"--compress-level {level!r} must be a whole number from 0 to 9")
     _check_template_ext(opts.template, opts.ext)  # also parses: a bad template fails here
+    if opts.ekm is not None and not opts.ekm.strip():  # as Go ishard: no silent "no map"
+        raise UsageError(
+            f"--ekm {opts.ekm!r} is empty — give a JSON file (--ekm map.json) or inline JSON "
+            """(--ekm '{"fish-%d.tar": ["^n01440764/"]}'), or leave --ekm out for no key map"""
+        )
     ekm = opts.parsed_ekm
     order = parse_sort(opts.sort)
     sort = opts.sort

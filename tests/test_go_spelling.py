@@ -211,3 +211,14 @@ def test_our_short_flags_and_dash_values_are_no_go_typos(src):
     """-q and a value that starts with a dash are not taken for a Go flag."""
     done = invoke_ishard("shard", src, "--dry-run=summary", "-q", "--prefix", "-no_such")
     assert done.returncode == 1 and "with prefix '-no_such'" in done.stderr
+
+
+@pytest.mark.parametrize("args", [["-ekm="], ["-ekm", ""], ["-ekm=  "]])
+def test_an_empty_ekm_is_refused_in_go_s_spelling_as_go_refuses_it(src, tmp_path, args):
+    """Finding: ``-ekm=`` silently turned the key map off; Go's flag refuses it (exit 2)."""
+    done = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", *args)
+    value = args[0].partition("=")[2] if len(args) == 1 else args[1]
+    line = assert_error(done, 2, f"-ekm={value!r} is empty (Go ishard refuses it too)",
+                        "give a JSON file (-ekm=map.json)", "or leave -ekm out")
+    assert "--ekm" not in line
+    assert not (tmp_path / "out").exists()
