@@ -185,6 +185,8 @@ def translate(argv: list[str]) -> list[str]:
             undefined = _undefined_go_flag(arg, argv[i - 2] if i > 1 else None)
             if undefined is not None:
                 raise undefined
+        if flag is not None and flag[1] is None and _go_spelt(arg) and i < len(argv):
+            _bool_then_word(flag[0], argv[i])
         if arg == "--dry-run" or (flag is not None and flag == ("dry_run", None)):
             if i < len(argv) and argv[i] in DRY_RUN_MODES:  # '--dry-run show_keys'
                 out.append(f"--dry-run={argv[i]}")
@@ -257,6 +259,20 @@ def translate(argv: list[str]) -> list[str]:
     if src is not None or dst is not None:
         out += ["--"] + [v for v in (src, dst) if v is not None]
     return out
+
+
+def _bool_then_word(name: str, word: str) -> None:
+    """Refuse Go's bool flag followed by what looks like its value (``-dry_run show_keys``,
+    ``-collapse true``): Go's flag package takes the word for an argument and stops reading
+    flags there, so it never means what it seems to."""
+    if name != "dry_run" and name not in GO_BOOLS:
+        return
+    modes = DRY_RUN_MODES if name == "dry_run" else ()
+    if word in modes or word.lower() in (*TRUE[1:], *FALSE):
+        raise UsageError(
+            f"-{name} {word}: Go's -{name} is a bool flag, so {word!r} would not be its value "
+            f"but an argument, where Go stops reading flags — write -{name}={word}"
+        )
 
 
 def _go_spelt(arg: str) -> bool:

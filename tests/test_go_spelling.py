@@ -222,3 +222,25 @@ def test_an_empty_ekm_is_refused_in_go_s_spelling_as_go_refuses_it(src, tmp_path
                         "give a JSON file (-ekm=map.json)", "or leave -ekm out")
     assert "--ekm" not in line
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("words", "fix"), [
+    (["-dry_run", "show_keys"], "-dry_run=show_keys"),
+    (["-dry_run", "json"], "-dry_run=json"),
+    (["-dry_run", "false"], "-dry_run=false"),
+    (["-collapse", "true"], "-collapse=true"),
+    (["-progress", "FALSE"], "-progress=FALSE"),
+])
+def test_a_go_bool_flag_with_its_value_as_the_next_word_is_refused(src, tmp_path, words, fix):
+    """Finding: ``-dry_run show_keys`` meant show_keys here, though Go's bool flag takes no
+    separate value (the word is an argument, and Go reads no flag after it). Refused, naming
+    the spelling that means it; nothing listed or written."""
+    done = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", *words,
+                         "-shard_size=1GiB")
+    line = assert_error(done, 2, f"{words[0]} {words[1]}: Go's {words[0]} is a bool flag",
+                        f"— write {fix}")
+    assert line.endswith(fix)
+    assert not (tmp_path / "out").exists()
+    joined = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", fix,
+                           "-dry_run=show_keys", "-shard_size=1GiB")
+    assert joined.returncode == 0, joined.stderr
