@@ -18,6 +18,7 @@ from click.shell_completion import CompletionItem
 from . import __version__, api, archive, verify
 from .checksums import ALGORITHMS
 from .errors import Interrupted, IshardError, IshardWarning, UsageError
+from .extraction import LOOKALIKES
 from .formats import ARCHIVE_EXTS
 from .formats.compress import GZIP_LIBRARIES
 from .keys import go_pattern
@@ -250,9 +251,14 @@ def translate(argv: list[str]) -> list[str]:
     ):
         out.insert(0, "shard")
     if out and out[0] == "shard" and any(map(_go_spelt, argv)):
-        # the Go spelling's defaults: Go's member names (the source paths), and md5, the
-        # checksum wids reads (md5sum), which the Go spelling's manifests have always had
-        for option, default in (("--member-names", "original"), ("--checksum", "md5")):
+        # the Go spelling's defaults: Go's member names (the source paths), md5, the
+        # checksum wids reads (md5sum), which the Go spelling's manifests have always had, and
+        # names Go shards though they differ only in case or Unicode form, warned about
+        for option, default in (
+            ("--member-names", "original"),
+            ("--checksum", "md5"),
+            ("--lookalike-names", "warn"),
+        ):
             if not any(a == option or a.startswith(f"{option}=") for a in out):
                 end = out.index("--") if "--" in out else len(out)
                 out.insert(end, f"{option}={default}")
@@ -427,7 +433,7 @@ SHARD_SECTIONS = {
         "shard_template",
     ),
     "Archives": ("ext", "compress_level", "gzip_library", "zip_compression"),
-    "Reader compatibility": ("member_names", "index", "checksum", "strict"),
+    "Reader compatibility": ("member_names", "index", "checksum", "lookalike_names", "strict"),
     "Object stores": ("endpoint_url", "storage_options", "part_size", "read_buffer", "retries"),
     "Running": (
         "dry_run",
@@ -640,6 +646,13 @@ The user guide (docs/user-guide.md) explains every option."""
     show_default=True,
     help="Memory the column engine may hold while it sorts and groups a big --src-list "
     "inventory; past it, it spills to --tmp-dir (128MiB at least).",
+)
+@click.option(
+    "--lookalike-names",
+    type=Choices(LOOKALIKES),
+    default="refuse",
+    help="Member names that differ only in case or Unicode form (A.jpg, a.jpg): distinct files "
+    "on Linux, one on macOS and Windows; refuse, or warn (the Go spelling's default).",
 )
 @click.option(
     "--strict",

@@ -244,3 +244,39 @@ def test_a_go_bool_flag_with_its_value_as_the_next_word_is_refused(src, tmp_path
     joined = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", fix,
                            "-dry_run=show_keys", "-shard_size=1GiB")
     assert joined.returncode == 0, joined.stderr
+
+
+LOOK_ALIKE = {"A.jpg": b"upper", "a.jpg": b"lower", "u/caf\u00e9.jpg": b"composed",
+              "u/cafe\u0301.jpg": b"decomposed", "v/x.jpg": b"plain"}
+
+
+def test_the_go_spelling_shards_look_alike_names_with_a_warning(tmp_path):
+    """Finding: names that differ only in case or Unicode form are distinct files on Linux and
+    Go ishard shards them, but the Go spelling refused them. It writes them all now, after one
+    warning before writing; --strict still refuses; the native spelling keeps refusing."""
+    src = make_tree(tmp_path / "src", LOOK_ALIKE)
+    dst = tmp_path / "out"
+    done = invoke_ishard(f"-src_bck={src}", f"-dst_bck={dst}", "-progress=false")
+    assert done.returncode == 0, done.stderr
+    warned = [ln for ln in done.stderr.splitlines() if ln.startswith("ishard: warning: ")]
+    assert warned == [
+        "ishard: warning: 2 pairs of member names differ only in case or Unicode form (e.g. "
+        "'A.jpg' and 'a.jpg'; 'u/cafe\\u0301.jpg' and 'u/caf\\xe9.jpg'): distinct files on "
+        "Linux, but one on macOS and Windows, where extracting the shards into one folder keeps "
+        "one of each pair — rename one of each pair to extract them anywhere (--lookalike-names "
+        "refuse stops such runs)"
+    ]
+    written = {}
+    for shard in sorted(dst.glob("shard-*.tar")):
+        with tarfile.open(shard) as tar:
+            written.update({m.name: tar.extractfile(m).read() for m in tar if m.isfile()})
+    assert written == LOOK_ALIKE
+    strict = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'strict'}", "--strict")
+    assert strict.returncode == 1 and "--strict and the plan has 1 warning" in strict.stderr
+    assert not list((tmp_path / "strict").glob("*.tar"))
+    native = invoke_ishard("shard", src, tmp_path / "native", "--member-names", "original")
+    assert_error(native, 1, "member names 'A.jpg' and 'a.jpg' would extract to one file",
+                 "--lookalike-names warn")
+    asked = invoke_ishard("shard", src, "--dry-run=summary", "--member-names", "original",
+                          "--lookalike-names", "warn")
+    assert asked.returncode == 0 and "2 pairs of member names" in asked.stderr
