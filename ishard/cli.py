@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import logging
+import os
 import re
 import signal
 import sys
@@ -389,6 +391,39 @@ def _talk(quiet: bool, verbose: bool) -> None:
         log.setLevel(logging.INFO)
 
 
+def _variable(ctx: click.Context, param: click.Parameter) -> str | None:
+    """The environment variable ``param``'s value came from, if it came from one."""
+    if not param.name or ctx.get_parameter_source(param.name) is not ENVIRONMENT:
+        return None
+    names = [param.envvar] if isinstance(param.envvar, str) else list(param.envvar or ())
+    return next((n for n in names if os.environ.get(n)), None)
+
+
+ENVIRONMENT = click.core.ParameterSource.ENVIRONMENT
+# Variables read before each option's own name was (the parameter's name): still read
+EARLIER_VARIABLES = {"ISHARD_STORAGE_OPTION": "ISHARD_STORAGE_OPTIONS"}
+
+
+def _environment_named(command):
+    """Run ``command`` naming the environment variable in a refusal of a value that came from
+    one (the library names the option: ``--shard-size 'x' …``)."""
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except UsageError as err:
+            ctx = click.get_current_context()
+            for param in ctx.command.params:
+                variable = _variable(ctx, param)
+                if variable and any(f"{o} " in f"{err} " for o in param.opts):
+                    what, dash, fix = str(err).partition(" — ")
+                    raise UsageError(f"{what} (from {variable}){dash}{fix}") from None
+            raise
+
+    return run
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ishard")
 def cli() -> None:
@@ -665,6 +700,7 @@ The user guide (docs/user-guide.md) explains every option."""
 @QUIET
 @VERBOSE
 @DEBUG
+@_environment_named
 def shard_command(src, dst, dry_run, progress, as_json, quiet, verbose, debug, **options) -> None:
     """Shard the files under SRC into archives in DST."""
     _talk(quiet, verbose)
@@ -674,6 +710,16 @@ def shard_command(src, dst, dry_run, progress, as_json, quiet, verbose, debug, *
 
 
 def _shard(src, dst, dry_run, progress, as_json, quiet, options) -> None:
+    ctx = click.get_current_context()
+    if (
+        dry_run is not None
+        and dry_run not in DRY_RUN_MODES
+        and (variable := next(_variable(ctx, p) for p in ctx.command.params if p.name == "dry_run"))
+    ):
+        raise UsageError(
+            f"{variable}={dry_run!r} is not a dry-run mode — set it to shards, files, show_keys, "
+            "json or summary, or unset it"
+        )
     if dry_run is not None and dry_run not in DRY_RUN_MODES:
         raise click.UsageError(
             f"--dry-run={dry_run!r} is not a dry-run mode — use --dry-run, --dry-run=files, "
@@ -791,6 +837,7 @@ Examples:
 @click.option("--canonical-nodes", type=int, default=None, help="streaming: num_canonical_nodes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the division as JSON.")
 @DEBUG
+@_environment_named
 def split_command(manifest, shard_sizes, policy, as_json, debug, **options) -> None:
     """Show how MANIFEST's shards divide over ranks, workers and epochs under a policy
     (MANIFEST: a manifest.json, or the DST folder that holds one)."""
@@ -834,6 +881,7 @@ Examples:
 @ENDPOINT_URL
 @STORAGE_OPTION
 @DEBUG
+@_environment_named
 def ls_command(archive_path, samples, as_json, debug, endpoint_url, storage_options) -> None:
     """List an archive's members with their sizes (a file, or a store URL)."""
     found = list(
@@ -883,6 +931,7 @@ Examples:
 @QUIET
 @VERBOSE
 @DEBUG
+@_environment_named
 def verify_command(dst, progress, as_json, quiet, verbose, debug, **options) -> int:
     """Check the shards in DST against DST/manifest.json; exit 1 if anything is wrong."""
     _talk(quiet, verbose)
@@ -906,22 +955,25 @@ _NUMBERED = re.compile(r"(.*?)([0-9]+)([^0-9]*)")
 def _from_environment(err: click.ClickException) -> str:
     """`` (from ISHARD_X)`` when the bad value came from the environment, not the command line."""
     param, ctx = getattr(err, "param", None), getattr(err, "ctx", None)
-    if param is None or ctx is None or not param.name:
+    if param is None or ctx is None:
         return ""
-    source = ctx.get_parameter_source(param.name)
-    if source is click.core.ParameterSource.ENVIRONMENT and isinstance(param.envvar, str):
-        return f" (from {param.envvar})"
-    return ""
+    variable = _variable(ctx, param)
+    return f" (from {variable})" if variable else ""
 
 
 def _environment_options() -> None:
-    """Every option of every command can also be set as ``ISHARD_<OPTION>`` (``--shard-size``
-    is ``ISHARD_SHARD_SIZE``, ``--overwrite`` is ``ISHARD_OVERWRITE=1``); the command line
-    wins."""
+    """Every option of every command can also be set as ``ISHARD_<OPTION>``, the option's long
+    name (``--shard-size`` is ``ISHARD_SHARD_SIZE``, ``--overwrite`` is ``ISHARD_OVERWRITE=1``,
+    ``--storage-option`` is ``ISHARD_STORAGE_OPTION``, a repeated option's values separated
+    by whitespace); the command line wins. ``--help`` shows each option's variable."""
     for command in cli.commands.values():
         for param in command.params:
             if isinstance(param, click.Option) and param.envvar is None and param.name:
-                param.envvar = f"ISHARD_{param.name.upper()}"
+                long = next((o for o in param.opts if o.startswith("--")), f"--{param.name}")
+                variable = "ISHARD_" + long[2:].replace("-", "_").upper()
+                earlier = EARLIER_VARIABLES.get(variable)
+                param.envvar = [variable, earlier] if earlier else variable
+                param.show_envvar = True
 
 
 _environment_options()
