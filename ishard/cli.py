@@ -82,6 +82,7 @@ GO_BOOLS = {
     "resume": ("--resume", None),
     "json": ("--json", None),
     "debug": ("--debug", None),
+    "strict": ("--strict", None),
 }
 GO_BUCKETS = ("src_bck", "dst_bck")
 TRUE, FALSE = ("", "true", "1", "t"), ("false", "0", "f")
@@ -101,8 +102,8 @@ def _undefined_go_flag(arg: str, before: str | None) -> UsageError | None:
     name = found.group(1)
     if arg.startswith("--") and "_" not in name:
         return None  # our spelling: click says what is wrong with it
-    if not arg.startswith("--") and set(name) <= set(SHORT_FLAGS):
-        return None  # -qv
+    if not arg.startswith("--") and (len(name) < 2 or set(name) <= set(SHORT_FLAGS)):
+        return None  # -x, -qv: click's short options
     if before is not None and before in _VALUE_OPTIONS():
         return None  # --prefix -a_b: a value that starts with a dash
     go = difflib.get_close_matches(name, [*GO_FLAGS, *GO_BOOLS, *GO_BUCKETS, "dry_run"], 1)

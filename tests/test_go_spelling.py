@@ -271,9 +271,10 @@ def test_the_go_spelling_shards_look_alike_names_with_a_warning(tmp_path):
         with tarfile.open(shard) as tar:
             written.update({m.name: tar.extractfile(m).read() for m in tar if m.isfile()})
     assert written == LOOK_ALIKE
-    strict = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'strict'}", "--strict")
-    assert strict.returncode == 1 and "--strict and the plan has 1 warning" in strict.stderr
-    assert not list((tmp_path / "strict").glob("*.tar"))
+    for strict_flag in ("--strict", "-strict"):
+        strict = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'strict'}", strict_flag)
+        assert strict.returncode == 1 and "--strict and the plan has 1 warning" in strict.stderr
+        assert not list((tmp_path / "strict").glob("*.tar"))
     native = invoke_ishard("shard", src, tmp_path / "native", "--member-names", "original")
     assert_error(native, 1, "member names 'A.jpg' and 'a.jpg' would extract to one file",
                  "--lookalike-names warn")
