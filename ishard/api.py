@@ -16,6 +16,7 @@ from warnings import warn
 from .destination import check_destination
 from .errors import DataError, IshardError, IshardWarning, StrictError, UsageError
 from .executors import write_with_dask
+from .extraction import check_extraction_names
 from .formats import check_names
 from .inventory import list_inventory
 from .keys import key_function
@@ -23,7 +24,7 @@ from .lease import LeaseCheck, LeaseLock
 from .lock import acquire
 from .manifest import MANIFEST_NAME, manifest_bytes, remove_manifest
 from .model import WRITING_ONLY, Plan, Report, ShardPlan, ShardResult, Tally
-from .naming import KeyCheck, check_extraction_names, check_index_shards, check_reader_names
+from .naming import KeyCheck, check_index_shards, check_reader_names
 from .options import Options, count_warning, make_options, option_warnings, parse_sort
 from .plan import SampleRun, balance, check_unique, cut_indices, shard_names
 from .planrecord import plan_record
@@ -78,6 +79,7 @@ def plan(
     member_names: str = DEFAULTS.member_names,
     index: str = DEFAULTS.index,
     strict: bool = DEFAULTS.strict,
+    lookalike_names: str = DEFAULTS.lookalike_names,
     tmp_dir: str | PathLike[str] | None = DEFAULTS.tmp_dir,
     memory_limit: int | str = DEFAULTS.memory_limit,
     progress: Progress | None = None,
@@ -126,6 +128,9 @@ def plan(
         index: ``"none"``, or ``"dali"``: a DALI index beside each ``.tar`` shard.
         strict: any warning of the plan (readers would misread it, an option has no effect)
             raises :class:`ishard.StrictError` before anything is written.
+        lookalike_names: member names that differ only in case or Unicode form (``A.jpg``,
+            ``a.jpg``; distinct files on Linux, one on macOS and Windows): ``"refuse"``
+            (a ``DataError``) or ``"warn"`` (a warning of the plan, as Go ishard's spelling).
         tmp_dir: the folder where the column engine spills while it sorts a big inventory
             (``src_list``); None: the system's temporary folder.
         memory_limit: bytes (or ``"1GiB"``) the column engine may hold while it sorts and
@@ -196,6 +201,7 @@ def shard(
     member_names: str = DEFAULTS.member_names,
     index: str = DEFAULTS.index,
     strict: bool = DEFAULTS.strict,
+    lookalike_names: str = DEFAULTS.lookalike_names,
     tmp_dir: str | PathLike[str] | None = DEFAULTS.tmp_dir,
     memory_limit: int | str = DEFAULTS.memory_limit,
     progress: Progress | None = None,
@@ -246,6 +252,9 @@ def shard(
         index: ``"none"``, or ``"dali"``: a DALI index beside each ``.tar`` shard.
         strict: any warning of the plan (readers would misread it, an option has no effect)
             raises :class:`ishard.StrictError` before anything is written.
+        lookalike_names: member names that differ only in case or Unicode form (``A.jpg``,
+            ``a.jpg``; distinct files on Linux, one on macOS and Windows): ``"refuse"``
+            (a ``DataError``) or ``"warn"`` (a warning of the plan, as Go ishard's spelling).
         tmp_dir: the folder where the column engine spills while it sorts a big inventory
             (``src_list``); None: the system's temporary folder.
         memory_limit: bytes (or ``"1GiB"``) the column engine may hold while it sorts and
@@ -666,9 +675,10 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
         members += cuts
         tables += [table] * len(cuts)
     check_unique(names)
-    check_extraction_names(planned, opts.member_names == "sample")
+    alike = check_extraction_names(planned, opts.member_names == "sample", opts.lookalike_names)
     del planned
-    warnings += check.warnings() + option_warnings(opts, names) + count_warning(opts, fullest)
+    warnings += check.warnings() + alike + option_warnings(opts, names)
+    warnings += count_warning(opts, fullest)
     shards = ShardList(names, members, tables, rename=opts.member_names == "sample")
     del members
     if opts.index == "dali":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import re
 import signal
 import sys
@@ -17,9 +19,11 @@ from click.shell_completion import CompletionItem
 from . import __version__, api, archive, verify
 from .checksums import ALGORITHMS
 from .errors import Interrupted, IshardError, IshardWarning, UsageError
+from .extraction import LOOKALIKES
 from .formats import ARCHIVE_EXTS
 from .formats.compress import GZIP_LIBRARIES
-from .keys import go_pattern
+from .gospelling import DRY_RUN_MODES
+from .gospelling import translate as go_translate
 from .listing import printable, shown
 from .naming import MEMBER_NAMES
 from .options import EXECUTORS, INDEXES, ZIP_METHODS, make_options
@@ -39,158 +43,40 @@ from .render import (
 )
 from .report import plan_document, plan_summary, run_summary, samples_document, size_histogram
 from .samples import ACTIONS
-from .sizes import MAX_COUNT, format_size
+from .sizes import format_size
 from .split import POLICIES
 from .split.dali import POLICIES as DALI_LAST_BATCH
 from .split.streaming import ALGOS as STREAMING_SHUFFLES
 
-# --dry-run's modes: the native spelling's bare --dry-run is "shards" (a row per shard and a
-# histogram), Go's -dry_run is "text" (Go's listing of every member), which "files" names too
-DRY_RUN_MODES = ("shards", "files", "text", "show_keys", "json", "summary")
-# Go ishard's flag spellings -> ours; src_bck and dst_bck become the two positional arguments.
-GO_FLAGS = {
-    "shard_size": "--shard-size",
-    "max_shard_size": "--shard-size",
-    "sample_key_pattern": "--sample-key-pattern",
-    "sample_exts": "--sample-exts",
-    "missing_extension_action": "--missing-extension-action",
-    "ekm": "--ekm",
-    "ext": "--ext",
-    "shard_template": "--shard-template",
-    "sort": "--sort",
-    "prefix": "--prefix",
-    "samples_per_shard": "--samples-per-shard",
-    "jobs": "--jobs",
-    "src_list": "--src-list",
-    "endpoint_url": "--endpoint-url",
-    "checksum": "--checksum",
-    "executor": "--executor",
-    "scheduler": "--scheduler",
-    "num_shards": "--num-shards",
-    "shards_multiple_of": "--shards-multiple-of",
-}
-GO_BOOLS = {
-    "collapse": ("--collapse", "--no-collapse"),
-    "progress": ("--progress", "--no-progress"),
-    "include_hidden": ("--include-hidden", None),
-    "follow_symlinks": ("--follow-symlinks", None),
-    "overwrite": ("--overwrite", None),
-    "resume": ("--resume", None),
-    "json": ("--json", None),
-    "debug": ("--debug", None),
-}
-TRUE, FALSE = ("", "true", "1", "t"), ("false", "0", "f")
-
-
-def _go_flag(arg: str) -> tuple[str, str | None] | None:
-    """('name', value or None) for a Go-style flag such as ``-shard_size=1MiB``; else None."""
-    if not arg.startswith("-") or arg.startswith("---") or arg == "-":
-        return None
-    name, eq, value = arg.lstrip("-").partition("=")
-    if name in GO_FLAGS or name in GO_BOOLS or name in ("src_bck", "dst_bck", "dry_run"):
-        if arg.startswith("--") and "_" not in name and name not in ("ekm", "ext", "sort"):
-            return None  # already our spelling
-        return name, value if eq else None
-    return None
-
-
-def _go_shard_size(flag: str, value: str) -> str:
-    """Go's meaning of a shard size in Go's spelling: ``-shard_size`` reads a number that fits
-    an int32 as a sample count and a larger one as bytes; the older ``-max_shard_size`` read
-    every bare number as bytes. Bytes get their unit (``B``) here. (Go's int32 parse takes no
-    spaces, its size parse trims them: ``" 10"`` is 10 bytes there.)"""
-    digits = value.strip().removeprefix("+")
-    if (
-        digits.isascii()
-        and digits.isdigit()
-        and (flag == "max_shard_size" or value != value.strip() or int(digits) > MAX_COUNT)
-    ):
-        return f"{digits}B"
-    return value
-
 
 def translate(argv: list[str]) -> list[str]:
-    """Rewrite Go ishard's command line (``-src_bck=… -shard_size=…``) into ours."""
-    out: list[str] = []
-    src = dst = None
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        i += 1
-        flag = _go_flag(arg)
-        if arg == "--dry-run" or (flag is not None and flag == ("dry_run", None)):
-            if i < len(argv) and argv[i] in DRY_RUN_MODES:  # '--dry-run show_keys'
-                out.append(f"--dry-run={argv[i]}")
-                i += 1
-            else:
-                out.append("--dry-run=text" if any(map(_go_spelt, argv)) else "--dry-run=shards")
-        elif flag is None:
-            out.append(arg)
-        elif flag[0] in GO_BOOLS:
-            on, off = GO_BOOLS[flag[0]]
-            given = (flag[1] or "").lower()
-            if given in TRUE:
-                out.append(on)
-            elif given in FALSE:
-                out += [off] if off else []
-            else:
-                raise UsageError(
-                    f"-{flag[0]}={flag[1]!r} is not true or false — write -{flag[0]} "
-                    f"or -{flag[0]}=false"
-                )
-        elif flag[0] == "dry_run":
-            mode = flag[1] if flag[1] is not None else "true"
-            if mode.lower() in TRUE:
-                out.append("--dry-run=text")
-            elif mode.lower() not in FALSE:
-                out.append(f"--dry-run={mode}")
-        else:
-            value: str | None = flag[1]
-            if value is None and i < len(argv):
-                value, i = argv[i], i + 1
-            if value is None:
-                out.append(arg)  # click reports the missing value
-            elif flag[0] == "src_bck":
-                src = value
-            elif flag[0] == "dst_bck":
-                dst = value
-            else:
-                if flag[0] == "sample_key_pattern":  # Go's meaning for a group-less regex
-                    value = go_pattern(value)
-                elif flag[0] in ("shard_size", "max_shard_size"):
-                    value = _go_shard_size(flag[0], value)
-                out.append(f"{GO_FLAGS[flag[0]]}={value}")
-    if (src is None) != (dst is None):
-        given, missing = ("-src_bck", "-dst_bck") if dst is None else ("-dst_bck", "-src_bck")
-        raise UsageError(
-            f"{given} needs {missing} too: Go ishard requires both (src_bck and dst_bck) — add "
-            f"{missing}={missing[1:4].upper()}, or for a dry run without a destination: "
-            "ishard shard SRC --dry-run"
-        )
-    if src is not None or dst is not None:
-        if not out or out[0] != "shard":
-            out.insert(0, "shard")
-    elif any(_go_flag(a) for a in argv) and (
-        not out or out[0] not in ("shard", "ls", "verify", "split")
-    ):
-        out.insert(0, "shard")
-    if out and out[0] == "shard" and any(map(_go_spelt, argv)):
-        # the Go spelling's defaults: Go's member names (the source paths), and md5, the
-        # checksum wids reads (md5sum), which the Go spelling's manifests have always had
-        for option, default in (("--member-names", "original"), ("--checksum", "md5")):
-            if not any(a == option or a.startswith(f"{option}=") for a in out):
-                end = out.index("--") if "--" in out else len(out)
-                out.insert(end, f"{option}={default}")
-    if src is not None or dst is not None:
-        out += ["--"] + [v for v in (src, dst) if v is not None]
-    return out
+    """Go ishard's command line rewritten into ours (``gospelling.translate``), told our
+    options."""
+    return go_translate(argv, _long_options(), _value_options())
 
 
-def _go_spelt(arg: str) -> bool:
-    """Is ``arg`` a Go ishard flag spelt as only Go spells it (``-shard_size``, ``-ext``), not
-    one that is also ours (``--ext``)?"""
-    flag = _go_flag(arg)
-    return flag is not None and (not arg.startswith("--") or "_" in flag[0])
+def _long_options() -> list[str]:
+    """Every long option name of every command, without its dashes."""
+    return sorted(
+        {
+            o[2:]
+            for command in cli.commands.values()
+            for p in command.params
+            for o in (*p.opts, *p.secondary_opts)
+            if o.startswith("--")
+        }
+    )
+
+
+def _value_options() -> set[str]:
+    """Our options that take the next word as their value."""
+    return {
+        o
+        for command in cli.commands.values()
+        for p in command.params
+        if isinstance(p, click.Option) and not p.is_flag and p.name != "dry_run"
+        for o in p.opts
+    }
 
 
 # A path or URL argument: any text, completed as a file name by the shell
@@ -294,6 +180,39 @@ def _talk(quiet: bool, verbose: bool) -> None:
         log.setLevel(logging.INFO)
 
 
+def _variable(ctx: click.Context, param: click.Parameter) -> str | None:
+    """The environment variable ``param``'s value came from, if it came from one."""
+    if not param.name or ctx.get_parameter_source(param.name) is not ENVIRONMENT:
+        return None
+    names = [param.envvar] if isinstance(param.envvar, str) else list(param.envvar or ())
+    return next((n for n in names if os.environ.get(n)), None)
+
+
+ENVIRONMENT = click.core.ParameterSource.ENVIRONMENT
+# Variables read before each option's own name was (the parameter's name): still read
+EARLIER_VARIABLES = {"ISHARD_STORAGE_OPTION": "ISHARD_STORAGE_OPTIONS"}
+
+
+def _environment_named(command):
+    """Run ``command`` naming the environment variable in a refusal of a value that came from
+    one (the library names the option: ``--shard-size 'x' …``)."""
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except UsageError as err:
+            ctx = click.get_current_context()
+            for param in ctx.command.params:
+                variable = _variable(ctx, param)
+                if variable and any(f"{o} " in f"{err} " for o in param.opts):
+                    what, dash, fix = str(err).partition(" — ")
+                    raise UsageError(f"{what} (from {variable}){dash}{fix}") from None
+            raise
+
+    return run
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ishard")
 def cli() -> None:
@@ -338,7 +257,7 @@ SHARD_SECTIONS = {
         "shard_template",
     ),
     "Archives": ("ext", "compress_level", "gzip_library", "zip_compression"),
-    "Reader compatibility": ("member_names", "index", "checksum", "strict"),
+    "Reader compatibility": ("member_names", "index", "checksum", "lookalike_names", "strict"),
     "Object stores": ("endpoint_url", "storage_options", "part_size", "read_buffer", "retries"),
     "Running": (
         "dry_run",
@@ -553,6 +472,13 @@ The user guide (docs/user-guide.md) explains every option."""
     "inventory; past it, it spills to --tmp-dir (128MiB at least).",
 )
 @click.option(
+    "--lookalike-names",
+    type=Choices(LOOKALIKES),
+    default="refuse",
+    help="Member names that differ only in case or Unicode form (A.jpg, a.jpg): distinct files "
+    "on Linux, one on macOS and Windows; refuse, or warn (the Go spelling's default).",
+)
+@click.option(
     "--strict",
     is_flag=True,
     help="Any warning is an error (exit 1), before anything is written; in a dry run too (for CI).",
@@ -563,6 +489,7 @@ The user guide (docs/user-guide.md) explains every option."""
 @QUIET
 @VERBOSE
 @DEBUG
+@_environment_named
 def shard_command(src, dst, dry_run, progress, as_json, quiet, verbose, debug, **options) -> None:
     """Shard the files under SRC into archives in DST."""
     _talk(quiet, verbose)
@@ -572,6 +499,16 @@ def shard_command(src, dst, dry_run, progress, as_json, quiet, verbose, debug, *
 
 
 def _shard(src, dst, dry_run, progress, as_json, quiet, options) -> None:
+    ctx = click.get_current_context()
+    if (
+        dry_run is not None
+        and dry_run not in DRY_RUN_MODES
+        and (variable := next(_variable(ctx, p) for p in ctx.command.params if p.name == "dry_run"))
+    ):
+        raise UsageError(
+            f"{variable}={dry_run!r} is not a dry-run mode — set it to shards, files, show_keys, "
+            "json or summary, or unset it"
+        )
     if dry_run is not None and dry_run not in DRY_RUN_MODES:
         raise click.UsageError(
             f"--dry-run={dry_run!r} is not a dry-run mode — use --dry-run, --dry-run=files, "
@@ -689,8 +626,10 @@ Examples:
 @click.option("--canonical-nodes", type=int, default=None, help="streaming: num_canonical_nodes.")
 @click.option("--json", "as_json", is_flag=True, help="Print the division as JSON.")
 @DEBUG
+@_environment_named
 def split_command(manifest, shard_sizes, policy, as_json, debug, **options) -> None:
-    """Show how MANIFEST's shards divide over ranks, workers and epochs under a policy."""
+    """Show how MANIFEST's shards divide over ranks, workers and epochs under a policy
+    (MANIFEST: a manifest.json, or the DST folder that holds one)."""
     from .split.read import read_manifest
     from .split.world import World, describe, parse_shard_sizes, policy_options
 
@@ -731,6 +670,7 @@ Examples:
 @ENDPOINT_URL
 @STORAGE_OPTION
 @DEBUG
+@_environment_named
 def ls_command(archive_path, samples, as_json, debug, endpoint_url, storage_options) -> None:
     """List an archive's members with their sizes (a file, or a store URL)."""
     found = list(
@@ -780,6 +720,7 @@ Examples:
 @QUIET
 @VERBOSE
 @DEBUG
+@_environment_named
 def verify_command(dst, progress, as_json, quiet, verbose, debug, **options) -> int:
     """Check the shards in DST against DST/manifest.json; exit 1 if anything is wrong."""
     _talk(quiet, verbose)
@@ -803,22 +744,25 @@ _NUMBERED = re.compile(r"(.*?)([0-9]+)([^0-9]*)")
 def _from_environment(err: click.ClickException) -> str:
     """`` (from ISHARD_X)`` when the bad value came from the environment, not the command line."""
     param, ctx = getattr(err, "param", None), getattr(err, "ctx", None)
-    if param is None or ctx is None or not param.name:
+    if param is None or ctx is None:
         return ""
-    source = ctx.get_parameter_source(param.name)
-    if source is click.core.ParameterSource.ENVIRONMENT and isinstance(param.envvar, str):
-        return f" (from {param.envvar})"
-    return ""
+    variable = _variable(ctx, param)
+    return f" (from {variable})" if variable else ""
 
 
 def _environment_options() -> None:
-    """Every option of every command can also be set as ``ISHARD_<OPTION>`` (``--shard-size``
-    is ``ISHARD_SHARD_SIZE``, ``--overwrite`` is ``ISHARD_OVERWRITE=1``); the command line
-    wins."""
+    """Every option of every command can also be set as ``ISHARD_<OPTION>``, the option's long
+    name (``--shard-size`` is ``ISHARD_SHARD_SIZE``, ``--overwrite`` is ``ISHARD_OVERWRITE=1``,
+    ``--storage-option`` is ``ISHARD_STORAGE_OPTION``, a repeated option's values separated
+    by whitespace); the command line wins. ``--help`` shows each option's variable."""
     for command in cli.commands.values():
         for param in command.params:
             if isinstance(param, click.Option) and param.envvar is None and param.name:
-                param.envvar = f"ISHARD_{param.name.upper()}"
+                long = next((o for o in param.opts if o.startswith("--")), f"--{param.name}")
+                variable = "ISHARD_" + long[2:].replace("-", "_").upper()
+                earlier = EARLIER_VARIABLES.get(variable)
+                param.envvar = [variable, earlier] if earlier else variable
+                param.show_envvar = True
 
 
 _environment_options()

@@ -61,9 +61,11 @@ def shown(name: str) -> str:
     return _SURROGATE.sub(_escape, name)
 
 
-def quoted(name: str) -> str:
-    """``repr(name)`` with undecodable bytes shown as ``\\xNN`` (as Python shows bytes)."""
-    text = repr(name)
+def quoted(name: str, code_points: bool = False) -> str:
+    """``repr(name)`` with undecodable bytes shown as ``\\xNN`` (as Python shows bytes); with
+    ``code_points``, every character past ASCII escaped too (``'caf\\xe9'``, ``'cafe\\u0301'``:
+    names that look alike told apart)."""
+    text = ascii(name) if code_points else repr(name)
     if "\\udc" not in text:
         return text
     return _REPR_SURROGATE.sub(lambda m: m.group(1) or f"\\x{m.group(2)}", text)

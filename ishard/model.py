@@ -47,6 +47,7 @@ OPTION_GROUPS: dict[str, tuple[str, ...]] = {
         "retries",
         "part_size",
         "strict",
+        "lookalike_names",
         "tmp_dir",
         "memory_limit",
     ),
@@ -55,7 +56,9 @@ OPTION_GROUPS: dict[str, tuple[str, ...]] = {
 EXECUTION_ONLY = frozenset(OPTION_GROUPS["run"] + OPTION_GROUPS["store"])
 # Options that only say how shards are written: ishard.plan() takes every option but these
 WRITING_ONLY = tuple(
-    o for o in OPTION_GROUPS["run"] if o not in ("strict", "tmp_dir", "memory_limit")
+    o
+    for o in OPTION_GROUPS["run"]
+    if o not in ("strict", "lookalike_names", "tmp_dir", "memory_limit")
 ) + ("checksum",)
 
 

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import operator
-import posixpath
 import re
-import unicodedata
 from array import array
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from itertools import chain, compress, repeat
 
 from .errors import DataError, UsageError
-from .folding import NAME_MAX, folded_names
 from .keys import KeyFunction, wds_split
 from .listing import unsafe_name
 from .table import LaterReaderKeys, ReaderKeys, ReaderKeysLost, SampleTable, int_view
@@ -345,155 +342,6 @@ def _some_member_chunks(table: SampleTable, rename: bool, only: array):
             continue
         keys = table.keys.take((np.searchsorted(starts, at, "right") - 1).tolist())
         yield [f"{key}.{_extension(n)}" for key, n in zip(keys, files)]
-
-
-def _add_directories(folded: list[str], into: set[int]) -> None:
-    """Hashes of every directory the (folded) names need, parents included."""
-    for d in {n[: n.rfind("/") + 1] for n in folded}:  # 'dir/', or '' for a top-level name
-        d = d[:-1]
-        while d and hash(d) not in into:  # a directory's parents went in with it
-            into.add(hash(d))
-            d = d.rpartition("/")[0]
-
-
-BUCKETS = 64  # hashes are kept in this many arrays by their top bits, checked one at a time
-
-
-def _long_part(chunk: list[str]) -> None:
-    """Refuse a name with a part over ``NAME_MAX`` bytes; only names over 63 characters can
-    have one (a character is at most 4 bytes), so only those are split."""
-    if max(map(len, chunk), default=0) < 64:
-        return
-    for name in chunk:
-        if len(name) < 64:
-            continue
-        for part in name.split("/"):
-            size = len(part.encode("utf-8", "surrogateescape")) if len(part) >= 64 else 0
-            if size > NAME_MAX:
-                shown = f"{name[:40]}…{name[-30:]}" if len(name) > 80 else name
-                raise DataError(
-                    f"member name {shown!r} has a part of {size} bytes, more than the "
-                    f"{NAME_MAX} most file systems allow, so it cannot be extracted — shorten "
-                    "that file or directory name, or leave the file out (--prefix, --src-list)"
-                )
-
-
-def check_extraction_names(tables: list[SampleTable], rename: bool) -> None:
-    """Refuse member names that cannot be extracted as distinct files into one folder (users
-    extract every shard of a run into one): a path part over 255 bytes, two names equal once
-    repeated slashes and '.' parts, Unicode normalisation and case are ignored, or a file name
-    that another name needs as a directory (``a/b`` and ``a/b/c.jpg``, as a store may hold).
-
-    Names are folded a chunk at a time with string operations in C and only 64-bit hashes of
-    the folded names are kept (8 bytes a file), sorted into ``BUCKETS`` arrays by their top
-    bits; each array is then checked with a set. Names are looked at one by one only for a
-    hash seen twice. The directories the names need are kept as a set of hashes (one per
-    distinct directory).
-
-    When the column engine listed the files, it has found the few that may clash
-    (``ishard.clashes``): only those are looked at.
-
-    Raises:
-        DataError: the first long part, or two colliding names.
-    """
-    only = _suspects(tables, rename)
-    if only is not None and not only:
-        return  # nothing can clash
-    buckets = [array("q") for _ in range(BUCKETS)]
-    shift = 64 - BUCKETS.bit_length() + 1
-    bounds = [(b - BUCKETS // 2) << shift for b in range(1, BUCKETS)]
-    directories: set[int] = set()
-    for table in tables:
-        for chunk in _member_chunks(table, rename, only):
-            _long_part(chunk)
-            folded, blob = folded_names(chunk)
-            if "/" in blob:
-                _add_directories(folded, directories)
-            hashes = sorted(map(hash, folded))
-            packed, lo = array("q", hashes), 0
-            for b, bound in enumerate(bounds):
-                hi = bisect_left(hashes, bound, lo)
-                buckets[b].extend(packed[lo:hi])
-                lo = hi
-            buckets[-1].extend(packed[lo:])
-    twice: set[int] = set()
-    both: set[int] = set()  # names of files that are also directories
-    for bucket in buckets:
-        files = set(bucket)
-        if len(files) < len(bucket):
-            seen: set[int] = set()
-            twice.update(h for h in bucket if h in seen or seen.add(h))  # type: ignore[func-returns-value]
-        if directories and not files.isdisjoint(directories):
-            both.update(files & directories)
-    del buckets
-    if twice:
-        _name_collision(tables, rename, twice, only)
-    if both:
-        _file_is_directory(tables, rename, both, only)
-
-
-def _suspects(tables: list[SampleTable], rename: bool) -> array | None:
-    """The files the column engine found may clash, when it looked for every file of these
-    tables under this naming; else None (every member is looked at)."""
-    files = tables[0].files if tables else None
-    if files is None or any(t.files is not files for t in tables):
-        return None
-    clashes = files.clashes
-    return clashes.files if clashes is not None and clashes.renamed == rename else None
-
-
-def _name_collision(
-    tables: list[SampleTable], rename: bool, twice: set[int], only: array | None
-) -> None:
-    """Find two names behind the repeated hashes and raise; a mere hash collision passes."""
-    first: dict[str, str] = {}
-    for table in tables:
-        for chunk in _member_chunks(table, rename, only):
-            for name, folded in zip(chunk, folded_names(chunk)[0]):
-                if hash(folded) not in twice:
-                    continue
-                other = first.setdefault(folded, name)
-                if other != name:
-                    a, b = sorted((other, name))
-                    why = _why(a, b)
-                    if "Unicode" in why:  # they look alike: show their code points
-                        a, b = ascii(a)[1:-1], ascii(b)[1:-1]
-                    raise DataError(
-                        f"member names {a!r} and {b!r} would extract to one file ({why}) "
-                        "— rename or leave out one of the two files (--prefix, --src-list, "
-                        "--sample-exts)"
-                    )
-
-
-def _file_is_directory(
-    tables: list[SampleTable], rename: bool, both: set[int], only: array | None
-) -> None:
-    """Find a file name that another name needs as a directory, and raise."""
-    file = below = None
-    for table in tables:
-        for chunk in _member_chunks(table, rename, only):
-            for name, folded in zip(chunk, folded_names(chunk)[0]):
-                if file is None and hash(folded) in both:
-                    file = name
-                d = folded.rpartition("/")[0]
-                while below is None and d:
-                    if hash(d) in both:
-                        below = name
-                    d = d.rpartition("/")[0]
-                if file is not None and below is not None:
-                    raise DataError(
-                        f"member name {file!r} is a file, but {below!r} needs a directory of "
-                        "that name, so they cannot both be extracted — rename or leave out one "
-                        "of the two files (--prefix, --src-list, --sample-exts)"
-                    )
-
-
-def _why(a: str, b: str) -> str:
-    if posixpath.normpath(a) == posixpath.normpath(b):
-        return "they differ only in repeated slashes or './' parts"
-    if unicodedata.normalize("NFC", a) == unicodedata.normalize("NFC", b):
-        return "the same text in two Unicode normalisations, composed and decomposed"
-    return "they differ only in case, which macOS and Windows ignore"
 
 
 def index_names(table: SampleTable, renamed: bool) -> None:

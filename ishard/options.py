@@ -17,6 +17,7 @@ from .ekm import Ekm, parse_ekm
 from .engine import LEAST_MEMORY_LIMIT
 from .engine import MEMORY_LIMIT as DEFAULT_MEMORY_LIMIT
 from .errors import UsageError
+from .extraction import check_lookalikes
 from .formats import ARCHIVE_EXTS
 from .formats.compress import GZIP_LIBRARIES, gzip_library
 from .keys import ALIASES, BUILT_IN, check_pattern
@@ -78,6 +79,7 @@ class Options:
     member_names: str = "sample"
     index: str = "none"
     strict: bool = False
+    lookalike_names: str = "refuse"
     tmp_dir: str | None = None
     memory_limit: int = DEFAULT_MEMORY_LIMIT
 
@@ -293,10 +295,16 @@ def make_options(**kwargs) -> Options:
         gzip_library(6, opts.gzip_library)  # not installed: say so before listing
     balance = _check_balance(opts, target.count)
     _check_naming(opts.member_names, opts.index, opts.ext)
+    check_lookalikes(opts.lookalike_names)
     level = opts.compress_level
     if level is not None and (not _DIGITS.fullmatch(str(level)) or not 0 <= int(level) <= 9):
         raise UsageError(f"--compress-level {level!r} must be a whole number from 0 to 9")
     _check_template_ext(opts.template, opts.ext)  # also parses: a bad template fails here
+    if opts.ekm is not None and not opts.ekm.strip():  # as Go ishard: no silent "no map"
+        raise UsageError(
+            f"--ekm {opts.ekm!r} is empty — give a JSON file (--ekm map.json) or inline JSON "
+            """(--ekm '{"fish-%d.tar": ["^n01440764/"]}'), or leave --ekm out for no key map"""
+        )
     ekm = opts.parsed_ekm
     order = parse_sort(opts.sort)
     sort = opts.sort

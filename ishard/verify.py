@@ -205,15 +205,30 @@ def _check_members(
     return _Shard(problems + scattered, keys)
 
 
+# A shard whose bytes are not the ones written: what the reader of verify's line can do
+CHANGED_FIX = (
+    " — the shard changed after ishard wrote it (damaged or replaced): run the ishard shard "
+    "command that wrote it again with --resume, which rewrites such shards (or --overwrite "
+    "to start over)"
+)
+
+
 def _compare(
-    problems: list[Problem], name: str, kind: str, what: str, expected, found, unit: str = ""
+    problems: list[Problem],
+    name: str,
+    kind: str,
+    what: str,
+    expected,
+    found,
+    unit: str = "",
+    fix: str = "",
 ) -> None:
     if found != expected:
         problems.append(
             Problem(
                 name,
                 kind,
-                f"{what} is {found}{unit}, the manifest says {expected}{unit}",
+                f"{what} is {found}{unit}, the manifest says {expected}{unit}{fix}",
                 expected,
                 found,
             )
@@ -281,9 +296,11 @@ def _check_shard(
             raise
         return _Shard([Problem(name, "unreadable", f"cannot be read: {err.strerror or err}")], None)
     problems: list[Problem] = []
-    _compare(problems, name, "size", "size", entry["filesize"], size, " bytes")
     recorded = entry_checksum(entry)
     algorithm, expected = split(recorded) if recorded else (None, None)
+    # the fix is told once: on the checksum's line, or the size's when none was recorded
+    fix = "" if algorithm else CHANGED_FIX
+    _compare(problems, name, "size", "size", entry["filesize"], size, " bytes", fix)
     tap = _Tap(raw, algorithm, progress)
     with raw:
         try:
@@ -297,7 +314,7 @@ def _check_shard(
             shard = _Shard([Problem(name, "unreadable", f"cannot be read: {reason}")], None)
             _drain_quietly(tap)
     if algorithm is not None and tap.error is None:
-        _compare(problems, name, algorithm, algorithm, expected, tap.hexdigest)
+        _compare(problems, name, algorithm, algorithm, expected, tap.hexdigest, fix=CHANGED_FIX)
     shard.problems[:0] = problems
     shard.nbytes = tap.count
     progress.shard_verified(name)

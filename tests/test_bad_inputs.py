@@ -117,6 +117,8 @@ CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
     "ekm-regex-backreference": (("--ekm", '{"a-%d.tar": ["(a)\\\\1"]}'), 2,
                                 ("inline --ekm JSON: '(a)\\\\1' is not a valid regex (invalid "
                                  "escape sequence: \\1)")),
+    "ekm-empty": (("--ekm", ""), 2, "--ekm '' is empty — give a JSON file (--ekm map.json) or "
+                  "inline JSON"),
     "ekm-missing-file": (("--ekm", "{tmp}/none.json"), 2,
                          "is neither inline JSON (starting with '{') nor an existing file"),
     "prefix-nothing": (("--prefix", "zzz"), 1,

@@ -739,6 +739,49 @@ def test_every_option_can_come_from_the_environment_and_the_command_line_wins(tm
     assert len(bad.stderr.splitlines()) == 1
 
 
+@pytest.mark.parametrize(("variable", "value", "line"), [
+    ("ISHARD_DRY_RUN", "1", "ISHARD_DRY_RUN='1' is not a dry-run mode — set it to shards, files, "
+                            "show_keys, json or summary, or unset it"),
+    ("ISHARD_SHARD_SIZE", "abc", "--shard-size 'abc' is neither a size nor a sample count (from "
+                                 "ISHARD_SHARD_SIZE) — write a size"),
+    ("ISHARD_STORAGE_OPTION", "novalue", "--storage-option 'novalue' is not KEY=VALUE (from "
+                                         "ISHARD_STORAGE_OPTION) — write e.g."),
+    ("ISHARD_LOOKALIKE_NAMES", "maybe", "(from ISHARD_LOOKALIKE_NAMES)"),
+])
+def test_a_refused_environment_value_names_its_variable(tmp_path, variable, value, line):
+    """Findings: ISHARD_DRY_RUN=1 was refused as '--dry-run' without the variable, the
+    library's refusals never named it, and ISHARD_STORAGE_OPTION was not read at all."""
+    done = invoke_ishard("shard", FIXTURES / "imagenet", tmp_path / "out", env={variable: value})
+    assert_error(done, 2, line)
+    assert not (tmp_path / "out").exists()
+
+
+def test_json_comes_from_ishard_json_as_its_flag_is_named(tmp_path):
+    """--json is ISHARD_JSON (the option's name), not the parameter's ISHARD_AS_JSON."""
+    done = invoke_ishard("shard", FIXTURES / "imagenet", "--dry-run=summary", "-q",
+                         env={"ISHARD_JSON": "1"})
+    assert done.returncode == 0
+    done = invoke_ishard("shard", FIXTURES / "imagenet", tmp_path / "out", "--no-progress",
+                         env={"ISHARD_JSON": "1"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["shards"] > 0
+
+
+@pytest.mark.parametrize("command", ["shard", "verify", "ls", "split"])
+def test_help_shows_each_option_s_environment_variable(command):
+    """--help names ISHARD_<OPTION> beside every option (its long name, dashes as '_')."""
+    import click
+
+    from ishard.cli import cli
+
+    shown = " ".join(invoke_ishard(command, "--help").stdout.split())
+    for param in cli.commands[command].params:
+        if isinstance(param, click.Option):
+            long = next(o for o in param.opts if o.startswith("--"))
+            variable = "ISHARD_" + long[2:].replace("-", "_").upper()
+            assert f"env var: {variable}" in shown, variable
+
+
 def test_quiet_prints_nothing_and_verbose_logs_each_step(tmp_path):
     source = FIXTURES / "imagenet"
     quiet = invoke_ishard("shard", source, tmp_path / "q", "--shard-size", "256KiB", "-q")
@@ -833,5 +876,5 @@ def test_help_groups_options_shows_choices_and_examples():
     assert "Other options" not in text  # every option has its group
     assert "--ext [.tar|.tgz|.tar.gz|.zip|.tar.lz4]" in text
     assert "--dry-run [=files|show_keys|json|summary]" in text
-    assert "[default: xxh128]" in text
+    assert "[env var: ISHARD_CHECKSUM; default: xxh128]" in " ".join(text.split())
     assert text.index("What to shard:") < text.index("--prefix") < text.index("Grouping")

@@ -182,14 +182,17 @@ clash_names = st.builds(
 
 
 def extraction_error(tables, rename):
+    """The check's error, or its warning with look-alike names only warned about, each way."""
     from ishard.errors import DataError
-    from ishard.naming import check_extraction_names
+    from ishard.extraction import check_extraction_names
 
-    try:
-        check_extraction_names(tables, rename)
-    except DataError as error:
-        return str(error)
-    return None
+    found = []
+    for lookalikes in ("refuse", "warn"):
+        try:
+            found.append(check_extraction_names(tables, rename, lookalikes))
+        except DataError as error:
+            found.append(str(error))
+    return found if any(found) else None
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -312,7 +315,8 @@ def test_an_engine_failure_in_a_naming_hint_leaves_the_check_to_the_planner(tmp_
     hints, and the planner's checks then find what they always find."""
     from ishard import engine
     from ishard.keys import key_function
-    from ishard.naming import check_extraction_names, key_check, sample_members
+    from ishard.extraction import check_extraction_names
+    from ishard.naming import key_check, sample_members
     from ishard.samples import group_table
 
     hints = ("CREATE TEMP TABLE members", "parse_dirpath(name", "count(DISTINCT hash(key")

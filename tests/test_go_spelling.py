@@ -187,3 +187,97 @@ def test_go_spelling_sort_error_exits_2(src, tmp_path):
     assert_error(invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", "-sort="),
                  2, "--sort '' is not a sort order")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("typo", "line"), [
+    (["-shard_sise=1MiB"], "flag provided but not defined: -shard_sise — did you mean -shard_size?"),
+    (["-sample_ext", ".jpg"],
+     "flag provided but not defined: -sample_ext — did you mean -sample_exts?"),
+    (["-member_names=sample"],
+     "flag provided but not defined: -member_names — did you mean --member-names?"),
+    (["-shard-size=1MiB"],
+     "flag provided but not defined: -shard-size — did you mean --shard-size?"),
+])
+def test_a_mistyped_go_flag_is_go_s_one_line_with_the_closest_flag(src, tmp_path, typo, line):
+    """Finding: ``-shard_sise`` gave click's "No such option '-s'". Go says the flag is not
+    defined; here that line also names the flag meant. Exit 2, nothing written."""
+    done = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", *typo)
+    assert_error(done, 2)
+    assert done.stderr == f"ishard: error: {line}\n"
+    assert not (tmp_path / "out").exists()
+
+
+def test_our_short_flags_and_dash_values_are_no_go_typos(src):
+    """-q and a value that starts with a dash are not taken for a Go flag."""
+    done = invoke_ishard("shard", src, "--dry-run=summary", "-q", "--prefix", "-no_such")
+    assert done.returncode == 1 and "with prefix '-no_such'" in done.stderr
+
+
+@pytest.mark.parametrize("args", [["-ekm="], ["-ekm", ""], ["-ekm=  "]])
+def test_an_empty_ekm_is_refused_in_go_s_spelling_as_go_refuses_it(src, tmp_path, args):
+    """Finding: ``-ekm=`` silently turned the key map off; Go's flag refuses it (exit 2)."""
+    done = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", *args)
+    value = args[0].partition("=")[2] if len(args) == 1 else args[1]
+    line = assert_error(done, 2, f"-ekm={value!r} is empty (Go ishard refuses it too)",
+                        "give a JSON file (-ekm=map.json)", "or leave -ekm out")
+    assert "--ekm" not in line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("words", "fix"), [
+    (["-dry_run", "show_keys"], "-dry_run=show_keys"),
+    (["-dry_run", "json"], "-dry_run=json"),
+    (["-dry_run", "false"], "-dry_run=false"),
+    (["-collapse", "true"], "-collapse=true"),
+    (["-progress", "FALSE"], "-progress=FALSE"),
+])
+def test_a_go_bool_flag_with_its_value_as_the_next_word_is_refused(src, tmp_path, words, fix):
+    """Finding: ``-dry_run show_keys`` meant show_keys here, though Go's bool flag takes no
+    separate value (the word is an argument, and Go reads no flag after it). Refused, naming
+    the spelling that means it; nothing listed or written."""
+    done = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", *words,
+                         "-shard_size=1GiB")
+    line = assert_error(done, 2, f"{words[0]} {words[1]}: Go's {words[0]} is a bool flag",
+                        f"— write {fix}")
+    assert line.endswith(fix)
+    assert not (tmp_path / "out").exists()
+    joined = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", fix,
+                           "-dry_run=show_keys", "-shard_size=1GiB")
+    assert joined.returncode == 0, joined.stderr
+
+
+LOOK_ALIKE = {"A.jpg": b"upper", "a.jpg": b"lower", "u/caf\u00e9.jpg": b"composed",
+              "u/cafe\u0301.jpg": b"decomposed", "v/x.jpg": b"plain"}
+
+
+def test_the_go_spelling_shards_look_alike_names_with_a_warning(tmp_path):
+    """Finding: names that differ only in case or Unicode form are distinct files on Linux and
+    Go ishard shards them, but the Go spelling refused them. It writes them all now, after one
+    warning before writing; --strict still refuses; the native spelling keeps refusing."""
+    src = make_tree(tmp_path / "src", LOOK_ALIKE)
+    dst = tmp_path / "out"
+    done = invoke_ishard(f"-src_bck={src}", f"-dst_bck={dst}", "-progress=false")
+    assert done.returncode == 0, done.stderr
+    warned = [ln for ln in done.stderr.splitlines() if ln.startswith("ishard: warning: ")]
+    assert warned == [
+        "ishard: warning: 2 pairs of member names differ only in case or Unicode form (e.g. "
+        "'A.jpg' and 'a.jpg'; 'u/cafe\\u0301.jpg' and 'u/caf\\xe9.jpg'): distinct files on "
+        "Linux, but one on macOS and Windows, where extracting the shards into one folder keeps "
+        "one of each pair — rename one of each pair to extract them anywhere (--lookalike-names "
+        "refuse stops such runs)"
+    ]
+    written = {}
+    for shard in sorted(dst.glob("shard-*.tar")):
+        with tarfile.open(shard) as tar:
+            written.update({m.name: tar.extractfile(m).read() for m in tar if m.isfile()})
+    assert written == LOOK_ALIKE
+    for strict_flag in ("--strict", "-strict"):
+        strict = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'strict'}", strict_flag)
+        assert strict.returncode == 1 and "--strict and the plan has 1 warning" in strict.stderr
+        assert not list((tmp_path / "strict").glob("*.tar"))
+    native = invoke_ishard("shard", src, tmp_path / "native", "--member-names", "original")
+    assert_error(native, 1, "member names 'A.jpg' and 'a.jpg' would extract to one file",
+                 "--lookalike-names warn")
+    asked = invoke_ishard("shard", src, "--dry-run=summary", "--member-names", "original",
+                          "--lookalike-names", "warn")
+    assert asked.returncode == 0 and "2 pairs of member names" in asked.stderr

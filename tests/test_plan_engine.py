@@ -90,6 +90,8 @@ def plan_options(draw) -> dict:
         options["shards_multiple_of"] = draw(st.integers(2, 3))
     if how == "ekm":
         options["ekm"] = EKM
+    # names alike but for case or Unicode form: refused (the default), or a warning of the plan
+    options["lookalike_names"] = draw(st.sampled_from(["refuse", "warn", "warn"]))
     return options
 
 
@@ -172,6 +174,34 @@ def test_engine_plans_as_the_row_reader(tmp_path, monkeypatch):
     assert seen["shards"] > 50, seen
     for hint in ("grouping", "clashes", "renamable_by", "readers"):
         assert seen[hint] > 10, seen
+
+
+@pytest.mark.parametrize("member_names", ["original", "sample"])
+def test_look_alike_names_are_one_warning_through_both_readers(tmp_path, member_names):
+    """Names that differ only in case or Unicode form, under --lookalike-names warn (the Go
+    spelling's default): the same plan with the same warning through the engine and the row
+    reader, every file planned; refused alike without it; and a real clash still refused."""
+    src = tmp_path / "src"
+    src.mkdir()
+    body = [("A/x.jpg", 10, 0), ("a/x.jpg", 11, 0), ("b/caf\u00e9.jpg", 12, 0),
+            ("b/cafe\u0301.jpg", 13, 0), ("d/K.d", 14, 0), ("d/k.d/y.jpg", 15, 0)]
+    path = tmp_path / "inventory.csv"
+    write_inventory(path, body)
+    options = {"member_names": member_names, "sample_key_pattern": "full_name"}
+    warned = outcome(src, path, {**options, "lookalike_names": "warn"}, 0)
+    assert warned == outcome(src, path, {**options, "lookalike_names": "warn"}, 1 << 62)
+    assert warned[0] == "plan", warned
+    files = sorted(f.name for shard in warned[1] for f in shard.members())
+    assert files == sorted(n for n, _, _ in body)
+    alike = [w for w in warned[5] if "differ only in case or Unicode form" in w]
+    assert len(alike) == 1 and alike[0].startswith("3 pairs of member names"), warned[5]
+    refused = outcome(src, path, options, 0)
+    assert refused == outcome(src, path, options, 1 << 62)
+    assert refused[:2] == ("error", "DataError") and "would extract to one file" in refused[2]
+    write_inventory(path, [*body, ("a//x.jpg", 16, 0)])
+    for engine_from in (0, 1 << 62):
+        clash = outcome(src, path, {**options, "lookalike_names": "warn"}, engine_from)
+        assert clash[0] == "error" and "repeated slashes" in clash[2], clash
 
 
 @pytest.mark.parametrize("pattern", ["base_file_name", "full_name", "collapse_all_dir"])

@@ -940,3 +940,21 @@ def test_a_live_lock_on_a_bucket_refuses_and_an_expired_one_does_not(
     else:
         assert_ok(result)
         assert sorted(objects(client, s3_bucket)) == ["out/manifest.json", "out/shard-000000.tar"]
+
+
+@pytest.mark.parametrize("variable, separator", [("ISHARD_STORAGE_OPTION", " "),
+                                                 ("ISHARD_STORAGE_OPTION", "\n"),
+                                                 ("ISHARD_STORAGE_OPTIONS", " ")])
+def test_storage_options_from_the_environment_reach_the_store(
+    cli, client, s3_server, s3_bucket, bucket2, variable, separator
+):
+    """Finding: ISHARD_STORAGE_OPTION, the flag's own name, was ignored. It (and the older
+    ISHARD_STORAGE_OPTIONS) gives the store its credentials: values apart by whitespace."""
+    put(client, s3_bucket, {"x/1.jpg": b"1", "x/1.cls": b"c"})
+    result = cli("shard", f"s3://{s3_bucket}/x", f"s3://{bucket2}/out", creds=False,
+                 env={variable: separator.join(creds_options(s3_server))})
+    assert_ok(result)
+    stored = objects(client, bucket2)
+    members = read_members("shard-000000.tar", stored["out/shard-000000.tar"])
+    assert members == [("x/1.cls", b"c"), ("x/1.jpg", b"1")]
+    assert s3_server.secret_key not in result.stdout + result.stderr

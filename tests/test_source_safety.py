@@ -367,8 +367,11 @@ COLLISIONS = {
     "dot-part": (["a/b.jpg"], ["a/b.jpg", "a/./b.jpg"], ["--include-hidden"],
                  "member names 'a/./b.jpg' and 'a/b.jpg' would extract to one file"),
     "nfc-nfd": ([f"u/{NFC}.jpg", f"u/{NFD}.jpg"], None, [],
-                ("member names 'u/cafe\\\\u0301.jpg' and 'u/caf\\\\xe9.jpg' would extract to one "
+                ("member names 'u/cafe\\u0301.jpg' and 'u/caf\\xe9.jpg' would extract to one "
                  "file (the same text in two Unicode normalisations, composed and decomposed)")),
+    "nfc-nfd-backslash": ([f"w/x\\{NFC}.jpg", f"w/x\\{NFD}.jpg"], None, [],
+                          ("member names 'w/x\\\\cafe\\u0301.jpg' and 'w/x\\\\caf\\xe9.jpg' would "
+                           "extract to one file")),  # a backslash shown as \\, once
     "case-across-shards": (["A.jpg", "B.jpg", "a.jpg"], None, ["--shard-size", "1B"],
                            ("member names 'A.jpg' and 'a.jpg' would extract to one file (they "
                             "differ only in case, which macOS and Windows ignore)")),

@@ -181,6 +181,19 @@ def test_split_reads_a_manifest(tmp_path):
     assert invoke_ishard("shard", src, tmp_path / "out", "--num-shards", "3").returncode == 0
     doc = split_json(tmp_path / "out" / "manifest.json", "--nodes", "3")
     assert [r["samples"] for r in doc["epochs"][0]["ranks"]] == [4, 3, 3]
+    assert split_json(tmp_path / "out", "--nodes", "3") == doc  # the folder, as verify takes it
+
+
+def test_split_of_a_folder_without_a_manifest_says_what_is_missing(tmp_path):
+    """Finding: an existing folder was said not to exist; what it lacks is its manifest."""
+    (tmp_path / "out").mkdir()
+    done = invoke_ishard("split", tmp_path / "out")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f"ishard: error: folder '{tmp_path / 'out'}' has no manifest.json (a run writes it when "
+        f"it ends) — shard into it first (ishard shard SRC {tmp_path / 'out'}), finish its run "
+        "with --resume, or give the path of a manifest.json\n"
+    )
 
 
 @pytest.mark.parametrize(

@@ -49,7 +49,13 @@ def checksum_line(name: str, path: Path, recorded_entry: dict) -> str:
     """verify's line for a shard whose checksum differs from the recorded one."""
     algorithm, value = recorded_checksum(recorded_entry)
     found = shard_checksum(path.read_bytes(), algorithm)
-    return f"{name}: {algorithm} is {found}, the manifest says {value}"
+    return f"{name}: {algorithm} is {found}, the manifest says {value}{CHANGED}"
+
+
+# what verify's line about a changed shard says to do
+CHANGED = (" — the shard changed after ishard wrote it (damaged or replaced): run the ishard "
+           "shard command that wrote it again with --resume, which rewrites such shards (or "
+           "--overwrite to start over)")
 
 
 def manifest(dst: Path) -> dict:
@@ -209,6 +215,23 @@ def test_a_flipped_byte_is_a_checksum_mismatch(shards, ext):
     assert "(1 of 6 listed shards affected)" in result.stdout
 
 
+def test_a_changed_shard_names_the_fix_and_the_fix_mends_it(shards):
+    """Finding: a checksum mismatch named no fix. The line says what happened and what to run;
+    running it rewrites the shard, and verify is clean again."""
+    dst = shards(".tar")
+    name = shard_names(dst)[3]
+    data = bytearray((dst / name).read_bytes())
+    data[len(data) // 3] ^= 0x40
+    (dst / name).write_bytes(bytes(data))
+    lines = problem_lines(check(dst))
+    assert len(lines) == 1 and lines[0].startswith(f"{name}: xxh128 is "), lines
+    assert lines[0].endswith(CHANGED)
+    fixed = invoke_ishard("shard", SOURCE, dst, "--shard-size", "256KiB", "--ext", ".tar",
+                          "--resume")
+    assert fixed.returncode == 0, fixed.stderr
+    assert_clean(check(dst), 6)
+
+
 @pytest.mark.parametrize("ext", FORMATS)
 def test_a_truncated_shard_fails_size_and_cannot_be_read_back(shards, ext):
     dst = shards(ext)
@@ -357,7 +380,7 @@ def test_without_a_checksum_sizes_are_still_checked(tmp_path):
     with open(dst / name, "ab") as f:
         f.write(b"\0" * 512)
     assert_problems(check(dst), [
-        f"{name}: size is {size + 512} bytes, the manifest says {size} bytes",
+        f"{name}: size is {size + 512} bytes, the manifest says {size} bytes{CHANGED}",
     ], 1, 6)
 
 
@@ -482,7 +505,7 @@ def test_s3_destination_with_a_damaged_and_a_missing_object(cli, client, s3_buck
     assert result.returncode == 1
     algorithm, value = recorded_checksum(damaged)
     assert lines[0] == (f"{damaged['url']}: {algorithm} is {shard_checksum(flipped, algorithm)}, "
-                        f"the manifest says {value}")
+                        f"the manifest says {value}{CHANGED}")
     assert lines[1].startswith(f"{damaged['url']}: cannot be read: ")
     assert lines[2] == f"{gone['url']}: is missing (the manifest lists it)"
     assert len(lines) == 3

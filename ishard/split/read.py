@@ -14,7 +14,7 @@ from typing import NamedTuple
 from ishard.archive import contents
 from ishard.errors import IshardError, SourceError, UsageError
 from ishard.keys import extension, key_function, sample_key
-from ishard.manifest import check_manifest
+from ishard.manifest import MANIFEST_NAME, check_manifest
 from ishard.split import POLICIES
 from ishard.split import webdataset as wds
 from ishard.split._check import index, positive
@@ -35,12 +35,12 @@ def read_manifest(
     """Shard URLs (next to the manifest), samples per shard and the key pattern used.
 
     Raises:
-        UsageError: a local manifest path that does not exist.
+        UsageError: a local manifest path that does not exist (a folder stands for its
+            manifest.json).
         SourceError: the manifest cannot be read.
         DataError: it is not an ishard manifest (checked as ``ishard verify`` checks it).
     """
-    if "://" not in url and not os.path.isfile(url):
-        raise UsageError(f"manifest {url!r} does not exist — give DST/manifest.json of a shard run")
+    url = _manifest_path(url)
     try:
         with open_url(url, storage_options=storage_options) as f:
             data = f.read()
@@ -58,6 +58,27 @@ def read_manifest(
     record = doc.get("ishard") or {}
     pattern = record.get("options", {}).get("sample_key_pattern", "base_file_name")
     return urls, counts, pattern
+
+
+def _manifest_path(url: str) -> str:
+    """A local manifest's path: ``url`` itself, or ``url/manifest.json`` for the folder a run
+    wrote (what ``ishard verify`` takes).
+
+    Raises:
+        UsageError: no such file, or a folder without a manifest.json.
+    """
+    if "://" in url or os.path.isfile(url):
+        return url
+    if os.path.isdir(url):
+        inside = os.path.join(url, MANIFEST_NAME)
+        if os.path.isfile(inside):
+            return inside
+        raise UsageError(
+            f"folder {url!r} has no {MANIFEST_NAME} (a run writes it when it ends) — shard into "
+            f"it first (ishard shard SRC {url}), finish its run with --resume, or give the path "
+            f"of a {MANIFEST_NAME}"
+        )
+    raise UsageError(f"manifest {url!r} does not exist — give DST/manifest.json of a shard run")
 
 
 def _env_world(rank, world_size, worker, num_workers) -> tuple[int, int, int, int]:
