@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import IshardError, UsageError
 from .base import Store
+from .urls import check_endpoint
 
 if TYPE_CHECKING:
     from ..retry import Retrier
@@ -124,7 +125,7 @@ def _ais_endpoint(url: str, endpoint_url: str | None, role: str) -> str:
             f"{role} {url!r} is an AIStore bucket but no endpoint is known — set "
             "AIS_ENDPOINT=http://HOST:PORT or pass --endpoint-url http://HOST:PORT/s3"
         )
-    return endpoint.rstrip("/") + "/s3"
+    return check_endpoint(endpoint, "AIS_ENDPOINT").rstrip("/") + "/s3"
 
 
 def resolve(
@@ -149,6 +150,8 @@ def resolve(
         from .local import LocalStore
 
         return Location(url, LocalStore(rest))
+    if endpoint_url:
+        check_endpoint(endpoint_url, "--endpoint-url")
     options = dict(storage_options or {})
     backend = options.pop("backend", "obstore")
     if backend not in ("obstore", "fsspec"):
