@@ -1,14 +1,20 @@
 """What a person sees when a store cannot be used: a malformed endpoint is one line before
-any store is built. Against SeaweedFS on 127.0.0.1; nothing here leaves 127.0.0.1."""
+any store is built, an unreachable store names where it was looked for, refused credentials
+are told apart from missing ones (with each store's own advice). Against SeaweedFS, Azurite and loopback servers on
+127.0.0.1; nothing here leaves 127.0.0.1."""
 
 from __future__ import annotations
 
 import json
 import os
+import socketserver
+import threading
 
 import pytest
 from azurite import ACCOUNT
 from conftest import assert_error, make_tree, run_ishard
+from localserver import free_port
+from s3server import S3Proxy
 
 SCRUBBED = ("AWS_", "AIS_", "AZURE_", "AZURITE_", "GOOGLE_")
 
@@ -124,3 +130,146 @@ def test_gcs_azure_and_aistore_endpoints_are_checked_too(
     result = run_ishard("shard", src, f"{url}/out", *args, *options_args, env=env)
     line = assert_error(result, 2, "endpoint URL '127.0.0.1:4443' (", "has no scheme")
     assert origin in line
+
+
+# ---------------------------------------------------------------- where a store was looked for
+
+
+def test_cannot_reach_names_the_endpoint_it_tried(bare_env, src, tmp_path):
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    env = {**bare_env, "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
+    result = run_ishard("shard", src, "s3://bkt/out", "--endpoint-url", dead, "--retries", "1",
+                        env=env)  # fmt: skip
+    assert_error(result, 1, f"cannot reach destination 's3://bkt/out' at {dead}: ",
+                 "check the endpoint and the network")  # fmt: skip
+    key = tmp_path / "key.json"  # a GCS emulator's address, from its key file
+    key.write_text(json.dumps({"gcs_base_url": dead, "disable_oauth": True, "client_email": "",
+                               "private_key": "", "private_key_id": ""}))  # fmt: skip
+    result = run_ishard("shard", "gs://bkt/in", tmp_path / "out", "--retries", "1",
+                        "--storage-option", f"service_account={key}", "--storage-option",
+                        "allow_http=true", env=env)  # fmt: skip
+    assert_error(result, 1, f"cannot reach source 'gs://bkt/in' at {dead}: ")
+    assert not (tmp_path / "out").exists()
+
+
+class _TunnelRefused(socketserver.StreamRequestHandler):
+    """A proxy on 127.0.0.1 that notes the first line of each request (``CONNECT host:443``)
+    and refuses to open the tunnel: nothing goes further."""
+
+    def handle(self) -> None:
+        self.server.seen.append(self.rfile.readline().decode("latin-1").strip())  # type: ignore[attr-defined]
+        self.wfile.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+
+@pytest.fixture
+def refusing_proxy():
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _TunnelRefused)
+    server.daemon_threads = True
+    server.seen = []  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(
+    "url, options, endpoint",
+    [
+        ("s3://bkt/out", ["key=k", "secret=s", "region=eu-west-3"],
+         "https://s3.eu-west-3.amazonaws.com"),
+        ("gs://bkt/out", ["skip_signature=true"], "https://storage.googleapis.com"),
+        ("az://cont/out", ["account_name=someaccount", "skip_signature=true"],
+         "https://someaccount.blob.core.windows.net"),
+    ],
+)  # fmt: skip
+def test_without_an_endpoint_cannot_reach_names_the_stores_own_host(
+    bare_env, src, refusing_proxy, url, options, endpoint
+):
+    """Requests go through a loopback proxy that refuses them (so none leaves 127.0.0.1): the
+    message names the service host the store would have used."""
+    proxy = f"proxy_url=http://127.0.0.1:{refusing_proxy.server_address[1]}"
+    args = [a for o in [*options, proxy] for a in ("--storage-option", o)]
+    result = run_ishard("shard", src, url, "--retries", "1", *args, env=bare_env)
+    assert_error(result, 1, f"cannot reach destination {url!r} at {endpoint}: ")
+    host = endpoint.removeprefix("https://")
+    assert refusing_proxy.seen and all(
+        line.startswith("CONNECT ") and host.partition(".")[2] in line
+        for line in refusing_proxy.seen), refusing_proxy.seen  # fmt: skip
+
+
+# ---------------------------------------------------------------- refused credentials
+
+
+def test_a_bogus_session_token_says_the_credentials_were_refused(
+    s3_server, s3_bucket, bare_env, src
+):
+    """SeaweedFS looks a key sent with a session token up among temporary credentials: a
+    bogus token with valid keys is refused (InvalidAccessKeyId)."""
+    env = {**keys(bare_env, s3_server), "AWS_SESSION_TOKEN": "bogus-token-73c1"}
+    result = run_ishard("shard", src, f"s3://{s3_bucket}/out", "--endpoint-url",
+                        s3_server.endpoint_url, env=env)  # fmt: skip
+    line = assert_error(
+        result, 1, f"the credentials for destination 's3://{s3_bucket}/out' were refused "
+        "(InvalidAccessKeyId: ", "a session token is set (AWS_SESSION_TOKEN): check it, or "
+        "unset it")  # fmt: skip
+    assert "no credentials" not in line and "bogus-token-73c1" not in line
+
+
+def _aws_error(code: str, message: str):
+    """A rule for S3Proxy: every request answered as AWS answers it, 400 and its XML."""
+
+    def answer(request):
+        body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>'
+                f"{message}</Message><Token-0>bogus</Token-0><RequestId>ishard-test</RequestId>"
+                "</Error>").encode()  # fmt: skip
+        return 400, [("Content-Type", "application/xml")], body
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    "code, message",
+    [
+        ("InvalidToken", "The provided token is malformed or otherwise invalid."),
+        ("ExpiredToken", "The provided token has expired."),
+    ],
+)
+def test_aws_answers_about_a_session_token_say_the_credentials_were_refused(
+    s3_server, bare_env, src, tmp_path, code, message
+):
+    proxy = S3Proxy(s3_server.endpoint_url, _aws_error(code, message))
+    env = {**keys(bare_env, s3_server), "AWS_SESSION_TOKEN": "bogus"}
+    try:
+        for source, dest, role in ((src, "s3://bkt/out", "destination"),
+                                   ("s3://bkt/in", tmp_path / "out", "source")):  # fmt: skip
+            result = run_ishard("shard", source, dest, "--endpoint-url", proxy.endpoint_url,
+                                env=env)  # fmt: skip
+            assert_error(result, 1, f"the credentials for {role} ", f"were refused ({code}: "
+                         f"{message}) — check AWS_ACCESS_KEY_ID", "(AWS_SESSION_TOKEN)")  # fmt: skip
+    finally:
+        proxy.close()
+    assert not (tmp_path / "out").exists()
+
+
+WRONG_KEY = "V3JvbmdLZXlXcm9uZ0tleVdyb25nS2V5V3JvbmdLZXk="
+
+
+@pytest.mark.parametrize("how", ["account_key", "sas_key"])
+def test_a_wrong_azure_key_or_sas_gets_azure_advice(
+    azurite, azure_container, bare_env, src, tmp_path, how
+):
+    secret = WRONG_KEY if how == "account_key" else (
+        "sv=2021-08-06&ss=b&srt=sco&sp=rl&se=2030-01-01T00:00:00Z&sig=V3JvbmdTaWc%3D")
+    options = [f"account_name={ACCOUNT}", f"endpoint={azurite.endpoint}", f"{how}={secret}"]
+    args = [a for o in options for a in ("--storage-option", o)]
+    runs = ((src, f"az://{azure_container}/out", "destination"),
+            (f"az://{azure_container}/in", tmp_path / "out", "source"))  # fmt: skip
+    for source, dest, role in runs:
+        result = run_ishard("shard", source, dest, *args, env=bare_env)
+        line = assert_error(
+            result, 1, f"the credentials for {role} ", " were refused (", "AZURE_STORAGE_ACCOUNT_KEY",
+            "SAS token", "`az login`")  # fmt: skip
+        assert "AWS" not in line
+        assert secret not in result.stderr and "V3Jvbm" not in result.stderr
