@@ -1,6 +1,7 @@
 """What a person sees when a store cannot be used: a malformed endpoint is one line before
 any store is built, an unreachable store names where it was looked for, refused credentials
-are told apart from missing ones (with each store's own advice). Against SeaweedFS, Azurite and loopback servers on
+are told apart from missing ones (with each store's own advice), and credentials written in a
+URL are refused and never shown. Against SeaweedFS, Azurite and loopback servers on
 127.0.0.1; nothing here leaves 127.0.0.1."""
 
 from __future__ import annotations
@@ -273,3 +274,35 @@ def test_a_wrong_azure_key_or_sas_gets_azure_advice(
             "SAS token", "`az login`")  # fmt: skip
         assert "AWS" not in line
         assert secret not in result.stderr and "V3Jvbm" not in result.stderr
+
+
+# ---------------------------------------------------------------- credentials in a URL
+
+
+SECRET = "wJalrXUtnFEMIK7MDENGbPxRfiCYzz9q"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("shard", "SRC", f"s3://AKIAIOSFODNN7EXAMPLE:{SECRET}@bkt/out"),
+        ("shard", f"s3://AKIAIOSFODNN7EXAMPLE:{SECRET}@bkt/in", "OUT", "--dry-run"),
+        ("shard", f"s3://AKIAIOSFODNN7EXAMPLE:{SECRET}@bkt/in", "OUT", "--debug", "--json"),
+        ("shard", "SRC", "OUT", "--src-list", f"s3://AKIAIOSFODNN7EXAMPLE:{SECRET}@bkt/l.csv"),
+        (f"-src_bck=gs://AKIAIOSFODNN7EXAMPLE:{SECRET}@bkt", "-dst_bck=OUT"),
+        ("verify", f"az://AKIAIOSFODNN7EXAMPLE:{SECRET}@cont/out"),
+        ("ls", f"s3://AKIAIOSFODNN7EXAMPLE:{SECRET}@bkt/out/shard-000000.tar"),
+        ("shard", "SRC", f"memory://user:{SECRET}@host/out"),
+    ],
+)  # fmt: skip
+def test_credentials_in_a_url_are_refused_and_never_shown(bare_env, src, tmp_path, args):
+    args = [str(src) if a == "SRC" else str(tmp_path / "out") if a == "OUT" else
+            a.replace("OUT", str(tmp_path / "out")) for a in args]  # fmt: skip
+    result = run_ishard(*args, env=bare_env)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert SECRET not in result.stdout + result.stderr
+    assert "AKIAIOSFODNN7EXAMPLE" not in result.stdout + result.stderr
+    line = result.stderr.splitlines()[-1]
+    assert line.startswith("ishard: error: ") and "://***@" in line
+    assert "holds credentials before its '@' — ishard takes none from a URL" in line
+    assert not (tmp_path / "out").exists()
