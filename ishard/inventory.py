@@ -18,10 +18,11 @@ from urllib.parse import unquote_plus
 
 import orjson
 
-from .errors import UsageError
+from .errors import IshardError, UsageError
 from .keys import KeyFunction
 from .listing import combined_prefix, keep_remote_name
 from .model import Tally
+from .store.urls import redacted
 from .table import FileTable
 
 NAME_COLUMNS = ("name", "key", "Key", "path", "object")
@@ -53,9 +54,13 @@ def _open(url: str, opener: Callable[[str], BinaryIO] | None = None, mode: str =
                 return io.StringIO(stream.read(MAX_LINE * 16).decode("utf-8"), newline="")
         return stream
     except FileNotFoundError:
-        raise UsageError(f"--src-list {url!r} does not exist — give an inventory file") from None
+        raise UsageError(
+            f"--src-list {redacted(url)!r} does not exist — give an inventory file"
+        ) from None
+    except IshardError:
+        raise  # the store's own message (a URL or setting it refused) says it all
     except Exception as err:  # noqa: BLE001 - whatever the opener raises: one line
-        raise UsageError(f"--src-list {url!r} cannot be opened: {err}") from None
+        raise UsageError(f"--src-list {redacted(url)!r} cannot be opened: {err}") from None
 
 
 def _bad_row(where: str, number: int, what: str) -> UsageError:

@@ -409,7 +409,8 @@ def test_records_that_cannot_be_removed_after_the_manifest_are_a_notice_not_a_fa
         proxy.close()
     assert result.returncode == 0, result.stderr
     notice = (f"ishard: the dataset is complete, but this run's records in {dst!r} could not "
-              f"be removed (cannot reach destination {dst!r}: 503 Service Unavailable — check "
+              f"be removed (cannot reach destination {dst!r} at {proxy.endpoint_url}: 503 "
+              "Service Unavailable — check "
               "the endpoint and the network, then run again); they do no harm")
     assert result.stderr.splitlines() == [notice]
     assert len(lock_deletes) == 3 and read_lock(client, s3_bucket, "out") is None

@@ -294,8 +294,9 @@ class Store(ABC):
     # -- errors -----------------------------------------------------------------------------
     @abstractmethod
     def classify(self, err: BaseException) -> str:
-        """What ``err`` means: ``missing``, ``denied``, ``credentials``, ``refused`` (a
-        condition that did not hold), ``unsupported`` or ``unreachable``."""
+        """What ``err`` means: ``missing``, ``denied``, ``rejected`` (the credentials were
+        refused), ``credentials`` (none found), ``refused`` (a condition that did not hold),
+        ``unsupported`` or ``unreachable``."""
 
     def error(self, err: BaseException, role: str, where: str | None = None) -> IshardError:
         """The one-line error a user sees for ``err`` met while using this store as ``role``
@@ -304,12 +305,47 @@ class Store(ABC):
         ``IshardError`` is already one: it is returned as it is."""
         if isinstance(err, IshardError):
             return err
-        return storage_error(self.classify(err), err, where or self.url, role)
+        return storage_error(self.classify(err), err, where or self.url, role, Reached(self.scheme))
 
 
-def storage_error(kind: str, err: BaseException, where: str, role: str) -> IshardError:
+# What each store's user sets for credentials (the advice of a message about them).
+CREDENTIALS = {
+    "s3": "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or --storage-option "
+    "key=… secret=…",
+    "gs": "GOOGLE_APPLICATION_CREDENTIALS (a service-account key file), --storage-option "
+    "service_account=…, or `gcloud auth application-default login`",
+    "az": "AZURE_STORAGE_ACCOUNT_NAME with AZURE_STORAGE_ACCOUNT_KEY or a SAS token "
+    "(AZURE_STORAGE_SAS_KEY), --storage-option account_key=… or sas_key=…, or `az login` "
+    "with --storage-option use_azure_cli=true",
+}
+CONTAINER = {"s3": "bucket", "gs": "bucket", "az": "container"}
+
+
+@dataclass(frozen=True)
+class Reached:
+    """How a store was reached, for a message: ``scheme`` (``s3``, ``gs``, ``az``, … which
+    credentials to advise), ``endpoint`` (where requests went, no credentials), ``token``
+    (where a session token came from, if one was sent) and ``answer`` (the store's error
+    code and message, if it gave them)."""
+
+    scheme: str = ""
+    endpoint: str | None = None
+    token: str | None = None
+    answer: str | None = None
+
+
+def storage_error(
+    kind: str, err: BaseException, where: str, role: str, reached: Reached = Reached()
+) -> IshardError:
     """The message for a failure of ``kind`` (see :meth:`Store.classify`)."""
     failure = SourceError if role == "source" else WriteError
+    which = CREDENTIALS.get(reached.scheme, "the credentials (--storage-option)")
+    token = (
+        f"; a session token is set ({reached.token}): check it, or unset it if the keys need none"
+        if reached.token
+        else ""
+    )
+    answer = f" ({reached.answer})" if reached.answer else ""
     if kind == "missing":
         return UsageError(
             f"{role} {where!r} does not exist (no such bucket or path) — create "
@@ -317,17 +353,18 @@ def storage_error(kind: str, err: BaseException, where: str, role: str) -> Ishar
         )
     if kind == "denied":
         return failure(
-            f"access to {role} {where!r} was denied — check the credentials "
-            "(AWS_ACCESS_KEY_ID / AWS_PROFILE or --storage-option) and the bucket's "
-            "permissions"
+            f"access to {role} {where!r} was denied{answer} — check the credentials ({which}) "
+            f"and the {CONTAINER.get(reached.scheme, 'store')}'s permissions{token}"
+        )
+    if kind == "rejected":
+        return failure(
+            f"the credentials for {role} {where!r} were refused{answer} — check {which}{token}"
         )
     if kind == "credentials":
-        return failure(
-            f"no credentials found for {role} {where!r} — set AWS_ACCESS_KEY_ID and "
-            "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or --storage-option key=… secret=…"
-        )
+        return failure(f"no credentials found for {role} {where!r} — set {which}")
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    at = f" at {reached.endpoint}" if reached.endpoint else ""
     return failure(
-        f"cannot reach {role} {where!r}: {text} — check the endpoint and the "
+        f"cannot reach {role} {where!r}{at}: {text} — check the endpoint and the "
         "network, then run again"
     )

@@ -10,6 +10,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import UsageError
+from .urls import check_store_urls, service_endpoint
 
 # s3fs-style storage options (what users of ishard's fsspec days wrote) → obstore's keys.
 S3_ALIASES: dict[str, str | None] = {
@@ -149,6 +150,7 @@ def store_config(
         scheme
     ]
     config: dict = {}
+    origins: dict[str, str] = {}  # where each setting came from, as a message names it
     for key, value in flat.items():
         name = aliases.get(key, key)
         if name is None:
@@ -157,20 +159,57 @@ def store_config(
                 "account_name=… and account_key=… (or sas_key=…) instead"
             )
         config[name] = value
+        origins[name] = f"--storage-option {key}"
     provider, signing = None, None
     if scheme == "s3":
-        provider, signing = _s3(config, endpoint_url, profile)
-    elif endpoint_url:
-        config.setdefault("base_url" if scheme == "gs" else "endpoint", endpoint_url)
+        provider, signing = _s3(config, origins, endpoint_url, profile)
+    elif endpoint_url and ("base_url" if scheme == "gs" else "endpoint") not in config:
+        config["base_url" if scheme == "gs" else "endpoint"] = endpoint_url
+        origins["base_url" if scheme == "gs" else "endpoint"] = "--endpoint-url"
+    check_store_urls(scheme, config, origins)
     endpoint = str(config.get("endpoint") or config.get("base_url") or "")
     if endpoint.startswith("http://"):
         client.setdefault("allow_http", True)
     if scheme == "az" and str(config.get("use_emulator", "")).lower() == "true":
         client.setdefault("allow_http", True)
-    return {"config": config, "client": client, "provider": provider, "signing": signing}
+    return {
+        "config": config,
+        "client": client,
+        "provider": provider,
+        "signing": signing,
+        "endpoint": service_endpoint(scheme, config),
+        "token": origins.get("session_token") if config.get("session_token") else None,
+    }
 
 
-def _s3(config: dict, endpoint_url: str | None, profile: str | None) -> tuple:
+# obstore's names of the S3 endpoint; ``aws_endpoint_url_s3`` wins over the others there, so
+# ishard gives it too (else AWS_ENDPOINT_URL_S3 would override --endpoint-url)
+S3_ENDPOINT_KEYS = ("aws_endpoint_url_s3", "endpoint", "aws_endpoint", "aws_endpoint_url")
+
+
+def _s3_endpoint(
+    config: dict, origins: dict, endpoint_url: str | None, stored: dict, profile: str
+) -> None:
+    """The S3 endpoint in the AWS CLI's order: ``--endpoint-url``, the storage option, the
+    environment, the profile's ``endpoint_url``; then obstore's own ``AWS_ENDPOINT``."""
+    env = os.environ
+    given = [(config.pop(k), origins.pop(k, k)) for k in S3_ENDPOINT_KEYS if k in config]
+    candidates = [
+        (endpoint_url, "--endpoint-url"),
+        *given,
+        (env.get("AWS_ENDPOINT_URL_S3"), "AWS_ENDPOINT_URL_S3"),
+        (env.get("AWS_ENDPOINT_URL"), "AWS_ENDPOINT_URL"),
+        (stored.get("endpoint_url"), f"endpoint_url of the AWS profile {profile!r}"),
+        (env.get("AWS_ENDPOINT"), "AWS_ENDPOINT"),
+    ]
+    for value, origin in candidates:
+        if value:
+            for key in ("endpoint", "aws_endpoint_url_s3"):
+                config[key], origins[key] = value, origin
+            return
+
+
+def _s3(config: dict, origins: dict, endpoint_url: str | None, profile: str | None) -> tuple:
     """Endpoint, region and credentials for S3, in the AWS CLI's order of precedence."""
     env = os.environ
     keys = ("access_key_id", "secret_access_key")
@@ -182,16 +221,8 @@ def _s3(config: dict, endpoint_url: str | None, profile: str | None) -> tuple:
         if (profile or env.get("AWS_PROFILE") or _has_shared_files())
         else {}
     )
-    if endpoint_url:
-        config["endpoint"] = endpoint_url
-    elif "endpoint" not in config:
-        endpoint = (
-            env.get("AWS_ENDPOINT_URL_S3")
-            or env.get("AWS_ENDPOINT_URL")
-            or stored.get("endpoint_url")
-        )
-        if endpoint:
-            config["endpoint"] = endpoint
+    named = profile or env.get("AWS_PROFILE") or env.get("AWS_DEFAULT_PROFILE") or "default"
+    _s3_endpoint(config, origins, endpoint_url, stored, named)
     if "region" not in config:
         config["region"] = (
             env.get("AWS_REGION")
@@ -206,11 +237,13 @@ def _s3(config: dict, endpoint_url: str | None, profile: str | None) -> tuple:
             config["secret_access_key"] = env["AWS_SECRET_ACCESS_KEY"]
             if env.get("AWS_SESSION_TOKEN"):
                 config["session_token"] = env["AWS_SESSION_TOKEN"]
+                origins["session_token"] = "AWS_SESSION_TOKEN"
         elif stored.get("aws_access_key_id") and stored.get("aws_secret_access_key"):
             config["access_key_id"] = stored["aws_access_key_id"]
             config["secret_access_key"] = stored["aws_secret_access_key"]
             if stored.get("aws_session_token"):
                 config["session_token"] = stored["aws_session_token"]
+                origins["session_token"] = f"aws_session_token of the AWS profile {named!r}"
         else:
             provider = _boto3_provider(profile)
             if provider is None and not _other_sources():

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import IshardError, UsageError
-from .base import Store
+from .base import CREDENTIALS, Store
+from .urls import check_endpoint, redacted
 
 if TYPE_CHECKING:
     from ..retry import Retrier
@@ -124,7 +125,23 @@ def _ais_endpoint(url: str, endpoint_url: str | None, role: str) -> str:
             f"{role} {url!r} is an AIStore bucket but no endpoint is known — set "
             "AIS_ENDPOINT=http://HOST:PORT or pass --endpoint-url http://HOST:PORT/s3"
         )
-    return endpoint.rstrip("/") + "/s3"
+    return check_endpoint(endpoint, "AIS_ENDPOINT").rstrip("/") + "/s3"
+
+
+def _refuse_credentials(url: str, scheme: str, rest: str, role: str) -> None:
+    """A URL with credentials before an ``@`` is refused, shown without them: a bucket name
+    has no ``@``, and credentials in a URL would be printed wherever the URL is (a bare user
+    name of another filesystem, ``sftp://me@host``, is no secret and is kept)."""
+    userinfo, at, _ = rest.partition("/")[0].rpartition("@")
+    if not at or (scheme not in BUCKET_SCHEMES and ":" not in userinfo):
+        return
+    fix = CREDENTIALS.get(
+        BUCKET_SCHEMES.get(scheme, ""), "--storage-option (the filesystem's own settings)"
+    )
+    raise UsageError(
+        f"{role} {redacted(url)!r} holds credentials before its '@' — ishard takes none "
+        f"from a URL (it would show them): give them as {fix}, and the URL without them"
+    )
 
 
 def resolve(
@@ -149,6 +166,9 @@ def resolve(
         from .local import LocalStore
 
         return Location(url, LocalStore(rest))
+    _refuse_credentials(url, scheme, rest, role)
+    if endpoint_url:
+        check_endpoint(endpoint_url, "--endpoint-url")
     options = dict(storage_options or {})
     backend = options.pop("backend", "obstore")
     if backend not in ("obstore", "fsspec"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -11,7 +12,16 @@ from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from ..errors import IshardError, UsageError
 from ..retry import run_with
-from .base import Mode, ObjectInfo, Refused, Store, Unconditional, Upload, storage_error
+from .base import (
+    Mode,
+    ObjectInfo,
+    Reached,
+    Refused,
+    Store,
+    Unconditional,
+    Upload,
+    storage_error,
+)
 from .credentials import NoCredentials, store_config
 
 if TYPE_CHECKING:
@@ -64,7 +74,7 @@ class ObstoreStore(Store):
                 scheme, bucket, url, endpoint_url, dict(storage_options or {})
             )
         except NoCredentials as err:
-            raise storage_error("credentials", err, url, role) from None
+            raise storage_error("credentials", err, url, role, Reached(scheme)) from None
         self.client = _client(scheme, bucket, url, self.settings, retries=0)
         # a multipart upload's parts: a stream cannot be replayed from ishard's side, so the
         # part requests are retried by obstore itself
@@ -288,20 +298,22 @@ class ObstoreStore(Store):
         from ..retry import http_status
 
         status, text = http_status(err), str(err)
+        code = _answer(text)[0]
         if (
             isinstance(err, (FileNotFoundError, ex.NotFoundError))
             or status == 404
-            or "NoSuchBucket" in text
-            or "ContainerNotFound" in text
+            or code in ("NoSuchBucket", "ContainerNotFound")
         ):
             return "missing"
+        if "/latest/api/token" in text or "Error performing token request" in text:
+            return "credentials"  # no keys given, and no metadata service to ask
         if (
             isinstance(err, ex.UnauthenticatedError)
             or status == 401
-            or "InvalidAccessKeyId" in text
-            or "/latest/api/token" in text
+            or code in REJECTED
+            or "failed to authenticate" in text
         ):
-            return "credentials"
+            return "rejected"
         if isinstance(err, (PermissionError, ex.PermissionDeniedError)) or status == 403:
             return "denied"
         if isinstance(err, (ex.AlreadyExistsError, ex.PreconditionError)) or status == 412:
@@ -311,10 +323,57 @@ class ObstoreStore(Store):
         return "unreachable"
 
     def error(self, err: BaseException, role: str, where: str | None = None):
-        """As :meth:`Store.error`, with obstore's long report cut to its reason."""
+        """As :meth:`Store.error`, with obstore's long report cut to its reason, the store's
+        own error code and message, where the requests went, and no secret."""
         if isinstance(err, IshardError):
             return err
-        return storage_error(self.classify(err), _Reason(err), where or self.url, role)
+        code, message = _answer(str(err))
+        reached = Reached(
+            self.scheme,
+            self.settings.get("endpoint"),
+            self.settings.get("token"),
+            f"{code}: {message}" if code and message else code or None,
+        )
+        out = storage_error(self.classify(err), _Reason(err), where or self.url, role, reached)
+        return _scrubbed(out, self.settings["config"])
+
+
+# the store's answers that say the credentials themselves were refused
+REJECTED = (
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "InvalidToken",
+    "ExpiredToken",
+    "TokenRefreshRequired",
+    "InvalidClientTokenId",
+    "AuthenticationFailed",
+    "InvalidAuthenticationInfo",
+)
+# settings whose values are secret: never in a message
+SECRETS = ("secret_access_key", "session_token", "account_key", "sas_key", "client_secret",
+           "bearer_token", "token", "service_account_key", "password")  # fmt: skip
+_CODE = re.compile(r"<Code>([^<]{1,100})</Code>")
+_MESSAGE = re.compile(r"<Message>([^<\n]{1,300})")
+
+
+def _answer(text: str) -> tuple[str | None, str | None]:
+    """The error code and message of a store's XML answer quoted in obstore's report."""
+    code, message = _CODE.search(text), _MESSAGE.search(text)
+    return (
+        code.group(1).strip() if code else None,
+        message.group(1).strip() if code and message else None,
+    )
+
+
+def _scrubbed(err: IshardError, config: dict) -> IshardError:
+    """``err`` with every secret of ``config`` that its text holds shown as ``***``."""
+    text = str(err)
+    secrets = [str(config[k]) for k in SECRETS if config.get(k) and len(str(config[k])) > 3]
+    if not any(secret in text for secret in secrets):
+        return err
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return type(err)(text)
 
 
 class _Reason(Exception):
