@@ -25,6 +25,10 @@ MTIME_COLUMNS = ("mtime", "last_modified", "LastModifiedDate", "LastModified")
 
 MAX_LINE = 1 << 20  # bytes in one inventory line: a file per line never needs more
 MAX_FIELD = 128 << 10  # characters in one field (a name): csv's own default limit
+MAX_SIZE = (1 << 63) - 1  # bytes of one file, at most: what a size (a signed 64-bit int) holds
+NAME_HINT = 'give each file\'s name as text, e.g. {"name": "a/b.jpg", "size": 123}'
+SIZE_HINT = "give each file's size in bytes, e.g. 123"
+BOM = "\ufeff"
 
 
 def _open(url: str, opener: Callable[[str], BinaryIO] | None = None, mode: str = "rb"):
@@ -52,8 +56,8 @@ def _open(url: str, opener: Callable[[str], BinaryIO] | None = None, mode: str =
         raise UsageError(f"--src-list {url!r} cannot be opened: {err}") from None
 
 
-def _bad_row(where: str, number: int, what: str) -> UsageError:
-    return UsageError(f"--src-list {where!r} line {number}: {what}")
+def _bad_row(where: str, number: int, what: str, unit: str = "line") -> UsageError:
+    return UsageError(f"--src-list {where!r} {unit} {number}: {what}")
 
 
 def _line_blocks(stream, where: str) -> Iterator[tuple[int, list[str]]]:
@@ -86,6 +90,8 @@ def _line_blocks(stream, where: str) -> Iterator[tuple[int, list[str]]]:
             _not_utf8(lines, where, number)
             raise
         if text:
+            if number == 1:  # a byte order mark (Excel's "CSV UTF-8") is no part of line 1
+                text[0] = text[0].removeprefix(BOM)
             yield number, text
             number += len(text)
         if not data:
@@ -111,15 +117,16 @@ def _lines(stream, where: str) -> Iterator[tuple[int, str]]:
         yield from enumerate(lines, first)
 
 
-def _name(value, where: str, number: int) -> str:
+def _name(value, where: str, number: int, unit: str = "line", hint: str = NAME_HINT) -> str:
     if not isinstance(value, str) or not value:
-        shown = "missing" if value is None else f"a {type(value).__name__}, not a string"
-        raise _bad_row(
-            where,
-            number,
-            f"the name is {shown} — give each file's name as text, "
-            'e.g. {"name": "a/b.jpg", "size": 123}',
+        shown = (
+            "missing"
+            if value is None
+            else "empty"
+            if value == ""
+            else f"a {type(value).__name__}, not a string"
         )
+        raise _bad_row(where, number, f"the name is {shown} — {hint}", unit)
     if not value.isascii():
         try:
             value.encode("utf-8", "surrogateescape")  # as a local file name would be
@@ -130,30 +137,44 @@ def _name(value, where: str, number: int) -> str:
                 f"the name has a lone surrogate "
                 f"(\\u{ord(value[err.start]):04x}), which no file name can hold — "
                 "write names as UTF-8 text",
+                unit,
             ) from None
     if len(value) > MAX_FIELD:
         raise _bad_row(
             where,
             number,
             f"the name is longer than {MAX_FIELD >> 10} KiB — "
-            "an inventory names one file per line; check that this is one",
+            f"an inventory names one file per {unit}; check that this is one",
+            unit,
         )
     return value
 
 
-def _size(value, where: str, number: int) -> int:
-    """A whole number of bytes, 0 or more (JSON integers or CSV digits; not 1.5, -3, true)."""
+def _size(value, where: str, number: int, unit: str = "line", hint: str = SIZE_HINT) -> int:
+    """A whole number of bytes from 0 to ``MAX_SIZE`` (JSON integers or CSV digits; not 1.5,
+    -3, true, 2**63)."""
     if isinstance(value, str) and value.strip().isdigit() and value.strip().isascii():
-        return int(value)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SIZE:
         return value
+    if isinstance(value, int) and not isinstance(value, bool) and value > MAX_SIZE:
+        digits = str(value) if value < 10**40 else f"{str(value)[:20]}… ({len(str(value))} digits)"
+        what = f"the size is {digits}, over {MAX_SIZE} (2^63-1), the most bytes a file can have"
+        raise _bad_row(where, number, f"{what} — {hint}", unit)
     shown = "missing" if value is None else repr(value)[:40]
-    raise _bad_row(
-        where,
-        number,
-        f"the size is {shown}, not a whole number of bytes (0 or "
-        "more) — give each file's size in bytes, e.g. 123",
-    )
+    what = f"the size is {shown}, not a whole number of bytes (0 or more)"
+    raise _bad_row(where, number, f"{what} — {hint}", unit)
+
+
+class _Written:
+    """A JSON number as written: orjson reads 2**70 (and 1e400) as a float, whose text would
+    not be the inventory's."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
 
 
 def _mtime(value) -> int:
@@ -209,7 +230,9 @@ def _rows_jsonl(stream, where: str) -> Iterator[tuple[str, int, int]]:
         name, size = _pick(row, NAME_COLUMNS), _pick(row, SIZE_COLUMNS)
         if type(name) is not str or not name.isascii() or len(name) > MAX_FIELD:
             name = _name(name, where, number)
-        if type(size) is not int or size < 0:  # not a bool, a float, a string
+        if type(size) is float:  # a whole number past 64 bits too: shown as written
+            size = _pick(json.loads(line, parse_float=_Written), SIZE_COLUMNS)
+        if type(size) is not int or not 0 <= size <= MAX_SIZE:  # not a bool, a string
             size = _size(size, where, number)
         yield name, size, _mtime(_pick(row, MTIME_COLUMNS))
 
@@ -267,7 +290,7 @@ def _rows_csv(stream, where: str) -> Iterator[tuple[str, int, int]]:
                 size = int(row[size_at])
             except ValueError:
                 size = -1
-            if size < 0:
+            if not 0 <= size <= MAX_SIZE:
                 _size(row[size_at], where, reader.line_num)
             yield (
                 name,
@@ -298,7 +321,7 @@ def _by_columns(
 
     path = where.removeprefix("file://")
     kind = inventory_kind(path)
-    if kind is None or wanted is None:
+    if kind is None or (wanted is None and kind != "parquet"):  # Parquet: the engine's alone
         return None
     try:
         if kind != "parquet" and os.path.getsize(path) < ENGINE_FROM:
@@ -317,13 +340,7 @@ def _by_columns(
             key=key,
             renamed=renamed,
         )
-    except Fallback:
-        if kind == "parquet":
-            raise UsageError(
-                f"--src-list {where!r} is a Parquet file ishard cannot read as a "
-                "listing — give it name (or key) and size columns, sizes as "
-                "whole numbers of bytes"
-            ) from None
+    except Fallback:  # never for Parquet: the engine names what is wrong
         return None
     if on_file is not None:
         on_file(nbytes, len(files))
@@ -367,7 +384,7 @@ def list_inventory(
         return fast
     with _open(where, opener) as stream:
         head = stream.read(1 << 16).decode("utf-8", "replace")
-    stripped = head.lstrip()
+    stripped = head.removeprefix(BOM).lstrip()
     stream = None
     if stripped.startswith("{") and '"fileSchema"' in head:
         from .s3inventory import read_manifest, report_rows

@@ -9,6 +9,7 @@ import csv
 import itertools
 import json
 import os
+import posixpath
 import re
 import shutil
 import tempfile
@@ -17,7 +18,8 @@ from pathlib import Path
 from urllib.parse import unquote_plus
 
 from .errors import UsageError
-from .inventory import MAX_LINE, _csv_error, _csv_reader, _mtime, _name, _open
+from .inventory import MAX_LINE, MAX_SIZE, _csv_error, _csv_reader, _mtime, _name, _open, _size
+from .listing import quoted, unsafe_name
 
 
 def report_rows(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int, int]]:
@@ -49,7 +51,7 @@ def _s3_parquet(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, 
     mtime = "epoch_ms(last_modified_date) // 1000" if "last_modified_date" in fields else "0"
     query = f"SELECT key, size, {mtime} FROM read_parquet(?)"
     for item in manifest.get("files", []):
-        data, label = _data_file(where, manifest, item["key"]), item["key"]
+        data, label = _data_file(where, item["key"]), item["key"]
         with _local_copy(data, opener) as path, duckdb.connect() as con:
             try:
                 rows = con.execute(query, [path])
@@ -81,7 +83,7 @@ def _s3_orc(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int,
         ) from None
     columns = ["key", "size", *(["last_modified_date"] if "last_modified_date" in fields else [])]
     for item in manifest.get("files", []):
-        data, label = _data_file(where, manifest, item["key"]), item["key"]
+        data, label = _data_file(where, item["key"]), item["key"]
         with _local_copy(data, opener) as path:
             try:
                 stripes = orc.ORCFile(path)
@@ -129,7 +131,10 @@ def _parquet_row(key, size, seconds, where: str, data: str, number: int) -> tupl
             f"--src-list {where!r}: data file {data!r} row {number} does not match the "
             "manifest's fileSchema (key, size) — use the inventory as AWS wrote it"
         )
-    return _name(key, f"{where}: data file {data}", number), size or 0, seconds or 0
+    label = f"{where}: data file {data}"
+    if (size or 0) > MAX_SIZE:
+        _size(size, label, number, "row")
+    return _name(key, label, number, "row"), size or 0, seconds or 0
 
 
 @contextlib.contextmanager
@@ -158,7 +163,7 @@ def _s3_csv(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int,
     key_at, size_at = schema.index("Key"), schema.index("Size")
     mtime_at = schema.index("LastModifiedDate") if "LastModifiedDate" in schema else None
     for item in manifest.get("files", []):
-        data = _data_file(where, manifest, item["key"])
+        data = _data_file(where, item["key"])
         label = f"{where}: data file {item['key']}"
         with _open(data, opener) as stream:
             reader = _csv_reader(stream, label)
@@ -184,7 +189,7 @@ def _s3_row(
     try:
         mtime = _mtime(row[mtime_at]) if mtime_at is not None else 0
         size = int(row[size_at] or 0)
-        name = _name(unquote_plus(row[key_at]), f"{where}: data file {data}", number)
+        key = unquote_plus(row[key_at])
         if size < 0:
             raise ValueError(size)
     except (ValueError, IndexError):
@@ -193,7 +198,9 @@ def _s3_row(
             "not match the manifest's fileSchema (Key, Size) — use the inventory "
             "as AWS wrote it"
         ) from None
-    return name, size, mtime
+    if size > MAX_SIZE:  # a UsageError (a ValueError): not caught above
+        _size(size, f"{where}: data file {data}", number)
+    return _name(key, f"{where}: data file {data}", number), size, mtime
 
 
 def read_manifest(text, where: str) -> dict:
@@ -210,15 +217,38 @@ def read_manifest(text, where: str) -> dict:
     return manifest
 
 
-def _data_file(where: str, manifest: dict, key: str) -> str:
-    if "://" in where:
-        bucket = manifest.get("destinationBucket", "").rpartition(":")[2]
-        return f"{where.partition('://')[0]}://{bucket}/{key}"
-    here = Path(where).parent
+def _data_file(where: str, key: object) -> str:
+    """Where a data file the manifest names is, inside the report's folder: the folder above
+    the manifest's (AWS writes ``<config>/<date>/manifest.json`` and ``<config>/data/``). In a
+    store, a key under it in the manifest's bucket; locally, the file beside the manifest, at
+    ``key`` under its folder, or in ``../data/``, which no symbolic link may lead out of."""
+    if not isinstance(key, str) or unsafe_name(key):  # absolute, a '..' part, a control char
+        raise _outside(where, key, "")
+    if "://" in where and not where.startswith("file://"):
+        scheme, _, rest = where.partition("://")
+        bucket, _, manifest_key = rest.partition("/")
+        report = posixpath.dirname(posixpath.dirname(manifest_key))
+        if report and not key.startswith(report + "/"):
+            raise _outside(where, key, f"{scheme}://{bucket}/{report}/")
+        return f"{scheme}://{bucket}/{key}"
+    here = Path(where.removeprefix("file://")).parent
+    report = os.path.realpath(here.parent)
     for candidate in (here / Path(key).name, here / key, here.parent / "data" / Path(key).name):
         if candidate.exists():
+            if os.path.commonpath([report, os.path.realpath(candidate)]) != report:
+                raise _outside(where, key, report + os.sep)
             return str(candidate)
     raise UsageError(
-        f"--src-list {where!r} names data file {key!r}, which is not beside it — copy the "
-        "inventory's data/ files next to manifest.json"
+        f"--src-list {where!r} names data file {quoted(key)}, which is not beside it — copy "
+        "the inventory's data/ files next to manifest.json"
+    )
+
+
+def _outside(where: str, key: object, report: str) -> UsageError:
+    """A data file the manifest names outside its report (``report``: the report's folder)."""
+    place = f"outside the report's folder {report!r}" if report else "outside the report"
+    shown = quoted(key) if isinstance(key, str) else repr(key)[:80]
+    return UsageError(
+        f"--src-list {where!r} names data file {shown}, which lies {place} — ishard reads only "
+        "the data files of the report itself: use the manifest.json AWS wrote, in its place"
     )

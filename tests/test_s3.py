@@ -588,6 +588,35 @@ def test_s3_inventory_is_read_from_the_store(cli, client, s3_bucket, bucket2, tm
     assert json.loads(from_list.stdout)["shards"] == json.loads(listed.stdout)["shards"]
 
 
+@pytest.mark.parametrize("key", ["secret/data.csv.gz", "inventory/../secret/data.csv.gz"])
+def test_an_s3_inventory_manifest_naming_keys_outside_its_report_is_refused(
+    cli, client, s3_bucket, bucket2, tmp_path, key
+):
+    """Finding: a manifest's files[].key was read wherever it pointed. In a store, a data file
+    must be a key under the report's prefix (the folder above manifest.json's) in the
+    manifest's bucket; another key of that bucket is one line naming it, exit 2."""
+    put(client, s3_bucket, LISTED)
+    manifest = write_list("s3-inventory", inventory_rows(client, s3_bucket), s3_bucket,
+                          tmp_path / "inv")  # fmt: skip
+    doc = json.loads(manifest.read_text())
+    first = (tmp_path / "inv" / doc["files"][0]["key"]).read_bytes()
+    doc["files"].append({"key": key, "size": len(first), "MD5checksum": "0"})
+    manifest.write_text(json.dumps({**doc, "destinationBucket": f"arn:aws:s3:::{bucket2}"}))
+    for path in (tmp_path / "inv").rglob("*"):
+        if path.is_file():
+            put(client, bucket2, {path.relative_to(tmp_path / "inv").as_posix(): path.read_bytes()})
+    put(client, bucket2, {"secret/data.csv.gz": first})  # a real data file, outside the report
+    url = f"s3://{bucket2}/{manifest.relative_to(tmp_path / 'inv').as_posix()}"
+    done = cli("shard", f"s3://{s3_bucket}/ds", "--dry-run", "--src-list", url)
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    (line,) = done.stderr.splitlines()
+    report = f"s3://{bucket2}/inventory/{s3_bucket}/cfg/"
+    where = "outside the report" + (f"'s folder {report!r}" if ".." not in key else "")
+    assert line == (f"ishard: error: --src-list {url!r} names data file {key!r}, which lies "
+                    f"{where} — ishard reads only the data files of the report itself: use the "
+                    "manifest.json AWS wrote, in its place")
+
+
 LISTED = {
     **{f"ds/{k}": v for k, v in TREE.items()},
     "ds/odd/a b+c%41.jpg": b"spaces, plus and percent",
