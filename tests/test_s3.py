@@ -969,3 +969,49 @@ def test_a_live_lock_on_a_bucket_refuses_and_an_expired_one_does_not(
     else:
         assert_ok(result)
         assert sorted(objects(client, s3_bucket)) == ["out/manifest.json", "out/shard-000000.tar"]
+
+
+@pytest.mark.parametrize("char", ["\n", "\t", "\x7f"])
+def test_a_key_the_s3_client_cannot_parse_is_one_line_naming_it_escaped(
+    cli, client, s3_bucket, tmp_path, char
+):
+    """Finding: one key with a newline, a tab or DEL failed the whole listing as 'cannot reach
+    source — check the endpoint and the network', after retries, printing the raw character.
+    obstore cannot parse such a key in any listing answer, so it is one line naming the key
+    escaped and the way out, exit 1, at once; the fsspec backend lists the bucket, leaving
+    the key out and reporting it, escaped."""
+    put(client, s3_bucket, {"ds/a/1.jpg": b"one", f"ds/a/bad{char}x.jpg": b"bad"})
+    done = cli("shard", f"s3://{s3_bucket}/ds", tmp_path / "out")
+    assert done.returncode == 1 and done.stdout == "", done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line == (f"ishard: error: the listing of source 's3://{s3_bucket}/ds' holds the key "
+                    f"{f'ds/a/bad{char}x.jpg'!r} (a control character), which its S3 client cannot "
+                    "parse — rename or delete that object, or list with --storage-option "
+                    "backend=fsspec, whose client reads such keys (ishard then leaves them out and "
+                    "reports them)")
+    assert not any(c in done.stderr[:-1] for c in "\t\x7f"), done.stderr
+    assert done.stderr.count("\n") == 1
+    done = cli("shard", f"s3://{s3_bucket}/ds", tmp_path / "out2", "--storage-option",
+               "backend=fsspec")  # fmt: skip
+    assert_ok(done)
+    assert f"left out 1: unsafe name" in done.stdout and repr(f"ds/a/bad{char}x.jpg") in done.stdout
+    assert not any(c in done.stdout.replace("\n", "") for c in "\t\x7f"), done.stdout
+    shards, manifest = local_shards(tmp_path / "out2")
+    assert [m for d in shards.values() for m, _ in read_members("x.tar", d)] == ["ds/a/1.jpg"]
+
+
+@pytest.mark.parametrize("char", ["\x1b", "\x07"])
+def test_a_key_the_store_lists_garbled_is_left_out_and_reported(
+    cli, client, s3_bucket, tmp_path, char
+):
+    """Finding: a key with ESC or BEL, which SeaweedFS's XML listing sends as U+FFFD, was
+    listed under that other name, then failed the run as 'missing'. Such a name, which is no
+    object, is left out and reported; the run shards the rest."""
+    put(client, s3_bucket, {"ds/a/1.jpg": b"one", f"ds/a/bad{char}x.jpg": b"bad"})
+    done = cli("shard", f"s3://{s3_bucket}/ds", tmp_path / "out")
+    assert_ok(done)
+    assert "left out 1: key listed with U+FFFD in place of a character" in done.stdout, done.stdout
+    assert "'ds/a/bad\ufffdx.jpg'" in done.stdout and char not in done.stdout
+    shards, manifest = local_shards(tmp_path / "out")
+    assert [m for d in shards.values() for m, _ in read_members("x.tar", d)] == ["ds/a/1.jpg"]
+    assert "ds/a/bad\ufffdx.jpg" in json.dumps(manifest, ensure_ascii=False)
