@@ -384,6 +384,11 @@ def list_inventory(
         return fast
     with _open(where, opener) as stream:
         head = stream.read(1 << 16).decode("utf-8", "replace")
+    if head.startswith("PAR1"):  # a store's: the engine read a local one
+        raise UsageError(
+            f"--src-list {where!r} is a Parquet file in a store, which ishard reads only from a "
+            "local path — copy it to a local file and give that"
+        )
     stripped = head.removeprefix(BOM).lstrip()
     stream = None
     if stripped.startswith("{") and '"fileSchema"' in head:

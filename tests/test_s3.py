@@ -1015,3 +1015,22 @@ def test_a_key_the_store_lists_garbled_is_left_out_and_reported(
     shards, manifest = local_shards(tmp_path / "out")
     assert [m for d in shards.values() for m, _ in read_members("x.tar", d)] == ["ds/a/1.jpg"]
     assert "ds/a/bad\ufffdx.jpg" in json.dumps(manifest, ensure_ascii=False)
+
+
+def test_a_parquet_inventory_in_a_store_is_one_line_saying_to_copy_it(cli, client, s3_bucket,
+                                                                      tmp_path):
+    """Finding: a Parquet inventory in a bucket was read as CSV ('line 1: not UTF-8 …'). Only
+    a local Parquet file is read (by the column engine): one line says so, exit 2."""
+    import duckdb
+
+    put(client, s3_bucket, {"ds/a/1.jpg": b"one"})
+    local = tmp_path / "inv.parquet"
+    duckdb.execute(f"COPY (SELECT 'ds/a/1.jpg' AS name, 3 AS size) TO '{local}' (FORMAT parquet)")
+    put(client, s3_bucket, {"lists/inv.parquet": local.read_bytes()})
+    url = f"s3://{s3_bucket}/lists/inv.parquet"
+    done = cli("shard", f"s3://{s3_bucket}/ds", tmp_path / "out", "--src-list", url)
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert done.stderr == (f"ishard: error: --src-list {url!r} is a Parquet file in a store, which "
+                           "ishard reads only from a local path — copy it to a local file and give "
+                           "that\n")
+    assert_ok(cli("shard", f"s3://{s3_bucket}/ds", tmp_path / "out", "--src-list", local))
