@@ -342,9 +342,30 @@ def _by_columns(
         )
     except Fallback:  # never for Parquet: the engine names what is wrong
         return None
+    _total_fits(where, nbytes)
     if on_file is not None:
         on_file(nbytes, len(files))
     return files
+
+
+def _total_fits(where: str, total: int) -> None:
+    """The listing's bytes fit a 64-bit count (shard totals, the plan's, are such sums)."""
+    if total > MAX_SIZE:
+        raise UsageError(
+            f"--src-list {where!r}: its files' sizes add up to {total} bytes, over {MAX_SIZE} "
+            "(2^63-1), the most ishard counts — check the size column; exabytes are a mistake"
+        )
+
+
+def _sizes_fit(where: str, sizes) -> None:
+    """``_total_fits`` for a row reader's listing: summed only when its largest size times its
+    count may not fit."""
+    import numpy as np
+
+    from .table import int_view
+
+    if len(sizes) and int(np.max(int_view(sizes))) > MAX_SIZE // len(sizes):
+        _total_fits(where, sum(sizes))
 
 
 def list_inventory(
@@ -414,5 +435,6 @@ def list_inventory(
     finally:
         if stream is not None:
             stream.close()
+    _sizes_fit(where, entries.sizes)
     entries.sort()
     return entries

@@ -545,6 +545,30 @@ def test_a_size_past_2_63_read_by_the_engine_is_one_line_naming_the_line(tmp_pat
                            "a file can have — give each file's size in bytes, e.g. 123\n")
 
 
+@pytest.mark.parametrize("reader", ["row", "engine", "parquet"])
+def test_sizes_that_add_up_past_2_63_are_one_line(tmp_path, monkeypatch, reader):
+    """Finding: two sizes of 2^63-1 planned shards of a negative size (the sum wrapped). A
+    listing whose sizes add up past 2^63-1 is one line saying so, exit 2, from either reader;
+    one file of 2^63-1 is planned."""
+    if reader == "engine":
+        monkeypatch.setattr(inventory, "ENGINE_FROM", 0)
+    path = tmp_path / "inv.csv"
+    path.write_text("name,size\na/1.jpg,9223372036854775807\na/2.jpg,2\n")
+    if reader == "parquet":
+        path = tmp_path / "inv.parquet"
+        parquet_from_csv(tmp_path / "inv.csv", path, "name, CAST(size AS BIGINT) AS size")
+    done = invoke_ishard("shard", source(tmp_path), "--src-list", path, "--dry-run=json",
+                         "--member-names", "original")  # fmt: skip
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert done.stderr == (f"ishard: error: --src-list '{path}': its files' sizes add up to "
+                           "9223372036854775809 bytes, over 9223372036854775807 (2^63-1), the most "
+                           "ishard counts — check the size column; exabytes are a mistake\n")
+    done = invoke_ishard("shard", source(tmp_path), "--src-list", path, "--dry-run=json",
+                         "--member-names", "original", "--prefix", "a/1")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["summary"]["largest_shard"] == (1 << 63) - 1
+
+
 def test_the_engine_spills_under_its_memory_limit(tmp_path):
     path = tmp_path / "inv.csv"
     clean_inventory(path, 20000)
