@@ -36,6 +36,11 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _DRIVE = re.compile(r"[A-Za-z]:")
 
 
+def has_control(name: str) -> bool:
+    """Does ``name`` hold a C0 or DEL control character?"""
+    return _CONTROL.search(name) is not None
+
+
 def unsafe_name(name: str) -> bool:
     """Would this member name extract outside its folder somewhere, or break a listing?
 

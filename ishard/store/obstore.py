@@ -11,7 +11,7 @@ from functools import partial, wraps
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
 from ..errors import IshardError, SourceError, UsageError
-from ..listing import _CONTROL, quoted
+from ..listing import has_control, quoted
 from .base import Mode, ObjectInfo, Refused, Store, Unconditional, Upload, storage_error
 from .credentials import NoCredentials, store_config
 
@@ -343,11 +343,9 @@ class _Unlistable(ValueError):
 
     def message(self, where: str) -> str:
         if self.key is None:
-            what = "a key it cannot parse"
+            what = "a key its S3 client cannot parse"
         else:
-            why = (
-                "a control character" if _CONTROL.search(self.key) else "an empty, '.' or '..' part"
-            )
+            why = "a control character" if has_control(self.key) else "an empty, '.' or '..' part"
             what = f"the key {quoted(self.key)} ({why}), which its S3 client cannot parse"
         return (
             f"the listing of source {where!r} holds {what} — rename or delete that object, or "
