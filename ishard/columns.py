@@ -16,7 +16,7 @@ import csv
 import tempfile
 from array import array
 
-from . import engine
+from . import engine, parquet
 from .clashes import find_clashes
 from .errors import DataError
 from .keys import KeyFunction, key_function
@@ -40,6 +40,12 @@ _HIDDEN = "(starts_with(name, '.') OR contains(name, '/.'))"
 # an mtime the row reader reads exactly as a whole number (it goes through a float: past 15
 # digits it may round, so longer ones are converted by its own function)
 _WHOLE_SECONDS = "regexp_full_match(mtime, '[0-9]{1,15}')"
+# a row the engine does not take: a name too long, a size that is not plain digits of at most
+# 2^63-1 (the row reader takes ' 3' and '003', and names what is wrong with the others)
+_BAD_ROW = (
+    f"length(name) > {MAX_NAME} OR size IS NULL OR NOT regexp_full_match(size, "
+    "'[0-9]{1,19}') OR (length(size) = 19 AND size > '9223372036854775807')"
+)
 
 
 # the sample keys of the built-in patterns (keys.sample_keys) in SQL: the basename up to its
@@ -79,7 +85,7 @@ def _scan_ok(path: str, kind: str) -> bool:
 
 
 def _csv_header(path: str) -> list[str]:
-    with open(path, encoding="utf-8", newline="") as stream:
+    with open(path, encoding="utf-8-sig", newline="") as stream:
         return next(csv.reader([stream.readline(HEADER_MAX)]), [])
 
 
@@ -147,35 +153,6 @@ def _source_jsonl(con, path: str) -> str:
     )
 
 
-def _source_parquet(con, path: str) -> str:
-    from .inventory import MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS
-
-    described = con.execute(f"DESCRIBE SELECT * FROM read_parquet({_sql_text(path)})").fetchall()
-    types = {row[0]: str(row[1]) for row in described}
-
-    def column(names: tuple[str, ...]) -> str | None:
-        return next((n for n in names if n in types), None)
-
-    name, size, mtime = column(NAME_COLUMNS), column(SIZE_COLUMNS), column(MTIME_COLUMNS)
-    if name is None or size is None:
-        from .errors import UsageError
-
-        raise UsageError(
-            f"--src-list {path!r} has no name (or key) and size columns — "
-            f"its columns are {', '.join(types) or 'none'}"
-        )
-    if mtime is None:
-        when = "NULL"
-    elif types[mtime].startswith("TIMESTAMP"):
-        when = f'CAST(CAST(trunc(epoch("{mtime}")) AS BIGINT) AS VARCHAR)'
-    else:
-        when = f'CAST("{mtime}" AS VARCHAR)'
-    return (
-        f'SELECT CAST("{name}" AS VARCHAR) AS name, CAST("{size}" AS VARCHAR) AS size, '
-        f"{when} AS mtime FROM read_parquet({_sql_text(path)})"
-    )
-
-
 def inventory_kind(path: str) -> str | None:
     """``"csv"``, ``"jsonl"`` or ``"parquet"`` for a local inventory the engine can read (a
     JSON Lines file begins with ``{``, after white space), else None."""
@@ -192,7 +169,7 @@ def inventory_kind(path: str) -> str | None:
     if path.endswith((".gz", ".bz2", ".xz", ".zst", ".lz4", ".zip")):
         return None
     text = head.decode("utf-8", "replace")
-    if text.lstrip().startswith("{"):  # as the row reader tells JSON Lines
+    if text.removeprefix("\ufeff").lstrip().startswith("{"):  # as the row reader tells JSON Lines
         return None if '"fileSchema"' in text else "jsonl"  # an S3 Inventory manifest
     return None if head[:1] == b"[" else "csv"
 
@@ -201,7 +178,7 @@ def read_inventory(
     path: str,
     kind: str,
     *,
-    wanted: str,
+    wanted: str | None,
     include_hidden: bool,
     tally: Tally,
     tmp_dir: str | None = None,
@@ -243,8 +220,11 @@ def read_inventory(
     except duckdb.OutOfMemoryException as error:  # not the row reader: it takes far more
         engine.close(con, spill)
         raise _out_of_room(path, memory_limit, tmp_dir, error) from None
-    except (duckdb.Error, UnicodeDecodeError, csv.Error):
+    except (duckdb.Error, UnicodeDecodeError, csv.Error, Fallback) as error:
+        refused = parquet.refusal(con, path, error, _BAD_ROW) if kind == "parquet" else None
         engine.close(con, spill)
+        if refused is not None:  # no row reader reads Parquet: the engine names the row
+            raise refused from None
         raise Fallback from None  # the row reader says what is wrong, naming the line
     except BaseException:
         engine.close(con, spill)
@@ -275,7 +255,7 @@ def _source(con, path: str, kind: str) -> str:
     if kind == "jsonl":
         return _source_jsonl(con, path)
     if kind == "parquet":
-        return _source_parquet(con, path)
+        return parquet.source(con, path)
     header = _csv_header(path)
     columns = {
         "name": _column(header, NAME_COLUMNS),
@@ -289,14 +269,18 @@ def _source(con, path: str, kind: str) -> str:
 
 def _listing(
     con,
-    wanted: str,
+    wanted: str | None,
     include_hidden: bool,
     tally: Tally,
     key: KeyFunction | None,
     renamed: bool,
     watch: engine.SpillWatch,
 ) -> tuple[FileTable, int]:
-    keep = f"starts_with(name, {_sql_text(wanted)}) AND name <> '' AND NOT ends_with(name, '/')"
+    keep = (  # no prefix any name can have (None): none kept, but every row still checked
+        f"starts_with(name, {_sql_text(wanted)}) AND name <> '' AND NOT ends_with(name, '/')"
+        if wanted is not None
+        else "false"
+    )
     skip = (
         f"CASE WHEN NOT ({keep}) THEN NULL WHEN {_UNSAFE} THEN 'unsafe'"
         + ("" if include_hidden else f" WHEN {_HIDDEN} THEN 'hidden'")
@@ -308,15 +292,14 @@ def _listing(
         f"(WHERE skip = '{why}'), min(rn) FILTER (WHERE skip = '{why}')"
         for why in reasons
     )
-    bad, longest, odd, left_out, *tallied = con.execute(  # one pass: checks, what is skipped
-        "SELECT count(*) FILTER (WHERE size IS NULL OR NOT regexp_full_match(size, "
-        "'[0-9]{1,18}')), coalesce(max(length(name)), 0), count(*) FILTER (WHERE mtime IS NOT "
+    bad, odd, left_out, *tallied = con.execute(  # one pass: checks, what is skipped
+        f"SELECT count(*) FILTER (WHERE {_BAD_ROW}), count(*) FILTER (WHERE mtime IS NOT "
         f"NULL AND mtime <> '' AND NOT {_WHOLE_SECONDS}), count(*) FILTER (WHERE NOT ({keep})), "
         f"{skipped} "
         f"FROM (SELECT rowid AS rn, name, size, mtime, {skip} AS skip FROM raw)"
     ).fetchone()
-    if bad or longest > MAX_NAME:
-        raise Fallback  # the row reader names the line
+    if bad:
+        raise Fallback  # the row reader names the line (for Parquet: the engine, read_inventory)
     found = sorted(
         (first, why, count, examples)
         for why, (count, examples, first) in zip(reasons, zip(*[iter(tallied)] * 3))

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import itertools
 import json
 import os
-import re
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import BinaryIO
-from urllib.parse import unquote_plus
 
 import orjson
 
@@ -32,6 +26,10 @@ MTIME_COLUMNS = ("mtime", "last_modified", "LastModifiedDate", "LastModified")
 
 MAX_LINE = 1 << 20  # bytes in one inventory line: a file per line never needs more
 MAX_FIELD = 128 << 10  # characters in one field (a name): csv's own default limit
+MAX_SIZE = (1 << 63) - 1  # bytes of one file, at most: what a size (a signed 64-bit int) holds
+NAME_HINT = 'give each file\'s name as text, e.g. {"name": "a/b.jpg", "size": 123}'
+SIZE_HINT = "give each file's size in bytes, e.g. 123"
+BOM = "\ufeff"
 
 
 def _open(url: str, opener: Callable[[str], BinaryIO] | None = None, mode: str = "rb"):
@@ -63,8 +61,8 @@ def _open(url: str, opener: Callable[[str], BinaryIO] | None = None, mode: str =
         raise UsageError(f"--src-list {redacted(url)!r} cannot be opened: {err}") from None
 
 
-def _bad_row(where: str, number: int, what: str) -> UsageError:
-    return UsageError(f"--src-list {where!r} line {number}: {what}")
+def _bad_row(where: str, number: int, what: str, unit: str = "line") -> UsageError:
+    return UsageError(f"--src-list {where!r} {unit} {number}: {what}")
 
 
 def _line_blocks(stream, where: str) -> Iterator[tuple[int, list[str]]]:
@@ -97,6 +95,8 @@ def _line_blocks(stream, where: str) -> Iterator[tuple[int, list[str]]]:
             _not_utf8(lines, where, number)
             raise
         if text:
+            if number == 1:  # a byte order mark (Excel's "CSV UTF-8") is no part of line 1
+                text[0] = text[0].removeprefix(BOM)
             yield number, text
             number += len(text)
         if not data:
@@ -122,15 +122,16 @@ def _lines(stream, where: str) -> Iterator[tuple[int, str]]:
         yield from enumerate(lines, first)
 
 
-def _name(value, where: str, number: int) -> str:
+def _name(value, where: str, number: int, unit: str = "line", hint: str = NAME_HINT) -> str:
     if not isinstance(value, str) or not value:
-        shown = "missing" if value is None else f"a {type(value).__name__}, not a string"
-        raise _bad_row(
-            where,
-            number,
-            f"the name is {shown} — give each file's name as text, "
-            'e.g. {"name": "a/b.jpg", "size": 123}',
+        shown = (
+            "missing"
+            if value is None
+            else "empty"
+            if value == ""
+            else f"a {type(value).__name__}, not a string"
         )
+        raise _bad_row(where, number, f"the name is {shown} — {hint}", unit)
     if not value.isascii():
         try:
             value.encode("utf-8", "surrogateescape")  # as a local file name would be
@@ -141,30 +142,44 @@ def _name(value, where: str, number: int) -> str:
                 f"the name has a lone surrogate "
                 f"(\\u{ord(value[err.start]):04x}), which no file name can hold — "
                 "write names as UTF-8 text",
+                unit,
             ) from None
     if len(value) > MAX_FIELD:
         raise _bad_row(
             where,
             number,
             f"the name is longer than {MAX_FIELD >> 10} KiB — "
-            "an inventory names one file per line; check that this is one",
+            f"an inventory names one file per {unit}; check that this is one",
+            unit,
         )
     return value
 
 
-def _size(value, where: str, number: int) -> int:
-    """A whole number of bytes, 0 or more (JSON integers or CSV digits; not 1.5, -3, true)."""
+def _size(value, where: str, number: int, unit: str = "line", hint: str = SIZE_HINT) -> int:
+    """A whole number of bytes from 0 to ``MAX_SIZE`` (JSON integers or CSV digits; not 1.5,
+    -3, true, 2**63)."""
     if isinstance(value, str) and value.strip().isdigit() and value.strip().isascii():
-        return int(value)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SIZE:
         return value
+    if isinstance(value, int) and not isinstance(value, bool) and value > MAX_SIZE:
+        digits = str(value) if value < 10**40 else f"{str(value)[:20]}… ({len(str(value))} digits)"
+        what = f"the size is {digits}, over {MAX_SIZE} (2^63-1), the most bytes a file can have"
+        raise _bad_row(where, number, f"{what} — {hint}", unit)
     shown = "missing" if value is None else repr(value)[:40]
-    raise _bad_row(
-        where,
-        number,
-        f"the size is {shown}, not a whole number of bytes (0 or "
-        "more) — give each file's size in bytes, e.g. 123",
-    )
+    what = f"the size is {shown}, not a whole number of bytes (0 or more)"
+    raise _bad_row(where, number, f"{what} — {hint}", unit)
+
+
+class _Written:
+    """A JSON number as written: orjson reads 2**70 (and 1e400) as a float, whose text would
+    not be the inventory's."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
 
 
 def _mtime(value) -> int:
@@ -220,7 +235,9 @@ def _rows_jsonl(stream, where: str) -> Iterator[tuple[str, int, int]]:
         name, size = _pick(row, NAME_COLUMNS), _pick(row, SIZE_COLUMNS)
         if type(name) is not str or not name.isascii() or len(name) > MAX_FIELD:
             name = _name(name, where, number)
-        if type(size) is not int or size < 0:  # not a bool, a float, a string
+        if type(size) is float:  # a whole number past 64 bits too: shown as written
+            size = _pick(json.loads(line, parse_float=_Written), SIZE_COLUMNS)
+        if type(size) is not int or not 0 <= size <= MAX_SIZE:  # not a bool, a string
             size = _size(size, where, number)
         yield name, size, _mtime(_pick(row, MTIME_COLUMNS))
 
@@ -278,7 +295,7 @@ def _rows_csv(stream, where: str) -> Iterator[tuple[str, int, int]]:
                 size = int(row[size_at])
             except ValueError:
                 size = -1
-            if size < 0:
+            if not 0 <= size <= MAX_SIZE:
                 _size(row[size_at], where, reader.line_num)
             yield (
                 name,
@@ -287,210 +304,6 @@ def _rows_csv(stream, where: str) -> Iterator[tuple[str, int, int]]:
             )
     except csv.Error as err:
         raise _csv_error(err, reader, where) from None
-
-
-def _s3_inventory(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int, int]]:
-    """AWS S3 Inventory: manifest.json names its data files (headerless CSV with URL-encoded
-    keys, Parquet or ORC) and their column schema."""
-    kind = str(manifest.get("fileFormat", "CSV")).upper()
-    if kind == "PARQUET":
-        return _s3_parquet(manifest, where, opener)
-    if kind == "ORC":
-        return _s3_orc(manifest, where, opener)
-    if kind != "CSV":
-        raise UsageError(
-            f"--src-list {where!r} is an S3 Inventory report in {manifest.get('fileFormat')} "
-            "format, which ishard cannot read — configure the inventory as CSV, ORC or Parquet"
-        )
-    return _s3_csv(manifest, where, opener)
-
-
-PARQUET_BATCH = 1 << 16  # rows fetched at a time from an S3 Inventory Parquet data file
-
-
-def _s3_parquet(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int, int]]:
-    """An S3 Inventory report in Parquet: columns ``key`` (not URL-encoded, unlike CSV's),
-    ``size`` and, if the report has it, ``last_modified_date``; read by the column engine a
-    batch at a time, a store's data file copied to a private temporary folder first."""
-    fields = _schema_fields(re.findall(r"\b(\w+)\s*(?:\(|;)", manifest["fileSchema"]), where)
-    import duckdb
-
-    mtime = "epoch_ms(last_modified_date) // 1000" if "last_modified_date" in fields else "0"
-    query = f"SELECT key, size, {mtime} FROM read_parquet(?)"
-    for item in manifest.get("files", []):
-        data, label = _data_file(where, manifest, item["key"]), item["key"]
-        with _local_copy(data, opener) as path, duckdb.connect() as con:
-            try:
-                rows = con.execute(query, [path])
-                number = 0
-                while batch := rows.fetchmany(PARQUET_BATCH):
-                    for key, size, seconds in batch:
-                        number += 1
-                        yield _parquet_row(key, size, seconds, where, label, number)
-            except duckdb.Error as err:
-                raise UsageError(
-                    f"--src-list {where!r}: data file {label!r} cannot be read as the "
-                    f"manifest's Parquet ({str(err).splitlines()[0]}) — use the inventory as "
-                    "AWS wrote it"
-                ) from None
-
-
-def _s3_orc(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int, int]]:
-    """An S3 Inventory report in ORC: the columns of the Parquet form (``fileSchema`` is
-    ``struct<bucket:string,key:string,size:bigint,last_modified_date:timestamp,…>``), read with
-    pyarrow (the ``orc`` extra) a stripe at a time, a store's data file copied first."""
-    fields = _schema_fields(re.findall(r"(\w+)\s*:", manifest["fileSchema"]), where)
-    try:
-        import pyarrow as pa
-        from pyarrow import orc
-    except ImportError:
-        raise UsageError(
-            f"--src-list {where!r} is an S3 Inventory report in ORC, which ishard reads with "
-            "pyarrow — pip install 'ishard[orc]', or configure the inventory as CSV or Parquet"
-        ) from None
-    columns = ["key", "size", *(["last_modified_date"] if "last_modified_date" in fields else [])]
-    for item in manifest.get("files", []):
-        data, label = _data_file(where, manifest, item["key"]), item["key"]
-        with _local_copy(data, opener) as path:
-            try:
-                stripes = orc.ORCFile(path)
-                batches = (stripes.read_stripe(i, columns=columns) for i in range(stripes.nstripes))
-                rows = (_orc_rows(batch, pa) for batch in batches)
-                for number, (key, size, seconds) in enumerate(itertools.chain.from_iterable(rows)):
-                    yield _parquet_row(key, size, seconds, where, label, number + 1)
-            except (pa.ArrowException, OSError, KeyError) as err:
-                raise UsageError(
-                    f"--src-list {where!r}: data file {label!r} cannot be read as the "
-                    f"manifest's ORC ({str(err).splitlines()[0]}) — use the inventory as AWS "
-                    "wrote it"
-                ) from None
-
-
-def _orc_rows(batch, pa) -> Iterator[tuple]:
-    """(key, size, whole seconds) of one ORC stripe; a non-timestamp time is a schema error."""
-    keys, sizes = batch.column("key").to_pylist(), batch.column("size").to_pylist()
-    if "last_modified_date" not in batch.schema.names:
-        return zip(keys, sizes, itertools.repeat(0))
-    when = batch.column("last_modified_date")
-    if not pa.types.is_timestamp(when.type):
-        raise KeyError(f"last_modified_date is {when.type}, not a timestamp")
-    per_second = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[when.type.unit]
-    ticks = when.cast(pa.int64()).to_pylist()
-    seconds = (  # toward zero, as the Parquet and CSV forms take them
-        None if t is None else t // per_second if t >= 0 else -(-t // per_second) for t in ticks
-    )
-    return zip(keys, sizes, seconds)
-
-
-def _schema_fields(fields: list[str], where: str) -> set[str]:
-    """The column names of a Parquet or ORC report's ``fileSchema``, which must hold the key
-    and the size."""
-    if "key" not in fields or "size" not in fields:
-        raise UsageError(
-            f"--src-list {where!r}: the inventory must include the Key and Size fields"
-        )
-    return set(fields)
-
-
-def _parquet_row(key, size, seconds, where: str, data: str, number: int) -> tuple[str, int, int]:
-    if not isinstance(key, str) or not isinstance(size, (int, type(None))) or (size or 0) < 0:
-        raise UsageError(
-            f"--src-list {where!r}: data file {data!r} row {number} does not match the "
-            "manifest's fileSchema (key, size) — use the inventory as AWS wrote it"
-        )
-    return _name(key, f"{where}: data file {data}", number), size or 0, seconds or 0
-
-
-@contextlib.contextmanager
-def _local_copy(data: str, opener) -> Iterator[str]:
-    """A local path of ``data``: itself, or a store object copied into a private folder."""
-    if opener is None or "://" not in data:
-        yield data.removeprefix("file://")
-        return
-    folder = tempfile.mkdtemp(prefix="ishard-inventory-")
-    try:
-        path = os.path.join(folder, "data")
-        with _open(data, opener) as stream, open(path, "wb") as out:
-            shutil.copyfileobj(stream, out, 1 << 20)
-        yield path
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _s3_csv(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int, int]]:
-    """The CSV form: headerless, gzip'ed, keys URL-encoded."""
-    schema = [c.strip() for c in manifest["fileSchema"].split(",")]
-    if "Key" not in schema or "Size" not in schema:
-        raise UsageError(
-            f"--src-list {where!r}: the inventory must include the Key and Size fields"
-        )
-    key_at, size_at = schema.index("Key"), schema.index("Size")
-    mtime_at = schema.index("LastModifiedDate") if "LastModifiedDate" in schema else None
-    for item in manifest.get("files", []):
-        data = _data_file(where, manifest, item["key"])
-        label = f"{where}: data file {item['key']}"
-        with _open(data, opener) as stream:
-            reader = _csv_reader(stream, label)
-            try:
-                for row in reader:
-                    if row:
-                        yield _s3_row(
-                            row, key_at, size_at, mtime_at, where, item["key"], reader.line_num
-                        )
-            except csv.Error as err:
-                raise _csv_error(err, reader, label) from None
-
-
-def _s3_row(
-    row: list[str],
-    key_at: int,
-    size_at: int,
-    mtime_at: int | None,
-    where: str,
-    data: str,
-    number: int,
-) -> tuple[str, int, int]:
-    try:
-        mtime = _mtime(row[mtime_at]) if mtime_at is not None else 0
-        size = int(row[size_at] or 0)
-        name = _name(unquote_plus(row[key_at]), f"{where}: data file {data}", number)
-        if size < 0:
-            raise ValueError(size)
-    except (ValueError, IndexError):
-        raise UsageError(
-            f"--src-list {where!r}: data file {data!r} line {number} does "
-            "not match the manifest's fileSchema (Key, Size) — use the inventory "
-            "as AWS wrote it"
-        ) from None
-    return name, size, mtime
-
-
-def _manifest(text, where: str) -> dict:
-    try:
-        manifest = json.loads(text.read(MAX_LINE * 16))
-    except ValueError as err:  # UnicodeDecodeError too
-        manifest = f"{err}"
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("fileSchema"), str):
-        why = manifest if isinstance(manifest, str) else "no fileSchema"
-        raise UsageError(
-            f"--src-list {where!r} is not an S3 Inventory manifest ({why}) — use "
-            "the manifest.json AWS wrote"
-        )
-    return manifest
-
-
-def _data_file(where: str, manifest: dict, key: str) -> str:
-    if "://" in where:
-        bucket = manifest.get("destinationBucket", "").rpartition(":")[2]
-        return f"{where.partition('://')[0]}://{bucket}/{key}"
-    here = Path(where).parent
-    for candidate in (here / Path(key).name, here / key, here.parent / "data" / Path(key).name):
-        if candidate.exists():
-            return str(candidate)
-    raise UsageError(
-        f"--src-list {where!r} names data file {key!r}, which is not beside it — copy the "
-        "inventory's data/ files next to manifest.json"
-    )
 
 
 ENGINE_FROM = 8 << 20  # inventory bytes from which the column engine reads a local file
@@ -513,7 +326,7 @@ def _by_columns(
 
     path = where.removeprefix("file://")
     kind = inventory_kind(path)
-    if kind is None or wanted is None:
+    if kind is None or (wanted is None and kind != "parquet"):  # Parquet: the engine's alone
         return None
     try:
         if kind != "parquet" and os.path.getsize(path) < ENGINE_FROM:
@@ -532,17 +345,32 @@ def _by_columns(
             key=key,
             renamed=renamed,
         )
-    except Fallback:
-        if kind == "parquet":
-            raise UsageError(
-                f"--src-list {where!r} is a Parquet file ishard cannot read as a "
-                "listing — give it name (or key) and size columns, sizes as "
-                "whole numbers of bytes"
-            ) from None
+    except Fallback:  # never for Parquet: the engine names what is wrong
         return None
+    _total_fits(where, nbytes)
     if on_file is not None:
         on_file(nbytes, len(files))
     return files
+
+
+def _total_fits(where: str, total: int) -> None:
+    """The listing's bytes fit a 64-bit count (shard totals, the plan's, are such sums)."""
+    if total > MAX_SIZE:
+        raise UsageError(
+            f"--src-list {where!r}: its files' sizes add up to {total} bytes, over {MAX_SIZE} "
+            "(2^63-1), the most ishard counts — check the size column; exabytes are a mistake"
+        )
+
+
+def _sizes_fit(where: str, sizes) -> None:
+    """``_total_fits`` for a row reader's listing: summed only when its largest size times its
+    count may not fit."""
+    import numpy as np
+
+    from .table import int_view
+
+    if len(sizes) and int(np.max(int_view(sizes))) > MAX_SIZE // len(sizes):
+        _total_fits(where, sum(sizes))
 
 
 def list_inventory(
@@ -582,11 +410,18 @@ def list_inventory(
         return fast
     with _open(where, opener) as stream:
         head = stream.read(1 << 16).decode("utf-8", "replace")
-    stripped = head.lstrip()
+    if head.startswith("PAR1"):  # a store's: the engine read a local one
+        raise UsageError(
+            f"--src-list {where!r} is a Parquet file in a store, which ishard reads only from a "
+            "local path — copy it to a local file and give that"
+        )
+    stripped = head.removeprefix(BOM).lstrip()
     stream = None
     if stripped.startswith("{") and '"fileSchema"' in head:
+        from .s3inventory import read_manifest, report_rows
+
         with _open(where, opener, "rt") as text:
-            rows = _s3_inventory(_manifest(text, where), where, opener)
+            rows = report_rows(read_manifest(text, where), where, opener)
     else:
         stream = _open(
             where, opener
@@ -605,5 +440,6 @@ def list_inventory(
     finally:
         if stream is not None:
             stream.close()
+    _sizes_fit(where, entries.sizes)
     entries.sort()
     return entries

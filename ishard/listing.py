@@ -28,8 +28,17 @@ UNSAFE = (
     "unsafe name (absolute, a '..' part, or a control character): no archive may "
     "extract outside its folder"
 )
+GARBLED = (
+    "key listed with U+FFFD in place of a character the store's listing cannot carry (a "
+    "control character), so it cannot be read: --storage-option backend=fsspec lists it as it is"
+)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _DRIVE = re.compile(r"[A-Za-z]:")
+
+
+def has_control(name: str) -> bool:
+    """Does ``name`` hold a C0 or DEL control character?"""
+    return _CONTROL.search(name) is not None
 
 
 def unsafe_name(name: str) -> bool:
@@ -314,6 +323,15 @@ def keep_remote_name(name: str, include_hidden: bool, tally: Tally) -> bool:
     return True
 
 
+def _there(store, key: str, retrier: Retrier) -> bool:
+    """Is the listed ``key`` an object by that name (not a stand-in for another's)?"""
+    try:
+        retrier.run(lambda: store.stat(key))
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def list_remote(
     location: Location,
     *,
@@ -337,10 +355,14 @@ def list_remote(
         return entries
     store = location.store
 
+    retrier = retrier or Retrier()
     with location.translated("source"):
-        for page in store.pages(wanted, retrier or Retrier()):
+        for page in store.pages(wanted, retrier):
             for obj in page:
                 if not keep_remote_name(obj.key, include_hidden, tally):
+                    continue
+                if "\ufffd" in obj.key and not _there(store, obj.key, retrier):
+                    tally.add(GARBLED, obj.key)  # SeaweedFS's XML writes ESC, BEL so
                     continue
                 entries.add(obj.key, obj.size, obj.mtime, obj.stamp)
                 if on_file is not None:

@@ -443,6 +443,136 @@ def test_a_parquet_inventory_without_a_size_is_one_line_exit_2(tmp_path):
     assert len(result.stderr.splitlines()) == 1
 
 
+# id: (the SELECT written as the Parquet file, or its bytes; the line after "--src-list 'P' ")
+BAD_PARQUET = {
+    "name-struct": ("SELECT {'k': 'a/1.jpg'} AS name, 3 AS size",
+                    "row 1: the name is a dict, not a string — give each file's name as text "
+                    "(a string column)"),
+    "name-list": ("SELECT ['a/1.jpg'] AS key, 3 AS size",
+                  "row 1: the name is a list, not a string"),
+    "name-number": ("SELECT 7 AS name, 3 AS size", "row 1: the name is a int, not a string"),
+    "name-not-utf8": ("SELECT * FROM (VALUES ('a/1.jpg'::BLOB, 3), ('a/\\xFF\\xFE.jpg'::BLOB, 3)) "
+                      "t(name, size)",
+                      "row 2: the name is not UTF-8 (byte 0xff at byte 3) — write names as UTF-8 "
+                      "text"),
+    "name-null": ("SELECT * FROM (VALUES ('a/1.jpg', 3), (NULL, 4)) t(name, size)",
+                  "row 2: the name is missing — give each file's name as text (a string column)"),
+    "name-over-128KiB": (f"SELECT repeat('n', {129 << 10}) AS name, 3 AS size",
+                         "row 1: the name is longer than 128 KiB — an inventory names one file per "
+                         "row; check that this is one"),
+    "size-float": ("SELECT 'a/1.jpg' AS name, 2.5::DOUBLE AS size",
+                   "row 1: the size is 2.5, not a whole number of bytes (0 or more) — give each "
+                   "file's size in bytes (an integer column)"),
+    "size-decimal": ("SELECT 'a/1.jpg' AS name, 2.5 AS size", "row 1: the size is 2.5, not a whole"),
+    "size-struct": ("SELECT 'a/1.jpg' AS name, {'b': 3} AS size",
+                    "row 1: the size is {'b': 3}, not a whole number of bytes"),
+    "size-negative": ("SELECT * FROM (VALUES ('a/1.jpg', 3), ('a/2.jpg', -3)) t(name, size)",
+                      "row 2: the size is -3, not a whole number of bytes (0 or more)"),
+    "size-null": ("SELECT * FROM (VALUES ('a/1.jpg', 3), ('a/2.jpg', NULL)) t(name, size)",
+                  "row 2: the size is missing, not a whole number of bytes (0 or more)"),
+    "size-text": ("SELECT 'a/1.jpg' AS name, '3x' AS size",
+                  "row 1: the size is '3x', not a whole number of bytes (0 or more)"),
+    "size-2^63": ("SELECT * FROM (VALUES ('a/1.jpg', 3::UBIGINT), ('a/2.jpg', 9223372036854775808)) "
+                  "t(name, size)",
+                  "row 2: the size is 9223372036854775808, over 9223372036854775807 (2^63-1), "
+                  "the most bytes a file can have — give each file's size in bytes (an integer "
+                  "column)"),
+    "size-2^63-text": ("SELECT 'a/1.jpg' AS name, '9223372036854775808' AS size",
+                       "row 1: the size is 9223372036854775808, over 9223372036854775807"),
+    "no-rows": ("SELECT 'a/1.jpg' AS name, 3 AS size LIMIT 0",
+                "has no rows — give an inventory of the files to shard, one row per file"),
+    "damaged": (b"PAR1" + bytes(100),
+                "is not a Parquet file or is damaged (No magic bytes found at end of file"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_PARQUET))
+def test_parquet_rows_that_break_the_format_are_one_line_naming_the_row(case, tmp_path):
+    """Finding: a struct or list name was read as its text ("{'k': a/1.jpg}"), bytes that are
+    not UTF-8 as the text 'a/\\xFF\\xFE.jpg', a NULL name dropped unsaid; a size of 2^63 was an
+    'unexpected OverflowError'; a damaged, empty or over-long file a line that said none of
+    this. Each is now one line naming the file, the row and what is wrong, exit 2, as the
+    CSV and JSON Lines readers say it."""
+    made, message = BAD_PARQUET[case]
+    parquet = tmp_path / "inv.parquet"
+    if isinstance(made, bytes):
+        parquet.write_bytes(made)
+    else:
+        duckdb.execute(f"COPY ({made}) TO '{parquet}' (FORMAT parquet)")
+    for prefix in ([], ["--prefix", "zz"]):  # a row no name of which is kept is refused too
+        done = invoke_ishard("shard", source(tmp_path), tmp_path / "out", "--src-list", parquet,
+                             "--member-names", "original", *prefix)  # fmt: skip
+        assert done.returncode == 2 and done.stdout == "", done.stderr
+        assert done.stderr.startswith(f"ishard: error: --src-list '{parquet}' {message}"), done.stderr
+        assert done.stderr.count("\n") == 1 and "unexpected" not in done.stderr
+        assert not (tmp_path / "out").exists()
+
+
+def test_a_parquet_inventory_of_utf8_bytes_and_digit_text_is_read_as_text(tmp_path):
+    """A name column in bytes that are UTF-8, sizes as digits (as in CSV) or of 19 digits
+    up to 2^63-1: read as the same rows written as text and integers."""
+    typed = tmp_path / "typed.parquet"
+    plain = tmp_path / "plain.parquet"
+    rows = "(VALUES ('a/1.jpg', '003'), ('é/2.jpg', '9223372036854775807'))"
+    duckdb.execute(f"COPY (SELECT encode(n) AS name, s AS size FROM {rows} t(n, s)) "
+                   f"TO '{typed}' (FORMAT parquet)")
+    duckdb.execute(f"COPY (SELECT n AS name, CAST(s AS BIGINT) AS size FROM {rows} t(n, s)) "
+                   f"TO '{plain}' (FORMAT parquet)")
+    listed = column_listing(typed)
+    same(listed, column_listing(plain))
+    assert list(listed[0].names) == ["a/1.jpg", "é/2.jpg"]
+    assert list(listed[0].sizes) == [3, (1 << 63) - 1]
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl"])
+def test_a_size_past_2_63_read_by_the_engine_is_one_line_naming_the_line(tmp_path, monkeypatch,
+                                                                         kind):
+    """Finding: a size of 2^63 or more was an 'unexpected OverflowError' from the engine's
+    path as from the row reader's. 2^63-1 (19 digits) is read by the engine; one more is one
+    line naming the line and the number, exit 2."""
+    monkeypatch.setattr(inventory, "ENGINE_FROM", 0)  # the engine reads even a small file
+    path = tmp_path / f"inv.{kind}"
+    rows = [("a/1.jpg", "9223372036854775807"), ("a/2.jpg", "9223372036854775808")]
+    if kind == "csv":
+        path.write_text("name,size\n" + "".join(f"{n},{s}\n" for n, s in rows))
+    else:
+        path.write_text("".join(f'{{"name": "{n}", "size": {s}}}\n' for n, s in rows))
+    head = path.with_name(f"head.{kind}")
+    head.write_text("\n".join(path.read_text().splitlines()[:-1]) + "\n")
+    files, _ = column_listing(head)  # the engine takes 2^63-1 as it is: no hand-back
+    assert list(files.sizes) == [(1 << 63) - 1]
+    done = invoke_ishard("shard", source(tmp_path), "--src-list", path, "--dry-run")
+    line = 3 if kind == "csv" else 2
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (f"ishard: error: --src-list '{path}' line {line}: the size is "
+                           "9223372036854775808, over 9223372036854775807 (2^63-1), the most bytes "
+                           "a file can have — give each file's size in bytes, e.g. 123\n")
+
+
+@pytest.mark.parametrize("reader", ["row", "engine", "parquet"])
+def test_sizes_that_add_up_past_2_63_are_one_line(tmp_path, monkeypatch, reader):
+    """Finding: two sizes of 2^63-1 planned shards of a negative size (the sum wrapped). A
+    listing whose sizes add up past 2^63-1 is one line saying so, exit 2, from either reader;
+    one file of 2^63-1 is planned."""
+    if reader == "engine":
+        monkeypatch.setattr(inventory, "ENGINE_FROM", 0)
+    path = tmp_path / "inv.csv"
+    path.write_text("name,size\na/1.jpg,9223372036854775807\na/2.jpg,2\n")
+    if reader == "parquet":
+        path = tmp_path / "inv.parquet"
+        parquet_from_csv(tmp_path / "inv.csv", path, "name, CAST(size AS BIGINT) AS size")
+    done = invoke_ishard("shard", source(tmp_path), "--src-list", path, "--dry-run=json",
+                         "--member-names", "original")  # fmt: skip
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert done.stderr == (f"ishard: error: --src-list '{path}': its files' sizes add up to "
+                           "9223372036854775809 bytes, over 9223372036854775807 (2^63-1), the most "
+                           "ishard counts — check the size column; exabytes are a mistake\n")
+    done = invoke_ishard("shard", source(tmp_path), "--src-list", path, "--dry-run=json",
+                         "--member-names", "original", "--prefix", "a/1")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["summary"]["largest_shard"] == (1 << 63) - 1
+
+
 def test_the_engine_spills_under_its_memory_limit(tmp_path):
     path = tmp_path / "inv.csv"
     clean_inventory(path, 20000)

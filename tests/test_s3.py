@@ -588,6 +588,35 @@ def test_s3_inventory_is_read_from_the_store(cli, client, s3_bucket, bucket2, tm
     assert json.loads(from_list.stdout)["shards"] == json.loads(listed.stdout)["shards"]
 
 
+@pytest.mark.parametrize("key", ["secret/data.csv.gz", "inventory/../secret/data.csv.gz"])
+def test_an_s3_inventory_manifest_naming_keys_outside_its_report_is_refused(
+    cli, client, s3_bucket, bucket2, tmp_path, key
+):
+    """Finding: a manifest's files[].key was read wherever it pointed. In a store, a data file
+    must be a key under the report's prefix (the folder above manifest.json's) in the
+    manifest's bucket; another key of that bucket is one line naming it, exit 2."""
+    put(client, s3_bucket, LISTED)
+    manifest = write_list("s3-inventory", inventory_rows(client, s3_bucket), s3_bucket,
+                          tmp_path / "inv")  # fmt: skip
+    doc = json.loads(manifest.read_text())
+    first = (tmp_path / "inv" / doc["files"][0]["key"]).read_bytes()
+    doc["files"].append({"key": key, "size": len(first), "MD5checksum": "0"})
+    manifest.write_text(json.dumps({**doc, "destinationBucket": f"arn:aws:s3:::{bucket2}"}))
+    for path in (tmp_path / "inv").rglob("*"):
+        if path.is_file():
+            put(client, bucket2, {path.relative_to(tmp_path / "inv").as_posix(): path.read_bytes()})
+    put(client, bucket2, {"secret/data.csv.gz": first})  # a real data file, outside the report
+    url = f"s3://{bucket2}/{manifest.relative_to(tmp_path / 'inv').as_posix()}"
+    done = cli("shard", f"s3://{s3_bucket}/ds", "--dry-run", "--src-list", url)
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    (line,) = done.stderr.splitlines()
+    report = f"s3://{bucket2}/inventory/{s3_bucket}/cfg/"
+    where = "outside the report" + (f"'s folder {report!r}" if ".." not in key else "")
+    assert line == (f"ishard: error: --src-list {url!r} names data file {key!r}, which lies "
+                    f"{where} — ishard reads only the data files of the report itself: use the "
+                    "manifest.json AWS wrote, in its place")
+
+
 LISTED = {
     **{f"ds/{k}": v for k, v in TREE.items()},
     "ds/odd/a b+c%41.jpg": b"spaces, plus and percent",
@@ -959,3 +988,68 @@ def test_storage_options_from_the_environment_reach_the_store(
     members = read_members("shard-000000.tar", stored["out/shard-000000.tar"])
     assert members == [("x/1.cls", b"c"), ("x/1.jpg", b"1")]
     assert s3_server.secret_key not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("char", ["\n", "\t", "\x7f"])
+def test_a_key_the_s3_client_cannot_parse_is_one_line_naming_it_escaped(
+    cli, client, s3_bucket, tmp_path, char
+):
+    """Finding: one key with a newline, a tab or DEL failed the whole listing as 'cannot reach
+    source — check the endpoint and the network', after retries, printing the raw character.
+    obstore cannot parse such a key in any listing answer, so it is one line naming the key
+    escaped and the way out, exit 1, at once; the fsspec backend lists the bucket, leaving
+    the key out and reporting it, escaped."""
+    put(client, s3_bucket, {"ds/a/1.jpg": b"one", f"ds/a/bad{char}x.jpg": b"bad"})
+    done = cli("shard", f"s3://{s3_bucket}/ds", tmp_path / "out")
+    assert done.returncode == 1 and done.stdout == "", done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line == (f"ishard: error: the listing of source 's3://{s3_bucket}/ds' holds the key "
+                    f"{f'ds/a/bad{char}x.jpg'!r} (a control character), which its S3 client cannot "
+                    "parse — rename or delete that object, or list with --storage-option "
+                    "backend=fsspec, whose client reads such keys (ishard then leaves them out and "
+                    "reports them)")
+    assert not any(c in done.stderr[:-1] for c in "\t\x7f"), done.stderr
+    assert done.stderr.count("\n") == 1
+    done = cli("shard", f"s3://{s3_bucket}/ds", tmp_path / "out2", "--storage-option",
+               "backend=fsspec")  # fmt: skip
+    assert_ok(done)
+    assert f"left out 1: unsafe name" in done.stdout and repr(f"ds/a/bad{char}x.jpg") in done.stdout
+    assert not any(c in done.stdout.replace("\n", "") for c in "\t\x7f"), done.stdout
+    shards, manifest = local_shards(tmp_path / "out2")
+    assert [m for d in shards.values() for m, _ in read_members("x.tar", d)] == ["ds/a/1.jpg"]
+
+
+@pytest.mark.parametrize("char", ["\x1b", "\x07"])
+def test_a_key_the_store_lists_garbled_is_left_out_and_reported(
+    cli, client, s3_bucket, tmp_path, char
+):
+    """Finding: a key with ESC or BEL, which SeaweedFS's XML listing sends as U+FFFD, was
+    listed under that other name, then failed the run as 'missing'. Such a name, which is no
+    object, is left out and reported; the run shards the rest."""
+    put(client, s3_bucket, {"ds/a/1.jpg": b"one", f"ds/a/bad{char}x.jpg": b"bad"})
+    done = cli("shard", f"s3://{s3_bucket}/ds", tmp_path / "out")
+    assert_ok(done)
+    assert "left out 1: key listed with U+FFFD in place of a character" in done.stdout, done.stdout
+    assert "'ds/a/bad\ufffdx.jpg'" in done.stdout and char not in done.stdout
+    shards, manifest = local_shards(tmp_path / "out")
+    assert [m for d in shards.values() for m, _ in read_members("x.tar", d)] == ["ds/a/1.jpg"]
+    assert "ds/a/bad\ufffdx.jpg" in json.dumps(manifest, ensure_ascii=False)
+
+
+def test_a_parquet_inventory_in_a_store_is_one_line_saying_to_copy_it(cli, client, s3_bucket,
+                                                                      tmp_path):
+    """Finding: a Parquet inventory in a bucket was read as CSV ('line 1: not UTF-8 …'). Only
+    a local Parquet file is read (by the column engine): one line says so, exit 2."""
+    import duckdb
+
+    put(client, s3_bucket, {"ds/a/1.jpg": b"one"})
+    local = tmp_path / "inv.parquet"
+    duckdb.execute(f"COPY (SELECT 'ds/a/1.jpg' AS name, 3 AS size) TO '{local}' (FORMAT parquet)")
+    put(client, s3_bucket, {"lists/inv.parquet": local.read_bytes()})
+    url = f"s3://{s3_bucket}/lists/inv.parquet"
+    done = cli("shard", f"s3://{s3_bucket}/ds", tmp_path / "out", "--src-list", url)
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert done.stderr == (f"ishard: error: --src-list {url!r} is a Parquet file in a store, which "
+                           "ishard reads only from a local path — copy it to a local file and give "
+                           "that\n")
+    assert_ok(cli("shard", f"s3://{s3_bucket}/ds", tmp_path / "out", "--src-list", local))

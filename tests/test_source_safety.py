@@ -236,6 +236,16 @@ BAD_ROWS = {
                                "line 1: the name is longer than 128 KiB"),
     "field-over-128KiB-csv": ("l.csv", b"name,size\n\"" + b"n" * (129 << 10) + b"\",3\n",
                               "line 2: a field is longer than 128 KiB"),
+    "size-2^63-csv": ("l.csv", b"name,size\na/1.jpg,9223372036854775807\na/2.jpg,9223372036854775808\n",
+                      "line 3: the size is 9223372036854775808, over 9223372036854775807 (2^63-1), "
+                      "the most bytes a file can have — give each file's size in bytes, e.g. 123"),
+    "size-2^63-json": ("l.jsonl", b'{"name": "a/1.jpg", "size": 9223372036854775808}\n',
+                       "line 1: the size is 9223372036854775808, over 9223372036854775807 (2^63-1)"),
+    "size-past-64-bits-json": ("l.jsonl", b'{"name": "a/1.jpg", "size": 92233720368547758080000}\n',
+                               "line 1: the size is 92233720368547758080000, over "
+                               "9223372036854775807 (2^63-1)"),
+    "size-exponent-json": ("l.jsonl", b'{"name": "a/1.jpg", "size": 25e2}\n',
+                           "line 1: the size is 25e2, not a whole number of bytes (0 or more)"),
 }
 
 
@@ -277,6 +287,21 @@ def test_an_inventory_without_newlines_fails_at_once_in_bounded_memory(start, sr
                            "end of line) — an inventory has one file per line; check that this "
                            "is one\n")
     assert peak_kib / 1024 < 400, peak_kib / 1024  # the line alone is 600 MiB
+
+
+@pytest.mark.parametrize("name", ["l.csv", "l.jsonl"])
+def test_an_inventory_after_a_byte_order_mark_is_read(name, src, tmp_path):
+    """Finding: a UTF-8 byte order mark (Excel's "CSV UTF-8") before the header made the CSV
+    inventory 'have no header'. It is read as the same file without the mark."""
+    inv = tmp_path / name
+    text = ("name,size\na/1.jpg,3\nb/3.jpg,1\n" if name.endswith(".csv") else
+            '{"name": "a/1.jpg", "size": 3}\n{"name": "b/3.jpg", "size": 1}\n')
+    inv.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    done = run("shard", src, tmp_path / "out", "--src-list", inv, "--no-progress",
+               "--member-names", "original")
+    assert done.returncode == 0, done.stderr
+    with tarfile.open(tmp_path / "out" / "shard-000000.tar") as tar:
+        assert sorted(tar.getnames()) == ["a/1.jpg", "b/3.jpg"]
 
 
 # ---------------------------------------------------------------- names that are not UTF-8

@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import quote_plus
 
 import pytest
+from conftest import invoke_ishard
 
 from ishard.errors import IshardError, SourceError, UsageError, WriteError
 from ishard.inventory import list_inventory
@@ -398,6 +399,61 @@ def s3_parquet_inventory(
     path = config / "2024-01-02T00-00Z" / "manifest.json"
     path.write_text(json.dumps(manifest))
     return path
+
+
+def shard_dry(tmp_path: Path, manifest: Path):
+    """``ishard shard`` dry run over a local folder with ``--src-list manifest``."""
+    (tmp_path / "data").mkdir(exist_ok=True)
+    return invoke_ishard("shard", tmp_path / "data", "--src-list", manifest, "--dry-run")
+
+
+def test_s3_inventory_size_past_2_63_is_one_line_naming_the_row(tmp_path):
+    """Finding: a size of 2^63 in a report's data file was an 'unexpected OverflowError'. In
+    CSV and in Parquet it is one line naming the data file, the line (row) and the number."""
+    rows = [wide_row("ds/a.jpg", 1), wide_row("ds/b.jpg", 1 << 63), wide_row("ds/c.jpg", 1)]
+    path = s3_inventory(tmp_path / "csv", rows)
+    done = shard_dry(tmp_path, path)
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith(f"ishard: error: --src-list '{path}: data file inv/src-bucket/"
+                                  "daily/data/0c1e5d9a-1b2c-4d3e-8f90-a1b2c3d4e5f6.csv.gz' line 2: "
+                                  "the size is 9223372036854775808, over 9223372036854775807 "
+                                  "(2^63-1), the most bytes a file can have"), done.stderr
+    import duckdb
+
+    path = s3_parquet_inventory(tmp_path / "pq", [("ds/a.jpg", 1, "2024-01-01 00:00:00")] * 3)
+    data = path.parent.parent / "data" / "1c1e5d9a-1b2c-4d3e-8f90-a1b2c3d4e5f6.parquet"
+    duckdb.execute(f"COPY (SELECT *, TIMESTAMP '2024-01-01' AS last_modified_date FROM (VALUES "
+                   "('src-bucket', 'ds/b.jpg', 1::UBIGINT), ('src-bucket', 'ds/c.jpg', "
+                   f"9223372036854775808)) t(bucket, key, size)) TO '{data}' (FORMAT parquet)")
+    done = shard_dry(tmp_path, path)
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert f"data file inv/src-bucket/daily/data/{data.name}' row 2: the size is " \
+           "9223372036854775808, over 9223372036854775807 (2^63-1)" in done.stderr
+
+
+@pytest.mark.parametrize("key", ["../../../../../../../../etc/passwd", "/etc/passwd",
+                                 "inv/src-bucket/daily/../../../outside.csv.gz", "link"])
+def test_s3_inventory_data_files_outside_the_report_are_refused(tmp_path, key):
+    """Finding: a manifest whose files[].key was '../../../../etc/passwd' had that file read as
+    the report's data. A key that is absolute or has a '..' part, or a data file that a
+    symbolic link leads out of the report's folder, is one line naming the key, exit 2; and
+    nothing of the file outside is read."""
+    outside = tmp_path / "outside.csv.gz"
+    outside.write_bytes(gzip.compress((",".join(wide_row("secret/x.jpg", 1)) + "\n").encode()))
+    path = s3_inventory(tmp_path / "report", [wide_row("ds/a.jpg", 1)] * 3)
+    manifest = json.loads(path.read_text())
+    if key == "link":
+        (path.parent.parent / "data" / "x.csv.gz").symlink_to(outside)
+        key = "inv/src-bucket/daily/data/x.csv.gz"
+    manifest["files"].append({"key": key, "size": 1, "MD5checksum": "0"})
+    path.write_text(json.dumps(manifest))
+    done = shard_dry(tmp_path, path)
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"ishard: error: --src-list '{path}' names data file {key!r}, which "
+                           "lies outside the report"), line
+    assert line.endswith("ishard reads only the data files of the report itself: use the "
+                         "manifest.json AWS wrote, in its place")
 
 
 def test_s3_inventory_in_parquet_reads_keys_as_they_are(tmp_path):

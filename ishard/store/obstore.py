@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from functools import partial
-from typing import TYPE_CHECKING, Any, BinaryIO, cast
+from functools import partial, wraps
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
-from ..errors import IshardError, UsageError
+from ..errors import IshardError, SourceError, UsageError
+from ..listing import has_control, quoted
 from ..retry import run_with
 from .base import (
     Mode,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from ..retry import Retrier
 
 PAGE = 1000  # keys per listing request (S3's most)
+T = TypeVar("T")
 LISTERS = 16  # folders listed at once when a listing is split by folder
 BULK = 1000  # keys per bulk delete request (S3's most)
 
@@ -101,13 +103,23 @@ class ObstoreStore(Store):
     def pages(self, prefix: str, retrier: Retrier) -> Iterator[list[ObjectInfo]]:
         """Pages in bytewise order. A folder (``""`` or ``…/``) with sub-folders is listed one
         sub-folder per request stream, ``LISTERS`` at once, merged back in order; any other
-        prefix is a listing of its folder from the prefix on."""
+        prefix is a listing of its folder from the prefix on.
+
+        Raises:
+            SourceError: a key in the listing that obstore cannot parse (one line naming it).
+        """
+        try:
+            yield from self._listing(prefix, retrier)
+        except _Unlistable as err:
+            raise SourceError(err.message(self.url_of(prefix))) from None
+
+    def _listing(self, prefix: str, retrier: Retrier) -> Iterator[list[ObjectInfo]]:
         import obstore
 
         if prefix and not prefix.endswith("/"):
             yield from self._pages(prefix.rpartition("/")[0], prefix, retrier)
             return
-        top = retrier.run(lambda: obstore.list_with_delimiter(self.client, prefix or None))
+        top = retrier.run(_parsed(lambda: obstore.list_with_delimiter(self.client, prefix or None)))
         folders = [f.rstrip("/") + "/" for f in top["common_prefixes"]]
         if not folders:
             yield from self._pages(prefix.rstrip("/"), prefix, retrier)
@@ -147,12 +159,14 @@ class ObstoreStore(Store):
 
         after: str | None = _just_below(prefix) if prefix and not prefix.endswith("/") else None
 
+        @_parsed
         def page(offset: str | None) -> list:
             stream = obstore.list(self.client, folder or None, offset=offset, chunk_size=PAGE)
             return list(next(iter(stream), []))
 
         if self.scheme == "az":  # Azure lists from a marker, not from a key: one stream
 
+            @_parsed
             def whole() -> list[list]:
                 return [list(p) for p in obstore.list(self.client, folder or None, chunk_size=PAGE)]
 
@@ -374,6 +388,46 @@ def _scrubbed(err: IshardError, config: dict) -> IshardError:
     for secret in secrets:
         text = text.replace(secret, "***")
     return type(err)(text)
+
+
+_UNPARSED = re.compile(r'Error parsing Path "(.*?)": Encountered', re.DOTALL)
+
+
+class _Unlistable(ValueError):
+    """A listing answer with a key obstore cannot parse (a control character, an empty, '.'
+    or '..' part): every try fails alike (a ValueError: not retried)."""
+
+    def __init__(self, key: str | None) -> None:
+        super().__init__(key)
+        self.key = key
+
+    def message(self, where: str) -> str:
+        if self.key is None:
+            what = "a key its S3 client cannot parse"
+        else:
+            why = "a control character" if has_control(self.key) else "an empty, '.' or '..' part"
+            what = f"the key {quoted(self.key)} ({why}), which its S3 client cannot parse"
+        return (
+            f"the listing of source {where!r} holds {what} — rename or delete that object, or "
+            "list with --storage-option backend=fsspec, whose client reads such keys (ishard "
+            "then leaves them out and reports them)"
+        )
+
+
+def _parsed(call: Callable[..., T]) -> Callable[..., T]:
+    """``call``, its failure on an unparsable listed key an ``_Unlistable``."""
+
+    @wraps(call)
+    def run(*args, **kwargs) -> T:
+        try:
+            return call(*args, **kwargs)
+        except Exception as err:
+            if "Encountered object with invalid path" not in str(err):
+                raise
+            found = _UNPARSED.search(str(err))
+            raise _Unlistable(found.group(1) if found else None) from None
+
+    return run
 
 
 class _Reason(Exception):
