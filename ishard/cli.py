@@ -22,7 +22,14 @@ from .formats.compress import GZIP_LIBRARIES
 from .keys import go_pattern
 from .listing import printable, shown
 from .naming import MEMBER_NAMES
-from .options import EXECUTORS, INDEXES, ZIP_METHODS, make_options
+from .options import (
+    DEFAULT_SHARD_SIZE,
+    EXECUTORS,
+    GO_SHARD_SIZE,
+    INDEXES,
+    ZIP_METHODS,
+    make_options,
+)
 from .render import (
     NoticesOnly,
     error_line,
@@ -175,9 +182,14 @@ def translate(argv: list[str]) -> list[str]:
     ):
         out.insert(0, "shard")
     if out and out[0] == "shard" and any(map(_go_spelt, argv)):
-        # the Go spelling's defaults: Go's member names (the source paths), and md5, the
-        # checksum wids reads (md5sum), which the Go spelling's manifests have always had
-        for option, default in (("--member-names", "original"), ("--checksum", "md5")):
+        # the Go spelling's defaults: Go's member names (the source paths), md5, the
+        # checksum wids reads (md5sum), which the Go spelling's manifests have always had,
+        # and Go's documented 1 MiB shard size
+        for option, default in (
+            ("--member-names", "original"),
+            ("--checksum", "md5"),
+            ("--shard-size", GO_SHARD_SIZE),
+        ):
             if not any(a == option or a.startswith(f"{option}=") for a in out):
                 end = out.index("--") if "--" in out else len(out)
                 out.insert(end, f"{option}={default}")
@@ -379,9 +391,10 @@ The user guide (docs/user-guide.md) explains every option."""
 )
 @click.option(
     "--shard-size",
-    default="1MiB",
+    default=f"{DEFAULT_SHARD_SIZE >> 20}MiB",
     show_default=True,
-    help="Target payload per shard (512MiB, 100KB, 1048576B); a number without a unit is samples per shard (10), as in Go ishard.",
+    help="Target payload per shard (512MiB, 100KB, 1048576B); a number without a unit is "
+    f"samples per shard (10), as in Go ishard (whose spelling's default is {GO_SHARD_SIZE}).",
 )
 @click.option(
     "--samples-per-shard",

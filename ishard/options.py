@@ -27,7 +27,11 @@ from .sizes import ShardSize, parse_shard_size, parse_size
 from .store.location import parse_storage_options
 from .templates import NameTemplate, parse_template
 
-DEFAULT_SHARD_SIZE = 1 << 20
+# 256 MiB: big enough that a training read is long sequential reads (a 1 TB dataset is ~4,000
+# shards, not ~1M), small enough that a few GB still make shards for every worker to shuffle
+# (docs/user-guide.md says why). Go ishard's spelling keeps Go's 1 MiB (GO_SHARD_SIZE).
+DEFAULT_SHARD_SIZE = 256 << 20
+GO_SHARD_SIZE = "1MiB"
 DEFAULT_PART_SIZE = 16 << 20
 DEFAULT_READ_BUFFER = 256 << 20
 _DIGITS = re.compile(r"[0-9]+")
