@@ -14,7 +14,7 @@ import click
 import orjson
 from click.shell_completion import CompletionItem
 
-from . import __version__, api, archive, verify
+from . import __version__, api, archive, inspection
 from .checksums import ALGORITHMS
 from .errors import Interrupted, IshardError, IshardWarning, UsageError
 from .formats import ARCHIVE_EXTS
@@ -704,24 +704,7 @@ Examples:
 @DEBUG
 def split_command(manifest, shard_sizes, policy, as_json, debug, **options) -> None:
     """Show how MANIFEST's shards divide over ranks, workers and epochs under a policy."""
-    from .split.read import read_manifest
-    from .split.world import World, describe, parse_shard_sizes, policy_options
-
-    world = World(
-        **{
-            k: options.pop(k)
-            for k in ("nodes", "ranks_per_node", "workers", "batch_size", "epochs")
-        }
-    ).check()
-    opts = policy_options(policy, options)
-    if (manifest is None) == (shard_sizes is None):
-        raise click.UsageError(
-            "give a MANIFEST or --shard-sizes, one of them — e.g. ishard split DST/manifest.json"
-        )
-    sizes = (
-        parse_shard_sizes(shard_sizes) if shard_sizes is not None else read_manifest(manifest)[1]
-    )
-    doc = describe(sizes, policy, world, **opts)
+    doc = inspection.split(manifest, shard_sizes=shard_sizes, policy=policy, **options)
     if as_json:
         _emit_json(doc)
     else:
@@ -798,7 +781,7 @@ def verify_command(dst, progress, as_json, quiet, verbose, debug, **options) -> 
     _talk(quiet, verbose)
     bar = make_progress(False if quiet else progress)
     try:
-        result = verify.verify(dst, progress=bar, **options)
+        result = inspection.verify(dst, progress=bar, **options)
     finally:
         bar.close()
     warnings_text(list(result.warnings))

@@ -67,6 +67,12 @@ class Verification:
         """True when nothing is wrong."""
         return not self.problems
 
+    def __repr__(self) -> str:  # the counts: the problems may be many
+        return (
+            f"Verification(ok={self.ok}, shards={self.shards}, shards_ok={self.shards_ok}, "
+            f"problems={len(self.problems)}, deep={self.deep}, dst={self.destination!r})"
+        )
+
     def to_dict(self) -> dict:
         """Plain JSON-ready values (what ``ishard verify --json`` prints)."""
         doc = asdict(self)
