@@ -1,7 +1,7 @@
 """Start-up cost of the ``ishard`` command, against the bare interpreter's start in the same run.
 
 Every CLI call pays it, and so does every test that runs the command. Rounds alternate
-(reference, ``ishard --version``, a dry run of the bundled fixture) so drift hits all three
+(reference, ``ishard --version``, ``ishard --help``, a dry run of the bundled fixture) so drift hits all three
 alike; the medians and their ratios to the reference are printed.
 
     python benchmarks/bench_startup.py [--rounds 15]
@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RUNS = {
     "python -c pass (reference)": [sys.executable, "-c", "pass"],
     "ishard --version": [sys.executable, "-m", "ishard", "--version"],
+    "ishard --help": [sys.executable, "-m", "ishard", "--help"],
     "ishard shard fixtures/imagenet --dry-run=summary": [
         sys.executable, "-m", "ishard", "shard", str(ROOT / "fixtures" / "imagenet"),
         "--dry-run=summary"],

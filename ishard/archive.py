@@ -40,7 +40,7 @@ class DamagedArchive(SourceError):
         self.reason = reason
 
 
-def _read_all(stream: BinaryIO) -> int:
+def _read_all(stream: BinaryIO | _Tail) -> int:
     """Read ``stream`` to its end (checks run as the bytes go by); the byte count."""
     total = 0
     while chunk := stream.read(READ_STEP):
@@ -67,9 +67,27 @@ def _decompressed(name: str, fileobj: BinaryIO) -> BinaryIO:
     return fileobj
 
 
+class _Tail:
+    """A tar stream read through: where its last byte that is not zero was, so that what
+    follows the archive's end can be checked."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+        self.position = 0
+        self.last_data = 0  # one past the last non-zero byte read
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._stream.read(size)
+        kept = len(data.rstrip(b"\0"))
+        if kept:
+            self.last_data = self.position + kept
+        self.position += len(data)
+        return data
+
+
 def _tar_members(name: str, fileobj: BinaryIO, read_data: bool) -> Iterator[Member]:
-    stream = _decompressed(name, fileobj)
-    with tarfile.open(fileobj=stream, mode="r|", bufsize=TAR_BUFFER) as tar:
+    stream = _Tail(_decompressed(name, fileobj))
+    with tarfile.open(fileobj=stream, mode="r|", bufsize=TAR_BUFFER) as tar:  # type: ignore[call-overload]
         for info in tar:
             tar.members = []  # type: ignore[attr-defined]  # forward-only: keep no history
             if not info.isfile():
@@ -77,8 +95,15 @@ def _tar_members(name: str, fileobj: BinaryIO, read_data: bool) -> Iterator[Memb
             if read_data:
                 _read_member(name, info.name, info.size, functools.partial(tar.extractfile, info))
             yield Member(info.name, info.size)
+        end = tar.offset  # where tarfile stopped: the end-of-archive block, or a bad header
     if read_data:
         _read_all(stream)  # the compressed formats check their trailer (CRC, length) at the end
+        if stream.last_data > end:  # tarfile stops quietly at a damaged header past the first
+            raise DamagedArchive(
+                name,
+                f"the member header at byte {end} is damaged: tar readers stop there, and "
+                f"{stream.last_data - end} bytes after it hold data",
+            )
 
 
 def _zip_members(name: str, fileobj: BinaryIO, read_data: bool) -> Iterator[Member]:

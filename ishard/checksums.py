@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import hashlib
-from typing import BinaryIO, Protocol
+from typing import BinaryIO, Final, Protocol
 
 ALGORITHMS = ("xxh128", "blake3", "sha256", "md5")
-DEFAULT = "xxh128"  # the native spelling's; the Go spelling keeps md5 (wids' md5sum)
+DEFAULT: Final = "xxh128"  # the native spelling's; the Go spelling keeps md5 (wids' md5sum)
 CHUNK = 8 << 20  # bytes read at a time when a finished shard is hashed again
 
 

@@ -16,7 +16,7 @@ import click
 import orjson
 from click.shell_completion import CompletionItem
 
-from . import __version__, api, archive, verify
+from . import __version__, api, archive, inspection
 from .checksums import ALGORITHMS
 from .errors import Interrupted, IshardError, IshardWarning, UsageError
 from .extraction import LOOKALIKES
@@ -26,7 +26,14 @@ from .gospelling import DRY_RUN_MODES
 from .gospelling import translate as go_translate
 from .listing import printable, shown
 from .naming import MEMBER_NAMES
-from .options import EXECUTORS, INDEXES, ZIP_METHODS, make_options
+from .options import (
+    DEFAULT_SHARD_SIZE,
+    EXECUTORS,
+    GO_SHARD_SIZE,
+    INDEXES,
+    ZIP_METHODS,
+    make_options,
+)
 from .render import (
     NoticesOnly,
     error_line,
@@ -298,9 +305,10 @@ The user guide (docs/user-guide.md) explains every option."""
 )
 @click.option(
     "--shard-size",
-    default="1MiB",
+    default=f"{DEFAULT_SHARD_SIZE >> 20}MiB",
     show_default=True,
-    help="Target payload per shard (512MiB, 100KB, 1048576B); a number without a unit is samples per shard (10), as in Go ishard.",
+    help="Target payload per shard (512MiB, 100KB, 1048576B); a number without a unit is "
+    f"samples per shard (10), as in Go ishard (whose spelling's default is {GO_SHARD_SIZE}).",
 )
 @click.option(
     "--samples-per-shard",
@@ -630,24 +638,7 @@ Examples:
 def split_command(manifest, shard_sizes, policy, as_json, debug, **options) -> None:
     """Show how MANIFEST's shards divide over ranks, workers and epochs under a policy
     (MANIFEST: a manifest.json, or the DST folder that holds one)."""
-    from .split.read import read_manifest
-    from .split.world import World, describe, parse_shard_sizes, policy_options
-
-    world = World(
-        **{
-            k: options.pop(k)
-            for k in ("nodes", "ranks_per_node", "workers", "batch_size", "epochs")
-        }
-    ).check()
-    opts = policy_options(policy, options)
-    if (manifest is None) == (shard_sizes is None):
-        raise click.UsageError(
-            "give a MANIFEST or --shard-sizes, one of them — e.g. ishard split DST/manifest.json"
-        )
-    sizes = (
-        parse_shard_sizes(shard_sizes) if shard_sizes is not None else read_manifest(manifest)[1]
-    )
-    doc = describe(sizes, policy, world, **opts)
+    doc = inspection.split(manifest, shard_sizes=shard_sizes, policy=policy, **options)
     if as_json:
         _emit_json(doc)
     else:
@@ -726,7 +717,7 @@ def verify_command(dst, progress, as_json, quiet, verbose, debug, **options) -> 
     _talk(quiet, verbose)
     bar = make_progress(False if quiet else progress)
     try:
-        result = verify.verify(dst, progress=bar, **options)
+        result = inspection.verify(dst, progress=bar, **options)
     finally:
         bar.close()
     warnings_text(list(result.warnings))

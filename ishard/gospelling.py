@@ -9,6 +9,7 @@ from collections.abc import Collection, Sequence
 
 from .errors import UsageError
 from .keys import go_pattern
+from .options import GO_SHARD_SIZE
 from .sizes import MAX_COUNT
 
 # --dry-run's modes: the native spelling's bare --dry-run is "shards" (a row per shard and a
@@ -200,11 +201,13 @@ def translate(argv: list[str], ours: Sequence[str] = (), valued: Collection[str]
     if out and out[0] == "shard" and any(map(_go_spelt, argv)):
         # the Go spelling's defaults: Go's member names (the source paths), md5, the
         # checksum wids reads (md5sum), which the Go spelling's manifests have always had, and
-        # names Go shards though they differ only in case or Unicode form, warned about
+        # names Go shards though they differ only in case or Unicode form, warned about; and
+        # Go's documented 1 MiB shard size
         for option, default in (
             ("--member-names", "original"),
             ("--checksum", "md5"),
             ("--lookalike-names", "warn"),
+            ("--shard-size", GO_SHARD_SIZE),
         ):
             if not any(a == option or a.startswith(f"{option}=") for a in out):
                 end = out.index("--") if "--" in out else len(out)

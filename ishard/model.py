@@ -237,6 +237,12 @@ class Plan:
         """Payload bytes across all shards."""
         return sum(self.shard_sizes)
 
+    def __repr__(self) -> str:  # the totals: the shards may be millions
+        return (
+            f"Plan(shards={len(self.shards)}, samples={self.sample_count}, "
+            f"files={self.file_count}, bytes={self.size}, source={self.source!r})"
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class ShardResult:
@@ -265,8 +271,22 @@ class Report:
     retries: int = 0  # transient store errors that succeeded on another try
     kept: int = 0  # shards an earlier run had completed (``--resume``), checked and kept
     removed: int = 0  # the earlier run's archives this run did not rewrite, removed at its end
+    written_payload: int | None = None  # payload bytes this run wrote (None: all the plan's)
 
     @property
     def warnings(self) -> tuple[str, ...]:
         """The plan's warnings, told after planning and before the first shard was written."""
         return self.plan.warnings
+
+    @property
+    def bytes_per_second(self) -> float | None:
+        """Payload this run wrote per second: shards a resumed run kept do not count."""
+        written = self.plan.size if self.written_payload is None else self.written_payload
+        return written / self.seconds if self.seconds else None
+
+    def __repr__(self) -> str:  # the totals: the plan and results may be millions of rows
+        return (
+            f"Report(shards={len(self.results)}, samples={self.plan.sample_count}, "
+            f"files={self.plan.file_count}, bytes={self.plan.size}, kept={self.kept}, "
+            f"dst={self.destination!r})"
+        )

@@ -8,8 +8,7 @@ import random
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING, TypeAlias
 
 from .errors import UsageError
 from .formats import ARCHIVE_EXTS
@@ -18,6 +17,9 @@ from .model import Sample, ShardPlan
 from .namecolumn import NARROW_MAX
 from .table import int_view
 from .templates import NameTemplate
+
+if TYPE_CHECKING:  # numpy is imported where a plan is cut: the command starts without it
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,7 @@ class _Cutter:
         return pending
 
 
-SampleRun = Sequence[int] | np.ndarray  # the samples of one shard, by index
+SampleRun: TypeAlias = "Sequence[int] | np.ndarray"  # the samples of one shard, by index
 
 GREEDY_IN_PYTHON_BELOW = 64  # samples a shard: fewer, and a flat run is packed sample by sample
 CUT_WINDOW = 1 << 20  # samples whose running sums a flat cut holds at once (more if a shard needs)
@@ -127,6 +129,8 @@ def _flat_cut(
     running size reaches the size bound (a binary search in the running sums), or at the count
     bound. Slices of ``order``; a shard of fewer than ``GREEDY_IN_PYTHON_BELOW`` samples on
     average is packed sample by sample (cheaper than a search per shard)."""
+    import numpy as np
+
     count = len(order)
     weights = int_view(sizes) if isinstance(sizes, array) else np.asarray(sizes, dtype=np.int64)
     if not listing_order:
@@ -163,6 +167,8 @@ def _flat_cut(
 def _running_sums(weights: np.ndarray, start: int, window: int, before: int) -> np.ndarray:
     """The running sums of ``weights`` before samples ``start`` to ``start + window`` (or the
     last), the first ``before``."""
+    import numpy as np
+
     part = weights[start : start + window]
     ends = np.empty(len(part) + 1, dtype=np.int64)
     ends[0] = before
@@ -191,6 +197,8 @@ def cut_indices(
     if order.kind == "alpha" and not isinstance(keys, list):
         keys = list(keys)  # sorting looks keys up at random: as str objects, for the sort only
     if not _folders(keys, flat):  # no tree to build
+        import numpy as np
+
         as_listed = order.kind == "listing" and not order.descending
         if as_listed:
             wide = len(keys) > NARROW_MAX  # the shards' samples: 4 bytes each where they fit
@@ -231,6 +239,8 @@ def balance(
             f"{flag} needs one flat run of samples, but the keys form directories "
             "— add --collapse, or a --sample-key-pattern without directories"
         )
+    import numpy as np
+
     order = np.concatenate(
         [np.asarray(shard, dtype=np.int64) for shard in cuts] or [np.empty(0, np.int64)]
     )

@@ -73,13 +73,14 @@ def size_histogram(sizes: list[int], bins: int = 8) -> list[tuple[int, int, int]
 def run_summary(report: Report) -> dict:
     """The plan summary plus what the run wrote and how fast."""
     written = sum(r.filesize for r in report.results)
+    speed = report.bytes_per_second  # of what this run wrote, not what a resume kept
     return {
         **plan_summary(report.plan),
         "destination": report.destination,
         "manifest": report.manifest,
         "archive_bytes": written,
         "seconds": round(report.seconds, 3),
-        "bytes_per_second": round(report.plan.size / report.seconds) if report.seconds else None,
+        "bytes_per_second": None if speed is None else round(speed),
         "retries": report.retries,
         "kept_shards": report.kept,
         "written_shards": len(report.results) - report.kept,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .archive import DamagedArchive, Member, scan
-from .checksums import hasher, split
+from .checksums import ALGORITHMS, hasher, split
 from .errors import DataError, UsageError
 from .formats import ARCHIVE_EXTS
 from .keys import KeyFunction, key_function, sample_key, wds_split
@@ -37,8 +37,9 @@ class Problem:
 
     Kinds: ``missing``, ``not_regular`` (a link, FIFO, device or directory: never read),
     ``unreadable``, ``size``, the checksum's algorithm (``xxh128``, ``blake3``, ``sha256``,
-    ``md5``: the shard's digest differs from the recorded one), ``members``, ``payload``,
-    ``samples``, ``split_sample``, ``scattered_sample``, ``unlisted``.
+    ``md5``: the shard's digest differs from the recorded one), ``checksum_missing`` (the
+    run recorded checksums, as its options say, but this shard's entry has none), ``members``,
+    ``payload``, ``samples``, ``split_sample``, ``scattered_sample``, ``unlisted``.
     """
 
     name: str
@@ -65,6 +66,12 @@ class Verification:
     def ok(self) -> bool:
         """True when nothing is wrong."""
         return not self.problems
+
+    def __repr__(self) -> str:  # the counts: the problems may be many
+        return (
+            f"Verification(ok={self.ok}, shards={self.shards}, shards_ok={self.shards_ok}, "
+            f"problems={len(self.problems)}, deep={self.deep}, dst={self.destination!r})"
+        )
 
     def to_dict(self) -> dict:
         """Plain JSON-ready values (what ``ishard verify --json`` prints)."""
@@ -404,8 +411,10 @@ def verify(
     owner: dict[str, str] = {}
     ok = nbytes = 0
     LOG.info("checking %s listed in %s", counted(len(entries), "shard"), location.url)
+    promised = _promised_checksum(record)
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for (entry, _), shard in zip(entries, pool.map(check, entries)):
+            shard.problems += _missing_checksum(entry, promised)
             shard.problems += _split_samples(entry["url"], shard.keys or (), owner)
             problems += shard.problems
             ok += not shard.problems
@@ -450,6 +459,32 @@ def _checker(
             raise location.error(err, "destination") from None
 
     return check
+
+
+def _promised_checksum(record: Mapping | None) -> str | None:
+    """The algorithm whose checksum the run recorded for every shard, as its options say
+    (``--checksum``); None when it recorded none, or the manifest does not say."""
+    options = record.get("options") if record else None
+    algorithm = options.get("checksum") if isinstance(options, Mapping) else None
+    return algorithm if isinstance(algorithm, str) and algorithm in ALGORITHMS else None
+
+
+def _missing_checksum(entry: Mapping, promised: str | None) -> list[Problem]:
+    """A problem when the run recorded a checksum for every shard but this entry has none:
+    the manifest was edited, and without it a changed byte inside a member goes unseen."""
+    if promised is None or entry_checksum(entry) is not None:
+        return []
+    return [
+        Problem(
+            entry["url"],
+            "checksum_missing",
+            f"has no checksum in the manifest, though the run recorded one for every shard "
+            f"(--checksum {promised}) — the manifest was edited, so its bytes cannot be "
+            "checked: restore the manifest the run wrote, or rewrite the shards",
+            promised,
+            None,
+        )
+    ]
 
 
 def _split_samples(name: str, keys, owner: dict[str, str]) -> list[Problem]:

@@ -218,3 +218,140 @@ def test_python_values_shard(tree, tmp_path):
     manifest = json.loads((dst / "manifest.json").read_text())
     assert json.loads(manifest["ishard"]["options"]["ekm"]) == {"fish-%d.tar": ["^fish/"],
                                                                 "bird-%d.tar": ["^bird/"]}
+
+
+# ---------------------------------------------------------------- verify, ls, split; reprs
+
+
+@pytest.fixture
+def written(tree, tmp_path):
+    """``tree`` sharded into ``out`` through the API: (report, dst)."""
+    dst = tmp_path / "out"
+    return ishard.shard(tree, dst, shard_size="60B", jobs=1), dst
+
+
+def test_verify_through_the_api_returns_the_verification(written):
+    report, dst = written
+    found = ishard.verify(dst, deep=True)
+    assert isinstance(found, ishard.Verification)
+    assert found.ok and found.deep and found.shards == len(report.results) == found.shards_ok
+    first = report.results[0].name
+    data = bytearray((dst / first).read_bytes())
+    data[len(data) // 2] ^= 0x01
+    (dst / first).write_bytes(bytes(data))
+    damaged = ishard.verify(str(dst), jobs=1)
+    assert not damaged.ok
+    assert [(p.name, p.kind) for p in damaged.problems] == [(first, "xxh128")]
+    assert repr(damaged) == (
+        f"Verification(ok=False, shards={found.shards}, shards_ok={found.shards - 1}, "
+        f"problems=1, deep=False, dst={str(dst)!r})"
+    )
+    with pytest.raises(ishard.UsageError, match="--jobs|jobs"):
+        ishard.verify(dst, jobs=-1)
+
+
+def test_ls_through_the_api_lists_members_as_tarfile_reads_them(written):
+    report, dst = written
+    path = dst / report.results[0].name
+    with tarfile.open(path) as tar:
+        expected = [(m.name, m.size) for m in tar.getmembers() if m.isfile()]
+    assert [(m.name, m.size) for m in ishard.ls(path)] == expected
+    grouped = ishard.ls(str(path), samples=True)
+    assert [m.name for _, members in grouped.samples for m in members] == [n for n, _ in expected]
+    assert [key for key, _ in grouped.samples] == list(
+        dict.fromkeys(n.split(".", 1)[0] for n, _ in expected))
+    with pytest.raises(ishard.UsageError, match="is a directory"):
+        ishard.ls(dst)
+
+
+def test_split_through_the_api_divides_the_manifests_samples(written):
+    report, dst = written
+    counts = [r.samples for r in report.results]
+    doc = ishard.split(dst / "manifest.json", nodes=2, policy="torch", drop_last=True)
+    assert doc["policy"] == "torch" and doc["shards"] == len(counts)
+    ranks = doc["epochs"][0]["ranks"]
+    assert len(ranks) == 2 and sum(r["samples"] for r in ranks) <= sum(counts)
+    assert ishard.split(shard_sizes=counts, nodes=2, policy="torch", drop_last=True) == doc
+    assert ishard.split(shard_sizes=",".join(map(str, counts)), nodes=2, policy="torch",
+                        drop_last=True) == doc
+    with pytest.raises(ishard.UsageError, match="does not apply to --policy torch"):
+        ishard.split(shard_sizes=counts, shuffle="py1s", policy="torch")
+    with pytest.raises(ishard.UsageError, match="one of them"):
+        ishard.split()
+
+
+def test_reprs_are_one_short_line_of_totals(written, tree):
+    report, dst = written
+    plan = report.plan
+    assert repr(report) == (
+        f"Report(shards={len(report.results)}, samples={plan.sample_count}, "
+        f"files={plan.file_count}, bytes={plan.size}, kept=0, dst={str(dst)!r})"
+    )
+    assert repr(ishard.plan(tree, shard_size="60B")) == (
+        f"Plan(shards={len(plan.shards)}, samples={plan.sample_count}, "
+        f"files={plan.file_count}, bytes={plan.size}, source={plan.source!r})"
+    )
+    assert " object at 0x" not in repr(report) + repr(plan)
+
+
+def test_choice_options_are_typed_as_their_choices():
+    """Options with a fixed set of values take exactly those values, as ``typing.Literal``
+    types a type checker reads: the signature lists what the run accepts."""
+    from typing import get_args, get_type_hints
+
+    from ishard.checksums import ALGORITHMS
+    from ishard.formats import ARCHIVE_EXTS
+    from ishard.naming import MEMBER_NAMES
+    from ishard.options import EXECUTORS, GZIP_CHOICES, INDEXES, ZIP_METHODS
+    from ishard.samples import ACTIONS
+    from ishard.split import POLICIES
+
+    accepted = {
+        "ext": ARCHIVE_EXTS,
+        "checksum": (*ALGORITHMS, "none"),
+        "missing_extension_action": ACTIONS,
+        "member_names": MEMBER_NAMES,
+        "executor": EXECUTORS,
+        "zip_compression": ZIP_METHODS,
+        "gzip_library": GZIP_CHOICES,
+        "index": INDEXES,
+    }
+    hints = get_type_hints(ishard.shard)
+    for name, values in accepted.items():
+        assert get_args(hints[name]) == tuple(values), name
+    assert get_args(get_type_hints(ishard.split)["policy"]) == POLICIES
+
+
+def test_split_and_verify_stay_functions_once_their_modules_are_imported():
+    """``ishard.split`` and ``ishard.verify`` name the functions, also after a program
+    imports the modules of the same name (``ishard.split.world``, ``ishard.verify``)."""
+    code = (
+        "import ishard, ishard.split.world, ishard.split.streaming, ishard.verify\n"
+        "from ishard.verify import verify\n"
+        "assert callable(ishard.split) and callable(ishard.verify), (ishard.split, ishard.verify)\n"
+        "assert ishard.split(shard_sizes=[2, 2], nodes=2)['shards'] == 2\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_resumed_runs_speed_counts_only_what_it_wrote(written, tree):
+    """The summary's speed is this run's: the shards a --resume kept were not written again,
+    so they are not in its bytes per second (through the API and the command)."""
+    from conftest import invoke_ishard
+
+    report, dst = written
+    assert len(report.results) >= 4
+    gone = report.results[1]
+    (dst / gone.name).unlink()
+    resumed = ishard.shard(tree, dst, shard_size="60B", jobs=1, resume=True)
+    assert resumed.kept == len(report.results) - 1
+    assert resumed.bytes_per_second * resumed.seconds == pytest.approx(gone.payload)
+    gone = report.results[2]
+    (dst / gone.name).unlink()
+    ran = invoke_ishard("shard", tree, dst, "--shard-size", "60B", "--resume", "--json")
+    assert ran.returncode == 0, ran.stderr
+    summary = json.loads(ran.stdout)
+    assert (summary["kept_shards"], summary["written_shards"]) == (len(report.results) - 1, 1)
+    assert summary["bytes_per_second"] * summary["seconds"] == pytest.approx(gone.payload, rel=0.1)

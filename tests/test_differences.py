@@ -39,15 +39,25 @@ def stems(tar_path: Path) -> list[str]:
 # ---------------------------------------------------------------- sizes
 
 
-def test_default_shard_size_is_one_mib_in_both_spellings(tmp_path):
-    # Three 60 KiB samples: Go's code default (100 KiB) cuts after two, 1 MiB keeps all three.
-    src = make_tree(tmp_path / "src", {f"d/{i}.bin": 60 * KIB for i in range(3)})
-    go = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", "-dry_run=json")
+def test_default_shard_size_is_one_mib_in_go_spelling_and_256_mib_native(tmp_path):
+    # Five 600 KiB samples (3 MiB): Go's documented 1 MiB cuts after two samples (1.2 MiB),
+    # the native 256 MiB keeps all five in one shard, in a real run and through the API.
+    src = make_tree(tmp_path / "src", {f"d/{i}.bin": 600 * KIB for i in range(5)})
+    go = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'go'}", "-dry_run=json")
     assert go.returncode == 0, go.stderr
-    assert [s["size"] for s in json.loads(go.stdout)["shards"]] == [180 * KIB]
-    assert ishard.plan(src).shard_sizes == [180 * KIB]
-    assert ishard.plan(src, shard_size="100KiB").shard_sizes == [120 * KIB, 60 * KIB]
-    assert not (tmp_path / "out").exists()
+    assert [s["size"] for s in json.loads(go.stdout)["shards"]] == [1200 * KIB] * 2 + [600 * KIB]
+    go_run = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'go'}")
+    assert go_run.returncode == 0, go_run.stderr
+    assert len(list((tmp_path / "go").glob("*.tar"))) == 3
+    native = invoke_ishard("shard", src, tmp_path / "native")
+    assert native.returncode == 0, native.stderr
+    assert "cut by size: 256MiB per shard" in native.stdout
+    shards = list((tmp_path / "native").glob("*.tar"))
+    assert len(shards) == 1
+    with tarfile.open(shards[0]) as tar:
+        assert len(tar.getmembers()) == 5
+    assert ishard.plan(src).shard_sizes == [3000 * KIB]
+    assert ishard.plan(src, shard_size="1MiB").shard_sizes == [1200 * KIB] * 2 + [600 * KIB]
 
 
 def test_kb_is_decimal_kib_and_bare_k_are_binary(tmp_path):

@@ -376,10 +376,10 @@ def test_check_unique():
 
 def test_make_options_defaults():
     opts = make_options()
-    assert opts.shard_size == DEFAULT_SHARD_SIZE == 1 << 20
+    assert opts.shard_size == DEFAULT_SHARD_SIZE == 256 << 20
     assert opts.sample_key_pattern == "base_file_name"
     assert opts.sort is None and opts.order == Order()
-    assert opts.bounds == Bounds(1 << 20, None)
+    assert opts.bounds == Bounds(256 << 20, None)
 
 
 def test_make_options_normalises():

@@ -6,6 +6,7 @@ tarfile, zipfile and lz4, never with ishard's own code.
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -382,6 +383,83 @@ def test_without_a_checksum_sizes_are_still_checked(tmp_path):
     assert_problems(check(dst), [
         f"{name}: size is {size + 512} bytes, the manifest says {size} bytes{CHANGED}",
     ], 1, 6)
+
+
+def strip_checksums(dst: Path, record: bool = True) -> None:
+    """Take every shard's checksum out of the manifest (and its 'ishard' record, unless
+    ``record``), as an edit would."""
+    doc = manifest(dst)
+    for e in doc["shardlist"]:
+        e.pop("checksum", None)
+        e.pop("md5sum", None)
+    if not record:
+        del doc["ishard"]
+    (dst / "manifest.json").write_text(json.dumps(doc))
+
+
+@pytest.mark.damaged_destination
+def test_a_manifest_stripped_of_its_checksums_fails_when_its_options_recorded_them(shards):
+    """The manifest says the run recorded an xxh128 checksum for every shard (--checksum): an
+    entry without one is a problem, so a changed byte inside a member (which tar has no way to
+    notice) cannot pass as "all ok", with or without --deep."""
+    dst = shards(".tar")
+    assert manifest(dst)["ishard"]["options"]["checksum"] == "xxh128"
+    names = shard_names(dst)
+    path = dst / names[1]
+    members = read_members(path)
+    data = bytearray(path.read_bytes())
+    data[data.index(members[0][1][:64]) + 10] ^= 0xFF  # inside the first member's data
+    path.write_bytes(bytes(data))
+    strip_checksums(dst)
+    for args in ((), ("--deep",)):
+        result = check(dst, *args)
+        assert_problems(result, [
+            f"{name}: has no checksum in the manifest, though the run recorded one for every "
+            "shard (--checksum xxh128) — the manifest was edited, so its bytes cannot be "
+            "checked: restore the manifest the run wrote, or rewrite the shards"
+            for name in names
+        ], 6, 6)  # fmt: skip
+    found = verify(dst, deep=True)
+    assert [(p.name, p.kind, p.expected) for p in found.problems] == [
+        (name, "checksum_missing", "xxh128") for name in names
+    ]
+
+
+@pytest.mark.damaged_destination
+@pytest.mark.parametrize("ext", (".tar", ".tgz", ".tar.lz4"))
+def test_deep_finds_a_damaged_header_that_ends_tar_reading_early(shards, ext):
+    """A damaged member header past the first makes tar readers stop there as if the archive
+    ended. With the manifest's checksums and record gone, nothing recorded can tell; --deep
+    still finds that data follows the point where reading stopped."""
+    dst = shards(ext)
+    name = shard_names(dst)[2]
+    path = dst / name
+    raw = path.read_bytes()
+    plain = lz4.frame.decompress(raw) if ext == ".tar.lz4" else raw
+    if ext == ".tgz":
+        plain = gzip.decompress(raw)
+    with tarfile.open(fileobj=io.BytesIO(plain)) as tar:
+        header = tar.getmembers()[3].offset
+    damaged = bytearray(plain)
+    damaged[header + 10] ^= 0x41  # a byte of the fourth member's name: its header sum fails
+    if ext == ".tgz":
+        damaged = bytearray(gzip.compress(bytes(damaged)))
+    elif ext == ".tar.lz4":
+        damaged = bytearray(lz4.frame.compress(bytes(damaged)))
+    path.write_bytes(bytes(damaged))
+    strip_checksums(dst, record=False)
+    doc = manifest(dst)
+    entry_of = next(e for e in doc["shardlist"] if e["url"] == name)
+    entry_of["filesize"] = path.stat().st_size  # recompressed: the size the manifest says too
+    (dst / "manifest.json").write_text(json.dumps(doc))
+    assert check(dst).returncode == 0  # nothing recorded to compare with
+    result = check(dst, "--deep")
+    assert result.returncode == 1, result.stdout
+    lines = problem_lines(result)
+    assert len(lines) == 1 and lines[0].startswith(
+        f"{name}: cannot be read: the member header at byte {header} is damaged: tar readers "
+        "stop there, and "
+    ), lines
 
 
 def test_unlisted_archives_are_problems_and_temp_files_warnings(shards):

@@ -1,0 +1,195 @@
+"""The Python API over what a run wrote: :func:`verify` a destination, :func:`ls` a shard,
+:func:`split` a manifest's shards over a training job (``ishard verify``, ``ls``, ``split``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from os import PathLike, fspath
+from typing import Literal, overload
+
+from . import archive, choices
+from .archive import Member, ReaderSamples
+from .progress import SILENT, Progress
+
+# The subpackage ishard.split, loaded before ishard/__init__ gives its name to split(): loaded
+# later, it would take the name back (a first import sets its parent's attribute).
+from .split import POLICIES  # noqa: F401
+from .verify import Verification
+from .verify import verify as _verify
+
+StorageOptions = Mapping[str, object] | Sequence[str] | None
+
+
+def verify(
+    dst: str | PathLike[str],
+    *,
+    deep: bool = False,
+    jobs: int = 0,
+    endpoint_url: str | None = None,
+    storage_options: StorageOptions = None,
+    progress: Progress | None = None,
+) -> Verification:
+    """Check the shards in ``dst`` against ``dst/manifest.json`` (what ``ishard verify`` does).
+
+    Args:
+        dst: the destination of a finished run: a directory or a store URL.
+        deep: also read every member back in full and check payload bytes, sample counts
+            and that each sample's members sit side by side in exactly one shard.
+        jobs: shards checked at once; 0: the CPUs (at most 8), or 8 for a store.
+        endpoint_url: an S3-compatible endpoint, e.g. ``"http://127.0.0.1:8333"``.
+        storage_options: passed to the filesystem: a dict, or ``"KEY=VALUE"`` strings.
+        progress: hooks told how many bytes and shards are checked; None: silent.
+
+    Returns:
+        The :class:`Verification`: ``ok``, every ``problems`` entry, warnings and totals.
+        Nothing is printed.
+
+    Raises:
+        UsageError: a bad ``jobs`` value, or ``dst`` does not exist.
+        IshardError: no manifest or a broken one; the store cannot be reached.
+    """
+    return _verify(
+        fspath(dst),
+        deep=deep,
+        jobs=jobs,
+        progress=SILENT if progress is None else progress,
+        endpoint_url=endpoint_url,
+        storage_options=storage_options,
+    )
+
+
+@overload
+def ls(
+    shard_url: str | PathLike[str],
+    *,
+    samples: Literal[False] = False,
+    endpoint_url: str | None = None,
+    storage_options: StorageOptions = None,
+) -> list[Member]: ...
+
+
+@overload
+def ls(
+    shard_url: str | PathLike[str],
+    *,
+    samples: Literal[True],
+    endpoint_url: str | None = None,
+    storage_options: StorageOptions = None,
+) -> ReaderSamples: ...
+
+
+def ls(
+    shard_url: str | PathLike[str],
+    *,
+    samples: bool = False,
+    endpoint_url: str | None = None,
+    storage_options: StorageOptions = None,
+) -> list[Member] | ReaderSamples:
+    """The members of one shard, in archive order (what ``ishard ls`` prints).
+
+    Args:
+        shard_url: a shard file, or a store URL such as ``"s3://bucket/shard-000000.tar"``.
+        samples: group the members as WebDataset readers do (``ishard ls --samples``).
+        endpoint_url: an S3-compatible endpoint, e.g. ``"http://127.0.0.1:8333"``.
+        storage_options: passed to the filesystem: a dict, or ``"KEY=VALUE"`` strings.
+
+    Returns:
+        Each regular-file :class:`Member` (``name``, ``size``); with ``samples=True`` a
+        :class:`ReaderSamples`: ``samples`` as ``(key, members)``, the members readers skip,
+        and ``problems()``, the lines ``ishard ls --samples`` warns with.
+
+    Raises:
+        UsageError: the path is missing, a directory, or not an archive ishard reads.
+        IshardError: the archive is damaged, or the store cannot be read.
+    """
+    found = list(
+        archive.members(
+            fspath(shard_url), endpoint_url=endpoint_url, storage_options=storage_options
+        )
+    )
+    return archive.reader_samples(found) if samples else found
+
+
+def split(
+    manifest: str | PathLike[str] | None = None,
+    *,
+    shard_sizes: str | Sequence[int] | None = None,
+    policy: choices.Policy = "webdataset",
+    nodes: int = 1,
+    ranks_per_node: int = 1,
+    workers: int = 1,
+    batch_size: int = 1,
+    epochs: int = 1,
+    last_batch_policy: choices.LastBatchPolicy | None = None,
+    pad_last_batch: bool | None = None,
+    stick_to_shard: bool | None = None,
+    drop_last: bool | None = None,
+    drop_last_batch: bool | None = None,
+    unbalanced: bool | None = None,
+    shuffle: choices.StreamingShuffle | None = None,
+    seed: int | None = None,
+    canonical_nodes: int | None = None,
+) -> dict:
+    """How a run's shards divide over ranks, workers and epochs under a reader's rule (what
+    ``ishard split --json`` prints). Every keyword means the option of the same name.
+
+    Args:
+        manifest: a run's ``manifest.json`` (a path or URL); or give ``shard_sizes``.
+        shard_sizes: samples per shard instead of a manifest: ``[100, 100, 80]`` or
+            ``"100,100,80"``.
+        policy: whose way of dividing shards: ``"dali"``, ``"whale"``, ``"webdataset"``,
+            ``"torch"`` or ``"streaming"``.
+        nodes: physical nodes (Whale: worker tasks).
+        ranks_per_node: ranks (GPUs) per node.
+        workers: DataLoader workers per rank.
+        batch_size: the per-rank batch size.
+        epochs: epochs to show.
+        last_batch_policy: dali: a shard's last, short batch: ``"fill"`` (None),
+            ``"drop"`` or ``"partial"``.
+        pad_last_batch: dali: pad each shard to a full batch.
+        stick_to_shard: dali: read the same shard every epoch.
+        drop_last: torch's sampler, the webdataset loader, whale's ``io.drop_last_files``.
+        drop_last_batch: torch: the DataLoader's ``drop_last``.
+        unbalanced: whale: ``io.unbalanced_io_slicing``.
+        shuffle: streaming: the shuffle algorithm (None: no shuffle).
+        seed: the streaming shuffle's seed, or whale's replication seed.
+        canonical_nodes: streaming: ``num_canonical_nodes``.
+
+    Returns:
+        A JSON-ready dict: per epoch, rank and worker, the sample ids read, batches,
+        duplicates and drops; ``epochs[e]["hang_risk"]`` is true when ranks' batch counts
+        differ, and ``epochs[e]["fix"]`` then names the option that fixes it.
+
+    Raises:
+        UsageError: neither or both of ``manifest`` and ``shard_sizes``; a count below 1;
+            an option of another policy.
+        IshardError: the manifest cannot be read or is not an ishard manifest.
+    """
+    from .errors import UsageError
+    from .split.read import read_manifest
+    from .split.world import World, describe, parse_shard_sizes, policy_options
+
+    world = World(nodes, ranks_per_node, workers, batch_size, epochs).check()
+    opts = policy_options(
+        policy,
+        {
+            "last_batch_policy": last_batch_policy,
+            "pad_last_batch": pad_last_batch,
+            "stick_to_shard": stick_to_shard,
+            "drop_last": drop_last,
+            "drop_last_batch": drop_last_batch,
+            "unbalanced": unbalanced,
+            "shuffle": shuffle,
+            "seed": seed,
+            "canonical_nodes": canonical_nodes,
+        },
+    )
+    if manifest is not None and shard_sizes is None:
+        sizes = read_manifest(fspath(manifest))[1]
+    elif shard_sizes is not None and manifest is None:
+        sizes = parse_shard_sizes(shard_sizes)
+    else:
+        raise UsageError(
+            "give a MANIFEST or --shard-sizes, one of them — e.g. ishard split DST/manifest.json"
+        )
+    return describe(sizes, policy, world, **opts)
