@@ -78,7 +78,7 @@ def plan_options(draw) -> dict:
             "missing_extension_action": st.sampled_from(["ignore", "warn", "exclude", "abort"]),
         },
     ))
-    how = draw(st.sampled_from(["size", "count", "both", "num_shards", "multiple_of", "ekm",
+    how = draw(st.sampled_from(["size", "size", "count", "both", "num_shards", "multiple_of", "ekm",
                                 "default"]))
     if how in ("size", "both", "multiple_of", "ekm"):
         options["shard_size"] = draw(st.sampled_from(["1KiB", "5000B", "20KB", "1MiB"]))
