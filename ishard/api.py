@@ -18,7 +18,8 @@ from .destination import (
     check_destination,
     check_name_room,
     first_names,
-    holds_only_records,
+    still_held,
+    untouched,
 )
 from .errors import DataError, IshardError, IshardWarning, StrictError, UsageError
 from .executors import dask_client, write_with_dask
@@ -35,7 +36,7 @@ from .plan import SampleRun, balance, check_unique, cut_indices, shard_names
 from .planrecord import plan_record
 from .progress import SILENT, Progress
 from .readers import Reader, open_reader
-from .replaced import earlier_archives, remove_archives, stale
+from .replaced import earlier_archives, remove_archives, stale, tell_ignored
 from .resume import Recorder, Remaining, earlier_manifest_seed, finished_earlier
 from .retry import Retrier
 from .runstate import RunState, remove_temp_files
@@ -341,7 +342,7 @@ def _shard_claimed(
     released and, where nothing was begun, DST left as it was."""
     lock, created, retrier = claim.lock, claim.created, claim.retrier
     guard = lock if isinstance(lock, LeaseLock) else None  # a local flock cannot be lost
-    manifest = None
+    manifest, mine = None, False
     state = RunState(dest, retrier)
     begun = state.earlier_fingerprint() is not None  # an earlier run's records: keep them
     try:
@@ -355,12 +356,15 @@ def _shard_claimed(
         if drawn is not None:
             opts, drawn = _shuffle_seed(opts, drawn, state, dest, progress)
         the_plan = make_plan(source, opts, progress)
-        _announce(the_plan, opts, progress)
+        _announce(the_plan, opts, progress, stacklevel=5)
         check_name_room(dest, the_plan.shard_names)  # the last names may be the longest
         fingerprint = run_fingerprint(the_plan)
         earlier = state.earlier()  # read before a fresh start forgets it
         recorded = state.recorded() if earlier and opts.overwrite else {}
-        old = earlier_archives(dest, earlier, recorded, overwrite=opts.overwrite, retrier=retrier)
+        old, ignored = earlier_archives(
+            dest, earlier, recorded, overwrite=opts.overwrite, retrier=retrier
+        )
+        tell_ignored(dest, ignored, progress)
         done = finished_earlier(dest, the_plan, fingerprint, state, retrier) if opts.resume else {}
         if not done:  # else a failed run would leave a manifest describing replaced shards
             remove_manifest(dest, retrier)
@@ -369,7 +373,7 @@ def _shard_claimed(
             remove_temp_files(dest, the_plan.shard_names)
             abort_dangling_uploads(dest, the_plan.shard_names, retrier)
         state.begin(fingerprint, len(the_plan.shards), drawn, old, plan_record(the_plan))
-        begun = True
+        begun = mine = True  # the records are this run's
         todo = Remaining(the_plan.shards, done)
         progress.planned(len(todo), sum(the_plan.shard_sizes[i] for i in todo.indices))
         if done:
@@ -399,7 +403,10 @@ def _shard_claimed(
             )
     finally:
         try:  # under the lock still: the next run's records are never the ones removed
-            if not begun or (manifest is None and claim.was_empty and _untouched(dest, retrier)):
+            if still_held(guard) and (
+                not begun
+                or (mine and manifest is None and claim.was_empty and untouched(dest, retrier))
+            ):
                 with contextlib.suppress(IshardError):
                     state.clear()
                 if created:
@@ -445,7 +452,7 @@ def keyword_spelling(message: str) -> str:
     return _FLAG.sub(keyword, message)
 
 
-def _announce(the_plan: Plan, opts: Options, progress: Progress) -> None:
+def _announce(the_plan: Plan, opts: Options, progress: Progress, stacklevel: int = 4) -> None:
     """Tell the plan's warnings now, after planning and before anything is written: to the
     progress hooks (the command line prints them) and as ``IshardWarning``; under ``strict``,
     stop here."""
@@ -458,7 +465,7 @@ def _announce(the_plan: Plan, opts: Options, progress: Progress) -> None:
     )
     for line in the_plan.warnings:
         progress.warning(line)
-        warn(line, IshardWarning, stacklevel=4)  # the caller of plan() or shard()
+        warn(line, IshardWarning, stacklevel=stacklevel)  # the caller of plan() or shard()
     count = len(the_plan.warnings)
     if opts.strict and count:
         raise StrictError(
@@ -466,15 +473,6 @@ def _announce(the_plan: Plan, opts: Options, progress: Progress) -> None:
             f"written — do what {'they say' if count != 1 else 'it says'}, or drop --strict",
             the_plan.warnings,
         )
-
-
-def _untouched(dest: Location, retrier: Retrier) -> bool:
-    """Does DST hold nothing but this run's records (a run that found it empty failed before
-    any shard was published: its records go, so the plain command works again)?"""
-    try:
-        return holds_only_records(dest, retrier)
-    except (IshardError, OSError):
-        return False  # cannot tell: the records stay, for --resume
 
 
 def _remove_replaced(

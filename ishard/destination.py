@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from functools import partial
 
 from .errors import IshardError, UsageError
+from .lease import LeaseLock
 from .listing import quoted
 from .lock import LOCK_NAME, STATE_DIR
 from .manifest import MANIFEST_NAME
@@ -190,3 +191,24 @@ def _size(name: str) -> int:
 def _abridged(name: str) -> str:
     """``name`` quoted, its middle left out past 60 characters."""
     return quoted(name if len(name) <= 60 else f"{name[:40]}...{name[-17:]}")
+
+
+def still_held(guard: LeaseLock | None) -> bool:
+    """Does this run still hold DST (a lease another run took over: what is there is that
+    run's, nothing of it is removed)? A local lock cannot be lost."""
+    if guard is None:
+        return True
+    try:
+        guard.confirm()
+    except IshardError:
+        return False
+    return True
+
+
+def untouched(dst: Location, retrier: Retrier) -> bool:
+    """Does DST hold nothing but this run's records (a run that found it empty failed before
+    any shard was published: its records go, so the plain command works again)?"""
+    try:
+        return holds_only_records(dst, retrier)
+    except (IshardError, OSError):
+        return False  # cannot tell: the records stay, for --resume
