@@ -403,10 +403,9 @@ def _shard_claimed(
             )
     finally:
         try:  # under the lock still: the next run's records are never the ones removed
-            if still_held(guard) and (
-                not begun
-                or (mine and manifest is None and claim.was_empty and untouched(dest, retrier))
-            ):
+            # nothing begun; or this run's records alone in a DST it found empty: both go
+            leave = not begun or (mine and manifest is None and claim.was_empty)
+            if leave and still_held(guard) and (not begun or untouched(dest, retrier)):
                 with contextlib.suppress(IshardError):
                     state.clear()
                 if created:
