@@ -416,7 +416,7 @@ def test_a_key_the_store_refuses_when_written_leaves_dst_as_it_was(
     s3_server, s3env, s3_bucket, tmp_path
 ):
     """A 1,000-byte template makes 1015-byte keys: within S3's limit, but this server
-    (SeaweedFS, whose file names have at most 255 bytes) refuses the first shard. Nothing
+    (SeaweedFS) refuses the first shard. Nothing
     was published, so the run's records go with it: the corrected command needs no
     --resume or --overwrite."""
     client = s3_server.client()
