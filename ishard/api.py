@@ -8,15 +8,22 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from os import PathLike
 from typing import Any
 from warnings import warn
 
 from . import choices
-from .destination import check_destination
+from .destination import (
+    check_claimed,
+    check_destination,
+    check_name_room,
+    first_names,
+    still_held,
+    untouched,
+)
 from .errors import DataError, IshardError, IshardWarning, StrictError, UsageError
-from .executors import write_with_dask
+from .executors import dask_client, write_with_dask
 from .extraction import check_extraction_names
 from .formats import check_names
 from .inventory import list_inventory
@@ -31,7 +38,7 @@ from .plan import SampleRun, balance, check_unique, cut_indices, shard_names
 from .planrecord import plan_record
 from .progress import SILENT, Progress
 from .readers import Reader, open_reader
-from .replaced import earlier_archives, remove_archives, stale
+from .replaced import earlier_archives, remove_archives, stale, tell_ignored
 from .resume import Recorder, Remaining, earlier_manifest_seed, finished_earlier
 from .retry import Retrier
 from .runstate import RunState, remove_temp_files
@@ -308,21 +315,66 @@ def shard_with(
     source = _location(str(src), opts, "source")
     dest = _location(str(dst), opts, "destination")
     retrier = Retrier(opts.retries)
-    check_destination(source, dest, overwrite=opts.overwrite, resume=opts.resume, retrier=retrier)
-    created = dest.store.make_root()
-    lock = acquire(dest, retrier)
+    # everything that can be checked before DST is touched is: a failure after the claim
+    # would leave the run's records and ask for --resume or --overwrite
+    was_empty = check_destination(
+        source, dest, overwrite=opts.overwrite, resume=opts.resume, retrier=retrier
+    )
+    check_name_room(dest, first_names(opts))
+    with dask_client(opts.scheduler, opts.workers(remote=False), opts.executor == "dask") as client:
+        created = dest.store.make_root()
+        lock = acquire(dest, retrier)
+        claim = _Claim(lock, created, was_empty, retrier, started)
+        return _shard_claimed(source, dest, opts, progress, claim, drawn, client)
+
+
+@dataclass(frozen=True)
+class _Claim:
+    """A run's hold on DST: its lock, whether it made DST, whether DST was empty before."""
+
+    lock: Any
+    created: bool
+    was_empty: bool
+    retrier: Retrier
+    started: float
+
+
+def _shard_claimed(
+    source: Location,
+    dest: Location,
+    opts: Options,
+    progress: Progress,
+    claim: _Claim,
+    drawn: int | None,
+    client: Any,
+) -> Report:
+    """The run, once DST is locked: check DST again, plan, write, record; then the lock is
+    released and, where nothing was begun, DST left as it was."""
+    lock, created, retrier = claim.lock, claim.created, claim.retrier
     guard = lock if isinstance(lock, LeaseLock) else None  # a local flock cannot be lost
+    manifest, mine = None, False
     state = RunState(dest, retrier)
     begun = state.earlier_fingerprint() is not None  # an earlier run's records: keep them
     try:
+        check_claimed(
+            dest,
+            overwrite=opts.overwrite,
+            resume=opts.resume,
+            was_empty=claim.was_empty,
+            retrier=retrier,
+        )
         if drawn is not None:
             opts, drawn = _shuffle_seed(opts, drawn, state, dest, progress)
         the_plan = make_plan(source, opts, progress)
-        _announce(the_plan, opts, progress)
+        _announce(the_plan, opts, progress, stacklevel=5)
+        check_name_room(dest, the_plan.shard_names)  # the last names may be the longest
         fingerprint = run_fingerprint(the_plan)
         earlier = state.earlier()  # read before a fresh start forgets it
         recorded = state.recorded() if earlier and opts.overwrite else {}
-        old = earlier_archives(dest, earlier, recorded, overwrite=opts.overwrite, retrier=retrier)
+        old, ignored = earlier_archives(
+            dest, earlier, recorded, overwrite=opts.overwrite, retrier=retrier
+        )
+        tell_ignored(dest, ignored, progress)
         done = finished_earlier(dest, the_plan, fingerprint, state, retrier) if opts.resume else {}
         if not done:  # else a failed run would leave a manifest describing replaced shards
             remove_manifest(dest, retrier)
@@ -331,7 +383,7 @@ def shard_with(
             remove_temp_files(dest, the_plan.shard_names)
             abort_dangling_uploads(dest, the_plan.shard_names, retrier)
         state.begin(fingerprint, len(the_plan.shards), drawn, old, plan_record(the_plan))
-        begun = True
+        begun = mine = True  # the records are this run's
         todo = Remaining(the_plan.shards, done)
         progress.planned(len(todo), sum(the_plan.shard_sizes[i] for i in todo.indices))
         if done:
@@ -341,7 +393,7 @@ def shard_with(
                 "already complete (checked); writing the rest"
             )
         recorder = Recorder(progress, the_plan.shard_names, state.record)
-        written = _write(source, dest, opts, todo, recorder, retrier, str(src), str(dst), guard)
+        written = _write(source, dest, opts, todo, recorder, retrier, guard, client)
         slots = [done.get(i) for i in range(len(the_plan.shards))]
         for i, result in zip(todo.indices, written):
             slots[i] = result
@@ -360,17 +412,21 @@ def shard_with(
                 f"{dest.url!r} could not be removed ({err}); they do no harm"
             )
     finally:
-        lock.release()
-        if not begun:
-            with contextlib.suppress(IshardError):
-                state.clear()
-            if created:
-                dest.store.remove_root_if_empty()
+        try:  # under the lock still: the next run's records are never the ones removed
+            # nothing begun; or this run's records alone in a DST it found empty: both go
+            leave = not begun or (mine and manifest is None and claim.was_empty)
+            if leave and still_held(guard) and (not begun or untouched(dest, retrier)):
+                with contextlib.suppress(IshardError):
+                    state.clear()
+                if created:
+                    dest.store.remove_root_if_empty()
+        finally:
+            lock.release()
     return Report(
         the_plan,
-        str(dst),
+        dest.url,
         tuple(results),
-        time.monotonic() - started,
+        time.monotonic() - claim.started,
         manifest,
         retrier.retries,
         kept=len(done),
@@ -406,7 +462,7 @@ def keyword_spelling(message: str) -> str:
     return _FLAG.sub(keyword, message)
 
 
-def _announce(the_plan: Plan, opts: Options, progress: Progress) -> None:
+def _announce(the_plan: Plan, opts: Options, progress: Progress, stacklevel: int = 4) -> None:
     """Tell the plan's warnings now, after planning and before anything is written: to the
     progress hooks (the command line prints them) and as ``IshardWarning``; under ``strict``,
     stop here."""
@@ -419,7 +475,7 @@ def _announce(the_plan: Plan, opts: Options, progress: Progress) -> None:
     )
     for line in the_plan.warnings:
         progress.warning(line)
-        warn(line, IshardWarning, stacklevel=4)  # the caller of plan() or shard()
+        warn(line, IshardWarning, stacklevel=stacklevel)  # the caller of plan() or shard()
     count = len(the_plan.warnings)
     if opts.strict and count:
         raise StrictError(
@@ -458,20 +514,23 @@ def _write(
     shards: Sequence[ShardPlan],
     progress: Progress,
     retrier: Retrier,
-    src: str,
-    dst: str,
     guard: LeaseLock | None = None,
+    client: Any = None,
 ) -> list[ShardResult]:
-    """Write ``shards`` with the chosen executor; results in their order."""
+    """Write ``shards`` with the chosen executor (``client``: Dask's, connected before DST
+    was claimed); results in their order."""
     if opts.executor == "dask":
         lease = guard.for_workers() if guard is not None else None
-        task = functools.partial(_write_on_worker, src=src, dst=dst, opts=opts, lease=lease)
+        task = functools.partial(
+            _write_on_worker, src=source.url, dst=dest.url, opts=opts, lease=lease
+        )
         return write_with_dask(
             shards,
             task,
             scheduler=opts.scheduler,
             workers=opts.workers(remote=False),
             progress=progress,
+            client=client,
         )
     reader, sink_for, settings = _writer_parts(source, dest, opts, retrier, progress.notice, guard)
     try:

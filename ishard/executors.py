@@ -6,10 +6,11 @@ opens SRC and DST itself; the client gathers the results (the caller writes the 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from .errors import Interrupted, IshardError, UsageError, WriteError
@@ -53,6 +54,28 @@ def _client(scheduler: str | None, workers: int):
     return distributed.Client(cluster), cluster
 
 
+@contextlib.contextmanager
+def dask_client(scheduler: str | None, workers: int, wanted: bool = True) -> Iterator[Any]:
+    """A Dask client, connected (or its local cluster started) now, closed at the end; None
+    when not ``wanted``. A run opens it before it claims its destination, so a missing
+    ``distributed`` or a scheduler that does not answer leaves the destination untouched.
+
+    Raises:
+        UsageError: ``distributed`` is not installed (exit 2).
+        IshardError: the scheduler did not answer (exit 1).
+    """
+    if not wanted:
+        yield None
+        return
+    client, cluster = _client(scheduler, workers)
+    try:
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
 class DaskCancel:
     """A worker's view of the run's cancel flag (a ``distributed.Event``), looked at no more
     than every CANCEL_CHECK seconds: asking the scheduler costs a round trip."""
@@ -81,6 +104,7 @@ def write_with_dask(
     scheduler: str | None,
     workers: int,
     progress: Progress,
+    client: Any = None,
 ) -> list[ShardResult]:
     """Run ``task(shard, cancel)`` for every shard on Dask workers; results in plan order.
 
@@ -98,48 +122,47 @@ def write_with_dask(
     Raises:
         IshardError: the first failure seen; Interrupted on Ctrl-C.
     """
+    if client is None:
+        with dask_client(scheduler, workers) as own:
+            return write_with_dask(
+                shards, task, scheduler=scheduler, workers=workers, progress=progress, client=own
+            )
     distributed = _distributed()
-    client, cluster = _client(scheduler, workers)
+    name = f"ishard-cancel-{uuid.uuid4().hex}"
+    cancel_event = distributed.Event(name, client=client)
+    cancel = DaskCancel(name)
+    window = _window(client, scheduler, workers)
+    results: list[ShardResult | None] = [None] * len(shards)
+    waiting: dict[Any, int] = {}  # future -> its shard's index
+
+    def submit(i: int):  # the shard's plan is built now: a window of them at a time
+        future = client.submit(
+            task, shards[i], cancel, key=f"ishard-{i:09d}-{uuid.uuid4().hex}", pure=False,
+            retries=0,
+        )  # fmt: skip
+        waiting[future] = i
+        return future
+
+    submitted = min(window, len(shards))
+    done = distributed.as_completed([submit(i) for i in range(submitted)])
     try:
-        name = f"ishard-cancel-{uuid.uuid4().hex}"
-        cancel_event = distributed.Event(name, client=client)
-        cancel = DaskCancel(name)
-        window = _window(client, scheduler, workers)
-        results: list[ShardResult | None] = [None] * len(shards)
-        waiting: dict[Any, int] = {}  # future -> its shard's index
-
-        def submit(i: int):  # the shard's plan is built now: a window of them at a time
-            future = client.submit(
-                task, shards[i], cancel, key=f"ishard-{i:09d}-{uuid.uuid4().hex}", pure=False,
-                retries=0,
-            )  # fmt: skip
-            waiting[future] = i
-            return future
-
-        submitted = min(window, len(shards))
-        done = distributed.as_completed([submit(i) for i in range(submitted)])
-        try:
-            for future in done:
-                if future.status == "error":
-                    _stop(cancel_event, list(waiting))
-                    raise _worker_error(future.exception())
-                result = future.result()
-                results[waiting.pop(future)] = result
-                future.release()  # the scheduler lets go of the task and its plan
-                progress.wrote(result.payload)
-                progress.shard_done(result)
-                if submitted < len(shards):
-                    done.add(submit(submitted))
-                    submitted += 1
-        except KeyboardInterrupt:
-            _stop(cancel_event, list(waiting))
-            raise Interrupted(Interrupted.MESSAGE) from None
-        assert all(r is not None for r in results)
-        return results  # type: ignore[return-value]
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+        for future in done:
+            if future.status == "error":
+                _stop(cancel_event, list(waiting))
+                raise _worker_error(future.exception())
+            result = future.result()
+            results[waiting.pop(future)] = result
+            future.release()  # the scheduler lets go of the task and its plan
+            progress.wrote(result.payload)
+            progress.shard_done(result)
+            if submitted < len(shards):
+                done.add(submit(submitted))
+                submitted += 1
+    except KeyboardInterrupt:
+        _stop(cancel_event, list(waiting))
+        raise Interrupted(Interrupted.MESSAGE) from None
+    assert all(r is not None for r in results)
+    return results  # type: ignore[return-value]
 
 
 def _window(client, scheduler: str | None, workers: int) -> int:

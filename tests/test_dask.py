@@ -16,7 +16,7 @@ from pathlib import Path
 
 import distributed
 import pytest
-from conftest import assert_error, make_tree, run_ishard
+from conftest import assert_error, invoke_ishard, make_tree, run_ishard
 from test_progress import assert_true_totals
 
 import ishard
@@ -152,15 +152,26 @@ def test_bad_executor_options_exit_2_before_anything_is_written(args, needles, t
     assert not (tmp_path / "out").exists()
 
 
-def test_a_scheduler_that_does_not_answer_is_one_clear_error(monkeypatch, tmp_path):
+def test_a_scheduler_that_does_not_answer_leaves_dst_untouched(monkeypatch, tmp_path):
+    """The scheduler is asked before DST is claimed: after the failure DST is as it was
+    (here: not there), and the corrected command needs neither --resume nor --overwrite."""
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     monkeypatch.setattr(executors, "CONNECT_SECONDS", 2)
     src = make_tree(tmp_path / "src", {"a/1.jpg": 10})
+    dst = tmp_path / "out"
     with pytest.raises(IshardError, match=rf"scheduler 'tcp://127.0.0.1:{port}' did not answer"):
-        ishard.shard(src, tmp_path / "out", executor="dask", scheduler=f"tcp://127.0.0.1:{port}")
-    assert [p.name for p in (tmp_path / "out").iterdir()] == [".ishard-run"]  # for --resume
+        ishard.shard(src, dst, executor="dask", scheduler=f"tcp://127.0.0.1:{port}")
+    assert not dst.exists()
+    result = invoke_ishard("shard", src, dst, "--executor", "dask", "--scheduler",
+                           f"tcp://127.0.0.1:{port}", "--no-progress")
+    assert_error(result, 1, f"the Dask scheduler 'tcp://127.0.0.1:{port}' did not answer",
+                 "check the address")
+    assert not dst.exists()
+    fixed = invoke_ishard("shard", src, dst, "--no-progress")
+    assert fixed.returncode == 0, fixed.stderr
+    assert sorted(p.name for p in dst.iterdir()) == ["manifest.json", "shard-000000.tar"]
 
 
 def test_workers_do_not_inherit_a_cancelled_run(scheduler, tmp_path):

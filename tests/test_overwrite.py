@@ -105,6 +105,39 @@ def test_a_dali_index_of_the_earlier_run_goes_with_its_shard(src, tmp_path):
     check_exact(dst, json.loads((dst / "manifest.json").read_text()))
 
 
+def test_an_edited_manifest_cannot_make_overwrite_remove_what_ishard_did_not_write(src, tmp_path):
+    """The earlier manifest lists, besides its shards, names ishard never writes as archives:
+    a text file, a file in a sub-folder, a tar not of the recorded template's shape, an index
+    that is not its shard's. --overwrite removes only the old shards and their DALI indexes,
+    leaves the rest, and says so in one warning."""
+    dst = tmp_path / "out"
+    first_run(lambda *a: invoke_ishard(*a, "--index", "dali"), src, dst)
+    (dst / "notes.txt").write_text("mine")
+    (dst / "userdata").mkdir()
+    (dst / "userdata" / "model.bin").write_bytes(b"weights")
+    (dst / "other.tar").write_bytes((dst / "shard-000001.tar").read_bytes())
+    (dst / "mine.idx").write_text("an index of mine")
+    manifest = json.loads((dst / "manifest.json").read_text())
+    for name in ("notes.txt", "userdata/model.bin", "other.tar"):
+        manifest["shardlist"].append({"url": name, "nsamples": 1, "filesize": 4})
+    manifest["ishard"]["shards"].append({"name": "shard-000002.tar", "dali_index": "mine.idx"})
+    (dst / "manifest.json").write_text(json.dumps(manifest))
+    done = run_ishard("shard", src, dst, *BIG, "--overwrite")
+    assert done.returncode == 0, done.stderr
+    assert "removed 11 archives of the earlier run" in done.stdout  # 5 shards, 6 indexes
+    assert done.stderr.splitlines() == [
+        f"ishard: warning: the earlier run's manifest.json or records in {str(dst)!r} list 4 "
+        "names that ishard does not write as archives ('mine.idx', 'notes.txt', 'other.tar', "
+        "'userdata/model.bin'): they are left alone, not removed"]
+    assert (dst / "notes.txt").read_text() == "mine"
+    assert (dst / "userdata" / "model.bin").read_bytes() == b"weights"
+    assert (dst / "mine.idx").read_text() == "an index of mine"
+    assert (dst / "other.tar").is_file()
+    check_exact(dst, json.loads((dst / "manifest.json").read_text()),
+                {"notes.txt", "userdata", "other.tar", "mine.idx"})
+    (dst / "other.tar").unlink()  # a tar the manifest does not list: verify would say so
+
+
 # A run that fails after its first shard: the last planned file is moved away once the plan
 # is made (conftest.VANISH, put back after), so the last shard cannot be read.
 MIDDLE = ("--shard-size", "64KB", "--no-progress", "--jobs", "1")

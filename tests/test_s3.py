@@ -661,8 +661,8 @@ def test_src_list_name_missing_from_the_bucket_fails_at_read_time(
     result = cli("shard", f"s3://{s3_bucket}/m", f"s3://{bucket2}/out", "--src-list", path,
                  "--shard-size", "64MiB", "--part-size", "5MiB", "--jobs", "1")  # fmt: skip
     assert_error(result, 1, "'m/ghost.bin'", "missing")
-    # no shard, no manifest: only the run's records, kept for --resume
-    assert [o["Key"] for o in listing(client, bucket2)] == ["out/.ishard-run/run.json"]
+    # no shard, no manifest, and no records: nothing was published, so DST is as it was
+    assert [o["Key"] for o in listing(client, bucket2)] == []
     assert uploads(client, bucket2) == []
 
 

@@ -124,6 +124,14 @@ class Store(ABC):
     def remove_root_if_empty(self) -> None:
         """Undo :meth:`make_root` when nothing was written."""
 
+    #: the most bytes a key may have (S3, GCS and Azure: 1024); None: no limit known
+    key_bytes: int | None = None
+
+    def name_bytes(self) -> int | None:
+        """The most bytes a shard's file name may have here, with room for the temporary
+        name it is written under first; None: no limit known."""
+        return None
+
     def check_destination(self, url: str) -> None:
         """Refuse a destination this store cannot write into as it is (e.g. a file where a
         directory belongs, a linked run state)."""

@@ -62,6 +62,17 @@ class LocalStore(Store):
         except OSError:
             pass  # not empty: keep it
 
+    def name_bytes(self) -> int | None:
+        """The file system's file name limit (255 bytes on most) less a writer's temporary
+        name around it (``.NAME.PID.ishard-tmp``, a pid of up to 7 digits)."""
+        path = Path(self.root)
+        where = next((p for p in (path, *path.parents) if p.exists()), path)
+        try:
+            limit = os.pathconf(where, "PC_NAME_MAX")
+        except (OSError, ValueError):
+            limit = 255
+        return limit - len(f"..{0:07d}{TEMP_SUFFIX}")
+
     def check_destination(self, url: str) -> None:
         self.check_folder(url, "give a directory")
         localstate.check(self.root)  # with --overwrite too: nothing is removed through a link

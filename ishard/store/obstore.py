@@ -58,6 +58,7 @@ class ObstoreStore(Store):
     daemon thread; listings of big folders are split by sub-folder and run in parallel."""
 
     conditional = True
+    key_bytes = 1024  # S3's, GCS's and Azure's limit (a longer key fails only when written)
 
     def __init__(
         self,
