@@ -8,6 +8,7 @@ from collections.abc import Iterable
 import orjson
 
 from .formats.dali_index import index_name
+from .localstate import NotRegularRecord
 from .lock import STATE_DIR
 from .manifest import MANIFEST_NAME
 from .resume import _manifest_data
@@ -32,8 +33,12 @@ def _safe(name: object) -> bool:
 def manifest_archives(dest: Location, retrier: Retrier) -> list[str]:
     """The archives ``DST/manifest.json`` lists (and their DALI indexes); none without one.
 
-    Only listed names count: a file that merely looks like a shard may be someone else's."""
-    data = _manifest_data(dest, retrier)
+    Only listed names count: a file that merely looks like a shard may be someone else's. A
+    link or a FIFO planted under the manifest's name lists nothing (it is replaced, unread)."""
+    try:
+        data = _manifest_data(dest, retrier)
+    except NotRegularRecord:
+        return []
     try:
         document = orjson.loads(data) if data else {}
         entries = document.get("shardlist") or []
