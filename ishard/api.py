@@ -32,7 +32,7 @@ from .readers import Reader, open_reader
 from .replaced import earlier_archives, remove_archives, stale
 from .resume import Recorder, Remaining, earlier_manifest_seed, finished_earlier
 from .retry import Retrier
-from .runstate import RunState, remove_temp_files
+from .runstate import RunState, remove_leftovers, remove_temp_files
 from .runstate import fingerprint as run_fingerprint
 from .samples import apply_sample_exts_table, group_table, route_table
 from .sinks import Guard, abort_dangling_uploads, open_sink, put_file
@@ -461,6 +461,7 @@ def _write(
             scheduler=opts.scheduler,
             workers=opts.workers(remote=False),
             progress=progress,
+            cleanup=functools.partial(remove_leftovers, dest, retrier),
         )
     reader, sink_for, settings = _writer_parts(source, dest, opts, retrier, progress.notice, guard)
     try:
