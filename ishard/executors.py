@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -56,7 +57,17 @@ def _client(scheduler: str | None, workers: int):
         dashboard_address="127.0.0.1:0",
         silence_logs=logging.CRITICAL,
     )
-    return distributed.Client(cluster), cluster
+    client = distributed.Client(cluster)
+    # ishard's own workers are in its process group: a Ctrl-C or SIGTERM sent to the group
+    # must not kill them mid-shard (leaving temp files); ishard cancels their tasks itself
+    client.run(_ignore_stop_signals)
+    return client, cluster
+
+
+def _ignore_stop_signals() -> None:
+    """Run on each worker of ishard's own local cluster (in its main thread)."""
+    for signum in signals.SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
 
 
 class DaskCancel:
