@@ -175,3 +175,28 @@ def test_a_dask_worker_killed_mid_shard_leaves_no_temp_file_after_a_successful_r
     assert shards_of(dst) == expected
     assert not temps(dst), temps(dst)
     assert run_ishard("verify", dst, "--deep").returncode == 0
+
+
+def test_a_signal_to_the_group_of_a_run_with_its_own_cluster_leaves_no_temp_file(tmp_path):
+    """Without --scheduler ishard's local cluster's workers share its process group, so a
+    terminal's Ctrl-C or a group SIGTERM reaches them too: they must not die mid-shard (their
+    temp files would stay) but abandon their shards as ishard cancels them. The signal is sent
+    once the first shard is complete (of dozens; a run that ends first fails the test)."""
+    src = make_tree(tmp_path / "src", {f"d/{i:03d}.bin": os.urandom(400_000) for i in range(150)})
+    dst = tmp_path / "out"
+    args = ("--shard-size", "1MB", "--ext", ".tgz", "--no-progress", "--executor", "dask",
+            "--jobs", "2")
+    run = subprocess.Popen([sys.executable, "-m", "ishard", "shard", str(src), str(dst), *args],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)
+    wait_for(lambda: list(dst.glob("shard-*.tgz")) or run.poll() is not None, "a first shard")
+    os.killpg(run.pid, signal.SIGTERM)
+    _, err = run.communicate(timeout=WAIT)
+    assert run.returncode == 143, err
+    assert not temps(dst), temps(dst)
+    assert not (dst / "manifest.json").exists()
+    resumed = run_ishard("shard", src, dst, *args, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    reference = run_ishard("shard", src, tmp_path / "ref", *args[:-4])
+    assert reference.returncode == 0, reference.stderr
+    assert shards_of(dst) == shards_of(tmp_path / "ref")
