@@ -176,8 +176,9 @@ def write_shards(
     the writers are forked processes, each writing whole shards, so they run beside each other
     instead of taking turns at the interpreter lock; otherwise they are threads.
 
-    On the first failure, or a stop signal (Ctrl-C, SIGTERM, SIGHUP), the other writers stop and abandon their shards (temp files
-    removed, uploads aborted); shards already complete stay (they are exactly what the plan says).
+    On the first failure, or a stop signal (Ctrl-C, SIGTERM, SIGHUP), the other writers stop
+    and abandon their shards (temp files removed, uploads aborted); shards already complete
+    stay (they are exactly what the plan says).
 
     Raises:
         IshardError: the first failure in plan order; Interrupted on a stop signal.
