@@ -41,7 +41,7 @@ from .readers import Reader, open_reader
 from .replaced import earlier_archives, remove_archives, stale, tell_ignored
 from .resume import Recorder, Remaining, earlier_manifest_seed, finished_earlier
 from .retry import Retrier
-from .runstate import RunState, remove_temp_files
+from .runstate import RunState, remove_leftovers, remove_temp_files
 from .runstate import fingerprint as run_fingerprint
 from .samples import apply_sample_exts_table, group_table, route_table
 from .sinks import Guard, abort_dangling_uploads, open_sink, put_file
@@ -531,6 +531,7 @@ def _write(
             workers=opts.workers(remote=False),
             progress=progress,
             client=client,
+            cleanup=functools.partial(remove_leftovers, dest, retrier),
         )
     reader, sink_for, settings = _writer_parts(source, dest, opts, retrier, progress.notice, guard)
     try:

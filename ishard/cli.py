@@ -6,7 +6,6 @@ import functools
 import logging
 import os
 import re
-import signal
 import sys
 import traceback
 import warnings
@@ -16,7 +15,7 @@ import click
 import orjson
 from click.shell_completion import CompletionItem
 
-from . import __version__, api, archive, inspection
+from . import __version__, api, archive, inspection, signals
 from .checksums import ALGORITHMS
 from .errors import Interrupted, IshardError, IshardWarning, UsageError
 from .extraction import LOOKALIKES
@@ -832,15 +831,11 @@ def _counted(first: str, after: list[str]) -> tuple[str, int] | None:
     return f"{head.group(1)}{braces}{head.group(3)}", count
 
 
-def _terminate(signum, frame) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the command, turn every failure into one line and an exit code."""
     raw = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in raw or "-debug" in raw
-    signal.signal(signal.SIGTERM, _terminate)  # clean up like Ctrl-C when a scheduler stops us
+    signals.install()  # SIGINT, SIGTERM, SIGHUP: clean up, one line, 130 / 143 / 129
     args: list[str] = []
     code = 0
     try:
@@ -854,9 +849,10 @@ def main(argv: list[str] | None = None) -> None:
             traceback.print_exc()  # then the usual line and exit code, so scripts see no change
         error_line(str(err))
         sys.exit(err.exit_code)
-    except (click.exceptions.Abort, KeyboardInterrupt):
-        error_line(Interrupted.MESSAGE)
-        sys.exit(130)
+    except (click.exceptions.Abort, KeyboardInterrupt, signals.Stopped):
+        stopped = Interrupted(signals.received(), signals.name())
+        error_line(str(stopped))
+        sys.exit(stopped.exit_code)
     except click.exceptions.NoArgsIsHelpError:
         error_line(
             "no command given — run 'ishard shard SRC DST', 'ishard ls ARCHIVE' or "

@@ -45,13 +45,18 @@ class WriteError(IshardError, OSError):
 
 
 class Interrupted(IshardError):
-    """The run was stopped (Ctrl-C or SIGTERM); nothing partial was left behind."""
+    """The run was stopped (Ctrl-C, SIGTERM or SIGHUP); nothing partial was left behind. The
+    exit code is the shell's for the signal: 130 (SIGINT), 143 (SIGTERM), 129 (SIGHUP)."""
 
     exit_code = 130
     MESSAGE = (
-        "interrupted — complete shards were kept and no partial one was left; "
+        "interrupted ({signal}) — complete shards were kept and no partial one was left; "
         "run again with --resume to finish the job (or --overwrite to start over)"
     )
+
+    def __init__(self, signum: int = 2, name: str = "SIGINT") -> None:
+        super().__init__(self.MESSAGE.format(signal=name))
+        self.exit_code = 128 + signum
 
 
 class IshardWarning(UserWarning):

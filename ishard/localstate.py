@@ -15,6 +15,7 @@ from .lock import STATE_DIR
 # The run state's own entries and the kind each must be (anything else was planted there).
 ENTRIES = {"done": stat.S_ISDIR, "run.json": stat.S_ISREG, "lock": stat.S_ISREG}
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_RECORD_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def not_ours(root: str, inner: str) -> UsageError:
@@ -86,24 +87,62 @@ def open_dir(root: str, inner: str, *, create: bool) -> int | None:
             os.close(fd)
 
 
+class NotRegularRecord(UsageError):
+    """A manifest or run record in DST that is a link, a FIFO, a directory …: never read."""
+
+
+def not_regular(path: str, what: str) -> NotRegularRecord:
+    """The refusal of ``path`` (a manifest or run record), which is ``what`` (``a FIFO``)."""
+    return NotRegularRecord(
+        f"{path!r} is {what}, not a regular file — ishard reads its manifest and run records "
+        "only from regular files and follows no link: remove it (and check what put it "
+        "there), then run again"
+    )
+
+
 def read(dir_fd: int, name: str) -> bytes | None:
-    """The bytes of the regular file ``name`` in ``dir_fd``; None if missing or not a regular
-    file (a link is not followed)."""
+    """The bytes of the regular file ``name`` in ``dir_fd``; None if missing. Opened without
+    blocking (a FIFO planted there would block an open for good) and without following a
+    link.
+
+    Raises:
+        NotRegular: a link, a FIFO, a directory … under that name (never read).
+    """
+    from .store.base import NotRegular  # the store package imports this module
+
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        fd = os.open(name, _RECORD_FLAGS, dir_fd=dir_fd)
     except FileNotFoundError:
         return None
     except OSError as err:
         if err.errno == errno.ELOOP:
-            return None
+            raise NotRegular("a symbolic link") from None
         raise
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
+        what = kind(os.fstat(fd).st_mode)
+        if what is not None:
+            raise NotRegular(what)
+        os.set_blocking(fd, True)
         with open(fd, "rb", closefd=False) as f:
             return f.read()
     finally:
         os.close(fd)
+
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def kind(mode: int) -> str | None:
+    """None for a regular file; else what it is, in words (``a FIFO``)."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((what for test, what in _KINDS if test(mode)), "not a plain file")
 
 
 def write(dir_fd: int, name: str, data: bytes, temp: str) -> None:
@@ -122,7 +161,7 @@ def write(dir_fd: int, name: str, data: bytes, temp: str) -> None:
     try:
         with open(fd, "wb", closefd=False) as f:
             f.write(data)
-    except OSError:
+    except BaseException:  # a full disk, or a stop signal: no temp file left behind
         os.close(fd)
         os.unlink(temp, dir_fd=dir_fd)
         raise

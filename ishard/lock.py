@@ -212,8 +212,14 @@ class LocalLock:
             # in the real DST/.ishard-run (no link), a lock file that is no link either
             folder = localstate.open_dir(dest.root, STATE_DIR, create=True)
             self._fd = os.open(
-                "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=folder
+                "lock",
+                os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                0o644,
+                dir_fd=folder,
             )
+            if localstate.kind(os.fstat(self._fd).st_mode) is not None:  # a FIFO planted there
+                os.close(self._fd)
+                raise localstate.not_ours(dest.root, LOCK_NAME)
         except OSError as err:
             if err.errno == errno.ELOOP:
                 raise localstate.not_ours(dest.root, LOCK_NAME) from None

@@ -13,6 +13,7 @@ from .errors import IshardWarning, UsageError
 from .formats import ARCHIVE_EXTS
 from .formats.dali_index import index_name
 from .listing import shown
+from .localstate import NotRegularRecord
 from .manifest import MANIFEST_NAME
 from .progress import Progress
 from .resume import _manifest_data
@@ -91,8 +92,12 @@ def manifest_archives(dest: Location, retrier: Retrier) -> tuple[list[str], list
     have written: flat names with an archive extension ishard writes, of the shape the
     manifest's recorded template and extension give; and the listed names left alone.
 
-    Only listed names count: a file that merely looks like a shard may be someone else's."""
-    data = _manifest_data(dest, retrier)
+    Only listed names count: a file that merely looks like a shard may be someone else's. A
+    link or a FIFO planted under the manifest's name lists nothing (it is replaced, unread)."""
+    try:
+        data = _manifest_data(dest, retrier)
+    except NotRegularRecord:
+        return [], []
     try:
         document = orjson.loads(data) if data else {}
         entries = document.get("shardlist") or []

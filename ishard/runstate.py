@@ -13,7 +13,7 @@ from .formats.compress import gzip_library
 from .lock import STATE_DIR
 from .model import EXECUTION_ONLY, Plan, ShardResult
 from .retry import Retrier
-from .sinks import TEMP_SUFFIX, put_file
+from .sinks import TEMP_SUFFIX, abort_dangling_uploads, put_file
 from .store import Location
 from .table import ShardList
 
@@ -204,3 +204,11 @@ def _digest_of(store, key: str, algorithm: str) -> str:
 def remove_temp_files(dest: Location, names: Iterable[str]) -> int:
     """Remove temp files a killed run left beside these shards (where a store has them)."""
     return dest.store.remove_temp_files([dest.key(name) for name in names])
+
+
+def remove_leftovers(dest: Location, retrier: Retrier, names: list[str]) -> int:
+    """Once every shard is written: the temp files and unfinished uploads writers that died
+    mid-shard left beside these shards (a Dask worker killed while its shard was written
+    again elsewhere); how many. Only runs into this destination write them, and it is
+    locked for this one."""
+    return remove_temp_files(dest, names) + abort_dangling_uploads(dest, names, retrier)

@@ -21,6 +21,7 @@ from concurrent.futures import (
 from concurrent.futures.process import BrokenProcessPool
 from typing import Protocol, cast
 
+from . import signals
 from .errors import Interrupted, IshardError, WriteError
 from .formats import open_writer
 from .formats.dali_index import dali_index, index_name
@@ -123,30 +124,40 @@ def _put_index(shard: ShardPlan, offsets: list[int], open_sink: Callable) -> str
 
 
 def _collect(futures: list[Future], cancel: Callable[[], None]) -> list[ShardResult]:
-    """Results in submission order; on the first failure or Ctrl-C, cancel the rest and raise."""
+    """Results in submission order; on the first failure or a stop signal, cancel the rest and
+    raise. Every wait has a timeout: a signal only sets a flag here (``signals.deferred``),
+    seen within ``signals.TICK`` seconds."""
+    failed = False
     try:
-        wait(futures, return_when=FIRST_EXCEPTION)
-        if any(f.done() and not f.cancelled() and f.exception() for f in futures):
-            cancel()
-            for f in futures:
-                f.cancel()
-            wait(futures)
-            errors = [f.exception() for f in futures if f.done() and not f.cancelled()]
-            error = next(e for e in errors if e is not None and not isinstance(e, _Cancelled))
-            if isinstance(error, BrokenProcessPool):
-                raise WriteError(
-                    "a shard writer process died unexpectedly (killed, or out of "
-                    "memory) — complete shards were kept: run again with --resume "
-                    "(with --jobs 1 if it keeps happening)"
-                ) from None
-            raise error
-    except KeyboardInterrupt:
-        cancel()
-        for f in futures:
-            f.cancel()
-        wait(futures)
-        raise Interrupted(Interrupted.MESSAGE) from None
-    return [f.result() for f in futures]
+        while not (failed or signals.stopping()):
+            done, pending = wait(futures, timeout=signals.TICK, return_when=FIRST_EXCEPTION)
+            failed = any(not f.cancelled() and f.exception() for f in done)
+            if not (failed or pending):
+                return [f.result() for f in futures]
+    except KeyboardInterrupt:  # a handler of the caller's own raised it
+        pass
+    _drain(futures, cancel)
+    if not failed:
+        raise Interrupted(signals.received(), signals.name())
+    errors = [f.exception() for f in futures if f.done() and not f.cancelled()]
+    error = next(e for e in errors if e is not None and not isinstance(e, _Cancelled))
+    if isinstance(error, BrokenProcessPool):
+        raise WriteError(
+            "a shard writer process died unexpectedly (killed, or out of "
+            "memory) — complete shards were kept: run again with --resume "
+            "(with --jobs 1 if it keeps happening)"
+        ) from None
+    raise error
+
+
+def _drain(futures: list[Future], cancel: Callable[[], None]) -> None:
+    """Stop the run: queued shards are dropped, running writers abandon theirs (temp files
+    removed) at their next member; wait for them, a tick at a time."""
+    cancel()
+    for f in futures:
+        f.cancel()
+    while wait(futures, timeout=signals.TICK).not_done:
+        pass
 
 
 def write_shards(
@@ -165,11 +176,12 @@ def write_shards(
     the writers are forked processes, each writing whole shards, so they run beside each other
     instead of taking turns at the interpreter lock; otherwise they are threads.
 
-    On the first failure, or Ctrl-C, the other writers stop and abandon their shards (temp files
-    removed, uploads aborted); shards already complete stay (they are exactly what the plan says).
+    On the first failure, or a stop signal (Ctrl-C, SIGTERM, SIGHUP), the other writers stop
+    and abandon their shards (temp files removed, uploads aborted); shards already complete
+    stay (they are exactly what the plan says).
 
     Raises:
-        IshardError: the first failure in plan order; Interrupted on Ctrl-C.
+        IshardError: the first failure in plan order; Interrupted on a stop signal.
     """
     jobs = max(1, min(jobs, len(shards)))
     if processes and jobs > 1 and FORK is not None:
@@ -181,7 +193,10 @@ def write_shards(
     def write(index: int) -> ShardResult:  # the shard's members are built only when it starts
         return write_one(shards[index], reader, open_sink, settings, cancel, progress)
 
-    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="ishard-write") as pool:
+    with (
+        signals.deferred(),
+        ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="ishard-write") as pool,
+    ):
         try:
             futures = [pool.submit(write, i) for i in range(len(shards))]
         except BaseException:  # Ctrl-C while submitting: the pool must not finish the rest
@@ -226,10 +241,12 @@ def _die_with_parent() -> None:
 
 
 def _start_writer(flag, counter, parent: int) -> None:
-    # Ctrl-C and SIGTERM reach the whole process group: the parent alone turns them into the
-    # cancel flag, so each writer stops between members and removes its temp file.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # Ctrl-C, SIGTERM and SIGHUP reach the whole process group: the parent alone turns them
+    # into the cancel flag, so each writer stops between members and removes its temp file.
+    # They were blocked across the fork (see _write_in_processes): ignored first, then let in.
+    for signum in signals.SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, signals.SIGNALS)
     _die_with_parent()
     if os.getppid() != parent:  # ishard died before the line above took effect
         os._exit(1)
@@ -240,6 +257,17 @@ def _start_writer(flag, counter, parent: int) -> None:
 def _write_forked(token: int, index: int) -> ShardResult:
     shards, reader, open_sink, settings = _RUNS[token]
     return write_one(shards[index], reader, open_sink, settings, *_CHILD)
+
+
+def _forking(pool: ProcessPoolExecutor, token: int) -> Future:
+    """Submit the first shard, which forks the writers, with the stop signals blocked: a
+    signal at that moment must not reach a writer before it ignores them (it would die, and
+    the run end as a broken pool); the parent gets it once they are unblocked."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, signals.SIGNALS)
+    try:
+        return pool.submit(_write_forked, token, 0)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def _write_in_processes(
@@ -286,11 +314,18 @@ def _write_in_processes(
     # touch (and so copy) every page of the inherited plan.
     gc.freeze()
     try:
-        with ProcessPoolExecutor(
-            jobs, mp_context=FORK, initializer=_start_writer, initargs=(flag, counter, os.getpid())
-        ) as pool:
+        with (
+            signals.deferred(),
+            ProcessPoolExecutor(
+                jobs,
+                mp_context=FORK,
+                initializer=_start_writer,
+                initargs=(flag, counter, os.getpid()),
+            ) as pool,
+        ):
             try:
-                futures = [pool.submit(_write_forked, token, i) for i in range(len(shards))]
+                futures = [_forking(pool, token)]  # the writers are forked by the first submit
+                futures += [pool.submit(_write_forked, token, i) for i in range(1, len(shards))]
                 relay_thread.start()  # after the fork: the writers inherit no extra thread
                 for f in futures:
                     f.add_done_callback(finished)

@@ -57,7 +57,8 @@ def invoke_ishard(*args: str, input: str | None = None, env: dict | None = None)
     from ishard.cli import main
 
     runner = CliRunner()
-    sigterm = signal.getsignal(signal.SIGTERM)  # main() sets its own; give pytest's back
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    handlers = {s: signal.getsignal(s) for s in stops}  # main() sets its own; give pytest's back
     with runner.isolation(input=input, env={"COLUMNS": "200", **(env or {})}) as (out, err, _):
         try:
             main([str(a) for a in args])
@@ -65,7 +66,8 @@ def invoke_ishard(*args: str, input: str | None = None, env: dict | None = None)
         except SystemExit as stop:
             code = stop.code if isinstance(stop.code, int) else 1
         finally:
-            signal.signal(signal.SIGTERM, sigterm)
+            for s, handler in handlers.items():
+                signal.signal(s, handler)
         sys.stdout.flush()
         sys.stderr.flush()
         return Ran(code, out.getvalue().decode(), err.getvalue().decode())

@@ -168,20 +168,25 @@ def start_held(src: Path, dst: Path, first: str) -> subprocess.Popen:
     return run
 
 
-def test_ctrl_c_exits_130_leaves_no_temp_file_and_resumes(dataset, tmp_path):
-    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while one shard is
-    complete and others are half-written: exit 130, the complete shard stays, no temp file
-    is left, and --resume finishes byte-identical."""
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143),
+                                             (signal.SIGHUP, 129)])
+def test_a_stop_signal_exits_128_plus_its_number_leaves_no_temp_file_and_resumes(
+        dataset, tmp_path, signum, code):
+    """Ctrl-C, SIGTERM (a scheduler's stop) and SIGHUP (a closed terminal), sent to the whole
+    process group as a terminal sends them, while one shard is complete and others are
+    half-written: exit 130 / 143 / 129 within seconds, one line naming the signal, the
+    complete shard stays, no temp file is left, and --resume finishes byte-identical."""
     src, reference = dataset
     dst = tmp_path / "out"
     first = min(n for n in reference[".tgz"] if n.endswith(".tgz"))
     run = start_held(src, dst, first)
-    os.killpg(run.pid, signal.SIGINT)
+    os.killpg(run.pid, signum)
     _, err = run.communicate(timeout=120)
-    assert run.returncode == 130, err
+    assert run.returncode == code, err
     (line,) = err.splitlines()
-    assert line.startswith("ishard: error: interrupted — complete shards were kept and no "
-                           "partial one was left"), err
+    assert line.startswith(f"ishard: error: interrupted ({signal.Signals(signum).name}) — "
+                           "complete shards were kept and no partial one was left; run again "
+                           "with --resume"), err
     assert not [p for p in dst.rglob("*ishard-tmp*")]
     assert visible(dst) == {first: reference[".tgz"][first]}  # the complete shard stays
     resumed = invoke_ishard("shard", src, dst, *COMMON, "--ext", ".tgz", "--resume")

@@ -133,6 +133,45 @@ def test_a_linked_manifest_is_replaced_not_written_through(src, tmp_path, refere
     assert files(dst) == reference
 
 
+def plant(path: Path, kind: str) -> str:
+    """Put a FIFO (no writer: an open of it would block for good) or a link to a FIFO under
+    ``path``; the words ishard must use for it."""
+    if kind == "fifo":
+        os.mkfifo(path)
+        return "a FIFO"
+    target = path.parent.parent / "elsewhere"
+    os.mkfifo(target)
+    path.symlink_to(target)
+    return "a symbolic link"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link"])
+def test_a_manifest_planted_as_a_fifo_or_link_is_refused_or_replaced_never_opened(
+    src, tmp_path, reference, kind
+):
+    """Finding: a FIFO under DST/manifest.json blocked verify, --resume and --overwrite on
+    opening it. Now verify and --resume refuse it with one line (exit 2) without opening it,
+    and --overwrite (which starts over) replaces it, unread."""
+    dst = tmp_path / "out"
+    assert run_ishard("shard", src, dst, *COMMON).returncode == 0
+    (dst / "manifest.json").unlink()
+    what = plant(dst / "manifest.json", kind)
+    refusal = (f"ishard: error: {str(dst / 'manifest.json')!r} is {what}, not a regular file — "
+               "ishard reads its manifest and run records only from regular files and follows no "
+               "link: remove it (and check what put it there), then run again")
+    for args in (("verify", dst), ("shard", src, dst, *COMMON, "--resume")):
+        result = subprocess.run([sys.executable, "-m", "ishard", *map(str, args)],
+                                capture_output=True, text=True, timeout=60, check=False)
+        assert assert_error(result, 2) == refusal
+    result = subprocess.run([sys.executable, "-m", "ishard", "shard", str(src), str(dst), *COMMON,
+                             "--overwrite"], capture_output=True, text=True, timeout=60,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    assert (dst / "manifest.json").is_file() and not (dst / "manifest.json").is_symlink()
+    assert files(dst) == reference
+    assert run_ishard("verify", dst, "--deep").returncode == 0
+
+
 def test_resume_rewrites_a_complete_shard_replaced_by_a_link(src, tmp_path, reference):
     """A recorded shard swapped for a link to a copy elsewhere (same bytes, same md5): not
     kept as a link, written again as a file; the copy is untouched."""

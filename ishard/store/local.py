@@ -226,6 +226,8 @@ class LocalStore(Store):
         if fd is not None:
             try:
                 data = localstate.read(fd, base)
+            except NotRegular as err:
+                raise localstate.not_regular(str(self.path(key)), str(err)) from None
             finally:
                 os.close(fd)
         if data is None:
@@ -340,20 +342,11 @@ def _unlink(dir_fd: int, name: str) -> None:
         pass
 
 
-_KINDS = (
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
 def _regular(fd: int, name: str) -> int:
     """``fd`` if it is a regular file (made blocking again), else closed and ``NotRegular``."""
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
+    what = localstate.kind(os.fstat(fd).st_mode)
+    if what is not None:
         os.close(fd)
-        raise NotRegular(next((what for test, what in _KINDS if test(mode)), "not a plain file"))
+        raise NotRegular(what)
     os.set_blocking(fd, True)
     return fd
