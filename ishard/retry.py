@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
+
+from . import signals
+from .errors import Interrupted
 
 T = TypeVar("T")
 
@@ -67,9 +69,17 @@ def is_transient(err: BaseException) -> bool:
     return isinstance(err, Exception)
 
 
+def _stopped(err: Exception) -> None:
+    """After a stop signal a failed request is not tried again: the run is ``Interrupted``."""
+    if signals.stopping() and is_transient(err):
+        raise Interrupted(signals.received(), signals.name()) from err
+
+
 class Retrier:
     """Runs calls with up to ``retries`` more tries after the first (``--retries``), sleeping
-    ``base * 2**n`` (capped) between them."""
+    ``base * 2**n`` (capped) between them. Once a stop signal has arrived no call is tried
+    again: a stopping run cleans up with one try a request (what it leaves, a later run's
+    clean-up finds), so the signal ends it in bounded time whatever the store answers."""
 
     def __init__(self, retries: int = 5, base: float = 0.25, cap: float = 4.0) -> None:
         self.attempts = max(0, retries) + 1
@@ -82,6 +92,10 @@ class Retrier:
         """Seconds of backoff before the last try gives up."""
         return sum(min(self.cap, self.base * 2**a) for a in range(self.attempts - 1))
 
+    def _last(self, attempt: int, err: Exception) -> bool:
+        """Is the failed try ``attempt`` the last one?"""
+        return attempt + 1 >= self.attempts or not is_transient(err)
+
     def _delay(self, attempt: int) -> float:
         with self._lock:
             self.retries += 1
@@ -93,11 +107,13 @@ class Retrier:
             try:
                 return await call()
             except Exception as err:
-                if attempt + 1 >= self.attempts or not is_transient(err):
+                _stopped(err)
+                if self._last(attempt, err):
                     raise
                 import asyncio  # only stores retry on an event loop
 
                 await asyncio.sleep(self._delay(attempt))
+                _stopped(err)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def run(self, call: Callable[[], T]) -> T:
@@ -106,7 +122,9 @@ class Retrier:
             try:
                 return call()
             except Exception as err:
-                if attempt + 1 >= self.attempts or not is_transient(err):
+                _stopped(err)
+                if self._last(attempt, err):
                     raise
-                time.sleep(self._delay(attempt))
+                signals.STOPPED.wait(self._delay(attempt))  # a stop signal ends the wait
+                _stopped(err)
         raise AssertionError("unreachable")  # pragma: no cover

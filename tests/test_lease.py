@@ -566,3 +566,56 @@ def test_a_lock_that_runs_out_in_the_year_5000_says_how_to_clear_it(
     again = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, "--resume",
                       "--no-progress")
     assert again.returncode == 0, again.stderr
+
+
+class RefuseAllFromFirstShard:
+    """From the first shard request on (its PUT, or its multipart upload's POST), every
+    request is answered 503; ``refused`` is set when the first such answer was sent."""
+
+    def __init__(self) -> None:
+        self.on, self.refused = threading.Event(), threading.Event()
+
+    def __call__(self, request):
+        if request.method in ("PUT", "POST") and request.key.startswith("out/shard-"):
+            self.on.set()
+        if not self.on.is_set():
+            return None
+        return slow_down(request, "ServiceUnavailable", "Service is unable to handle request.")
+
+    def after(self, request, status) -> None:
+        if status == 503:
+            self.refused.set()
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_stop_signal_ends_a_run_whose_store_refuses_everything_at_once(
+    s3_server, s3env, client, s3_bucket, tmp_path, signum, code
+):
+    """A run whose every store request is being refused (503) and retried with backoff
+    (--retries 6: almost 12 s of waiting for each request) stops within 5 s of a stop signal
+    with its one line and exit code: once a signal arrived nothing is tried again, and a
+    backoff wait ends with the signal. --resume through the store then finishes the run."""
+    src = make_tree(tmp_path / "src", {f"{i}.jpg": blob(f"s{i}", 10_000) for i in range(6)})
+    rule = RefuseAllFromFirstShard()
+    proxy = S3Proxy(s3_server.endpoint_url, rule, rule.after)
+    dst = f"s3://{s3_bucket}/out"
+    common = ("--shard-size", "25KB", "--no-progress", "--retries", "6")
+    try:
+        run = start_ishard(proxy.endpoint_url, s3env, "shard", src, dst, *common)
+        assert rule.refused.wait(WAIT), "no request was refused"
+        run.send_signal(signum)
+        sent = time.monotonic()
+        try:
+            run.wait(timeout=WAIT)
+        finally:
+            stopped = time.monotonic() - sent
+        result = finish(run)
+    finally:
+        proxy.close()
+    assert result.returncode == code, (result.stdout, result.stderr)
+    assert stopped < 5, f"stopped {stopped:.1f} s after the signal"
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert result.stderr.startswith(f"ishard: error: interrupted ({signal.Signals(signum).name})")
+    done = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, *common, "--resume")
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    verify(s3_server, s3env, dst)
