@@ -83,6 +83,8 @@ def deferred() -> Iterator[None]:
         _state["deferred"] -= 1
         if swapped:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            if not _state["deferred"]:
+                _reset()  # the API's next call is not a stopping run (its retries count)
 
 
 def stopping() -> bool:

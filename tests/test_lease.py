@@ -619,3 +619,49 @@ def test_a_stop_signal_ends_a_run_whose_store_refuses_everything_at_once(
     done = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, *common, "--resume")
     assert done.returncode == 0, (done.stdout, done.stderr)
     verify(s3_server, s3env, dst)
+
+
+def test_an_interrupted_api_run_leaves_the_next_call_its_retries(s3_server, client, s3_bucket,
+                                                                 tmp_path):
+    """Python API: Ctrl-C while ishard.shard() reads a store that refuses (503) stops it with
+    ``Interrupted`` (exit code 130) without retrying; the next call in the same process is no
+    stopping run: its throttled listing request is retried, and it plans."""
+    import ishard
+    from ishard.errors import Interrupted
+
+    put(client, s3_bucket, {f"ds/{i}.jpg": blob(f"a{i}", 10_000) for i in range(6)})
+    refused = threading.Event()
+
+    def refuse_reads(request):
+        if request.method == "GET" and request.key.startswith("ds/"):
+            if not refused.is_set():
+                refused.set()
+                threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+            return slow_down(request)
+        return None
+
+    listed = []
+
+    def refuse_first_listing(request):
+        if request.method == "GET" and "list-type=2" in request.query and not listed:
+            listed.append(request.path)
+            return slow_down(request)
+        return None
+
+    store = {"storage_options": ("key=" + s3_server.access_key,
+                                 "secret=" + s3_server.secret_key)}  # fmt: skip
+    first = S3Proxy(s3_server.endpoint_url, refuse_reads)
+    try:
+        with pytest.raises(Interrupted) as stopped:
+            ishard.shard(f"s3://{s3_bucket}/ds", tmp_path / "out", shard_size="25KB",
+                         retries=6, endpoint_url=first.endpoint_url, **store)
+    finally:
+        first.close()
+    assert stopped.value.exit_code == 130 and "interrupted (SIGINT)" in str(stopped.value)
+    second = S3Proxy(s3_server.endpoint_url, refuse_first_listing)
+    try:
+        plan = ishard.plan(f"s3://{s3_bucket}/ds", shard_size="25KB",
+                           endpoint_url=second.endpoint_url, **store)
+    finally:
+        second.close()
+    assert listed and plan.file_count == 6
