@@ -40,6 +40,12 @@ def _distributed():
 
 def _client(scheduler: str | None, workers: int):
     distributed = _distributed()
+    # the client's own warnings (a result it could not fetch and has computed again) are not
+    # the user's to act on: ishard says what failed, in one line
+    logging.getLogger("distributed.client").setLevel(logging.ERROR)
+    asyncio_log = logging.getLogger("asyncio")
+    if not any(isinstance(f, _AbandonedFetch) for f in asyncio_log.filters):
+        asyncio_log.addFilter(_AbandonedFetch())
     if scheduler:
         try:
             return distributed.Client(scheduler, timeout=CONNECT_SECONDS), None
@@ -62,6 +68,16 @@ def _client(scheduler: str | None, workers: int):
     # must not kill them mid-shard (leaving temp files); ishard cancels their tasks itself
     client.run(_ignore_stop_signals)
     return client, cluster
+
+
+class _AbandonedFetch(logging.Filter):
+    """Drops asyncio's report of a result fetch ishard stopped waiting for (the result had
+    gone with its worker, ``_result``): distributed ends such a fetch with ``AllExit`` when
+    the client closes, and asyncio reports it as never retrieved."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        failure = record.exc_info[1] if record.exc_info else None
+        return type(failure).__name__ != "AllExit"
 
 
 def _ignore_stop_signals() -> None:
@@ -190,7 +206,10 @@ def _gather(
                 watch.check(len(shards) - written)
                 _wait_any(list(waiting))
             for future in finished:
-                result = results[waiting.pop(future)] = _result(future)
+                result = _result(future)
+                if result is None:
+                    continue  # lost with its worker: Dask runs the task again
+                results[waiting.pop(future)] = result
                 future.release()  # the scheduler lets go of the task and its plan
                 progress.wrote(result.payload)
                 progress.shard_done(result)
@@ -214,10 +233,15 @@ def _window(client, scheduler: str | None, workers: int) -> int:
     return max(LEAST_IN_FLIGHT, IN_FLIGHT * workers)
 
 
-def _result(future) -> ShardResult:
-    """A finished task's shard, or the error it ended with."""
+def _result(future) -> ShardResult | None:
+    """A finished task's shard, or the error it ended with; None when its result went with
+    its worker before it reached this client (Dask computes it again: no wait for it here,
+    which could last for good on a cluster left without workers)."""
     if future.status == "finished":
-        return future.result()
+        try:
+            return future.result(timeout=signals.TICK)
+        except TimeoutError:
+            return None
     if future.status == "error":
         raise _worker_error(future.exception())
     raise WriteError(  # cancelled or lost: the scheduler restarted or forgot the run

@@ -189,6 +189,24 @@ def fault_trials():
     return record
 
 
+# A command with SIGINT, SIGTERM and SIGHUP at their defaults, as a terminal gives them: a test
+# run started in the background (SIGINT ignored) or under nohup (SIGHUP ignored) hands its
+# children those signals ignored, exec keeps them so, and ishard leaves an ignored signal
+# ignored (as it should: `nohup ishard …`). Tests that send a stop signal start ishard so.
+_STOP_SIGNALS_AT_DEFAULT = (
+    "import os, signal, sys\n"
+    "for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):\n"
+    "    signal.signal(s, signal.SIG_DFL)\n"
+    "os.execv(sys.argv[1], sys.argv[1:])\n"
+)
+
+
+def with_stop_signals(argv) -> list[str]:
+    """``argv`` (its first item a program's path) run with the stop signals at their defaults
+    (the same process: exec keeps its pid and session)."""
+    return [sys.executable, "-c", _STOP_SIGNALS_AT_DEFAULT, *map(str, argv)]
+
+
 def pytest_terminal_summary(terminalreporter):
     for kind, (trials, identical, whole) in _FAULT_TRIALS.items():
         terminalreporter.write_line(

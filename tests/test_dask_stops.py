@@ -13,7 +13,7 @@ from pathlib import Path
 
 import distributed
 import pytest
-from conftest import assert_error, make_tree, run_ishard
+from conftest import assert_error, make_tree, run_ishard, with_stop_signals
 
 # 8 samples of ~60 KB: with 120KB shards 4 shards (.tar: same bytes from any writer).
 TREE = {**{f"d/{i:03d}.jpg": 60_000 + 97 * i for i in range(8)}}
@@ -89,8 +89,9 @@ def reference(tmp_path_factory):
 
 
 def start_run(src: Path, dst: Path, address: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "ishard", "shard", str(src), str(dst),
-                             *COMMON, "--scheduler", address], stdout=subprocess.PIPE,
+    return subprocess.Popen(with_stop_signals([sys.executable, "-m", "ishard", "shard", src, dst,
+                                               *COMMON, "--scheduler", address]),
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
@@ -130,18 +131,28 @@ def test_a_stop_signal_ends_a_dask_run_at_once_and_resume_finishes(
     resume_matches(src, dst, cluster, expected)
 
 
+@pytest.mark.parametrize("paused", [False, True])
 def test_a_dask_cluster_without_workers_fails_in_one_line_and_resume_finishes(
-        reference, cluster, workers, tmp_path):
+        reference, cluster, workers, tmp_path, paused):
     """Finding: the cluster's last worker killed mid-shard left the run waiting for good. Now
     it fails within seconds of NO_WORKERS_SECONDS with one line naming the scheduler and what
-    to do (exit 1); --resume with a new worker finishes byte-identical."""
+    to do (exit 1); --resume with a new worker finishes byte-identical. ``paused``: ishard is
+    stopped (SIGSTOP) while the worker dies, so the first shard's result goes with the worker
+    before ishard fetched it (Dask then computes it again: a wait for it would be for good)."""
     src, expected, names = reference
     worker = workers(cluster, held=True, first=names[0])
     workers_of(cluster, 1)
     dst = tmp_path / "out"
     run = start_run(src, dst, cluster)
     wait_for(lambda: (dst / names[0]).exists() and temps(dst, worker.pid), "a held shard")
+    if paused:
+        os.kill(run.pid, signal.SIGSTOP)
     worker.kill()
+    if paused:
+        worker.wait(timeout=WAIT)
+        with distributed.Client(cluster, timeout=WAIT) as client:
+            wait_for(lambda: not client.nthreads(), "the scheduler to lose the worker")
+        os.kill(run.pid, signal.SIGCONT)
     try:
         _, err = run.communicate(timeout=WAIT)
     except subprocess.TimeoutExpired:
@@ -186,7 +197,8 @@ def test_a_signal_to_the_group_of_a_run_with_its_own_cluster_leaves_no_temp_file
     dst = tmp_path / "out"
     args = ("--shard-size", "1MB", "--ext", ".tgz", "--no-progress", "--executor", "dask",
             "--jobs", "2")
-    run = subprocess.Popen([sys.executable, "-m", "ishard", "shard", str(src), str(dst), *args],
+    run = subprocess.Popen(with_stop_signals([sys.executable, "-m", "ishard", "shard", src, dst,
+                                              *args]),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            start_new_session=True)
     wait_for(lambda: list(dst.glob("shard-*.tgz")) or run.poll() is not None, "a first shard")

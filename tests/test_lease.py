@@ -19,7 +19,7 @@ import threading
 import time
 
 import pytest
-from conftest import assert_error, make_tree, run_ishard
+from conftest import assert_error, make_tree, run_ishard, with_stop_signals
 from s3server import S3Proxy, slow_down
 from test_s3 import blob, listing, objects, put, uploads
 
@@ -54,7 +54,7 @@ def ishard_at(endpoint: str, env: dict, *args, **extra_env):
 def start_ishard(endpoint: str, env: dict, *args, **extra_env) -> subprocess.Popen:
     """``ishard ARGS --endpoint-url ENDPOINT`` started in the background."""
     return subprocess.Popen(
-        [sys.executable, "-m", "ishard", *map(str, args), "--endpoint-url", endpoint],
+        with_stop_signals([sys.executable, "-m", "ishard", *args, "--endpoint-url", endpoint]),
         env={**env, **extra_env, "COLUMNS": "200"}, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
 
@@ -651,11 +651,14 @@ def test_an_interrupted_api_run_leaves_the_next_call_its_retries(s3_server, clie
     store = {"storage_options": ("key=" + s3_server.access_key,
                                  "secret=" + s3_server.secret_key)}  # fmt: skip
     first = S3Proxy(s3_server.endpoint_url, refuse_reads)
+    # Ctrl-C as in an interactive session (a test run in the background has it ignored)
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(Interrupted) as stopped:
             ishard.shard(f"s3://{s3_bucket}/ds", tmp_path / "out", shard_size="25KB",
                          retries=6, endpoint_url=first.endpoint_url, **store)
     finally:
+        signal.signal(signal.SIGINT, handler)
         first.close()
     assert stopped.value.exit_code == 130 and "interrupted (SIGINT)" in str(stopped.value)
     second = S3Proxy(s3_server.endpoint_url, refuse_first_listing)

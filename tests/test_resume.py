@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import VANISH, invoke_ishard, make_tree
+from conftest import VANISH, invoke_ishard, make_tree, with_stop_signals
 
 from ishard.sizes import format_size
 from ishard.verify import verify
@@ -155,8 +155,9 @@ cli.main(sys.argv[2:])
 def start_held(src: Path, dst: Path, first: str) -> subprocess.Popen:
     """A .tgz run with two writers, in a session of its own, returned once ``first`` is
     complete and both writers are held mid-shard (see HOLD)."""
-    run = subprocess.Popen([sys.executable, "-c", HOLD, first, "shard", str(src), str(dst),
-                            *COMMON, "--ext", ".tgz", "--jobs", "2"], stdout=subprocess.PIPE,
+    run = subprocess.Popen(with_stop_signals([sys.executable, "-c", HOLD, first, "shard", src,
+                                              dst, *COMMON, "--ext", ".tgz", "--jobs", "2"]),
+                           stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 60
     while run.poll() is None and time.monotonic() < deadline:
