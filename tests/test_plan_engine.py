@@ -250,7 +250,7 @@ def test_engine_plans_an_inventory_as_the_tree_it_lists(tmp_path_factory):
                       and not n.startswith((".", "/")) and ".." not in n
                       and not n.endswith("/") and len(n) < 250])
 
-    @settings(max_examples=60, deadline=None, derandomize=True,
+    @settings(max_examples=150, deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
     @given(body=trees, options=plan_options())
     def same_plan(body, options):
