@@ -991,32 +991,48 @@ def test_storage_options_from_the_environment_reach_the_store(
 
 
 @pytest.mark.parametrize("char", ["\n", "\t", "\x7f"])
-def test_a_key_the_s3_client_cannot_parse_is_one_line_naming_it_escaped(
+def test_a_key_the_s3_client_cannot_parse_is_left_out_and_reported_like_a_local_name(
     cli, client, s3_bucket, tmp_path, char
 ):
     """Finding: one key with a newline, a tab or DEL failed the whole listing as 'cannot reach
     source — check the endpoint and the network', after retries, printing the raw character.
-    obstore cannot parse such a key in any listing answer, so it is one line naming the key
-    escaped and the way out, exit 1, at once; the fsspec backend lists the bucket, leaving
-    the key out and reporting it, escaped."""
-    put(client, s3_bucket, {"ds/a/1.jpg": b"one", f"ds/a/bad{char}x.jpg": b"bad"})
+    obstore cannot parse such a key in any listing answer; the listing goes on through s3fs,
+    which reads it: the key is left out and reported escaped, as a local file's name would be,
+    and every other object, before and after it, is sharded."""
+    put(client, s3_bucket, {"ds/a/1.jpg": b"one", f"ds/a/bad{char}x.jpg": b"bad",
+                            "ds/a/c.jpg": b"c", "ds/b/2.jpg": b"two", "ds/0.jpg": b"zero"})
     done = cli("shard", f"s3://{s3_bucket}/ds", tmp_path / "out")
-    assert done.returncode == 1 and done.stdout == "", done.stderr
-    (line,) = done.stderr.splitlines()
-    assert line == (f"ishard: error: the listing of source 's3://{s3_bucket}/ds' holds the key "
-                    f"{f'ds/a/bad{char}x.jpg'!r} (a control character), which its S3 client cannot "
-                    "parse — rename or delete that object, or list with --storage-option "
-                    "backend=fsspec, whose client reads such keys (ishard then leaves them out and "
-                    "reports them)")
-    assert not any(c in done.stderr[:-1] for c in "\t\x7f"), done.stderr
-    assert done.stderr.count("\n") == 1
+    assert_ok(done)
+    assert "left out 1: unsafe name" in done.stdout and repr(f"ds/a/bad{char}x.jpg") in done.stdout
+    assert not any(c in done.stdout.replace("\n", "") for c in "\t\x7f"), done.stdout
+    shards, _ = local_shards(tmp_path / "out")
+    members = [m for d in shards.values() for m, _ in read_members("x.tar", d)]
+    assert members == ["ds/0.jpg", "ds/a/1.jpg", "ds/a/c.jpg", "ds/b/2.jpg"]
     done = cli("shard", f"s3://{s3_bucket}/ds", tmp_path / "out2", "--storage-option",
                "backend=fsspec")  # fmt: skip
     assert_ok(done)
-    assert f"left out 1: unsafe name" in done.stdout and repr(f"ds/a/bad{char}x.jpg") in done.stdout
-    assert not any(c in done.stdout.replace("\n", "") for c in "\t\x7f"), done.stdout
-    shards, manifest = local_shards(tmp_path / "out2")
-    assert [m for d in shards.values() for m, _ in read_members("x.tar", d)] == ["ds/a/1.jpg"]
+    assert "left out 1: unsafe name" in done.stdout and repr(f"ds/a/bad{char}x.jpg") in done.stdout
+    assert local_shards(tmp_path / "out2")[0] == shards
+
+
+def test_a_key_the_s3_client_cannot_parse_without_s3fs_is_one_line_naming_it_and_the_fix(
+    cli, client, s3_bucket, tmp_path
+):
+    """Without s3fs, such a key stops the run at once: one line naming the key escaped and
+    the install that lets ishard list it, exit 1."""
+    put(client, s3_bucket, {"ds/a/1.jpg": b"one", "ds/a/bad\nx.jpg": b"bad"})
+    blocked = tmp_path / "no-s3fs"
+    (blocked / "s3fs").mkdir(parents=True)
+    (blocked / "s3fs" / "__init__.py").write_text("raise ImportError('s3fs is not installed')\n")
+    done = cli("shard", f"s3://{s3_bucket}/ds", tmp_path / "out", env={"PYTHONPATH": str(blocked)})
+    assert done.returncode == 1 and done.stdout == "", done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line == (f"ishard: error: the listing of source 's3://{s3_bucket}/ds' holds the key "
+                    "'ds/a/bad\\nx.jpg' (a control character), which its S3 client cannot parse "
+                    "— rename or delete that object, or pip install 'ishard[s3]': ishard then "
+                    "lists the rest of it through fsspec, whose client reads such keys, and "
+                    "leaves them out and reports them")
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
 @pytest.mark.parametrize("char", ["\x1b", "\x07"])

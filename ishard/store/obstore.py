@@ -24,6 +24,7 @@ from .base import (
     storage_error,
 )
 from .credentials import NoCredentials, store_config
+from .location import FSSPEC_EXTRAS
 
 if TYPE_CHECKING:
     import asyncio
@@ -72,6 +73,8 @@ class ObstoreStore(Store):
     ) -> None:
         super().__init__(url, bucket)
         self.scheme = scheme
+        # as given: a listing obstore cannot parse is listed again through fsspec with them
+        self._given = (endpoint_url, dict(storage_options or {}), role)
         try:
             self.settings = store_config(
                 scheme, bucket, url, endpoint_url, dict(storage_options or {})
@@ -106,13 +109,39 @@ class ObstoreStore(Store):
         sub-folder per request stream, ``LISTERS`` at once, merged back in order; any other
         prefix is a listing of its folder from the prefix on.
 
+        A key obstore cannot parse (a control character) fails the listing; the rest of it
+        is then listed through fsspec's client for the scheme, which reads such keys (the
+        listing stage leaves them out and reports them, as it does a local file's name).
+
         Raises:
-            SourceError: a key in the listing that obstore cannot parse (one line naming it).
+            SourceError: such a key, and no fsspec client installed (one line naming the key
+                and the install hint).
         """
+        last: bytes | None = None
         try:
-            yield from self._listing(prefix, retrier)
+            for page in self._listing(prefix, retrier):
+                last = _bytewise(page[-1].key)
+                yield page
         except _Unlistable as err:
-            raise SourceError(err.message(self.url_of(prefix))) from None
+            lister = self._fsspec_lister()
+            if lister is None:
+                raise SourceError(err.message(self.url_of(prefix), self.scheme)) from None
+            for page in lister.pages(prefix, retrier):
+                rest = [i for i in page if last is None or _bytewise(i.key) > last]
+                if rest:
+                    yield rest
+
+    def _fsspec_lister(self) -> Store | None:
+        """The bucket through fsspec (s3fs, gcsfs, adlfs), or None when it is not installed."""
+        from .fsspec import FsspecStore
+
+        endpoint_url, options, role = self._given
+        try:
+            return FsspecStore.open_bucket(
+                self.url, self.scheme, self.root, endpoint_url, dict(options), role
+            )
+        except UsageError:
+            return None
 
     def _listing(self, prefix: str, retrier: Retrier) -> Iterator[list[ObjectInfo]]:
         import obstore
@@ -402,7 +431,7 @@ class _Unlistable(ValueError):
         super().__init__(key)
         self.key = key
 
-    def message(self, where: str) -> str:
+    def message(self, where: str, scheme: str) -> str:
         if self.key is None:
             what = "a key its S3 client cannot parse"
         else:
@@ -410,8 +439,8 @@ class _Unlistable(ValueError):
             what = f"the key {quoted(self.key)} ({why}), which its S3 client cannot parse"
         return (
             f"the listing of source {where!r} holds {what} — rename or delete that object, or "
-            "list with --storage-option backend=fsspec, whose client reads such keys (ishard "
-            "then leaves them out and reports them)"
+            f"pip install 'ishard[{FSSPEC_EXTRAS[scheme]}]': ishard then lists the rest of it "
+            "through fsspec, whose client reads such keys, and leaves them out and reports them"
         )
 
 
