@@ -462,7 +462,7 @@ def webdataset_job(data: Path, out: Path, shard_size: int) -> None:
 # Runs ishard's command line with Python's built-in zlib as the gzip compressor.
 BUILTIN_GZIP = (
     "import sys; from ishard.formats import compress; compress.GZIP_PREFERENCE = ('zlib',); "
-    "from ishard.cli import main; main(sys.argv[1:])"
+    "from ishard.cli.main import main; main(sys.argv[1:])"
 )
 
 
@@ -483,7 +483,7 @@ def profile_ishard(data: Path, out: Path, shard_size: str, dest: str) -> None:
     import pstats
     from concurrent.futures import Future
 
-    from ishard import write
+    from ishard.run import write
 
     class SerialPool:
         """Stands in for the writer thread pool: runs each job at submit time."""
@@ -513,7 +513,7 @@ def profile_ishard(data: Path, out: Path, shard_size: str, dest: str) -> None:
         write.FORK = None  # no writer processes either: everything on this thread
     else:
         print(
-            "profile: ishard.write has no ThreadPoolExecutor to replace — shard writers run in "
+            "profile: ishard.run.write has no ThreadPoolExecutor to replace — shard writers run in "
             "their own threads, which cProfile does not see"
         )
     profiler = cProfile.Profile()

@@ -28,8 +28,8 @@ READ_THE_PLAN = """
 import sys, time
 from ishard import api
 from ishard.options import make_options
-from ishard.planrecord import plan_record
-from ishard.runstate import fingerprint
+from ishard.planning.record import plan_record
+from ishard.run.state import fingerprint
 from ishard.store import resolve
 
 src, inventory, size = sys.argv[1:4]

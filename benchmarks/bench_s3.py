@@ -667,7 +667,7 @@ def alternate(runs: list, times: dict[str, list[float]], rounds: int) -> None:
 def listing_bench(args, s3server) -> None:
     import obstore
 
-    from ishard.retry import Retrier
+    from ishard.store.retry import Retrier
     from ishard.store import open_store
 
     server = s3server.S3Server()

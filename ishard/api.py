@@ -14,7 +14,19 @@ from typing import Any
 from warnings import warn
 
 from . import choices
-from .destination import (
+from .errors import DataError, IshardError, IshardWarning, StrictError, UsageError
+from .formats import check_names
+from .model import WRITING_ONLY, Plan, Report, ShardPlan, ShardResult, Tally
+from .options import Options, count_warning, make_options, option_warnings, parse_sort
+from .planning.cut import SampleRun, balance, check_unique, cut_indices, shard_names
+from .planning.extraction import check_extraction_names
+from .planning.inventory import list_inventory
+from .planning.keys import key_function
+from .planning.naming import KeyCheck, check_index_shards, check_reader_names
+from .planning.record import plan_record
+from .planning.samples import apply_sample_exts_table, group_table, route_table
+from .planning.table import FileTable, SampleTable, ShardList
+from .run.destination import (
     check_claimed,
     check_destination,
     check_name_room,
@@ -22,33 +34,21 @@ from .destination import (
     still_held,
     untouched,
 )
-from .errors import DataError, IshardError, IshardWarning, StrictError, UsageError
-from .executors import dask_client, write_with_dask
-from .extraction import check_extraction_names
-from .formats import check_names
-from .inventory import list_inventory
-from .keys import key_function
-from .lease import LeaseCheck, LeaseLock
-from .lock import acquire
-from .manifest import MANIFEST_NAME, manifest_bytes, remove_manifest
-from .model import WRITING_ONLY, Plan, Report, ShardPlan, ShardResult, Tally
-from .naming import KeyCheck, check_index_shards, check_reader_names
-from .options import Options, count_warning, make_options, option_warnings, parse_sort
-from .plan import SampleRun, balance, check_unique, cut_indices, shard_names
-from .planrecord import plan_record
-from .progress import SILENT, Progress
-from .readers import Reader, open_reader
-from .replaced import earlier_archives, remove_archives, stale, tell_ignored
-from .resume import Recorder, Remaining, earlier_manifest_seed, finished_earlier
-from .retry import Retrier
-from .runstate import RunState, remove_leftovers, remove_temp_files
-from .runstate import fingerprint as run_fingerprint
-from .samples import apply_sample_exts_table, group_table, route_table
-from .sinks import Guard, abort_dangling_uploads, open_sink, put_file
+from .run.executors import dask_client, write_with_dask
+from .run.manifest import MANIFEST_NAME, manifest_bytes, remove_manifest
+from .run.progress import SILENT, Progress
+from .run.replaced import earlier_archives, remove_archives, stale, tell_ignored
+from .run.resume import Recorder, Remaining, earlier_manifest_seed, finished_earlier
+from .run.state import RunState, remove_leftovers, remove_temp_files
+from .run.state import fingerprint as run_fingerprint
+from .run.write import Cancel, write_one, write_shards
 from .sizes import counted
 from .store import Location, open_url, parse_storage_options, resolve
-from .table import FileTable, SampleTable, ShardList
-from .write import Cancel, write_one, write_shards
+from .store.lease import LeaseCheck, LeaseLock
+from .store.lock import acquire
+from .store.readers import Reader, open_reader
+from .store.retry import Retrier
+from .store.sinks import Guard, abort_dangling_uploads, open_sink, put_file
 
 LOG = logging.getLogger("ishard")  # what a run does, a line per step (`ishard -v` shows it)
 
@@ -143,7 +143,7 @@ def plan(
             (``src_list``); None: the system's temporary folder.
         memory_limit: bytes (or ``"1GiB"``) the column engine may hold while it sorts and
             groups a big inventory, past which it spills to ``tmp_dir``; 128 MiB at least.
-        progress: hooks told about listing progress (a :class:`ishard.progress.Progress`);
+        progress: hooks told about listing progress (a :class:`ishard.run.progress.Progress`);
             None: silent.
 
     A plan over an inventory the column engine read keeps the files' names and mtimes, and
@@ -280,7 +280,7 @@ def shard(
         scheduler: with ``executor="dask"``, a running scheduler's ``"tcp://HOST:PORT"``
             (None: a local cluster of ``jobs`` processes).
         progress: hooks told about listing and writing progress (a
-            :class:`ishard.progress.Progress`); None: silent.
+            :class:`ishard.run.progress.Progress`); None: silent.
 
     Returns:
         The plan, the written shards (name, size, md5), retries and the manifest location.

@@ -16,7 +16,7 @@ import lz4.frame
 
 from .errors import IshardError, SourceError, UsageError
 from .formats import ARCHIVE_EXTS
-from .keys import wds_split
+from .planning.keys import wds_split
 from .store import parse_storage_options, resolve
 
 READ_STEP = 1 << 20  # bytes per read when member data is read back

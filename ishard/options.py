@@ -12,22 +12,22 @@ from functools import cached_property
 from typing import Any
 
 from . import choices
-from .checksums import ALGORITHMS
-from .checksums import DEFAULT as DEFAULT_CHECKSUM
-from .ekm import Ekm, parse_ekm
-from .engine import LEAST_MEMORY_LIMIT
-from .engine import MEMORY_LIMIT as DEFAULT_MEMORY_LIMIT
 from .errors import UsageError
-from .extraction import check_lookalikes
 from .formats import ARCHIVE_EXTS
 from .formats.compress import GZIP_LIBRARIES, gzip_library
-from .keys import ALIASES, BUILT_IN, check_pattern
-from .naming import MEMBER_NAMES
-from .plan import Bounds, Order
-from .samples import ACTIONS
+from .planning.cut import Bounds, Order
+from .planning.ekm import Ekm, parse_ekm
+from .planning.engine import LEAST_MEMORY_LIMIT
+from .planning.engine import MEMORY_LIMIT as DEFAULT_MEMORY_LIMIT
+from .planning.extraction import check_lookalikes
+from .planning.keys import ALIASES, BUILT_IN, check_pattern
+from .planning.naming import MEMBER_NAMES
+from .planning.samples import ACTIONS
+from .planning.templates import NameTemplate, parse_template
+from .run.checksums import ALGORITHMS
+from .run.checksums import DEFAULT as DEFAULT_CHECKSUM
 from .sizes import ShardSize, parse_shard_size, parse_size
 from .store.location import parse_storage_options
-from .templates import NameTemplate, parse_template
 
 # 256 MiB, sized for training reads (docs/user-guide.md says why); Go ishard's spelling keeps
 # Go's 1 MiB (GO_SHARD_SIZE)

@@ -22,9 +22,9 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from .listing import quoted, shown
 from .model import Plan, ShardResult
-from .progress import Progress
+from .planning.listing import quoted, shown
+from .run.progress import Progress
 from .sizes import counted, describe_size, format_size
 
 PLAIN_EVERY = 2.0  # seconds between plain progress lines

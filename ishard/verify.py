@@ -12,18 +12,18 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .archive import DamagedArchive, Member, scan
-from .checksums import ALGORITHMS, hasher, split
 from .errors import DataError, UsageError
 from .formats import ARCHIVE_EXTS
-from .keys import KeyFunction, key_function, sample_key, wds_split
-from .manifest import MANIFEST_NAME, entry_checksum, read_manifest
 from .options import jobs_option
-from .progress import SILENT, Progress
-from .retry import Retrier
-from .sinks import TEMP_SUFFIX
+from .planning.keys import KeyFunction, key_function, sample_key, wds_split
+from .run.checksums import ALGORITHMS, hasher, split
+from .run.manifest import MANIFEST_NAME, entry_checksum, read_manifest
+from .run.progress import SILENT, Progress
 from .sizes import counted
 from .store import Location, parse_storage_options, resolve
 from .store.base import NotRegular
+from .store.retry import Retrier
+from .store.sinks import TEMP_SUFFIX
 
 LOG = logging.getLogger("ishard")
 

@@ -1,5 +1,5 @@
 """The `ishard` command as a user runs it: exit codes, streams and messages — in this process
-through `ishard.cli.main` (what the installed command runs), and as a subprocess where the
+through `ishard.cli.main.main` (what the installed command runs), and as a subprocess where the
 process itself is the point (the environment, shell completion)."""
 
 from __future__ import annotations
@@ -342,7 +342,7 @@ def test_go_spelling_bad_value_is_reported_in_our_terms(src, tmp_path):
 def test_go_spelling_keeps_gos_meaning_for_a_pattern_without_group(tmp_path, pattern):
     """Go compiles any non-built-in word as a regex and expands $1 to "" when it has no group;
     our spelling refuses such a pattern (test_bad_inputs), Go's keeps Go's keys."""
-    from ishard.keys import key_function, sample_key
+    from ishard.planning.keys import key_function, sample_key
 
     src = make_tree(tmp_path / "src", {"a/1.jpg": 2, "a/1.xml": 2, "b/x.jpg": 2})
     done = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}",
@@ -772,7 +772,7 @@ def test_help_shows_each_option_s_environment_variable(command):
     """--help names ISHARD_<OPTION> beside every option (its long name, dashes as '_')."""
     import click
 
-    from ishard.cli import cli
+    from ishard.cli.main import cli
 
     shown = " ".join(invoke_ishard(command, "--help").stdout.split())
     for param in cli.commands[command].params:

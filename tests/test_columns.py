@@ -1,4 +1,4 @@
-"""The column engine's inventory reader (``ishard.columns``) against the row reader: the same
+"""The column engine's inventory reader (``ishard.planning.columns``) against the row reader: the same
 listing, the same skipped names, or a hand-back to the row reader — never a different answer.
 Parquet inventories, which only the engine reads, against the same rows as CSV."""
 
@@ -22,12 +22,12 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 import ishard
-from ishard import columns, inventory, namecolumn, samples, table
-from ishard.columns import Fallback, inventory_kind, read_inventory
+from ishard.planning import columns, inventory, namecolumn, samples, table
+from ishard.planning.columns import Fallback, inventory_kind, read_inventory
 from ishard.errors import DataError, UsageError
 from ishard.model import Tally
-from ishard.naming import EXAMPLES
-from ishard.report import plan_summary
+from ishard.planning.naming import EXAMPLES
+from ishard.run.report import plan_summary
 from ishard.sizes import parse_size
 
 GOOD = ["a", "b", "img", "x.jpg", "y.cls", "é", "sp ace", "q,u\"o", "😀", "a.b.c", "Z"]
@@ -129,8 +129,8 @@ def test_the_engine_groups_files_into_the_samples_python_finds(tmp_path, monkeyp
     """The engine's samples for a built-in key pattern (keys in order of first appearance,
     each one's files in listing order) are the ones the planner's own grouping finds in the
     same listing, and so are their sizes."""
-    from ishard.keys import key_function
-    from ishard.samples import _gather, _numbered, group_table
+    from ishard.planning.keys import key_function
+    from ishard.planning.samples import _gather, _numbered, group_table
 
     if repeat:
         body = body + body[::2]  # repeated names: the engine groups what is left of them
@@ -158,8 +158,8 @@ def test_the_engine_groups_files_into_the_samples_python_finds(tmp_path, monkeyp
 def samples_without(files, key, dropped):
     """The samples of ``files`` by ``key``, without the files at positions ``dropped`` (as
     --sample-exts may leave files out)."""
-    from ishard.samples import group_table
-    from ishard.table import SampleTable
+    from ishard.planning.samples import group_table
+    from ishard.planning.table import SampleTable
 
     grouped = group_table(files, key)
     kept = SampleTable(files)
@@ -185,7 +185,7 @@ clash_names = st.builds(
 def extraction_error(tables, rename):
     """The check's error, or its warning with look-alike names only warned about, each way."""
     from ishard.errors import DataError
-    from ishard.extraction import check_extraction_names
+    from ishard.planning.extraction import check_extraction_names
 
     found = []
     for lookalikes in ("refuse", "warn"):
@@ -206,8 +206,8 @@ def test_the_extraction_check_narrowed_by_the_engine_finds_what_the_whole_check_
     where another name needs a folder, a part over 255 bytes): the check over the files the
     engine marked gives the error the check over every member gives, or none when it gives
     none — also when some listed files are left out of the samples."""
-    from ishard.keys import key_function
-    from ishard.naming import sample_members
+    from ishard.planning.keys import key_function
+    from ishard.planning.naming import sample_members
 
     path = tmp_path / "inventory.csv"
     write_csv(path, ["name", "size"], [[n, "1"] for n in body])
@@ -246,8 +246,8 @@ def test_member_names_found_fit_by_the_engine_are_what_the_planner_finds(
     """``--member-names sample``: when the engine finds every listed file fit for a
     ``<sample key>.<extension>`` name, the planner's own check over the samples (some files
     left out, as --sample-exts may) finds nothing either; else the planner's check runs."""
-    from ishard.keys import key_function
-    from ishard.naming import sample_members
+    from ishard.planning.keys import key_function
+    from ishard.planning.naming import sample_members
 
     path = tmp_path / "inventory.csv"
     write_csv(path, ["name", "size"], [[n, "1"] for n in body])
@@ -285,8 +285,8 @@ def test_the_key_check_over_the_engines_reader_keys_counts_what_the_planner_coun
     or dot-leading ones, samples whose files readers key apart) from the engine's reader keys
     and flags are the ones the planner's own check finds in the names — also for a custom
     pattern, and with some files left out of the samples."""
-    from ishard.keys import key_function, wds_split
-    from ishard.naming import key_check
+    from ishard.planning.keys import key_function, wds_split
+    from ishard.planning.naming import key_check
 
     path = tmp_path / "inventory.csv"
     write_csv(path, ["name", "size"], [[n, "1"] for n in body])
@@ -314,11 +314,11 @@ def test_an_engine_failure_in_a_naming_hint_leaves_the_check_to_the_planner(tmp_
     """Out of memory while marking clashes, checking names for renaming or cutting reader keys:
     the listing still comes from the engine (no hand-back to the row reader), without those
     hints, and the planner's checks then find what they always find."""
-    from ishard import engine
-    from ishard.keys import key_function
-    from ishard.extraction import check_extraction_names
-    from ishard.naming import key_check, sample_members
-    from ishard.samples import group_table
+    from ishard.planning import engine
+    from ishard.planning.keys import key_function
+    from ishard.planning.extraction import check_extraction_names
+    from ishard.planning.naming import key_check, sample_members
+    from ishard.planning.samples import group_table
 
     hints = ("CREATE TEMP TABLE members", "parse_dirpath(name", "count(DISTINCT hash(key")
 
@@ -356,7 +356,7 @@ def test_an_engine_failure_in_a_naming_hint_leaves_the_check_to_the_planner(tmp_
 
 
 def test_a_custom_key_pattern_is_grouped_by_the_planner_not_the_engine(tmp_path):
-    from ishard.keys import key_function
+    from ishard.planning.keys import key_function
 
     path = tmp_path / "inventory.csv"
     write_csv(path, ["name", "size"], [["a/x.jpg", "1"], ["a/x.cls", "2"]])
@@ -611,15 +611,15 @@ def test_what_the_engine_cannot_decode_goes_to_the_row_reader(tmp_path):
 def test_tmp_dir_is_where_the_engine_spills_and_is_left_empty(tmp_path, monkeypatch):
     """``--tmp-dir``: the engine's private spill folder is made inside it and removed after;
     a folder that does not exist is one line, exit 2, before anything is read."""
-    import ishard.columns
+    import ishard.planning.columns
 
     path = tmp_path / "inv.csv"
     clean_inventory(path, 3000)
     parquet = tmp_path / "inv.parquet"
     parquet_from_csv(path, parquet, "name, CAST(size AS BIGINT) AS size")
     made = []
-    real = ishard.columns.tempfile.mkdtemp
-    monkeypatch.setattr(ishard.columns.tempfile, "mkdtemp",
+    real = ishard.planning.columns.tempfile.mkdtemp
+    monkeypatch.setattr(ishard.planning.columns.tempfile, "mkdtemp",
                         lambda **kw: made.append(kw.get("dir")) or real(**kw))  # fmt: skip
     spill = tmp_path / "spill"
     spill.mkdir()
@@ -705,7 +705,7 @@ def test_a_spill_folder_out_of_room_is_one_line_naming_tmp_dir(tmp_path, monkeyp
     """When the disk under --tmp-dir has no room left for the engine's spill (here DuckDB's own
     bound on it, which is that disk's free space, set to 1 MiB), the run stops with one line
     naming --tmp-dir — not a fall back to the row reader."""
-    import ishard.engine as engine
+    import ishard.planning.engine as engine
 
     parquet = tmp_path / "inv.parquet"
     long_names_parquet(parquet, 400_000)
@@ -756,7 +756,7 @@ def json_lines(draw) -> str:
     the row reader's lists, sizes as numbers or digit strings; sometimes a line the row reader
     refuses or reads in its own way (a key twice, a JSON null before another key of its kind,
     a value of another type, no object at all, blank lines)."""
-    from ishard.inventory import MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS
+    from ishard.planning.inventory import MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS
 
     name_key = draw(st.sampled_from(["name"] * 4 + list(NAME_COLUMNS)))
     size_key = draw(st.sampled_from(["size"] * 4 + list(SIZE_COLUMNS)))
@@ -860,7 +860,7 @@ def test_a_plan_reads_the_names_from_the_engine_only_when_a_shard_is_read(tmp_pa
     listing) and closes the engine, its folder gone; a plan dropped unread closes it too."""
     import gc
 
-    import ishard.engine as engine
+    import ishard.planning.engine as engine
 
     path = tmp_path / "inv.csv"
     rng = random.Random(5)
@@ -940,8 +940,8 @@ def test_a_dry_runs_key_check_reads_only_what_it_needs_from_the_engine(tmp_path,
     those keys — not the listing's names, the samples' keys or the mtimes — and the files'
     reader keys a span at a time where each sample's files are in a row (all at once where
     they are apart: an image and its label in two trees)."""
-    import ishard.engine as engine
-    import ishard.naming as naming
+    import ishard.planning.engine as engine
+    import ishard.planning.naming as naming
 
     path = tmp_path / "inv.csv"
     rng = random.Random(7)

@@ -20,9 +20,9 @@ from conftest import assert_error, invoke_ishard, make_tree, run_ishard
 from test_progress import assert_true_totals
 
 import ishard
-from ishard import executors
+from ishard.run import executors
 from ishard.errors import IshardError, SourceError
-from ishard.progress import Progress
+from ishard.run.progress import Progress
 
 # 12 samples of a .jpg and a .json each, in two directories; ~60 KB payload per sample.
 TREE = {

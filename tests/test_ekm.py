@@ -9,15 +9,7 @@ from conftest import invoke_ishard, make_tree
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ishard.ekm import (
-    MAX_EKM_BYTES,
-    MAX_EKM_PATTERNS,
-    MAX_SETS,
-    NO_MATCH,
-    SEVERAL,
-    parse_ekm,
-    strip_comments,
-)
+from ishard.planning.ekm import MAX_EKM_BYTES, MAX_EKM_PATTERNS, MAX_SETS, NO_MATCH, SEVERAL, parse_ekm, strip_comments
 from ishard.errors import UsageError
 
 FISH = '{"fish-%d.tar": ["^n01440764", "tench"], "dog-%d.tar": ["^n02"]}'

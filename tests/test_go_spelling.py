@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import ishard
 from ishard.errors import UsageError
 from ishard.options import parse_sort
-from ishard.plan import Bounds, Order, cut_indices
+from ishard.planning.cut import Bounds, Order, cut_indices
 
 # 25 samples of 60 payload bytes each (a 59-byte .jpg and a 1-byte .cls)
 TREE = {**{f"d/s{i:03d}.jpg": 59 for i in range(25)}, **{f"d/s{i:03d}.cls": 1 for i in range(25)}}

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ishard.errors import UsageError
-from ishard.keys import _searcher, compile_re2, extension, key_function, sample_key
+from ishard.planning.keys import _searcher, compile_re2, extension, key_function, sample_key
 
 CUSTOM = r".*/([^/]+)/[^/]+$"
 
@@ -221,7 +221,7 @@ def test_built_ins_aliases_and_grouped_regexes_still_pass(pattern):
 
 @pytest.mark.parametrize("pattern", ["jpg", "a.*b", "basename"])
 def test_go_pattern_gives_gos_keys_with_a_group(pattern):
-    from ishard.keys import go_pattern
+    from ishard.planning.keys import go_pattern
 
     names = ["a/1.jpg", "x/a-b.jpg", "basename.txt", "zzz"]
     rewritten = go_pattern(pattern)

@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 
 from ishard import api
 from ishard.errors import DataError, UsageError
-from ishard.listing import HIDDEN, HIDDEN_DIR, SYMLINK
+from ishard.planning.listing import HIDDEN, HIDDEN_DIR, SYMLINK
 from ishard.model import FileEntry, Sample, ShardPlan
 from ishard.options import DEFAULT_SHARD_SIZE, make_options
-from ishard.plan import Bounds, Order, check_unique, cut, name_shards
-from ishard.templates import parse_template
+from ishard.planning.cut import Bounds, Order, check_unique, cut, name_shards
+from ishard.planning.templates import parse_template
 
 
 def mk(key: str, size: int) -> Sample:
@@ -553,7 +553,7 @@ def test_flat_cut_follows_the_greedy_rule(by_search, data):
     samples a shard; the sums held a window at a time) or sample by sample (few): the shards
     hold the samples in order, each ends at the first sample where it reaches a bound, and
     only the last may reach none."""
-    planning = importlib.import_module("ishard.plan")  # the module (ishard.plan is a function)
+    planning = importlib.import_module("ishard.planning.cut")
     sizes = data.draw(st.lists(st.integers(0, 40), min_size=0, max_size=1500))
     size = data.draw(st.none() | st.integers(1, 3000))
     count = data.draw(st.none() | st.integers(1, 400)) if size is not None else data.draw(

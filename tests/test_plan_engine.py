@@ -1,6 +1,6 @@
 """The whole plan through the column engine against the whole plan through the row reader.
 
-The engine (``ishard.columns``) does more than list: it groups files by a built-in key
+The engine (``ishard.planning.columns``) does more than list: it groups files by a built-in key
 pattern, marks the files whose member names may clash on extraction, decides whether every
 file can be named ``<key>.<extension>``, and hands the key check each file's reader key. Each
 of those only narrows or replaces work the planner does over the row reader's listing, so
@@ -22,11 +22,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ishard import api, columns, inventory, samples
+from ishard import api
+from ishard.planning import columns, inventory, samples
 from ishard.errors import IshardError
-from ishard.planrecord import plan_record
-from ishard.namecolumn import SpooledBlob
-from ishard.table import ShardList
+from ishard.planning.record import plan_record
+from ishard.planning.namecolumn import SpooledBlob
+from ishard.planning.table import ShardList
 
 FOLDERS = ["a", "b", "img", "n01", "a.x", "A", "é", "İ", "sp ace", ".hid"]
 STEMS = ["s1", "s2", "s3", "S1", "a", "a.b", "i̇", "É", ".dot", "s1.tar"]
@@ -313,7 +314,7 @@ def test_the_fingerprint_changes_with_any_members_name_size_or_mtime(tmp_path, e
     """An inventory lists no inode or ETag, so a resumed run knows its files by name, size and
     mtime alone: change any one of them for one file, and the fingerprint a resume compares
     changes (the engine's listing and the row reader's alike)."""
-    from ishard.runstate import fingerprint
+    from ishard.run.state import fingerprint
 
     body = [(f"img/s{i:03d}.{ext}", 100 + i, 1_700_000_000 + i)
             for i in range(40) for ext in ("jpg", "cls")]  # fmt: skip

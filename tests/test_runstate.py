@@ -407,7 +407,7 @@ def test_a_state_tree_is_removed_without_following_links_on_any_python(tmp_path)
     the tree goes, a link inside it goes as a link, what it points to stays."""
     import os
 
-    from ishard.localstate import remove_tree_walking
+    from ishard.store.localstate import remove_tree_walking
 
     outside = tmp_path / "outside"
     outside.mkdir()

@@ -6,19 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ishard.ekm import NO_MATCH, SEVERAL, parse_ekm
+from ishard.planning.ekm import NO_MATCH, SEVERAL, parse_ekm
 from ishard.errors import DataError
-from ishard.keys import key_function
+from ishard.planning.keys import key_function
 from ishard.model import FileEntry, Sample, Tally
-from ishard.samples import (
-    EXTRA,
-    INCOMPLETE,
-    REPEATED,
-    WARNINGS_SHOWN,
-    apply_sample_exts,
-    group,
-    route,
-)
+from ishard.planning.samples import EXTRA, INCOMPLETE, REPEATED, WARNINGS_SHOWN, apply_sample_exts, group, route
 
 BASE = key_function("base_file_name")
 FULL = key_function("full_name")
@@ -281,7 +273,7 @@ _any_names = st.lists(
 def test_sample_keys_equal_sample_key_for_every_built_in_pattern(names):
     """The built-in patterns' keys computed in one generator are ``sample_key``'s, name by
     name (dots and slashes anywhere, dot files, no extension, undecodable bytes)."""
-    from ishard.keys import key_function, sample_key, sample_keys
+    from ishard.planning.keys import key_function, sample_key, sample_keys
 
     for pattern in ("base_file_name", "full_name", "collapse_all_dir", r"^(.*)/[^/]*$"):
         key = key_function(pattern)
@@ -295,7 +287,7 @@ def test_numpy_gathering_equals_the_counting_sort(rows):
     ones) give the same starts, members and sample sizes."""
     from array import array
 
-    from ishard.samples import _gather, _gather_numpy
+    from ishard.planning.samples import _gather, _gather_numpy
 
     ids: dict[int, int] = {}
     sample_of = array("q", [ids.setdefault(s, len(ids)) for s, _ in rows])
@@ -316,11 +308,11 @@ _member_names = st.lists(
 def test_sample_members_fails_on_the_sample_a_file_by_file_check_fails_on(names, pattern):
     """The check over whole columns raises exactly what checking the samples one by one, in
     order, raises first (or nothing when no sample is wrong)."""
-    from ishard.keys import key_function
+    from ishard.planning.keys import key_function
     from ishard.model import FileEntry
-    from ishard.naming import check_sample_members, sample_members
-    from ishard.samples import group_table
-    from ishard.table import FileTable
+    from ishard.planning.naming import check_sample_members, sample_members
+    from ishard.planning.samples import group_table
+    from ishard.planning.table import FileTable
 
     table = group_table(FileTable.of(FileEntry(n, 1) for n in names), key_function(pattern))
 
@@ -345,11 +337,11 @@ def test_the_names_checked_for_extraction_are_the_names_written(names):
     the shards get (``SampleTable.sample(i, rename=True)``, what the writers read)."""
     from itertools import chain
 
-    from ishard.keys import key_function
+    from ishard.planning.keys import key_function
     from ishard.model import FileEntry
-    from ishard.naming import _member_chunks
-    from ishard.samples import group_table
-    from ishard.table import FileTable
+    from ishard.planning.naming import _member_chunks
+    from ishard.planning.samples import group_table
+    from ishard.planning.table import FileTable
 
     names = [n for n in names if "." in n.rpartition("/")[2]]  # every member has an extension
     table = group_table(FileTable.of(FileEntry(n, 1) for n in names), key_function("full_name"))

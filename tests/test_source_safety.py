@@ -16,7 +16,7 @@ from conftest import make_tree
 
 import ishard
 from ishard.errors import SourceError
-from ishard.progress import Progress
+from ishard.run.progress import Progress
 
 # Every finished destination a test here leaves must pass `ishard verify --deep`.
 pytestmark = pytest.mark.usefixtures("every_destination_verifies")
@@ -171,7 +171,7 @@ def test_a_file_swapped_for_a_link_or_fifo_after_listing_is_refused(src, outside
 SWAP_THEN_RUN = """
 import os, sys
 from ishard import cli
-from ishard.progress import Progress
+from ishard.run.progress import Progress
 kind, path, target = sys.argv[1:4]
 class Swap(Progress):
     def planned(self, shards, nbytes):

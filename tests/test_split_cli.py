@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import ishard
 from ishard.errors import UsageError
-from ishard.plan import balance
+from ishard.planning.cut import balance
 from ishard.split import dali, streaming, whale
 from ishard.split import torch as sampler
 from ishard.split import webdataset as wds

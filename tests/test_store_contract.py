@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from ishard.errors import IshardError, UsageError
-from ishard.retry import Retrier
+from ishard.store.retry import Retrier
 from ishard.store import open_store
 from ishard.store.base import Refused, Unconditional, Upload
 

@@ -9,7 +9,7 @@ import os
 import pytest
 from conftest import make_tree, run_ishard
 
-from ishard.retry import Retrier
+from ishard.store.retry import Retrier
 from ishard.store import resolve
 from ishard.store.s3uploads import S3RequestError, abort_open_uploads
 

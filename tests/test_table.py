@@ -7,9 +7,9 @@ from conftest import open_files_in
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ishard import namecolumn
-from ishard.namecolumn import Names
-from ishard.table import FileTable
+from ishard.planning import namecolumn
+from ishard.planning.namecolumn import Names
+from ishard.planning.table import FileTable
 
 # names as listings give them: any text but a newline, undecodable bytes as surrogate escapes
 text = st.text(st.characters(blacklist_characters="\n", blacklist_categories=("Cs",))
@@ -103,7 +103,7 @@ def test_later_names_are_loaded_once_on_first_read_and_pickle_as_names():
     plain ``Names`` holding the same."""
     import pickle
 
-    from ishard.namecolumn import LaterNames
+    from ishard.planning.namecolumn import LaterNames
 
     calls = []
 
@@ -127,7 +127,7 @@ def test_reader_keys_left_in_the_engine_are_asked_for_no_file_when_none_is_wante
     9 bytes a file for nothing), and the answer is empty."""
     import numpy as np
 
-    from ishard.table import LaterReaderKeys
+    from ishard.planning.table import LaterReaderKeys
 
     asked: list[object] = []
     readers = LaterReaderKeys(lambda lo, hi: asked.append((lo, hi)), lambda: asked.append("all"))

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ishard.errors import UsageError
-from ishard.templates import parse_template
+from ishard.planning.templates import parse_template
 
 
 def names(text: str) -> list[str]:

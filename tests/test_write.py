@@ -20,7 +20,7 @@ from test_formats import EXTS, TREE, member_names, read_shard, shard_files
 
 import ishard
 from ishard.errors import SourceError
-from ishard.progress import Progress
+from ishard.run.progress import Progress
 
 # TREE's sample 0005 has a .bin file in two directories, and these tests find members by
 # their source paths: the runs keep source paths as member names.
@@ -228,7 +228,7 @@ def test_source_changed_after_listing_fails_naming_the_file_and_leaves_no_partia
 CLI_WITH_MEDDLING = """
 import os, sys
 from ishard import cli
-from ishard.progress import Progress
+from ishard.run.progress import Progress
 
 class Vanish(Progress):
     def planned(self, shards, nbytes):
@@ -400,7 +400,7 @@ def _copies_nothing(src: int, dst: int, count: int) -> int:
                          ids=["none", "exdev", "zero-then-exdev", "exdev-then-real"])
 def test_kernel_copy_falls_back_to_plain_copies_with_the_same_bytes(copies, tmp_path, reference,
                                                                     monkeypatch):
-    from ishard import sinks
+    from ishard.store import sinks
 
     calls = []
 
@@ -423,7 +423,7 @@ def test_kernel_copies_with_any_checksum_and_the_digest_is_of_the_file(algorithm
                                                                        monkeypatch, reference):
     """A local shard's big members are copied in the kernel whatever the checksum; the digest
     (taken from the finished file) is the file's."""
-    from ishard import sinks
+    from ishard.store import sinks
 
     calls = []
     real = sinks.KERNEL_COPIES

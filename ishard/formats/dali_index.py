@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..keys import wds_split
+from ..planning.keys import wds_split
 
 
 def index_name(shard: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from ishard.plan import balanced_sizes
+from ishard.planning.cut import balanced_sizes
 from ishard.split import webdataset as wds
 from ishard.split import whale
 

@@ -13,8 +13,8 @@ from typing import NamedTuple
 
 from ishard.archive import contents
 from ishard.errors import IshardError, SourceError, UsageError
-from ishard.keys import extension, key_function, sample_key
-from ishard.manifest import MANIFEST_NAME, check_manifest
+from ishard.planning.keys import extension, key_function, sample_key
+from ishard.run.manifest import MANIFEST_NAME, check_manifest
 from ishard.split import POLICIES
 from ishard.split import webdataset as wds
 from ishard.split._check import index, positive

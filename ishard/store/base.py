@@ -12,7 +12,7 @@ from ..errors import IshardError, SourceError, UsageError, WriteError
 if TYPE_CHECKING:
     import asyncio
 
-    from ..retry import Retrier
+    from .retry import Retrier
 
 Role = Literal["source", "destination", "archive", "--src-list"]
 
@@ -180,7 +180,7 @@ class Store(ABC):
     ):
         """The files of a source on this store as a ``FileTable`` (``listing.list_remote``:
         :meth:`pages`, filtered)."""
-        from ..listing import list_remote
+        from ..planning.listing import list_remote
 
         return list_remote(
             location,
@@ -234,7 +234,7 @@ class Store(ABC):
     ):
         """The reader of a source on this store (``readers.Reader``): by default many requests
         in flight, memory bounded by ``budget``."""
-        from ..readers import prefetching_reader
+        from .readers import prefetching_reader
 
         return prefetching_reader(location, retrier, jobs=jobs, budget=budget)
 
@@ -291,7 +291,7 @@ class Store(ABC):
 
     def lock(self, location, retrier: Retrier):
         """Take the destination for this run: a lease on an object (``lease.LeaseLock``)."""
-        from ..lease import LeaseLock
+        from .lease import LeaseLock
 
         return LeaseLock(location, retrier)
 

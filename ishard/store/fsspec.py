@@ -8,13 +8,13 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import IshardError, UsageError
-from ..retry import run_with
-from ..sinks import TEMP_SUFFIX, _guarded, _Hashing
 from .base import Guard, Mode, ObjectInfo, Store, Unconditional, Upload
 from .location import FSSPEC_EXTRAS
+from .retry import run_with
+from .sinks import TEMP_SUFFIX, _guarded, _Hashing
 
 if TYPE_CHECKING:
-    from ..retry import Retrier
+    from .retry import Retrier
 
 
 def _mtime(info: dict) -> int:
@@ -88,7 +88,7 @@ class FsspecStore(Store):
             else (self.root or "/")
         )
         found = run(lambda: fs.find(start, detail=True))
-        from ..table import store_stamp
+        from ..planning.table import store_stamp
 
         page = []
         for info in found.values():

@@ -10,15 +10,15 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from .. import localstate
 from ..errors import IshardError, SourceError, UsageError, WriteError
-from ..listing import check_source_dir
-from ..retry import run_with
-from ..sinks import TEMP_SUFFIX, WRITE_FIX, LocalSink
+from ..planning.listing import check_source_dir
+from . import localstate
 from .base import Mode, NotRegular, ObjectInfo, Store, Unconditional, Upload
+from .retry import run_with
+from .sinks import TEMP_SUFFIX, WRITE_FIX, LocalSink
 
 if TYPE_CHECKING:
-    from ..retry import Retrier
+    from .retry import Retrier
 
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -125,7 +125,7 @@ class LocalStore(Store):
         follow_symlinks: bool = False,
     ):
         """The source walk with its path rules (``listing.list_local``)."""
-        from ..listing import list_local
+        from ..planning.listing import list_local
 
         return list_local(
             self.root,
@@ -203,7 +203,7 @@ class LocalStore(Store):
         self, location, retrier: Retrier, *, jobs: int, budget: int, follow_symlinks: bool = False
     ):
         """Files opened one after another under the source path rule (``readers.LocalReader``)."""
-        from ..readers import LocalReader
+        from .readers import LocalReader
 
         return LocalReader(location, follow_symlinks)
 
@@ -291,7 +291,7 @@ class LocalStore(Store):
 
     def lock(self, location, retrier: Retrier):
         """``flock`` on the run state's lock file: the kernel frees it when the run dies."""
-        from ..lock import LocalLock
+        from .lock import LocalLock
 
         return LocalLock(location)
 

@@ -13,7 +13,7 @@ from .base import CREDENTIALS, Store
 from .urls import check_endpoint, redacted
 
 if TYPE_CHECKING:
-    from ..retry import Retrier
+    from .retry import Retrier
 
 BUCKET_SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "az": "az", "abfs": "az",
                   "abfss": "az", "ais": "s3"}  # fmt: skip

@@ -11,8 +11,7 @@ from functools import partial, wraps
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
 from ..errors import IshardError, SourceError, UsageError
-from ..listing import has_control, quoted
-from ..retry import run_with
+from ..planning.listing import has_control, quoted
 from .base import (
     Mode,
     ObjectInfo,
@@ -25,11 +24,12 @@ from .base import (
 )
 from .credentials import NoCredentials, store_config
 from .location import FSSPEC_EXTRAS
+from .retry import run_with
 
 if TYPE_CHECKING:
     import asyncio
 
-    from ..retry import Retrier
+    from .retry import Retrier
 
 PAGE = 1000  # keys per listing request (S3's most)
 T = TypeVar("T")
@@ -38,7 +38,7 @@ BULK = 1000  # keys per bulk delete request (S3's most)
 
 
 def _stamp(meta: Any) -> int:
-    from ..table import store_stamp
+    from ..planning.table import store_stamp
 
     return store_stamp({"ETag": meta.get("e_tag"), "LastModified": meta.get("last_modified")})
 
@@ -339,7 +339,7 @@ class ObstoreStore(Store):
     def classify(self, err: BaseException) -> str:
         from obstore import exceptions as ex
 
-        from ..retry import http_status
+        from .retry import http_status
 
         status, text = http_status(err), str(err)
         code = _answer(text)[0]
@@ -471,7 +471,7 @@ class _Reason(Exception):
 
 
 def _once():
-    from ..retry import Retrier
+    from .retry import Retrier
 
     return Retrier(0)
 

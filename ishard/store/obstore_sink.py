@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..errors import IshardError
-from ..sinks import _guarded, _Hashing
+from .sinks import _guarded, _Hashing
 
 if TYPE_CHECKING:
     from .base import Upload

@@ -1,0 +1,238 @@
+"""Go ishard's spelling of the command line (``ishard -src_bck=… -shard_size=…``), rewritten
+into ours with Go's meanings kept, and Go's refusals where a word only means something in Go."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Collection, Sequence
+
+from ..errors import UsageError
+from ..options import GO_SHARD_SIZE
+from ..planning.keys import go_pattern
+from ..sizes import MAX_COUNT
+
+# --dry-run's modes: the native spelling's bare --dry-run is "shards" (a row per shard and a
+# histogram), Go's -dry_run is "text" (Go's listing of every member), which "files" names too
+DRY_RUN_MODES = ("shards", "files", "text", "show_keys", "json", "summary")
+# Go ishard's flag spellings -> ours; src_bck and dst_bck become the two positional arguments.
+GO_FLAGS = {
+    "shard_size": "--shard-size",
+    "max_shard_size": "--shard-size",
+    "sample_key_pattern": "--sample-key-pattern",
+    "sample_exts": "--sample-exts",
+    "missing_extension_action": "--missing-extension-action",
+    "ekm": "--ekm",
+    "ext": "--ext",
+    "shard_template": "--shard-template",
+    "sort": "--sort",
+    "prefix": "--prefix",
+    "samples_per_shard": "--samples-per-shard",
+    "jobs": "--jobs",
+    "src_list": "--src-list",
+    "endpoint_url": "--endpoint-url",
+    "checksum": "--checksum",
+    "executor": "--executor",
+    "scheduler": "--scheduler",
+    "num_shards": "--num-shards",
+    "shards_multiple_of": "--shards-multiple-of",
+}
+GO_BOOLS = {
+    "collapse": ("--collapse", "--no-collapse"),
+    "progress": ("--progress", "--no-progress"),
+    "include_hidden": ("--include-hidden", None),
+    "follow_symlinks": ("--follow-symlinks", None),
+    "overwrite": ("--overwrite", None),
+    "resume": ("--resume", None),
+    "json": ("--json", None),
+    "debug": ("--debug", None),
+    "strict": ("--strict", None),
+}
+GO_BUCKETS = ("src_bck", "dst_bck")
+TRUE, FALSE = ("", "true", "1", "t"), ("false", "0", "f")
+
+
+_GO_NAME = re.compile(r"-{1,2}([A-Za-z][A-Za-z0-9_-]*)(=.*)?", re.DOTALL)
+SHORT_FLAGS = "qvh"  # our one-letter flags, which click lets a user write together: -qv
+
+
+def _undefined_go_flag(
+    arg: str, before: str | None, ours: Sequence[str], valued: Collection[str]
+) -> UsageError | None:
+    """Go's refusal of a flag it does not know (``-shard_sise``), with the closest known flag
+    (Go's, or ``ours``: our long option names), for a word only a Go-style command line has:
+    one dash and a long name, or a ``_`` in the name; None for anything else, or a word that
+    is the value of the option ``before`` it (one of ``valued``, those that take a value)."""
+    found = _GO_NAME.fullmatch(arg)
+    if found is None or arg.startswith("---") or _go_flag(arg) is not None:
+        return None
+    name = found.group(1)
+    if arg.startswith("--") and "_" not in name:
+        return None  # our spelling: click says what is wrong with it
+    if not arg.startswith("--") and (len(name) < 2 or set(name) <= set(SHORT_FLAGS)):
+        return None  # -x, -qv: click's short options
+    if before is not None and before in valued:
+        return None  # --prefix -a_b: a value that starts with a dash
+    go = difflib.get_close_matches(name, [*GO_FLAGS, *GO_BOOLS, *GO_BUCKETS, "dry_run"], 1)
+    mine = difflib.get_close_matches(name.replace("_", "-"), ours, 1)
+    near = [f"-{g}" for g in go] + [f"--{o}" for o in mine]
+    if "-" in name:  # -shard-size: ours, with one dash too few
+        near.reverse()
+    fix = (
+        f"did you mean {near[0]}?"
+        if near
+        else "see 'ishard shard --help' for the options (Go's: -src_bck, -dst_bck, "
+        "-shard_size, -sample_key_pattern, …)"
+    )
+    return UsageError(f"flag provided but not defined: {arg.partition('=')[0]} — {fix}")
+
+
+def _go_flag(arg: str) -> tuple[str, str | None] | None:
+    """('name', value or None) for a Go-style flag such as ``-shard_size=1MiB``; else None."""
+    if not arg.startswith("-") or arg.startswith("---") or arg == "-":
+        return None
+    name, eq, value = arg.lstrip("-").partition("=")
+    if name in GO_FLAGS or name in GO_BOOLS or name in (*GO_BUCKETS, "dry_run"):
+        if arg.startswith("--") and "_" not in name and name not in ("ekm", "ext", "sort"):
+            return None  # already our spelling
+        return name, value if eq else None
+    return None
+
+
+def _go_shard_size(flag: str, value: str) -> str:
+    """Go's meaning of a shard size in Go's spelling: ``-shard_size`` reads a number that fits
+    an int32 as a sample count and a larger one as bytes; the older ``-max_shard_size`` read
+    every bare number as bytes. Bytes get their unit (``B``) here. (Go's int32 parse takes no
+    spaces, its size parse trims them: ``" 10"`` is 10 bytes there.)"""
+    digits = value.strip().removeprefix("+")
+    if (
+        digits.isascii()
+        and digits.isdigit()
+        and (flag == "max_shard_size" or value != value.strip() or int(digits) > MAX_COUNT)
+    ):
+        return f"{digits}B"
+    return value
+
+
+def translate(argv: list[str], ours: Sequence[str] = (), valued: Collection[str] = ()) -> list[str]:
+    """Rewrite Go ishard's command line (``-src_bck=… -shard_size=…``) into ours; ``ours``
+    (our long option names) and ``valued`` (our options that take a value) tell a mistyped
+    Go flag from the rest."""
+    out: list[str] = []
+    src = dst = None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        flag = _go_flag(arg)
+        if arg == "--":
+            out += argv[i - 1 :]
+            break
+        if flag is None and arg in ("-help", "--help"):
+            arg = "--help"  # Go's flag package knows -help too
+        elif flag is None:
+            undefined = _undefined_go_flag(arg, argv[i - 2] if i > 1 else None, ours, valued)
+            if undefined is not None:
+                raise undefined
+        if flag is not None and flag[1] is None and _go_spelt(arg) and i < len(argv):
+            _bool_then_word(flag[0], argv[i])
+        if arg == "--dry-run" or (flag is not None and flag == ("dry_run", None)):
+            if i < len(argv) and argv[i] in DRY_RUN_MODES:  # '--dry-run show_keys'
+                out.append(f"--dry-run={argv[i]}")
+                i += 1
+            else:
+                out.append("--dry-run=text" if any(map(_go_spelt, argv)) else "--dry-run=shards")
+        elif flag is None:
+            out.append(arg)
+        elif flag[0] in GO_BOOLS:
+            on, off = GO_BOOLS[flag[0]]
+            given = (flag[1] or "").lower()
+            if given in TRUE:
+                out.append(on)
+            elif given in FALSE:
+                out += [off] if off else []
+            else:
+                raise UsageError(
+                    f"-{flag[0]}={flag[1]!r} is not true or false — write -{flag[0]} "
+                    f"or -{flag[0]}=false"
+                )
+        elif flag[0] == "dry_run":
+            mode = flag[1] if flag[1] is not None else "true"
+            if mode.lower() in TRUE:
+                out.append("--dry-run=text")
+            elif mode.lower() not in FALSE:
+                out.append(f"--dry-run={mode}")
+        else:
+            value: str | None = flag[1]
+            if value is None and i < len(argv):
+                value, i = argv[i], i + 1
+            if value is None:
+                out.append(arg)  # click reports the missing value
+            elif flag[0] == "ekm" and not value.strip() and _go_spelt(arg):
+                raise UsageError(  # Go's JSON parse of an empty map fails as its flag is set
+                    f"-ekm={value!r} is empty (Go ishard refuses it too) — give a JSON file "
+                    """(-ekm=map.json) or inline JSON (-ekm='{"fish-%d.tar": ["^n01440764/"]}'), """
+                    "or leave -ekm out for no key map"
+                )
+            elif flag[0] == "src_bck":
+                src = value
+            elif flag[0] == "dst_bck":
+                dst = value
+            else:
+                if flag[0] == "sample_key_pattern":  # Go's meaning for a group-less regex
+                    value = go_pattern(value)
+                elif flag[0] in ("shard_size", "max_shard_size"):
+                    value = _go_shard_size(flag[0], value)
+                out.append(f"{GO_FLAGS[flag[0]]}={value}")
+    if (src is None) != (dst is None):
+        given, missing = ("-src_bck", "-dst_bck") if dst is None else ("-dst_bck", "-src_bck")
+        raise UsageError(
+            f"{given} needs {missing} too: Go ishard requires both (src_bck and dst_bck) — add "
+            f"{missing}={missing[1:4].upper()}, or for a dry run without a destination: "
+            "ishard shard SRC --dry-run"
+        )
+    if src is not None or dst is not None:
+        if not out or out[0] != "shard":
+            out.insert(0, "shard")
+    elif any(_go_flag(a) for a in argv) and (
+        not out or out[0] not in ("shard", "ls", "verify", "split")
+    ):
+        out.insert(0, "shard")
+    if out and out[0] == "shard" and any(map(_go_spelt, argv)):
+        # the Go spelling's defaults: Go's member names (the source paths), md5, the
+        # checksum wids reads (md5sum), which the Go spelling's manifests have always had, and
+        # names Go shards though they differ only in case or Unicode form, warned about; and
+        # Go's documented 1 MiB shard size
+        for option, default in (
+            ("--member-names", "original"),
+            ("--checksum", "md5"),
+            ("--lookalike-names", "warn"),
+            ("--shard-size", GO_SHARD_SIZE),
+        ):
+            if not any(a == option or a.startswith(f"{option}=") for a in out):
+                end = out.index("--") if "--" in out else len(out)
+                out.insert(end, f"{option}={default}")
+    if src is not None or dst is not None:
+        out += ["--"] + [v for v in (src, dst) if v is not None]
+    return out
+
+
+def _bool_then_word(name: str, word: str) -> None:
+    """Refuse Go's bool flag followed by what looks like its value (``-dry_run show_keys``,
+    ``-collapse true``): Go's flag package takes the word for an argument and stops reading
+    flags there, so it never means what it seems to."""
+    if name != "dry_run" and name not in GO_BOOLS:
+        return
+    modes = DRY_RUN_MODES if name == "dry_run" else ()
+    if word in modes or word.lower() in (*TRUE[1:], *FALSE):
+        raise UsageError(
+            f"-{name} {word}: Go's -{name} is a bool flag, so {word!r} would not be its value "
+            f"but an argument, where Go stops reading flags — write -{name}={word}"
+        )
+
+
+def _go_spelt(arg: str) -> bool:
+    """Is ``arg`` a Go ishard flag spelt as only Go spells it (``-shard_size``, ``-ext``), not
+    one that is also ours (``--ext``)?"""
+    flag = _go_flag(arg)
+    return flag is not None and (not arg.startswith("--") or "_" in flag[0])

@@ -1,0 +1,507 @@
+"""Planning's column engine (DuckDB): an inventory read, filtered and sorted as columns,
+without Python work per row.
+
+An inventory the engine takes as it is (a local CSV file with a header, or a Parquet file) is
+read, checked, filtered (prefix, hidden and unsafe names, folder markers), sorted bytewise,
+stripped of repeated names and, for a built-in key pattern, grouped into samples in DuckDB,
+under a memory limit past which DuckDB spills to a temporary folder. Anything it cannot take
+as it is — a line the CSV reader refuses, a size that is not plain digits, a carriage return —
+goes back to the row reader (:mod:`ishard.planning.inventory`), which names the offending line; so both
+readers give the same listing or the same error.
+"""
+
+from __future__ import annotations
+
+import csv
+import tempfile
+from array import array
+
+from ..errors import DataError
+from ..model import EXAMPLES_KEPT, Tally
+from ..sizes import describe_size
+from . import engine, parquet
+from .clashes import find_clashes
+from .keys import KeyFunction, key_function
+from .listing import HIDDEN, UNSAFE
+from .namecolumn import NARROW_MAX, Names
+from .table import FileTable, Grouping, NoStamps, int_view
+
+MAX_NAME = 128 << 10  # characters in a name (as the row reader's csv field limit)
+DISTINCT_TIMES = 1 << 20  # non-numeric mtimes converted by the row reader's rule, at most
+SCAN_BLOCK = 8 << 20
+HEAD = 1 << 16  # bytes read to tell an inventory's format (as the row reader does)
+HEADER_MAX = 1 << 20  # characters of a CSV header line read (the row reader's line limit)
+KEY_SHAPES = 256  # distinct key lists of a JSON Lines inventory's lines, at most
+
+# the row reader's rules, in SQL: an unsafe name (absolute, a '..' part, a control
+# character), a hidden one, a folder marker
+_UNSAFE = r"regexp_matches(name, '^[/\\]|^[A-Za-z]:|[\x00-\x1f\x7f]|(^|[/\\])\.\.([/\\]|$)')"
+_HIDDEN = "(starts_with(name, '.') OR contains(name, '/.'))"
+# an mtime the row reader reads exactly as a whole number (it goes through a float: past 15
+# digits it may round, so longer ones are converted by its own function)
+_WHOLE_SECONDS = "regexp_full_match(mtime, '[0-9]{1,15}')"
+# a row the engine does not take: a name too long, a size that is not plain digits of at most
+# 2^63-1 (the row reader takes ' 3' and '003', and names what is wrong with the others)
+_BAD_ROW = (
+    f"length(name) > {MAX_NAME} OR size IS NULL OR NOT regexp_full_match(size, "
+    "'[0-9]{1,19}') OR (length(size) = 19 AND size > '9223372036854775807')"
+)
+
+
+# the sample keys of the built-in patterns (keys.sample_keys) in SQL: the basename up to its
+# last dot; the name up to the last dot of its basename; that without its slashes
+_KEY_SQL = {
+    key_function("base_file_name"): "parse_filename(name, true, 'forward_slash')",
+    key_function("full_name"): r"regexp_replace(name, '\.[^./]*$', '')",
+    key_function("collapse_all_dir"): r"replace(regexp_replace(name, '\.[^./]*$', ''), '/', '')",
+}
+
+
+# Before samples are sought in a row, the keys of 32 runs of 2,048 files spread over the
+# listing are looked at: whole vectors of the engine, so it reads no other file's name
+SAMPLED_RUN, SAMPLED_RUNS = 2048, 32
+
+
+class Fallback(Exception):
+    """The engine does not take this inventory as it is: read it row by row."""
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _scan_ok(path: str, kind: str) -> bool:
+    """No carriage return and no NUL byte: the two the row reader splits lines at (or reads)
+    otherwise; in JSON Lines no escaped NUL either (``\\u0000``, which it reads as text)."""
+    odd = (b"\r", b"\x00", b"\\u0000") if kind == "jsonl" else (b"\r", b"\x00")
+    tail = b""
+    with open(path, "rb") as stream:
+        while block := stream.read(SCAN_BLOCK):
+            looked = tail + block
+            if any(o in looked for o in odd):
+                return False
+            tail = block[-5:]  # an escape may begin in one block and end in the next
+    return True
+
+
+def _csv_header(path: str) -> list[str]:
+    with open(path, encoding="utf-8-sig", newline="") as stream:
+        return next(csv.reader([stream.readline(HEADER_MAX)]), [])
+
+
+def _source_csv(path: str, header: list[str], columns: dict[str, int | None]) -> str:
+    """The SELECT of name, size and mtime (all text) from a CSV file with a header."""
+    fields = ", ".join(f"'f{i}': 'VARCHAR'" for i in range(len(header)))
+    pick = {what: f"f{at}" if at is not None else "NULL" for what, at in columns.items()}
+    return (
+        f"SELECT {pick['name']} AS name, {pick['size']} AS size, {pick['mtime']} AS mtime "
+        f"FROM read_csv({_sql_text(path)}, header = true, auto_detect = false, "
+        f"delim = ',', quote = '\"', escape = '\"', strict_mode = true, "
+        f"null_padding = false, compression = 'none', columns = {{{fields}}})"
+    )
+
+
+def _json_keys(con, path: str) -> dict[str, str | None]:
+    """The key of each kind (name, size, mtime) that the row reader's ``_pick`` takes on every
+    line, found from the lines' distinct key lists (``KEY_SHAPES`` at most; a key whose value
+    is JSON null is still there); no mtime key: None. A name or size key that differs from
+    line to line, or is missing, hands the listing back."""
+    from .inventory import MAX_LINE, MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS
+
+    kinds = {"name": NAME_COLUMNS, "size": SIZE_COLUMNS, "mtime": MTIME_COLUMNS}
+    shapes = con.execute(  # the lines' key lists, all of them: intersecting each took 4x as long
+        f"SELECT DISTINCT json_keys(json) FROM read_ndjson_objects({_sql_text(path)}, "
+        f"maximum_object_size = {MAX_LINE - 1}) LIMIT {KEY_SHAPES + 1}"
+    ).fetchall()
+    if len(shapes) > KEY_SHAPES:
+        raise Fallback
+    picked: dict[str, str | None] = {}
+    for kind, keys in kinds.items():
+        found = {next((k for k in keys if k in (shape or ())), None) for (shape,) in shapes}
+        if kind == "mtime":
+            found.discard(None)  # a line without one: no time, as a JSON null is
+        if len(found) > 1:  # keys that differ from line to line, or a line without any
+            raise Fallback
+        picked[kind] = next(iter(found), None)
+    if picked["name"] is None or picked["size"] is None:
+        raise Fallback  # the row reader names the line that has no name or no size
+    return picked
+
+
+def _source_jsonl(con, path: str) -> str:
+    """The SELECT of name, size and mtime (as text) from JSON Lines, each line read as an
+    object of the keys the row reader takes (``_json_keys``; a repeated key, a line that is
+    no object or not JSON, a line over 1 MiB are errors). Whatever it would refuse or read
+    otherwise — a name that is not a string, a size that is not an integer or a string, an
+    mtime that is no number or string — makes the size NULL, which hands the listing back."""
+    from .inventory import MAX_LINE
+
+    keys = _json_keys(con, path)
+    fields = ", ".join(f"{_sql_text(k)}: 'JSON'" for k in keys.values() if k is not None)
+    n, s = (f'"{keys[kind]}"' for kind in ("name", "size"))
+    t = "NULL" if keys["mtime"] is None else f'"{keys["mtime"]}"'
+    types = (
+        f"json_type({n}) = 'VARCHAR' AND json_type({s}) IN ('UBIGINT', 'BIGINT', 'VARCHAR') "
+        f"AND ({t} IS NULL OR json_type({t}) IN ('UBIGINT', 'BIGINT', 'DOUBLE', 'VARCHAR'))"
+    )
+    return (
+        f"SELECT {n} ->> '$' AS name, CASE WHEN NOT coalesce({types}, false) THEN NULL "
+        f"WHEN json_type({s}) = 'VARCHAR' THEN {s} ->> '$' ELSE CAST({s} AS VARCHAR) END AS "
+        f"size, CASE WHEN json_type({t}) = 'VARCHAR' THEN {t} ->> '$' ELSE CAST({t} AS VARCHAR) "
+        f"END AS mtime FROM read_json({_sql_text(path)}, format = 'newline_delimited', "
+        f"auto_detect = false, columns = {{{fields}}}, maximum_object_size = {MAX_LINE - 1})"
+    )
+
+
+def inventory_kind(path: str) -> str | None:
+    """``"csv"``, ``"jsonl"`` or ``"parquet"`` for a local inventory the engine can read (a
+    JSON Lines file begins with ``{``, after white space), else None."""
+    if "://" in path and not path.startswith("file://"):
+        return None
+    path = path.removeprefix("file://")
+    try:
+        with open(path, "rb") as stream:
+            head = stream.read(HEAD)
+    except OSError:
+        return None
+    if head[:4] == b"PAR1":
+        return "parquet"
+    if path.endswith((".gz", ".bz2", ".xz", ".zst", ".lz4", ".zip")):
+        return None
+    text = head.decode("utf-8", "replace")
+    if text.removeprefix("\ufeff").lstrip().startswith("{"):  # as the row reader tells JSON Lines
+        return None if '"fileSchema"' in text else "jsonl"  # an S3 Inventory manifest
+    return None if head[:1] == b"[" else "csv"
+
+
+def read_inventory(
+    path: str,
+    kind: str,
+    *,
+    wanted: str | None,
+    include_hidden: bool,
+    tally: Tally,
+    tmp_dir: str | None = None,
+    memory_limit: int | None = None,
+    key: KeyFunction | None = None,
+    renamed: bool = False,
+) -> tuple[FileTable, int]:
+    """The listing an inventory names (filtered, sorted bytewise, repeated names dropped, the
+    first kept) and its byte total; with a built-in pattern's ``key``, its samples too (the
+    table's ``grouping``); the files whose member names may clash on extraction (its
+    ``clashes``: for ``<key>.<extension>`` names when ``renamed``, if ``key`` is built in).
+    The engine holds up to ``memory_limit`` bytes (``engine.MEMORY_LIMIT`` when None), then spills
+    to a private folder in ``tmp_dir``; the table's ``spilled`` is the most that folder held.
+
+    Raises:
+        Fallback: the row reader must read it (and say what is wrong, if anything is).
+        UsageError: a Parquet inventory without name and size columns.
+        DataError: the engine ran out of memory under ``memory_limit``, or of disk space.
+    """
+    import duckdb
+
+    path = path.removeprefix("file://")
+    spill = tempfile.mkdtemp(prefix="ishard-spill-", dir=tmp_dir)  # this run's own, private
+    memory_limit = memory_limit or engine.MEMORY_LIMIT
+    con = engine.connect(spill, memory_limit)
+    watch = engine.SpillWatch(spill)
+    try:
+        with watch:
+            con.execute(
+                "CREATE TEMP TABLE raw AS SELECT coalesce(name, '') AS name, size, mtime "
+                f"FROM ({_source(con, path, kind)})"
+            )
+            built_in = key if key in _KEY_SQL else None
+            table, total = _listing(con, wanted, include_hidden, tally, built_in, renamed, watch)
+        table.spilled = watch.most
+        readers = None if renamed else READER_KEYS  # the key check's, cut when it asks
+        engine.leave_waiting(table, con, spill, readers)  # the engine is theirs now
+        return table, total
+    except duckdb.OutOfMemoryException as error:  # not the row reader: it takes far more
+        engine.close(con, spill)
+        raise _out_of_room(path, memory_limit, tmp_dir, error) from None
+    except (duckdb.Error, UnicodeDecodeError, csv.Error, Fallback) as error:
+        refused = parquet.refusal(con, path, error, _BAD_ROW) if kind == "parquet" else None
+        engine.close(con, spill)
+        if refused is not None:  # no row reader reads Parquet: the engine names the row
+            raise refused from None
+        raise Fallback from None  # the row reader says what is wrong, naming the line
+    except BaseException:
+        engine.close(con, spill)
+        raise
+
+
+def _out_of_room(path: str, memory_limit: int, tmp_dir: str | None, error) -> DataError:
+    """What the engine ran out of: its spill folder's disk, or its memory."""
+    if "max_temp_directory_size" in str(error):  # DuckDB's own bound: what that disk has left
+        return DataError(
+            f"--src-list {path!r} needs more room for the column engine's temporary files "
+            f"than the disk of {tmp_dir or tempfile.gettempdir()!r} has left — give --tmp-dir "
+            "a folder on a disk with more room"
+        )
+    return DataError(
+        f"--src-list {path!r} needs more memory than the column engine's "
+        f"{describe_size(memory_limit)} (--memory-limit) to be read — give it more, "
+        "e.g. --memory-limit 1GiB"
+    )
+
+
+def _source(con, path: str, kind: str) -> str:
+    """The SELECT of the inventory's name, size and mtime, as text."""
+    from .inventory import MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS, _column
+
+    if kind != "parquet" and not _scan_ok(path, kind):
+        raise Fallback
+    if kind == "jsonl":
+        return _source_jsonl(con, path)
+    if kind == "parquet":
+        return parquet.source(con, path)
+    header = _csv_header(path)
+    columns = {
+        "name": _column(header, NAME_COLUMNS),
+        "size": _column(header, SIZE_COLUMNS),
+        "mtime": _column(header, MTIME_COLUMNS),
+    }
+    if columns["name"] is None or columns["size"] is None:
+        raise Fallback  # the row reader says what the header lacks
+    return _source_csv(path, header, columns)
+
+
+def _listing(
+    con,
+    wanted: str | None,
+    include_hidden: bool,
+    tally: Tally,
+    key: KeyFunction | None,
+    renamed: bool,
+    watch: engine.SpillWatch,
+) -> tuple[FileTable, int]:
+    keep = (  # no prefix any name can have (None): none kept, but every row still checked
+        f"starts_with(name, {_sql_text(wanted)}) AND name <> '' AND NOT ends_with(name, '/')"
+        if wanted is not None
+        else "false"
+    )
+    skip = (
+        f"CASE WHEN NOT ({keep}) THEN NULL WHEN {_UNSAFE} THEN 'unsafe'"
+        + ("" if include_hidden else f" WHEN {_HIDDEN} THEN 'hidden'")
+        + " END"
+    )
+    reasons = {"unsafe": UNSAFE, "hidden": HIDDEN}
+    skipped = ", ".join(  # for each reason: how many, the first few, where the first is
+        f"count(*) FILTER (WHERE skip = '{why}'), min_by(name, rn, {EXAMPLES_KEPT}) FILTER "
+        f"(WHERE skip = '{why}'), min(rn) FILTER (WHERE skip = '{why}')"
+        for why in reasons
+    )
+    bad, odd, left_out, *tallied = con.execute(  # one pass: checks, what is skipped
+        f"SELECT count(*) FILTER (WHERE {_BAD_ROW}), count(*) FILTER (WHERE mtime IS NOT "
+        f"NULL AND mtime <> '' AND NOT {_WHOLE_SECONDS}), count(*) FILTER (WHERE NOT ({keep})), "
+        f"{skipped} "
+        f"FROM (SELECT rowid AS rn, name, size, mtime, {skip} AS skip FROM raw)"
+    ).fetchone()
+    if bad:
+        raise Fallback  # the row reader names the line (for Parquet: the engine, read_inventory)
+    found = sorted(
+        (first, why, count, examples)
+        for why, (count, examples, first) in zip(reasons, zip(*[iter(tallied)] * 3))
+        if count
+    )
+    for _, why, count, examples in found:  # in the order each reason first turns up
+        tally.add_many(reasons[why], count, examples)
+    when = (  # every mtime whole seconds or none (the common case): cast, no pattern per row
+        f"CASE WHEN mtime IS NULL OR mtime = '' THEN 0 WHEN {_WHOLE_SECONDS} "
+        f"THEN CAST(mtime AS BIGINT) ELSE {_odd_times(con)} END"
+        if odd
+        else "CASE WHEN mtime IS NULL OR mtime = '' THEN 0 ELSE CAST(mtime AS BIGINT) END"
+    )
+    kept = [keep] if left_out else []  # a sort under a filter took 2.7x as long at 100M
+    kept += [f"({skip}) IS NULL"] if found else []  # nothing skipped: no pattern per row
+    con.execute(
+        f"CREATE TEMP TABLE files AS SELECT name, CAST(size AS BIGINT) AS size, {when} AS mtime "
+        f"FROM raw {'WHERE ' + ' AND '.join(kept) if kept else ''} ORDER BY name, rowid"
+    )
+    watch.look()  # the listing twice, sorted and not: what is past the limit is on disk now
+    con.execute("DROP TABLE raw")
+    repeated = con.execute(
+        "SELECT count(*) FROM (SELECT name = lag(name) OVER () AS again FROM files) WHERE again"
+    ).fetchone()[0]
+    if repeated:  # the first of each name stays (the rows are in name, then file order)
+        con.execute(
+            "CREATE TEMP TABLE listed AS SELECT * FROM files "
+            "QUALIFY lag(name) OVER () IS DISTINCT FROM name"
+        )
+        con.execute("DROP TABLE files")
+        con.execute("ALTER TABLE listed RENAME TO files")
+    table = FileTable()
+    listed = con.execute("SELECT count(*) FROM files").fetchone()[0]
+    if not renamed or key is not None:
+        members_key = _KEY_SQL[key] if renamed and key is not None else None
+        table.clashes = find_clashes(con, members_key, listed)
+    # no member name <key>.<extension> that may clash: no two files of a key with one
+    # extension in any case either (their member names would fold to one)
+    unrepeated = table.clashes is not None and not table.clashes.files
+    if renamed and key is not None and not unrepeated and _renamable(con, _KEY_SQL[key]):
+        table.renamable_by = key
+    # last: the keys wait in the engine, and the naming hints need room
+    runs = _group(con, key, listed) if key is not None else None
+    if runs is not None and renamed and unrepeated and _renamable(con, None):
+        table.renamable_by = key
+    con.execute(f"SET memory_limit = '{engine.FETCH_MEMORY >> 20}MiB'")  # the rest waits on disk
+    if key is not None and runs is not None:
+        table.grouping = _grouping(con, key, listed, runs)
+    total, *bounds = con.execute(
+        "SELECT coalesce(sum(size), 0), min(size), max(size) FROM files"
+    ).fetchone()
+    table.sizes = engine.int_fetched(con, "size", (bounds[0], bounds[1]))
+    table.stamps = NoStamps(len(table.sizes))
+    return table, total  # the names wait in the engine (read_inventory)
+
+
+def _group(con, key: KeyFunction, count: int) -> tuple[bool, int]:
+    """The samples of ``files`` (``count`` rows) by a built-in key pattern, as runs of files:
+    each key's first file and the key (``runs``, in order of first appearance); and whether
+    every sample's files are in a row (``_in_a_row``), and how many keys hold a '/'. Samples
+    apart, the files are sorted by key, then listing position (``by_key``: sorting spills,
+    where a hash join of ten million keys under the memory limit fails), and each key's run is
+    found there."""
+    folders = _in_a_row(con, _KEY_SQL[key], count)
+    if folders is not None:
+        return True, folders
+    con.execute(  # sorted on its own: a window sorting it (OVER (ORDER BY key)) is 3x slower
+        f"CREATE TEMP TABLE by_key AS SELECT rowid AS f, {_KEY_SQL[key]} AS key FROM files "
+        "ORDER BY key, f"
+    )
+    con.execute(  # the windows go in the table's (key) order; runs by first file, as above
+        f"CREATE TEMP TABLE runs AS SELECT key, pos, lead(pos, 1, {count}) OVER () - pos AS "
+        "files FROM (SELECT f, key, pos FROM (SELECT f, key, row_number() OVER () - 1 AS pos, "
+        "key IS DISTINCT FROM lag(key) OVER () AS new FROM by_key) WHERE new) ORDER BY f"
+    )
+    return False, con.execute("SELECT count(*) FROM runs WHERE contains(key, '/')").fetchone()[0]
+
+
+def _in_a_row(con, key_sql: str, count: int) -> int | None:
+    """Whether each key's files follow each other in ``files`` with the keys rising along it
+    (most listings: the key is the name without its extension): if so, its runs of files are
+    in ``runs`` (one pass, no sort) and how many of their keys hold a '/' is returned, else
+    None. Keys falling in ``SAMPLED_RUNS`` runs of files spread over the listing (the image
+    and its label in two trees) say no at once."""
+    every = max(1, count // (SAMPLED_RUN * SAMPLED_RUNS))  # one run of files in every
+    if con.execute(
+        "SELECT count(*) FROM (SELECT key < lag(key) OVER () AS low FROM (SELECT "
+        f"{key_sql} AS key FROM files WHERE (rowid // {SAMPLED_RUN}) % {every} = 0)) WHERE low"
+    ).fetchone()[0]:
+        return None
+    con.execute(  # a run: files in a row with one key; low: its key below the run's before
+        "CREATE TEMP TABLE runs AS SELECT key, pos, key < before AS low FROM (SELECT pos, key, "
+        f"lag(key) OVER () AS before FROM (SELECT rowid AS pos, {key_sql} AS key FROM files)) "
+        "WHERE key IS DISTINCT FROM before"
+    )
+    falls, folders = con.execute(  # a key below the one before: a key in two runs, or may be
+        "SELECT count(*) FILTER (WHERE low), count(*) FILTER (WHERE contains(key, '/')) FROM runs"
+    ).fetchone()
+    if falls:
+        con.execute("DROP TABLE runs")
+        return None
+    return folders
+
+
+def _grouping(con, key: KeyFunction, count: int, found: tuple[bool, int]) -> Grouping:
+    """The samples ``_group`` found (``found``: its answer), fetched: numpy lays the files out
+    run after run, as ``SampleTable`` holds them. The keys stay in ``runs``
+    (``engine.leave_waiting``)."""
+    import numpy as np
+
+    in_a_row, folders = found
+    wide = count > NARROW_MAX
+    kind = "BIGINT" if wide else "INTEGER"  # positions: 4 bytes each up to 2**31 files
+    pos = con.execute(f"SELECT CAST(pos AS {kind}) AS pos FROM runs").fetchnumpy()["pos"]
+    starts = array("q" if wide else "i", bytes(pos.itemsize * (len(pos) + 1)))
+    members = array(starts.typecode, bytes(pos.itemsize * count))
+    first, laid = int_view(starts), int_view(members)  # where each sample's run begins, ends
+    if in_a_row:  # the runs follow each other: the members are the files in listing order
+        first[:-1] = pos
+        first[-1] = count
+        for a in range(0, count, engine.FETCHED):  # small temporaries
+            b = min(a + engine.FETCHED, count)
+            laid[a:b] = np.arange(a, b, dtype=laid.dtype)
+        return Grouping(key, Names(), starts, members, flat=not folders)
+    by_key = con.execute(f"SELECT CAST(f AS {kind}) AS f FROM by_key").fetchnumpy()["f"]
+    con.execute("DROP TABLE by_key")
+    lengths = con.execute(f"SELECT CAST(files AS {kind}) AS n FROM runs").fetchnumpy()["n"]
+    np.cumsum(lengths, out=first[1:])
+    step = engine.FETCHED  # samples laid out at a time: small temporaries
+    for a in range(0, len(lengths), step):
+        b = min(a + step, len(lengths))
+        shift = np.repeat(pos[a:b] - first[a:b], lengths[a:b])  # member i: by_key[i+s]
+        shift += np.arange(first[a], first[b], dtype=shift.dtype)
+        laid[first[a] : first[b]] = by_key[shift]
+    return Grouping(key, Names(), starts, members, flat=not folders)  # keys: engine.leave_waiting
+
+
+def _renamable(con, key_sql: str | None) -> bool:
+    """Can every listed file be named ``<sample key>.<extension>`` (the checks of
+    ``naming.sample_members``, over all the files)? Each key's basename is not empty and has
+    no dot, ``<key>.x`` is a safe name, each file has an extension, in ASCII, and no two files
+    of a sample have the same one in any case (by hash: a collision only answers no) — each
+    file's key by ``key_sql``. Without it, the keys are the samples' (``runs``: once a sample,
+    not a file) and the last check is left out: the caller knows no two member names can fold
+    to one."""
+    import duckdb
+
+    # ``<key>.x`` is unsafe as a name only by what the key can newly make: a drive or a
+    # separator at its start. Its characters are a listed name's (no control character), and
+    # a '..' part in it would be a dot in the key's basename (refused anyway) or in the name.
+    bad_key = (
+        "key = '' OR ends_with(key, '/') OR contains(parse_filename(key, false, "
+        r"'forward_slash'), '.') OR regexp_matches(key, '^[/\\]|^[A-Za-z]:')"
+    )
+    no_ext = "instr(base, '.') = 0 OR ext = '' OR strlen(ext) <> length(ext)"
+    bases = "SELECT {0}, parse_filename(name, false, 'forward_slash') AS base FROM files"
+    extensions = f"SELECT *, substr(base, instr(base, '.') + 1) AS ext FROM ({bases})"
+    if key_sql is None:
+        query = (
+            f"SELECT (SELECT count(*) FILTER (WHERE {no_ext}) FROM ({extensions.format('rowid')}))"
+            f" + (SELECT count(*) FILTER (WHERE {bad_key}) FROM runs), 0"
+        )
+    else:
+        query = (
+            f"SELECT count(*) FILTER (WHERE {bad_key} OR {no_ext}), count(*) - count(DISTINCT "
+            f"hash(key, lower(ext))) FROM ({extensions.format(key_sql + ' AS key')})"
+        )
+    try:
+        bad, twice = con.execute(query).fetchone()
+    except duckdb.Error as error:  # out of memory or disk: the planner checks every sample
+        engine.hint_failed("check the names for --member-names sample", error)
+        return False
+    return not bad and not twice
+
+
+# Each file's key as WebDataset readers cut it and what they make of its basename, for the
+# key check (``naming.key_check``; ``table.ReaderKeys``), over files ``{where}``. The key, the
+# name up to the first dot of the basename, is hashed as its folder and its stem (string
+# functions: regexes over every name took 3.5x as long).
+READER_KEYS = (
+    "SELECT hash(parse_dirpath(name, 'forward_slash'), "
+    "CASE WHEN dot = 0 THEN base ELSE left(base, dot - 1) END) AS key, "
+    "CAST(dot > 1 AND contains(substr(base, dot + 1), '.') AS TINYINT) "
+    "+ 2 * CAST(dot <= 1 AS TINYINT) AS flags "
+    "FROM (SELECT name, base, instr(base, '.') AS dot FROM "
+    "(SELECT name, parse_filename(name, false, 'forward_slash') AS base FROM files {where}))"
+)
+
+
+def _odd_times(con) -> str:
+    """The SQL of an mtime that is neither digits nor empty, by the row reader's own function
+    (once per distinct value)."""
+    from .inventory import _mtime
+
+    odd = con.execute(
+        "SELECT DISTINCT mtime FROM raw WHERE mtime IS NOT NULL AND mtime <> '' AND NOT "
+        f"{_WHOLE_SECONDS} LIMIT {DISTINCT_TIMES + 1}"
+    ).fetchall()
+    if len(odd) > DISTINCT_TIMES:
+        raise Fallback
+    con.execute("CREATE TEMP TABLE odd_times (text VARCHAR PRIMARY KEY, seconds BIGINT)")
+    con.executemany(
+        "INSERT INTO odd_times VALUES (?, ?)", [(text, _mtime(text)) for (text,) in odd]
+    )
+    return "(SELECT seconds FROM odd_times WHERE text = mtime)"

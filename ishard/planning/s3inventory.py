@@ -1,0 +1,254 @@
+"""AWS S3 Inventory reports as listings (``--src-list …/manifest.json``): the manifest names
+its data files (headerless CSV with URL-encoded keys, Parquet or ORC) and their columns; each
+is read a row at a time and checked as an inventory's rows are."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import itertools
+import json
+import os
+import posixpath
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import unquote_plus
+
+from ..errors import UsageError
+from .inventory import MAX_LINE, MAX_SIZE, _csv_error, _csv_reader, _mtime, _name, _open, _size
+from .listing import quoted, unsafe_name
+
+
+def report_rows(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int, int]]:
+    """AWS S3 Inventory: manifest.json names its data files (headerless CSV with URL-encoded
+    keys, Parquet or ORC) and their column schema."""
+    kind = str(manifest.get("fileFormat", "CSV")).upper()
+    if kind == "PARQUET":
+        return _s3_parquet(manifest, where, opener)
+    if kind == "ORC":
+        return _s3_orc(manifest, where, opener)
+    if kind != "CSV":
+        raise UsageError(
+            f"--src-list {where!r} is an S3 Inventory report in {manifest.get('fileFormat')} "
+            "format, which ishard cannot read — configure the inventory as CSV, ORC or Parquet"
+        )
+    return _s3_csv(manifest, where, opener)
+
+
+PARQUET_BATCH = 1 << 16  # rows fetched at a time from an S3 Inventory Parquet data file
+
+
+def _s3_parquet(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int, int]]:
+    """An S3 Inventory report in Parquet: columns ``key`` (not URL-encoded, unlike CSV's),
+    ``size`` and, if the report has it, ``last_modified_date``; read by the column engine a
+    batch at a time, a store's data file copied to a private temporary folder first."""
+    fields = _schema_fields(re.findall(r"\b(\w+)\s*(?:\(|;)", manifest["fileSchema"]), where)
+    import duckdb
+
+    mtime = "epoch_ms(last_modified_date) // 1000" if "last_modified_date" in fields else "0"
+    query = f"SELECT key, size, {mtime} FROM read_parquet(?)"
+    for item in manifest.get("files", []):
+        data, label = _data_file(where, item["key"]), item["key"]
+        with _local_copy(data, opener) as path, duckdb.connect() as con:
+            try:
+                rows = con.execute(query, [path])
+                number = 0
+                while batch := rows.fetchmany(PARQUET_BATCH):
+                    for key, size, seconds in batch:
+                        number += 1
+                        yield _parquet_row(key, size, seconds, where, label, number)
+            except duckdb.Error as err:
+                raise UsageError(
+                    f"--src-list {where!r}: data file {label!r} cannot be read as the "
+                    f"manifest's Parquet ({str(err).splitlines()[0]}) — use the inventory as "
+                    "AWS wrote it"
+                ) from None
+
+
+def _s3_orc(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int, int]]:
+    """An S3 Inventory report in ORC: the columns of the Parquet form (``fileSchema`` is
+    ``struct<bucket:string,key:string,size:bigint,last_modified_date:timestamp,…>``), read with
+    pyarrow (the ``orc`` extra) a stripe at a time, a store's data file copied first."""
+    fields = _schema_fields(re.findall(r"(\w+)\s*:", manifest["fileSchema"]), where)
+    try:
+        import pyarrow as pa
+        from pyarrow import orc
+    except ImportError:
+        raise UsageError(
+            f"--src-list {where!r} is an S3 Inventory report in ORC, which ishard reads with "
+            "pyarrow — pip install 'ishard[orc]', or configure the inventory as CSV or Parquet"
+        ) from None
+    columns = ["key", "size", *(["last_modified_date"] if "last_modified_date" in fields else [])]
+    for item in manifest.get("files", []):
+        data, label = _data_file(where, item["key"]), item["key"]
+        with _local_copy(data, opener) as path:
+            try:
+                stripes = orc.ORCFile(path)
+                batches = (stripes.read_stripe(i, columns=columns) for i in range(stripes.nstripes))
+                rows = (_orc_rows(batch, pa) for batch in batches)
+                for number, (key, size, seconds) in enumerate(itertools.chain.from_iterable(rows)):
+                    yield _parquet_row(key, size, seconds, where, label, number + 1)
+            except (pa.ArrowException, OSError, KeyError) as err:
+                raise UsageError(
+                    f"--src-list {where!r}: data file {label!r} cannot be read as the "
+                    f"manifest's ORC ({str(err).splitlines()[0]}) — use the inventory as AWS "
+                    "wrote it"
+                ) from None
+
+
+def _orc_rows(batch, pa) -> Iterator[tuple]:
+    """(key, size, whole seconds) of one ORC stripe; a non-timestamp time is a schema error."""
+    keys, sizes = batch.column("key").to_pylist(), batch.column("size").to_pylist()
+    if "last_modified_date" not in batch.schema.names:
+        return zip(keys, sizes, itertools.repeat(0))
+    when = batch.column("last_modified_date")
+    if not pa.types.is_timestamp(when.type):
+        raise KeyError(f"last_modified_date is {when.type}, not a timestamp")
+    per_second = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[when.type.unit]
+    ticks = when.cast(pa.int64()).to_pylist()
+    seconds = (  # toward zero, as the Parquet and CSV forms take them
+        None if t is None else t // per_second if t >= 0 else -(-t // per_second) for t in ticks
+    )
+    return zip(keys, sizes, seconds)
+
+
+def _schema_fields(fields: list[str], where: str) -> set[str]:
+    """The column names of a Parquet or ORC report's ``fileSchema``, which must hold the key
+    and the size."""
+    if "key" not in fields or "size" not in fields:
+        raise UsageError(
+            f"--src-list {where!r}: the inventory must include the Key and Size fields"
+        )
+    return set(fields)
+
+
+def _parquet_row(key, size, seconds, where: str, data: str, number: int) -> tuple[str, int, int]:
+    if not isinstance(key, str) or not isinstance(size, (int, type(None))) or (size or 0) < 0:
+        raise UsageError(
+            f"--src-list {where!r}: data file {data!r} row {number} does not match the "
+            "manifest's fileSchema (key, size) — use the inventory as AWS wrote it"
+        )
+    label = f"{where}: data file {data}"
+    if (size or 0) > MAX_SIZE:
+        _size(size, label, number, "row")
+    return _name(key, label, number, "row"), size or 0, seconds or 0
+
+
+@contextlib.contextmanager
+def _local_copy(data: str, opener) -> Iterator[str]:
+    """A local path of ``data``: itself, or a store object copied into a private folder."""
+    if opener is None or "://" not in data:
+        yield data.removeprefix("file://")
+        return
+    folder = tempfile.mkdtemp(prefix="ishard-inventory-")
+    try:
+        path = os.path.join(folder, "data")
+        with _open(data, opener) as stream, open(path, "wb") as out:
+            shutil.copyfileobj(stream, out, 1 << 20)
+        yield path
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _s3_csv(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int, int]]:
+    """The CSV form: headerless, gzip'ed, keys URL-encoded."""
+    schema = [c.strip() for c in manifest["fileSchema"].split(",")]
+    if "Key" not in schema or "Size" not in schema:
+        raise UsageError(
+            f"--src-list {where!r}: the inventory must include the Key and Size fields"
+        )
+    key_at, size_at = schema.index("Key"), schema.index("Size")
+    mtime_at = schema.index("LastModifiedDate") if "LastModifiedDate" in schema else None
+    for item in manifest.get("files", []):
+        data = _data_file(where, item["key"])
+        label = f"{where}: data file {item['key']}"
+        with _open(data, opener) as stream:
+            reader = _csv_reader(stream, label)
+            try:
+                for row in reader:
+                    if row:
+                        yield _s3_row(
+                            row, key_at, size_at, mtime_at, where, item["key"], reader.line_num
+                        )
+            except csv.Error as err:
+                raise _csv_error(err, reader, label) from None
+
+
+def _s3_row(
+    row: list[str],
+    key_at: int,
+    size_at: int,
+    mtime_at: int | None,
+    where: str,
+    data: str,
+    number: int,
+) -> tuple[str, int, int]:
+    try:
+        mtime = _mtime(row[mtime_at]) if mtime_at is not None else 0
+        size = int(row[size_at] or 0)
+        key = unquote_plus(row[key_at])
+        if size < 0:
+            raise ValueError(size)
+    except (ValueError, IndexError):
+        raise UsageError(
+            f"--src-list {where!r}: data file {data!r} line {number} does "
+            "not match the manifest's fileSchema (Key, Size) — use the inventory "
+            "as AWS wrote it"
+        ) from None
+    if size > MAX_SIZE:  # a UsageError (a ValueError): not caught above
+        _size(size, f"{where}: data file {data}", number)
+    return _name(key, f"{where}: data file {data}", number), size, mtime
+
+
+def read_manifest(text, where: str) -> dict:
+    try:
+        manifest = json.loads(text.read(MAX_LINE * 16))
+    except ValueError as err:  # UnicodeDecodeError too
+        manifest = f"{err}"
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("fileSchema"), str):
+        why = manifest if isinstance(manifest, str) else "no fileSchema"
+        raise UsageError(
+            f"--src-list {where!r} is not an S3 Inventory manifest ({why}) — use "
+            "the manifest.json AWS wrote"
+        )
+    return manifest
+
+
+def _data_file(where: str, key: object) -> str:
+    """Where a data file the manifest names is, inside the report's folder: the folder above
+    the manifest's (AWS writes ``<config>/<date>/manifest.json`` and ``<config>/data/``). In a
+    store, a key under it in the manifest's bucket; locally, the file beside the manifest, at
+    ``key`` under its folder, or in ``../data/``, which no symbolic link may lead out of."""
+    if not isinstance(key, str) or unsafe_name(key):  # absolute, a '..' part, a control char
+        raise _outside(where, key, "")
+    if "://" in where and not where.startswith("file://"):
+        scheme, _, rest = where.partition("://")
+        bucket, _, manifest_key = rest.partition("/")
+        report = posixpath.dirname(posixpath.dirname(manifest_key))
+        if report and not key.startswith(report + "/"):
+            raise _outside(where, key, f"{scheme}://{bucket}/{report}/")
+        return f"{scheme}://{bucket}/{key}"
+    here = Path(where.removeprefix("file://")).parent
+    report = os.path.realpath(here.parent)
+    for candidate in (here / Path(key).name, here / key, here.parent / "data" / Path(key).name):
+        if candidate.exists():
+            if os.path.commonpath([report, os.path.realpath(candidate)]) != report:
+                raise _outside(where, key, report + os.sep)
+            return str(candidate)
+    raise UsageError(
+        f"--src-list {where!r} names data file {quoted(key)}, which is not beside it — copy "
+        "the inventory's data/ files next to manifest.json"
+    )
+
+
+def _outside(where: str, key: object, report: str) -> UsageError:
+    """A data file the manifest names outside its report (``report``: the report's folder)."""
+    place = f"outside the report's folder {report!r}" if report else "outside the report"
+    shown = quoted(key) if isinstance(key, str) else repr(key)[:80]
+    return UsageError(
+        f"--src-list {where!r} names data file {shown}, which lies {place} — ishard reads only "
+        "the data files of the report itself: use the manifest.json AWS wrote, in its place"
+    )

@@ -1,0 +1,239 @@
+"""Group listed files into samples by key, route them by EKM, apply the missing-extension policy."""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Sequence
+from itertools import islice
+
+from ..errors import DataError
+from ..model import FileEntry, Sample, Tally
+from .ekm import Ekm
+from .keys import KeyFunction, extension, sample_keys
+from .namecolumn import Names
+from .table import FileTable, SampleTable, int_column, int_view
+
+ACTIONS = ("ignore", "warn", "abort", "exclude")
+WARNINGS_SHOWN = 10
+EXTRA = "extension not in --sample-exts (--missing-extension-action exclude)"
+REPEATED = "second file of a sample with the same extension (--missing-extension-action exclude)"
+INCOMPLETE = (
+    "file of a sample that lacks an extension of --sample-exts (--missing-extension-action exclude)"
+)
+
+
+NUMPY_FROM = 1 << 16  # files from which grouping gathers with numpy (its import is ~0.1 s)
+CHUNK = 1 << 16  # files numbered at a time
+
+
+def group_table(files: FileTable, key: KeyFunction) -> SampleTable:
+    """Samples in order of first appearance; each sample's files in listing order (as the
+    listing's maker found them, when it did, for the same key function)."""
+    table = SampleTable(files)
+    if files.grouping is not None and files.grouping.key is key:
+        _, table.keys, table.starts, table.members, table.flat = files.grouping
+        files.grouping = None  # the table holds them now
+        table.sizes = _sample_sizes(table.starts, table.members, files.sizes)
+        return table
+    table.keys, sample_of = _numbered(files, key)
+    if len(table.keys) == len(files):  # one file per sample, in order: nothing to gather
+        table.members = array("q", range(len(files)))
+        table.starts = array("q", range(len(files) + 1))
+        table.sizes = array("q", files.sizes)
+        return table
+    gather = _gather_numpy if len(files) >= NUMPY_FROM else _gather
+    table.starts, table.members, table.sizes = gather(sample_of, len(table.keys), files.sizes)
+    return table
+
+
+def _numbered(files: FileTable, key: KeyFunction) -> tuple[Names, array]:
+    """The sample keys in order of first appearance, and each file's sample number."""
+    ids: dict[str, int] = {}
+    number = ids.setdefault  # a new key gets the next number, len(ids) before it is added
+    keys = sample_keys(files.names, key)
+    sample_of = array("q")
+    while chunk := [number(k, len(ids)) for k in islice(keys, CHUNK)]:  # bounded: no list
+        sample_of.extend(chunk)  # of an int object per file
+    return Names(ids), sample_of
+
+
+Gathered = tuple[array, array, array]
+
+
+def _gather(sample_of: array, samples: int, file_sizes: array) -> Gathered:
+    """(each sample's first slot in ``members``, files by sample in listing order, sample
+    sizes) by a counting sort."""
+    counts = array("q", bytes(8 * (samples + 1)))
+    for i in sample_of:
+        counts[i + 1] += 1
+    for i in range(1, len(counts)):
+        counts[i] += counts[i - 1]
+    starts = array("q", counts)
+    members = array("q", bytes(8 * len(sample_of)))
+    sizes = array("q", bytes(8 * samples))
+    for f, i in enumerate(sample_of):
+        members[counts[i]] = f
+        counts[i] += 1
+        sizes[i] += file_sizes[f]
+    return starts, members, sizes
+
+
+def _gather_numpy(sample_of: array, samples: int, file_sizes: array) -> Gathered:
+    """:func:`_gather` as whole-array operations: a stable argsort keeps listing order."""
+    import numpy as np
+
+    of = np.frombuffer(sample_of, dtype=np.int64)
+    starts = np.zeros(samples + 1, dtype=np.int64)
+    np.cumsum(np.bincount(of, minlength=samples), out=starts[1:])
+    first = int_column(starts)
+    del starts  # each numpy column goes once copied: at ten million files each is 80 MB
+    sizes = np.zeros(samples, dtype=np.int64)
+    np.add.at(sizes, of, int_view(file_sizes))
+    totals = int_column(sizes, narrow=False)  # sample sizes: 8 bytes, whatever they are
+    del sizes
+    return first, int_column(np.argsort(of, kind="stable")), totals
+
+
+def _sample_sizes(starts: array, members: array, file_sizes: array) -> array:
+    """Each sample's bytes: the sizes of its run of ``members`` summed, with numpy, a chunk of
+    samples at a time (no array as long as the listing on the way), straight into the column
+    kept: 4 bytes a sample while every sum fits (as ``int_column`` keeps ints), else 8."""
+    import numpy as np
+
+    first, laid, sizes = int_view(starts), int_view(members), int_view(file_sizes)
+    count = len(first) - 1
+    kept = array("i" if count else "q", bytes(4 * count))
+    out = int_view(kept)
+    for a in range(0, count, CHUNK):
+        b = min(a + CHUNK, count)
+        run = sizes[laid[first[a] : first[b]]]
+        sums = np.add.reduceat(run, first[a:b] - first[a], dtype=np.int64)  # runs not empty
+        if kept.typecode == "i" and int(sums.max()) >= 1 << 31:  # sizes are never negative
+            wide = array("q", bytes(8 * count))
+            int_view(wide)[:a] = out[:a]
+            kept, out = wide, int_view(wide)
+        out[a:b] = sums
+    return kept
+
+
+def route_table(table: SampleTable, ekm: Ekm | None, tally: Tally) -> list[SampleTable]:
+    """Split samples into EKM categories (one group when there is no EKM).
+
+    Files matching no pattern, or several, are left out and counted; a sample whose files fall
+    into different categories is an error.
+    """
+    if ekm is None:
+        return [table]
+    names = table.files.names
+    groups = [SampleTable(table.files) for _ in ekm.categories]
+    for index, key in enumerate(table.keys):
+        kept: list[int] = []
+        where: dict[int, str] = {}
+        for f in table.file_indices(index):
+            cat = ekm.category(names[f])
+            if isinstance(cat, str):
+                tally.add(cat, names[f])
+            else:
+                kept.append(f)
+                where.setdefault(cat, names[f])
+        if len(where) > 1:
+            (a, fa), (b, fb) = list(where.items())[:2]
+            raise DataError(
+                f"sample {key!r} is split by --ekm: {fa!r} goes to "
+                f"{ekm.categories[a].template.text!r} but {fb!r} to "
+                f"{ekm.categories[b].template.text!r} — make the patterns keep a sample together"
+            )
+        if kept:
+            groups[next(iter(where))].add(key, kept)
+    return groups
+
+
+def _problems(names: Sequence[str], wanted: Sequence[str]) -> tuple[list[int], list[str]]:
+    """Positions of files whose extension is unwanted or repeated; wanted extensions missing."""
+    seen: set[str] = set()
+    extra = []
+    for pos, name in enumerate(names):
+        ext = extension(name)
+        if ext in wanted and ext not in seen:
+            seen.add(ext)
+        else:
+            extra.append(pos)
+    return extra, [e for e in wanted if e not in seen]
+
+
+def apply_sample_exts_table(
+    table: SampleTable, wanted: Sequence[str], action: str, tally: Tally, warnings: list[str]
+) -> SampleTable:
+    """Check every sample against ``wanted`` extensions and act as ``action`` says.
+
+    ``warn`` lists offenders (at most ``WARNINGS_SHOWN`` lines, then a count); ``abort`` raises
+    on the first one; ``exclude`` drops unwanted or repeated files and incomplete samples.
+    """
+    if not wanted or action == "ignore":
+        return table
+    all_names = table.files.names
+    kept = SampleTable(table.files)
+    offenders = 0
+    for index, key in enumerate(table.keys):
+        files = table.file_indices(index)
+        names = all_names.take(files)
+        extra, missing = _problems(names, wanted)
+        if not extra and not missing:
+            kept.add(key, files)
+            continue
+        what = [
+            f"file {names[p]!r} has extension {extension(names[p])!r}, not in --sample-exts"
+            if extension(names[p]) not in wanted
+            else f"file {names[p]!r} repeats extension {extension(names[p])!r}"
+            for p in extra
+        ]
+        what += [f"no {e!r} file" for e in missing]
+        if action == "abort":
+            raise DataError(
+                f"sample {key!r}: {what[0]} (--missing-extension-action abort) — "
+                "fix the dataset, or use --missing-extension-action exclude to leave such samples out"
+            )
+        if action == "warn":
+            offenders += 1
+            if offenders <= WARNINGS_SHOWN:
+                warnings.append(f"sample {key!r}: " + "; ".join(what))
+            kept.add(key, files)
+            continue
+        if missing:
+            for name in names:
+                tally.add(INCOMPLETE, name)
+            continue
+        for p in extra:
+            tally.add(EXTRA if extension(names[p]) not in wanted else REPEATED, names[p])
+        kept.add(key, [f for p, f in enumerate(files) if p not in extra])
+    if offenders > WARNINGS_SHOWN:
+        warnings.append(
+            f"... and {offenders - WARNINGS_SHOWN} more samples that do not match --sample-exts"
+        )
+    return kept
+
+
+def _samples(table: SampleTable) -> list[Sample]:
+    return [table.sample(i) for i in range(len(table))]
+
+
+def group(entries: Iterable[FileEntry], key: KeyFunction) -> list[Sample]:
+    """:func:`group_table` on plain values."""
+    return _samples(group_table(FileTable.of(entries), key))
+
+
+def route(samples: list[Sample], ekm: Ekm | None, tally: Tally) -> list[list[Sample]]:
+    """:func:`route_table` on plain values."""
+    if ekm is None:
+        return [samples]
+    return [_samples(t) for t in route_table(SampleTable.of(samples), ekm, tally)]
+
+
+def apply_sample_exts(
+    samples: list[Sample], wanted: Sequence[str], action: str, tally: Tally, warnings: list[str]
+) -> list[Sample]:
+    """:func:`apply_sample_exts_table` on plain values."""
+    if not wanted or action == "ignore":
+        return samples
+    table = SampleTable.of(samples)
+    return _samples(apply_sample_exts_table(table, wanted, action, tally, warnings))

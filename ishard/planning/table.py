@@ -1,0 +1,471 @@
+"""Compact, column-by-column storage for millions of files, samples and shards."""
+
+from __future__ import annotations
+
+import hashlib
+import operator
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import islice
+from typing import Any, NamedTuple
+
+from ..model import FileEntry, Sample, ShardPlan
+from .keys import KeyFunction, wds_split
+from .namecolumn import CHUNK, Names
+
+
+def _bytewise(name: str) -> bytes:
+    return name.encode("utf-8", "surrogateescape")
+
+
+def _has_surrogates(names: list[str]) -> bool:
+    # Code-point order equals UTF-8 byte order except for surrogate-escaped bytes (undecodable
+    # local file names), which only then need the slower bytes comparison.
+    return any(not n.isascii() and any("\udc80" <= c <= "\udcff" for c in n) for n in names)
+
+
+_MASK = (1 << 64) - 1
+_MIX = 0x9E3779B97F4A7C15  # odd: a change of the mtime alone always changes the stamp
+
+
+def _signed(value: int) -> int:
+    value &= _MASK
+    return value - (1 << 64) if value >> 63 else value
+
+
+def local_stamp(mtime_ns: int, inode: int) -> int:
+    """A local file's identity beyond its size and whole-second mtime, in 64 bits: its
+    nanosecond mtime and its inode, mixed (a new file under the same name, or bytes rewritten
+    within the same second, change it)."""
+    return _signed(mtime_ns * _MIX + inode)
+
+
+def store_stamp(info: dict) -> int:
+    """An object's identity beyond its size, in 64 bits: its ETag and modification time as the
+    store lists them (0 when it lists neither)."""
+    etag = next((info[k] for k in ("ETag", "etag") if k in info), None)
+    modified = next(
+        (info[k] for k in ("LastModified", "last_modified", "updated", "mtime") if k in info), None
+    )
+    if etag is None and modified is None:
+        return 0
+    text = f"{etag}\x00{modified}".encode("utf-8", "surrogateescape")
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little", signed=True)
+
+
+# Reader keys are cut from the engine for a span of at most SPAN_FACTOR files a file asked
+# for, or of SPAN_LEAST files; past that, all of them are fetched at once
+SPAN_FACTOR, SPAN_LEAST = 4, 1 << 16
+
+
+class Grouping(NamedTuple):
+    """Samples a listing's maker already found (the column engine, for a built-in key
+    pattern): the key function, the keys in order of first appearance, and the files by
+    sample (each sample's in listing order) as ``SampleTable`` holds them: ``members``, and
+    where each sample's run of them starts (``starts``, one more than there are samples);
+    ``flat`` when no key holds a '/'."""
+
+    key: KeyFunction
+    keys: Names
+    starts: array
+    members: array
+    flat: bool
+
+
+class Clashes(NamedTuple):
+    """The files whose member names may clash on extraction (``ishard.planning.clashes``), as the
+    column engine found them over the whole listing: for ``<sample key>.<extension>`` member
+    names (``renamed``) or the files' own names."""
+
+    renamed: bool
+    files: array
+
+
+class ReaderKeys(NamedTuple):
+    """What WebDataset readers make of each listed file's own name, as the column engine
+    found it: a 64-bit hash of its key (``keys.wds_split``: the name up to the first dot of
+    its basename) and flags (1: another dot in the basename after the first; 2: no dot in
+    it, or a leading one), numpy arrays in listing order."""
+
+    keys: Any
+    flags: Any
+
+    def rows(self, files: Any) -> tuple[Any, Any]:
+        """The hashes and flags of ``files`` (a numpy array of listing positions)."""
+        return self.keys[files], self.flags[files]
+
+
+class ReaderKeysLost(Exception):
+    """The column engine could not give the reader keys (closed, out of memory or disk)."""
+
+
+class LaterReaderKeys:
+    """``ReaderKeys`` of a listing left in the column engine, cut as they are asked for: the
+    files of a chunk of samples lying in a short span of the listing (each sample's files in
+    a row), ``span(lo, hi)`` gives that span's; else ``load()`` all of them, once (9 bytes a
+    file). ``loaded`` hands over all of them fetched another way. Either may raise
+    ``ReaderKeysLost``."""
+
+    __slots__ = ("__weakref__", "_all", "_load", "_span")
+
+    def __init__(
+        self, span: Callable[[int, int], ReaderKeys], load: Callable[[], ReaderKeys]
+    ) -> None:
+        self._span, self._load = span, load
+        self._all: ReaderKeys | None = None
+
+    def loaded(self, readers: ReaderKeys) -> None:
+        """Take all of them, fetched."""
+        self._all = readers
+
+    def rows(self, files: Any) -> tuple[Any, Any]:
+        """The hashes and flags of ``files`` (a numpy array of listing positions)."""
+        if not len(files):  # nothing to cut, or to load everything for
+            return files.astype("uint64"), files.astype("int8")
+        if self._all is None:
+            lo, hi = int(files.min()), int(files.max()) + 1
+            if hi - lo <= max(SPAN_FACTOR * len(files), SPAN_LEAST):
+                return self._span(lo, hi).rows(files - lo)
+            self._all = self._load()
+        return self._all.rows(files)
+
+
+def int_column(values: Any, narrow: bool = True) -> array:
+    """A numpy int array copied into an ``array``: of 4-byte ints when ``narrow`` and every
+    value fits in one (file sizes under 2 GiB, mtimes before 2038), else of 8-byte ones."""
+    fits = (
+        narrow and len(values) and -(1 << 31) <= int(values.min()) and int(values.max()) < 1 << 31
+    )
+    out = array("i" if fits else "q")
+    out.frombytes(memoryview(values.astype("<i4" if fits else "<i8", copy=False)).cast("B"))
+    return out  # one copy, through the buffer
+
+
+def int64_bytes(column: array) -> bytes:
+    """The bytes of an int column as 8-byte ints, whatever its width (what digests read)."""
+    return (column if column.typecode == "q" else array("q", column)).tobytes()
+
+
+def int_view(column: array) -> Any:
+    """An int column as a numpy array over its own bytes (int32 or int64: no copy)."""
+    import numpy as np
+
+    return np.frombuffer(column, dtype=np.int32 if column.typecode == "i" else np.int64)
+
+
+class NoStamps(Sequence[int]):
+    """A stamp column of zeros, of no size: for listings with no identity beyond size and
+    mtime (an inventory read by the column engine), where ``array("q")`` would hold 8 bytes a
+    file. Only zeros can be added."""
+
+    __slots__ = ("_count",)
+
+    def __init__(self, count: int = 0) -> None:
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return array("q", bytes(8 * len(range(*index.indices(self._count)))))
+        if not -self._count <= index < self._count:
+            raise IndexError("stamp index out of range")
+        return 0
+
+    def append(self, stamp: int) -> None:
+        """Add one stamp, a zero."""
+        self.extend((stamp,))
+
+    def extend(self, stamps: Iterable[int]) -> None:
+        """Add stamps, all zeros."""
+        values = list(stamps)
+        if any(values):
+            raise ValueError("a column of no stamps holds zeros only")
+        self._count += len(values)
+
+
+class FileTable:
+    """Listed files as four columns: names, sizes, integer mtimes (whole seconds, what archive
+    headers get) and stamps (the rest of a file's identity, for the plan fingerprint only:
+    ``local_stamp``, ``store_stamp``, or 0 where the listing has nothing more; ``NoStamps``
+    where no file has more); ``grouping`` when the files' samples are known already,
+    ``clashes`` when the files that may clash on extraction are, ``renamable_by`` the key
+    function by whose samples every file is known to take a ``<sample key>.<extension>`` name,
+    ``readers`` what readers make of the names, ``spilled`` the bytes the column engine wrote
+    to its temporary folder at most, reading it."""
+
+    __slots__ = (
+        "_mtimes",
+        "_mtimes_later",
+        "clashes",
+        "grouping",
+        "names",
+        "readers",
+        "renamable_by",
+        "sizes",
+        "spilled",
+        "stamps",
+    )
+
+    def __init__(self) -> None:
+        self.names = Names()
+        self.sizes = array("q")
+        self._mtimes = array("q")
+        self._mtimes_later: Callable[[], array] | None = None
+        self.stamps: array | NoStamps = array("q")
+        self.grouping: Grouping | None = None
+        self.clashes: Clashes | None = None
+        self.renamable_by: KeyFunction | None = None  # every file can be <key>.<ext> by it
+        self.readers: ReaderKeys | LaterReaderKeys | None = None
+        self.spilled = 0  # the most bytes the column engine spilled to disk reading it
+
+    @property
+    def mtimes(self) -> array:
+        """Each file's mtime (fetched from where it waits, the first time it is read)."""
+        if self._mtimes_later is not None:
+            self._mtimes, self._mtimes_later = self._mtimes_later(), None
+        return self._mtimes
+
+    @mtimes.setter
+    def mtimes(self, column: array) -> None:
+        self._mtimes, self._mtimes_later = column, None
+
+    def mtimes_later(self, load: Callable[[], array]) -> None:
+        """Leave the mtimes where they wait until one is read; ``load`` fetches them all (the
+        column engine's, for an inventory it read: a dry run never reads them)."""
+        self._mtimes_later = load
+
+    @classmethod
+    def of(cls, entries: Iterable[FileEntry]) -> FileTable:
+        """A table holding ``entries`` in the given order."""
+        table = cls()
+        for e in entries:
+            table.add(e.name, e.size, e.mtime)
+        return table
+
+    def add(self, name: str, size: int, mtime: int, stamp: int = 0) -> None:
+        """Append one file (the row readers' path: the mtimes' slot without the property's
+        call, unless they still wait)."""
+        self.names.append(name)
+        self.sizes.append(size)
+        (self._mtimes if self._mtimes_later is None else self.mtimes).append(mtime)
+        self.stamps.append(stamp)
+
+    def extend(
+        self, names: list[str], sizes: list[int], mtimes: list[int], stamps: list[int]
+    ) -> None:
+        """Append files given as columns."""
+        self.names.extend(names)
+        self.sizes.extend(sizes)
+        self.mtimes.extend(mtimes)
+        self.stamps.extend(stamps)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, index: int) -> FileEntry:
+        return FileEntry(self.names[index], self.sizes[index], self.mtimes[index])
+
+    def __iter__(self) -> Iterator[FileEntry]:
+        return map(FileEntry, self.names, self.sizes, self.mtimes)
+
+    def sort(self) -> None:
+        """Order by name, bytewise (the order object stores list in); drop repeated names."""
+        if _ascending(self.names):
+            return  # already sorted and unique: the common case for store listings
+        self.grouping = self.clashes = self.renamable_by = self.readers = None  # old order
+        names = list(self.names)
+        key = _bytewise if _has_surrogates(names) else None
+        order = sorted(
+            range(len(names)), key=(lambda i: key(names[i])) if key else names.__getitem__
+        )
+        keep = [i for n, i in enumerate(order) if n == 0 or names[order[n - 1]] != names[i]]
+        del order
+        self.names = Names(names[i] for i in keep)
+        self.sizes = array("q", [self.sizes[i] for i in keep])
+        self.mtimes = array("q", [self.mtimes[i] for i in keep])
+        if isinstance(self.stamps, NoStamps):
+            self.stamps = NoStamps(len(keep))
+        else:
+            self.stamps = array("q", [self.stamps[i] for i in keep])
+
+
+def _ascending(names: Names) -> bool:
+    """Every name sorts before the next (code-point order), read a chunk at a time."""
+    last: list[str] = []
+    for start in range(0, len(names), CHUNK):
+        chunk = last + names[start : start + CHUNK]
+        if not all(map(operator.lt, chunk, islice(chunk, 1, None))):
+            return False
+        last = chunk[-1:]
+    return True
+
+
+class SampleTable:
+    """Samples over a FileTable: a key (kept as ``Names``), a size and a run of file indices
+    per sample (``starts`` and ``members`` of 4-byte ints when gathered with numpy and every
+    value fits, else 8-byte)."""
+
+    __slots__ = ("files", "flat", "keys", "members", "sizes", "starts")
+
+    def __init__(self, files: FileTable) -> None:
+        self.files = files
+        self.flat: bool | None = None  # no key holds a '/' (None: not known, look at them)
+        self.keys = Names()
+        self.sizes = array("q")
+        self.starts = array("q", [0])
+        self.members = array("q")
+
+    def add(self, key: str, file_indices: Sequence[int]) -> None:
+        """Append a sample made of these files (in archive order)."""
+        sizes = self.files.sizes
+        self.keys.append(key)
+        self.sizes.append(sum(sizes[i] for i in file_indices))
+        self.members.extend(file_indices)
+        self.starts.append(len(self.members))
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def file_indices(self, index: int) -> array:
+        """The files of sample ``index``."""
+        run = self.members[self.starts[index] : self.starts[index + 1]]
+        return run if run.typecode == "q" else array("q", run)
+
+    def file_count(self, index: int) -> int:
+        """How many files sample ``index`` has."""
+        return self.starts[index + 1] - self.starts[index]
+
+    def sample(self, index: int, rename: bool = False) -> Sample:
+        """Sample ``index`` as a value object; with ``rename`` its files are named
+        ``<key>.<extension>`` inside the archive."""
+        return self.samples([index], rename)[0]
+
+    def rows(self, indices: Sequence[int]) -> tuple[Any, Any]:
+        """The files of samples ``indices``, one run after another (numpy int64), and how many
+        each sample has."""
+        import numpy as np
+
+        at = np.asarray(indices, dtype=np.int64)
+        starts = int_view(self.starts)
+        first, counts = starts[at], starts[at + 1] - starts[at]
+        total = int(counts.sum())
+        ahead = np.cumsum(counts) - counts  # where each sample's run begins among the rows
+        step = np.arange(total, dtype=np.int64) + np.repeat(first - ahead, counts)
+        return int_view(self.members)[step].astype(np.int64, copy=False), counts
+
+    def samples(self, indices: Sequence[int], rename: bool = False) -> tuple[Sample, ...]:
+        """Samples ``indices`` as value objects, their names and keys taken at once (a few
+        reads of a spooled buffer, not one a file)."""
+        files = self.files
+        found, counts = self.rows(indices)
+        rows, counts = found.tolist(), counts.tolist()
+        names, keys = files.names.take(rows), self.keys.take(indices)
+        sizes, mtimes = int_view(files.sizes)[found], int_view(files.mtimes)[found]
+        columns = [names, sizes.tolist(), mtimes.tolist()]
+        if rename:
+            each = (k for k, count in zip(keys, counts) for _ in range(count))
+            columns.append([f"{k}.{wds_split(n)[1]}" for k, n in zip(each, names)])
+        entries = list(map(FileEntry, *columns))
+        out, at = [], 0
+        for i, key, count in zip(indices, keys, counts):
+            out.append(Sample(key, tuple(entries[at : at + count]), self.sizes[i]))
+            at += count
+        return tuple(out)
+
+    @classmethod
+    def of(cls, samples: Iterable[Sample]) -> SampleTable:
+        """A table (over a new FileTable) holding ``samples`` in order."""
+        files = FileTable()
+        table = cls(files)
+        for s in samples:
+            first = len(files)
+            for f in s.files:
+                files.add(f.name, f.size, f.mtime)
+            table.add(s.key, range(first, len(files)))
+        return table
+
+
+def _shard_samples(values: Any) -> Any:
+    """A shard's sample indices as compact ints: an ``array`` or a numpy array as they are
+    (a numpy array is a view of the run the shard was cut from: no copy), a list as an
+    ``array("q")``."""
+    if isinstance(values, array) or hasattr(values, "dtype"):
+        return values
+    return array("q", values)
+
+
+class ShardList(Sequence[ShardPlan]):
+    """The planned shards, built one at a time on access so millions of files stay compact.
+
+    Shard ``i`` is named ``names[i]`` and holds samples ``members[i]`` of ``tables[i]``; with
+    ``rename`` members are named ``<sample key>.<extension>``.
+    """
+
+    def __init__(
+        self,
+        names: list[str],
+        members: Sequence[Any],  # per shard: its samples, as ints (a list, array or numpy array)
+        tables: list[SampleTable],
+        rename: bool = False,
+    ):
+        import numpy as np
+
+        self.names, self.rename = names, rename
+        self._members = [_shard_samples(m) for m in members]
+        self._tables = tables
+        columns: dict[int, tuple[Any, Any]] = {}  # per table: sample sizes, files a sample
+        for t in tables:
+            if id(t) not in columns:
+                starts = int_view(t.starts)
+                columns[id(t)] = (int_view(t.sizes), np.diff(starts))
+        self.sizes, self.file_counts = [], []
+        for m, t in zip(self._members, tables):
+            at = np.asarray(m, dtype=np.int64)
+            sizes, counts = columns[id(t)]
+            self.sizes.append(int(sizes[at].sum()))
+            self.file_counts.append(int(counts[at].sum()))
+        self.sample_counts = [len(m) for m in self._members]
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def listing(self) -> FileTable | None:
+        """The listed files the shards were planned from (every table shares them)."""
+        return self._tables[0].files if self._tables else None
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        table = self._tables[index]
+        samples = table.samples(self._members[index], self.rename)
+        return ShardPlan(self.names[index], samples, self.sizes[index])
+
+    def digest(self, update: Callable[[bytes], None]) -> None:
+        """Feed every shard's name and members (names, then sizes, mtimes and stamps as
+        8-byte ints) to ``update`` (a hash's), straight from the columns: no object per
+        file."""
+        import numpy as np
+
+        columns: dict[int, tuple[Any, Any, Any]] = {}  # per listing: sizes, mtimes, stamps
+        for name, members, table in zip(self.names, self._members, self._tables):
+            files = table.files
+            if id(files) not in columns:
+                stamps = files.stamps
+                columns[id(files)] = (
+                    int_view(files.sizes),
+                    int_view(files.mtimes),
+                    None if isinstance(stamps, NoStamps) else int_view(stamps),
+                )
+            sizes, mtimes, stamps = columns[id(files)]
+            rows = table.rows(members)[0]
+            names = files.names.take(rows.tolist())
+            head = f"\x01{name}\x00{len(names)}"
+            update("\n".join([head, *names, ""]).encode("utf-8", "surrogateescape"))
+            for column in (sizes, mtimes, stamps):  # 8 bytes a member each
+                if column is None:
+                    update(bytes(8 * len(rows)))
+                else:
+                    update(column[rows].astype(np.int64, copy=False).tobytes())

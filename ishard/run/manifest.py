@@ -1,0 +1,219 @@
+"""The manifest: a wids shard index (``manifest.json``) with ishard's own record beside it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import orjson
+
+from .. import __version__
+from ..errors import DataError, UsageError, WriteError
+from ..model import EXECUTION_ONLY, Plan, ShardResult
+from ..planning.listing import printable
+from ..store import Location
+from ..store.retry import Retrier
+from .checksums import ALGORITHMS, split, tagged
+
+MANIFEST_NAME = "manifest.json"
+
+
+def manifest_document(
+    plan: Plan, results: Sequence[ShardResult], fingerprint: str | None = None
+) -> dict:
+    """The manifest as a dict: ``shardlist`` for wids, ``ishard`` for everything else
+    (``fingerprint``: the plan's, which ``--resume`` compares). Options that only say how the
+    run went (``EXECUTION_ONLY``: jobs, resume …) are left out, so a resumed run's manifest is
+    byte for byte an uninterrupted one's."""
+    return {
+        "__kind__": "wids-shard-index-v1",
+        "wids_version": 1,
+        "shardlist": [_shard_entry(r) for r in results],
+        "ishard": {
+            "version": __version__,
+            "source": plan.source,
+            "options": {k: v for k, v in plan.options.items() if k not in EXECUTION_ONLY},
+            "seed": plan.seed,
+            "fingerprint": fingerprint,
+            "totals": {
+                "shards": len(results),
+                "samples": plan.sample_count,
+                "files": plan.file_count,
+                "payload_bytes": plan.size,
+                "archive_bytes": sum(r.filesize for r in results),
+            },
+            "skipped": [
+                {"reason": s.reason, "count": s.count, "examples": list(s.examples)}
+                for s in plan.skipped
+            ],
+            "shards": [
+                {
+                    "name": r.name,
+                    "files": r.files,
+                    "samples": r.samples,
+                    "payload_bytes": r.payload,
+                    **({"dali_index": r.index} if r.index else {}),
+                }
+                for r in results
+            ],
+        },
+    }
+
+
+def entry_checksum(entry: Mapping) -> str | None:
+    """A shardlist entry's recorded checksum as ``algorithm:hex``: its ``checksum``, else its
+    ``md5sum`` (wids' field, and every manifest of earlier versions), else None."""
+    if isinstance(entry.get("checksum"), str):
+        return entry["checksum"]
+    return tagged("md5", entry["md5sum"]) if isinstance(entry.get("md5sum"), str) else None
+
+
+def _shard_entry(r: ShardResult) -> dict:
+    """One wids shardlist entry: an md5 as wids' ``md5sum``, any other checksum as
+    ``checksum: "algorithm:hex"``, none without one (``checksum="none"``)."""
+    entry: dict = {"url": r.name}
+    if r.checksum is not None:
+        algorithm, value = split(r.checksum)
+        if algorithm == "md5":
+            entry["md5sum"] = value
+        else:
+            entry["checksum"] = r.checksum
+    entry.update(nsamples=r.samples, filesize=r.filesize)
+    return entry
+
+
+def manifest_bytes(
+    plan: Plan, results: Sequence[ShardResult], fingerprint: str | None = None
+) -> bytes:
+    """The manifest as the JSON bytes written to ``DST/manifest.json``."""
+    document = manifest_document(plan, results, fingerprint)
+    try:
+        return orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
+    except TypeError:  # a name that is not UTF-8 (a local file's): shown with \xNN escapes
+        return orjson.dumps(printable(document), option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def remove_manifest(dst: Location, retrier: Retrier | None = None) -> None:
+    """Remove an earlier ``DST/manifest.json`` before its shards may be replaced (store
+    requests retried by ``retrier``).
+
+    A run that then fails leaves no manifest describing shards it overwrote.
+    """
+    run = retrier.run if retrier is not None else (lambda call: call())
+    try:
+        run(lambda: dst.store.delete([dst.key(MANIFEST_NAME)]))
+    except OSError as err:
+        raise WriteError(
+            f"cannot remove the old manifest in {dst.url!r}: {err.strerror or err} — fix its "
+            "permissions"
+        ) from None
+    except Exception as err:  # noqa: BLE001 - a store's error, translated once
+        raise dst.error(err, "destination") from None
+
+
+def read_manifest(dst: Location) -> dict:
+    """Read and check ``DST/manifest.json``: a wids shard index, with ishard's record if present.
+
+    Raises:
+        UsageError: DST does not exist or is a file.
+        DataError: no manifest, or one that is not valid JSON or lacks what verify needs.
+        IshardError: the store cannot be reached or denies access.
+    """
+    where = dst.child(MANIFEST_NAME)
+    dst.store.check_folder(dst.url, f"give the directory that holds {MANIFEST_NAME}")
+    try:
+        data, _ = dst.store.get(dst.key(MANIFEST_NAME))
+    except FileNotFoundError:
+        if not _exists(dst):
+            raise UsageError(
+                f"destination {dst.url!r} does not exist — give the directory or "
+                "URL ishard wrote its shards to"
+            ) from None
+        raise DataError(
+            f"no {MANIFEST_NAME} in {dst.url!r} — it is written when a run ends; "
+            "run ishard shard again with the same source and options and --resume "
+            "to finish the job"
+        ) from None
+    except OSError as err:
+        if isinstance(err, (IsADirectoryError, PermissionError)) or dst.store.forkable:
+            raise DataError(
+                f"cannot read {where!r}: {err.strerror or err} — it must be the "
+                "manifest file ishard wrote, readable by you"
+            ) from None
+        raise dst.error(err, "destination") from None
+    except Exception as err:  # noqa: BLE001 - a store's error, translated once
+        raise dst.error(err, "destination") from None
+    return check_manifest(data, where)
+
+
+def _exists(dst: Location) -> bool:
+    try:
+        key = dst.key("").rstrip("/")
+        return dst.store.root_exists() and (not key or dst.store.exists(key))
+    except Exception:  # noqa: BLE001 - cannot tell: say the manifest is missing, the likelier case
+        return True
+
+
+def check_manifest(data: bytes, where: str) -> dict:
+    """The parsed manifest, or a ``DataError`` saying what is wrong with it."""
+
+    def bad(what: str) -> DataError:
+        return DataError(
+            f"{where!r} is not an ishard manifest: {what} — run ishard shard "
+            "again (with --overwrite) to rewrite it"
+        )
+
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as err:
+        raise bad(f"invalid JSON ({err})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("shardlist"), list):
+        raise bad("no 'shardlist' list")
+    for i, entry in enumerate(doc["shardlist"]):
+        if not (
+            isinstance(entry, dict)
+            and _is_name(entry.get("url"))
+            and _is_count(entry.get("filesize"))
+            and _is_count(entry.get("nsamples"))
+            and isinstance(entry.get("md5sum", ""), str)
+            and _is_checksum(entry.get("checksum", "md5:"))
+        ):
+            raise bad(
+                f"shardlist entry {i} needs a relative 'url', whole-number 'filesize' "
+                "and 'nsamples', and a checksum (if any) as 'algorithm:hex' of a known "
+                "algorithm"
+            )
+    record = doc.get("ishard")
+    if record is None:
+        return doc
+    shards = record.get("shards") if isinstance(record, dict) else None
+    if not isinstance(shards, list) or len(shards) != len(doc["shardlist"]):
+        raise bad("'ishard.shards' does not list one record per shardlist entry")
+    for entry, rec in zip(doc["shardlist"], shards):
+        if not (
+            isinstance(rec, dict)
+            and rec.get("name") == entry["url"]
+            and _is_count(rec.get("files"))
+            and _is_count(rec.get("payload_bytes"))
+        ):
+            raise bad(f"'ishard.shards' has no files and payload_bytes for {entry['url']!r}")
+    if not isinstance(record.get("options", {}), dict):
+        raise bad("'ishard.options' is not an object")
+    return doc
+
+
+def _is_checksum(value: object) -> bool:
+    if not isinstance(value, str):
+        return False
+    algorithm, hexdigest = split(value)
+    return algorithm in ALGORITHMS and all(c in "0123456789abcdef" for c in hexdigest)
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_name(value: object) -> bool:
+    """A shard name inside DST: relative, no '..', no URL (verify reads nothing outside DST)."""
+    if not isinstance(value, str) or not value or value.startswith(("/", "\\")) or "://" in value:
+        return False
+    return ".." not in value.replace("\\", "/").split("/")

@@ -1,0 +1,99 @@
+"""Plain-data views of a plan and a run: the dry-run JSON document and the summary."""
+
+from __future__ import annotations
+
+from statistics import median_low
+
+from ..model import FileEntry, Plan, Report
+from ..options import cut_description
+
+
+def plan_document(plan: Plan) -> dict:
+    """The dry-run JSON: every shard with its samples and files, then the summary."""
+    return {
+        "shards": [
+            {
+                "name": shard.name,
+                "size": shard.size,
+                "samples": [
+                    {"key": s.key, "files": [_file(f) for f in s.files]} for s in shard.samples
+                ],
+            }
+            for shard in plan.shards
+        ],
+        "summary": plan_summary(plan),
+    }
+
+
+def _file(f: FileEntry) -> dict:
+    """A planned file; ``member`` is its name inside the archive when that differs."""
+    return {"name": f.name, "size": f.size, **({"member": f.member} if f.member else {})}
+
+
+def plan_summary(plan: Plan) -> dict:
+    """Totals, shard size spread, what was left out and why, and warnings."""
+    sizes = sorted(plan.shard_sizes)
+    return {
+        "source": plan.source,
+        "shards": len(plan.shards),
+        "samples": plan.sample_count,
+        "files": plan.file_count,
+        "bytes": plan.size,
+        **({"cut": cut_description(plan.options)} if plan.options else {}),
+        "smallest_shard": sizes[0] if sizes else 0,
+        "median_shard": median_low(sizes) if sizes else 0,
+        "largest_shard": sizes[-1] if sizes else 0,
+        "skipped": [
+            {"reason": s.reason, "count": s.count, "examples": list(s.examples)}
+            for s in plan.skipped
+        ],
+        "warnings": list(plan.warnings),
+        "seed": plan.seed,
+        **({"spilled": plan.spilled} if plan.spilled else {}),
+    }
+
+
+def size_histogram(sizes: list[int], bins: int = 8) -> list[tuple[int, int, int]]:
+    """Shards per payload range: ``(low, high, count)`` for up to ``bins`` ranges of equal
+    width from the smallest payload to the largest (one range when all are equal)."""
+    if not sizes:
+        return []
+    low, high = min(sizes), max(sizes)
+    bins = max(1, min(bins, len(set(sizes))))
+    width = max(1, -(-(high - low + 1) // bins))  # ceiling: every size falls in a range
+    counts = [0] * bins
+    for size in sizes:
+        counts[min((size - low) // width, bins - 1)] += 1
+    return [
+        (low + i * width, min(high, low + (i + 1) * width - 1), count)
+        for i, count in enumerate(counts)
+    ]
+
+
+def run_summary(report: Report) -> dict:
+    """The plan summary plus what the run wrote and how fast."""
+    written = sum(r.filesize for r in report.results)
+    speed = report.bytes_per_second  # of what this run wrote, not what a resume kept
+    return {
+        **plan_summary(report.plan),
+        "destination": report.destination,
+        "manifest": report.manifest,
+        "archive_bytes": written,
+        "seconds": round(report.seconds, 3),
+        "bytes_per_second": None if speed is None else round(speed),
+        "retries": report.retries,
+        "kept_shards": report.kept,
+        "written_shards": len(report.results) - report.kept,
+        "removed_archives": report.removed,
+    }
+
+
+def samples_document(grouped) -> dict:
+    """``ishard ls --samples --json``: members grouped as WebDataset readers group them."""
+    return {
+        "samples": [
+            {"key": key, "files": [{"name": m.name, "size": m.size} for m in files]}
+            for key, files in grouped.samples
+        ],
+        "skipped": [{"name": m.name, "size": m.size} for m in grouped.skipped],
+    }

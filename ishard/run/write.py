@@ -1,0 +1,341 @@
+"""Execute a plan: each shard streamed from its reader into a sink, committed only when complete."""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import itertools
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import (
+    FIRST_EXCEPTION,
+    Future,
+    ProcessPoolExecutor,
+    ThreadPoolExecutor,
+    wait,
+)
+from concurrent.futures.process import BrokenProcessPool
+from typing import Protocol, cast
+
+from .. import signals
+from ..errors import Interrupted, IshardError, WriteError
+from ..formats import open_writer
+from ..formats.dali_index import dali_index, index_name
+from ..formats.tar import TarWriter
+from ..model import ShardPlan, ShardResult
+from .progress import Progress
+
+REPORT_EVERY = 4 << 20
+RELAY_EVERY = 0.25  # seconds between progress reports relayed from writer processes
+PR_SET_PDEATHSIG = 1  # prctl(2)
+ORPHAN_CHECK = 1024  # a writer process checks every this many members that ishard still runs
+# Writer processes are forked, so they inherit the plan, reader and sink factory instead of
+# having them pickled; only Linux's fork is both cheap and safe enough for that.
+FORK = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+_RUNS: dict[int, tuple] = {}  # run token -> (shards, reader, open_sink, settings)
+_TOKENS = itertools.count()
+_CHILD: tuple = ()  # in a writer process: (cancel flag, progress relay)
+
+
+class Cancel(Protocol):
+    """What a writer asks between members: should it stop? (a ``threading.Event`` is one)."""
+
+    def is_set(self) -> bool:
+        """True once the run is being stopped."""
+
+
+class _Cancelled(Exception):
+    """Another shard failed or the user interrupted: stop this one quietly."""
+
+
+def write_one(
+    shard: ShardPlan,
+    reader,
+    open_sink: Callable,
+    settings: dict,
+    cancel: Cancel,
+    progress: Progress,
+) -> ShardResult:
+    """Write one shard: reader → archive writer → sink, then commit; abort on any failure."""
+    if cancel.is_set():
+        raise _Cancelled
+    settings = dict(settings)
+    dali = settings.pop("dali_index", False)
+    sink = open_sink(shard)
+    writer = index = None
+    try:
+        writer = open_writer(shard.name, sink, **settings)
+        pending = 0
+        for entry, stream in reader.read(shard.members()):
+            if cancel.is_set():
+                raise _Cancelled
+            writer.add(entry.arcname, entry.size, entry.mtime, stream)
+            pending += entry.size
+            if pending >= REPORT_EVERY:
+                progress.wrote(pending)
+                pending = 0
+        writer.close()
+        if dali:  # committed before the shard: a visible shard always has its index
+            index = _put_index(shard, cast(TarWriter, writer).data_offsets, open_sink)
+        sink.commit()
+        progress.wrote(pending)
+    except BaseException as err:
+        if writer is not None:
+            writer.abort()
+        sink.abort()
+        if isinstance(err, OSError) and not isinstance(err, IshardError):
+            raise WriteError(
+                f"cannot write shard {shard.name!r}: {err.strerror or err} — fix the "
+                "destination, then run again with --resume"
+            ) from None
+        raise
+    result = ShardResult(
+        shard.name,
+        sink.size,
+        sink.checksum,
+        len(shard.samples),
+        shard.file_count,
+        shard.size,
+        index,
+        getattr(sink, "etag", None),
+    )
+    progress.shard_done(result)
+    return result
+
+
+def _put_index(shard: ShardPlan, offsets: list[int], open_sink: Callable) -> str:
+    """Write the shard's DALI index through a sink of its own (temp name, then renamed)."""
+    members = shard.members()
+    data = dali_index([m.arcname for m in members], offsets, [m.size for m in members])
+    name = index_name(shard.name)
+    sink = open_sink(ShardPlan(name, (), len(data)))
+    try:
+        sink.write(data)
+        sink.close()
+        sink.commit()
+    except BaseException:
+        sink.abort()
+        raise
+    return name
+
+
+def _collect(futures: list[Future], cancel: Callable[[], None]) -> list[ShardResult]:
+    """Results in submission order; on the first failure or a stop signal, cancel the rest and
+    raise. Every wait has a timeout: a signal only sets a flag here (``signals.deferred``),
+    seen within ``signals.TICK`` seconds."""
+    failed = False
+    try:
+        while not (failed or signals.stopping()):
+            done, pending = wait(futures, timeout=signals.TICK, return_when=FIRST_EXCEPTION)
+            failed = any(not f.cancelled() and f.exception() for f in done)
+            if not (failed or pending):
+                return [f.result() for f in futures]
+    except KeyboardInterrupt:  # a handler of the caller's own raised it
+        pass
+    _drain(futures, cancel)
+    if not failed:
+        raise Interrupted(signals.received(), signals.name())
+    errors = [f.exception() for f in futures if f.done() and not f.cancelled()]
+    error = next(e for e in errors if e is not None and not isinstance(e, _Cancelled))
+    if isinstance(error, BrokenProcessPool):
+        raise WriteError(
+            "a shard writer process died unexpectedly (killed, or out of "
+            "memory) — complete shards were kept: run again with --resume "
+            "(with --jobs 1 if it keeps happening)"
+        ) from None
+    raise error
+
+
+def _drain(futures: list[Future], cancel: Callable[[], None]) -> None:
+    """Stop the run: queued shards are dropped, running writers abandon theirs (temp files
+    removed) at their next member; wait for them, a tick at a time."""
+    cancel()
+    for f in futures:
+        f.cancel()
+    while wait(futures, timeout=signals.TICK).not_done:
+        pass
+
+
+def write_shards(
+    shards: Sequence[ShardPlan],
+    reader,
+    open_sink: Callable,
+    *,
+    jobs: int,
+    settings: dict,
+    progress: Progress,
+    processes: bool = False,
+) -> list[ShardResult]:
+    """Write every shard (``jobs`` at a time); results come back in plan order.
+
+    With ``processes`` (for CPU-bound work: local to local, compression) and more than one job,
+    the writers are forked processes, each writing whole shards, so they run beside each other
+    instead of taking turns at the interpreter lock; otherwise they are threads.
+
+    On the first failure, or a stop signal (Ctrl-C, SIGTERM, SIGHUP), the other writers stop
+    and abandon their shards (temp files removed, uploads aborted); shards already complete
+    stay (they are exactly what the plan says).
+
+    Raises:
+        IshardError: the first failure in plan order; Interrupted on a stop signal.
+    """
+    jobs = max(1, min(jobs, len(shards)))
+    if processes and jobs > 1 and FORK is not None:
+        return _write_in_processes(
+            shards, reader, open_sink, jobs=jobs, settings=settings, progress=progress
+        )
+    cancel = threading.Event()
+
+    def write(index: int) -> ShardResult:  # the shard's members are built only when it starts
+        return write_one(shards[index], reader, open_sink, settings, cancel, progress)
+
+    with (
+        signals.deferred(),
+        ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="ishard-write") as pool,
+    ):
+        try:
+            futures = [pool.submit(write, i) for i in range(len(shards))]
+        except BaseException:  # Ctrl-C while submitting: the pool must not finish the rest
+            cancel.set()
+            raise
+        return _collect(futures, cancel.set)
+
+
+class _ChildCancel:
+    """A writer process's view of the cancel flag; an orphaned writer (ishard was killed)
+    cancels itself too."""
+
+    def __init__(self, flag, parent: int) -> None:
+        self._flag, self._parent, self._calls = flag, parent, 0
+
+    def is_set(self) -> bool:
+        if self._flag.value:
+            return True
+        self._calls += 1
+        return self._calls % ORPHAN_CHECK == 0 and os.getppid() != self._parent
+
+
+class _ChildProgress(Progress):
+    """Adds written bytes to a counter the parent relays; the parent reports finished shards."""
+
+    def __init__(self, counter) -> None:
+        self._counter = counter
+
+    def wrote(self, nbytes: int) -> None:
+        with self._counter.get_lock():
+            self._counter.value += nbytes
+
+
+def _die_with_parent() -> None:
+    """If ishard is killed outright (kill -9, preemption), its writers die at once instead of
+    going on without it (and holding its destination lock); ``--resume`` cleans up after them."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass  # then the writer notices the lost parent itself (ORPHAN_CHECK)
+
+
+def _start_writer(flag, counter, parent: int) -> None:
+    # Ctrl-C, SIGTERM and SIGHUP reach the whole process group: the parent alone turns them
+    # into the cancel flag, so each writer stops between members and removes its temp file.
+    # They were blocked across the fork (see _write_in_processes): ignored first, then let in.
+    for signum in signals.SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, signals.SIGNALS)
+    _die_with_parent()
+    if os.getppid() != parent:  # ishard died before the line above took effect
+        os._exit(1)
+    global _CHILD
+    _CHILD = (_ChildCancel(flag, parent), _ChildProgress(counter))
+
+
+def _write_forked(token: int, index: int) -> ShardResult:
+    shards, reader, open_sink, settings = _RUNS[token]
+    return write_one(shards[index], reader, open_sink, settings, *_CHILD)
+
+
+def _forking(pool: ProcessPoolExecutor, token: int) -> Future:
+    """Submit the first shard, which forks the writers, with the stop signals blocked: a
+    signal at that moment must not reach a writer before it ignores them (it would die, and
+    the run end as a broken pool); the parent gets it once they are unblocked."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, signals.SIGNALS)
+    try:
+        return pool.submit(_write_forked, token, 0)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def _write_in_processes(
+    shards: Sequence[ShardPlan],
+    reader,
+    open_sink: Callable,
+    *,
+    jobs: int,
+    settings: dict,
+    progress: Progress,
+) -> list[ShardResult]:
+    assert FORK is not None  # processes are used only where fork is (see write_shards)
+    flag = FORK.RawValue("b", 0)
+    counter = FORK.Value("q", 0)
+    stop = threading.Event()
+    relaying = threading.Lock()
+    relayed = 0
+
+    def relay_now() -> None:
+        nonlocal relayed
+        with relaying:
+            now = counter.value
+            if now > relayed:
+                progress.wrote(now - relayed)
+                relayed = now
+
+    def relay() -> None:
+        while not stop.wait(RELAY_EVERY):
+            relay_now()
+        relay_now()
+
+    def finished(future: Future) -> None:
+        if not future.cancelled() and future.exception() is None:
+            relay_now()  # the writer counted the shard's last bytes before it returned
+            progress.shard_done(future.result())
+
+    def cancel() -> None:
+        flag.value = 1
+
+    token = next(_TOKENS)
+    _RUNS[token] = (shards, reader, open_sink, settings)
+    relay_thread = threading.Thread(target=relay, name="ishard-progress", daemon=True)
+    # Objects that exist now are never collected in the writers: a collection there would
+    # touch (and so copy) every page of the inherited plan.
+    gc.freeze()
+    try:
+        with (
+            signals.deferred(),
+            ProcessPoolExecutor(
+                jobs,
+                mp_context=FORK,
+                initializer=_start_writer,
+                initargs=(flag, counter, os.getpid()),
+            ) as pool,
+        ):
+            try:
+                futures = [_forking(pool, token)]  # the writers are forked by the first submit
+                futures += [pool.submit(_write_forked, token, i) for i in range(1, len(shards))]
+                relay_thread.start()  # after the fork: the writers inherit no extra thread
+                for f in futures:
+                    f.add_done_callback(finished)
+            except BaseException:  # Ctrl-C while submitting: the pool must not finish the rest
+                cancel()
+                raise
+            return _collect(futures, cancel)
+    finally:
+        gc.unfreeze()
+        _RUNS.pop(token, None)
+        stop.set()
+        if relay_thread.is_alive():
+            relay_thread.join()

@@ -1,0 +1,130 @@
+"""Retry transient store errors with exponential backoff, counting every retry for the summary."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from .. import signals
+from ..errors import Interrupted
+
+T = TypeVar("T")
+
+PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
+             ValueError, TypeError, KeyError)  # fmt: skip
+PERMANENT_NAMES = (
+    "NoCredentialsError",
+    "PartialCredentialsError",
+    "ParamValidationError",
+    # obstore's: answers another try cannot change
+    "NotFoundError",
+    "PermissionDeniedError",
+    "UnauthenticatedError",
+    "PreconditionError",
+    "AlreadyExistsError",
+    "NotSupportedError",
+    "InvalidPathError",
+    "UnknownConfigurationKeyError",
+    "NotModifiedError",
+    # the store contract's: a condition that did not hold, or is not taken
+    "Refused",
+    "Unconditional",
+)
+_STATUS = re.compile(r"status code: (\d{3})")
+# HTTP answers another try cannot change: a condition that did not hold (If-Match,
+# If-None-Match), a feature the store does not implement.
+PERMANENT_STATUS = (412, 501)
+
+
+def http_status(err: BaseException) -> int | None:
+    """The HTTP status of a store's answer behind ``err`` (a botocore ClientError, or the
+    error s3fs made of one), if there was an answer."""
+    for e in (err, err.__cause__, err.__context__):
+        response = getattr(e, "response", None)
+        if isinstance(response, dict):
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            return status if isinstance(status, int) else None
+    if type(err).__module__.startswith("obstore"):  # obstore says it in its message only
+        found = _STATUS.search(str(err))
+        return int(found.group(1)) if found else None
+    return None
+
+
+def run_with(retrier: Retrier | None, call: Callable[[], T]) -> T:
+    """``call()`` through ``retrier`` (None: tried once)."""
+    return call() if retrier is None else retrier.run(call)
+
+
+def is_transient(err: BaseException) -> bool:
+    """Worth another try: connection resets, timeouts, 5xx and throttling; not 'missing' or 'denied'."""
+    if isinstance(err, PERMANENT) or type(err).__name__ in PERMANENT_NAMES:
+        return False
+    status = http_status(err)
+    if status in PERMANENT_STATUS or (
+        status is not None and 400 <= status < 500 and status not in (408, 429)
+    ):
+        return False
+    return isinstance(err, Exception)
+
+
+def _stopped(err: Exception) -> None:
+    """After a stop signal a failed request is not tried again: the run is ``Interrupted``."""
+    if signals.stopping() and is_transient(err):
+        raise Interrupted(signals.received(), signals.name()) from err
+
+
+class Retrier:
+    """Runs calls with up to ``retries`` more tries after the first (``--retries``), sleeping
+    ``base * 2**n`` (capped) between them. Once a stop signal has arrived no call is tried
+    again: a stopping run cleans up with one try a request (what it leaves, a later run's
+    clean-up finds), so the signal ends it in bounded time whatever the store answers."""
+
+    def __init__(self, retries: int = 5, base: float = 0.25, cap: float = 4.0) -> None:
+        self.attempts = max(0, retries) + 1
+        self.base, self.cap = base, cap
+        self._lock = threading.Lock()
+        self.retries = 0
+
+    @property
+    def patience(self) -> float:
+        """Seconds of backoff before the last try gives up."""
+        return sum(min(self.cap, self.base * 2**a) for a in range(self.attempts - 1))
+
+    def _last(self, attempt: int, err: Exception) -> bool:
+        """Is the failed try ``attempt`` the last one?"""
+        return attempt + 1 >= self.attempts or not is_transient(err)
+
+    def _delay(self, attempt: int) -> float:
+        with self._lock:
+            self.retries += 1
+        return min(self.cap, self.base * 2**attempt)
+
+    async def run_async(self, call: Callable[[], Awaitable[T]]) -> T:
+        """Await ``call()`` until it succeeds, fails permanently, or runs out of tries."""
+        for attempt in range(self.attempts):
+            try:
+                return await call()
+            except Exception as err:
+                _stopped(err)
+                if self._last(attempt, err):
+                    raise
+                import asyncio  # only stores retry on an event loop
+
+                await asyncio.sleep(self._delay(attempt))
+                _stopped(err)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def run(self, call: Callable[[], T]) -> T:
+        """Call ``call()`` until it succeeds, fails permanently, or runs out of tries."""
+        for attempt in range(self.attempts):
+            try:
+                return call()
+            except Exception as err:
+                _stopped(err)
+                if self._last(attempt, err):
+                    raise
+                signals.STOPPED.wait(self._delay(attempt))  # a stop signal ends the wait
+                _stopped(err)
+        raise AssertionError("unreachable")  # pragma: no cover
