@@ -49,7 +49,7 @@ class Ran:
 
 def invoke_ishard(*args: str, input: str | None = None, env: dict | None = None) -> Ran:
     """Run ``ishard ARGS`` in this process, through click's ``CliRunner`` and the same
-    ``ishard.cli.main.main`` the installed command runs (its Go-spelling translation, one-line errors
+    ``ishard.cli.main`` the installed command runs (its Go-spelling translation, one-line errors
     and exit codes): for tests where a separate process is not the point. ``env`` adds to the
     environment."""
     from click.testing import CliRunner
@@ -154,7 +154,7 @@ def make_tree(root: Path, files: dict[str, bytes | int], mtime: int = 1_700_000_
 # is made, so the run fails (deterministically) at the shard that holds it.
 VANISH = (
     "import os, sys\n"
-    "from ishard import cli\n"
+    "import ishard.cli.main as cli\n"
     "from ishard.run.progress import Progress\n"
     "class Vanish(Progress):\n"
     "    def planned(self, shards, nbytes):\n"

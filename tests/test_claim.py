@@ -34,7 +34,8 @@ LOCK = ".ishard-run/lock"
 # the lock; ``planned`` with the lock held and the run's records written, before any shard.
 HOLD = (
     "import os, sys, time\n"
-    "from ishard import api, cli\n"
+    "from ishard import api\n"
+    "import ishard.cli.main as cli\n"
     "from ishard.run.progress import Progress\n"
     "point, reached, go = sys.argv[1:4]\n"
     "def hold():\n"

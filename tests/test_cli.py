@@ -1,5 +1,5 @@
 """The `ishard` command as a user runs it: exit codes, streams and messages — in this process
-through `ishard.cli.main.main` (what the installed command runs), and as a subprocess where the
+through `ishard.cli.main` (what the installed command runs), and as a subprocess where the
 process itself is the point (the environment, shell completion)."""
 
 from __future__ import annotations

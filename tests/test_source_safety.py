@@ -170,7 +170,7 @@ def test_a_file_swapped_for_a_link_or_fifo_after_listing_is_refused(src, outside
 # the plan is made (the moment between listing and reading, hit for certain).
 SWAP_THEN_RUN = """
 import os, sys
-from ishard import cli
+import ishard.cli.main as cli
 from ishard.run.progress import Progress
 kind, path, target = sys.argv[1:4]
 class Swap(Progress):

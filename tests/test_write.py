@@ -227,7 +227,7 @@ def test_source_changed_after_listing_fails_naming_the_file_and_leaves_no_partia
 
 CLI_WITH_MEDDLING = """
 import os, sys
-from ishard import cli
+import ishard.cli.main as cli
 from ishard.run.progress import Progress
 
 class Vanish(Progress):

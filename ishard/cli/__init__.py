@@ -1,1 +1,1 @@
-"""cli."""
+"""The ``ishard`` command: the only package that imports click."""
