@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from .api import plan, shard
 from .errors import IshardError, IshardWarning, StrictError, UsageError
 from .inspection import ls, split, verify
 from .model import Plan, Report
 from .verify import Problem, Verification
+from .version import __version__
 
 __all__ = [
     "IshardError",

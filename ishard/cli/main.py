@@ -15,7 +15,7 @@ import click
 import orjson
 from click.shell_completion import CompletionItem
 
-from .. import __version__, api, archive, inspection, signals
+from .. import api, archive, inspection, signals
 from ..errors import Interrupted, IshardError, IshardWarning, UsageError
 from ..formats import ARCHIVE_EXTS
 from ..formats.compress import GZIP_LIBRARIES
@@ -51,6 +51,7 @@ from ..sizes import format_size
 from ..split import POLICIES
 from ..split.dali import POLICIES as DALI_LAST_BATCH
 from ..split.streaming import ALGOS as STREAMING_SHUFFLES
+from ..version import __version__
 from .gospelling import DRY_RUN_MODES
 from .gospelling import translate as go_translate
 

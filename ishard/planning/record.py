@@ -9,10 +9,10 @@ from itertools import accumulate
 
 import orjson
 
-from .. import __version__
 from ..formats.compress import gzip_library
 from ..model import EXECUTION_ONLY, Plan
 from ..sizes import describe_size, format_size
+from ..version import __version__
 from .listing import quoted, shown
 from .table import FileTable, ShardList, int64_bytes
 

@@ -6,12 +6,12 @@ from collections.abc import Mapping, Sequence
 
 import orjson
 
-from .. import __version__
 from ..errors import DataError, UsageError, WriteError
 from ..model import EXECUTION_ONLY, Plan, ShardResult
 from ..planning.listing import printable
 from ..store import Location
 from ..store.retry import Retrier
+from ..version import __version__
 from .checksums import ALGORITHMS, split, tagged
 
 MANIFEST_NAME = "manifest.json"

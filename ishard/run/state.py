@@ -7,7 +7,6 @@ from collections.abc import Iterable
 
 import orjson
 
-from .. import __version__
 from ..formats.compress import gzip_library
 from ..model import EXECUTION_ONLY, Plan, ShardResult
 from ..planning.table import ShardList
@@ -15,6 +14,7 @@ from ..store import Location
 from ..store.lock import STATE_DIR
 from ..store.retry import Retrier
 from ..store.sinks import TEMP_SUFFIX, abort_dangling_uploads, put_file
+from ..version import __version__
 from .checksums import digest_of, split, tagged
 
 RUN_NAME = f"{STATE_DIR}/run.json"

@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
 from ..errors import UsageError
+from ..version import __version__
 from .urls import check_store_urls, service_endpoint
 
 # s3fs-style storage options (what users of ishard's fsspec days wrote) → obstore's keys.
