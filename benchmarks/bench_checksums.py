@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 
-from ishard.run.checksums import ALGORITHMS, hasher
+from ishard.checksums import ALGORITHMS, hasher
 
 SIZE = 256 << 20
 STEP = 1 << 20

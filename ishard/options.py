@@ -12,6 +12,8 @@ from functools import cached_property
 from typing import Any
 
 from . import choices
+from .checksums import ALGORITHMS
+from .checksums import DEFAULT as DEFAULT_CHECKSUM
 from .errors import UsageError
 from .formats import ARCHIVE_EXTS
 from .formats.compress import GZIP_LIBRARIES, gzip_library
@@ -24,8 +26,6 @@ from .planning.keys import ALIASES, BUILT_IN, check_pattern
 from .planning.naming import MEMBER_NAMES
 from .planning.samples import ACTIONS
 from .planning.templates import NameTemplate, parse_template
-from .run.checksums import ALGORITHMS
-from .run.checksums import DEFAULT as DEFAULT_CHECKSUM
 from .sizes import ShardSize, parse_shard_size, parse_size
 from .store.location import parse_storage_options
 

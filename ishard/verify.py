@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .archive import DamagedArchive, Member, scan
+from .checksums import ALGORITHMS, hasher, split
 from .errors import DataError, UsageError
 from .formats import ARCHIVE_EXTS
 from .options import jobs_option
 from .planning.keys import KeyFunction, key_function, sample_key, wds_split
-from .run.checksums import ALGORITHMS, hasher, split
 from .run.manifest import MANIFEST_NAME, entry_checksum, read_manifest
 from .run.progress import SILENT, Progress
 from .sizes import counted

@@ -299,7 +299,7 @@ def test_choice_options_are_typed_as_their_choices():
     types a type checker reads: the signature lists what the run accepts."""
     from typing import get_args, get_type_hints
 
-    from ishard.run.checksums import ALGORITHMS
+    from ishard.checksums import ALGORITHMS
     from ishard.formats import ARCHIVE_EXTS
     from ishard.planning.naming import MEMBER_NAMES
     from ishard.options import EXECUTORS, GZIP_CHOICES, INDEXES, ZIP_METHODS

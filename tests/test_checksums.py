@@ -10,7 +10,7 @@ import shutil
 import pytest
 from conftest import FIXTURES, invoke_ishard, recorded_checksum, shard_checksum
 
-from ishard.run.checksums import ALGORITHMS
+from ishard.checksums import ALGORITHMS
 
 SOURCE = FIXTURES / "imagenet"
 

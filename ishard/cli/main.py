@@ -16,6 +16,7 @@ import orjson
 from click.shell_completion import CompletionItem
 
 from .. import api, archive, inspection, signals
+from ..checksums import ALGORITHMS
 from ..errors import Interrupted, IshardError, IshardWarning, UsageError
 from ..formats import ARCHIVE_EXTS
 from ..formats.compress import GZIP_LIBRARIES
@@ -45,7 +46,6 @@ from ..render import (
     verify_text,
     warnings_text,
 )
-from ..run.checksums import ALGORITHMS
 from ..run.report import plan_document, plan_summary, run_summary, samples_document, size_histogram
 from ..sizes import format_size
 from ..split import POLICIES

@@ -6,13 +6,13 @@ from collections.abc import Mapping, Sequence
 
 import orjson
 
+from ..checksums import ALGORITHMS, split, tagged
 from ..errors import DataError, UsageError, WriteError
 from ..model import EXECUTION_ONLY, Plan, ShardResult
 from ..planning.listing import printable
 from ..store import Location
 from ..store.retry import Retrier
 from ..version import __version__
-from .checksums import ALGORITHMS, split, tagged
 
 MANIFEST_NAME = "manifest.json"
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 import orjson
 
+from ..checksums import digest_of, split, tagged
 from ..formats.compress import gzip_library
 from ..model import EXECUTION_ONLY, Plan, ShardResult
 from ..planning.table import ShardList
@@ -15,7 +16,6 @@ from ..store.lock import STATE_DIR
 from ..store.retry import Retrier
 from ..store.sinks import TEMP_SUFFIX, abort_dangling_uploads, put_file
 from ..version import __version__
-from .checksums import digest_of, split, tagged
 
 RUN_NAME = f"{STATE_DIR}/run.json"
 DONE_DIR = f"{STATE_DIR}/done"

@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..checksums import DEFAULT as DEFAULT_CHECKSUM
+from ..checksums import Hasher, digest_of, hasher, tagged
 from ..errors import WriteError
-from ..run.checksums import DEFAULT as DEFAULT_CHECKSUM
-from ..run.checksums import Hasher, digest_of, hasher, tagged
 from .base import Guard, Upload
 from .retry import Retrier
 
