@@ -26,6 +26,7 @@ from .planning.naming import KeyCheck, check_index_shards, check_reader_names
 from .planning.record import plan_record
 from .planning.samples import apply_sample_exts_table, group_table, route_table
 from .planning.table import FileTable, SampleTable, ShardList
+from .progress import SILENT, Progress
 from .run.destination import (
     check_claimed,
     check_destination,
@@ -36,7 +37,6 @@ from .run.destination import (
 )
 from .run.executors import dask_client, write_with_dask
 from .run.manifest import MANIFEST_NAME, manifest_bytes, remove_manifest
-from .run.progress import SILENT, Progress
 from .run.replaced import earlier_archives, remove_archives, stale, tell_ignored
 from .run.resume import Recorder, Remaining, earlier_manifest_seed, finished_earlier
 from .run.state import RunState, remove_leftovers, remove_temp_files
@@ -143,7 +143,7 @@ def plan(
             (``src_list``); None: the system's temporary folder.
         memory_limit: bytes (or ``"1GiB"``) the column engine may hold while it sorts and
             groups a big inventory, past which it spills to ``tmp_dir``; 128 MiB at least.
-        progress: hooks told about listing progress (a :class:`ishard.run.progress.Progress`);
+        progress: hooks told about listing progress (a :class:`ishard.progress.Progress`);
             None: silent.
 
     A plan over an inventory the column engine read keeps the files' names and mtimes, and
@@ -280,7 +280,7 @@ def shard(
         scheduler: with ``executor="dask"``, a running scheduler's ``"tcp://HOST:PORT"``
             (None: a local cluster of ``jobs`` processes).
         progress: hooks told about listing and writing progress (a
-            :class:`ishard.run.progress.Progress`); None: silent.
+            :class:`ishard.progress.Progress`); None: silent.
 
     Returns:
         The plan, the written shards (name, size, md5), retries and the manifest location.

@@ -16,9 +16,9 @@ from .errors import DataError, UsageError
 from .formats import ARCHIVE_EXTS
 from .options import jobs_option
 from .planning.keys import KeyFunction, key_function, sample_key, wds_split
+from .progress import SILENT, Progress
 from .run.checksums import ALGORITHMS, hasher, split
 from .run.manifest import MANIFEST_NAME, entry_checksum, read_manifest
-from .run.progress import SILENT, Progress
 from .sizes import counted
 from .store import Location, parse_storage_options, resolve
 from .store.base import NotRegular

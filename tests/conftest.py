@@ -49,12 +49,12 @@ class Ran:
 
 def invoke_ishard(*args: str, input: str | None = None, env: dict | None = None) -> Ran:
     """Run ``ishard ARGS`` in this process, through click's ``CliRunner`` and the same
-    ``ishard.cli.main.main`` the installed command runs (its Go-spelling translation, one-line errors
+    ``ishard.cli.main`` the installed command runs (its Go-spelling translation, one-line errors
     and exit codes): for tests where a separate process is not the point. ``env`` adds to the
     environment."""
     from click.testing import CliRunner
 
-    from ishard.cli.main import main
+    from ishard.cli import main
 
     runner = CliRunner()
     stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -155,11 +155,11 @@ def make_tree(root: Path, files: dict[str, bytes | int], mtime: int = 1_700_000_
 VANISH = (
     "import os, sys\n"
     "from ishard import cli\n"
-    "from ishard.run.progress import Progress\n"
+    "from ishard.progress import Progress\n"
     "class Vanish(Progress):\n"
     "    def planned(self, shards, nbytes):\n"
     "        os.rename(sys.argv[1], sys.argv[1] + '.away')\n"
-    "cli.make_progress = lambda *a, **k: Vanish()\n"
+    "cli.shard.make_progress = lambda *a, **k: Vanish()\n"
     "cli.main(sys.argv[2:])\n"
 )
 

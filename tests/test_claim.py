@@ -35,7 +35,7 @@ LOCK = ".ishard-run/lock"
 HOLD = (
     "import os, sys, time\n"
     "from ishard import api, cli\n"
-    "from ishard.run.progress import Progress\n"
+    "from ishard.progress import Progress\n"
     "point, reached, go = sys.argv[1:4]\n"
     "def hold():\n"
     "    open(reached, 'w').close()\n"
@@ -52,7 +52,7 @@ HOLD = (
     "    class Held(Progress):\n"
     "        def planned(self, shards, nbytes):\n"
     "            hold()\n"
-    "    cli.make_progress = lambda *a, **k: Held()\n"
+    "    cli.shard.make_progress = lambda *a, **k: Held()\n"
     "cli.main(sys.argv[4:])\n"
 )
 

@@ -1,5 +1,5 @@
 """The `ishard` command as a user runs it: exit codes, streams and messages — in this process
-through `ishard.cli.main.main` (what the installed command runs), and as a subprocess where the
+through `ishard.cli.main` (what the installed command runs), and as a subprocess where the
 process itself is the point (the environment, shell completion)."""
 
 from __future__ import annotations
@@ -772,7 +772,7 @@ def test_help_shows_each_option_s_environment_variable(command):
     """--help names ISHARD_<OPTION> beside every option (its long name, dashes as '_')."""
     import click
 
-    from ishard.cli.main import cli
+    from ishard.cli import cli
 
     shown = " ".join(invoke_ishard(command, "--help").stdout.split())
     for param in cli.commands[command].params:
