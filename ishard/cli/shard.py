@@ -11,14 +11,8 @@ from .. import api
 from ..errors import IshardWarning, UsageError
 from ..formats import ARCHIVE_EXTS
 from ..formats.compress import GZIP_LIBRARIES
-from ..options import (
-    DEFAULT_SHARD_SIZE,
-    EXECUTORS,
-    GO_SHARD_SIZE,
-    INDEXES,
-    ZIP_METHODS,
-    make_options,
-)
+from ..optioncheck import EXECUTORS, INDEXES
+from ..options import DEFAULT_SHARD_SIZE, GO_SHARD_SIZE, ZIP_METHODS, make_options
 from ..planning.extraction import LOOKALIKES
 from ..planning.naming import MEMBER_NAMES
 from ..planning.samples import ACTIONS
