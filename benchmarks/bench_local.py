@@ -462,7 +462,7 @@ def webdataset_job(data: Path, out: Path, shard_size: int) -> None:
 # Runs ishard's command line with Python's built-in zlib as the gzip compressor.
 BUILTIN_GZIP = (
     "import sys; from ishard.formats import compress; compress.GZIP_PREFERENCE = ('zlib',); "
-    "from ishard.cli.main import main; main(sys.argv[1:])"
+    "from ishard.cli import main; main(sys.argv[1:])"
 )
 
 

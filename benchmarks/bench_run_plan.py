@@ -26,15 +26,15 @@ import tempfile
 
 READ_THE_PLAN = """
 import sys, time
-from ishard import api
 from ishard.options import make_options
+from ishard.planning.planner import located, make_plan
 from ishard.planning.record import plan_record
 from ishard.run.state import fingerprint
 from ishard.store import resolve
 
 src, inventory, size = sys.argv[1:4]
 opts = make_options(src_list=inventory, shard_size=size)
-plan = api.make_plan(api._location(src, opts, "source"), opts)
+plan = make_plan(located(src, opts, "source"), opts)
 fingerprint(plan)
 plan_record(plan)
 members = 0

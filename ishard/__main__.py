@@ -1,6 +1,6 @@
 """``python -m ishard``."""
 
-from .cli.main import main
+from .cli import main
 
 if __name__ == "__main__":  # not when a spawned worker process imports this module
     main()

@@ -9,7 +9,7 @@ from typing import Literal, overload
 
 from . import archive, choices
 from .archive import Member, ReaderSamples
-from .run.progress import SILENT, Progress
+from .progress import SILENT, Progress
 
 # The subpackage ishard.split, loaded before ishard/__init__ gives its name to split(): loaded
 # later, it would take the name back (a first import sets its parent's attribute).

@@ -17,16 +17,29 @@ from .checksums import DEFAULT as DEFAULT_CHECKSUM
 from .errors import UsageError
 from .formats import ARCHIVE_EXTS
 from .formats.compress import GZIP_LIBRARIES, gzip_library
+from .optioncheck import (
+    _DIGITS,
+    _check_balance,
+    _check_executor,
+    _check_naming,
+    _check_template_ext,
+    _exts,
+    _memory_limit,
+    _part_size,
+    _shard_target,
+    _storage_options,
+    _tmp_dir,
+    jobs_option,
+    positive_int,
+)
 from .planning.cut import Bounds, Order
 from .planning.ekm import Ekm, parse_ekm
-from .planning.engine import LEAST_MEMORY_LIMIT
 from .planning.engine import MEMORY_LIMIT as DEFAULT_MEMORY_LIMIT
 from .planning.extraction import check_lookalikes
 from .planning.keys import ALIASES, BUILT_IN, check_pattern
-from .planning.naming import MEMBER_NAMES
 from .planning.samples import ACTIONS
 from .planning.templates import NameTemplate, parse_template
-from .sizes import ShardSize, parse_shard_size, parse_size
+from .sizes import parse_size
 from .store.location import parse_storage_options
 
 # 256 MiB, sized for training reads (docs/user-guide.md says why); Go ishard's spelling keeps
@@ -35,15 +48,11 @@ DEFAULT_SHARD_SIZE = 256 << 20
 GO_SHARD_SIZE = "1MiB"
 DEFAULT_PART_SIZE = 16 << 20
 DEFAULT_READ_BUFFER = 256 << 20
-_DIGITS = re.compile(r"[0-9]+")
 _SEED = re.compile(r"\+?[0-9]+")  # Go's ParseInt takes a '+'; a negative seed dsort refuses
 ZIP_METHODS = ("stored", "deflated")
-EXECUTORS = ("local", "dask")
 GZIP_CHOICES = ("auto", *GZIP_LIBRARIES)
-_SCHEDULER = re.compile(r"(tcp|tls|ucx|ws|wss)://(\[[0-9a-fA-F:]+\]|[^/\s:\[\]]+)(:\d{1,5})?/?")
 CHECKSUMS = (*ALGORITHMS, "none")
 MAX_SEED = (1 << 63) - 1  # Go ishard's -sort shuffle:<int64>; the manifest records it
-INDEXES = ("none", "dali")
 
 
 @dataclass(frozen=True)
@@ -135,19 +144,6 @@ def cut_description(options: dict) -> dict:
     return out
 
 
-def _shard_target(shard_size, samples_per_shard) -> ShardSize:
-    """The byte and count bounds from ``--shard-size`` and ``--samples-per-shard``."""
-    target = parse_shard_size(shard_size)
-    count = positive_int(samples_per_shard, "--samples-per-shard", allow_none=True)
-    if target.count is not None and count is not None:
-        raise UsageError(
-            f"--shard-size {str(shard_size)!r} is a sample count (a number without a unit counts "
-            f"samples) and --samples-per-shard {count} is one too — give one of them, or write "
-            f"the size with a unit for a byte bound ({target.count}B, 512MiB)"
-        )
-    return ShardSize(target.size, target.count if count is None else count)
-
-
 def parse_sort(text: str | None) -> Order:
     """``alpha[:inc|:dec]``, ``alphanumeric[...]``, ``shuffle[:SEED]`` or None (listing order).
 
@@ -183,74 +179,6 @@ def _parses(sort: str) -> bool:
     except UsageError:
         return False
     return True
-
-
-def _exts(value: str | Sequence[str] | None) -> tuple[str, ...]:
-    if value is None or value == "" or value == ():
-        return ()
-    items = value.split(",") if isinstance(value, str) else list(value)
-    for item in items:
-        if item.strip() == "":
-            raise UsageError(
-                f"--sample-exts {','.join(items)!r} has an empty item — list extensions like .jpg,.xml"
-            )
-        if not item.startswith("."):
-            raise UsageError(
-                f"--sample-exts item {item!r} must start with a dot — write e.g. .{item.strip().lstrip('.')}"
-            )
-    return tuple(items)
-
-
-def positive_int(
-    value, option: str, *, allow_none: bool, least: int = 1, zero: str = ""
-) -> int | None:
-    """``value`` as a whole number >= ``least`` (None passes when allowed), else a
-    ``UsageError``; ``zero``: what 0 means where it is allowed below ``least``."""
-    if value is None and allow_none:
-        return None
-    whole = not isinstance(value, bool) and _DIGITS.fullmatch(str(value).strip())
-    if whole and zero and int(value) == 0:
-        return 0
-    if not whole or int(value) < least:
-        also = f", or 0 for {zero}" if zero else ""
-        raise UsageError(
-            f"{option} {str(value)!r} must be a whole number of at least {least}{also}"
-        )
-    return int(value)
-
-
-JOBS_DEFAULT = "the default (the CPUs, at most 8; 8 with an object store)"
-
-
-def jobs_option(value) -> int:
-    """``--jobs``: shards handled at once, or 0 for the default (``Options.workers``)."""
-    return positive_int(value, "--jobs", allow_none=False, zero=JOBS_DEFAULT) or 0
-
-
-def _part_size(value) -> int:
-    size = parse_size(value, option="--part-size")
-    if size < 5 << 20:
-        raise UsageError(f"--part-size {str(value)!r} is below S3's minimum part of 5MiB")
-    return size
-
-
-def _memory_limit(value) -> int:
-    if value is None:
-        return DEFAULT_MEMORY_LIMIT
-    limit = parse_size(value, option="--memory-limit")
-    if limit < LEAST_MEMORY_LIMIT:
-        raise UsageError(
-            f"--memory-limit {str(value)!r} is below {LEAST_MEMORY_LIMIT >> 20}MiB, the least "
-            "the column engine reads an inventory in — give more, e.g. 512MiB"
-        )
-    return limit
-
-
-def _storage_options(value) -> tuple[str, ...] | dict:
-    parse_storage_options(value)  # a malformed item fails here
-    if isinstance(value, dict):
-        return value
-    return tuple([value] if isinstance(value, str) else value or ())
 
 
 def make_options(**kwargs) -> Options:
@@ -342,16 +270,6 @@ def make_options(**kwargs) -> Options:
     return checked
 
 
-def _tmp_dir(path: str) -> str:
-    """``--tmp-dir``: an existing folder this process may create files in."""
-    if not os.path.isdir(path) or not os.access(path, os.W_OK | os.X_OK):
-        raise UsageError(
-            f"--tmp-dir {path!r} is not a folder ishard can write to — give an existing, "
-            "writable folder (a big inventory's sorting spills there)"
-        )
-    return path
-
-
 _TEXT = (str,)
 # What each option takes from Python (the CLI's values always fit), and how to say so: by its
 # annotation in Options, or as listed here. A bool is no int, and a string no bool:
@@ -429,18 +347,6 @@ def _typed(name: str, value: Any) -> Any:
     return value
 
 
-def _check_template_ext(template: NameTemplate, ext: str) -> None:
-    """A template ending in an archive extension: ``ext`` itself (kept, never doubled) or
-    another one, refused."""
-    tail = template.gaps[-1]
-    own = max((e for e in ARCHIVE_EXTS if tail.endswith(e)), key=len, default=None)
-    if own is not None and own != ext:
-        raise UsageError(
-            f"--shard-template {template.text!r} ends in {own!r} but --ext is {ext!r} — "
-            f"use --ext {own}, or drop {own!r} from the template"
-        )
-
-
 def count_warning(opts: Options, fullest: int) -> list[str]:
     """A sample count from ``--shard-size`` that no shard reached: perhaps bytes were meant."""
     count = opts.samples_per_shard
@@ -472,54 +378,3 @@ def option_warnings(opts: Options, names: Sequence[str]) -> list[str]:
     if opts.gzip_library != "auto" and not some(".tgz", ".tar.gz"):
         out.append(f"--gzip-library {opts.gzip_library} has no effect: no shard is .tgz or .tar.gz")
     return out
-
-
-def _check_executor(executor: str, scheduler: str | None) -> None:
-    if str(executor).lower() not in EXECUTORS:
-        raise UsageError(f"--executor {executor!r} must be local or dask")
-    if scheduler is None:
-        return
-    if str(executor).lower() != "dask":
-        raise UsageError(f"--scheduler {scheduler!r} needs --executor dask")
-    if not _SCHEDULER.fullmatch(scheduler):
-        raise UsageError(
-            f"--scheduler {scheduler!r} is not a scheduler address — use tcp://HOST:PORT "
-            "(or tls://HOST:PORT), as `dask scheduler` prints it"
-        )
-
-
-def _check_balance(opts: Options, count: int | None) -> dict:
-    """--num-shards / --shards-multiple-of: positive, one at a time, flat (single-group) plans."""
-    out = {
-        "num_shards": positive_int(opts.num_shards, "--num-shards", allow_none=True),
-        "shards_multiple_of": positive_int(
-            opts.shards_multiple_of, "--shards-multiple-of", allow_none=True
-        ),
-    }
-    if out["num_shards"] and out["shards_multiple_of"]:
-        raise UsageError(
-            "--num-shards and --shards-multiple-of both set the shard count — give one"
-        )
-    flag = "--num-shards" if out["num_shards"] else "--shards-multiple-of"
-    if any(out.values()) and opts.ekm:
-        raise UsageError(f"{flag} cannot be combined with --ekm — balance one category at a time")
-    if out["num_shards"] and count is not None:
-        given = (
-            "--samples-per-shard"
-            if opts.samples_per_shard is not None
-            else f"the sample count --shard-size {str(opts.shard_size)!r}"
-        )
-        raise UsageError(f"--num-shards fixes the samples per shard — leave out {given}")
-    return out
-
-
-def _check_naming(member_names: str, index: str, ext: str) -> None:
-    if member_names not in MEMBER_NAMES:
-        raise UsageError(f"--member-names {member_names!r} must be original or sample")
-    if index not in INDEXES:
-        raise UsageError(f"--index {index!r} must be none or dali")
-    if index == "dali" and ext != ".tar":
-        raise UsageError(
-            f"--index dali indexes plain tar shards, not {ext!r} — use --ext .tar (DALI reads "
-            "uncompressed tar), or drop --index dali"
-        )

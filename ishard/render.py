@@ -24,7 +24,7 @@ from rich.text import Text
 
 from .model import Plan, ShardResult
 from .planning.listing import quoted, shown
-from .run.progress import Progress
+from .progress import Progress
 from .sizes import counted, describe_size, format_size
 
 PLAIN_EVERY = 2.0  # seconds between plain progress lines

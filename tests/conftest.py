@@ -54,7 +54,7 @@ def invoke_ishard(*args: str, input: str | None = None, env: dict | None = None)
     environment."""
     from click.testing import CliRunner
 
-    from ishard.cli.main import main
+    from ishard.cli import main
 
     runner = CliRunner()
     stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -154,12 +154,12 @@ def make_tree(root: Path, files: dict[str, bytes | int], mtime: int = 1_700_000_
 # is made, so the run fails (deterministically) at the shard that holds it.
 VANISH = (
     "import os, sys\n"
-    "import ishard.cli.main as cli\n"
-    "from ishard.run.progress import Progress\n"
+    "from ishard import cli\n"
+    "from ishard.progress import Progress\n"
     "class Vanish(Progress):\n"
     "    def planned(self, shards, nbytes):\n"
     "        os.rename(sys.argv[1], sys.argv[1] + '.away')\n"
-    "cli.make_progress = lambda *a, **k: Vanish()\n"
+    "cli.shard.make_progress = lambda *a, **k: Vanish()\n"
     "cli.main(sys.argv[2:])\n"
 )
 

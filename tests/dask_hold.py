@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 import time
 
-from ishard import api
+from ishard.run import shard as run
 
-_real = getattr(api.write_one, "real", api.write_one)  # the preload may run twice
+_real = getattr(run.write_one, "real", run.write_one)  # the preload may run twice
 
 
 def _held(shard, reader, open_sink, settings, cancel, progress):
@@ -29,4 +29,4 @@ def _held(shard, reader, open_sink, settings, cancel, progress):
 
 
 _held.real = _real  # type: ignore[attr-defined]
-api.write_one = _held
+run.write_one = _held

@@ -302,7 +302,8 @@ def test_choice_options_are_typed_as_their_choices():
     from ishard.checksums import ALGORITHMS
     from ishard.formats import ARCHIVE_EXTS
     from ishard.planning.naming import MEMBER_NAMES
-    from ishard.options import EXECUTORS, GZIP_CHOICES, INDEXES, ZIP_METHODS
+    from ishard.optioncheck import EXECUTORS, INDEXES
+    from ishard.options import GZIP_CHOICES, ZIP_METHODS
     from ishard.planning.samples import ACTIONS
     from ishard.split import POLICIES
 

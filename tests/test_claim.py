@@ -3,7 +3,7 @@ two runs interleave (the emptiness check is made again under the lock), and a ch
 fail is made before DST is touched, so the corrected command needs no --resume/--overwrite.
 
 Interleavings are made deterministic: locally run B is paused between its check and its lock
-(a test wrapper around ``ishard.api.acquire`` that waits for a file; production code has no
+(a test wrapper around ``ishard.run.shard.acquire`` that waits for a file; production code has no
 hook) while run A finishes, fails, is killed or is paused itself; on S3 a loopback proxy in
 front of the SeaweedFS server holds B's lock PUT (until A is where the test wants it) or
 delays it by a fixed time.
@@ -34,9 +34,9 @@ LOCK = ".ishard-run/lock"
 # the lock; ``planned`` with the lock held and the run's records written, before any shard.
 HOLD = (
     "import os, sys, time\n"
-    "from ishard import api\n"
-    "import ishard.cli.main as cli\n"
-    "from ishard.run.progress import Progress\n"
+    "from ishard import cli\n"
+    "from ishard.run import shard as run\n"
+    "from ishard.progress import Progress\n"
     "point, reached, go = sys.argv[1:4]\n"
     "def hold():\n"
     "    open(reached, 'w').close()\n"
@@ -44,16 +44,16 @@ HOLD = (
     "    while not os.path.exists(go) and time.monotonic() < end:\n"
     "        time.sleep(0.01)\n"
     "if point == 'lock':\n"
-    "    real = api.acquire\n"
+    "    real = run.acquire\n"
     "    def acquire(*args):\n"
     "        hold()\n"
     "        return real(*args)\n"
-    "    api.acquire = acquire\n"
+    "    run.acquire = acquire\n"
     "else:\n"
     "    class Held(Progress):\n"
     "        def planned(self, shards, nbytes):\n"
     "            hold()\n"
-    "    cli.make_progress = lambda *a, **k: Held()\n"
+    "    cli.shard.make_progress = lambda *a, **k: Held()\n"
     "cli.main(sys.argv[4:])\n"
 )
 

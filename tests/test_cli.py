@@ -772,7 +772,7 @@ def test_help_shows_each_option_s_environment_variable(command):
     """--help names ISHARD_<OPTION> beside every option (its long name, dashes as '_')."""
     import click
 
-    from ishard.cli.main import cli
+    from ishard.cli import cli
 
     shown = " ".join(invoke_ishard(command, "--help").stdout.split())
     for param in cli.commands[command].params:

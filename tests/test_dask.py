@@ -22,7 +22,7 @@ from test_progress import assert_true_totals
 import ishard
 from ishard.run import executors
 from ishard.errors import IshardError, SourceError
-from ishard.run.progress import Progress
+from ishard.progress import Progress
 
 # 12 samples of a .jpg and a .json each, in two directories; ~60 KB payload per sample.
 TREE = {

@@ -20,7 +20,7 @@ from pathlib import Path
 import click
 import pytest
 
-from ishard.cli.main import cli
+from ishard.cli import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

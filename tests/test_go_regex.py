@@ -54,7 +54,7 @@ def test_table_is_complete():
 # to spare the start-up time; each run's stdout ends with a NUL byte.
 RUNS = (
     "import json, sys\n"
-    "import ishard.cli.main as cli\n"
+    "from ishard import cli\n"
     "for args in json.loads(sys.argv[1]):\n"
     "    try:\n"
     "        cli.main(args)\n"

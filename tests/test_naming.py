@@ -16,7 +16,7 @@ import webdataset as wds
 from conftest import FIXTURES, assert_error, invoke_ishard, make_tree, run_ishard, snapshot
 
 import ishard
-from ishard.cli.main import cli
+from ishard.cli import cli
 
 # Every finished destination a test here leaves must pass `ishard verify --deep`.
 pytestmark = pytest.mark.usefixtures("every_destination_verifies")

@@ -132,7 +132,7 @@ def test_killed_runs_resume_to_exactly_the_uninterrupted_output(dataset, tmp_pat
 # forked, so they inherit this patch).
 HOLD = """
 import sys, time
-import ishard.cli.main as cli
+from ishard import cli
 from ishard.run import write
 real = write.write_one
 def held(shard, reader, open_sink, settings, cancel, progress):

@@ -30,7 +30,7 @@ COMMON = ("--shard-size", "8KB", "--no-progress", "--jobs", "1")
 # in this process): a kill -9 "after some shards" that does not depend on timing.
 KILL_AFTER = """
 import os, signal, sys
-import ishard.cli.main as cli
+from ishard import cli
 from ishard.run import resume
 real = resume.Recorder.shard_done
 count = [0]

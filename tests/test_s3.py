@@ -30,7 +30,7 @@ import pytest
 from conftest import assert_error, checksum_fields, make_tree, run_ishard, stem
 
 import ishard
-from ishard.run.progress import Progress
+from ishard.progress import Progress
 
 MiB = 1 << 20
 FORMATS = (".tar", ".tgz", ".tar.gz", ".zip", ".tar.lz4")

@@ -16,7 +16,7 @@ from conftest import make_tree
 
 import ishard
 from ishard.errors import SourceError
-from ishard.run.progress import Progress
+from ishard.progress import Progress
 
 # Every finished destination a test here leaves must pass `ishard verify --deep`.
 pytestmark = pytest.mark.usefixtures("every_destination_verifies")
@@ -170,8 +170,8 @@ def test_a_file_swapped_for_a_link_or_fifo_after_listing_is_refused(src, outside
 # the plan is made (the moment between listing and reading, hit for certain).
 SWAP_THEN_RUN = """
 import os, sys
-import ishard.cli.main as cli
-from ishard.run.progress import Progress
+from ishard import cli
+from ishard.progress import Progress
 kind, path, target = sys.argv[1:4]
 class Swap(Progress):
     def planned(self, shards, nbytes):
@@ -182,7 +182,7 @@ class Swap(Progress):
             return
         os.unlink(path)
         os.symlink(target, path) if kind == "link" else os.mkfifo(path)
-cli.make_progress = lambda *a, **k: Swap()
+cli.shard.make_progress = lambda *a, **k: Swap()
 cli.main(sys.argv[4:])
 """
 

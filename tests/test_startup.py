@@ -14,7 +14,7 @@ from conftest import FIXTURES
 # the heavy libraries it left loaded
 LOADED = (
     "import json, sys\n"
-    "from ishard.cli.main import main\n"
+    "from ishard.cli import main\n"
     "code = 0\n"
     "try:\n"
     "    main(sys.argv[1:])\n"

@@ -20,7 +20,7 @@ from test_formats import EXTS, TREE, member_names, read_shard, shard_files
 
 import ishard
 from ishard.errors import SourceError
-from ishard.run.progress import Progress
+from ishard.progress import Progress
 
 # TREE's sample 0005 has a .bin file in two directories, and these tests find members by
 # their source paths: the runs keep source paths as member names.
@@ -227,14 +227,14 @@ def test_source_changed_after_listing_fails_naming_the_file_and_leaves_no_partia
 
 CLI_WITH_MEDDLING = """
 import os, sys
-import ishard.cli.main as cli
-from ishard.run.progress import Progress
+from ishard import cli
+from ishard.progress import Progress
 
 class Vanish(Progress):
     def planned(self, shards, nbytes):
         os.unlink(sys.argv[1])
 
-cli.make_progress = lambda *args, **kwargs: Vanish()
+cli.shard.make_progress = lambda *args, **kwargs: Vanish()
 cli.main(sys.argv[2:])
 """
 

@@ -118,8 +118,36 @@ def translate(argv: list[str], ours: Sequence[str] = (), valued: Collection[str]
     """Rewrite Go ishard's command line (``-src_bck=… -shard_size=…``) into ours; ``ours``
     (our long option names) and ``valued`` (our options that take a value) tell a mistyped
     Go flag from the rest."""
+    buckets: dict[str, str] = {}
+    out = _rewritten(argv, ours, valued, buckets)
+    src, dst = buckets.get("src_bck"), buckets.get("dst_bck")
+    if (src is None) != (dst is None):
+        given, missing = ("-src_bck", "-dst_bck") if dst is None else ("-dst_bck", "-src_bck")
+        raise UsageError(
+            f"{given} needs {missing} too: Go ishard requires both (src_bck and dst_bck) — add "
+            f"{missing}={missing[1:4].upper()}, or for a dry run without a destination: "
+            "ishard shard SRC --dry-run"
+        )
+    if src is not None or dst is not None:
+        if not out or out[0] != "shard":
+            out.insert(0, "shard")
+    elif any(_go_flag(a) for a in argv) and (
+        not out or out[0] not in ("shard", "ls", "verify", "split")
+    ):
+        out.insert(0, "shard")
+    if out and out[0] == "shard" and any(map(_go_spelt, argv)):
+        _go_defaults(out)
+    if src is not None or dst is not None:
+        out += ["--"] + [v for v in (src, dst) if v is not None]
+    return out
+
+
+def _rewritten(
+    argv: list[str], ours: Sequence[str], valued: Collection[str], buckets: dict[str, str]
+) -> list[str]:
+    """Each word of ``argv`` in our spelling, up to ``--`` (the rest kept as it is); the
+    values of ``-src_bck`` and ``-dst_bck`` go into ``buckets``."""
     out: list[str] = []
-    src = dst = None
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -145,76 +173,74 @@ def translate(argv: list[str], ours: Sequence[str] = (), valued: Collection[str]
         elif flag is None:
             out.append(arg)
         elif flag[0] in GO_BOOLS:
-            on, off = GO_BOOLS[flag[0]]
-            given = (flag[1] or "").lower()
-            if given in TRUE:
-                out.append(on)
-            elif given in FALSE:
-                out += [off] if off else []
-            else:
-                raise UsageError(
-                    f"-{flag[0]}={flag[1]!r} is not true or false — write -{flag[0]} "
-                    f"or -{flag[0]}=false"
-                )
+            out += _go_bool(*flag)
         elif flag[0] == "dry_run":
-            mode = flag[1] if flag[1] is not None else "true"
-            if mode.lower() in TRUE:
-                out.append("--dry-run=text")
-            elif mode.lower() not in FALSE:
-                out.append(f"--dry-run={mode}")
+            out += _go_dry_run(flag[1])
         else:
             value: str | None = flag[1]
             if value is None and i < len(argv):
                 value, i = argv[i], i + 1
-            if value is None:
-                out.append(arg)  # click reports the missing value
-            elif flag[0] == "ekm" and not value.strip() and _go_spelt(arg):
-                raise UsageError(  # Go's JSON parse of an empty map fails as its flag is set
-                    f"-ekm={value!r} is empty (Go ishard refuses it too) — give a JSON file "
-                    """(-ekm=map.json) or inline JSON (-ekm='{"fish-%d.tar": ["^n01440764/"]}'), """
-                    "or leave -ekm out for no key map"
-                )
-            elif flag[0] == "src_bck":
-                src = value
-            elif flag[0] == "dst_bck":
-                dst = value
-            else:
-                if flag[0] == "sample_key_pattern":  # Go's meaning for a group-less regex
-                    value = go_pattern(value)
-                elif flag[0] in ("shard_size", "max_shard_size"):
-                    value = _go_shard_size(flag[0], value)
-                out.append(f"{GO_FLAGS[flag[0]]}={value}")
-    if (src is None) != (dst is None):
-        given, missing = ("-src_bck", "-dst_bck") if dst is None else ("-dst_bck", "-src_bck")
-        raise UsageError(
-            f"{given} needs {missing} too: Go ishard requires both (src_bck and dst_bck) — add "
-            f"{missing}={missing[1:4].upper()}, or for a dry run without a destination: "
-            "ishard shard SRC --dry-run"
-        )
-    if src is not None or dst is not None:
-        if not out or out[0] != "shard":
-            out.insert(0, "shard")
-    elif any(_go_flag(a) for a in argv) and (
-        not out or out[0] not in ("shard", "ls", "verify", "split")
-    ):
-        out.insert(0, "shard")
-    if out and out[0] == "shard" and any(map(_go_spelt, argv)):
-        # the Go spelling's defaults: Go's member names (the source paths), md5, the
-        # checksum wids reads (md5sum), which the Go spelling's manifests have always had, and
-        # names Go shards though they differ only in case or Unicode form, warned about; and
-        # Go's documented 1 MiB shard size
-        for option, default in (
-            ("--member-names", "original"),
-            ("--checksum", "md5"),
-            ("--lookalike-names", "warn"),
-            ("--shard-size", GO_SHARD_SIZE),
-        ):
-            if not any(a == option or a.startswith(f"{option}=") for a in out):
-                end = out.index("--") if "--" in out else len(out)
-                out.insert(end, f"{option}={default}")
-    if src is not None or dst is not None:
-        out += ["--"] + [v for v in (src, dst) if v is not None]
+            out += _go_valued(arg, flag[0], value, buckets)
     return out
+
+
+def _go_bool(name: str, value: str | None) -> list[str]:
+    """Our spelling of Go's bool flag ``-name`` or ``-name=value``."""
+    on, off = GO_BOOLS[name]
+    given = (value or "").lower()
+    if given in TRUE:
+        return [on]
+    if given in FALSE:
+        return [off] if off else []
+    raise UsageError(f"-{name}={value!r} is not true or false — write -{name} or -{name}=false")
+
+
+def _go_dry_run(given: str | None) -> list[str]:
+    """Our spelling of Go's ``-dry_run=given``: true (Go's listing of every member), false
+    (none), or one of our modes."""
+    mode = given if given is not None else "true"
+    if mode.lower() in TRUE:
+        return ["--dry-run=text"]
+    if mode.lower() not in FALSE:
+        return [f"--dry-run={mode}"]
+    return []
+
+
+def _go_valued(arg: str, name: str, value: str | None, buckets: dict[str, str]) -> list[str]:
+    """Our spelling of Go's flag ``name`` (given as ``arg``) with its value: Go's meaning of a
+    key regex or a shard size kept; a bucket's value kept in ``buckets``."""
+    if value is None:
+        return [arg]  # click reports the missing value
+    if name == "ekm" and not value.strip() and _go_spelt(arg):
+        raise UsageError(  # Go's JSON parse of an empty map fails as its flag is set
+            f"-ekm={value!r} is empty (Go ishard refuses it too) — give a JSON file "
+            """(-ekm=map.json) or inline JSON (-ekm='{"fish-%d.tar": ["^n01440764/"]}'), """
+            "or leave -ekm out for no key map"
+        )
+    if name in GO_BUCKETS:
+        buckets[name] = value
+        return []
+    if name == "sample_key_pattern":  # Go's meaning for a group-less regex
+        value = go_pattern(value)
+    elif name in ("shard_size", "max_shard_size"):
+        value = _go_shard_size(name, value)
+    return [f"{GO_FLAGS[name]}={value}"]
+
+
+def _go_defaults(out: list[str]) -> None:
+    """The Go spelling's defaults, put in ``out`` (before any ``--``) where not given: Go's
+    member names (the source paths), md5, the checksum wids reads (md5sum), which the Go
+    spelling's manifests have always had, and names Go shards though they differ only in case
+    or Unicode form, warned about; and Go's documented 1 MiB shard size."""
+    for option, default in (
+        ("--member-names", "original"),
+        ("--checksum", "md5"),
+        ("--lookalike-names", "warn"),
+        ("--shard-size", GO_SHARD_SIZE),
+    ):
+        if not any(a == option or a.startswith(f"{option}=") for a in out):
+            end = out.index("--") if "--" in out else len(out)
+            out.insert(end, f"{option}={default}")
 
 
 def _bool_then_word(name: str, word: str) -> None:

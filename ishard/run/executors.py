@@ -17,7 +17,7 @@ from typing import Any
 from .. import signals
 from ..errors import Interrupted, IshardError, UsageError, WriteError
 from ..model import ShardPlan, ShardResult
-from .progress import Progress
+from ..progress import Progress
 
 CONNECT_SECONDS = 20
 NO_WORKERS_SECONDS = 10.0  # a cluster without workers this long fails the run (see _Workers)

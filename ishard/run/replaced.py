@@ -14,12 +14,12 @@ from ..formats import ARCHIVE_EXTS
 from ..formats.dali_index import index_name
 from ..planning.listing import shown
 from ..planning.templates import parse_template
+from ..progress import Progress
 from ..sizes import counted
 from ..store import Location
 from ..store.localstate import NotRegularRecord
 from ..store.retry import Retrier
 from .manifest import MANIFEST_NAME
-from .progress import Progress
 from .resume import _manifest_data
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

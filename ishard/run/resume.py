@@ -11,12 +11,12 @@ import orjson
 from ..errors import DataError, IshardError
 from ..model import Plan, ShardPlan, ShardResult
 from ..planning.record import differences
+from ..progress import Progress
 from ..sizes import counted
 from ..store import Location
 from ..store.retry import Retrier
 from ..store.sinks import abort_dangling_uploads
 from .manifest import MANIFEST_NAME, entry_checksum
-from .progress import Progress
 from .state import RunState, recorded_checksum, remove_temp_files, still_complete
 
 LOG = logging.getLogger("ishard")

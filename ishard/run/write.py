@@ -27,7 +27,7 @@ from ..formats import open_writer
 from ..formats.dali_index import dali_index, index_name
 from ..formats.tar import TarWriter
 from ..model import ShardPlan, ShardResult
-from .progress import Progress
+from ..progress import Progress
 
 REPORT_EVERY = 4 << 20
 RELAY_EVERY = 0.25  # seconds between progress reports relayed from writer processes

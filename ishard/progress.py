@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..model import ShardResult
+from .model import ShardResult
 
 
 class Progress:

@@ -1,0 +1,53 @@
+"""``ishard ls``: an archive's members, or its samples as WebDataset readers group them."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .. import archive
+from ..planning.listing import shown
+from ..render import samples_text, warnings_text
+from ..run.report import samples_document
+from ..sizes import format_size
+from .environment import environment_named
+from .help import DEBUG, ENDPOINT_URL, PATH, STORAGE_OPTION
+from .output import emit_json
+
+
+@click.command(
+    "ls",
+    epilog="""\b
+Examples:
+  ishard ls out/shard-000000.tar
+  ishard ls out/shard-000000.tar --samples   # as WebDataset readers group the members
+  ishard ls s3://shards/imagenet/shard-000000.tar.lz4 --json""",
+)
+@click.argument("archive_path", metavar="ARCHIVE", type=PATH)
+@click.option(
+    "--samples", is_flag=True, help="Group members into samples as WebDataset readers do."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the members as JSON.")
+@ENDPOINT_URL
+@STORAGE_OPTION
+@DEBUG
+@environment_named
+def ls_command(archive_path, samples, as_json, debug, endpoint_url, storage_options) -> None:
+    """List an archive's members with their sizes (a file, or a store URL)."""
+    found = list(
+        archive.members(archive_path, endpoint_url=endpoint_url, storage_options=storage_options)
+    )
+    if samples:
+        grouped = archive.reader_samples(found)
+        if as_json:
+            emit_json(samples_document(grouped))
+        else:
+            samples_text(grouped, sys.stdout)
+        warnings_text(grouped.problems())
+        return
+    if as_json:
+        emit_json({"members": [{"name": m.name, "size": m.size} for m in found]})
+        return
+    for m in found:
+        click.echo(f"{m.size:>12}  {format_size(m.size):>10}  {shown(m.name)}")

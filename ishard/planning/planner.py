@@ -1,0 +1,183 @@
+"""Planning a run: list the source, group its files into samples, route and check them, cut
+and name the shards — a ``Plan``, with nothing written; its warnings told."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from warnings import warn
+
+from ..errors import DataError, IshardWarning, StrictError
+from ..formats import check_names
+from ..model import Plan, Tally
+from ..options import Options, count_warning, option_warnings
+from ..progress import SILENT, Progress
+from ..sizes import counted
+from ..store import Location, open_url, parse_storage_options, resolve
+from ..store.retry import Retrier
+from .cut import SampleRun, balance, check_unique, cut_indices, shard_names
+from .extraction import check_extraction_names
+from .inventory import list_inventory
+from .keys import key_function
+from .naming import KeyCheck, check_index_shards, check_reader_names
+from .samples import apply_sample_exts_table, group_table, route_table
+from .table import FileTable, SampleTable, ShardList
+
+LOG = logging.getLogger("ishard")  # what a run does, a line per step (`ishard -v` shows it)
+
+LISTING_REPORT_EVERY = 1000
+
+
+def located(url: str, opts: Options, role: str) -> Location:
+    return resolve(
+        url,
+        endpoint_url=opts.endpoint_url,
+        storage_options=parse_storage_options(opts.storage_options),
+        role=role,
+    )
+
+
+def _open_url(url: str, opts: Options):
+    """A stream of the object ``url`` names (an inventory file in a store)."""
+    return open_url(
+        url,
+        endpoint_url=opts.endpoint_url,
+        storage_options=parse_storage_options(opts.storage_options),
+        role="--src-list",
+    )
+
+
+def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> FileTable:
+    seen = [0, 0]
+
+    def on_file(size: int, count: int = 1) -> None:  # a file, or a run of files
+        before = seen[0]
+        seen[0] += count
+        seen[1] += size
+        if seen[0] // LISTING_REPORT_EVERY != before // LISTING_REPORT_EVERY:
+            progress.listing(*seen)
+
+    common: dict[str, Any] = {
+        "prefix": opts.prefix,
+        "include_hidden": opts.include_hidden,
+        "tally": tally,
+        "on_file": on_file,
+    }
+    if opts.src_list:
+        entries = list_inventory(
+            opts.src_list,
+            list_prefix=source.prefix,
+            opener=lambda url: _open_url(url, opts),
+            tmp_dir=opts.tmp_dir,
+            memory_limit=opts.memory_limit,
+            key=key_function(opts.sample_key_pattern),
+            renamed=opts.member_names == "sample",
+            **common,
+        )
+    else:
+        entries = source.store.list_source(
+            source, follow_symlinks=opts.follow_symlinks, retrier=Retrier(opts.retries), **common
+        )
+    progress.listing(*seen)
+    LOG.info("listed %d files, %d bytes, from %s", seen[0], seen[1], opts.src_list or source.url)
+    return entries
+
+
+def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> Plan:
+    """List the source and plan its shards under checked options."""
+    tally = Tally()
+    files = _list(source, opts, tally, progress)
+    ekm = opts.parsed_ekm
+    warnings: list[str] = []
+    key = key_function(opts.sample_key_pattern)
+    groups = route_table(group_table(files, key), ekm, tally)
+    names: list[str] = []
+    members: list[SampleRun] = []
+    tables: list[SampleTable] = []
+    check = KeyCheck()
+    planned: list[SampleTable] = []
+    fullest = 0  # the most samples in one shard
+    for index, table in enumerate(groups):
+        table = apply_sample_exts_table(
+            table, opts.sample_exts, opts.missing_extension_action, tally, warnings
+        )
+        planned.append(table)
+        check_reader_names(table, opts.member_names == "sample", opts.index, check, key)
+        if index == len(groups) - 1:
+            files.readers = None  # the key check is done: its arrays (9 bytes a file) go
+        cuts = cut_indices(
+            table.keys, table.sizes, opts.bounds, opts.order, opts.collapse, table.flat
+        )
+        fullest = max(fullest, *map(len, cuts), 0)
+        cuts = balance(
+            cuts,
+            table.keys,
+            opts.collapse,
+            num_shards=opts.num_shards,
+            multiple_of=opts.shards_multiple_of,
+            flat=table.flat,
+        )
+        if ekm is None:
+            names += shard_names(len(cuts), opts.template, opts.ext, own_ext=True)
+        else:
+            template = ekm.categories[index].template
+            names += shard_names(len(cuts), template, opts.ext, own_ext=True)
+        members += cuts
+        tables += [table] * len(cuts)
+    check_unique(names)
+    alike = check_extraction_names(planned, opts.member_names == "sample", opts.lookalike_names)
+    del planned
+    warnings += check.warnings() + alike + option_warnings(opts, names)
+    warnings += count_warning(opts, fullest)
+    shards = ShardList(names, members, tables, rename=opts.member_names == "sample")
+    del members
+    if opts.index == "dali":
+        check_index_shards(names)
+    if any(n.endswith(".zip") for n in names):
+        for shard_plan in shards:
+            check_names(shard_plan)
+    skipped = tally.freeze()
+    if not shards:
+        where = f" with prefix {opts.prefix!r}" if opts.prefix else ""
+        if skipped:
+            found = "every file was left out: " + "; ".join(
+                f"{s.count} {s.reason}" for s in skipped
+            )
+        else:
+            found = "no file matches the prefix" if opts.prefix else "the source has no files"
+        raise DataError(
+            f"nothing to shard under {source.url!r}{where}: {found} — check the source, --prefix "
+            "and the filtering options"
+        )
+    return Plan(
+        source=source.url,
+        shards=shards,
+        skipped=skipped,
+        warnings=tuple(warnings),
+        seed=opts.order.seed,
+        options=opts.to_dict(),
+        spilled=files.spilled,
+    )
+
+
+def announce(the_plan: Plan, opts: Options, progress: Progress, stacklevel: int = 4) -> None:
+    """Tell the plan's warnings now, after planning and before anything is written: to the
+    progress hooks (the command line prints them) and as ``IshardWarning``; under ``strict``,
+    stop here."""
+    LOG.info(
+        "planned %s: %s, %s, %d bytes",
+        counted(len(the_plan.shards), "shard"),
+        counted(the_plan.sample_count, "sample"),
+        counted(the_plan.file_count, "file"),
+        the_plan.size,
+    )
+    for line in the_plan.warnings:
+        progress.warning(line)
+        warn(line, IshardWarning, stacklevel=stacklevel)  # the caller of plan() or shard()
+    count = len(the_plan.warnings)
+    if opts.strict and count:
+        raise StrictError(
+            f"--strict and the plan has {count} warning{'s' * (count != 1)}, so nothing was "
+            f"written — do what {'they say' if count != 1 else 'it says'}, or drop --strict",
+            the_plan.warnings,
+        )
