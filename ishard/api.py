@@ -22,6 +22,7 @@ from .planning.cut import SampleRun, balance, check_unique, cut_indices, shard_n
 from .planning.extraction import check_extraction_names
 from .planning.inventory import list_inventory
 from .planning.keys import key_function
+from .planning.listing import list_source
 from .planning.naming import KeyCheck, check_index_shards, check_reader_names
 from .planning.record import plan_record
 from .planning.samples import apply_sample_exts_table, group_table, route_table
@@ -687,7 +688,7 @@ def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> 
             **common,
         )
     else:
-        entries = source.store.list_source(
+        entries = list_source(
             source, follow_symlinks=opts.follow_symlinks, retrier=Retrier(opts.retries), **common
         )
     progress.listing(*seen)

@@ -16,9 +16,9 @@ import pytest
 from conftest import invoke_ishard
 
 from ishard.errors import IshardError, SourceError, UsageError, WriteError
-from ishard.planning.inventory import list_inventory
-from ishard.planning.listing import HIDDEN
 from ishard.model import Tally
+from ishard.names import HIDDEN
+from ishard.planning.inventory import list_inventory
 from ishard.store import parse_storage_options, resolve
 from ishard.store.base import storage_error
 from ishard.store.fsspec import FsspecStore
@@ -549,7 +549,7 @@ def test_the_local_walk_yields_names_in_bytewise_order_without_sorting(tmp_path)
     before 'a/b', 'a-b' before 'a/', an undecodable byte after every ASCII name."""
     import os
 
-    from ishard.planning.listing import _LocalWalk
+    from ishard.store.localwalk import _LocalWalk
 
     names = ["a.txt", "a/b.jpg", "a/a/c.jpg", "a-b/c.jpg", "ab/x.jpg", "é/y.jpg", "z.jpg",
              "A.jpg", "a/b/c.jpg", "a0", "a/.hid/x"]  # fmt: skip

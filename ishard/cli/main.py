@@ -19,6 +19,7 @@ from .. import __version__, api, archive, inspection, signals
 from ..errors import Interrupted, IshardError, IshardWarning, UsageError
 from ..formats import ARCHIVE_EXTS
 from ..formats.compress import GZIP_LIBRARIES
+from ..names import printable, shown
 from ..options import (
     DEFAULT_SHARD_SIZE,
     EXECUTORS,
@@ -28,7 +29,6 @@ from ..options import (
     make_options,
 )
 from ..planning.extraction import LOOKALIKES
-from ..planning.listing import printable, shown
 from ..planning.naming import MEMBER_NAMES
 from ..planning.samples import ACTIONS
 from ..render import (

@@ -9,7 +9,7 @@ import orjson
 from .. import __version__
 from ..errors import DataError, UsageError, WriteError
 from ..model import EXECUTION_ONLY, Plan, ShardResult
-from ..planning.listing import printable
+from ..names import printable
 from ..store import Location
 from ..store.retry import Retrier
 from .checksums import ALGORITHMS, split, tagged
