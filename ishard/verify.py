@@ -299,7 +299,7 @@ def _check_shard(
             None,
         )
     except OSError as err:
-        if dst.store.remote:
+        if dst.store.capabilities.transient_errors:
             raise
         return _Shard([Problem(name, "unreadable", f"cannot be read: {err.strerror or err}")], None)
     problems: list[Problem] = []
@@ -315,7 +315,7 @@ def _check_shard(
                 name, _members(name, raw, tap, deep), record, deep, key_of, entry
             )
         except (DamagedArchive, OSError) as err:
-            if tap.error is not None and dst.store.remote:
+            if tap.error is not None and dst.store.capabilities.transient_errors:
                 raise tap.error from None  # the store, not the archive: retried by the caller
             reason = err.reason if isinstance(err, DamagedArchive) else str(err)
             shard = _Shard([Problem(name, "unreadable", f"cannot be read: {reason}")], None)
@@ -405,7 +405,9 @@ def verify(
     key_of = member_key_function(record.get("options", {})) if record and deep else None
     entries = list(zip(manifest["shardlist"], records))
     progress.verifying(len(entries), sum(e["filesize"] for e, _ in entries))
-    workers = workers or (8 if location.store.remote else min(8, os.cpu_count() or 1))
+    workers = workers or (
+        8 if location.store.capabilities.many_at_once else min(8, os.cpu_count() or 1)
+    )
     check = _checker(location, deep, key_of, progress)
     problems: list[Problem] = []
     owner: dict[str, str] = {}
@@ -449,7 +451,7 @@ def _checker(
 
     def check(item: tuple) -> _Shard:
         entry, record = item
-        if not location.store.remote:
+        if not location.store.capabilities.transient_errors:
             return _check_shard(location, entry, record, deep, key_of, progress)
         try:
             return retrier.run(

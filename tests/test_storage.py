@@ -35,7 +35,7 @@ def no_ais(monkeypatch):
 def test_a_local_path_or_file_url_is_a_local_directory(tmp_path):
     for url in (str(tmp_path), f"file://{tmp_path}"):
         loc = resolve(url)
-        assert isinstance(loc.store, LocalStore) and not loc.store.remote
+        assert isinstance(loc.store, LocalStore) and not loc.store.capabilities.many_at_once
         assert loc.root == str(tmp_path) and loc.prefix == ""
         assert loc.child("a/b.tar") == str(tmp_path / "a" / "b.tar")
 
@@ -56,7 +56,7 @@ KEYS = {"key": "K", "secret": "S"}
 )
 def test_a_bucket_url_is_bucket_and_listing_prefix(url, bucket, prefix):
     loc = resolve(url, endpoint_url="http://127.0.0.1:1", storage_options=KEYS)
-    assert loc.store.scheme == "s3" and loc.store.remote
+    assert loc.store.scheme == "s3" and loc.store.capabilities.many_at_once
     assert (loc.root, loc.prefix, loc.url) == (bucket, prefix, url)
     assert loc.key("shard-000000.tar") == "/".join(
         p for p in (prefix.strip("/"), "shard-000000.tar") if p

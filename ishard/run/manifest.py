@@ -134,7 +134,10 @@ def read_manifest(dst: Location) -> dict:
             "to finish the job"
         ) from None
     except OSError as err:
-        if isinstance(err, (IsADirectoryError, PermissionError)) or dst.store.forkable:
+        if (
+            isinstance(err, (IsADirectoryError, PermissionError))
+            or not dst.store.capabilities.transient_errors
+        ):
             raise DataError(
                 f"cannot read {where!r}: {err.strerror or err} — it must be the "
                 "manifest file ishard wrote, readable by you"

@@ -56,6 +56,24 @@ class Listing(Protocol):
     ) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a store can do, asked by name: no caller infers it from a store's type or scheme."""
+
+    #: forked writer processes may open it themselves (a run may write with processes)
+    forkable: bool = False
+    #: conditional writes (``put(mode=…)``) may be tried
+    conditional: bool = False
+    #: its requests wait on a network, so many at once help: more shard writers and verify
+    #: threads than CPUs
+    many_at_once: bool = True
+    #: a request may fail for a while and succeed when tried again (a network between): a
+    #: failed read is retried, and its error is the store's to translate, not a file's own
+    transient_errors: bool = True
+    #: its names are files or real folders: whether a name is a folder is known at no cost
+    folders: bool = False
+
+
 class Refused(Exception):
     """A conditional write whose condition did not hold (the object exists, or its ETag moved)."""
 
@@ -126,12 +144,8 @@ class Store(ABC):
 
     #: ``s3``, ``gs``, ``az``, ``memory``, … or ``file`` for a local directory
     scheme: str = "file"
-    #: forked writer processes may open the source and the destination themselves
-    forkable: bool = False
-    #: conditional writes (``put(mode=…)``) may be tried
-    conditional: bool = False
-    #: reached over a network: failures may pass (retried), many requests are kept in flight
-    remote: bool = True
+    #: what it can do (callers ask these, never its type or scheme)
+    capabilities: Capabilities = Capabilities()
 
     def __init__(self, url: str, root: str) -> None:
         self.url, self.root = url, root
@@ -275,7 +289,7 @@ class Store(ABC):
 
         Raises:
             Refused: the condition did not hold.
-            Unconditional: the store does not take conditions (see :attr:`conditional`).
+            Unconditional: the store does not take conditions (see ``capabilities``).
         """
 
     @abstractmethod

@@ -66,7 +66,7 @@ class LeaseLock:
         self._mutex = threading.RLock()
         self._etag: str | None = None
         self._lost = False
-        self.conditional = self._store.conditional
+        self.conditional = self._store.capabilities.conditional
         current, etag = self._read()
         if current is not None:
             refuse_if_held(dest, current)

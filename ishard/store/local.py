@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from ..errors import IshardError, SourceError, UsageError, WriteError
 from . import localstate
-from .base import Listing, Mode, NotRegular, ObjectInfo, Store, Unconditional, Upload
+from .base import Capabilities, Listing, Mode, NotRegular, ObjectInfo, Store, Unconditional, Upload
 from .localwalk import check_source_dir, list_local
 from .registry import Backend, register
 from .retry import run_with
@@ -30,8 +30,9 @@ class LocalStore(Store):
     shards are temp files renamed when complete (``sinks.LocalSink``)."""
 
     scheme = "file"
-    forkable = True
-    remote = False
+    capabilities = Capabilities(
+        forkable=True, many_at_once=False, transient_errors=False, folders=True
+    )
 
     def __init__(self, root: str) -> None:
         super().__init__(root, root)

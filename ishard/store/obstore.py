@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
 from ..errors import IshardError, SourceError, UsageError
 from .base import (
+    Capabilities,
     Mode,
     ObjectInfo,
     Reached,
@@ -68,7 +69,7 @@ class ObstoreStore(RemoteStore):
     ``Retrier`` is the one retry layer. Reads run on an event loop of the store's own, in a
     daemon thread; listings of big folders are split by sub-folder and run in parallel."""
 
-    conditional = True
+    capabilities = Capabilities(conditional=True)
     key_bytes = 1024  # S3's, GCS's and Azure's limit (a longer key fails only when written)
 
     def __init__(
