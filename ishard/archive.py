@@ -212,7 +212,7 @@ def members(
     )
     store, key = location.store, location.prefix
     # a store has no directories, only prefixes: ask only when the name is no archive's
-    if (not store.remote or not path.endswith(ARCHIVE_EXTS)) and store.is_folder(key):
+    if (store.capabilities.folders or not path.endswith(ARCHIVE_EXTS)) and store.is_folder(key):
         raise _is_a_directory(path)
     if not path.endswith(ARCHIVE_EXTS):
         raise UsageError(

@@ -23,7 +23,7 @@ from rich.progress import (
 from rich.text import Text
 
 from .model import Plan, ShardResult
-from .planning.listing import quoted, shown
+from .names import quoted, shown
 from .progress import Progress
 from .sizes import counted, describe_size, format_size
 

@@ -226,7 +226,7 @@ def _check_shard(
             None,
         )
     except OSError as err:
-        if dst.store.remote:
+        if dst.store.capabilities.transient_errors:
             raise
         return _Shard([Problem(name, "unreadable", f"cannot be read: {err.strerror or err}")], None)
     problems: list[Problem] = []
@@ -242,7 +242,7 @@ def _check_shard(
                 name, _members(name, raw, tap, deep), record, deep, key_of, entry
             )
         except (DamagedArchive, OSError) as err:
-            if tap.error is not None and dst.store.remote:
+            if tap.error is not None and dst.store.capabilities.transient_errors:
                 raise tap.error from None  # the store, not the archive: retried by the caller
             reason = err.reason if isinstance(err, DamagedArchive) else str(err)
             shard = _Shard([Problem(name, "unreadable", f"cannot be read: {reason}")], None)

@@ -158,7 +158,9 @@ def verify(
     key_of = member_key_function(record.get("options", {})) if record and deep else None
     entries = list(zip(manifest["shardlist"], records))
     progress.verifying(len(entries), sum(e["filesize"] for e, _ in entries))
-    workers = workers or (8 if location.store.remote else min(8, os.cpu_count() or 1))
+    workers = workers or (
+        8 if location.store.capabilities.many_at_once else min(8, os.cpu_count() or 1)
+    )
     check = _checker(location, deep, key_of, progress)
     problems: list[Problem] = []
     owner: dict[str, str] = {}
@@ -202,7 +204,7 @@ def _checker(
 
     def check(item: tuple) -> _Shard:
         entry, record = item
-        if not location.store.remote:
+        if not location.store.capabilities.transient_errors:
             return _check_shard(location, entry, record, deep, key_of, progress)
         try:
             return retrier.run(

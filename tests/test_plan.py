@@ -12,11 +12,12 @@ from hypothesis import strategies as st
 
 from ishard import api
 from ishard.errors import DataError, UsageError
-from ishard.planning.listing import HIDDEN, HIDDEN_DIR, SYMLINK
 from ishard.model import FileEntry, Sample, ShardPlan
+from ishard.names import HIDDEN
 from ishard.options import DEFAULT_SHARD_SIZE, make_options
 from ishard.planning.cut import Bounds, Order, check_unique, cut, name_shards
 from ishard.planning.templates import parse_template
+from ishard.store.localwalk import HIDDEN_DIR, SYMLINK
 
 
 def mk(key: str, size: int) -> Sample:

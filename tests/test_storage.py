@@ -16,9 +16,9 @@ import pytest
 from conftest import invoke_ishard
 
 from ishard.errors import IshardError, SourceError, UsageError, WriteError
-from ishard.planning.inventory import list_inventory
-from ishard.planning.listing import HIDDEN
 from ishard.model import Tally
+from ishard.names import HIDDEN
+from ishard.planning.inventory import list_inventory
 from ishard.store import parse_storage_options, resolve
 from ishard.store.base import storage_error
 from ishard.store.fsspec import FsspecStore
@@ -35,7 +35,7 @@ def no_ais(monkeypatch):
 def test_a_local_path_or_file_url_is_a_local_directory(tmp_path):
     for url in (str(tmp_path), f"file://{tmp_path}"):
         loc = resolve(url)
-        assert isinstance(loc.store, LocalStore) and not loc.store.remote
+        assert isinstance(loc.store, LocalStore) and not loc.store.capabilities.many_at_once
         assert loc.root == str(tmp_path) and loc.prefix == ""
         assert loc.child("a/b.tar") == str(tmp_path / "a" / "b.tar")
 
@@ -56,7 +56,7 @@ KEYS = {"key": "K", "secret": "S"}
 )
 def test_a_bucket_url_is_bucket_and_listing_prefix(url, bucket, prefix):
     loc = resolve(url, endpoint_url="http://127.0.0.1:1", storage_options=KEYS)
-    assert loc.store.scheme == "s3" and loc.store.remote
+    assert loc.store.scheme == "s3" and loc.store.capabilities.many_at_once
     assert (loc.root, loc.prefix, loc.url) == (bucket, prefix, url)
     assert loc.key("shard-000000.tar") == "/".join(
         p for p in (prefix.strip("/"), "shard-000000.tar") if p
@@ -549,7 +549,7 @@ def test_the_local_walk_yields_names_in_bytewise_order_without_sorting(tmp_path)
     before 'a/b', 'a-b' before 'a/', an undecodable byte after every ASCII name."""
     import os
 
-    from ishard.planning.listing import _LocalWalk
+    from ishard.store.localwalk import _LocalWalk
 
     names = ["a.txt", "a/b.jpg", "a/a/c.jpg", "a-b/c.jpg", "ab/x.jpg", "é/y.jpg", "z.jpg",
              "A.jpg", "a/b/c.jpg", "a0", "a/.hid/x"]  # fmt: skip

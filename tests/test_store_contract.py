@@ -112,7 +112,7 @@ def test_reads_whole_ranged_async_streamed_and_stat(store):
         assert stream.read() == body[10:]
     info = store.stat("d/blob.bin")
     assert (info.key, info.size) == ("d/blob.bin", len(body))
-    assert (info.etag is not None) == store.remote or store.scheme == "memory"
+    assert (info.etag is not None) == (store.scheme != "file") or store.scheme == "memory"
     with pytest.raises(FileNotFoundError):
         store.stat("d/missing.bin")
     with pytest.raises(FileNotFoundError):
@@ -145,7 +145,7 @@ def test_small_files_written_whole_and_on_conditions(store):
     first = store.put("s/lock", b"one")
     assert store.get("s/lock")[0] == b"one"
     assert store.has_objects("") and store.has_objects("s/") and not store.has_objects("t/")
-    if store.conditional:
+    if store.capabilities.conditional:
         with pytest.raises(Refused):
             store.put("s/lock", b"two", mode="create")
         with pytest.raises(Refused):
@@ -193,7 +193,7 @@ def test_errors_are_one_line_with_the_exit_code(store, tmp_path):
     except Exception as err:  # noqa: BLE001 - the store's own error type
         out = store.error(err, "source", store.url_of("nothing/here.bin"))
     assert isinstance(out, IshardError) and "\n" not in str(out)
-    if store.remote:  # a bucket's or URL's missing object: a bad invocation
+    if store.scheme != "file":  # a bucket's or URL's missing object: a bad invocation
         assert isinstance(out, UsageError) and out.exit_code == 2
         assert "does not exist" in str(out)
     else:  # a local file that went missing while a run reads it: a runtime failure

@@ -7,7 +7,7 @@ import sys
 import click
 
 from .. import archive
-from ..planning.listing import shown
+from ..names import shown
 from ..render import samples_text, warnings_text
 from ..run.report import samples_document
 from ..sizes import format_size

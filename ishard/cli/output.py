@@ -9,7 +9,7 @@ import sys
 import orjson
 
 from ..errors import UsageError
-from ..planning.listing import printable
+from ..names import printable
 
 
 def talk(quiet: bool, verbose: bool) -> None:

@@ -18,11 +18,11 @@ from array import array
 
 from ..errors import DataError
 from ..model import EXAMPLES_KEPT, Tally
+from ..names import HIDDEN, UNSAFE
 from ..sizes import describe_size
 from . import engine, parquet
 from .clashes import find_clashes
 from .keys import KeyFunction, key_function
-from .listing import HIDDEN, UNSAFE
 from .namecolumn import NARROW_MAX, Names
 from .table import FileTable, Grouping, NoStamps, int_view
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from ..errors import UsageError
 from ..formats import ARCHIVE_EXTS
 from ..model import Sample, ShardPlan
-from .listing import sort_key
+from ..names import sort_key
 from .namecolumn import NARROW_MAX
 from .table import int_view
 from .templates import NameTemplate

@@ -9,8 +9,8 @@ from array import array
 from bisect import bisect_left
 
 from ..errors import DataError, UsageError
+from ..names import quoted
 from .folding import NAME_MAX, folded_names
-from .listing import quoted
 from .naming import _member_chunks
 from .table import SampleTable
 

@@ -14,9 +14,9 @@ import orjson
 
 from ..errors import IshardError, UsageError
 from ..model import Tally
+from ..names import combined_prefix, keep_remote_name
 from ..store.urls import redacted
 from .keys import KeyFunction
-from .listing import combined_prefix, keep_remote_name
 from .table import FileTable
 
 NAME_COLUMNS = ("name", "key", "Key", "path", "object")

@@ -9,8 +9,8 @@ from bisect import bisect_right
 from itertools import chain, compress, repeat
 
 from ..errors import DataError, UsageError
+from ..names import unsafe_name
 from .keys import KeyFunction, wds_split
-from .listing import unsafe_name
 from .table import LaterReaderKeys, ReaderKeys, ReaderKeysLost, SampleTable, int_view
 
 MEMBER_NAMES = ("original", "sample")

@@ -19,6 +19,7 @@ from .cut import SampleRun, balance, check_unique, cut_indices, shard_names
 from .extraction import check_extraction_names
 from .inventory import list_inventory
 from .keys import key_function
+from .listing import list_source
 from .naming import KeyCheck, check_index_shards, check_reader_names
 from .samples import apply_sample_exts_table, group_table, route_table
 from .table import FileTable, SampleTable, ShardList
@@ -75,7 +76,7 @@ def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> 
             **common,
         )
     else:
-        entries = source.store.list_source(
+        entries = list_source(
             source, follow_symlinks=opts.follow_symlinks, retrier=Retrier(opts.retries), **common
         )
     progress.listing(*seen)

@@ -11,9 +11,9 @@ import orjson
 
 from ..formats.compress import gzip_library
 from ..model import EXECUTION_ONLY, Plan
+from ..names import quoted, shown
 from ..sizes import describe_size, format_size
 from ..version import __version__
-from .listing import quoted, shown
 from .table import FileTable, ShardList, int64_bytes
 
 SEGMENTS = 256  # the listing is recorded as at most this many runs of names: run.json stays small

@@ -18,8 +18,8 @@ from pathlib import Path
 from urllib.parse import unquote_plus
 
 from ..errors import UsageError
+from ..names import quoted, unsafe_name
 from .inventory import MAX_LINE, MAX_SIZE, _csv_error, _csv_reader, _mtime, _name, _open, _size
-from .listing import quoted, unsafe_name
 
 
 def report_rows(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int, int]]:

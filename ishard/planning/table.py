@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import operator
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -22,35 +21,6 @@ def _has_surrogates(names: list[str]) -> bool:
     # Code-point order equals UTF-8 byte order except for surrogate-escaped bytes (undecodable
     # local file names), which only then need the slower bytes comparison.
     return any(not n.isascii() and any("\udc80" <= c <= "\udcff" for c in n) for n in names)
-
-
-_MASK = (1 << 64) - 1
-_MIX = 0x9E3779B97F4A7C15  # odd: a change of the mtime alone always changes the stamp
-
-
-def _signed(value: int) -> int:
-    value &= _MASK
-    return value - (1 << 64) if value >> 63 else value
-
-
-def local_stamp(mtime_ns: int, inode: int) -> int:
-    """A local file's identity beyond its size and whole-second mtime, in 64 bits: its
-    nanosecond mtime and its inode, mixed (a new file under the same name, or bytes rewritten
-    within the same second, change it)."""
-    return _signed(mtime_ns * _MIX + inode)
-
-
-def store_stamp(info: dict) -> int:
-    """An object's identity beyond its size, in 64 bits: its ETag and modification time as the
-    store lists them (0 when it lists neither)."""
-    etag = next((info[k] for k in ("ETag", "etag") if k in info), None)
-    modified = next(
-        (info[k] for k in ("LastModified", "last_modified", "updated", "mtime") if k in info), None
-    )
-    if etag is None and modified is None:
-        return 0
-    text = f"{etag}\x00{modified}".encode("utf-8", "surrogateescape")
-    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little", signed=True)
 
 
 # Reader keys are cut from the engine for a span of at most SPAN_FACTOR files a file asked

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import UsageError
-from .listing import unsafe_name
+from ..names import unsafe_name
 
 _BASH = re.compile(r"\{([0-9]+)\.\.([0-9]+)(?:\.\.([0-9]+))?\}")
 _AT = re.compile(r"@([0-9]+)")

@@ -7,12 +7,12 @@ from collections.abc import Iterable
 from functools import partial
 
 from ..errors import IshardError, UsageError
+from ..names import quoted
 from ..options import Options
 from ..planning.cut import shard_names
-from ..planning.listing import quoted
 from ..store import Location
 from ..store.lease import LeaseLock
-from ..store.lock import LOCK_NAME, STATE_DIR
+from ..store.lockrecord import LOCK_NAME, STATE_DIR
 from ..store.retry import Retrier
 from .manifest import MANIFEST_NAME
 

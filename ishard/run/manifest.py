@@ -9,7 +9,7 @@ import orjson
 from ..checksums import ALGORITHMS, split, tagged
 from ..errors import DataError, UsageError, WriteError
 from ..model import EXECUTION_ONLY, Plan, ShardResult
-from ..planning.listing import printable
+from ..names import printable
 from ..store import Location
 from ..store.retry import Retrier
 from ..version import __version__
@@ -134,7 +134,10 @@ def read_manifest(dst: Location) -> dict:
             "to finish the job"
         ) from None
     except OSError as err:
-        if isinstance(err, (IsADirectoryError, PermissionError)) or dst.store.forkable:
+        if (
+            isinstance(err, (IsADirectoryError, PermissionError))
+            or not dst.store.capabilities.transient_errors
+        ):
             raise DataError(
                 f"cannot read {where!r}: {err.strerror or err} — it must be the "
                 "manifest file ishard wrote, readable by you"

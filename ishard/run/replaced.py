@@ -12,7 +12,7 @@ import orjson
 from ..errors import IshardWarning, UsageError
 from ..formats import ARCHIVE_EXTS
 from ..formats.dali_index import index_name
-from ..planning.listing import shown
+from ..names import shown
 from ..planning.templates import parse_template
 from ..progress import Progress
 from ..sizes import counted

@@ -237,7 +237,7 @@ def _write(
             jobs=_jobs(opts, source, dest),
             settings=settings,
             progress=progress,
-            processes=source.store.forkable and dest.store.forkable,
+            processes=source.store.capabilities.forkable and dest.store.capabilities.forkable,
         )
     finally:
         reader.close()
@@ -269,7 +269,8 @@ def _shuffle_seed(
 
 
 def _jobs(opts: Options, source: Location, dest: Location) -> int:
-    return opts.workers(remote=not (source.store.forkable and dest.store.forkable))
+    many = source.store.capabilities.many_at_once or dest.store.capabilities.many_at_once
+    return opts.workers(remote=many)
 
 
 def _writer_parts(

@@ -12,7 +12,7 @@ from ..formats.compress import gzip_library
 from ..model import EXECUTION_ONLY, Plan, ShardResult
 from ..planning.table import ShardList
 from ..store import Location
-from ..store.lock import STATE_DIR
+from ..store.lockrecord import STATE_DIR
 from ..store.retry import Retrier
 from ..store.sinks import TEMP_SUFFIX, abort_dangling_uploads, put_file
 from ..version import __version__

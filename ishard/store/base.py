@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -22,13 +23,55 @@ class ObjectInfo:
     """One listed or looked-up object: its key (relative to the store's root), size, whole-second
     mtime, ETag (None where the store has none) and ``stamp``, 8 bytes that change when the
     object is rewritten even at the same size within the same second, as a signed 64-bit
-    integer (``table.store_stamp``; resume checks it)."""
+    integer (``store_stamp``; resume checks it)."""
 
     key: str
     size: int
     mtime: int = 0
     etag: str | None = None
     stamp: int = 0
+
+
+def store_stamp(info: dict) -> int:
+    """An object's identity beyond its size, in 64 bits: its ETag and modification time as the
+    store lists them (0 when it lists neither)."""
+    etag = next((info[k] for k in ("ETag", "etag") if k in info), None)
+    modified = next(
+        (info[k] for k in ("LastModified", "last_modified", "updated", "mtime") if k in info), None
+    )
+    if etag is None and modified is None:
+        return 0
+    text = f"{etag}\x00{modified}".encode("utf-8", "surrogateescape")
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little", signed=True)
+
+
+class Listing(Protocol):
+    """What a source's files are listed into (planning's ``FileTable``): one file at a time,
+    or a run of files as columns."""
+
+    def add(self, name: str, size: int, mtime: int, stamp: int = 0) -> None: ...
+
+    def extend(
+        self, names: list[str], sizes: list[int], mtimes: list[int], stamps: list[int]
+    ) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a store can do, asked by name: no caller infers it from a store's type or scheme."""
+
+    #: forked writer processes may open it themselves (a run may write with processes)
+    forkable: bool = False
+    #: conditional writes (``put(mode=…)``) may be tried
+    conditional: bool = False
+    #: its requests wait on a network, so many at once help: more shard writers and verify
+    #: threads than CPUs
+    many_at_once: bool = True
+    #: a request may fail for a while and succeed when tried again (a network between): a
+    #: failed read is retried, and its error is the store's to translate, not a file's own
+    transient_errors: bool = True
+    #: its names are files or real folders: whether a name is a folder is known at no cost
+    folders: bool = False
 
 
 class Refused(Exception):
@@ -101,12 +144,8 @@ class Store(ABC):
 
     #: ``s3``, ``gs``, ``az``, ``memory``, … or ``file`` for a local directory
     scheme: str = "file"
-    #: forked writer processes may open the source and the destination themselves
-    forkable: bool = False
-    #: conditional writes (``put(mode=…)``) may be tried
-    conditional: bool = False
-    #: reached over a network: failures may pass (retried), many requests are kept in flight
-    remote: bool = True
+    #: what it can do (callers ask these, never its type or scheme)
+    capabilities: Capabilities = Capabilities()
 
     def __init__(self, url: str, root: str) -> None:
         self.url, self.root = url, root
@@ -167,9 +206,11 @@ class Store(ABC):
             FileNotFoundError: the root (bucket, directory) does not exist.
         """
 
+    @abstractmethod
     def list_source(
         self,
         location,
+        entries: Listing,
         *,
         prefix: str,
         include_hidden: bool,
@@ -177,19 +218,9 @@ class Store(ABC):
         on_file,
         retrier: Retrier,
         follow_symlinks: bool = False,
-    ):
-        """The files of a source on this store as a ``FileTable`` (``listing.list_remote``:
-        :meth:`pages`, filtered)."""
-        from ..planning.listing import list_remote
-
-        return list_remote(
-            location,
-            prefix=prefix,
-            include_hidden=include_hidden,
-            tally=tally,
-            on_file=on_file,
-            retrier=retrier,
-        )
+    ) -> None:
+        """List the files of a source on this store into ``entries``, under the store's rules
+        (what is left out is counted in ``tally``); the caller sorts them."""
 
     @abstractmethod
     def has_objects(self, prefix: str) -> bool:
@@ -229,14 +260,12 @@ class Store(ABC):
 
         return await asyncio.get_running_loop().run_in_executor(None, self.read, key, start, end)
 
+    @abstractmethod
     def reader(
         self, location, retrier: Retrier, *, jobs: int, budget: int, follow_symlinks: bool = False
     ):
-        """The reader of a source on this store (``readers.Reader``): by default many requests
-        in flight, memory bounded by ``budget``."""
-        from .readers import prefetching_reader
-
-        return prefetching_reader(location, retrier, jobs=jobs, budget=budget)
+        """The reader of a source on this store (``readers.Reader``), at most ``jobs`` reads at
+        once and memory bounded by ``budget`` where it reads ahead."""
 
     @abstractmethod
     def open_read(self, key: str) -> BinaryIO:
@@ -260,7 +289,7 @@ class Store(ABC):
 
         Raises:
             Refused: the condition did not hold.
-            Unconditional: the store does not take conditions (see :attr:`conditional`).
+            Unconditional: the store does not take conditions (see ``capabilities``).
         """
 
     @abstractmethod
@@ -289,11 +318,10 @@ class Store(ABC):
         write no temp files: an object appears whole or not at all)."""
         return 0
 
+    @abstractmethod
     def lock(self, location, retrier: Retrier):
-        """Take the destination for this run: a lease on an object (``lease.LeaseLock``)."""
-        from .lease import LeaseLock
-
-        return LeaseLock(location, retrier)
+        """Take the destination for this run (a ``release()``-able lock; where the run
+        publishes through a store, also its ``Guard``)."""
 
     def abort_uploads(self, keys: Iterable[str], retrier: Retrier) -> int:
         """Abort unfinished uploads a killed run left for these keys; return how many."""

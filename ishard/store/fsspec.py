@@ -8,13 +8,16 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import IshardError, UsageError
-from .base import Guard, Mode, ObjectInfo, Store, Unconditional, Upload
-from .location import FSSPEC_EXTRAS
+from .base import Guard, Mode, ObjectInfo, Unconditional, Upload, store_stamp
+from .registry import Backend, register
+from .remote import RemoteStore
 from .retry import run_with
-from .sinks import TEMP_SUFFIX, _guarded, _Hashing
+from .sinks import TEMP_SUFFIX, Hashing, guarded
 
 if TYPE_CHECKING:
     from .retry import Retrier
+
+FSSPEC_EXTRAS = {"s3": "s3", "gs": "gcs", "az": "azure"}  # pip extras for backend=fsspec
 
 
 def _mtime(info: dict) -> int:
@@ -31,7 +34,7 @@ def _mtime(info: dict) -> int:
     return 0
 
 
-class FsspecStore(Store):
+class FsspecStore(RemoteStore):
     """A store on an fsspec filesystem; keys are paths under ``root``."""
 
     def __init__(self, url: str, fs: Any, root: str, scheme: str) -> None:
@@ -88,8 +91,6 @@ class FsspecStore(Store):
             else (self.root or "/")
         )
         found = run(lambda: fs.find(start, detail=True))
-        from ..planning.table import store_stamp
-
         page = []
         for info in found.values():
             if info.get("type", "file") != "file":
@@ -215,7 +216,7 @@ def _filesystem(url: str, scheme: str, protocol: str | None, options: dict, role
         ) from None
 
 
-class FsspecSink(_Hashing):
+class FsspecSink(Hashing):
     """A shard written through an fsspec filesystem under a hidden temp name beside its own,
     moved to its name on commit; removed again on failure."""
 
@@ -248,7 +249,7 @@ class FsspecSink(_Hashing):
             self._store.fs.mv(self._temp, self._path)
 
         try:
-            _guarded(self._guard, self.url, publish)
+            guarded(self._guard, self.url, publish)
         except IshardError:
             raise
         except Exception as err:  # noqa: BLE001 - a store's error, translated once
@@ -266,3 +267,14 @@ class FsspecSink(_Hashing):
                 self._store.fs.rm(self._temp)
         except Exception:  # noqa: BLE001, S110 - best effort: the manifest never lists a failed shard
             pass  # best effort: the manifest never lists a failed shard
+
+
+register(
+    Backend(
+        "fsspec",
+        bucket=FsspecStore.open_bucket,
+        other=FsspecStore.open,
+        permanent=("NoCredentialsError", "PartialCredentialsError", "ParamValidationError"),
+        extras=FSSPEC_EXTRAS,
+    )
+)

@@ -11,25 +11,25 @@ import orjson
 
 from ..errors import IshardError
 from .base import Refused, Unconditional
-from .lock import (
-    _HELD,
+from .lockrecord import (
     FRESH_FOR,
+    HELD,
     LOCK_NAME,
     RENEW_EVERY,
     LeaseLost,
-    _busy,
-    _late,
-    _lost,
-    _owner,
+    busy,
     clock,
+    late,
     lease_seconds,
     lock_problem,
+    lost,
     refuse_if_held,
+    run_owner,
 )
 from .retry import Retrier
 
 if TYPE_CHECKING:
-    from . import Location
+    from .location import Location
 
 # A syntactically valid ETag no object has: a store that honours If-Match refuses it.
 _NO_ETAG = '"00000000000000000000000000000000"'
@@ -62,11 +62,11 @@ class LeaseLock:
         self._store = dest.store
         self.lease = lease_seconds()
         self._retrier = retrier or Retrier()
-        self._owner = _owner()
+        self._owner = run_owner()
         self._mutex = threading.RLock()
         self._etag: str | None = None
         self._lost = False
-        self.conditional = self._store.conditional
+        self.conditional = self._store.capabilities.conditional
         current, etag = self._read()
         if current is not None:
             refuse_if_held(dest, current)
@@ -77,7 +77,7 @@ class LeaseLock:
                 mode = ("match", etag) if current is not None and etag else "create"
                 self._etag = self._put(record, mode)
             except _Taken as taken:
-                raise _busy(
+                raise busy(
                     dest, taken.current or {}, "it started at the same moment as this one"
                 ) from None
             except Unconditional:
@@ -88,8 +88,8 @@ class LeaseLock:
             self._write(record)
             current, _ = self._read()
             if not current or current.get("id") != self._owner["id"]:
-                raise _busy(dest, current or {}, "it started at the same moment as this one")
-        _HELD.add(self._owner["id"])
+                raise busy(dest, current or {}, "it started at the same moment as this one")
+        HELD.add(self._owner["id"])
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._renewing, name="ishard-lock", daemon=True)
         self._thread.start()
@@ -170,14 +170,14 @@ class LeaseLock:
         """
         with self._mutex:
             if self._lost:
-                raise _lost(self._dest.url, self.lease)
+                raise lost(self._dest.url, self.lease)
             sent, record = clock(), self._record()
             if self.conditional:
                 try:
                     self._etag = self._put(record, ("match", self._etag or _NO_ETAG))
                 except _Taken:
                     self._lost = True
-                    raise _lost(self._dest.url, self.lease) from None
+                    raise lost(self._dest.url, self.lease) from None
             else:
                 self._check_id()
                 self._write(record)
@@ -188,7 +188,7 @@ class LeaseLock:
         current, _ = self._read()
         if not current or current.get("id") != self._owner["id"]:
             self._lost = True
-            raise _lost(self._dest.url, self.lease)
+            raise lost(self._dest.url, self.lease)
 
     def _renewing(self) -> None:
         while not self._stop.wait(self.lease / RENEW_EVERY):
@@ -208,7 +208,7 @@ class LeaseLock:
         """
         with self._mutex:
             if self._lost:
-                raise _lost(self._dest.url, self.lease)
+                raise lost(self._dest.url, self.lease)
             fresh = clock() - self._confirmed < self.lease / FRESH_FOR
             if fresh and self.conditional:
                 return self._confirmed
@@ -230,7 +230,7 @@ class LeaseLock:
         try:
             self._renew()
         except LeaseLost:
-            raise _late(self._dest.url, what) from None
+            raise late(self._dest.url, what) from None
 
     def for_workers(self) -> LeaseCheck:
         """What a Dask worker needs to check this lease itself before it commits."""
@@ -240,7 +240,7 @@ class LeaseLock:
         """Stop renewing and remove the lock, if it is still this run's."""
         self._stop.set()
         self._thread.join()
-        _HELD.discard(self._owner["id"])
+        HELD.discard(self._owner["id"])
         with self._mutex:
             if self._lost:
                 return
@@ -292,7 +292,7 @@ class LeaseCheck:
             or record.get("id") != self.lease_id
             or record["expires"] <= time.time()
         ):
-            raise _lost(self.url, self.lease)
+            raise lost(self.url, self.lease)
         return sent
 
     def committed(self, confirmed: float, what: str) -> None:
@@ -302,4 +302,4 @@ class LeaseCheck:
         try:
             self.confirm()
         except LeaseLost:
-            raise _late(self.url, what) from None
+            raise late(self.url, what) from None

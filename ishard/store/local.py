@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from ..errors import IshardError, SourceError, UsageError, WriteError
-from ..planning.listing import check_source_dir
 from . import localstate
-from .base import Mode, NotRegular, ObjectInfo, Store, Unconditional, Upload
+from .base import Capabilities, Listing, Mode, NotRegular, ObjectInfo, Store, Unconditional, Upload
+from .localwalk import check_source_dir, list_local
+from .registry import Backend, register
 from .retry import run_with
 from .sinks import TEMP_SUFFIX, WRITE_FIX, LocalSink
 
@@ -29,8 +30,9 @@ class LocalStore(Store):
     shards are temp files renamed when complete (``sinks.LocalSink``)."""
 
     scheme = "file"
-    forkable = True
-    remote = False
+    capabilities = Capabilities(
+        forkable=True, many_at_once=False, transient_errors=False, folders=True
+    )
 
     def __init__(self, root: str) -> None:
         super().__init__(root, root)
@@ -116,6 +118,7 @@ class LocalStore(Store):
     def list_source(
         self,
         location,
+        entries: Listing,
         *,
         prefix: str,
         include_hidden: bool,
@@ -123,12 +126,11 @@ class LocalStore(Store):
         on_file,
         retrier: Retrier,
         follow_symlinks: bool = False,
-    ):
-        """The source walk with its path rules (``listing.list_local``)."""
-        from ..planning.listing import list_local
-
-        return list_local(
+    ) -> None:
+        """The source walk with its path rules (``localwalk.list_local``)."""
+        list_local(
             self.root,
+            entries,
             follow_symlinks=follow_symlinks,
             prefix=prefix,
             include_hidden=include_hidden,
@@ -350,3 +352,6 @@ def _regular(fd: int, name: str) -> int:
         raise NotRegular(what)
     os.set_blocking(fd, True)
     return fd
+
+
+register(Backend("local", schemes={"file": "file", "local": "file"}, path=LocalStore))

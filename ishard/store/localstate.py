@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
-from .lock import STATE_DIR
+from .base import NotRegular
+from .lockrecord import STATE_DIR
 
 # The run state's own entries and the kind each must be (anything else was planted there).
 ENTRIES = {"done": stat.S_ISDIR, "run.json": stat.S_ISREG, "lock": stat.S_ISREG}
@@ -108,8 +109,6 @@ def read(dir_fd: int, name: str) -> bytes | None:
     Raises:
         NotRegular: a link, a FIFO, a directory … under that name (never read).
     """
-    from .base import NotRegular  # the store package imports this module
-
     try:
         fd = os.open(name, _RECORD_FLAGS, dir_fd=dir_fd)
     except FileNotFoundError:

@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import IshardError, UsageError
+from . import registry
 from .base import CREDENTIALS, Store
 from .urls import check_endpoint, redacted
 
 if TYPE_CHECKING:
     from .retry import Retrier
-
-BUCKET_SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "az": "az", "abfs": "az",
-                  "abfss": "az", "ais": "s3"}  # fmt: skip
-SUPPORTED_SCHEMES = (*BUCKET_SCHEMES, "memory", "file")  # what ishard documents and tests
-FSSPEC_EXTRAS = {"s3": "s3", "gs": "gcs", "az": "azure"}  # pip extras for backend=fsspec
 
 
 @dataclass(frozen=True)
@@ -82,7 +78,14 @@ def split_url(url: str) -> tuple[str | None, str]:
         return None, url
     scheme, _, rest = url.partition("://")
     scheme = scheme.lower()
-    return (None, rest) if scheme in ("file", "local") else (scheme, rest)
+    served = registry.serving(scheme)
+    return (None, rest) if served is not None and served.path is not None else (scheme, rest)
+
+
+def _bucket_kind(scheme: str) -> str | None:
+    """The kind of bucket (``s3``, ``gs``, ``az``) a URL scheme names; None: no bucket's."""
+    served = registry.serving(scheme)
+    return served.schemes[scheme] if served is not None and served.bucket is not None else None
 
 
 def parse_storage_options(items: tuple[str, ...] | list[str] | dict | None) -> dict:
@@ -133,11 +136,10 @@ def _refuse_credentials(url: str, scheme: str, rest: str, role: str) -> None:
     has no ``@``, and credentials in a URL would be printed wherever the URL is (a bare user
     name of another filesystem, ``sftp://me@host``, is no secret and is kept)."""
     userinfo, at, _ = rest.partition("/")[0].rpartition("@")
-    if not at or (scheme not in BUCKET_SCHEMES and ":" not in userinfo):
+    kind = _bucket_kind(scheme)
+    if not at or (kind is None and ":" not in userinfo):
         return
-    fix = CREDENTIALS.get(
-        BUCKET_SCHEMES.get(scheme, ""), "--storage-option (the filesystem's own settings)"
-    )
+    fix = CREDENTIALS.get(kind or "", "--storage-option (the filesystem's own settings)")
     raise UsageError(
         f"{role} {redacted(url)!r} holds credentials before its '@' — ishard takes none "
         f"from a URL (it would show them): give them as {fix}, and the URL without them"
@@ -163,41 +165,37 @@ def resolve(
     """
     scheme, rest = split_url(url)
     if scheme is None:
-        from .local import LocalStore
-
-        return Location(url, LocalStore(rest))
+        return Location(url, _opener(registry.opening("path").path)(rest))
     _refuse_credentials(url, scheme, rest, role)
     if endpoint_url:
         check_endpoint(endpoint_url, "--endpoint-url")
     options = dict(storage_options or {})
-    backend = options.pop("backend", "obstore")
-    if backend not in ("obstore", "fsspec"):
+    backend = options.pop("backend", None)
+    if backend is not None and backend not in [b.name for b in registry.backends() if b.bucket]:
         raise UsageError(
             f"--storage-option backend={backend!r} is not a backend — use "
             "backend=obstore (the default for s3://, gs://, az://) or backend=fsspec"
         )
-    if scheme not in BUCKET_SCHEMES:
-        from .fsspec import FsspecStore
-
-        return Location(url, FsspecStore.open(url, scheme, endpoint_url, options, role))
+    kind = _bucket_kind(scheme)
+    if kind is None:
+        other = _opener(registry.opening("other").other)
+        return Location(url, other(url, scheme, endpoint_url, options, role))
     if scheme == "ais":
         endpoint_url = _ais_endpoint(url, endpoint_url, role)
     # a trailing '/' stays: s3://b/data/ lists data/… only, not data-old/… as well
     bucket, _, prefix = rest.lstrip("/").partition("/")
     if not bucket:
         raise UsageError(f"{role} {url!r} names no bucket — write {scheme}://BUCKET[/PREFIX]")
-    kind = BUCKET_SCHEMES[scheme]
-    if backend == "fsspec":
-        from .fsspec import FsspecStore
-
-        store: Store = FsspecStore.open_bucket(url, kind, bucket, endpoint_url, options, role)
-    else:
-        from .obstore import ObstoreStore
-
-        store = ObstoreStore(
-            kind, bucket, url=url, endpoint_url=endpoint_url, storage_options=options, role=role
-        )
+    served = registry.backend(backend) if backend is not None else registry.serving(scheme)
+    assert served is not None  # the scheme names a bucket: a backend claims it
+    store = _opener(served.bucket)(url, kind, bucket, endpoint_url, options, role)
     return Location(url, store, prefix)
+
+
+def _opener(opens: Callable[..., Store] | None) -> Callable[..., Store]:
+    """A backend's way of opening a store, which the registry found it has."""
+    assert opens is not None
+    return opens
 
 
 def open_store(

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import re
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from functools import partial, wraps
+from functools import partial
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
 from ..errors import IshardError, SourceError, UsageError
-from ..planning.listing import has_control, quoted
 from .base import (
+    Capabilities,
     Mode,
     ObjectInfo,
     Reached,
@@ -21,9 +20,21 @@ from .base import (
     Unconditional,
     Upload,
     storage_error,
+    store_stamp,
 )
 from .credentials import NoCredentials, store_config
-from .location import FSSPEC_EXTRAS
+from .obstore_errors import (
+    PERMANENT,
+    Reason,
+    Unlistable,
+    answer,
+    classify,
+    parsed,
+    scrubbed,
+    status_of,
+)
+from .registry import Backend, backend, register
+from .remote import RemoteStore
 from .retry import run_with
 
 if TYPE_CHECKING:
@@ -31,6 +42,8 @@ if TYPE_CHECKING:
 
     from .retry import Retrier
 
+BUCKET_SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "az": "az", "abfs": "az",
+                  "abfss": "az", "ais": "s3"}  # fmt: skip
 PAGE = 1000  # keys per listing request (S3's most)
 T = TypeVar("T")
 LISTERS = 16  # folders listed at once when a listing is split by folder
@@ -38,8 +51,6 @@ BULK = 1000  # keys per bulk delete request (S3's most)
 
 
 def _stamp(meta: Any) -> int:
-    from ..planning.table import store_stamp
-
     return store_stamp({"ETag": meta.get("e_tag"), "LastModified": meta.get("last_modified")})
 
 
@@ -53,12 +64,12 @@ def _bytewise(key: str) -> bytes:
     return key.encode("utf-8", "surrogateescape")
 
 
-class ObstoreStore(Store):
+class ObstoreStore(RemoteStore):
     """A bucket (or Azure container) through obstore. Its own retries are off: ishard's
     ``Retrier`` is the one retry layer. Reads run on an event loop of the store's own, in a
     daemon thread; listings of big folders are split by sub-folder and run in parallel."""
 
-    conditional = True
+    capabilities = Capabilities(conditional=True)
     key_bytes = 1024  # S3's, GCS's and Azure's limit (a longer key fails only when written)
 
     def __init__(
@@ -87,6 +98,15 @@ class ObstoreStore(Store):
         self.upload_client = _client(scheme, bucket, url, self.settings, retries=4)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_lock = threading.Lock()
+
+    @classmethod
+    def open_bucket(
+        cls, url: str, kind: str, bucket: str, endpoint_url: str | None, options: dict, role: str
+    ) -> ObstoreStore:
+        """The store of a bucket (or Azure container) of kind ``s3``, ``gs`` or ``az``."""
+        return cls(
+            kind, bucket, url=url, endpoint_url=endpoint_url, storage_options=options, role=role
+        )
 
     def url_of(self, key: str) -> str:
         return f"{self.scheme}://{self.root}/{key}"
@@ -122,7 +142,7 @@ class ObstoreStore(Store):
             for page in self._listing(prefix, retrier):
                 last = _bytewise(page[-1].key)
                 yield page
-        except _Unlistable as err:
+        except Unlistable as err:
             lister = self._fsspec_lister()
             if lister is None:
                 raise SourceError(err.message(self.url_of(prefix), self.scheme)) from None
@@ -133,13 +153,12 @@ class ObstoreStore(Store):
 
     def _fsspec_lister(self) -> Store | None:
         """The bucket through fsspec (s3fs, gcsfs, adlfs), or None when it is not installed."""
-        from .fsspec import FsspecStore
-
         endpoint_url, options, role = self._given
+        fsspec = backend("fsspec").bucket
+        if fsspec is None:
+            return None
         try:
-            return FsspecStore.open_bucket(
-                self.url, self.scheme, self.root, endpoint_url, dict(options), role
-            )
+            return fsspec(self.url, self.scheme, self.root, endpoint_url, dict(options), role)
         except UsageError:
             return None
 
@@ -149,7 +168,7 @@ class ObstoreStore(Store):
         if prefix and not prefix.endswith("/"):
             yield from self._pages(prefix.rpartition("/")[0], prefix, retrier)
             return
-        top = retrier.run(_parsed(lambda: obstore.list_with_delimiter(self.client, prefix or None)))
+        top = retrier.run(parsed(lambda: obstore.list_with_delimiter(self.client, prefix or None)))
         folders = [f.rstrip("/") + "/" for f in top["common_prefixes"]]
         if not folders:
             yield from self._pages(prefix.rstrip("/"), prefix, retrier)
@@ -189,14 +208,14 @@ class ObstoreStore(Store):
 
         after: str | None = _just_below(prefix) if prefix and not prefix.endswith("/") else None
 
-        @_parsed
+        @parsed
         def page(offset: str | None) -> list:
             stream = obstore.list(self.client, folder or None, offset=offset, chunk_size=PAGE)
             return list(next(iter(stream), []))
 
         if self.scheme == "az":  # Azure lists from a marker, not from a key: one stream
 
-            @_parsed
+            @parsed
             def whole() -> list[list]:
                 return [list(p) for p in obstore.list(self.client, folder or None, chunk_size=PAGE)]
 
@@ -337,137 +356,22 @@ class ObstoreStore(Store):
 
     # -- errors -----------------------------------------------------------------------------
     def classify(self, err: BaseException) -> str:
-        from obstore import exceptions as ex
-
-        from .retry import http_status
-
-        status, text = http_status(err), str(err)
-        code = _answer(text)[0]
-        if (
-            isinstance(err, (FileNotFoundError, ex.NotFoundError))
-            or status == 404
-            or code in ("NoSuchBucket", "ContainerNotFound")
-        ):
-            return "missing"
-        if "/latest/api/token" in text or "Error performing token request" in text:
-            return "credentials"  # no keys given, and no metadata service to ask
-        if (
-            isinstance(err, ex.UnauthenticatedError)
-            or status == 401
-            or code in REJECTED
-            or "failed to authenticate" in text
-        ):
-            return "rejected"
-        if isinstance(err, (PermissionError, ex.PermissionDeniedError)) or status == 403:
-            return "denied"
-        if isinstance(err, (ex.AlreadyExistsError, ex.PreconditionError)) or status == 412:
-            return "refused"
-        if isinstance(err, ex.NotSupportedError) or status == 501:
-            return "unsupported"
-        return "unreachable"
+        return classify(err)
 
     def error(self, err: BaseException, role: str, where: str | None = None):
         """As :meth:`Store.error`, with obstore's long report cut to its reason, the store's
         own error code and message, where the requests went, and no secret."""
         if isinstance(err, IshardError):
             return err
-        code, message = _answer(str(err))
+        code, message = answer(str(err))
         reached = Reached(
             self.scheme,
             self.settings.get("endpoint"),
             self.settings.get("token"),
             f"{code}: {message}" if code and message else code or None,
         )
-        out = storage_error(self.classify(err), _Reason(err), where or self.url, role, reached)
-        return _scrubbed(out, self.settings["config"])
-
-
-# the store's answers that say the credentials themselves were refused
-REJECTED = (
-    "InvalidAccessKeyId",
-    "SignatureDoesNotMatch",
-    "InvalidToken",
-    "ExpiredToken",
-    "TokenRefreshRequired",
-    "InvalidClientTokenId",
-    "AuthenticationFailed",
-    "InvalidAuthenticationInfo",
-)
-# settings whose values are secret: never in a message
-SECRETS = ("secret_access_key", "session_token", "account_key", "sas_key", "client_secret",
-           "bearer_token", "token", "service_account_key", "password")  # fmt: skip
-_CODE = re.compile(r"<Code>([^<]{1,100})</Code>")
-_MESSAGE = re.compile(r"<Message>([^<\n]{1,300})")
-
-
-def _answer(text: str) -> tuple[str | None, str | None]:
-    """The error code and message of a store's XML answer quoted in obstore's report."""
-    code, message = _CODE.search(text), _MESSAGE.search(text)
-    return (
-        code.group(1).strip() if code else None,
-        message.group(1).strip() if code and message else None,
-    )
-
-
-def _scrubbed(err: IshardError, config: dict) -> IshardError:
-    """``err`` with every secret of ``config`` that its text holds shown as ``***``."""
-    text = str(err)
-    secrets = [str(config[k]) for k in SECRETS if config.get(k) and len(str(config[k])) > 3]
-    if not any(secret in text for secret in secrets):
-        return err
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    return type(err)(text)
-
-
-_UNPARSED = re.compile(r'Error parsing Path "(.*?)": Encountered', re.DOTALL)
-
-
-class _Unlistable(ValueError):
-    """A listing answer with a key obstore cannot parse (a control character, an empty, '.'
-    or '..' part): every try fails alike (a ValueError: not retried)."""
-
-    def __init__(self, key: str | None) -> None:
-        super().__init__(key)
-        self.key = key
-
-    def message(self, where: str, scheme: str) -> str:
-        if self.key is None:
-            what = "a key its S3 client cannot parse"
-        else:
-            why = "a control character" if has_control(self.key) else "an empty, '.' or '..' part"
-            what = f"the key {quoted(self.key)} ({why}), which its S3 client cannot parse"
-        return (
-            f"the listing of source {where!r} holds {what} — rename or delete that object, or "
-            f"pip install 'ishard[{FSSPEC_EXTRAS[scheme]}]': ishard then lists the rest of it "
-            "through fsspec, whose client reads such keys, and leaves them out and reports them"
-        )
-
-
-def _parsed(call: Callable[..., T]) -> Callable[..., T]:
-    """``call``, its failure on an unparsable listed key an ``_Unlistable``."""
-
-    @wraps(call)
-    def run(*args, **kwargs) -> T:
-        try:
-            return call(*args, **kwargs)
-        except Exception as err:
-            if "Encountered object with invalid path" not in str(err):
-                raise
-            found = _UNPARSED.search(str(err))
-            raise _Unlistable(found.group(1) if found else None) from None
-
-    return run
-
-
-class _Reason(Exception):
-    """obstore's error text cut to its reason (``HTTP error: error sending request``,
-    ``… status code: 503 Service Unavailable``): no request dump, no XML."""
-
-    def __init__(self, err: BaseException) -> None:
-        line = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        reason = (line.rpartition(" - ")[2] or line).partition(": <")[0].rstrip(": ")
-        super().__init__(reason.removeprefix("Server returned non-2xx status code: "))
+        out = storage_error(self.classify(err), Reason(err), where or self.url, role, reached)
+        return scrubbed(out, self.settings["config"])
 
 
 def _once():
@@ -547,3 +451,14 @@ def _client(scheme: str, bucket: str, url: str, settings: dict, retries: int):
             f"{url!r}: the store cannot be set up: {text} — check "
             "--storage-option and --endpoint-url"
         ) from None
+
+
+register(
+    Backend(
+        "obstore",
+        schemes=BUCKET_SCHEMES,
+        bucket=ObstoreStore.open_bucket,
+        permanent=PERMANENT,
+        status=status_of,
+    )
+)

@@ -7,14 +7,17 @@ import math
 from collections.abc import Iterator
 from concurrent.futures import Future, TimeoutError
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import IshardError
-from .sinks import _guarded, _Hashing
+from .sinks import Hashing, guarded
 
 if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Iterable
+
     from .base import Upload
-    from .obstore import ObstoreStore
+    from .retry import Retrier
 
 MIN_PART = 5 << 20  # S3's smallest part (but the last)
 MAX_PARTS = 10_000
@@ -24,11 +27,27 @@ PIECES_QUEUED = 4  # per shard: part_size * (PARTS_IN_FLIGHT + 1) + 5 MiB of mem
 POLL = 0.5  # seconds between looks at a stalled upload (Ctrl-C acts between them)
 
 
+class Bucket(Protocol):
+    """What an upload needs of its store (``obstore.ObstoreStore``)."""
+
+    client: Any
+    upload_client: Any
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+
+    def url_of(self, key: str) -> str: ...
+
+    def error(self, err: BaseException, role: str, where: str | None = None) -> IshardError: ...
+
+    def abort_uploads(self, keys: Iterable[str], retrier: Retrier) -> int: ...
+
+
 class _Failed(Exception):
     """Handed to the upload's byte stream to stop it: obstore then aborts the upload."""
 
 
-class ObstoreSink(_Hashing):
+class ObstoreSink(Hashing):
     """A shard streamed to an obstore bucket.
 
     A shard smaller than one part is one PUT at commit (retried by ishard). A bigger one is a
@@ -40,7 +59,7 @@ class ObstoreSink(_Hashing):
     whole shard.
     """
 
-    def __init__(self, store: ObstoreStore, key: str, upload: Upload) -> None:
+    def __init__(self, store: Bucket, key: str, upload: Upload) -> None:
         super().__init__()
         self._store, self._key, self._guard = store, key, upload.guard
         self._retrier, self._cleanup, self._notice = upload.retrier, upload.cleanup, upload.notice
@@ -140,7 +159,7 @@ class ObstoreSink(_Hashing):
 
             body, client = bytes(self._buf), self._store.client
             with self._store_errors():
-                out = _guarded(
+                out = guarded(
                     self._guard,
                     self.url,
                     lambda: self._retrier.run(
@@ -153,7 +172,7 @@ class ObstoreSink(_Hashing):
                 self._hand_over(None)
                 return self._result()
 
-            out = _guarded(self._guard, self.url, complete)
+            out = guarded(self._guard, self.url, complete)
             self._upload = None
         self.etag = out.get("e_tag")
 

@@ -18,7 +18,7 @@ from .retry import Retrier
 if TYPE_CHECKING:  # asyncio is imported when a store is in use
     import asyncio
 
-    from . import Location
+    from .location import Location
 
 CHUNK = 8 << 20  # objects larger than this are fetched as ranges of this size
 BATCH = 8  # requests handed to the event loop at once, and awaited at once by a writer

@@ -2,37 +2,21 @@
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from .. import signals
 from ..errors import Interrupted
+from .registry import backends
 
 T = TypeVar("T")
 
 PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
              ValueError, TypeError, KeyError)  # fmt: skip
-PERMANENT_NAMES = (
-    "NoCredentialsError",
-    "PartialCredentialsError",
-    "ParamValidationError",
-    # obstore's: answers another try cannot change
-    "NotFoundError",
-    "PermissionDeniedError",
-    "UnauthenticatedError",
-    "PreconditionError",
-    "AlreadyExistsError",
-    "NotSupportedError",
-    "InvalidPathError",
-    "UnknownConfigurationKeyError",
-    "NotModifiedError",
-    # the store contract's: a condition that did not hold, or is not taken
-    "Refused",
-    "Unconditional",
-)
-_STATUS = re.compile(r"status code: (\d{3})")
+# the store contract's: a condition that did not hold, or is not taken (each backend
+# registers its own client's as ``Backend.permanent``)
+PERMANENT_NAMES = ("Refused", "Unconditional")
 # HTTP answers another try cannot change: a condition that did not hold (If-Match,
 # If-None-Match), a feature the store does not implement.
 PERMANENT_STATUS = (412, 501)
@@ -40,16 +24,14 @@ PERMANENT_STATUS = (412, 501)
 
 def http_status(err: BaseException) -> int | None:
     """The HTTP status of a store's answer behind ``err`` (a botocore ClientError, or the
-    error s3fs made of one), if there was an answer."""
+    error s3fs made of one; else as the backend whose client raised it reads it), if there
+    was an answer."""
     for e in (err, err.__cause__, err.__context__):
         response = getattr(e, "response", None)
         if isinstance(response, dict):
             status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             return status if isinstance(status, int) else None
-    if type(err).__module__.startswith("obstore"):  # obstore says it in its message only
-        found = _STATUS.search(str(err))
-        return int(found.group(1)) if found else None
-    return None
+    return next((s for b in backends() if (s := b.status(err)) is not None), None)
 
 
 def run_with(retrier: Retrier | None, call: Callable[[], T]) -> T:
@@ -59,7 +41,12 @@ def run_with(retrier: Retrier | None, call: Callable[[], T]) -> T:
 
 def is_transient(err: BaseException) -> bool:
     """Worth another try: connection resets, timeouts, 5xx and throttling; not 'missing' or 'denied'."""
-    if isinstance(err, PERMANENT) or type(err).__name__ in PERMANENT_NAMES:
+    name = type(err).__name__
+    if (
+        isinstance(err, PERMANENT)
+        or name in PERMANENT_NAMES
+        or any(name in b.permanent for b in backends())
+    ):
         return False
     status = http_status(err)
     if status in PERMANENT_STATUS or (

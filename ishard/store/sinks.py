@@ -15,7 +15,7 @@ from .base import Guard, Upload
 from .retry import Retrier
 
 if TYPE_CHECKING:
-    from . import Location
+    from .location import Location
 
 TEMP_SUFFIX = ".ishard-tmp"
 WRITE_FIX = {
@@ -32,7 +32,7 @@ COPY_STEP = 64 << 20  # bytes per kernel copy call: Ctrl-C and cancellation act 
 PLAIN_STEP = 1 << 20  # user-space copy: read/write in pieces of this size
 
 
-def _guarded(guard: Guard | None, what: str, publish: Callable[[], object]):
+def guarded(guard: Guard | None, what: str, publish: Callable[[], object]):
     """``publish()`` only while this run holds the destination's lease."""
     if guard is None:
         return publish()
@@ -71,7 +71,7 @@ def temp_path(final: Path) -> Path:
     return final.with_name(f".{final.name}.{os.getpid()}{TEMP_SUFFIX}")
 
 
-class _Hashing:
+class Hashing:
     """The checksum (``--checksum``; none when skipped) and byte count of everything written."""
 
     def __init__(self) -> None:
@@ -102,7 +102,7 @@ class _Hashing:
         self.size += len(data)
 
 
-class LocalSink(_Hashing):
+class LocalSink(Hashing):
     """A shard written to a hidden temp file beside its final name; renamed on commit."""
 
     def __init__(self, final: Path) -> None:
@@ -130,7 +130,7 @@ class LocalSink(_Hashing):
             raise _write_failed(str(self.final), err) from None
 
     def use_checksum(self, algorithm: str) -> None:
-        """As :meth:`_Hashing.use_checksum`, but a local shard is hashed once complete, read
+        """As :meth:`Hashing.use_checksum`, but a local shard is hashed once complete, read
         back from the page cache, so its members are still copied in the kernel: 0.67× GNU
         tar's time against 0.91× hashing every byte on its way through ishard (xxh128,
         ``benchmarks/bench_local.py``)."""
@@ -214,7 +214,7 @@ def put_file(
     where it went."""
     where, key = location.child(name), location.key(name)
     with location.translated("destination"):
-        _guarded(guard, where, lambda: retrier.run(lambda: location.store.put(key, data)))
+        guarded(guard, where, lambda: retrier.run(lambda: location.store.put(key, data)))
     return where
 
 

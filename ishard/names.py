@@ -1,0 +1,98 @@
+"""How names are checked and shown: unsafe names, hidden ones, escapes for printing, sort key."""
+
+from __future__ import annotations
+
+import re
+
+from .model import Tally
+
+HIDDEN = "hidden (name starts with '.'; --include-hidden keeps it)"
+UNSAFE = (
+    "unsafe name (absolute, a '..' part, or a control character): no archive may "
+    "extract outside its folder"
+)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_DRIVE = re.compile(r"[A-Za-z]:")
+
+
+def has_control(name: str) -> bool:
+    """Does ``name`` hold a C0 or DEL control character?"""
+    return _CONTROL.search(name) is not None
+
+
+def unsafe_name(name: str) -> bool:
+    """Would this member name extract outside its folder somewhere, or break a listing?
+
+    Absolute names (``/x``, ``\\x``, ``C:x``), any ``..`` part (parts split on ``/`` and on
+    ``\\``, which Windows tools treat as a separator), and C0/DEL control characters.
+    """
+    if not name or name[0] in "/\\" or _DRIVE.match(name) or _CONTROL.search(name):
+        return True
+    return ".." in name and ".." in re.split(r"[/\\]", name)
+
+
+SURROGATE = re.compile(r"[\ud800-\udfff]")
+_REPR_SURROGATE = re.compile(r"(\\\\)|\\udc([89a-f][0-9a-f])")
+
+
+def _escape(match) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
+def shown(name: str) -> str:
+    """``name`` fit for JSON and terminals: an undecodable byte of a local file name (kept as
+    a surrogate escape, U+DC80..U+DCFF) is written ``\\xNN``, any other lone surrogate
+    ``\\uNNNN``; every other name is returned as it is."""
+    if name.isascii() or not SURROGATE.search(name):
+        return name
+    return SURROGATE.sub(_escape, name)
+
+
+def quoted(name: str, code_points: bool = False) -> str:
+    """``repr(name)`` with undecodable bytes shown as ``\\xNN`` (as Python shows bytes); with
+    ``code_points``, every character past ASCII escaped too (``'caf\\xe9'``, ``'cafe\\u0301'``:
+    names that look alike told apart)."""
+    text = ascii(name) if code_points else repr(name)
+    if "\\udc" not in text:
+        return text
+    return _REPR_SURROGATE.sub(lambda m: m.group(1) or f"\\x{m.group(2)}", text)
+
+
+def printable(value):
+    """A JSON-ready copy of ``value`` (dicts, lists, tuples, strings) with every string
+    :func:`shown`."""
+    if isinstance(value, str):
+        return shown(value)
+    if isinstance(value, dict):
+        return {printable(k): printable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [printable(v) for v in value]
+    return value
+
+
+def sort_key(name: str) -> bytes:
+    """Bytewise order of a member name (the order object stores list in)."""
+    return name.encode("utf-8", "surrogateescape")
+
+
+def combined_prefix(a: str, b: str) -> str | None:
+    """The prefix names must have to start with both ``a`` and ``b``; None if none can."""
+    if a.startswith(b):
+        return a
+    if b.startswith(a):
+        return b
+    return None
+
+
+def keep_remote_name(name: str, include_hidden: bool, tally: Tally) -> bool:
+    """Object-store rules: directory markers are not files; hidden path parts are skipped."""
+    if not name or name.endswith("/"):
+        return False
+    if unsafe_name(name):
+        tally.add(UNSAFE, name)
+        return False
+    if not include_hidden and (name[0] == "." or "/." in name):
+        tally.add(HIDDEN, name)
+        return False
+    return True
