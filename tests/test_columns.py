@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 import ishard
 from ishard.planning import columns, inventory, namecolumn, samples, table
-from ishard.planning.columns import Fallback, inventory_kind, read_inventory
+from ishard.planning.columns import inventory_kind, read_inventory
+from ishard.planning.engine import Fallback
 from ishard.errors import DataError, UsageError
 from ishard.model import Tally
 from ishard.planning.naming import EXAMPLES
@@ -756,7 +757,7 @@ def json_lines(draw) -> str:
     the row reader's lists, sizes as numbers or digit strings; sometimes a line the row reader
     refuses or reads in its own way (a key twice, a JSON null before another key of its kind,
     a value of another type, no object at all, blank lines)."""
-    from ishard.planning.inventory import MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS
+    from ishard.planning.rows import MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS
 
     name_key = draw(st.sampled_from(["name"] * 4 + list(NAME_COLUMNS)))
     size_key = draw(st.sampled_from(["size"] * 4 + list(SIZE_COLUMNS)))

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ishard import api
-from ishard.planning import columns, inventory, samples
+from ishard.planning import columns, engine, inventory, samples
 from ishard.errors import IshardError
 from ishard.planning.record import plan_record
 from ishard.planning.namecolumn import SpooledBlob
@@ -142,7 +142,7 @@ def test_engine_plans_as_the_row_reader(tmp_path, monkeypatch):
     def watched(*args, **kwargs):
         try:
             found = real(*args, **kwargs)
-        except columns.Fallback:
+        except engine.Fallback:
             seen["handed back"] += 1
             raise
         seen["engine"] += 1

@@ -21,9 +21,11 @@ from ..model import EXAMPLES_KEPT, Tally
 from ..sizes import describe_size
 from . import engine, parquet
 from .clashes import find_clashes
+from .engine import Fallback
 from .keys import KeyFunction, key_function
 from .listing import HIDDEN, UNSAFE
 from .namecolumn import NARROW_MAX, Names
+from .rows import MAX_LINE, MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS, column_at, mtime_seconds
 from .table import FileTable, Grouping, NoStamps, int_view
 
 MAX_NAME = 128 << 10  # characters in a name (as the row reader's csv field limit)
@@ -60,10 +62,6 @@ _KEY_SQL = {
 # Before samples are sought in a row, the keys of 32 runs of 2,048 files spread over the
 # listing are looked at: whole vectors of the engine, so it reads no other file's name
 SAMPLED_RUN, SAMPLED_RUNS = 2048, 32
-
-
-class Fallback(Exception):
-    """The engine does not take this inventory as it is: read it row by row."""
 
 
 def _sql_text(value: str) -> str:
@@ -106,8 +104,6 @@ def _json_keys(con, path: str) -> dict[str, str | None]:
     line, found from the lines' distinct key lists (``KEY_SHAPES`` at most; a key whose value
     is JSON null is still there); no mtime key: None. A name or size key that differs from
     line to line, or is missing, hands the listing back."""
-    from .inventory import MAX_LINE, MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS
-
     kinds = {"name": NAME_COLUMNS, "size": SIZE_COLUMNS, "mtime": MTIME_COLUMNS}
     shapes = con.execute(  # the lines' key lists, all of them: intersecting each took 4x as long
         f"SELECT DISTINCT json_keys(json) FROM read_ndjson_objects({_sql_text(path)}, "
@@ -134,8 +130,6 @@ def _source_jsonl(con, path: str) -> str:
     no object or not JSON, a line over 1 MiB are errors). Whatever it would refuse or read
     otherwise — a name that is not a string, a size that is not an integer or a string, an
     mtime that is no number or string — makes the size NULL, which hands the listing back."""
-    from .inventory import MAX_LINE
-
     keys = _json_keys(con, path)
     fields = ", ".join(f"{_sql_text(k)}: 'JSON'" for k in keys.values() if k is not None)
     n, s = (f'"{keys[kind]}"' for kind in ("name", "size"))
@@ -248,8 +242,6 @@ def _out_of_room(path: str, memory_limit: int, tmp_dir: str | None, error) -> Da
 
 def _source(con, path: str, kind: str) -> str:
     """The SELECT of the inventory's name, size and mtime, as text."""
-    from .inventory import MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS, _column
-
     if kind != "parquet" and not _scan_ok(path, kind):
         raise Fallback
     if kind == "jsonl":
@@ -258,9 +250,9 @@ def _source(con, path: str, kind: str) -> str:
         return parquet.source(con, path)
     header = _csv_header(path)
     columns = {
-        "name": _column(header, NAME_COLUMNS),
-        "size": _column(header, SIZE_COLUMNS),
-        "mtime": _column(header, MTIME_COLUMNS),
+        "name": column_at(header, NAME_COLUMNS),
+        "size": column_at(header, SIZE_COLUMNS),
+        "mtime": column_at(header, MTIME_COLUMNS),
     }
     if columns["name"] is None or columns["size"] is None:
         raise Fallback  # the row reader says what the header lacks
@@ -492,8 +484,6 @@ READER_KEYS = (
 def _odd_times(con) -> str:
     """The SQL of an mtime that is neither digits nor empty, by the row reader's own function
     (once per distinct value)."""
-    from .inventory import _mtime
-
     odd = con.execute(
         "SELECT DISTINCT mtime FROM raw WHERE mtime IS NOT NULL AND mtime <> '' AND NOT "
         f"{_WHOLE_SECONDS} LIMIT {DISTINCT_TIMES + 1}"
@@ -502,6 +492,6 @@ def _odd_times(con) -> str:
         raise Fallback
     con.execute("CREATE TEMP TABLE odd_times (text VARCHAR PRIMARY KEY, seconds BIGINT)")
     con.executemany(
-        "INSERT INTO odd_times VALUES (?, ?)", [(text, _mtime(text)) for (text,) in odd]
+        "INSERT INTO odd_times VALUES (?, ?)", [(text, mtime_seconds(text)) for (text,) in odd]
     )
     return "(SELECT seconds FROM odd_times WHERE text = mtime)"

@@ -26,6 +26,10 @@ LOG = logging.getLogger("ishard")
 SPILL_LOOK = 0.1  # seconds between two looks at the size of the engine's spill folder
 
 
+class Fallback(Exception):
+    """The engine does not take this inventory as it is: read it row by row."""
+
+
 def connect(spill: str, memory_limit: int):
     """A DuckDB connection of its own, holding up to ``memory_limit`` bytes and spilling the
     rest to ``spill`` (a private folder), insertion order kept."""

@@ -11,6 +11,16 @@ from decimal import Decimal
 from typing import NamedTuple
 
 from ..errors import UsageError
+from .engine import Fallback
+from .rows import (
+    MTIME_COLUMNS,
+    NAME_COLUMNS,
+    SIZE_COLUMNS,
+    Written,
+    bad_row,
+    checked_name,
+    checked_size,
+)
 
 NAME_HINT = "give each file's name as text (a string column)"
 SIZE_HINT = "give each file's size in bytes (an integer column)"
@@ -51,8 +61,6 @@ def columns(con, path: str) -> Columns:
         UsageError: not a Parquet file, no name or size column, or no rows.
     """
     import duckdb
-
-    from .inventory import MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS
 
     try:
         described = con.execute(f"DESCRIBE SELECT * FROM read_parquet({_sql_text(path)})")
@@ -121,8 +129,6 @@ def refusal(con, path: str, error: BaseException, bad_row: str) -> UsageError:
     or what DuckDB said (``error``), which is of the file itself."""
     import duckdb
 
-    from .columns import Fallback
-
     if not isinstance(error, Fallback):
         return damaged(path, error)
     try:
@@ -176,20 +182,18 @@ def _row_refused(con, path: str, found: Columns, where: str) -> UsageError:
 
 def _check(name, size, where: str, number: int) -> None:
     """A row's name and size as the row reader checks them (a name in bytes must be UTF-8)."""
-    from .inventory import _bad_row, _name, _size, _Written
-
     if isinstance(name, bytes):
         try:
             name = name.decode("utf-8")
         except UnicodeDecodeError as err:
-            raise _bad_row(
+            raise bad_row(
                 where,
                 number,
                 f"the name is not UTF-8 (byte {name[err.start]:#04x} at byte {err.start + 1}) "
                 "— write names as UTF-8 text",
                 "row",
             ) from None
-    _name(name, where, number, "row", NAME_HINT)
+    checked_name(name, where, number, "row", NAME_HINT)
     if isinstance(size, Decimal):  # DECIMAL(p, 0) is whole; 2.5 is shown as written
-        size = int(size) if size == size.to_integral_value() else _Written(str(size))
-    _size(size, where, number, "row", SIZE_HINT)
+        size = int(size) if size == size.to_integral_value() else Written(str(size))
+    checked_size(size, where, number, "row", SIZE_HINT)
