@@ -23,8 +23,9 @@ from hypothesis import strategies as st
 
 import ishard
 from ishard.planning import columns, inventory, namecolumn, samples, table
-from ishard.planning.columns import inventory_kind, read_inventory
+from ishard.planning.columns import read_inventory
 from ishard.planning.engine import Fallback
+from ishard.planning.selects import inventory_kind
 from ishard.errors import DataError, UsageError
 from ishard.model import Tally
 from ishard.planning.naming import EXAMPLES

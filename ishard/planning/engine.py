@@ -26,6 +26,11 @@ LOG = logging.getLogger("ishard")
 SPILL_LOOK = 0.1  # seconds between two looks at the size of the engine's spill folder
 
 
+def sql_text(value: str) -> str:
+    """``value`` as an SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
 class Fallback(Exception):
     """The engine does not take this inventory as it is: read it row by row."""
 

@@ -138,8 +138,9 @@ def _by_columns(
 ) -> FileTable | None:
     """The listing read by the column engine (``columns``), or None: the row reader reads it
     (a small file, or one the engine does not take as it is)."""
-    from .columns import inventory_kind, read_inventory
+    from .columns import read_inventory
     from .engine import Fallback
+    from .selects import inventory_kind
 
     path = where.removeprefix("file://")
     kind = inventory_kind(path)

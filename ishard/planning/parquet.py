@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import NamedTuple
 
 from ..errors import UsageError
-from .engine import Fallback
+from .engine import Fallback, sql_text
 from .rows import (
     MTIME_COLUMNS,
     NAME_COLUMNS,
@@ -41,10 +41,6 @@ def _quoted(column: str) -> str:
     return '"' + column.replace('"', '""') + '"'
 
 
-def _sql_text(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 def damaged(path: str, error: BaseException) -> UsageError:
     """What DuckDB said of a file that is no Parquet, or a damaged one, in one line."""
     said = re.sub(r"^[\w ]*Error: ", "", str(error).strip().splitlines()[0] if str(error) else "")
@@ -63,9 +59,9 @@ def columns(con, path: str) -> Columns:
     import duckdb
 
     try:
-        described = con.execute(f"DESCRIBE SELECT * FROM read_parquet({_sql_text(path)})")
+        described = con.execute(f"DESCRIBE SELECT * FROM read_parquet({sql_text(path)})")
         types = {row[0]: str(row[1]) for row in described.fetchall()}
-        rows = con.execute(f"SELECT count(*) FROM read_parquet({_sql_text(path)})").fetchone()[0]
+        rows = con.execute(f"SELECT count(*) FROM read_parquet({sql_text(path)})").fetchone()[0]
     except duckdb.Error as error:
         raise damaged(path, error) from None
 
@@ -119,7 +115,7 @@ def source(con, path: str) -> str:
         when = f"CAST({mtime} AS VARCHAR)"
     return (
         f"SELECT {name} AS name, CAST({size} AS VARCHAR) AS size, {when} AS mtime "
-        f"FROM read_parquet({_sql_text(path)})"
+        f"FROM read_parquet({sql_text(path)})"
     )
 
 
@@ -147,7 +143,7 @@ def _has_nulls(con, path: str, column: str) -> bool:
     """Whether ``column`` may hold a NULL: a row group's statistics count one, or have none."""
     return con.execute(
         "SELECT coalesce(bool_or(stats_null_count IS NULL OR stats_null_count > 0), false) "
-        f"FROM parquet_metadata({_sql_text(path)}) WHERE path_in_schema = ?",
+        f"FROM parquet_metadata({sql_text(path)}) WHERE path_in_schema = ?",
         [column],
     ).fetchone()[0]
 
@@ -157,7 +153,7 @@ def _first(con, path: str, found: Columns, where: str) -> tuple | None:
     ``file_row_number``) picks, or None."""
     name, size = _quoted(found.name), _quoted(found.size)
     return con.execute(
-        f"SELECT file_row_number, {name}, {size} FROM read_parquet({_sql_text(path)}, "
+        f"SELECT file_row_number, {name}, {size} FROM read_parquet({sql_text(path)}, "
         f"file_row_number = true) WHERE {where} ORDER BY file_row_number LIMIT 1"
     ).fetchone()
 
