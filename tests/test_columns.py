@@ -13,6 +13,7 @@ import os
 import random
 import subprocess
 from collections import Counter
+from dataclasses import replace
 
 import duckdb
 import numpy as np
@@ -22,7 +23,7 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 import ishard
-from ishard.planning import columns, inventory, namecolumn, samples, table
+from ishard.planning import columns, handover, inventory, namecolumn, samples
 from ishard.planning.columns import read_inventory
 from ishard.planning.engine import Fallback
 from ishard.planning.selects import inventory_kind
@@ -145,13 +146,13 @@ def test_the_engine_groups_files_into_the_samples_python_finds(tmp_path, monkeyp
     key = key_function(pattern)
     files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=True, tally=Tally(),
                               key=key)
-    assert files.grouping is not None and files.grouping.key is key
+    assert files.handover.grouping is not None and files.handover.grouping.key is key
     keys, sample_of = _numbered(files, key)
     starts, members, sizes = _gather(sample_of, len(keys), files.sizes)
-    assert files.grouping.keys == keys
-    assert files.grouping.flat == (not any("/" in k for k in keys))
-    assert list(files.grouping.starts) == list(starts)
-    assert list(files.grouping.members) == list(members)
+    assert files.handover.grouping.keys == keys
+    assert files.handover.grouping.flat == (not any("/" in k for k in keys))
+    assert list(files.handover.grouping.starts) == list(starts)
+    assert list(files.handover.grouping.members) == list(members)
     assert list(group_table(files, key).sizes) == list(sizes)
     in_order = list(members) == list(range(len(files)))
     event("each sample's files in a row" if in_order else "a sample's files apart")
@@ -216,7 +217,7 @@ def test_the_extraction_check_narrowed_by_the_engine_finds_what_the_whole_check_
     key = key_function(pattern)
     files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=True, tally=Tally(),
                               key=key, renamed=rename)
-    assert files.clashes is not None and files.clashes.renamed == rename
+    assert files.handover.clashes is not None and files.handover.clashes.renamed == rename
     kept = samples_without(files, key, dropped)
     if rename:
         try:
@@ -225,7 +226,8 @@ def test_the_extraction_check_narrowed_by_the_engine_finds_what_the_whole_check_
             event("refused before")
             return
     narrowed = extraction_error([kept], rename)
-    clashes, files.clashes = files.clashes, None
+    clashes = files.handover.clashes
+    files.handover = replace(files.handover, clashes=None)
     assert narrowed == extraction_error([kept], rename)
     event(f"{'refused' if narrowed else 'passed'}, {len(clashes.files)} of {len(files)} marked")
 
@@ -257,7 +259,8 @@ def test_member_names_found_fit_by_the_engine_are_what_the_planner_finds(
     files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=True, tally=Tally(),
                               key=key, renamed=True)
     kept = samples_without(files, key, dropped)
-    fit, files.renamable_by = files.renamable_by, None
+    fit = files.handover.renamable_by
+    files.handover = replace(files.handover, renamable_by=None)
     try:
         sample_members(kept)
         found = None
@@ -295,9 +298,9 @@ def test_the_key_check_over_the_engines_reader_keys_counts_what_the_planner_coun
     key = key_function(pattern)
     files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=True, tally=Tally(),
                               key=key)
-    readers = files.readers
+    readers = files.handover.readers
     assert readers is not None
-    monkeypatch.setattr(table, "SPAN_LEAST", span)  # 1: all fetched where files lie apart
+    monkeypatch.setattr(handover, "SPAN_LEAST", span)  # 1: all fetched where files lie apart
     kept = samples_without(files, key, dropped)
     if names_first:  # the names read first: the reader keys come with them, the engine closed
         files.names[:1]
@@ -305,7 +308,7 @@ def test_the_key_check_over_the_engines_reader_keys_counts_what_the_planner_coun
     hashes = readers.rows(np.arange(len(files.sizes)))[0]
     by_name = {wds_split(n)[0] for n in files.names}
     assert len(set(hashes.tolist())) == len(by_name)  # one hash per reader key
-    files.readers = None
+    files.handover = replace(files.handover, readers=None)
     planner = key_check(kept)
     assert engine.counts == planner.counts and list(engine.counts) == list(planner.counts)
     assert engine.examples == planner.examples
@@ -344,12 +347,12 @@ def test_an_engine_failure_in_a_naming_hint_leaves_the_check_to_the_planner(tmp_
     for renamed in (False, True):
         files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=False,
                                   tally=Tally(), key=key, renamed=renamed)
-        assert files.clashes is None and files.renamable_by is None
-        assert (files.readers is None) == renamed  # reader keys: cut when the key check asks
+        assert files.handover.clashes is None and files.handover.renamable_by is None
+        assert (files.handover.readers is None) == renamed  # reader keys: cut when the key check asks
         table = group_table(files, key)
         if not renamed:  # asked before any name is read: the engine fails to cut them
             assert key_check(table).counts == {}
-            assert files.readers is None  # the names told
+            assert files.handover.readers is None  # the names told
         assert files.names == ["A/x.jpg", "a/x.jpg", "b/y.png"]
         with pytest.raises(DataError, match="differ only in case"):
             check_extraction_names([table], renamed)
@@ -364,7 +367,7 @@ def test_a_custom_key_pattern_is_grouped_by_the_planner_not_the_engine(tmp_path)
     write_csv(path, ["name", "size"], [["a/x.jpg", "1"], ["a/x.cls", "2"]])
     files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=False, tally=Tally(),
                               key=key_function(r"^(.*)\.[^.]+$"))
-    assert files.grouping is None and files.names == ["a/x.cls", "a/x.jpg"]
+    assert files.handover.grouping is None and files.names == ["a/x.cls", "a/x.jpg"]
 
 
 def clean_inventory(path, count: int, seed: int = 7) -> None:
@@ -959,7 +962,7 @@ def test_a_dry_runs_key_check_reads_only_what_it_needs_from_the_engine(tmp_path,
     by_rows = ishard.plan(source(tmp_path), src_list=str(gz), **common)  # gzip: the row reader
     monkeypatch.setattr(inventory, "ENGINE_FROM", 0)
     monkeypatch.setattr(naming, "CHUNK", 256)  # samples key-checked at a time
-    monkeypatch.setattr(table, "SPAN_LEAST", 1024)  # reader keys cut over a short span only
+    monkeypatch.setattr(handover, "SPAN_LEAST", 1024)  # reader keys cut over a short span only
     asked = []
     for name in ("fetched", "int_fetched"):
         real = getattr(engine, name)

@@ -148,7 +148,7 @@ def test_engine_plans_as_the_row_reader(tmp_path, monkeypatch):
         seen["engine"] += 1
         table = found[0]
         for hint in ("grouping", "clashes", "renamable_by", "readers"):
-            if getattr(table, hint) is not None:
+            if getattr(table.handover, hint) is not None:
                 seen[hint] += 1
         return found
 

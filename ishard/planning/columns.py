@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import tempfile
 from array import array
+from dataclasses import replace
 
 from ..errors import DataError
 from ..model import EXAMPLES_KEPT, Tally
@@ -22,11 +23,12 @@ from ..sizes import describe_size
 from . import engine, parquet, selects
 from .clashes import find_clashes
 from .engine import Fallback
+from .handover import NOTHING, Grouping, Handover
 from .keys import KeyFunction, key_function
 from .listing import HIDDEN, UNSAFE
 from .namecolumn import NARROW_MAX, Names
 from .rows import mtime_seconds
-from .table import FileTable, Grouping, NoStamps, int_view
+from .table import FileTable, int_view
 
 MAX_NAME = 128 << 10  # characters in a name (as the row reader's csv field limit)
 DISTINCT_TIMES = 1 << 20  # non-numeric mtimes converted by the row reader's rule, at most
@@ -73,11 +75,12 @@ def read_inventory(
     renamed: bool = False,
 ) -> tuple[FileTable, int]:
     """The listing an inventory names (filtered, sorted bytewise, repeated names dropped, the
-    first kept) and its byte total; with a built-in pattern's ``key``, its samples too (the
-    table's ``grouping``); the files whose member names may clash on extraction (its
-    ``clashes``: for ``<key>.<extension>`` names when ``renamed``, if ``key`` is built in).
-    The engine holds up to ``memory_limit`` bytes (``engine.MEMORY_LIMIT`` when None), then spills
-    to a private folder in ``tmp_dir``; the table's ``spilled`` is the most that folder held.
+    first kept) and its byte total; what the engine found of it is the table's ``handover``:
+    with a built-in pattern's ``key``, its samples too (``grouping``); the files whose member
+    names may clash on extraction (``clashes``: for ``<key>.<extension>`` names when
+    ``renamed``, if ``key`` is built in). The engine holds up to ``memory_limit`` bytes
+    (``engine.MEMORY_LIMIT`` when None), then spills to a private folder in ``tmp_dir``;
+    ``spilled`` is the most that folder held.
 
     Raises:
         Fallback: the row reader must read it (and say what is wrong, if anything is).
@@ -98,11 +101,12 @@ def read_inventory(
                 f"FROM ({selects.source(con, path, kind)})"
             )
             built_in = key if key in _KEY_SQL else None
-            table, total = _listing(con, wanted, include_hidden, tally, built_in, renamed, watch)
-        table.spilled = watch.most
+            handed, sizes, total = _listing(
+                con, wanted, include_hidden, tally, built_in, renamed, watch
+            )
         readers = None if renamed else READER_KEYS  # the key check's, cut when it asks
-        engine.leave_waiting(table, con, spill, readers)  # the engine is theirs now
-        return table, total
+        handed = replace(handed, spilled=watch.most)
+        return engine.leave_waiting(con, spill, sizes, handed, readers), total  # theirs now
     except duckdb.OutOfMemoryException as error:  # not the row reader: it takes far more
         engine.close(con, spill)
         raise _out_of_room(path, memory_limit, tmp_dir, error) from None
@@ -140,7 +144,8 @@ def _listing(
     key: KeyFunction | None,
     renamed: bool,
     watch: engine.SpillWatch,
-) -> tuple[FileTable, int]:
+) -> tuple[Handover, array, int]:
+    """What the engine found of the listing (a ``Handover``), its sizes and their total."""
     keep = (  # no prefix any name can have (None): none kept, but every row still checked
         f"starts_with(name, {engine.sql_text(wanted)}) AND name <> '' AND NOT ends_with(name, '/')"
         if wanted is not None
@@ -196,29 +201,28 @@ def _listing(
         )
         con.execute("DROP TABLE files")
         con.execute("ALTER TABLE listed RENAME TO files")
-    table = FileTable()
+    handed = NOTHING
     listed = con.execute("SELECT count(*) FROM files").fetchone()[0]
     if not renamed or key is not None:
         members_key = _KEY_SQL[key] if renamed and key is not None else None
-        table.clashes = find_clashes(con, members_key, listed)
+        handed = replace(handed, clashes=find_clashes(con, members_key, listed))
     # no member name <key>.<extension> that may clash: no two files of a key with one
     # extension in any case either (their member names would fold to one)
-    unrepeated = table.clashes is not None and not table.clashes.files
+    unrepeated = handed.clashes is not None and not handed.clashes.files
     if renamed and key is not None and not unrepeated and _renamable(con, _KEY_SQL[key]):
-        table.renamable_by = key
+        handed = replace(handed, renamable_by=key)
     # last: the keys wait in the engine, and the naming hints need room
     runs = _group(con, key, listed) if key is not None else None
     if runs is not None and renamed and unrepeated and _renamable(con, None):
-        table.renamable_by = key
+        handed = replace(handed, renamable_by=key)
     con.execute(f"SET memory_limit = '{engine.FETCH_MEMORY >> 20}MiB'")  # the rest waits on disk
     if key is not None and runs is not None:
-        table.grouping = _grouping(con, key, listed, runs)
+        handed = replace(handed, grouping=_grouping(con, key, listed, runs))
     total, *bounds = con.execute(
         "SELECT coalesce(sum(size), 0), min(size), max(size) FROM files"
     ).fetchone()
-    table.sizes = engine.int_fetched(con, "size", (bounds[0], bounds[1]))
-    table.stamps = NoStamps(len(table.sizes))
-    return table, total  # the names wait in the engine (read_inventory)
+    sizes = engine.int_fetched(con, "size", (bounds[0], bounds[1]))
+    return handed, sizes, total  # the names wait in the engine (read_inventory)
 
 
 def _group(con, key: KeyFunction, count: int) -> tuple[bool, int]:
@@ -341,7 +345,7 @@ def _renamable(con, key_sql: str | None) -> bool:
 
 
 # Each file's key as WebDataset readers cut it and what they make of its basename, for the
-# key check (``naming.key_check``; ``table.ReaderKeys``), over files ``{where}``. The key, the
+# key check (``naming.key_check``; ``handover.ReaderKeys``), over files ``{where}``. The key, the
 # name up to the first dot of the basename, is hashed as its folder and its stem (string
 # functions: regexes over every name took 3.5x as long).
 READER_KEYS = (

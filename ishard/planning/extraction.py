@@ -124,7 +124,7 @@ def _suspects(tables: list[SampleTable], rename: bool) -> array | None:
     files = tables[0].files if tables else None
     if files is None or any(t.files is not files for t in tables):
         return None
-    clashes = files.clashes
+    clashes = files.handover.clashes
     return clashes.files if clashes is not None and clashes.renamed == rename else None
 
 

@@ -209,12 +209,12 @@ def list_inventory(
 
     ``opener`` opens a ``where`` that is a store URL (and an S3 Inventory's data files there).
     ``key``: the run's key function; the column engine also groups the files by it when it
-    is a built-in pattern (the table's ``grouping``), and finds the files whose member names
-    (``<key>.<extension>`` when ``renamed``) may clash on extraction (its ``clashes``).
+    is a built-in pattern (the table's ``handover.grouping``), and finds the files whose member
+    names (``<key>.<extension>`` when ``renamed``) may clash on extraction (``clashes``).
     ``on_file(size)`` is called per file, or ``on_file(total, count)`` once for a listing
     read by the column engine. ``tmp_dir`` and ``memory_limit``: where the column engine
-    spills and past how many bytes (``columns.MEMORY_LIMIT`` when None); the table's
-    ``spilled`` says how much it wrote there.
+    spills and past how many bytes (``engine.MEMORY_LIMIT`` when None); the table's
+    ``handover.spilled`` says how much it wrote there.
 
     Raises:
         UsageError: the file is missing or malformed.
