@@ -14,6 +14,7 @@ import random
 import subprocess
 from collections import Counter
 from dataclasses import replace
+from unittest import mock
 
 import duckdb
 import numpy as np
@@ -40,12 +41,8 @@ PARTS = GOOD * 3 + [".hid", "..", "C:", "\x01", "t\tab", "n\nl", ""]
 def row_listing(path, **kw):
     """The row reader's answer (the engine is not asked)."""
     tally = Tally()
-    saved = inventory.ENGINE_FROM
-    inventory.ENGINE_FROM = 1 << 62
-    try:
+    with mock.patch.dict(os.environ, {inventory.PLANNER: "rows"}):
         files = inventory.list_inventory(str(path), tally=tally, **kw)
-    finally:
-        inventory.ENGINE_FROM = saved
     return files, tally.freeze()
 
 
@@ -536,7 +533,7 @@ def test_a_size_past_2_63_read_by_the_engine_is_one_line_naming_the_line(tmp_pat
     """Finding: a size of 2^63 or more was an 'unexpected OverflowError' from the engine's
     path as from the row reader's. 2^63-1 (19 digits) is read by the engine; one more is one
     line naming the line and the number, exit 2."""
-    monkeypatch.setattr(inventory, "ENGINE_FROM", 0)  # the engine reads even a small file
+    monkeypatch.setenv(inventory.PLANNER, "engine")  # the engine reads even a small file
     path = tmp_path / f"inv.{kind}"
     rows = [("a/1.jpg", "9223372036854775807"), ("a/2.jpg", "9223372036854775808")]
     if kind == "csv":
@@ -561,7 +558,7 @@ def test_sizes_that_add_up_past_2_63_are_one_line(tmp_path, monkeypatch, reader)
     listing whose sizes add up past 2^63-1 is one line saying so, exit 2, from either reader;
     one file of 2^63-1 is planned."""
     if reader == "engine":
-        monkeypatch.setattr(inventory, "ENGINE_FROM", 0)
+        monkeypatch.setenv(inventory.PLANNER, "engine")
     path = tmp_path / "inv.csv"
     path.write_text("name,size\na/1.jpg,9223372036854775807\na/2.jpg,2\n")
     if reader == "parquet":
@@ -836,12 +833,12 @@ def test_json_lines_read_by_the_engine_list_what_the_row_reader_lists(tmp_path):
     assert seen["both refuse"] > 10, seen
 
 
-@pytest.mark.parametrize("engine_from", [0, 1 << 62])
-def test_an_mtime_past_64_bits_is_read_as_no_time(tmp_path, monkeypatch, engine_from):
+@pytest.mark.parametrize("planner", ["engine", "rows"])
+def test_an_mtime_past_64_bits_is_read_as_no_time(tmp_path, monkeypatch, planner):
     """An inventory mtime no 64-bit number holds (10**20 s) is no time (0), as an unreadable
     one is — not a crash — in CSV and in JSON Lines, through the engine and the row reader;
     one of 18 digits is kept as the row reader reads it (through a float)."""
-    monkeypatch.setattr(inventory, "ENGINE_FROM", engine_from)
+    monkeypatch.setenv(inventory.PLANNER, planner)
     csv_path = tmp_path / "inv.csv"
     write_csv(csv_path, ["name", "size", "mtime"],
               [["a/x.jpg", "1", "100000000000000000000"], ["a/y.jpg", "2", "123456789012345678"],
@@ -872,7 +869,7 @@ def test_a_plan_reads_the_names_from_the_engine_only_when_a_shard_is_read(tmp_pa
     body = [[f"{folder}/s{i}.{ext}", str(rng.randrange(10**5)), str(1700000000 + i)]
             for i in rng.sample(range(10**6), 1500) for folder, ext in (("img", "jpg"), ("cls", "cls"))]  # fmt: skip
     write_csv(path, ["name", "size", "mtime"], body)
-    monkeypatch.setattr(inventory, "ENGINE_FROM", 0)
+    monkeypatch.setenv(inventory.PLANNER, "engine")
     fetched = []
     real, real_ints = engine.fetched, engine.int_fetched
     monkeypatch.setattr(engine, "fetched", lambda con, column, table, start: (
@@ -909,7 +906,7 @@ def test_a_tmp_dir_with_no_room_for_the_names_is_one_line_naming_it(tmp_path, mo
 
     path = tmp_path / "inv.csv"
     clean_inventory(path, 50)
-    monkeypatch.setattr(inventory, "ENGINE_FROM", 0)
+    monkeypatch.setenv(inventory.PLANNER, "engine")
 
     class Full:
         def __init__(self, *args, **kwargs) -> None:
@@ -960,7 +957,7 @@ def test_a_dry_runs_key_check_reads_only_what_it_needs_from_the_engine(tmp_path,
     gz = tmp_path / "inv.csv.gz"
     gz.write_bytes(gzip.compress(path.read_bytes()))
     by_rows = ishard.plan(source(tmp_path), src_list=str(gz), **common)  # gzip: the row reader
-    monkeypatch.setattr(inventory, "ENGINE_FROM", 0)
+    monkeypatch.setenv(inventory.PLANNER, "engine")
     monkeypatch.setattr(naming, "CHUNK", 256)  # samples key-checked at a time
     monkeypatch.setattr(handover, "SPAN_LEAST", 1024)  # reader keys cut over a short span only
     asked = []
@@ -982,3 +979,36 @@ def test_a_dry_runs_key_check_reads_only_what_it_needs_from_the_engine(tmp_path,
     else:
         reads = {"_reader_span": -(-len(keys) // 256), "picked": 1}
     assert Counter(asked) == {"int_fetched": 1, **reads}  # the sizes, the reader keys, examples
+
+
+def test_the_planner_is_chosen_in_one_place_by_name(tmp_path, monkeypatch, caplog):
+    """``inventory.choose_planner`` names the planner and why: the row reader for a small CSV
+    file, the engine for Parquet whatever ``$ISHARD_PLANNER`` says, the one it names otherwise;
+    a name it does not know is one line; the choice is logged (``ishard -v``), and a hand-back
+    from the engine logged as the row reader's."""
+    import logging
+
+    path = tmp_path / "inv.csv"
+    write_csv(path, ["name", "size"], [["a/x.jpg", "1"]])
+    parquet = tmp_path / "inv.parquet"
+    parquet_from_csv(path, parquet, "name, CAST(size AS BIGINT) AS size")
+    assert inventory.choose_planner(str(path), "")[::2] == ("rows", None)
+    assert inventory.choose_planner(str(parquet), "")[::2] == ("engine", "parquet")
+    monkeypatch.setenv(inventory.PLANNER, "engine")
+    assert inventory.choose_planner(str(path), "")[::2] == ("engine", "csv")
+    assert inventory.choose_planner(str(path), None)[0] == "rows"  # no name has the prefix
+    monkeypatch.setenv(inventory.PLANNER, "rows")
+    assert inventory.choose_planner(str(path), "") == ("rows", "ISHARD_PLANNER=rows", None)
+    assert inventory.choose_planner(str(parquet), "")[0] == "engine"
+    monkeypatch.setenv(inventory.PLANNER, "duckdb")
+    with pytest.raises(UsageError, match="ISHARD_PLANNER='duckdb' names no planner"):
+        inventory.choose_planner(str(path), "")
+    monkeypatch.setenv(inventory.PLANNER, "engine")
+    path.write_text("name,size\na/x.jpg,1\r\n")  # a carriage return: the engine hands it back
+    with caplog.at_level(logging.INFO, logger="ishard"):
+        inventory.list_inventory(str(parquet))
+        inventory.list_inventory(str(path))
+    told = [r.getMessage() for r in caplog.records if r.getMessage().startswith("planner: ")]
+    assert told == ["planner: engine (a Parquet file, which only the column engine reads)",
+                    "planner: rows (the column engine handed it back: it does not take it as it "
+                    "is)"]

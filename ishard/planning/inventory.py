@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import os
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
@@ -33,6 +34,8 @@ from .rows import (
     open_inventory,
 )
 from .table import FileTable
+
+LOG = logging.getLogger("ishard")  # the planner chosen, with -v
 
 
 def _lines(stream, where: str) -> Iterator[tuple[int, str]]:
@@ -123,10 +126,48 @@ def _rows_csv(stream, where: str) -> Iterator[tuple[str, int, int]]:
 
 
 ENGINE_FROM = 8 << 20  # inventory bytes from which the column engine reads a local file
+PLANNER = "ISHARD_PLANNER"  # names the planner of an inventory, whatever its size
+PLANNERS = ("engine", "rows")
 
 
-def _by_columns(
+def choose_planner(where: str, wanted: str | None) -> tuple[str, str, str | None]:
+    """Which planner reads the inventory ``where``, by name, and why: ``"engine"`` (the column
+    engine, with the inventory's kind as ``selects.inventory_kind`` tells it) or ``"rows"``
+    (the row reader; kind None). The engine reads a local CSV or JSON Lines file from
+    ``ENGINE_FROM`` bytes on, and any Parquet file (only it does). ``$ISHARD_PLANNER`` names
+    one whatever the file's size: ``engine`` where the engine can read the file, ``rows``
+    where the row reader can (not Parquet).
+
+    Raises:
+        UsageError: ``$ISHARD_PLANNER`` names no planner.
+    """
+    from .selects import inventory_kind
+
+    named = os.environ.get(PLANNER, "").strip()
+    if named not in ("", *PLANNERS):
+        raise UsageError(f"{PLANNER}={named!r} names no planner — give engine or rows, or unset it")
+    path = where.removeprefix("file://")
+    kind = inventory_kind(path)
+    if kind == "parquet":
+        return "engine", "a Parquet file, which only the column engine reads", kind
+    if kind is None:
+        return "rows", "not a local CSV or JSON Lines file the column engine reads", None
+    if wanted is None:
+        return "rows", "no name can have the prefix", None
+    if named:
+        return named, f"{PLANNER}={named}", kind if named == "engine" else None
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return "rows", "its size cannot be read", None
+    if size < ENGINE_FROM:
+        return "rows", f"{size} bytes, under {ENGINE_FROM >> 20} MiB", None
+    return "engine", f"{size} bytes, from {ENGINE_FROM >> 20} MiB on", kind
+
+
+def _by_engine(
     where: str,
+    kind: str,
     wanted: str | None,
     include_hidden: bool,
     tally: Tally,
@@ -136,24 +177,14 @@ def _by_columns(
     key: KeyFunction | None = None,
     renamed: bool = False,
 ) -> FileTable | None:
-    """The listing read by the column engine (``columns``), or None: the row reader reads it
-    (a small file, or one the engine does not take as it is)."""
+    """The listing read by the column engine (``columns``), or None: the engine hands it back
+    to the row reader (it does not take it as it is)."""
     from .columns import read_inventory
     from .engine import Fallback
-    from .selects import inventory_kind
 
-    path = where.removeprefix("file://")
-    kind = inventory_kind(path)
-    if kind is None or (wanted is None and kind != "parquet"):  # Parquet: the engine's alone
-        return None
-    try:
-        if kind != "parquet" and os.path.getsize(path) < ENGINE_FROM:
-            return None
-    except OSError:
-        return None
     try:
         files, nbytes = read_inventory(
-            path,
+            where.removeprefix("file://"),
             kind,
             wanted=wanted,
             include_hidden=include_hidden,
@@ -221,9 +252,15 @@ def list_inventory(
     """
     tally = tally if tally is not None else Tally()
     wanted = combined_prefix(list_prefix, prefix)
-    fast = _by_columns(
-        where, wanted, include_hidden, tally, on_file, tmp_dir, memory_limit, key, renamed
-    )
+    planner, why, kind = choose_planner(where, wanted)
+    fast = None
+    if planner == "engine" and kind is not None:
+        fast = _by_engine(
+            where, kind, wanted, include_hidden, tally, on_file, tmp_dir, memory_limit, key, renamed
+        )
+        if fast is None:
+            planner, why = "rows", "the column engine handed it back: it does not take it as it is"
+    LOG.info("planner: %s (%s)", planner, why)
     if fast is not None:
         return fast
     with open_inventory(where, opener) as stream:
