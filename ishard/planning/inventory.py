@@ -1,4 +1,6 @@
-"""Listings from inventory files (``--src-list``): CSV with a header, JSON Lines, S3 Inventory."""
+"""Listings from inventory files (``--src-list``): the planner that reads one, chosen by name
+(the column engine or the row reader), and the row reader of CSV with a header, JSON Lines and
+S3 Inventory reports."""
 
 from __future__ import annotations
 
