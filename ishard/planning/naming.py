@@ -308,7 +308,7 @@ def _check_ext(key: str, name: str, ext: str, seen: dict[str, str]) -> None:
         )
 
 
-def _member_chunks(table: SampleTable, rename: bool, only: array | None = None):
+def member_chunks(table: SampleTable, rename: bool, only: array | None = None):
     """The member names of ``table``'s files, ``CHUNK`` files at a time, in sample order;
     with ``only`` (listing positions, sorted), those files' alone."""
     if only is not None:
@@ -353,7 +353,7 @@ def index_names(table: SampleTable, renamed: bool) -> None:
     Raises:
         DataError: the first file (or sample key) whose member name has whitespace.
     """
-    for names in _member_chunks(table, renamed):  # a chunk of member names at a time
+    for names in member_chunks(table, renamed):  # a chunk of member names at a time
         joined = "\0".join(names)
         found = _WHITESPACE.search(joined)
         if found is None:
