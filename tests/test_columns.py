@@ -13,6 +13,8 @@ import os
 import random
 import subprocess
 from collections import Counter
+from dataclasses import replace
+from unittest import mock
 
 import duckdb
 import numpy as np
@@ -22,8 +24,10 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 import ishard
-from ishard.planning import columns, inventory, namecolumn, samples, table
-from ishard.planning.columns import Fallback, inventory_kind, read_inventory
+from ishard.planning import columns, handover, inventory, namecolumn, samples
+from ishard.planning.columns import read_inventory
+from ishard.planning.engine import Fallback
+from ishard.planning.selects import inventory_kind
 from ishard.errors import DataError, UsageError
 from ishard.model import Tally
 from ishard.planning.naming import EXAMPLES
@@ -37,12 +41,8 @@ PARTS = GOOD * 3 + [".hid", "..", "C:", "\x01", "t\tab", "n\nl", ""]
 def row_listing(path, **kw):
     """The row reader's answer (the engine is not asked)."""
     tally = Tally()
-    saved = inventory.ENGINE_FROM
-    inventory.ENGINE_FROM = 1 << 62
-    try:
+    with mock.patch.dict(os.environ, {inventory.PLANNER: "rows"}):
         files = inventory.list_inventory(str(path), tally=tally, **kw)
-    finally:
-        inventory.ENGINE_FROM = saved
     return files, tally.freeze()
 
 
@@ -143,13 +143,13 @@ def test_the_engine_groups_files_into_the_samples_python_finds(tmp_path, monkeyp
     key = key_function(pattern)
     files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=True, tally=Tally(),
                               key=key)
-    assert files.grouping is not None and files.grouping.key is key
+    assert files.handover.grouping is not None and files.handover.grouping.key is key
     keys, sample_of = _numbered(files, key)
     starts, members, sizes = _gather(sample_of, len(keys), files.sizes)
-    assert files.grouping.keys == keys
-    assert files.grouping.flat == (not any("/" in k for k in keys))
-    assert list(files.grouping.starts) == list(starts)
-    assert list(files.grouping.members) == list(members)
+    assert files.handover.grouping.keys == keys
+    assert files.handover.grouping.flat == (not any("/" in k for k in keys))
+    assert list(files.handover.grouping.starts) == list(starts)
+    assert list(files.handover.grouping.members) == list(members)
     assert list(group_table(files, key).sizes) == list(sizes)
     in_order = list(members) == list(range(len(files)))
     event("each sample's files in a row" if in_order else "a sample's files apart")
@@ -214,7 +214,7 @@ def test_the_extraction_check_narrowed_by_the_engine_finds_what_the_whole_check_
     key = key_function(pattern)
     files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=True, tally=Tally(),
                               key=key, renamed=rename)
-    assert files.clashes is not None and files.clashes.renamed == rename
+    assert files.handover.clashes is not None and files.handover.clashes.renamed == rename
     kept = samples_without(files, key, dropped)
     if rename:
         try:
@@ -223,7 +223,8 @@ def test_the_extraction_check_narrowed_by_the_engine_finds_what_the_whole_check_
             event("refused before")
             return
     narrowed = extraction_error([kept], rename)
-    clashes, files.clashes = files.clashes, None
+    clashes = files.handover.clashes
+    files.handover = replace(files.handover, clashes=None)
     assert narrowed == extraction_error([kept], rename)
     event(f"{'refused' if narrowed else 'passed'}, {len(clashes.files)} of {len(files)} marked")
 
@@ -255,7 +256,8 @@ def test_member_names_found_fit_by_the_engine_are_what_the_planner_finds(
     files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=True, tally=Tally(),
                               key=key, renamed=True)
     kept = samples_without(files, key, dropped)
-    fit, files.renamable_by = files.renamable_by, None
+    fit = files.handover.renamable_by
+    files.handover = replace(files.handover, renamable_by=None)
     try:
         sample_members(kept)
         found = None
@@ -293,9 +295,9 @@ def test_the_key_check_over_the_engines_reader_keys_counts_what_the_planner_coun
     key = key_function(pattern)
     files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=True, tally=Tally(),
                               key=key)
-    readers = files.readers
+    readers = files.handover.readers
     assert readers is not None
-    monkeypatch.setattr(table, "SPAN_LEAST", span)  # 1: all fetched where files lie apart
+    monkeypatch.setattr(handover, "SPAN_LEAST", span)  # 1: all fetched where files lie apart
     kept = samples_without(files, key, dropped)
     if names_first:  # the names read first: the reader keys come with them, the engine closed
         files.names[:1]
@@ -303,7 +305,7 @@ def test_the_key_check_over_the_engines_reader_keys_counts_what_the_planner_coun
     hashes = readers.rows(np.arange(len(files.sizes)))[0]
     by_name = {wds_split(n)[0] for n in files.names}
     assert len(set(hashes.tolist())) == len(by_name)  # one hash per reader key
-    files.readers = None
+    files.handover = replace(files.handover, readers=None)
     planner = key_check(kept)
     assert engine.counts == planner.counts and list(engine.counts) == list(planner.counts)
     assert engine.examples == planner.examples
@@ -342,12 +344,12 @@ def test_an_engine_failure_in_a_naming_hint_leaves_the_check_to_the_planner(tmp_
     for renamed in (False, True):
         files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=False,
                                   tally=Tally(), key=key, renamed=renamed)
-        assert files.clashes is None and files.renamable_by is None
-        assert (files.readers is None) == renamed  # reader keys: cut when the key check asks
+        assert files.handover.clashes is None and files.handover.renamable_by is None
+        assert (files.handover.readers is None) == renamed  # reader keys: cut when the key check asks
         table = group_table(files, key)
         if not renamed:  # asked before any name is read: the engine fails to cut them
             assert key_check(table).counts == {}
-            assert files.readers is None  # the names told
+            assert files.handover.readers is None  # the names told
         assert files.names == ["A/x.jpg", "a/x.jpg", "b/y.png"]
         with pytest.raises(DataError, match="differ only in case"):
             check_extraction_names([table], renamed)
@@ -362,7 +364,7 @@ def test_a_custom_key_pattern_is_grouped_by_the_planner_not_the_engine(tmp_path)
     write_csv(path, ["name", "size"], [["a/x.jpg", "1"], ["a/x.cls", "2"]])
     files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=False, tally=Tally(),
                               key=key_function(r"^(.*)\.[^.]+$"))
-    assert files.grouping is None and files.names == ["a/x.cls", "a/x.jpg"]
+    assert files.handover.grouping is None and files.names == ["a/x.cls", "a/x.jpg"]
 
 
 def clean_inventory(path, count: int, seed: int = 7) -> None:
@@ -531,7 +533,7 @@ def test_a_size_past_2_63_read_by_the_engine_is_one_line_naming_the_line(tmp_pat
     """Finding: a size of 2^63 or more was an 'unexpected OverflowError' from the engine's
     path as from the row reader's. 2^63-1 (19 digits) is read by the engine; one more is one
     line naming the line and the number, exit 2."""
-    monkeypatch.setattr(inventory, "ENGINE_FROM", 0)  # the engine reads even a small file
+    monkeypatch.setenv(inventory.PLANNER, "engine")  # the engine reads even a small file
     path = tmp_path / f"inv.{kind}"
     rows = [("a/1.jpg", "9223372036854775807"), ("a/2.jpg", "9223372036854775808")]
     if kind == "csv":
@@ -556,7 +558,7 @@ def test_sizes_that_add_up_past_2_63_are_one_line(tmp_path, monkeypatch, reader)
     listing whose sizes add up past 2^63-1 is one line saying so, exit 2, from either reader;
     one file of 2^63-1 is planned."""
     if reader == "engine":
-        monkeypatch.setattr(inventory, "ENGINE_FROM", 0)
+        monkeypatch.setenv(inventory.PLANNER, "engine")
     path = tmp_path / "inv.csv"
     path.write_text("name,size\na/1.jpg,9223372036854775807\na/2.jpg,2\n")
     if reader == "parquet":
@@ -756,7 +758,7 @@ def json_lines(draw) -> str:
     the row reader's lists, sizes as numbers or digit strings; sometimes a line the row reader
     refuses or reads in its own way (a key twice, a JSON null before another key of its kind,
     a value of another type, no object at all, blank lines)."""
-    from ishard.planning.inventory import MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS
+    from ishard.planning.rows import MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS
 
     name_key = draw(st.sampled_from(["name"] * 4 + list(NAME_COLUMNS)))
     size_key = draw(st.sampled_from(["size"] * 4 + list(SIZE_COLUMNS)))
@@ -831,12 +833,12 @@ def test_json_lines_read_by_the_engine_list_what_the_row_reader_lists(tmp_path):
     assert seen["both refuse"] > 10, seen
 
 
-@pytest.mark.parametrize("engine_from", [0, 1 << 62])
-def test_an_mtime_past_64_bits_is_read_as_no_time(tmp_path, monkeypatch, engine_from):
+@pytest.mark.parametrize("planner", ["engine", "rows"])
+def test_an_mtime_past_64_bits_is_read_as_no_time(tmp_path, monkeypatch, planner):
     """An inventory mtime no 64-bit number holds (10**20 s) is no time (0), as an unreadable
     one is — not a crash — in CSV and in JSON Lines, through the engine and the row reader;
     one of 18 digits is kept as the row reader reads it (through a float)."""
-    monkeypatch.setattr(inventory, "ENGINE_FROM", engine_from)
+    monkeypatch.setenv(inventory.PLANNER, planner)
     csv_path = tmp_path / "inv.csv"
     write_csv(csv_path, ["name", "size", "mtime"],
               [["a/x.jpg", "1", "100000000000000000000"], ["a/y.jpg", "2", "123456789012345678"],
@@ -867,7 +869,7 @@ def test_a_plan_reads_the_names_from_the_engine_only_when_a_shard_is_read(tmp_pa
     body = [[f"{folder}/s{i}.{ext}", str(rng.randrange(10**5)), str(1700000000 + i)]
             for i in rng.sample(range(10**6), 1500) for folder, ext in (("img", "jpg"), ("cls", "cls"))]  # fmt: skip
     write_csv(path, ["name", "size", "mtime"], body)
-    monkeypatch.setattr(inventory, "ENGINE_FROM", 0)
+    monkeypatch.setenv(inventory.PLANNER, "engine")
     fetched = []
     real, real_ints = engine.fetched, engine.int_fetched
     monkeypatch.setattr(engine, "fetched", lambda con, column, table, start: (
@@ -904,7 +906,7 @@ def test_a_tmp_dir_with_no_room_for_the_names_is_one_line_naming_it(tmp_path, mo
 
     path = tmp_path / "inv.csv"
     clean_inventory(path, 50)
-    monkeypatch.setattr(inventory, "ENGINE_FROM", 0)
+    monkeypatch.setenv(inventory.PLANNER, "engine")
 
     class Full:
         def __init__(self, *args, **kwargs) -> None:
@@ -955,9 +957,9 @@ def test_a_dry_runs_key_check_reads_only_what_it_needs_from_the_engine(tmp_path,
     gz = tmp_path / "inv.csv.gz"
     gz.write_bytes(gzip.compress(path.read_bytes()))
     by_rows = ishard.plan(source(tmp_path), src_list=str(gz), **common)  # gzip: the row reader
-    monkeypatch.setattr(inventory, "ENGINE_FROM", 0)
+    monkeypatch.setenv(inventory.PLANNER, "engine")
     monkeypatch.setattr(naming, "CHUNK", 256)  # samples key-checked at a time
-    monkeypatch.setattr(table, "SPAN_LEAST", 1024)  # reader keys cut over a short span only
+    monkeypatch.setattr(handover, "SPAN_LEAST", 1024)  # reader keys cut over a short span only
     asked = []
     for name in ("fetched", "int_fetched"):
         real = getattr(engine, name)
@@ -977,3 +979,36 @@ def test_a_dry_runs_key_check_reads_only_what_it_needs_from_the_engine(tmp_path,
     else:
         reads = {"_reader_span": -(-len(keys) // 256), "picked": 1}
     assert Counter(asked) == {"int_fetched": 1, **reads}  # the sizes, the reader keys, examples
+
+
+def test_the_planner_is_chosen_in_one_place_by_name(tmp_path, monkeypatch, caplog):
+    """``inventory.choose_planner`` names the planner and why: the row reader for a small CSV
+    file, the engine for Parquet whatever ``$ISHARD_PLANNER`` says, the one it names otherwise;
+    a name it does not know is one line; the choice is logged (``ishard -v``), and a hand-back
+    from the engine logged as the row reader's."""
+    import logging
+
+    path = tmp_path / "inv.csv"
+    write_csv(path, ["name", "size"], [["a/x.jpg", "1"]])
+    parquet = tmp_path / "inv.parquet"
+    parquet_from_csv(path, parquet, "name, CAST(size AS BIGINT) AS size")
+    assert inventory.choose_planner(str(path), "")[::2] == ("rows", None)
+    assert inventory.choose_planner(str(parquet), "")[::2] == ("engine", "parquet")
+    monkeypatch.setenv(inventory.PLANNER, "engine")
+    assert inventory.choose_planner(str(path), "")[::2] == ("engine", "csv")
+    assert inventory.choose_planner(str(path), None)[0] == "rows"  # no name has the prefix
+    monkeypatch.setenv(inventory.PLANNER, "rows")
+    assert inventory.choose_planner(str(path), "") == ("rows", "ISHARD_PLANNER=rows", None)
+    assert inventory.choose_planner(str(parquet), "")[0] == "engine"
+    monkeypatch.setenv(inventory.PLANNER, "duckdb")
+    with pytest.raises(UsageError, match="ISHARD_PLANNER='duckdb' names no planner"):
+        inventory.choose_planner(str(path), "")
+    monkeypatch.setenv(inventory.PLANNER, "engine")
+    path.write_text("name,size\na/x.jpg,1\r\n")  # a carriage return: the engine hands it back
+    with caplog.at_level(logging.INFO, logger="ishard"):
+        inventory.list_inventory(str(parquet))
+        inventory.list_inventory(str(path))
+    told = [r.getMessage() for r in caplog.records if r.getMessage().startswith("planner: ")]
+    assert told == ["planner: engine (a Parquet file, which only the column engine reads)",
+                    "planner: rows (the column engine handed it back: it does not take it as it "
+                    "is)"]

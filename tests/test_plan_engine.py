@@ -17,13 +17,14 @@ import json
 import os
 import warnings
 from collections import Counter
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ishard import api
-from ishard.planning import columns, inventory, samples
+from ishard.planning import columns, engine, inventory, samples
 from ishard.errors import IshardError
 from ishard.planning.record import plan_record
 from ishard.planning.namecolumn import SpooledBlob
@@ -104,17 +105,21 @@ def write_inventory(path, body) -> None:
     path.write_text(out.getvalue(), encoding="utf-8")
 
 
-def outcome(src, path, options: dict, engine_from: int):
+def planner_named(planner: str):
+    """The inventory's planner chosen by name, ``engine`` or ``rows``, while the block runs."""
+    return mock.patch.dict(os.environ, {inventory.PLANNER: planner})
+
+
+def outcome(src, path, options: dict, planner: str):
     """The plan (as plain values, with the fingerprints a resumed run compares) or the error of
-    ``ishard.plan`` over the inventory, read by the engine (``engine_from=0``) or by the row
-    reader (``1 << 62``); over ``src`` itself when ``path`` is None."""
-    saved = inventory.ENGINE_FROM, samples.NUMPY_FROM
-    inventory.ENGINE_FROM = engine_from
+    ``ishard.plan`` over the inventory, read by the planner named (``engine`` or ``rows``); over
+    ``src`` itself when ``path`` is None."""
+    saved = samples.NUMPY_FROM
     # through the engine, samples are also gathered with numpy (narrow columns) as for a big
     # listing; through the row reader, one at a time
-    samples.NUMPY_FROM = 0 if engine_from == 0 else 1 << 62
+    samples.NUMPY_FROM = 0 if planner == "engine" else 1 << 62
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), planner_named(planner):
             warnings.simplefilter("ignore")
             plan = api.plan(str(src), src_list=path and str(path), **options)
         fingerprint = hashlib.sha256()
@@ -127,7 +132,7 @@ def outcome(src, path, options: dict, engine_from: int):
     except IshardError as error:
         return ("error", type(error).__name__, str(error))
     finally:
-        inventory.ENGINE_FROM, samples.NUMPY_FROM = saved
+        samples.NUMPY_FROM = saved
 
 
 def test_engine_plans_as_the_row_reader(tmp_path, monkeypatch):
@@ -142,13 +147,13 @@ def test_engine_plans_as_the_row_reader(tmp_path, monkeypatch):
     def watched(*args, **kwargs):
         try:
             found = real(*args, **kwargs)
-        except columns.Fallback:
+        except engine.Fallback:
             seen["handed back"] += 1
             raise
         seen["engine"] += 1
         table = found[0]
         for hint in ("grouping", "clashes", "renamable_by", "readers"):
-            if getattr(table, hint) is not None:
+            if getattr(table.handover, hint) is not None:
                 seen[hint] += 1
         return found
 
@@ -160,8 +165,8 @@ def test_engine_plans_as_the_row_reader(tmp_path, monkeypatch):
     def same_plan(body, options):
         path = tmp_path / "inventory.csv"
         write_inventory(path, body)
-        by_engine = outcome(src, path, options, 0)
-        by_rows = outcome(src, path, options, 1 << 62)
+        by_engine = outcome(src, path, options, "engine")
+        by_rows = outcome(src, path, options, "rows")
         assert by_engine == by_rows
         seen[by_engine[0]] += 1
         if by_engine[0] == "plan" and len(by_engine[2]) > 1:
@@ -189,19 +194,19 @@ def test_look_alike_names_are_one_warning_through_both_readers(tmp_path, member_
     path = tmp_path / "inventory.csv"
     write_inventory(path, body)
     options = {"member_names": member_names, "sample_key_pattern": "full_name"}
-    warned = outcome(src, path, {**options, "lookalike_names": "warn"}, 0)
-    assert warned == outcome(src, path, {**options, "lookalike_names": "warn"}, 1 << 62)
+    warned = outcome(src, path, {**options, "lookalike_names": "warn"}, "engine")
+    assert warned == outcome(src, path, {**options, "lookalike_names": "warn"}, "rows")
     assert warned[0] == "plan", warned
     files = sorted(f.name for shard in warned[1] for f in shard.members())
     assert files == sorted(n for n, _, _ in body)
     alike = [w for w in warned[5] if "differ only in case or Unicode form" in w]
     assert len(alike) == 1 and alike[0].startswith("3 pairs of member names"), warned[5]
-    refused = outcome(src, path, options, 0)
-    assert refused == outcome(src, path, options, 1 << 62)
+    refused = outcome(src, path, options, "engine")
+    assert refused == outcome(src, path, options, "rows")
     assert refused[:2] == ("error", "DataError") and "would extract to one file" in refused[2]
     write_inventory(path, [*body, ("a//x.jpg", 16, 0)])
-    for engine_from in (0, 1 << 62):
-        clash = outcome(src, path, {**options, "lookalike_names": "warn"}, engine_from)
+    for planner in ("engine", "rows"):
+        clash = outcome(src, path, {**options, "lookalike_names": "warn"}, planner)
         assert clash[0] == "error" and "repeated slashes" in clash[2], clash
 
 
@@ -221,9 +226,9 @@ def test_engine_groups_a_bigger_listing_as_the_row_reader(tmp_path, pattern):
     for member_names in ("original", "sample"):
         options = {"sample_key_pattern": pattern, "shard_size": "64KiB",
                    "member_names": member_names}
-        by_engine = outcome(src, path, options, 0)
+        by_engine = outcome(src, path, options, "engine")
         assert by_engine[0] == "plan" and len(by_engine[2]) > 10, by_engine[:3]
-        assert by_engine == outcome(src, path, options, 1 << 62)
+        assert by_engine == outcome(src, path, options, "rows")
 
 
 def tree_and_inventory(root, path, body) -> None:
@@ -259,8 +264,8 @@ def test_engine_plans_an_inventory_as_the_tree_it_lists(tmp_path_factory):
         src, path = where / "src", where / "inventory.csv"
         src.mkdir()
         tree_and_inventory(src, path, body)
-        walked = outcome(src, None, options, 0)
-        listed = outcome(src, path, options, 0)
+        walked = outcome(src, None, options, "engine")
+        listed = outcome(src, path, options, "engine")
         # all but the options, which name the inventory, and the fingerprints, which hold the
         # files' inodes when walked
         assert walked[:-2] == listed[:-2]
@@ -285,31 +290,27 @@ def test_a_run_over_an_inventory_the_engine_read_writes_what_the_row_reader_woul
             for i in range(300) for folder, ext in (("img", "jpg"), ("cls", "cls"))]  # fmt: skip
     tree_and_inventory(src, path, body)
     runs = {}
-    for engine_from in (0, 1 << 62):
-        saved = inventory.ENGINE_FROM
-        inventory.ENGINE_FROM = engine_from
-        dst = tmp_path / f"out-{engine_from}"
-        try:
+    for planner in ("engine", "rows"):
+        dst = tmp_path / f"out-{planner}"
+        with planner_named(planner):
             report = api.shard(str(src), str(dst), src_list=str(path), shard_size="20KiB",
                                sort=sort, member_names=member_names, jobs=2)  # fmt: skip
-        finally:
-            inventory.ENGINE_FROM = saved
         spooled = isinstance(report.plan.shards.listing.names._blob, SpooledBlob)
-        assert spooled == (engine_from == 0)  # the engine's names were read from their file
+        assert spooled == (planner == "engine")  # the engine's names were read from their file
         shards = {}
         for result in report.results:
             with tarfile.open(dst / result.name) as tar:
                 shards[result.name] = [(m.name, m.mtime, tar.extractfile(m).read())
                                        for m in tar.getmembers()]  # fmt: skip
         manifest = json.loads((dst / "manifest.json").read_text())
-        runs[engine_from] = shards, manifest["shardlist"], manifest["ishard"]["fingerprint"]
-    by_engine, by_rows = runs[0], runs[1 << 62]
+        runs[planner] = shards, manifest["shardlist"], manifest["ishard"]["fingerprint"]
+    by_engine, by_rows = runs["engine"], runs["rows"]
     assert len(by_engine[0]) > 5 and by_engine == by_rows
 
 
-@pytest.mark.parametrize("engine_from", [0, 1 << 62])
+@pytest.mark.parametrize("planner", ["engine", "rows"])
 @pytest.mark.parametrize("change", ["name", "size", "mtime"])
-def test_the_fingerprint_changes_with_any_members_name_size_or_mtime(tmp_path, engine_from,
+def test_the_fingerprint_changes_with_any_members_name_size_or_mtime(tmp_path, planner,
                                                                      change):  # fmt: skip
     """An inventory lists no inode or ETag, so a resumed run knows its files by name, size and
     mtime alone: change any one of them for one file, and the fingerprint a resume compares
@@ -326,11 +327,7 @@ def test_the_fingerprint_changes_with_any_members_name_size_or_mtime(tmp_path, e
     for rows in (body, list(changed.values())):
         path = tmp_path / "inventory.csv"  # one path: the options are the same
         write_inventory(path, rows)
-        saved = inventory.ENGINE_FROM
-        inventory.ENGINE_FROM = engine_from
-        try:
+        with planner_named(planner):
             planned = api.plan(str(tmp_path), src_list=str(path), shard_size="1KiB")
             prints.append(fingerprint(planned))
-        finally:
-            inventory.ENGINE_FROM = saved
     assert prints[0] != prints[1]

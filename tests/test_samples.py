@@ -339,11 +339,11 @@ def test_the_names_checked_for_extraction_are_the_names_written(names):
 
     from ishard.planning.keys import key_function
     from ishard.model import FileEntry
-    from ishard.planning.naming import _member_chunks
+    from ishard.planning.naming import member_chunks
     from ishard.planning.samples import group_table
     from ishard.planning.table import FileTable
 
     names = [n for n in names if "." in n.rpartition("/")[2]]  # every member has an extension
     table = group_table(FileTable.of(FileEntry(n, 1) for n in names), key_function("full_name"))
     written = [f.arcname for s in range(len(table.keys)) for f in table.sample(s, True).files]
-    assert list(chain.from_iterable(_member_chunks(table, True))) == written
+    assert list(chain.from_iterable(member_chunks(table, True))) == written

@@ -127,7 +127,7 @@ def test_reader_keys_left_in_the_engine_are_asked_for_no_file_when_none_is_wante
     9 bytes a file for nothing), and the answer is empty."""
     import numpy as np
 
-    from ishard.planning.table import LaterReaderKeys
+    from ishard.planning.handover import LaterReaderKeys
 
     asked: list[object] = []
     readers = LaterReaderKeys(lambda lo, hi: asked.append((lo, hi)), lambda: asked.append("all"))

@@ -20,7 +20,7 @@ from array import array
 
 from .engine import hint_failed
 from .folding import NAME_MAX, fold_names
-from .table import Clashes
+from .handover import Clashes
 
 ODD_SHARE = 4  # one name in this many folded in Python (or ODD_ANYWAY), else the check is whole
 ODD_ANYWAY = 1 << 16

@@ -15,23 +15,23 @@ from __future__ import annotations
 import csv
 import tempfile
 from array import array
+from dataclasses import replace
 
 from ..errors import DataError
 from ..model import EXAMPLES_KEPT, Tally
 from ..names import HIDDEN, UNSAFE
 from ..sizes import describe_size
-from . import engine, parquet
+from . import engine, parquet, selects
 from .clashes import find_clashes
+from .engine import Fallback
+from .handover import NOTHING, Grouping, Handover
 from .keys import KeyFunction, key_function
 from .namecolumn import NARROW_MAX, Names
-from .table import FileTable, Grouping, NoStamps, int_view
+from .rows import mtime_seconds
+from .table import FileTable, int_view
 
 MAX_NAME = 128 << 10  # characters in a name (as the row reader's csv field limit)
 DISTINCT_TIMES = 1 << 20  # non-numeric mtimes converted by the row reader's rule, at most
-SCAN_BLOCK = 8 << 20
-HEAD = 1 << 16  # bytes read to tell an inventory's format (as the row reader does)
-HEADER_MAX = 1 << 20  # characters of a CSV header line read (the row reader's line limit)
-KEY_SHAPES = 256  # distinct key lists of a JSON Lines inventory's lines, at most
 
 # the row reader's rules, in SQL: an unsafe name (absolute, a '..' part, a control
 # character), a hidden one, a folder marker
@@ -62,118 +62,6 @@ _KEY_SQL = {
 SAMPLED_RUN, SAMPLED_RUNS = 2048, 32
 
 
-class Fallback(Exception):
-    """The engine does not take this inventory as it is: read it row by row."""
-
-
-def _sql_text(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _scan_ok(path: str, kind: str) -> bool:
-    """No carriage return and no NUL byte: the two the row reader splits lines at (or reads)
-    otherwise; in JSON Lines no escaped NUL either (``\\u0000``, which it reads as text)."""
-    odd = (b"\r", b"\x00", b"\\u0000") if kind == "jsonl" else (b"\r", b"\x00")
-    tail = b""
-    with open(path, "rb") as stream:
-        while block := stream.read(SCAN_BLOCK):
-            looked = tail + block
-            if any(o in looked for o in odd):
-                return False
-            tail = block[-5:]  # an escape may begin in one block and end in the next
-    return True
-
-
-def _csv_header(path: str) -> list[str]:
-    with open(path, encoding="utf-8-sig", newline="") as stream:
-        return next(csv.reader([stream.readline(HEADER_MAX)]), [])
-
-
-def _source_csv(path: str, header: list[str], columns: dict[str, int | None]) -> str:
-    """The SELECT of name, size and mtime (all text) from a CSV file with a header."""
-    fields = ", ".join(f"'f{i}': 'VARCHAR'" for i in range(len(header)))
-    pick = {what: f"f{at}" if at is not None else "NULL" for what, at in columns.items()}
-    return (
-        f"SELECT {pick['name']} AS name, {pick['size']} AS size, {pick['mtime']} AS mtime "
-        f"FROM read_csv({_sql_text(path)}, header = true, auto_detect = false, "
-        f"delim = ',', quote = '\"', escape = '\"', strict_mode = true, "
-        f"null_padding = false, compression = 'none', columns = {{{fields}}})"
-    )
-
-
-def _json_keys(con, path: str) -> dict[str, str | None]:
-    """The key of each kind (name, size, mtime) that the row reader's ``_pick`` takes on every
-    line, found from the lines' distinct key lists (``KEY_SHAPES`` at most; a key whose value
-    is JSON null is still there); no mtime key: None. A name or size key that differs from
-    line to line, or is missing, hands the listing back."""
-    from .inventory import MAX_LINE, MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS
-
-    kinds = {"name": NAME_COLUMNS, "size": SIZE_COLUMNS, "mtime": MTIME_COLUMNS}
-    shapes = con.execute(  # the lines' key lists, all of them: intersecting each took 4x as long
-        f"SELECT DISTINCT json_keys(json) FROM read_ndjson_objects({_sql_text(path)}, "
-        f"maximum_object_size = {MAX_LINE - 1}) LIMIT {KEY_SHAPES + 1}"
-    ).fetchall()
-    if len(shapes) > KEY_SHAPES:
-        raise Fallback
-    picked: dict[str, str | None] = {}
-    for kind, keys in kinds.items():
-        found = {next((k for k in keys if k in (shape or ())), None) for (shape,) in shapes}
-        if kind == "mtime":
-            found.discard(None)  # a line without one: no time, as a JSON null is
-        if len(found) > 1:  # keys that differ from line to line, or a line without any
-            raise Fallback
-        picked[kind] = next(iter(found), None)
-    if picked["name"] is None or picked["size"] is None:
-        raise Fallback  # the row reader names the line that has no name or no size
-    return picked
-
-
-def _source_jsonl(con, path: str) -> str:
-    """The SELECT of name, size and mtime (as text) from JSON Lines, each line read as an
-    object of the keys the row reader takes (``_json_keys``; a repeated key, a line that is
-    no object or not JSON, a line over 1 MiB are errors). Whatever it would refuse or read
-    otherwise — a name that is not a string, a size that is not an integer or a string, an
-    mtime that is no number or string — makes the size NULL, which hands the listing back."""
-    from .inventory import MAX_LINE
-
-    keys = _json_keys(con, path)
-    fields = ", ".join(f"{_sql_text(k)}: 'JSON'" for k in keys.values() if k is not None)
-    n, s = (f'"{keys[kind]}"' for kind in ("name", "size"))
-    t = "NULL" if keys["mtime"] is None else f'"{keys["mtime"]}"'
-    types = (
-        f"json_type({n}) = 'VARCHAR' AND json_type({s}) IN ('UBIGINT', 'BIGINT', 'VARCHAR') "
-        f"AND ({t} IS NULL OR json_type({t}) IN ('UBIGINT', 'BIGINT', 'DOUBLE', 'VARCHAR'))"
-    )
-    return (
-        f"SELECT {n} ->> '$' AS name, CASE WHEN NOT coalesce({types}, false) THEN NULL "
-        f"WHEN json_type({s}) = 'VARCHAR' THEN {s} ->> '$' ELSE CAST({s} AS VARCHAR) END AS "
-        f"size, CASE WHEN json_type({t}) = 'VARCHAR' THEN {t} ->> '$' ELSE CAST({t} AS VARCHAR) "
-        f"END AS mtime FROM read_json({_sql_text(path)}, format = 'newline_delimited', "
-        f"auto_detect = false, columns = {{{fields}}}, maximum_object_size = {MAX_LINE - 1})"
-    )
-
-
-def inventory_kind(path: str) -> str | None:
-    """``"csv"``, ``"jsonl"`` or ``"parquet"`` for a local inventory the engine can read (a
-    JSON Lines file begins with ``{``, after white space), else None."""
-    if "://" in path and not path.startswith("file://"):
-        return None
-    path = path.removeprefix("file://")
-    try:
-        with open(path, "rb") as stream:
-            head = stream.read(HEAD)
-    except OSError:
-        return None
-    if head[:4] == b"PAR1":
-        return "parquet"
-    if path.endswith((".gz", ".bz2", ".xz", ".zst", ".lz4", ".zip")):
-        return None
-    text = head.decode("utf-8", "replace")
-    if text.removeprefix("\ufeff").lstrip().startswith("{"):  # as the row reader tells JSON Lines
-        return None if '"fileSchema"' in text else "jsonl"  # an S3 Inventory manifest
-    return None if head[:1] == b"[" else "csv"
-
-
 def read_inventory(
     path: str,
     kind: str,
@@ -187,11 +75,12 @@ def read_inventory(
     renamed: bool = False,
 ) -> tuple[FileTable, int]:
     """The listing an inventory names (filtered, sorted bytewise, repeated names dropped, the
-    first kept) and its byte total; with a built-in pattern's ``key``, its samples too (the
-    table's ``grouping``); the files whose member names may clash on extraction (its
-    ``clashes``: for ``<key>.<extension>`` names when ``renamed``, if ``key`` is built in).
-    The engine holds up to ``memory_limit`` bytes (``engine.MEMORY_LIMIT`` when None), then spills
-    to a private folder in ``tmp_dir``; the table's ``spilled`` is the most that folder held.
+    first kept) and its byte total; what the engine found of it is the table's ``handover``:
+    with a built-in pattern's ``key``, its samples too (``grouping``); the files whose member
+    names may clash on extraction (``clashes``: for ``<key>.<extension>`` names when
+    ``renamed``, if ``key`` is built in). The engine holds up to ``memory_limit`` bytes
+    (``engine.MEMORY_LIMIT`` when None), then spills to a private folder in ``tmp_dir``;
+    ``spilled`` is the most that folder held.
 
     Raises:
         Fallback: the row reader must read it (and say what is wrong, if anything is).
@@ -209,14 +98,15 @@ def read_inventory(
         with watch:
             con.execute(
                 "CREATE TEMP TABLE raw AS SELECT coalesce(name, '') AS name, size, mtime "
-                f"FROM ({_source(con, path, kind)})"
+                f"FROM ({selects.source(con, path, kind)})"
             )
             built_in = key if key in _KEY_SQL else None
-            table, total = _listing(con, wanted, include_hidden, tally, built_in, renamed, watch)
-        table.spilled = watch.most
+            handed, sizes, total = _listing(
+                con, wanted, include_hidden, tally, built_in, renamed, watch
+            )
         readers = None if renamed else READER_KEYS  # the key check's, cut when it asks
-        engine.leave_waiting(table, con, spill, readers)  # the engine is theirs now
-        return table, total
+        handed = replace(handed, spilled=watch.most)
+        return engine.leave_waiting(con, spill, sizes, handed, readers), total  # theirs now
     except duckdb.OutOfMemoryException as error:  # not the row reader: it takes far more
         engine.close(con, spill)
         raise _out_of_room(path, memory_limit, tmp_dir, error) from None
@@ -246,27 +136,6 @@ def _out_of_room(path: str, memory_limit: int, tmp_dir: str | None, error) -> Da
     )
 
 
-def _source(con, path: str, kind: str) -> str:
-    """The SELECT of the inventory's name, size and mtime, as text."""
-    from .inventory import MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS, _column
-
-    if kind != "parquet" and not _scan_ok(path, kind):
-        raise Fallback
-    if kind == "jsonl":
-        return _source_jsonl(con, path)
-    if kind == "parquet":
-        return parquet.source(con, path)
-    header = _csv_header(path)
-    columns = {
-        "name": _column(header, NAME_COLUMNS),
-        "size": _column(header, SIZE_COLUMNS),
-        "mtime": _column(header, MTIME_COLUMNS),
-    }
-    if columns["name"] is None or columns["size"] is None:
-        raise Fallback  # the row reader says what the header lacks
-    return _source_csv(path, header, columns)
-
-
 def _listing(
     con,
     wanted: str | None,
@@ -275,9 +144,10 @@ def _listing(
     key: KeyFunction | None,
     renamed: bool,
     watch: engine.SpillWatch,
-) -> tuple[FileTable, int]:
+) -> tuple[Handover, array, int]:
+    """What the engine found of the listing (a ``Handover``), its sizes and their total."""
     keep = (  # no prefix any name can have (None): none kept, but every row still checked
-        f"starts_with(name, {_sql_text(wanted)}) AND name <> '' AND NOT ends_with(name, '/')"
+        f"starts_with(name, {engine.sql_text(wanted)}) AND name <> '' AND NOT ends_with(name, '/')"
         if wanted is not None
         else "false"
     )
@@ -331,29 +201,28 @@ def _listing(
         )
         con.execute("DROP TABLE files")
         con.execute("ALTER TABLE listed RENAME TO files")
-    table = FileTable()
+    handed = NOTHING
     listed = con.execute("SELECT count(*) FROM files").fetchone()[0]
     if not renamed or key is not None:
         members_key = _KEY_SQL[key] if renamed and key is not None else None
-        table.clashes = find_clashes(con, members_key, listed)
+        handed = replace(handed, clashes=find_clashes(con, members_key, listed))
     # no member name <key>.<extension> that may clash: no two files of a key with one
     # extension in any case either (their member names would fold to one)
-    unrepeated = table.clashes is not None and not table.clashes.files
+    unrepeated = handed.clashes is not None and not handed.clashes.files
     if renamed and key is not None and not unrepeated and _renamable(con, _KEY_SQL[key]):
-        table.renamable_by = key
+        handed = replace(handed, renamable_by=key)
     # last: the keys wait in the engine, and the naming hints need room
     runs = _group(con, key, listed) if key is not None else None
     if runs is not None and renamed and unrepeated and _renamable(con, None):
-        table.renamable_by = key
+        handed = replace(handed, renamable_by=key)
     con.execute(f"SET memory_limit = '{engine.FETCH_MEMORY >> 20}MiB'")  # the rest waits on disk
     if key is not None and runs is not None:
-        table.grouping = _grouping(con, key, listed, runs)
+        handed = replace(handed, grouping=_grouping(con, key, listed, runs))
     total, *bounds = con.execute(
         "SELECT coalesce(sum(size), 0), min(size), max(size) FROM files"
     ).fetchone()
-    table.sizes = engine.int_fetched(con, "size", (bounds[0], bounds[1]))
-    table.stamps = NoStamps(len(table.sizes))
-    return table, total  # the names wait in the engine (read_inventory)
+    sizes = engine.int_fetched(con, "size", (bounds[0], bounds[1]))
+    return handed, sizes, total  # the names wait in the engine (read_inventory)
 
 
 def _group(con, key: KeyFunction, count: int) -> tuple[bool, int]:
@@ -476,7 +345,7 @@ def _renamable(con, key_sql: str | None) -> bool:
 
 
 # Each file's key as WebDataset readers cut it and what they make of its basename, for the
-# key check (``naming.key_check``; ``table.ReaderKeys``), over files ``{where}``. The key, the
+# key check (``naming.key_check``; ``handover.ReaderKeys``), over files ``{where}``. The key, the
 # name up to the first dot of the basename, is hashed as its folder and its stem (string
 # functions: regexes over every name took 3.5x as long).
 READER_KEYS = (
@@ -492,8 +361,6 @@ READER_KEYS = (
 def _odd_times(con) -> str:
     """The SQL of an mtime that is neither digits nor empty, by the row reader's own function
     (once per distinct value)."""
-    from .inventory import _mtime
-
     odd = con.execute(
         "SELECT DISTINCT mtime FROM raw WHERE mtime IS NOT NULL AND mtime <> '' AND NOT "
         f"{_WHOLE_SECONDS} LIMIT {DISTINCT_TIMES + 1}"
@@ -502,6 +369,6 @@ def _odd_times(con) -> str:
         raise Fallback
     con.execute("CREATE TEMP TABLE odd_times (text VARCHAR PRIMARY KEY, seconds BIGINT)")
     con.executemany(
-        "INSERT INTO odd_times VALUES (?, ?)", [(text, _mtime(text)) for (text,) in odd]
+        "INSERT INTO odd_times VALUES (?, ?)", [(text, mtime_seconds(text)) for (text,) in odd]
     )
     return "(SELECT seconds FROM odd_times WHERE text = mtime)"

@@ -11,12 +11,14 @@ import threading
 import weakref
 from array import array
 from contextlib import suppress
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
 from ..errors import DataError
+from .handover import Handover, LaterReaderKeys, ReaderKeys, ReaderKeysLost
 from .namecolumn import LaterNames, Names
-from .table import FileTable, LaterReaderKeys, ReaderKeys, ReaderKeysLost, int_column
+from .table import FileTable, int_column
 
 MEMORY_LIMIT = 512 << 20  # bytes DuckDB may hold before it spills to its temporary folder
 LEAST_MEMORY_LIMIT = 128 << 20  # (--memory-limit) at 64 MiB it cannot read some Parquet files
@@ -24,6 +26,15 @@ FETCHED = 1 << 18  # names (or keys) fetched from the engine at a time
 FETCH_MEMORY = 64 << 20  # the engine's memory limit while Python fetches the listing
 LOG = logging.getLogger("ishard")
 SPILL_LOOK = 0.1  # seconds between two looks at the size of the engine's spill folder
+
+
+def sql_text(value: str) -> str:
+    """``value`` as an SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+class Fallback(Exception):
+    """The engine does not take this inventory as it is: read it row by row."""
 
 
 def connect(spill: str, memory_limit: int):
@@ -195,21 +206,25 @@ def _unreadable(error: Exception, spill: str) -> DataError:
     )
 
 
-def leave_waiting(table: FileTable, con, spill: str, readers: str | None = None) -> None:
-    """Leave the table's names and mtimes, and its samples' keys (when it has samples),
-    waiting in the engine ``con``, whose spill folder is ``spill``; and the files' reader keys
-    (``readers``: their SELECT over ``files {where}``), when the key check wants them."""
-    waiting = Waiting(con, spill, table.grouping is not None, readers)
+def leave_waiting(
+    con, spill: str, sizes: array, found: Handover, readers: str | None = None
+) -> FileTable:
+    """The listing of ``sizes`` whose names and mtimes, and its samples' keys (when ``found``
+    has samples), wait in the engine ``con``, whose spill folder is ``spill``; and the files'
+    reader keys (``readers``: their SELECT over ``files {where}``), when the key check wants
+    them. ``found`` (the keys and reader keys waiting too) is the table's handover."""
+    grouping = found.grouping
+    waiting = Waiting(con, spill, grouping is not None, readers)
     if readers is not None:
-        table.readers = waiting.later_readers()
-    table.names = LaterNames(
-        len(table.sizes), lambda: waiting.column("names"), partial(waiting.picked, "names")
+        found = replace(found, readers=waiting.later_readers())
+    names = LaterNames(
+        len(sizes), lambda: waiting.column("names"), partial(waiting.picked, "names")
     )
-    table.mtimes_later(lambda: waiting.column("mtimes"))
-    if table.grouping is not None:
-        count = len(table.grouping.starts) - 1
+    if grouping is not None:
+        count = len(grouping.starts) - 1
         keys = LaterNames(count, lambda: waiting.column("keys"), partial(waiting.picked, "keys"))
-        table.grouping = table.grouping._replace(keys=keys)
+        found = replace(found, grouping=grouping._replace(keys=keys))
+    return FileTable.waiting(names, sizes, lambda: waiting.column("mtimes"), found)
 
 
 def names_fetched(con, column: str, table: str, folder: str) -> Names:

@@ -11,7 +11,7 @@ from bisect import bisect_left
 from ..errors import DataError, UsageError
 from ..names import quoted
 from .folding import NAME_MAX, folded_names
-from .naming import _member_chunks
+from .naming import member_chunks
 from .table import SampleTable
 
 # What to do with member names that differ only in case or Unicode form (``A.jpg``, ``a.jpg``):
@@ -91,7 +91,7 @@ def check_extraction_names(
     bounds = [(b - BUCKETS // 2) << shift for b in range(1, BUCKETS)]
     directories: set[int] = set()
     for table in tables:
-        for chunk in _member_chunks(table, rename, only):
+        for chunk in member_chunks(table, rename, only):
             _long_part(chunk)
             folded, blob = folded_names(chunk)
             if "/" in blob:
@@ -124,7 +124,7 @@ def _suspects(tables: list[SampleTable], rename: bool) -> array | None:
     files = tables[0].files if tables else None
     if files is None or any(t.files is not files for t in tables):
         return None
-    clashes = files.clashes
+    clashes = files.handover.clashes
     return clashes.files if clashes is not None and clashes.renamed == rename else None
 
 
@@ -135,7 +135,7 @@ def _involved(
     folded alike, files whose names are directories, and the names below those."""
     out = []
     for table in tables:
-        for chunk in _member_chunks(table, rename, only):
+        for chunk in member_chunks(table, rename, only):
             for name, folded in zip(chunk, folded_names(chunk)[0]):
                 h = hash(folded)
                 if h in twice or h in both or (both and _below(folded, both)):

@@ -6,12 +6,14 @@ import operator
 import re
 from array import array
 from bisect import bisect_right
+from dataclasses import replace
 from itertools import chain, compress, repeat
 
 from ..errors import DataError, UsageError
 from ..names import unsafe_name
+from .handover import LaterReaderKeys, ReaderKeys, ReaderKeysLost
 from .keys import KeyFunction, wds_split
-from .table import LaterReaderKeys, ReaderKeys, ReaderKeysLost, SampleTable, int_view
+from .table import SampleTable, int_view
 
 MEMBER_NAMES = ("original", "sample")
 EXAMPLES = 3
@@ -120,11 +122,12 @@ def key_check(table: SampleTable, check: KeyCheck | None = None) -> KeyCheck:
     stays small; with the column engine's ``ReaderKeys`` the chunks are numpy arrays.
     """
     check = check or KeyCheck()
-    if table.files.readers is not None:
+    files = table.files
+    if files.handover.readers is not None:
         try:
-            found = _key_check_columns(table, table.files.readers, KeyCheck())
+            found = _key_check_columns(table, files.handover.readers, KeyCheck())
         except ReaderKeysLost:  # the engine could not give them: the names tell
-            table.files.readers = None
+            files.handover = replace(files.handover, readers=None)
         else:
             check.merge(found)
             return check
@@ -186,13 +189,13 @@ def sample_members(table: SampleTable, key: KeyFunction | None = None) -> None:
     from the first one where something is found, so the error is the one that sample gives.
 
     When the column engine found every listed file fit for such a name in the samples of the
-    run's ``key`` function (``files.renamable_by``), there is nothing to look for: ``table``'s
+    run's ``key`` function (``files.handover.renamable_by``), there is nothing to look for: ``table``'s
     samples are made of those samples' files.
 
     Raises:
         DataError: the first sample whose names would not read back as that one sample.
     """
-    if key is not None and table.files.renamable_by is key:
+    if key is not None and table.files.handover.renamable_by is key:
         return
     unsafe_keys(table)
     keys, starts = table.keys, table.starts
@@ -305,7 +308,7 @@ def _check_ext(key: str, name: str, ext: str, seen: dict[str, str]) -> None:
         )
 
 
-def _member_chunks(table: SampleTable, rename: bool, only: array | None = None):
+def member_chunks(table: SampleTable, rename: bool, only: array | None = None):
     """The member names of ``table``'s files, ``CHUNK`` files at a time, in sample order;
     with ``only`` (listing positions, sorted), those files' alone."""
     if only is not None:
@@ -350,7 +353,7 @@ def index_names(table: SampleTable, renamed: bool) -> None:
     Raises:
         DataError: the first file (or sample key) whose member name has whitespace.
     """
-    for names in _member_chunks(table, renamed):  # a chunk of member names at a time
+    for names in member_chunks(table, renamed):  # a chunk of member names at a time
         joined = "\0".join(names)
         found = _WHITESPACE.search(joined)
         if found is None:

@@ -11,6 +11,16 @@ from decimal import Decimal
 from typing import NamedTuple
 
 from ..errors import UsageError
+from .engine import Fallback, sql_text
+from .rows import (
+    MTIME_COLUMNS,
+    NAME_COLUMNS,
+    SIZE_COLUMNS,
+    Written,
+    bad_row,
+    checked_name,
+    checked_size,
+)
 
 NAME_HINT = "give each file's name as text (a string column)"
 SIZE_HINT = "give each file's size in bytes (an integer column)"
@@ -31,10 +41,6 @@ def _quoted(column: str) -> str:
     return '"' + column.replace('"', '""') + '"'
 
 
-def _sql_text(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 def damaged(path: str, error: BaseException) -> UsageError:
     """What DuckDB said of a file that is no Parquet, or a damaged one, in one line."""
     said = re.sub(r"^[\w ]*Error: ", "", str(error).strip().splitlines()[0] if str(error) else "")
@@ -52,12 +58,10 @@ def columns(con, path: str) -> Columns:
     """
     import duckdb
 
-    from .inventory import MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS
-
     try:
-        described = con.execute(f"DESCRIBE SELECT * FROM read_parquet({_sql_text(path)})")
+        described = con.execute(f"DESCRIBE SELECT * FROM read_parquet({sql_text(path)})")
         types = {row[0]: str(row[1]) for row in described.fetchall()}
-        rows = con.execute(f"SELECT count(*) FROM read_parquet({_sql_text(path)})").fetchone()[0]
+        rows = con.execute(f"SELECT count(*) FROM read_parquet({sql_text(path)})").fetchone()[0]
     except duckdb.Error as error:
         raise damaged(path, error) from None
 
@@ -111,7 +115,7 @@ def source(con, path: str) -> str:
         when = f"CAST({mtime} AS VARCHAR)"
     return (
         f"SELECT {name} AS name, CAST({size} AS VARCHAR) AS size, {when} AS mtime "
-        f"FROM read_parquet({_sql_text(path)})"
+        f"FROM read_parquet({sql_text(path)})"
     )
 
 
@@ -120,8 +124,6 @@ def refusal(con, path: str, error: BaseException, bad_row: str) -> UsageError:
     read, in file order) that ``bad_row`` (SQL) finds, checked as the row reader checks a row;
     or what DuckDB said (``error``), which is of the file itself."""
     import duckdb
-
-    from .columns import Fallback
 
     if not isinstance(error, Fallback):
         return damaged(path, error)
@@ -141,7 +143,7 @@ def _has_nulls(con, path: str, column: str) -> bool:
     """Whether ``column`` may hold a NULL: a row group's statistics count one, or have none."""
     return con.execute(
         "SELECT coalesce(bool_or(stats_null_count IS NULL OR stats_null_count > 0), false) "
-        f"FROM parquet_metadata({_sql_text(path)}) WHERE path_in_schema = ?",
+        f"FROM parquet_metadata({sql_text(path)}) WHERE path_in_schema = ?",
         [column],
     ).fetchone()[0]
 
@@ -151,7 +153,7 @@ def _first(con, path: str, found: Columns, where: str) -> tuple | None:
     ``file_row_number``) picks, or None."""
     name, size = _quoted(found.name), _quoted(found.size)
     return con.execute(
-        f"SELECT file_row_number, {name}, {size} FROM read_parquet({_sql_text(path)}, "
+        f"SELECT file_row_number, {name}, {size} FROM read_parquet({sql_text(path)}, "
         f"file_row_number = true) WHERE {where} ORDER BY file_row_number LIMIT 1"
     ).fetchone()
 
@@ -176,20 +178,18 @@ def _row_refused(con, path: str, found: Columns, where: str) -> UsageError:
 
 def _check(name, size, where: str, number: int) -> None:
     """A row's name and size as the row reader checks them (a name in bytes must be UTF-8)."""
-    from .inventory import _bad_row, _name, _size, _Written
-
     if isinstance(name, bytes):
         try:
             name = name.decode("utf-8")
         except UnicodeDecodeError as err:
-            raise _bad_row(
+            raise bad_row(
                 where,
                 number,
                 f"the name is not UTF-8 (byte {name[err.start]:#04x} at byte {err.start + 1}) "
                 "— write names as UTF-8 text",
                 "row",
             ) from None
-    _name(name, where, number, "row", NAME_HINT)
+    checked_name(name, where, number, "row", NAME_HINT)
     if isinstance(size, Decimal):  # DECIMAL(p, 0) is whole; 2.5 is shown as written
-        size = int(size) if size == size.to_integral_value() else _Written(str(size))
-    _size(size, where, number, "row", SIZE_HINT)
+        size = int(size) if size == size.to_integral_value() else Written(str(size))
+    checked_size(size, where, number, "row", SIZE_HINT)

@@ -4,6 +4,7 @@ and name the shards — a ``Plan``, with nothing written; its warnings told."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 from warnings import warn
 
@@ -105,7 +106,7 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
         planned.append(table)
         check_reader_names(table, opts.member_names == "sample", opts.index, check, key)
         if index == len(groups) - 1:
-            files.readers = None  # the key check is done: its arrays (9 bytes a file) go
+            files.handover = replace(files.handover, readers=None)  # checked: 9 bytes a file go
         cuts = cut_indices(
             table.keys, table.sizes, opts.bounds, opts.order, opts.collapse, table.flat
         )
@@ -157,7 +158,7 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
         warnings=tuple(warnings),
         seed=opts.order.seed,
         options=opts.to_dict(),
-        spilled=files.spilled,
+        spilled=files.handover.spilled,
     )
 
 

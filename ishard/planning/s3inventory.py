@@ -19,7 +19,16 @@ from urllib.parse import unquote_plus
 
 from ..errors import UsageError
 from ..names import quoted, unsafe_name
-from .inventory import MAX_LINE, MAX_SIZE, _csv_error, _csv_reader, _mtime, _name, _open, _size
+from .rows import (
+    MAX_LINE,
+    MAX_SIZE,
+    checked_name,
+    checked_size,
+    csv_error,
+    csv_reader,
+    mtime_seconds,
+    open_inventory,
+)
 
 
 def report_rows(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int, int]]:
@@ -133,8 +142,8 @@ def _parquet_row(key, size, seconds, where: str, data: str, number: int) -> tupl
         )
     label = f"{where}: data file {data}"
     if (size or 0) > MAX_SIZE:
-        _size(size, label, number, "row")
-    return _name(key, label, number, "row"), size or 0, seconds or 0
+        checked_size(size, label, number, "row")
+    return checked_name(key, label, number, "row"), size or 0, seconds or 0
 
 
 @contextlib.contextmanager
@@ -146,7 +155,7 @@ def _local_copy(data: str, opener) -> Iterator[str]:
     folder = tempfile.mkdtemp(prefix="ishard-inventory-")
     try:
         path = os.path.join(folder, "data")
-        with _open(data, opener) as stream, open(path, "wb") as out:
+        with open_inventory(data, opener) as stream, open(path, "wb") as out:
             shutil.copyfileobj(stream, out, 1 << 20)
         yield path
     finally:
@@ -165,8 +174,8 @@ def _s3_csv(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int,
     for item in manifest.get("files", []):
         data = _data_file(where, item["key"])
         label = f"{where}: data file {item['key']}"
-        with _open(data, opener) as stream:
-            reader = _csv_reader(stream, label)
+        with open_inventory(data, opener) as stream:
+            reader = csv_reader(stream, label)
             try:
                 for row in reader:
                     if row:
@@ -174,7 +183,7 @@ def _s3_csv(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int,
                             row, key_at, size_at, mtime_at, where, item["key"], reader.line_num
                         )
             except csv.Error as err:
-                raise _csv_error(err, reader, label) from None
+                raise csv_error(err, reader, label) from None
 
 
 def _s3_row(
@@ -187,7 +196,7 @@ def _s3_row(
     number: int,
 ) -> tuple[str, int, int]:
     try:
-        mtime = _mtime(row[mtime_at]) if mtime_at is not None else 0
+        mtime = mtime_seconds(row[mtime_at]) if mtime_at is not None else 0
         size = int(row[size_at] or 0)
         key = unquote_plus(row[key_at])
         if size < 0:
@@ -199,8 +208,8 @@ def _s3_row(
             "as AWS wrote it"
         ) from None
     if size > MAX_SIZE:  # a UsageError (a ValueError): not caught above
-        _size(size, f"{where}: data file {data}", number)
-    return _name(key, f"{where}: data file {data}", number), size, mtime
+        checked_size(size, f"{where}: data file {data}", number)
+    return checked_name(key, f"{where}: data file {data}", number), size, mtime
 
 
 def read_manifest(text, where: str) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from itertools import islice
 
 from ..errors import DataError
@@ -30,9 +31,10 @@ def group_table(files: FileTable, key: KeyFunction) -> SampleTable:
     """Samples in order of first appearance; each sample's files in listing order (as the
     listing's maker found them, when it did, for the same key function)."""
     table = SampleTable(files)
-    if files.grouping is not None and files.grouping.key is key:
-        _, table.keys, table.starts, table.members, table.flat = files.grouping
-        files.grouping = None  # the table holds them now
+    grouping = files.handover.grouping
+    if grouping is not None and grouping.key is key:
+        _, table.keys, table.starts, table.members, table.flat = grouping
+        files.handover = replace(files.handover, grouping=None)  # the table holds them now
         table.sizes = _sample_sizes(table.starts, table.members, files.sizes)
         return table
     table.keys, sample_of = _numbered(files, key)

@@ -6,10 +6,11 @@ import operator
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..model import FileEntry, Sample, ShardPlan
-from .keys import KeyFunction, wds_split
+from .handover import NOTHING, Handover
+from .keys import wds_split
 from .namecolumn import CHUNK, Names
 
 
@@ -21,83 +22,6 @@ def _has_surrogates(names: list[str]) -> bool:
     # Code-point order equals UTF-8 byte order except for surrogate-escaped bytes (undecodable
     # local file names), which only then need the slower bytes comparison.
     return any(not n.isascii() and any("\udc80" <= c <= "\udcff" for c in n) for n in names)
-
-
-# Reader keys are cut from the engine for a span of at most SPAN_FACTOR files a file asked
-# for, or of SPAN_LEAST files; past that, all of them are fetched at once
-SPAN_FACTOR, SPAN_LEAST = 4, 1 << 16
-
-
-class Grouping(NamedTuple):
-    """Samples a listing's maker already found (the column engine, for a built-in key
-    pattern): the key function, the keys in order of first appearance, and the files by
-    sample (each sample's in listing order) as ``SampleTable`` holds them: ``members``, and
-    where each sample's run of them starts (``starts``, one more than there are samples);
-    ``flat`` when no key holds a '/'."""
-
-    key: KeyFunction
-    keys: Names
-    starts: array
-    members: array
-    flat: bool
-
-
-class Clashes(NamedTuple):
-    """The files whose member names may clash on extraction (``ishard.planning.clashes``), as the
-    column engine found them over the whole listing: for ``<sample key>.<extension>`` member
-    names (``renamed``) or the files' own names."""
-
-    renamed: bool
-    files: array
-
-
-class ReaderKeys(NamedTuple):
-    """What WebDataset readers make of each listed file's own name, as the column engine
-    found it: a 64-bit hash of its key (``keys.wds_split``: the name up to the first dot of
-    its basename) and flags (1: another dot in the basename after the first; 2: no dot in
-    it, or a leading one), numpy arrays in listing order."""
-
-    keys: Any
-    flags: Any
-
-    def rows(self, files: Any) -> tuple[Any, Any]:
-        """The hashes and flags of ``files`` (a numpy array of listing positions)."""
-        return self.keys[files], self.flags[files]
-
-
-class ReaderKeysLost(Exception):
-    """The column engine could not give the reader keys (closed, out of memory or disk)."""
-
-
-class LaterReaderKeys:
-    """``ReaderKeys`` of a listing left in the column engine, cut as they are asked for: the
-    files of a chunk of samples lying in a short span of the listing (each sample's files in
-    a row), ``span(lo, hi)`` gives that span's; else ``load()`` all of them, once (9 bytes a
-    file). ``loaded`` hands over all of them fetched another way. Either may raise
-    ``ReaderKeysLost``."""
-
-    __slots__ = ("__weakref__", "_all", "_load", "_span")
-
-    def __init__(
-        self, span: Callable[[int, int], ReaderKeys], load: Callable[[], ReaderKeys]
-    ) -> None:
-        self._span, self._load = span, load
-        self._all: ReaderKeys | None = None
-
-    def loaded(self, readers: ReaderKeys) -> None:
-        """Take all of them, fetched."""
-        self._all = readers
-
-    def rows(self, files: Any) -> tuple[Any, Any]:
-        """The hashes and flags of ``files`` (a numpy array of listing positions)."""
-        if not len(files):  # nothing to cut, or to load everything for
-            return files.astype("uint64"), files.astype("int8")
-        if self._all is None:
-            lo, hi = int(files.min()), int(files.max()) + 1
-            if hi - lo <= max(SPAN_FACTOR * len(files), SPAN_LEAST):
-                return self._span(lo, hi).rows(files - lo)
-            self._all = self._load()
-        return self._all.rows(files)
 
 
 def int_column(values: Any, narrow: bool = True) -> array:
@@ -159,24 +83,10 @@ class FileTable:
     """Listed files as four columns: names, sizes, integer mtimes (whole seconds, what archive
     headers get) and stamps (the rest of a file's identity, for the plan fingerprint only:
     ``local_stamp``, ``store_stamp``, or 0 where the listing has nothing more; ``NoStamps``
-    where no file has more); ``grouping`` when the files' samples are known already,
-    ``clashes`` when the files that may clash on extraction are, ``renamable_by`` the key
-    function by whose samples every file is known to take a ``<sample key>.<extension>`` name,
-    ``readers`` what readers make of the names, ``spilled`` the bytes the column engine wrote
-    to its temporary folder at most, reading it."""
+    where no file has more); and ``handover``, what the column engine found of the listing
+    when it read it (``handover.NOTHING`` when it did not)."""
 
-    __slots__ = (
-        "_mtimes",
-        "_mtimes_later",
-        "clashes",
-        "grouping",
-        "names",
-        "readers",
-        "renamable_by",
-        "sizes",
-        "spilled",
-        "stamps",
-    )
+    __slots__ = ("_mtimes", "_mtimes_later", "handover", "names", "sizes", "stamps")
 
     def __init__(self) -> None:
         self.names = Names()
@@ -184,11 +94,7 @@ class FileTable:
         self._mtimes = array("q")
         self._mtimes_later: Callable[[], array] | None = None
         self.stamps: array | NoStamps = array("q")
-        self.grouping: Grouping | None = None
-        self.clashes: Clashes | None = None
-        self.renamable_by: KeyFunction | None = None  # every file can be <key>.<ext> by it
-        self.readers: ReaderKeys | LaterReaderKeys | None = None
-        self.spilled = 0  # the most bytes the column engine spilled to disk reading it
+        self.handover = NOTHING
 
     @property
     def mtimes(self) -> array:
@@ -201,10 +107,19 @@ class FileTable:
     def mtimes(self, column: array) -> None:
         self._mtimes, self._mtimes_later = column, None
 
-    def mtimes_later(self, load: Callable[[], array]) -> None:
-        """Leave the mtimes where they wait until one is read; ``load`` fetches them all (the
-        column engine's, for an inventory it read: a dry run never reads them)."""
-        self._mtimes_later = load
+    @classmethod
+    def waiting(
+        cls, names: Names, sizes: array, mtimes: Callable[[], array], handover: Handover
+    ) -> FileTable:
+        """A listing whose names and mtimes wait where its maker left them (the column
+        engine's, for an inventory it read: a dry run never reads them; ``mtimes`` fetches them
+        all the first time one is read), with no stamps beyond size and mtime, and what its
+        maker found of it (``handover``)."""
+        table = cls()
+        table.names, table.sizes, table._mtimes_later = names, sizes, mtimes
+        table.stamps = NoStamps(len(sizes))
+        table.handover = handover
+        return table
 
     @classmethod
     def of(cls, entries: Iterable[FileEntry]) -> FileTable:
@@ -244,7 +159,7 @@ class FileTable:
         """Order by name, bytewise (the order object stores list in); drop repeated names."""
         if _ascending(self.names):
             return  # already sorted and unique: the common case for store listings
-        self.grouping = self.clashes = self.renamable_by = self.readers = None  # old order
+        self.handover = NOTHING  # found in the old order
         names = list(self.names)
         key = _bytewise if _has_surrogates(names) else None
         order = sorted(
