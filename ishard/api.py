@@ -15,7 +15,7 @@ from warnings import warn
 
 from . import choices
 from .errors import DataError, IshardError, IshardWarning, StrictError, UsageError
-from .formats import check_names
+from .formats import check_names, format_of
 from .model import WRITING_ONLY, Plan, Report, ShardPlan, ShardResult, Tally
 from .options import Options, count_warning, make_options, option_warnings, parse_sort
 from .planning.cut import SampleRun, balance, check_unique, cut_indices, shard_names
@@ -745,7 +745,7 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
     del members
     if opts.index == "dali":
         check_index_shards(names)
-    if any(n.endswith(".zip") for n in names):
+    if any(format_of(n).utf8_names for n in names):
         for shard_plan in shards:
             check_names(shard_plan)
     skipped = tally.freeze()

@@ -15,6 +15,7 @@ from .archive import DamagedArchive, Member, scan
 from .checksums import ALGORITHMS, hasher, split
 from .errors import DataError, UsageError
 from .formats import ARCHIVE_EXTS
+from .formats.registry import read_as
 from .options import jobs_option
 from .planning.keys import KeyFunction, key_function, sample_key, wds_split
 from .run.manifest import MANIFEST_NAME, entry_checksum, read_manifest
@@ -175,7 +176,7 @@ def _open(dst: Location, name: str) -> tuple[BinaryIO, int]:
 
 def _members(name: str, raw: BinaryIO, tap: _Tap, deep: bool) -> list[Member]:
     """Every member, read from one pass over the bytes (a zip is hashed first: it seeks)."""
-    if name.endswith(".zip"):
+    if read_as(name).container == "zip":
         tap.drain()
         raw.seek(0)
         return list(scan(name, raw, read_data=deep))
