@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import gzip
 import tarfile
 import zipfile
 import zlib
@@ -12,10 +11,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-import lz4.frame
-
 from .errors import IshardError, SourceError, UsageError
 from .formats import ARCHIVE_EXTS
+from .formats.registry import read_as
 from .planning.keys import wds_split
 from .store import parse_storage_options, resolve
 
@@ -60,11 +58,7 @@ def _read_member(archive: str, member: str, size: int, opener) -> None:
 
 
 def _decompressed(name: str, fileobj: BinaryIO) -> BinaryIO:
-    if name.endswith((".tgz", ".tar.gz")):
-        return gzip.GzipFile(fileobj=fileobj, mode="rb")  # type: ignore[return-value]
-    if name.endswith(".tar.lz4"):
-        return lz4.frame.LZ4FrameFile(fileobj, "rb")  # type: ignore[return-value]
-    return fileobj
+    return read_as(name).read(fileobj)
 
 
 class _Tail:
@@ -150,7 +144,7 @@ def scan(name: str, fileobj: BinaryIO, *, read_data: bool = False) -> Iterator[M
     with damage_as_error(name, last):
         read = (
             _zip_members(name, fileobj, read_data)
-            if name.endswith(".zip")
+            if read_as(name).container == "zip"
             else _tar_members(name, fileobj, read_data)
         )
         for member in read:
@@ -167,7 +161,7 @@ def contents(name: str, fileobj: BinaryIO) -> Iterator[tuple[str, bytes]]:
     """
     last: list[str] = []
     with damage_as_error(name, last):
-        if name.endswith(".zip"):
+        if read_as(name).container == "zip":
             with zipfile.ZipFile(fileobj) as zf:
                 for entry in zf.infolist():
                     if not entry.is_dir():

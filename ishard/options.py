@@ -7,7 +7,7 @@ import os
 import re
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from functools import cached_property
 from typing import Any
 
@@ -15,7 +15,7 @@ from . import choices
 from .checksums import ALGORITHMS
 from .checksums import DEFAULT as DEFAULT_CHECKSUM
 from .errors import UsageError
-from .formats import ARCHIVE_EXTS
+from .formats import ARCHIVE_EXTS, FORMATS, exts_reading, level_range, level_targets, spelt
 from .formats.compress import GZIP_LIBRARIES, gzip_library
 from .optioncheck import (
     _DIGITS,
@@ -223,14 +223,16 @@ def make_options(**kwargs) -> Options:
         raise UsageError(
             f"--gzip-library {opts.gzip_library!r} must be one of {', '.join(GZIP_CHOICES)}"
         )
-    if opts.gzip_library != "auto" and opts.ext in (".tgz", ".tar.gz"):
+    if opts.gzip_library != "auto" and opts.ext in exts_reading("gzip_library"):
         gzip_library(6, opts.gzip_library)  # not installed: say so before listing
     balance = _check_balance(opts, target.count)
     _check_naming(opts.member_names, opts.index, opts.ext)
     check_lookalikes(opts.lookalike_names)
-    level = opts.compress_level
-    if level is not None and (not _DIGITS.fullmatch(str(level)) or not 0 <= int(level) <= 9):
-        raise UsageError(f"--compress-level {level!r} must be a whole number from 0 to 9")
+    level, levels = opts.compress_level, level_range(opts.ext)
+    if level is not None and (not _DIGITS.fullmatch(str(level)) or int(level) not in levels):
+        raise UsageError(
+            f"--compress-level {level!r} must be a whole number from {levels[0]} to {levels[-1]}"
+        )
     _check_template_ext(opts.template, opts.ext)  # also parses: a bad template fails here
     if opts.ekm is not None and not opts.ekm.strip():  # as Go ishard: no silent "no map"
         raise UsageError(
@@ -367,14 +369,14 @@ def option_warnings(opts: Options, names: Sequence[str]) -> list[str]:
         return any(n.endswith(exts) for n in names)
 
     out = []
-    deflated = some(".zip") and opts.zip_compression == "deflated"
-    if opts.compress_level is not None and not (some(".tgz", ".tar.gz", ".tar.lz4") or deflated):
+    levelled = (e for f in FORMATS if f.takes_level(opts) for e in f.exts)
+    if opts.compress_level is not None and not some(*levelled):
         out.append(
-            f"--compress-level {opts.compress_level} has no effect: no shard is "
-            ".tgz, .tar.gz, .tar.lz4 or a deflated .zip"
+            f"--compress-level {opts.compress_level} has no effect: no shard is {level_targets()}"
         )
-    if opts.zip_compression != "stored" and not some(".zip"):
-        out.append(f"--zip-compression {opts.zip_compression} has no effect: no shard is .zip")
-    if opts.gzip_library != "auto" and not some(".tgz", ".tar.gz"):
-        out.append(f"--gzip-library {opts.gzip_library} has no effect: no shard is .tgz or .tar.gz")
+    for option in fields(opts):  # the options one format reads (--gzip-library), in order
+        exts, value = exts_reading(option.name), getattr(opts, option.name)
+        if exts and value != option.default and not some(*exts):
+            flag = "--" + option.name.replace("_", "-")
+            out.append(f"{flag} {value} has no effect: no shard is {spelt([*exts])}")
     return out

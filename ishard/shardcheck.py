@@ -11,6 +11,7 @@ from typing import BinaryIO
 
 from .archive import DamagedArchive, Member, scan
 from .checksums import hasher, split
+from .formats.registry import read_as
 from .planning.keys import KeyFunction
 from .progress import Progress
 from .run.manifest import entry_checksum
@@ -102,7 +103,7 @@ def _open(dst: Location, name: str) -> tuple[BinaryIO, int]:
 
 def _members(name: str, raw: BinaryIO, tap: _Tap, deep: bool) -> list[Member]:
     """Every member, read from one pass over the bytes (a zip is hashed first: it seeks)."""
-    if name.endswith(".zip"):
+    if read_as(name).container == "zip":
         tap.drain()
         raw.seek(0)
         return list(scan(name, raw, read_data=deep))

@@ -3,6 +3,7 @@ source trees, read what was written."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import signal
@@ -11,11 +12,27 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+import lz4.frame
 import pytest
 
 pytest_plugins = ["s3server", "azurite", "gcs_emulator"]
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+# How the tests read and write each tar format's bytes (compress, decompress) with the usual
+# libraries, never with ishard's code; test_formats fails when a format of ishard's has none.
+TAR_CODECS = {
+    ".tar": (bytes, bytes),
+    ".tgz": (gzip.compress, gzip.decompress),
+    ".tar.gz": (gzip.compress, gzip.decompress),
+    ".tar.lz4": (lz4.frame.compress, lz4.frame.decompress),
+}
+
+
+def tar_codec(name: str):
+    """(compress, decompress) of the tar format ``name`` ends in (its longest such extension)."""
+    ext = max((e for e in TAR_CODECS if name.endswith(e)), key=len)
+    return TAR_CODECS[ext]
 
 
 def run_ishard(

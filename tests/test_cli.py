@@ -12,11 +12,20 @@ import zipfile
 from collections import Counter
 from pathlib import Path, PurePosixPath
 
-import lz4.frame
 import pytest
-from conftest import FIXTURES, assert_error, invoke_ishard, make_tree, run_ishard, snapshot, stem
+from conftest import (
+    FIXTURES,
+    assert_error,
+    invoke_ishard,
+    make_tree,
+    run_ishard,
+    snapshot,
+    stem,
+    tar_codec,
+)
 
 import ishard
+from ishard.formats import ARCHIVE_EXTS
 
 HIDDEN_REASON = "hidden (name starts with '.'; --include-hidden keeps it)"
 
@@ -596,16 +605,12 @@ def _make_archive(path: Path) -> Path:
         with zipfile.ZipFile(path, "w") as zf:
             for name, size in LS_MEMBERS:
                 zf.writestr(name, b"z" * size)
-    elif path.name.endswith(".tar.lz4"):
-        path.write_bytes(lz4.frame.compress(_tar_bytes("w")))
-    elif path.name.endswith(".tgz"):
-        path.write_bytes(_tar_bytes("w:gz"))
     else:
-        path.write_bytes(_tar_bytes("w"))
+        path.write_bytes(tar_codec(path.name)[0](_tar_bytes("w")))
     return path
 
 
-@pytest.mark.parametrize("name", ["x.tar", "x.tgz", "x.zip", "x.tar.lz4"])
+@pytest.mark.parametrize("name", [f"x{e}" for e in ARCHIVE_EXTS])
 def test_ls_lists_members_with_sizes(tmp_path, name):
     archive = _make_archive(tmp_path / name)
     result = invoke_ishard("ls", archive)

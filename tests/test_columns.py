@@ -27,6 +27,7 @@ import ishard
 from ishard.planning import columns, handover, inventory, namecolumn, samples
 from ishard.planning.columns import read_inventory
 from ishard.planning.engine import Fallback
+from ishard.planning.keys import BUILT_IN
 from ishard.planning.selects import inventory_kind
 from ishard.errors import DataError, UsageError
 from ishard.model import Tally
@@ -121,7 +122,7 @@ KEY_PARTS = ["a", "b", "a.b", "x.jpg", ".c", "c.", "..d", "é.ü", "😀.x", "a\
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=st.lists(st.lists(st.sampled_from(KEY_PARTS), min_size=1, max_size=3).map("/".join),
                      min_size=1, max_size=14),
-       pattern=st.sampled_from(["base_file_name", "full_name", "collapse_all_dir", "base_name"]),
+       pattern=st.sampled_from([*BUILT_IN, "base_name"]),
        repeat=st.booleans(), looked_at=st.sampled_from([(1, 1), (1, 2), (2, 3), (2048, 32)]),
        summed=st.sampled_from([1, 2, 5, 1 << 16]))
 def test_the_engine_groups_files_into_the_samples_python_finds(tmp_path, monkeypatch, body,
@@ -198,7 +199,7 @@ def extraction_error(tables, rename):
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=st.lists(clash_names, min_size=1, max_size=14),
-       pattern=st.sampled_from(["base_file_name", "full_name", "collapse_all_dir"]),
+       pattern=st.sampled_from(BUILT_IN),
        rename=st.booleans(), dropped=st.sets(st.integers(0, 20)))
 def test_the_extraction_check_narrowed_by_the_engine_finds_what_the_whole_check_finds(
         tmp_path, body, pattern, rename, dropped):
@@ -239,7 +240,7 @@ RENAME_FILES = ["x.jpg", "x.JPG", "x.png", "x.seg.png", "x", "x.", ".x", "y.\u00
 @given(body=st.lists(st.builds(lambda folder, file: f"{folder}/{file}".lstrip("/"),
                                st.sampled_from(RENAME_FOLDERS), st.sampled_from(RENAME_FILES)),
                      min_size=1, max_size=10),
-       pattern=st.sampled_from(["base_file_name", "full_name", "collapse_all_dir"]),
+       pattern=st.sampled_from(BUILT_IN),
        dropped=st.sets(st.integers(0, 12)))
 @example(body=["a/y.\u0130", "b/y.i\u0307"], pattern="base_file_name", dropped=set())
 def test_member_names_found_fit_by_the_engine_are_what_the_planner_finds(
@@ -277,8 +278,7 @@ READER_FILES = ["x.jpg", "x.png", "x.seg.png", "x", ".x", ".x.jpg", "x.", "y.jpg
                                st.lists(st.sampled_from(READER_FOLDERS), max_size=2),
                                st.sampled_from(READER_FILES)),
                      min_size=1, max_size=14),
-       pattern=st.sampled_from(["base_file_name", "full_name", "collapse_all_dir",
-                                r"^(?:.*/)?([^/]+)/[^/]*$"]),
+       pattern=st.sampled_from([*BUILT_IN, r"^(?:.*/)?([^/]+)/[^/]*$"]),
        dropped=st.sets(st.integers(0, 16)), span=st.sampled_from([1, 1 << 16]),
        names_first=st.booleans())
 def test_the_key_check_over_the_engines_reader_keys_counts_what_the_planner_counts(

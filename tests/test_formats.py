@@ -16,12 +16,13 @@ import zipfile
 import zlib
 from pathlib import Path
 
-import lz4.frame
 import pytest
-from conftest import invoke_ishard, make_tree
+from conftest import TAR_CODECS, invoke_ishard, make_tree, tar_codec
 
-EXTS = (".tar", ".tgz", ".tar.gz", ".zip", ".tar.lz4")
-TAR_EXTS = tuple(e for e in EXTS if e != ".zip")
+from ishard.formats import ARCHIVE_EXTS, FORMATS
+
+EXTS = ARCHIVE_EXTS  # every extension of every format ishard writes
+TAR_EXTS = tuple(e for f in FORMATS if f.container == "tar" for e in f.exts)
 MTIME = 1_700_000_000  # make_tree's default mtime
 # Members are checked against the source tree by path: these runs keep source paths.
 ORIGINAL = ("--member-names", "original")
@@ -77,11 +78,7 @@ def tar_stream(path: Path) -> bytes:
 
 def decode_tar(name: str, data: bytes) -> bytes:
     """The tar bytes inside shard ``name``'s ``data``."""
-    if name.endswith((".tgz", ".tar.gz")):
-        return gzip.decompress(data)
-    if name.endswith(".tar.lz4"):
-        return lz4.frame.decompress(data)
-    return data
+    return tar_codec(name)[1](data)
 
 
 def member_names(name: str, data: bytes) -> list[str]:
@@ -683,3 +680,71 @@ def test_gzip_library_not_installed_is_exit_2_with_the_install_command(tmp_path)
     assert done.stderr.startswith(
         f"ishard: error: --gzip-library {missing[0]!r} is not installed — pip install")
     assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------- the registry of formats
+
+# (lowest, highest, default) --compress-level of each format that takes one, by its extension
+LEVELS = {".tgz": (0, 9, 6), ".zip": (0, 9, None), ".tar.lz4": (0, 9, 0)}
+
+
+def test_the_tests_read_every_format_and_know_every_level_range():
+    """A format added to the registry needs a reader here (TAR_CODECS, or zipfile for a zip)
+    and its level range written down in LEVELS."""
+    assert set(TAR_EXTS) == set(TAR_CODECS)
+    assert all(e.endswith(".zip") for f in FORMATS if f.container == "zip" for e in f.exts)
+    levelled = {f.exts[0]: (f.levels[0], f.levels[-1], f.default_level) for f in FORMATS if f.levels}
+    assert levelled == LEVELS
+
+
+@pytest.mark.parametrize("ext", sorted(LEVELS))
+def test_each_format_writes_at_the_ends_of_its_levels_and_refuses_past_them(ext, tmp_path):
+    """Both ends of a format's level range write shards the usual readers read; one past the
+    top is exit 2 naming the range; no level writes what the default level writes."""
+    import ishard
+
+    low, high, default = LEVELS[ext]
+    fmt = next(f for f in FORMATS if ext in f.exts)
+    extra = {fmt.level_when[0]: fmt.level_when[1]} if fmt.level_when else {}
+    src = make_tree(tmp_path / "src", TREE)
+    for level in dict.fromkeys((low, high, None, default)):
+        out = tmp_path / f"out{level}"
+        ishard.shard(src, out, ext=ext, shard_size="4KiB", compress_level=level,
+                     member_names="original", **extra)
+        assert source_files(src) == dict(m for s in shard_files(out) for m in read_shard(s))
+    if default is not None:
+        assert snapshot_bytes(tmp_path / "outNone") == snapshot_bytes(tmp_path / f"out{default}")
+    done = invoke_ishard("shard", src, tmp_path / "past", "--ext", ext,
+                         "--compress-level", str(high + 1))
+    assert done.returncode == 2
+    assert f"must be a whole number from {low} to {high}" in done.stderr
+
+
+def snapshot_bytes(dst: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in shard_files(dst)}
+
+
+def test_a_shard_name_finds_its_format_by_its_longest_extension():
+    from ishard.formats import find_format
+
+    assert {e: find_format(f"a/b{e}").exts[0] for e in EXTS} == {
+        ".tar": ".tar", ".tgz": ".tgz", ".tar.gz": ".tgz", ".zip": ".zip", ".tar.lz4": ".tar.lz4"}
+    assert find_format("x.rar") is None and find_format("x.tar.rar") is None
+
+
+def test_the_api_and_help_name_every_format_and_its_levels():
+    """The API's docstrings list every extension and each format's levels; ``--ext`` offers
+    every extension and ``--compress-level``'s help each format's levels."""
+    import ishard
+    from ishard.cli import cli
+
+    params = {p.name: p for p in cli.commands["shard"].params}
+    assert tuple(params["ext"].type.choices) == EXTS
+    for function in (ishard.plan, ishard.shard):
+        doc = function.__doc__
+        ext_line = next(line for line in doc.splitlines() if line.strip().startswith("ext:"))
+        assert all(f'``"{e}"``' in ext_line for e in EXTS), ext_line
+        level_line = next(line for line in doc.splitlines() if "compress_level:" in line)
+        for f in FORMATS:
+            if f.levels is not None:
+                assert f.name in level_line and f.name in params["compress_level"].help

@@ -10,11 +10,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ishard.errors import UsageError
-from ishard.planning.keys import _searcher, compile_re2, extension, key_function, sample_key
+from ishard.planning.keys import (
+    ALIASES,
+    BUILT_IN,
+    PATTERNS,
+    _searcher,
+    compile_re2,
+    extension,
+    key_function,
+    sample_key,
+)
 
 CUSTOM = r".*/([^/]+)/[^/]+$"
 
 # object -> (ext, base_file_name, full_name, collapse_all_dir, CUSTOM or None), from §3
+COLUMNS = {"base_file_name": 2, "full_name": 3, "collapse_all_dir": 4}  # a built-in's keys in TABLE
 TABLE = [
     ("a/b/c.jpg", ".jpg", "c", "a/b/c", "abc", "b"),
     ("c.jpg", ".jpg", "c", "c", "c", "c"),
@@ -25,12 +35,12 @@ TABLE = [
 ]
 
 
-@pytest.mark.parametrize(("name", "ext", "base", "full", "collapse", "custom"), TABLE)
-def test_reference_table(name, ext, base, full, collapse, custom):
+@pytest.mark.parametrize("row", TABLE)
+def test_reference_table(row):
+    name, ext, custom = row[0], row[1], row[-1]
     assert extension(name) == ext
-    assert sample_key(name, key_function("base_file_name")) == base
-    assert sample_key(name, key_function("full_name")) == full
-    assert sample_key(name, key_function("collapse_all_dir")) == collapse
+    for pattern in BUILT_IN:  # a built-in pattern without its column in TABLE fails here
+        assert sample_key(name, key_function(pattern)) == row[COLUMNS[pattern]], pattern
     if custom is not None:
         assert sample_key(name, key_function(CUSTOM)) == custom
 
@@ -192,9 +202,33 @@ def test_builtins_model(dirs, stem, ext):
     want_ext = ext[ext.rfind("."):] if ext else ""
     assert extension(name) == want_ext
     trim = (lambda s: s[: -len(want_ext)]) if want_ext else (lambda s: s)
-    assert sample_key(name, key_function("base_file_name")) == trim(stem + ext)
-    assert sample_key(name, key_function("full_name")) == trim(name)
-    assert sample_key(name, key_function("collapse_all_dir")) == trim("".join(dirs) + stem + ext)
+    model = {
+        "base_file_name": trim(stem + ext),
+        "full_name": trim(name),
+        "collapse_all_dir": trim("".join(dirs) + stem + ext),
+    }
+    for pattern in BUILT_IN:  # a built-in pattern without its model fails here
+        assert sample_key(name, key_function(pattern)) == model[pattern], pattern
+
+
+def test_every_built_in_pattern_and_alias_is_named_in_the_user_guide_and_the_help():
+    """The user guide's table of patterns has a row per built-in (with its aliases) that says
+    what the registry's help says; ``--help`` and the not-a-regex message name each one."""
+    from pathlib import Path
+
+    from ishard.cli import cli
+
+    guide = (Path(__file__).parent.parent / "docs" / "user-guide.md").read_text()
+    rows = {line.split("`")[1]: line for line in guide.splitlines() if line.startswith("| `")}
+    help_text = next(p.help for p in cli.commands["shard"].params if p.name == "sample_key_pattern")
+    with pytest.raises(UsageError) as refused:
+        key_function("([")
+    for pattern in PATTERNS:
+        row = rows[pattern.name]
+        assert row.split(" | ")[-1].rstrip(" |") == pattern.help, row
+        assert all(f"`{a}`" in row for a in filter(None, pattern.aliases)), row
+        assert pattern.name in help_text and pattern.name in str(refused.value)
+    assert set(ALIASES.values()) <= set(BUILT_IN)
 
 
 @pytest.mark.parametrize(("pattern", "fragment"), [

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from ishard import api
 from ishard.errors import DataError, UsageError
+from ishard.formats import ARCHIVE_EXTS
 from ishard.model import FileEntry, Sample, ShardPlan
 from ishard.names import HIDDEN
 from ishard.options import DEFAULT_SHARD_SIZE, make_options
@@ -340,9 +341,7 @@ def test_name_shards_no_groups():
     assert name_shards([], parse_template("single"), ".tar") == []
 
 
-@pytest.mark.parametrize(
-    ("fmt", "ext", "first"),
-    [
+OWN_EXT = [
         ("fish-%d.tar", ".tar", "fish-0.tar"),
         ("fish-%d.tar", ".zip", "fish-0.tar"),  # the format's own extension wins
         ("fish-%d.tar.gz", ".tar", "fish-0.tar.gz"),
@@ -351,11 +350,17 @@ def test_name_shards_no_groups():
         ("fish-%d.tgz", ".tar", "fish-0.tgz"),
         ("fish-%d", ".tar", "fish-0.tar"),
         ("fish-%d.rar", ".tar", "fish-0.rar.tar"),
-    ],
-)
+]
+
+
+@pytest.mark.parametrize(("fmt", "ext", "first"), OWN_EXT)
 def test_name_shards_own_ext(fmt, ext, first):
     got = name_shards([[mk("a", 1)]], parse_template(fmt), ext, own_ext=True)
     assert got[0].name == first
+
+
+def test_every_archive_extension_has_an_own_ext_case():
+    assert set(ARCHIVE_EXTS) <= {fmt.removeprefix("fish-%d") for fmt, _, _ in OWN_EXT}
 
 
 def test_without_own_ext_ext_is_always_appended():
@@ -433,7 +438,7 @@ def test_make_options_errors(kwargs, words):
     assert words in str(err.value)
 
 
-@pytest.mark.parametrize("ext", [".tar", ".tgz", ".tar.gz", ".zip", ".tar.lz4"])
+@pytest.mark.parametrize("ext", ARCHIVE_EXTS)
 def test_supported_exts(ext):
     assert make_options(ext=ext).ext == ext
 

@@ -26,6 +26,8 @@ from hypothesis import strategies as st
 from ishard import api
 from ishard.planning import columns, engine, inventory, samples
 from ishard.errors import IshardError
+from ishard.formats import ARCHIVE_EXTS
+from ishard.planning.keys import BUILT_IN
 from ishard.planning.record import plan_record
 from ishard.planning.namecolumn import SpooledBlob
 from ishard.planning.table import ShardList
@@ -64,13 +66,12 @@ def plan_options(draw) -> dict:
     """Options of every kind, mostly in combinations the tool accepts."""
     options = draw(st.fixed_dictionaries(
         {
-            "sample_key_pattern": st.sampled_from(
-                ["base_file_name", "full_name", "collapse_all_dir", r"^(.*?)\.", r"([^/]*)$"]),
+            "sample_key_pattern": st.sampled_from([*BUILT_IN, r"^(.*?)\.", r"([^/]*)$"]),
             "collapse": st.booleans(),
             "sort": st.sampled_from([None, "alpha:inc", "alpha:dec", "shuffle:7"]),
             "member_names": st.sampled_from(["original", "sample"]),
             "shard_template": st.sampled_from(["shard-%06d", "part-{00..99}"]),
-            "ext": st.sampled_from([".tar", ".zip", ".tgz"]),
+            "ext": st.sampled_from(ARCHIVE_EXTS),
             "include_hidden": st.booleans(),
             "prefix": st.sampled_from(["", "", "", "a"]),
             "strict": st.sampled_from([False, False, True]),
@@ -210,7 +211,7 @@ def test_look_alike_names_are_one_warning_through_both_readers(tmp_path, member_
         assert clash[0] == "error" and "repeated slashes" in clash[2], clash
 
 
-@pytest.mark.parametrize("pattern", ["base_file_name", "full_name", "collapse_all_dir"])
+@pytest.mark.parametrize("pattern", BUILT_IN)
 def test_engine_groups_a_bigger_listing_as_the_row_reader(tmp_path, pattern):
     """Thousands of files, samples spread over folders and written unsorted: one plan."""
     src = tmp_path / "src"

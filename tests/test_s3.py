@@ -30,10 +30,11 @@ import pytest
 from conftest import assert_error, checksum_fields, make_tree, run_ishard, stem
 
 import ishard
+from ishard.formats import ARCHIVE_EXTS
 from ishard.progress import Progress
 
 MiB = 1 << 20
-FORMATS = (".tar", ".tgz", ".tar.gz", ".zip", ".tar.lz4")
+FORMATS = ARCHIVE_EXTS
 PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
 
 

@@ -273,9 +273,9 @@ _any_names = st.lists(
 def test_sample_keys_equal_sample_key_for_every_built_in_pattern(names):
     """The built-in patterns' keys computed in one generator are ``sample_key``'s, name by
     name (dots and slashes anywhere, dot files, no extension, undecodable bytes)."""
-    from ishard.planning.keys import key_function, sample_key, sample_keys
+    from ishard.planning.keys import BUILT_IN, key_function, sample_key, sample_keys
 
-    for pattern in ("base_file_name", "full_name", "collapse_all_dir", r"^(.*)/[^/]*$"):
+    for pattern in (*BUILT_IN, r"^(.*)/[^/]*$"):
         key = key_function(pattern)
         assert list(sample_keys(names, key)) == [sample_key(n, key) for n in names], pattern
 

@@ -6,7 +6,6 @@ tarfile, zipfile and lz4, never with ishard's own code.
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import os
@@ -17,7 +16,6 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-import lz4.frame
 import pytest
 from conftest import (
     FIXTURES,
@@ -27,13 +25,15 @@ from conftest import (
     recorded_checksum,
     shard_checksum,
     stem,
+    tar_codec,
 )
 from test_s3 import clean_env, cli, client  # noqa: F401 (fixtures)
 
 from ishard.errors import DataError
+from ishard.formats import FORMATS as REGISTRY
 from ishard.verify import member_key_function, verify
 
-FORMATS = (".tar", ".tgz", ".zip", ".tar.lz4")
+FORMATS = tuple(f.exts[0] for f in REGISTRY)  # each format once, by its own extension
 SOURCE = FIXTURES / "imagenet"
 
 
@@ -77,9 +77,7 @@ def read_members(path: Path) -> list[tuple[str, bytes]]:
     if path.name.endswith(".zip"):
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             return [(i.filename, zf.read(i)) for i in zf.infolist()]
-    if path.name.endswith(".tar.lz4"):
-        data = lz4.frame.decompress(data)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
+    with tarfile.open(fileobj=io.BytesIO(tar_codec(path.name)[1](data))) as tar:
         return [(m.name, tar.extractfile(m).read()) for m in tar.getmembers()]
 
 
@@ -91,13 +89,13 @@ def write_members(path: Path, members: list[tuple[str, bytes]]) -> None:
                 zf.writestr(name, data)
         return
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz" if path.name.endswith(".tgz") else "w") as tar:
+    with tarfile.open(fileobj=buf, mode="w") as tar:
         for name, data in members:
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     raw = buf.getvalue()
-    path.write_bytes(lz4.frame.compress(raw) if path.name.endswith(".tar.lz4") else raw)
+    path.write_bytes(tar_codec(path.name)[0](raw))
 
 
 def fix_manifest(dst: Path, *names: str) -> None:
@@ -426,7 +424,7 @@ def test_a_manifest_stripped_of_its_checksums_fails_when_its_options_recorded_th
 
 
 @pytest.mark.damaged_destination
-@pytest.mark.parametrize("ext", (".tar", ".tgz", ".tar.lz4"))
+@pytest.mark.parametrize("ext", tuple(f.exts[0] for f in REGISTRY if f.container == "tar"))
 def test_deep_finds_a_damaged_header_that_ends_tar_reading_early(shards, ext):
     """A damaged member header past the first makes tar readers stop there as if the archive
     ended. With the manifest's checksums and record gone, nothing recorded can tell; --deep
@@ -435,18 +433,13 @@ def test_deep_finds_a_damaged_header_that_ends_tar_reading_early(shards, ext):
     name = shard_names(dst)[2]
     path = dst / name
     raw = path.read_bytes()
-    plain = lz4.frame.decompress(raw) if ext == ".tar.lz4" else raw
-    if ext == ".tgz":
-        plain = gzip.decompress(raw)
+    compress, decompress = tar_codec(name)
+    plain = decompress(raw)
     with tarfile.open(fileobj=io.BytesIO(plain)) as tar:
         header = tar.getmembers()[3].offset
     damaged = bytearray(plain)
     damaged[header + 10] ^= 0x41  # a byte of the fourth member's name: its header sum fails
-    if ext == ".tgz":
-        damaged = bytearray(gzip.compress(bytes(damaged)))
-    elif ext == ".tar.lz4":
-        damaged = bytearray(lz4.frame.compress(bytes(damaged)))
-    path.write_bytes(bytes(damaged))
+    path.write_bytes(compress(bytes(damaged)))
     strip_checksums(dst, record=False)
     doc = manifest(dst)
     entry_of = next(e for e in doc["shardlist"] if e["url"] == name)

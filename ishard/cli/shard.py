@@ -10,11 +10,12 @@ import click
 from .. import api
 from ..checksums import ALGORITHMS
 from ..errors import IshardWarning, UsageError
-from ..formats import ARCHIVE_EXTS
+from ..formats import ARCHIVE_EXTS, level_help
 from ..formats.compress import GZIP_LIBRARIES
 from ..optioncheck import EXECUTORS, INDEXES
 from ..options import DEFAULT_SHARD_SIZE, GO_SHARD_SIZE, ZIP_METHODS, make_options
 from ..planning.extraction import LOOKALIKES
+from ..planning.keys import BUILT_IN
 from ..planning.naming import MEMBER_NAMES
 from ..planning.samples import ACTIONS
 from ..render import (
@@ -116,7 +117,7 @@ The user guide (docs/user-guide.md) explains every option."""
     "--sample-key-pattern",
     default="base_file_name",
     show_default=True,
-    help="base_file_name, full_name, collapse_all_dir or a regex (group 1 = key).",
+    help=f"{', '.join(BUILT_IN)} or a regex (group 1 = key).",
 )
 @click.option("--sample-exts", default=None, help="Extensions every sample should have: .jpg,.xml")
 @click.option(
@@ -182,7 +183,7 @@ The user guide (docs/user-guide.md) explains every option."""
     "--compress-level",
     type=int,
     default=None,
-    help="gzip 0-9 (default 6), lz4 0-9 (default 0), zip with deflate.",
+    help=level_help(),
 )
 @click.option(
     "--gzip-library",

@@ -2,28 +2,39 @@
 
 from __future__ import annotations
 
-from typing import BinaryIO, Protocol
-
 from ..errors import UsageError
 from ..model import ShardPlan
-from .compress import GzipSink, Lz4Sink, Sink
-from .tar import TarWriter
-from .zip import ZipWriter
+from .compress import Sink
+from .registry import (
+    ARCHIVE_EXTS,
+    FORMATS,
+    ArchiveWriter,
+    Format,
+    Settings,
+    exts_reading,
+    find_format,
+    format_of,
+    level_help,
+    level_range,
+    level_targets,
+    spelt,
+    writer,
+)
 
-ARCHIVE_EXTS = (".tar", ".tgz", ".tar.gz", ".zip", ".tar.lz4")  # every format ishard writes
-
-
-class ArchiveWriter(Protocol):
-    """Writes members one after another into a byte sink."""
-
-    def add(self, name: str, size: int, mtime: int, source: BinaryIO) -> None:
-        """Append one member whose ``size`` bytes are read from ``source``."""
-
-    def close(self) -> None:
-        """Finish the archive (end blocks, central directory, compressor flush)."""
-
-    def abort(self) -> None:
-        """Abandon the archive after a failure: write nothing more, now or when collected."""
+__all__ = [
+    "ARCHIVE_EXTS",
+    "FORMATS",
+    "ArchiveWriter",
+    "Format",
+    "check_names",
+    "exts_reading",
+    "format_of",
+    "level_help",
+    "level_range",
+    "level_targets",
+    "open_writer",
+    "spelt",
+]
 
 
 def check_names(shard: ShardPlan) -> None:
@@ -32,14 +43,15 @@ def check_names(shard: ShardPlan) -> None:
     Raises:
         UsageError: a name that is not UTF-8 bound for a zip shard.
     """
-    if not shard.name.endswith(".zip"):
+    fmt = find_format(shard.name)
+    if fmt is None or not fmt.utf8_names:
         return
     for f in shard.members():
         try:
             f.arcname.encode("utf-8")
         except UnicodeEncodeError:
             raise UsageError(
-                f"file {f.arcname!r} has a name that is not UTF-8, which zip cannot store — "
+                f"file {f.arcname!r} has a name that is not UTF-8, which {fmt.name} cannot store — "
                 "use a tar format (--ext .tar)"
             ) from None
 
@@ -53,13 +65,4 @@ def open_writer(
     gzip_library: str = "auto",
 ) -> ArchiveWriter:
     """The writer for the archive format that ``shard_name``'s extension names."""
-    if shard_name.endswith(".zip"):
-        return ZipWriter(sink, deflate=zip_deflate, level=compress_level)
-    if shard_name.endswith((".tgz", ".tar.gz")):
-        level = 6 if compress_level is None else compress_level
-        return TarWriter(GzipSink(sink, level, gzip_library))
-    if shard_name.endswith(".tar.lz4"):
-        return TarWriter(Lz4Sink(sink, 0 if compress_level is None else compress_level))
-    if shard_name.endswith(".tar"):
-        return TarWriter(sink)
-    raise ValueError(f"no archive format for {shard_name!r}")
+    return writer(shard_name, sink, Settings(compress_level, zip_deflate, gzip_library))

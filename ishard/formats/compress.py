@@ -1,12 +1,14 @@
-"""Byte sinks: a plain pass-through target and streaming gzip / LZ4-frame compressors over it."""
+"""Byte sinks: a plain pass-through target and streaming gzip / LZ4-frame compressors over it;
+the readers that undo them."""
 
 from __future__ import annotations
 
 import functools
+import gzip
 import importlib
 import zlib
 from types import ModuleType
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 import lz4.frame
 
@@ -67,6 +69,16 @@ def gzip_library(level: int, choice: str = "auto") -> tuple[str, ModuleType]:
         if module is not None:
             return name, module
     return "zlib", zlib
+
+
+def open_gzip(fileobj: BinaryIO) -> BinaryIO:
+    """The bytes inside a gzip stream, read forward."""
+    return gzip.GzipFile(fileobj=fileobj, mode="rb")  # type: ignore[return-value]
+
+
+def open_lz4(fileobj: BinaryIO) -> BinaryIO:
+    """The bytes inside an LZ4 frame, read forward."""
+    return lz4.frame.LZ4FrameFile(fileobj, "rb")  # type: ignore[return-value]
 
 
 class GzipSink:

@@ -25,7 +25,7 @@ from . import engine, parquet, selects
 from .clashes import find_clashes
 from .engine import Fallback
 from .handover import NOTHING, Grouping, Handover
-from .keys import KeyFunction, key_function
+from .keys import PATTERNS, KeyFunction
 from .namecolumn import NARROW_MAX, Names
 from .rows import mtime_seconds
 from .table import FileTable, int_view
@@ -48,13 +48,8 @@ _BAD_ROW = (
 )
 
 
-# the sample keys of the built-in patterns (keys.sample_keys) in SQL: the basename up to its
-# last dot; the name up to the last dot of its basename; that without its slashes
-_KEY_SQL = {
-    key_function("base_file_name"): "parse_filename(name, true, 'forward_slash')",
-    key_function("full_name"): r"regexp_replace(name, '\.[^./]*$', '')",
-    key_function("collapse_all_dir"): r"replace(regexp_replace(name, '\.[^./]*$', ''), '/', '')",
-}
+# the sample keys of the built-in patterns (keys.sample_keys) in SQL, by key function
+_KEY_SQL = {p.key: p.sql for p in PATTERNS}
 
 
 # Before samples are sought in a row, the keys of 32 runs of 2,048 files spread over the

@@ -5,15 +5,13 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 import re2
 
 from ..errors import UsageError
 
 KeyFunction = Callable[[str], str]
-
-BUILT_IN = ("base_file_name", "full_name", "collapse_all_dir")
-ALIASES = {"base_filename": "base_file_name", "base_name": "base_file_name", "": "base_file_name"}
 
 # Surrogate-escaped bytes (a name that is not UTF-8) stand in as private-use characters while
 # matching: Go counts each such byte as one character that ``.`` and ``[^/]`` match; RE2 would
@@ -91,6 +89,55 @@ def _collapse_all_dir(name: str) -> str:
     return name.replace("/", "")
 
 
+def _trimmed(names: Iterable[str]) -> Iterator[str]:
+    """Each name up to the last dot of its basename."""
+    return (n[: n.rfind(".")] if n.rfind(".") > n.rfind("/") else n for n in names)
+
+
+@dataclass(frozen=True)
+class KeyPattern:
+    """A built-in ``--sample-key-pattern``."""
+
+    name: str
+    help: str  # which files form a sample (the user guide's table says the same)
+    key: KeyFunction  # a file's name → its key, before the extension is trimmed off
+    # the sample keys of many names (sample_key of each, in one generator)
+    sample_keys: Callable[[Iterable[str]], Iterator[str]]
+    sql: str  # the sample key in DuckDB SQL over the column ``name`` (the column engine)
+    aliases: tuple[str, ...] = ()  # other spellings of the name
+
+
+PATTERNS: tuple[KeyPattern, ...] = (
+    KeyPattern(
+        "base_file_name",
+        "same base name anywhere in the tree",
+        _base_file_name,
+        lambda names: (
+            b[: b.rfind(".")] if "." in b else b for b in (n[n.rfind("/") + 1 :] for n in names)
+        ),
+        "parse_filename(name, true, 'forward_slash')",
+        aliases=("base_filename", "base_name", ""),
+    ),
+    KeyPattern(
+        "full_name",
+        "same path without extension; keys contain `/` (tree mode, see `--collapse`)",
+        _full_name,
+        _trimmed,
+        r"regexp_replace(name, '\.[^./]*$', '')",
+    ),
+    KeyPattern(
+        "collapse_all_dir",
+        "the path with every `/` removed",
+        _collapse_all_dir,
+        lambda names: (n.replace("/", "") for n in _trimmed(names)),
+        r"replace(regexp_replace(name, '\.[^./]*$', ''), '/', '')",
+    ),
+)
+BUILT_IN = tuple(p.name for p in PATTERNS)
+ALIASES = {a: p.name for p in PATTERNS for a in p.aliases}
+_BY_KEY = {p.key: p for p in PATTERNS}
+
+
 def _searcher(pattern: re2._Regexp) -> Callable[[bytes, int], tuple | None]:
     """``search(data, pos)`` → (start, end, group 1 bytes or None) of the leftmost match at or
     after ``pos`` (text before ``pos`` is context for ``^`` and ``\\b``), or None.
@@ -137,7 +184,7 @@ def _custom(text: str) -> KeyFunction:
     except re2.error as err:
         raise UsageError(
             f"--sample-key-pattern {text!r} is not a valid regular expression ({err}) — "
-            "use base_file_name, full_name, collapse_all_dir or an RE2 regex with one group "
+            f"use {', '.join(BUILT_IN)} or an RE2 regex with one group "
             "(no lookaround or backreferences)"
         ) from None
     search = _searcher(pattern)
@@ -183,12 +230,7 @@ def key_function(pattern: str) -> KeyFunction:
         UsageError: a custom pattern is not a valid regex.
     """
     pattern = ALIASES.get(pattern, pattern)
-    builtin = {
-        "base_file_name": _base_file_name,
-        "full_name": _full_name,
-        "collapse_all_dir": _collapse_all_dir,
-    }
-    return builtin.get(pattern) or _custom(pattern)
+    return next((p.key for p in PATTERNS if p.name == pattern), None) or _custom(pattern)
 
 
 _BARE_WORD = re.compile(r"[A-Za-z0-9_]+")
@@ -257,12 +299,7 @@ def sample_key(name: str, key: KeyFunction) -> str:
 def sample_keys(names: Iterable[str], key: KeyFunction) -> Iterator[str]:
     """:func:`sample_key` of each name in turn; for the built-in patterns with string methods
     inside one generator, not three calls a name (the same keys: a test compares them)."""
-    if key is _base_file_name:  # the basename up to its last dot
-        bases = (n[n.rfind("/") + 1 :] for n in names)
-        return (b[: b.rfind(".")] if "." in b else b for b in bases)
-    if key is _full_name:  # the name up to the last dot of its basename
-        return (n[: n.rfind(".")] if n.rfind(".") > n.rfind("/") else n for n in names)
-    if key is _collapse_all_dir:  # the same, without its slashes
-        full = (n[: n.rfind(".")] if n.rfind(".") > n.rfind("/") else n for n in names)
-        return (n.replace("/", "") for n in full)
+    pattern = _BY_KEY.get(key)
+    if pattern is not None:
+        return pattern.sample_keys(names)
     return (sample_key(n, key) for n in names)

@@ -9,7 +9,7 @@ from typing import Any
 from warnings import warn
 
 from ..errors import DataError, IshardWarning, StrictError
-from ..formats import check_names
+from ..formats import check_names, format_of
 from ..model import Plan, Tally
 from ..options import Options, count_warning, option_warnings
 from ..progress import SILENT, Progress
@@ -135,7 +135,7 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
     del members
     if opts.index == "dali":
         check_index_shards(names)
-    if any(n.endswith(".zip") for n in names):
+    if any(format_of(n).utf8_names for n in names):
         for shard_plan in shards:
             check_names(shard_plan)
     skipped = tally.freeze()

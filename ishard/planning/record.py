@@ -9,7 +9,7 @@ from itertools import accumulate
 
 import orjson
 
-from ..formats.compress import gzip_library
+from ..formats.registry import IDENTITIES, identities
 from ..model import EXECUTION_ONLY, Plan
 from ..names import quoted, shown
 from ..sizes import describe_size, format_size
@@ -24,12 +24,6 @@ CUT_OPTIONS = frozenset({"shard_size", "samples_per_shard"})  # shown together, 
 def shaping_options(options: dict) -> dict:
     """The options that shape the shards (everything but ``EXECUTION_ONLY``)."""
     return {k: v for k, v in options.items() if k not in EXECUTION_ONLY}
-
-
-def gzip_name(options: dict) -> str:
-    """The gzip library the options lead to (its output differs from another's)."""
-    level = options.get("compress_level")
-    return gzip_library(6 if level is None else level, options.get("gzip_library", "auto"))[0]
 
 
 def _listing(plan: Plan) -> FileTable | None:
@@ -62,7 +56,7 @@ def _facts(plan: Plan) -> dict:
     options = orjson.loads(orjson.dumps(shaping_options(plan.options)))  # as run.json holds them
     return {
         "ishard": __version__,
-        "gzip": gzip_name(plan.options),
+        **identities(plan.options),  # the libraries the formats write with: "gzip"
         "source": plan.source,
         "seed": plan.seed,
         "options": options,
@@ -118,7 +112,8 @@ def _option_changes(earlier: dict, now: dict) -> list[str]:
         changes.insert(0, f"--shard-size {_cut(old)} → {_cut(new)}")
     if old.get("sort") == new.get("sort") and earlier.get("seed") != now["seed"]:
         changes.append(f"shuffle seed {earlier.get('seed')} → {now['seed']}")
-    for key, what in (("source", "source"), ("ishard", "ishard version"), ("gzip", "gzip library")):
+    facts = (("source", "source"), ("ishard", "ishard version"))
+    for key, what in facts + tuple((i.key, i.label) for i in IDENTITIES):
         if key in earlier and earlier[key] != now[key]:
             changes.append(f"{what} {quoted(str(earlier[key]))} → {quoted(str(now[key]))}")
     return changes

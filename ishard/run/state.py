@@ -8,7 +8,7 @@ from collections.abc import Iterable
 import orjson
 
 from ..checksums import digest_of, split, tagged
-from ..formats.compress import gzip_library
+from ..formats.registry import identities
 from ..model import EXECUTION_ONLY, Plan, ShardResult
 from ..planning.table import ShardList
 from ..store import Location
@@ -27,7 +27,6 @@ def fingerprint(plan: Plan) -> str:
     size, mtime, and its stamp: nanosecond mtime and inode locally, ETag and mtime on a store)
     in every shard, so a file rewritten within the same second is not taken for the same."""
     options = {k: v for k, v in plan.options.items() if k not in EXECUTION_ONLY}
-    level = options.get("compress_level")
     digest = hashlib.sha256(
         orjson.dumps(
             {
@@ -35,9 +34,7 @@ def fingerprint(plan: Plan) -> str:
                 "source": plan.source,
                 "options": options,
                 "seed": plan.seed,
-                "gzip": gzip_library(
-                    6 if level is None else level, options.get("gzip_library", "auto")
-                )[0],
+                **identities(options),  # the libraries the formats write with: "gzip"
             },
             option=orjson.OPT_SORT_KEYS,
         )
