@@ -96,3 +96,10 @@ def keep_remote_name(name: str, include_hidden: bool, tally: Tally) -> bool:
         tally.add(HIDDEN, name)
         return False
     return True
+
+
+def wds_split(name: str) -> tuple[str, str]:
+    """WebDataset's rule: (path up to the basename's first dot, the rest after that dot);
+    a basename with no dot gives (name, "")."""
+    dot = name.find(".", name.rfind("/") + 1)
+    return (name, "") if dot < 0 else (name[:dot], name[dot + 1 :])

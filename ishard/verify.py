@@ -12,8 +12,9 @@ from pathlib import Path
 from .checksums import ALGORITHMS
 from .errors import DataError, UsageError
 from .formats import ARCHIVE_EXTS
+from .names import wds_split
 from .options import jobs_option
-from .planning.keys import KeyFunction, key_function, sample_key, wds_split
+from .planning.keys import KeyFunction, key_function, sample_key
 from .progress import SILENT, Progress
 from .run.manifest import MANIFEST_NAME, entry_checksum, read_manifest
 from .shardcheck import Problem, _check_shard, _Shard

@@ -287,7 +287,8 @@ def test_the_key_check_over_the_engines_reader_keys_counts_what_the_planner_coun
     or dot-leading ones, samples whose files readers key apart) from the engine's reader keys
     and flags are the ones the planner's own check finds in the names — also for a custom
     pattern, and with some files left out of the samples."""
-    from ishard.planning.keys import key_function, wds_split
+    from ishard.names import wds_split
+    from ishard.planning.keys import key_function
     from ishard.planning.naming import key_check
 
     path = tmp_path / "inventory.csv"

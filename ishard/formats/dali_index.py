@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..planning.keys import wds_split
+from ..names import wds_split
 
 
 def index_name(shard: str) -> str:

@@ -43,7 +43,7 @@ class Clashes(NamedTuple):
 
 class ReaderKeys(NamedTuple):
     """What WebDataset readers make of each listed file's own name, as the column engine
-    found it: a 64-bit hash of its key (``keys.wds_split``: the name up to the first dot of
+    found it: a 64-bit hash of its key (``names.wds_split``: the name up to the first dot of
     its basename) and flags (1: another dot in the basename after the first; 2: no dot in
     it, or a leading one), numpy arrays in listing order."""
 

@@ -70,13 +70,6 @@ def extension(name: str) -> str:
     return base[dot:] if dot >= 0 else ""
 
 
-def wds_split(name: str) -> tuple[str, str]:
-    """WebDataset's rule: (path up to the basename's first dot, the rest after that dot);
-    a basename with no dot gives (name, "")."""
-    dot = name.find(".", name.rfind("/") + 1)
-    return (name, "") if dot < 0 else (name[:dot], name[dot + 1 :])
-
-
 def _base_file_name(name: str) -> str:
     return name[name.rfind("/") + 1 :]
 

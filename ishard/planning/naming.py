@@ -10,9 +10,9 @@ from dataclasses import replace
 from itertools import chain, compress, repeat
 
 from ..errors import DataError, UsageError
-from ..names import unsafe_name
+from ..names import unsafe_name, wds_split
 from .handover import LaterReaderKeys, ReaderKeys, ReaderKeysLost
-from .keys import KeyFunction, wds_split
+from .keys import KeyFunction
 from .table import SampleTable, int_view
 
 MEMBER_NAMES = ("original", "sample")

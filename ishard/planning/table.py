@@ -9,8 +9,8 @@ from itertools import islice
 from typing import Any
 
 from ..model import FileEntry, Sample, ShardPlan
+from ..names import wds_split
 from .handover import NOTHING, Handover
-from .keys import wds_split
 from .namecolumn import CHUNK, Names
 
 
