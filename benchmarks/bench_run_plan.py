@@ -26,7 +26,7 @@ import tempfile
 
 READ_THE_PLAN = """
 import sys, time
-from ishard.options import make_options
+from ishard.options.record import make_options
 from ishard.planning.planner import located, make_plan
 from ishard.planning.record import plan_record
 from ishard.run.state import fingerprint

@@ -6,7 +6,7 @@ from .api import plan, shard
 from .errors import IshardError, IshardWarning, StrictError, UsageError
 from .inspection import ls, split, verify
 from .model import Plan, Report
-from .verify import Problem, Verification
+from .readback.verify import Problem, Verification
 from .version import __version__
 
 __all__ = [

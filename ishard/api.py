@@ -7,10 +7,10 @@ import re
 from collections.abc import Mapping, Sequence
 from os import PathLike
 
-from . import choices
 from .errors import UsageError
 from .model import WRITING_ONLY, Plan, Report
-from .options import Options, make_options
+from .options import choices
+from .options.record import Options, make_options
 from .planning.planner import announce, located, make_plan
 from .progress import SILENT, Progress
 from .run.shard import shard_with

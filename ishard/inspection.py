@@ -7,15 +7,16 @@ from collections.abc import Mapping, Sequence
 from os import PathLike, fspath
 from typing import Literal, overload
 
-from . import archive, choices
-from .archive import Member, ReaderSamples
+from .options import choices
 from .progress import SILENT, Progress
+from .readback import archive
+from .readback.archive import Member, ReaderSamples
+from .readback.verify import Verification
+from .readback.verify import verify as _verify
 
 # The subpackage ishard.split, loaded before ishard/__init__ gives its name to split(): loaded
 # later, it would take the name back (a first import sets its parent's attribute).
 from .split import POLICIES  # noqa: F401
-from .verify import Verification
-from .verify import verify as _verify
 
 StorageOptions = Mapping[str, object] | Sequence[str] | None
 

@@ -246,7 +246,7 @@ def every_destination_verifies(request, tmp_path):
     yield
     if request.node.get_closest_marker("damaged_destination"):
         return
-    from ishard.verify import verify
+    from ishard.readback.verify import verify
 
     for manifest in sorted(tmp_path.rglob("manifest.json")):
         dst = manifest.parent

@@ -16,7 +16,7 @@ import pytest
 
 import ishard
 from ishard.api import SHARD_ONLY
-from ishard.options import Options
+from ishard.options.record import Options
 
 FIELDS = [f.name for f in dataclasses.fields(Options)]
 NOT_OPTIONS = ("src", "dst", "progress")
@@ -302,8 +302,8 @@ def test_choice_options_are_typed_as_their_choices():
     from ishard.checksums import ALGORITHMS
     from ishard.formats import ARCHIVE_EXTS
     from ishard.planning.naming import MEMBER_NAMES
-    from ishard.optioncheck import EXECUTORS, INDEXES
-    from ishard.options import GZIP_CHOICES, ZIP_METHODS
+    from ishard.options.checks import EXECUTORS, INDEXES
+    from ishard.options.record import GZIP_CHOICES, ZIP_METHODS
     from ishard.planning.samples import ACTIONS
     from ishard.split import POLICIES
 
@@ -325,10 +325,10 @@ def test_choice_options_are_typed_as_their_choices():
 
 def test_split_and_verify_stay_functions_once_their_modules_are_imported():
     """``ishard.split`` and ``ishard.verify`` name the functions, also after a program
-    imports the modules of the same name (``ishard.split.world``, ``ishard.verify``)."""
+    imports the modules behind them (``ishard.split.world``, ``ishard.readback.verify``)."""
     code = (
-        "import ishard, ishard.split.world, ishard.split.streaming, ishard.verify\n"
-        "from ishard.verify import verify\n"
+        "import ishard, ishard.split.world, ishard.split.streaming, ishard.readback.verify\n"
+        "from ishard.readback.verify import verify\n"
         "assert callable(ishard.split) and callable(ishard.verify), (ishard.split, ishard.verify)\n"
         "assert ishard.split(shard_sizes=[2, 2], nodes=2)['shards'] == 2\n"
     )

@@ -10,7 +10,7 @@ import pytest
 from conftest import invoke_ishard, make_tree
 
 from ishard.errors import UsageError
-from ishard.options import make_options
+from ishard.options.record import make_options
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "bad-inputs.md"
 TREE = {"a/1.jpg": b"x" * 10, "a/1.cls": b"1", "a/2.jpg": b"y" * 10, "b/3.jpg": b"z" * 10}

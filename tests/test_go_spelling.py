@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import ishard
 from ishard.errors import UsageError
-from ishard.options import parse_sort
+from ishard.options.record import parse_sort
 from ishard.planning.cut import Bounds, Order, cut_indices
 
 # 25 samples of 60 payload bytes each (a 59-byte .jpg and a 1-byte .cls)

@@ -239,7 +239,7 @@ def test_every_built_in_pattern_and_alias_is_named_in_the_user_guide_and_the_hel
     ("(?:x)y", "has no capture group"),
 ])
 def test_typos_are_refused_by_the_library_too(pattern, fragment):
-    from ishard.options import make_options
+    from ishard.options.record import make_options
 
     with pytest.raises(UsageError) as err:
         make_options(sample_key_pattern=pattern)
@@ -248,7 +248,7 @@ def test_typos_are_refused_by_the_library_too(pattern, fragment):
 
 @pytest.mark.parametrize("pattern", ["base_name", "base_filename", "", "full_name", r"^(.*)\.jpg$"])
 def test_built_ins_aliases_and_grouped_regexes_still_pass(pattern):
-    from ishard.options import make_options
+    from ishard.options.record import make_options
 
     make_options(sample_key_pattern=pattern)
 

@@ -15,7 +15,7 @@ from ishard.errors import DataError, UsageError
 from ishard.formats import ARCHIVE_EXTS
 from ishard.model import FileEntry, Sample, ShardPlan
 from ishard.names import HIDDEN
-from ishard.options import DEFAULT_SHARD_SIZE, make_options
+from ishard.options.record import DEFAULT_SHARD_SIZE, make_options
 from ishard.planning.cut import Bounds, Order, check_unique, cut, name_shards
 from ishard.planning.templates import parse_template
 from ishard.store.localwalk import HIDDEN_DIR, SYMLINK

@@ -17,7 +17,7 @@ import pytest
 from conftest import VANISH, invoke_ishard, make_tree, with_stop_signals
 
 from ishard.sizes import format_size
-from ishard.verify import verify
+from ishard.readback.verify import verify
 
 # Every finished destination a test here leaves must pass `ishard verify --deep`.
 pytestmark = pytest.mark.usefixtures("every_destination_verifies")

@@ -31,7 +31,7 @@ from test_s3 import clean_env, cli, client  # noqa: F401 (fixtures)
 
 from ishard.errors import DataError
 from ishard.formats import FORMATS as REGISTRY
-from ishard.verify import member_key_function, verify
+from ishard.readback.verify import member_key_function, verify
 
 FORMATS = tuple(f.exts[0] for f in REGISTRY)  # each format once, by its own extension
 SOURCE = FIXTURES / "imagenet"

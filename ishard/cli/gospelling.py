@@ -8,7 +8,7 @@ import re
 from collections.abc import Collection, Sequence
 
 from ..errors import UsageError
-from ..options import GO_SHARD_SIZE
+from ..options.record import GO_SHARD_SIZE
 from ..planning.keys import go_pattern
 from ..sizes import MAX_COUNT
 

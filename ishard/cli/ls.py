@@ -6,8 +6,8 @@ import sys
 
 import click
 
-from .. import archive
 from ..names import shown
+from ..readback import archive
 from ..render import samples_text, warnings_text
 from ..run.report import samples_document
 from ..sizes import format_size

@@ -12,8 +12,8 @@ from ..checksums import ALGORITHMS
 from ..errors import IshardWarning, UsageError
 from ..formats import ARCHIVE_EXTS, level_help
 from ..formats.compress import GZIP_LIBRARIES
-from ..optioncheck import EXECUTORS, INDEXES
-from ..options import DEFAULT_SHARD_SIZE, GO_SHARD_SIZE, ZIP_METHODS, make_options
+from ..options.checks import EXECUTORS, INDEXES
+from ..options.record import DEFAULT_SHARD_SIZE, GO_SHARD_SIZE, ZIP_METHODS, make_options
 from ..planning.extraction import LOOKALIKES
 from ..planning.keys import BUILT_IN
 from ..planning.naming import MEMBER_NAMES

@@ -11,7 +11,7 @@ from warnings import warn
 from ..errors import DataError, IshardWarning, StrictError
 from ..formats import check_names, format_of
 from ..model import Plan, Tally
-from ..options import Options, count_warning, option_warnings
+from ..options.record import Options, count_warning, option_warnings
 from ..progress import SILENT, Progress
 from ..sizes import counted
 from ..store import Location, open_url, parse_storage_options, resolve

@@ -8,7 +8,7 @@ from functools import partial
 
 from ..errors import IshardError, UsageError
 from ..names import quoted
-from ..options import Options
+from ..options.record import Options
 from ..planning.cut import shard_names
 from ..store import Location
 from ..store.lease import LeaseLock

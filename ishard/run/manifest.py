@@ -200,7 +200,7 @@ def check_manifest(data: bytes, where: str) -> dict:
         ):
             raise bad(f"'ishard.shards' has no files and payload_bytes for {entry['url']!r}")
     if not isinstance(record.get("options", {}), dict):
-        raise bad("'ishard.options' is not an object")
+        raise bad("'ishard.options.record' is not an object")
     return doc
 
 

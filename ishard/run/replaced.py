@@ -20,7 +20,7 @@ from ..store import Location
 from ..store.localstate import NotRegularRecord
 from ..store.retry import Retrier
 from .manifest import MANIFEST_NAME
-from .resume import _manifest_data
+from .resume import manifest_data
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _EXTS = "|".join(map(re.escape, ARCHIVE_EXTS))
@@ -95,7 +95,7 @@ def manifest_archives(dest: Location, retrier: Retrier) -> tuple[list[str], list
     Only listed names count: a file that merely looks like a shard may be someone else's. A
     link or a FIFO planted under the manifest's name lists nothing (it is replaced, unread)."""
     try:
-        data = _manifest_data(dest, retrier)
+        data = manifest_data(dest, retrier)
     except NotRegularRecord:
         return [], []
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from statistics import median_low
 
 from ..model import FileEntry, Plan, Report
-from ..options import cut_description
+from ..options.record import cut_description
 
 
 def plan_document(plan: Plan) -> dict:

@@ -53,14 +53,14 @@ def _changed(dest: Location, earlier: object, plan: Plan, run: str) -> DataError
     )
 
 
-def _manifest_data(dest: Location, retrier: Retrier | None = None) -> bytes | None:
+def manifest_data(dest: Location, retrier: Retrier | None = None) -> bytes | None:
     """The bytes of ``DST/manifest.json`` (locally not through a link); None without one."""
     return dest.read_file(MANIFEST_NAME, retrier)
 
 
 def earlier_manifest_seed(dest: Location) -> int | None:
     """The seed a finished run's manifest records, if any (an unseeded shuffle's resumed)."""
-    data = _manifest_data(dest)
+    data = manifest_data(dest)
     try:
         seed = orjson.loads(data)["ishard"]["seed"] if data else None
     except (orjson.JSONDecodeError, KeyError, TypeError):
@@ -72,7 +72,7 @@ def _manifest_records(
     dest: Location, plan: Plan, fingerprint: str, retrier: Retrier
 ) -> dict[int, dict] | None:
     """A finished run's shards, from its manifest, if it is this plan's; None without one."""
-    data = _manifest_data(dest, retrier)
+    data = manifest_data(dest, retrier)
     if data is None:
         return None
     document = None

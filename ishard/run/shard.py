@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import IshardError
 from ..model import Plan, Report, ShardPlan, ShardResult
-from ..options import Options, parse_sort
+from ..options.record import Options, parse_sort
 from ..planning.planner import announce, located, make_plan
 from ..planning.record import plan_record
 from ..progress import SILENT, Progress

@@ -11,9 +11,9 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
-from ishard.archive import contents
 from ishard.errors import IshardError, SourceError, UsageError
 from ishard.planning.keys import extension, key_function, sample_key
+from ishard.readback.archive import contents
 from ishard.run.manifest import MANIFEST_NAME, check_manifest
 from ishard.split import POLICIES
 from ishard.split import webdataset as wds

@@ -11,11 +11,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from .errors import IshardError, SourceError, UsageError
-from .formats import ARCHIVE_EXTS
-from .formats.registry import read_as
-from .names import wds_split
-from .store import parse_storage_options, resolve
+from ..errors import IshardError, SourceError, UsageError
+from ..formats import ARCHIVE_EXTS
+from ..formats.registry import read_as
+from ..names import wds_split
+from ..store import parse_storage_options, resolve
 
 READ_STEP = 1 << 20  # bytes per read when member data is read back
 TAR_BUFFER = 1 << 20

@@ -9,14 +9,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from ..checksums import hasher, split
+from ..formats.registry import read_as
+from ..planning.keys import KeyFunction
+from ..progress import Progress
+from ..run.manifest import entry_checksum
+from ..store import Location
+from ..store.base import NotRegular
 from .archive import DamagedArchive, Member, scan
-from .checksums import hasher, split
-from .formats.registry import read_as
-from .planning.keys import KeyFunction
-from .progress import Progress
-from .run.manifest import entry_checksum
-from .store import Location
-from .store.base import NotRegular
 
 READ_STEP = 1 << 20
 REPORT_EVERY = 4 << 20  # bytes read between progress reports
@@ -87,7 +87,7 @@ class _Tap(io.RawIOBase):
 
 
 @dataclass
-class _Shard:
+class ShardCheck:
     problems: list[Problem]
     keys: list[str] | None  # distinct sample keys in archive order (with deep only)
     nbytes: int = 0
@@ -119,13 +119,13 @@ def _check_members(
     deep: bool,
     key_of: KeyFunction | None,
     entry: Mapping,
-) -> _Shard:
+) -> ShardCheck:
     if record is None:
-        return _Shard([], None)
+        return ShardCheck([], None)
     problems: list[Problem] = []
     _compare(problems, name, "members", "member count", record["files"], len(members))
     if not deep or key_of is None:
-        return _Shard(problems, None)
+        return ShardCheck(problems, None)
     _compare(
         problems,
         name,
@@ -137,7 +137,7 @@ def _check_members(
     )
     keys, scattered = _sample_runs(name, members, key_of)
     _compare(problems, name, "samples", "sample count", entry["nsamples"], len(keys))
-    return _Shard(problems + scattered, keys)
+    return ShardCheck(problems + scattered, keys)
 
 
 # A shard whose bytes are not the ones written: what the reader of verify's line can do
@@ -200,22 +200,22 @@ def _sample_runs(
     return keys, problems
 
 
-def _check_shard(
+def check_shard(
     dst: Location,
     entry: Mapping,
     record: Mapping | None,
     deep: bool,
     key_of: KeyFunction | None,
     progress: Progress,
-) -> _Shard:
+) -> ShardCheck:
     """Every check of one shard that needs only that shard."""
     name = entry["url"]
     try:
         raw, size = _open(dst, name)
     except FileNotFoundError:
-        return _Shard([Problem(name, "missing", "is missing (the manifest lists it)")], None)
+        return ShardCheck([Problem(name, "missing", "is missing (the manifest lists it)")], None)
     except NotRegular as err:
-        return _Shard(
+        return ShardCheck(
             [
                 Problem(
                     name,
@@ -229,7 +229,9 @@ def _check_shard(
     except OSError as err:
         if dst.store.capabilities.transient_errors:
             raise
-        return _Shard([Problem(name, "unreadable", f"cannot be read: {err.strerror or err}")], None)
+        return ShardCheck(
+            [Problem(name, "unreadable", f"cannot be read: {err.strerror or err}")], None
+        )
     problems: list[Problem] = []
     recorded = entry_checksum(entry)
     algorithm, expected = split(recorded) if recorded else (None, None)
@@ -246,7 +248,7 @@ def _check_shard(
             if tap.error is not None and dst.store.capabilities.transient_errors:
                 raise tap.error from None  # the store, not the archive: retried by the caller
             reason = err.reason if isinstance(err, DamagedArchive) else str(err)
-            shard = _Shard([Problem(name, "unreadable", f"cannot be read: {reason}")], None)
+            shard = ShardCheck([Problem(name, "unreadable", f"cannot be read: {reason}")], None)
             _drain_quietly(tap)
     if algorithm is not None and tap.error is None:
         _compare(problems, name, algorithm, algorithm, expected, tap.hexdigest, fix=CHANGED_FIX)

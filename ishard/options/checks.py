@@ -7,27 +7,23 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from .errors import UsageError
-from .formats import ARCHIVE_EXTS
-from .planning.engine import LEAST_MEMORY_LIMIT
-from .planning.engine import MEMORY_LIMIT as DEFAULT_MEMORY_LIMIT
-from .planning.naming import MEMBER_NAMES
-from .planning.templates import NameTemplate
-from .sizes import ShardSize, parse_shard_size, parse_size
-from .store.location import parse_storage_options
+from ..errors import UsageError
+from ..formats import ARCHIVE_EXTS
+from ..planning.engine import LEAST_MEMORY_LIMIT
+from ..planning.engine import MEMORY_LIMIT as DEFAULT_MEMORY_LIMIT
+from ..planning.naming import MEMBER_NAMES
+from ..planning.templates import NameTemplate
+from ..sizes import ShardSize, parse_shard_size, parse_size
+from ..store.location import parse_storage_options
 
-if TYPE_CHECKING:
-    from .options import Options
-
-_DIGITS = re.compile(r"[0-9]+")
+DIGITS = re.compile(r"[0-9]+")
 EXECUTORS = ("local", "dask")
 _SCHEDULER = re.compile(r"(tcp|tls|ucx|ws|wss)://(\[[0-9a-fA-F:]+\]|[^/\s:\[\]]+)(:\d{1,5})?/?")
 INDEXES = ("none", "dali")
 
 
-def _shard_target(shard_size, samples_per_shard) -> ShardSize:
+def shard_target(shard_size, samples_per_shard) -> ShardSize:
     """The byte and count bounds from ``--shard-size`` and ``--samples-per-shard``."""
     target = parse_shard_size(shard_size)
     count = positive_int(samples_per_shard, "--samples-per-shard", allow_none=True)
@@ -40,7 +36,7 @@ def _shard_target(shard_size, samples_per_shard) -> ShardSize:
     return ShardSize(target.size, target.count if count is None else count)
 
 
-def _exts(value: str | Sequence[str] | None) -> tuple[str, ...]:
+def checked_exts(value: str | Sequence[str] | None) -> tuple[str, ...]:
     if value is None or value == "" or value == ():
         return ()
     items = value.split(",") if isinstance(value, str) else list(value)
@@ -63,7 +59,7 @@ def positive_int(
     ``UsageError``; ``zero``: what 0 means where it is allowed below ``least``."""
     if value is None and allow_none:
         return None
-    whole = not isinstance(value, bool) and _DIGITS.fullmatch(str(value).strip())
+    whole = not isinstance(value, bool) and DIGITS.fullmatch(str(value).strip())
     if whole and zero and int(value) == 0:
         return 0
     if not whole or int(value) < least:
@@ -82,14 +78,14 @@ def jobs_option(value) -> int:
     return positive_int(value, "--jobs", allow_none=False, zero=JOBS_DEFAULT) or 0
 
 
-def _part_size(value) -> int:
+def part_size_bytes(value) -> int:
     size = parse_size(value, option="--part-size")
     if size < 5 << 20:
         raise UsageError(f"--part-size {str(value)!r} is below S3's minimum part of 5MiB")
     return size
 
 
-def _memory_limit(value) -> int:
+def memory_limit_bytes(value) -> int:
     if value is None:
         return DEFAULT_MEMORY_LIMIT
     limit = parse_size(value, option="--memory-limit")
@@ -101,14 +97,14 @@ def _memory_limit(value) -> int:
     return limit
 
 
-def _storage_options(value) -> tuple[str, ...] | dict:
+def checked_storage_options(value) -> tuple[str, ...] | dict:
     parse_storage_options(value)  # a malformed item fails here
     if isinstance(value, dict):
         return value
     return tuple([value] if isinstance(value, str) else value or ())
 
 
-def _tmp_dir(path: str) -> str:
+def checked_tmp_dir(path: str) -> str:
     """``--tmp-dir``: an existing folder this process may create files in."""
     if not os.path.isdir(path) or not os.access(path, os.W_OK | os.X_OK):
         raise UsageError(
@@ -118,7 +114,7 @@ def _tmp_dir(path: str) -> str:
     return path
 
 
-def _check_template_ext(template: NameTemplate, ext: str) -> None:
+def check_template_ext(template: NameTemplate, ext: str) -> None:
     """A template ending in an archive extension: ``ext`` itself (kept, never doubled) or
     another one, refused."""
     tail = template.gaps[-1]
@@ -130,7 +126,7 @@ def _check_template_ext(template: NameTemplate, ext: str) -> None:
         )
 
 
-def _check_executor(executor: str, scheduler: str | None) -> None:
+def check_executor(executor: str, scheduler: str | None) -> None:
     if str(executor).lower() not in EXECUTORS:
         raise UsageError(f"--executor {executor!r} must be local or dask")
     if scheduler is None:
@@ -144,12 +140,14 @@ def _check_executor(executor: str, scheduler: str | None) -> None:
         )
 
 
-def _check_balance(opts: Options, count: int | None) -> dict:
+def check_balance(
+    num_shards, shards_multiple_of, ekm, samples_per_shard, shard_size, count: int | None
+) -> dict:
     """--num-shards / --shards-multiple-of: positive, one at a time, flat (single-group) plans."""
     out = {
-        "num_shards": positive_int(opts.num_shards, "--num-shards", allow_none=True),
+        "num_shards": positive_int(num_shards, "--num-shards", allow_none=True),
         "shards_multiple_of": positive_int(
-            opts.shards_multiple_of, "--shards-multiple-of", allow_none=True
+            shards_multiple_of, "--shards-multiple-of", allow_none=True
         ),
     }
     if out["num_shards"] and out["shards_multiple_of"]:
@@ -157,19 +155,19 @@ def _check_balance(opts: Options, count: int | None) -> dict:
             "--num-shards and --shards-multiple-of both set the shard count — give one"
         )
     flag = "--num-shards" if out["num_shards"] else "--shards-multiple-of"
-    if any(out.values()) and opts.ekm:
+    if any(out.values()) and ekm:
         raise UsageError(f"{flag} cannot be combined with --ekm — balance one category at a time")
     if out["num_shards"] and count is not None:
         given = (
             "--samples-per-shard"
-            if opts.samples_per_shard is not None
-            else f"the sample count --shard-size {str(opts.shard_size)!r}"
+            if samples_per_shard is not None
+            else f"the sample count --shard-size {str(shard_size)!r}"
         )
         raise UsageError(f"--num-shards fixes the samples per shard — leave out {given}")
     return out
 
 
-def _check_naming(member_names: str, index: str, ext: str) -> None:
+def check_naming(member_names: str, index: str, ext: str) -> None:
     if member_names not in MEMBER_NAMES:
         raise UsageError(f"--member-names {member_names!r} must be original or sample")
     if index not in INDEXES:

@@ -11,36 +11,36 @@ from dataclasses import asdict, dataclass, fields
 from functools import cached_property
 from typing import Any
 
+from ..checksums import ALGORITHMS
+from ..checksums import DEFAULT as DEFAULT_CHECKSUM
+from ..errors import UsageError
+from ..formats import ARCHIVE_EXTS, FORMATS, exts_reading, level_range, level_targets, spelt
+from ..formats.compress import GZIP_LIBRARIES, gzip_library
+from ..planning.cut import Bounds, Order
+from ..planning.ekm import Ekm, parse_ekm
+from ..planning.engine import MEMORY_LIMIT as DEFAULT_MEMORY_LIMIT
+from ..planning.extraction import check_lookalikes
+from ..planning.keys import ALIASES, BUILT_IN, check_pattern
+from ..planning.samples import ACTIONS
+from ..planning.templates import NameTemplate, parse_template
+from ..sizes import parse_size
+from ..store.location import parse_storage_options
 from . import choices
-from .checksums import ALGORITHMS
-from .checksums import DEFAULT as DEFAULT_CHECKSUM
-from .errors import UsageError
-from .formats import ARCHIVE_EXTS, FORMATS, exts_reading, level_range, level_targets, spelt
-from .formats.compress import GZIP_LIBRARIES, gzip_library
-from .optioncheck import (
-    _DIGITS,
-    _check_balance,
-    _check_executor,
-    _check_naming,
-    _check_template_ext,
-    _exts,
-    _memory_limit,
-    _part_size,
-    _shard_target,
-    _storage_options,
-    _tmp_dir,
+from .checks import (
+    DIGITS,
+    check_balance,
+    check_executor,
+    check_naming,
+    check_template_ext,
+    checked_exts,
+    checked_storage_options,
+    checked_tmp_dir,
     jobs_option,
+    memory_limit_bytes,
+    part_size_bytes,
     positive_int,
+    shard_target,
 )
-from .planning.cut import Bounds, Order
-from .planning.ekm import Ekm, parse_ekm
-from .planning.engine import MEMORY_LIMIT as DEFAULT_MEMORY_LIMIT
-from .planning.extraction import check_lookalikes
-from .planning.keys import ALIASES, BUILT_IN, check_pattern
-from .planning.samples import ACTIONS
-from .planning.templates import NameTemplate, parse_template
-from .sizes import parse_size
-from .store.location import parse_storage_options
 
 # 256 MiB, sized for training reads (docs/user-guide.md says why); Go ishard's spelling keeps
 # Go's 1 MiB (GO_SHARD_SIZE)
@@ -194,7 +194,7 @@ def make_options(**kwargs) -> Options:
             raise UsageError(f"unknown option {name!r} — known options: {', '.join(known)}")
     values = {k: v for k, v in kwargs.items() if v is not None or k == "samples_per_shard"}
     opts = Options(**{k: _typed(k, v) for k, v in values.items()})
-    target = _shard_target(opts.shard_size, opts.samples_per_shard)
+    target = shard_target(opts.shard_size, opts.samples_per_shard)
     pattern = ALIASES.get(opts.sample_key_pattern, opts.sample_key_pattern)
     check_pattern(opts.sample_key_pattern)  # a typo or a bad regex fails here, before listing
     if opts.missing_extension_action not in ACTIONS:
@@ -217,23 +217,30 @@ def make_options(**kwargs) -> Options:
             "--overwrite and --resume cannot be used together — --resume finishes "
             "the interrupted run as planned, --overwrite starts over: choose one"
         )
-    _check_executor(opts.executor, opts.scheduler)
-    tmp_dir = None if opts.tmp_dir is None else _tmp_dir(os.fspath(opts.tmp_dir))
+    check_executor(opts.executor, opts.scheduler)
+    tmp_dir = None if opts.tmp_dir is None else checked_tmp_dir(os.fspath(opts.tmp_dir))
     if opts.gzip_library not in GZIP_CHOICES:
         raise UsageError(
             f"--gzip-library {opts.gzip_library!r} must be one of {', '.join(GZIP_CHOICES)}"
         )
     if opts.gzip_library != "auto" and opts.ext in exts_reading("gzip_library"):
         gzip_library(6, opts.gzip_library)  # not installed: say so before listing
-    balance = _check_balance(opts, target.count)
-    _check_naming(opts.member_names, opts.index, opts.ext)
+    balance = check_balance(
+        opts.num_shards,
+        opts.shards_multiple_of,
+        opts.ekm,
+        opts.samples_per_shard,
+        opts.shard_size,
+        target.count,
+    )
+    check_naming(opts.member_names, opts.index, opts.ext)
     check_lookalikes(opts.lookalike_names)
     level, levels = opts.compress_level, level_range(opts.ext)
-    if level is not None and (not _DIGITS.fullmatch(str(level)) or int(level) not in levels):
+    if level is not None and (not DIGITS.fullmatch(str(level)) or int(level) not in levels):
         raise UsageError(
             f"--compress-level {level!r} must be a whole number from {levels[0]} to {levels[-1]}"
         )
-    _check_template_ext(opts.template, opts.ext)  # also parses: a bad template fails here
+    check_template_ext(opts.template, opts.ext)  # also parses: a bad template fails here
     if opts.ekm is not None and not opts.ekm.strip():  # as Go ishard: no silent "no map"
         raise UsageError(
             f"--ekm {opts.ekm!r} is empty — give a JSON file (--ekm map.json) or inline JSON "
@@ -252,19 +259,19 @@ def make_options(**kwargs) -> Options:
             "sample_key_pattern": pattern if pattern in BUILT_IN else opts.sample_key_pattern,
             "shard_size": target.size,
             "samples_per_shard": target.count,
-            "sample_exts": _exts(opts.sample_exts),
+            "sample_exts": checked_exts(opts.sample_exts),
             "sort": sort,
             "jobs": jobs_option(opts.jobs),
             "compress_level": None if level is None else int(level),
-            "part_size": _part_size(opts.part_size),
+            "part_size": part_size_bytes(opts.part_size),
             "read_buffer": parse_size(opts.read_buffer, option="--read-buffer"),
             "retries": positive_int(opts.retries, "--retries", allow_none=False, least=0),
-            "storage_options": _storage_options(opts.storage_options),
+            "storage_options": checked_storage_options(opts.storage_options),
             "prefix": opts.prefix or "",
             "checksum": str(opts.checksum).lower(),
             "executor": str(opts.executor).lower(),
             "tmp_dir": tmp_dir,
-            "memory_limit": _memory_limit(opts.memory_limit),
+            "memory_limit": memory_limit_bytes(opts.memory_limit),
             **balance,
         }
     )

@@ -9,19 +9,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .checksums import ALGORITHMS
-from .errors import DataError, UsageError
-from .formats import ARCHIVE_EXTS
-from .names import wds_split
-from .options import jobs_option
-from .planning.keys import KeyFunction, key_function, sample_key
-from .progress import SILENT, Progress
-from .run.manifest import MANIFEST_NAME, entry_checksum, read_manifest
-from .shardcheck import Problem, _check_shard, _Shard
-from .sizes import counted
-from .store import Location, parse_storage_options, resolve
-from .store.retry import Retrier
-from .store.sinks import TEMP_SUFFIX
+from ..checksums import ALGORITHMS
+from ..errors import DataError, UsageError
+from ..formats import ARCHIVE_EXTS
+from ..names import wds_split
+from ..options.record import jobs_option
+from ..planning.keys import KeyFunction, key_function, sample_key
+from ..progress import SILENT, Progress
+from ..run.manifest import MANIFEST_NAME, entry_checksum, read_manifest
+from ..sizes import counted
+from ..store import Location, parse_storage_options, resolve
+from ..store.retry import Retrier
+from ..store.sinks import TEMP_SUFFIX
+from .shard import Problem, ShardCheck, check_shard
 
 LOG = logging.getLogger("ishard")
 
@@ -200,17 +200,15 @@ def verify(
 
 def _checker(
     location: Location, deep: bool, key_of: KeyFunction | None, progress: Progress
-) -> Callable[[tuple], _Shard]:
+) -> Callable[[tuple], ShardCheck]:
     retrier = Retrier()
 
-    def check(item: tuple) -> _Shard:
+    def check(item: tuple) -> ShardCheck:
         entry, record = item
         if not location.store.capabilities.transient_errors:
-            return _check_shard(location, entry, record, deep, key_of, progress)
+            return check_shard(location, entry, record, deep, key_of, progress)
         try:
-            return retrier.run(
-                lambda: _check_shard(location, entry, record, deep, key_of, progress)
-            )
+            return retrier.run(lambda: check_shard(location, entry, record, deep, key_of, progress))
         except Exception as err:  # noqa: BLE001 - a store's error, translated once
             raise location.error(err, "destination") from None
 
