@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import os
 import signal
 import subprocess
 import sys
+import tarfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -33,6 +36,16 @@ def tar_codec(name: str):
     """(compress, decompress) of the tar format ``name`` ends in (its longest such extension)."""
     ext = max((e for e in TAR_CODECS if name.endswith(e)), key=len)
     return TAR_CODECS[ext]
+
+
+def read_members(name: str, data: bytes) -> list[tuple[str, bytes]]:
+    """The regular-file members of the shard ``name`` (any format) in archive order, with their
+    bytes, read with the standard tools: zipfile, or tarfile over the format's own codec."""
+    if name.endswith(".zip"):
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            return [(i.filename, zf.read(i)) for i in zf.infolist() if not i.is_dir()]
+    with tarfile.open(fileobj=io.BytesIO(tar_codec(name)[1](data))) as tar:
+        return [(m.name, tar.extractfile(m).read()) for m in tar.getmembers() if m.isfile()]
 
 
 def run_ishard(
@@ -237,6 +250,28 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "damaged_destination: the test leaves a destination broken on purpose, so "
         "every_destination_verifies does not check it")
+    config.addinivalue_line(
+        "markers", "slow: starts a server or a cluster, kills runs or draws many examples; "
+        "`pytest -m 'not slow'` is the quick loop (README)")
+
+
+# The quick loop leaves out what needs a real server (S3, GCS, Azure), a Dask cluster, runs
+# killed and resumed, or thousands of drawn examples: those files, and any test that asks
+# for a server's fixture.
+SLOW_FILES = {
+    "test_claim.py", "test_dask.py", "test_dask_stops.py", "test_faults.py", "test_gcs.py",
+    "test_lease.py", "test_overwrite.py", "test_plan_engine.py", "test_resume.py",
+    "test_runstate.py", "test_s3.py", "test_s3_faults.py", "test_s3server.py",
+    "test_split_streaming_reference.py", "test_store_contract.py", "test_store_messages.py",
+    "test_store_settings.py",
+}  # fmt: skip
+SERVER_FIXTURES = {"s3_server", "s3_bucket", "fake_gcs", "gcs_bucket", "azurite", "azure_container"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in SLOW_FILES or SERVER_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture

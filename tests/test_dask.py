@@ -11,12 +11,11 @@ import json
 import os
 import socket
 import subprocess
-import tarfile
 from pathlib import Path
 
 import distributed
 import pytest
-from conftest import assert_error, invoke_ishard, make_tree, run_ishard
+from conftest import assert_error, invoke_ishard, make_tree, read_members, run_ishard
 from test_progress import assert_true_totals
 
 import ishard
@@ -47,8 +46,7 @@ def shard_files(dst: Path) -> dict[str, bytes]:
 
 
 def tar_members(path: Path) -> dict[str, bytes]:
-    with tarfile.open(path) as tar:
-        return {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+    return dict(read_members(path.name, path.read_bytes()))
 
 
 def assert_ok(result) -> dict:

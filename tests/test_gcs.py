@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import json
 import tarfile
-import zipfile
 from pathlib import Path
 
-import lz4.frame
 import pytest
-from conftest import make_tree, run_ishard
+from conftest import make_tree, read_members, run_ishard
 
 FILES = {
     f"train/{cls}/{cls}_{i:03d}.{ext}": 700 + 37 * i + len(ext)
@@ -25,14 +23,8 @@ FILES = {
 
 
 def members(path: Path) -> list[tuple[str, bytes]]:
-    """A shard's members in order, read back with tarfile/zipfile (times differ: an object's
-    time is its upload time)."""
-    if path.name.endswith(".zip"):
-        with zipfile.ZipFile(path) as archive:
-            return [(i.filename, archive.read(i)) for i in archive.infolist()]
-    opener = lz4.frame.open if path.name.endswith(".lz4") else open
-    with opener(path, "rb") as raw, tarfile.open(fileobj=raw, mode="r|") as tar:
-        return [(m.name, tar.extractfile(m).read()) for m in tar]
+    """A shard's members in order (times differ: an object's time is its upload time)."""
+    return read_members(path.name, path.read_bytes())
 
 
 def options(server) -> list[str]:

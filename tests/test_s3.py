@@ -25,9 +25,9 @@ import zipfile
 from pathlib import Path
 from urllib.parse import quote_plus
 
-import lz4.frame
 import pytest
 from conftest import assert_error, checksum_fields, make_tree, run_ishard, stem
+from conftest import read_members as shard_members
 
 import ishard
 from ishard.formats import ARCHIVE_EXTS
@@ -83,23 +83,15 @@ def uploads(client, bucket: str) -> list:
 
 
 def read_members(name: str, data: bytes) -> list[tuple[str, bytes]]:
-    """The regular-file members of a shard, in archive order, read with the standard tools."""
+    """The regular-file members of a shard (``conftest.read_members``), after checking that
+    its bytes begin as its format's do and that a zip's member checksums hold."""
     if name.endswith(".zip"):
         assert data[:4] == b"PK\x03\x04"
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             assert zf.testzip() is None
-            return [(i.filename, zf.read(i)) for i in zf.infolist() if not i.is_dir()]
-    if name.endswith(".tar.lz4"):
-        data = lz4.frame.decompress(data)
-        mode = "r:"
     elif name.endswith((".tgz", ".tar.gz")):
         assert data[:2] == b"\x1f\x8b"
-        mode = "r:gz"
-    else:
-        mode = "r:"
-    with tarfile.open(fileobj=io.BytesIO(data), mode=mode) as tar:
-        assert tar.getmembers()[0].name  # a readable header
-        return [(m.name, tar.extractfile(m).read()) for m in tar.getmembers() if m.isfile()]
+    return shard_members(name, data)
 
 
 def check_shards(

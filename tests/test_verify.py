@@ -27,6 +27,7 @@ from conftest import (
     stem,
     tar_codec,
 )
+from conftest import read_members as shard_members
 from test_s3 import clean_env, cli, client  # noqa: F401 (fixtures)
 
 from ishard.errors import DataError
@@ -73,12 +74,7 @@ def files_of(dst: Path, name: str) -> int:
 
 def read_members(path: Path) -> list[tuple[str, bytes]]:
     """The shard's members in archive order, with their bytes."""
-    data = path.read_bytes()
-    if path.name.endswith(".zip"):
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            return [(i.filename, zf.read(i)) for i in zf.infolist()]
-    with tarfile.open(fileobj=io.BytesIO(tar_codec(path.name)[1](data))) as tar:
-        return [(m.name, tar.extractfile(m).read()) for m in tar.getmembers()]
+    return shard_members(path.name, path.read_bytes())
 
 
 def write_members(path: Path, members: list[tuple[str, bytes]]) -> None:
