@@ -40,6 +40,12 @@ Examples:
   ishard split out/manifest.json --policy streaming --workers 4 --epochs 2 --json"""
 
 
+def _policy_choice(name: str, choices: tuple[str, ...], help: str):
+    """An option naming one of a reader policy's ``choices``, unset unless given (the policy's
+    own default then)."""
+    return click.option(name, type=Choices(choices), default=None, help=help)
+
+
 @sectioned("split", SPLIT_SECTIONS, SPLIT_EXAMPLES)
 @click.argument("manifest", required=False, type=PATH)
 @click.option(
@@ -62,11 +68,10 @@ Examples:
 )
 @click.option("--batch-size", type=int, default=1, show_default=True, help="Per-rank batch size.")
 @click.option("--epochs", type=int, default=1, show_default=True, help="Epochs to show.")
-@click.option(
+@_policy_choice(
     "--last-batch-policy",
-    type=Choices(DALI_LAST_BATCH),
-    default=None,
-    help="dali: what a shard's last, short batch becomes (default: fill).",
+    DALI_LAST_BATCH,
+    "dali: what a shard's last, short batch becomes (default: fill).",
 )
 @click.option(
     "--pad-last-batch", is_flag=True, default=None, help="dali: pad each shard to a full batch."
@@ -84,11 +89,8 @@ Examples:
     "--drop-last-batch", is_flag=True, default=None, help="torch: the DataLoader's drop_last."
 )
 @click.option("--unbalanced", is_flag=True, default=None, help="whale: io.unbalanced_io_slicing.")
-@click.option(
-    "--shuffle",
-    type=Choices(STREAMING_SHUFFLES),
-    default=None,
-    help="streaming: the shuffle algorithm (default: none).",
+@_policy_choice(
+    "--shuffle", STREAMING_SHUFFLES, "streaming: the shuffle algorithm (default: none)."
 )
 @click.option(
     "--seed", type=int, default=None, help="streaming shuffle seed (9176), whale replication seed."

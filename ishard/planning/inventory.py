@@ -28,7 +28,7 @@ from .rows import (
     bad_row,
     checked_name,
     checked_size,
-    column_at,
+    columns_at,
     csv_error,
     csv_reader,
     line_blocks,
@@ -93,8 +93,7 @@ def _rows_csv(stream, where: str) -> Iterator[tuple[str, int, int]]:
     reader = csv_reader(stream, where)
     try:
         fields: list[str] = next(reader, [])
-        name_at, size_at = column_at(fields, NAME_COLUMNS), column_at(fields, SIZE_COLUMNS)
-        mtime_at = column_at(fields, MTIME_COLUMNS)
+        name_at, size_at, mtime_at = columns_at(fields)
         if name_at is None or size_at is None:
             raise UsageError(
                 f"--src-list {where!r} has no header with a name (or key) and a size column — "

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..model import Tally
+from ..store.base import SourceListing
 from ..store.retry import Retrier
 from .table import FileTable
 
@@ -33,15 +34,10 @@ def list_source(
         IshardError: it cannot be read: access denied, the endpoint unreachable.
     """
     entries = FileTable()
-    location.store.list_source(
-        location,
-        entries,
-        prefix=prefix,
-        include_hidden=include_hidden,
-        tally=tally if tally is not None else Tally(),
-        on_file=on_file,
-        retrier=retrier or Retrier(),
-        follow_symlinks=follow_symlinks,
+    tally = tally if tally is not None else Tally()
+    listing = SourceListing(
+        prefix, include_hidden, tally, on_file, retrier or Retrier(), follow_symlinks
     )
+    location.store.list_source(location, entries, listing)
     entries.sort()
     return entries

@@ -12,15 +12,7 @@ from typing import NamedTuple
 
 from ..errors import UsageError
 from .engine import Fallback, sql_text
-from .rows import (
-    MTIME_COLUMNS,
-    NAME_COLUMNS,
-    SIZE_COLUMNS,
-    Written,
-    bad_row,
-    checked_name,
-    checked_size,
-)
+from .rows import Written, bad_row, checked_name, checked_size, found_columns
 
 NAME_HINT = "give each file's name as text (a string column)"
 SIZE_HINT = "give each file's size in bytes (an integer column)"
@@ -65,10 +57,7 @@ def columns(con, path: str) -> Columns:
     except duckdb.Error as error:
         raise damaged(path, error) from None
 
-    def column(names: tuple[str, ...]) -> str | None:
-        return next((n for n in names if n in types), None)
-
-    name, size, mtime = column(NAME_COLUMNS), column(SIZE_COLUMNS), column(MTIME_COLUMNS)
+    name, size, mtime = found_columns(types)
     if name is None or size is None:
         raise UsageError(
             f"--src-list {path!r} has no name (or key) and size columns — "

@@ -188,8 +188,20 @@ def mtime_seconds(value) -> int:
             return 0
 
 
-def column_at(fields: list[str], names: tuple[str, ...]) -> int | None:
-    return next((fields.index(n) for n in names if n in fields), None)
+def found_columns(present) -> tuple[str | None, str | None, str | None]:
+    """The name, size and mtime columns among ``present`` (a header, a table's columns): of
+    each kind, the first of its names there, or None."""
+    name, size, mtime = (
+        next((n for n in names if n in present), None)
+        for names in (NAME_COLUMNS, SIZE_COLUMNS, MTIME_COLUMNS)
+    )
+    return name, size, mtime
+
+
+def columns_at(fields: list[str]) -> tuple[int | None, int | None, int | None]:
+    """Where in the header ``fields`` the name, size and mtime columns stand, or None."""
+    name, size, mtime = (None if c is None else fields.index(c) for c in found_columns(fields))
+    return name, size, mtime
 
 
 def csv_reader(stream, where: str):

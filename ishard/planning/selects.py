@@ -8,7 +8,7 @@ import csv
 
 from . import parquet
 from .engine import Fallback, sql_text
-from .rows import MAX_LINE, MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS, column_at
+from .rows import MAX_LINE, MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS, columns_at
 
 SCAN_BLOCK = 8 << 20
 HEAD = 1 << 16  # bytes read to tell an inventory's format (as the row reader does)
@@ -125,11 +125,7 @@ def source(con, path: str, kind: str) -> str:
     if kind == "parquet":
         return parquet.source(con, path)
     header = _csv_header(path)
-    columns = {
-        "name": column_at(header, NAME_COLUMNS),
-        "size": column_at(header, SIZE_COLUMNS),
-        "mtime": column_at(header, MTIME_COLUMNS),
-    }
+    columns = dict(zip(("name", "size", "mtime"), columns_at(header)))
     if columns["name"] is None or columns["size"] is None:
         raise Fallback  # the row reader says what the header lacks
     return _source_csv(path, header, columns)

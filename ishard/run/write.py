@@ -19,6 +19,7 @@ from concurrent.futures import (
     wait,
 )
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from typing import Protocol, cast
 
 from .. import signals
@@ -36,7 +37,7 @@ ORPHAN_CHECK = 1024  # a writer process checks every this many members that isha
 # Writer processes are forked, so they inherit the plan, reader and sink factory instead of
 # having them pickled; only Linux's fork is both cheap and safe enough for that.
 FORK = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
-_RUNS: dict[int, tuple] = {}  # run token -> (shards, reader, open_sink, settings)
+_RUNS: dict[int, Batch] = {}  # run token -> the shards it writes
 _TOKENS = itertools.count()
 _CHILD: tuple = ()  # in a writer process: (cancel flag, progress relay)
 
@@ -105,6 +106,23 @@ def write_one(
     )
     progress.shard_done(result)
     return result
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What every writer of one run shares: the shards, the reader their members come from,
+    the sink factory and the archive writer's settings."""
+
+    shards: Sequence[ShardPlan]
+    reader: object
+    open_sink: Callable
+    settings: dict
+
+    def write(self, index: int, cancel: Cancel, progress: Progress) -> ShardResult:
+        """Write shard ``index`` (``write_one``)."""
+        return write_one(
+            self.shards[index], self.reader, self.open_sink, self.settings, cancel, progress
+        )
 
 
 def _put_index(shard: ShardPlan, offsets: list[int], open_sink: Callable) -> str:
@@ -184,14 +202,13 @@ def write_shards(
         IshardError: the first failure in plan order; Interrupted on a stop signal.
     """
     jobs = max(1, min(jobs, len(shards)))
+    batch = Batch(shards, reader, open_sink, settings)
     if processes and jobs > 1 and FORK is not None:
-        return _write_in_processes(
-            shards, reader, open_sink, jobs=jobs, settings=settings, progress=progress
-        )
+        return _write_in_processes(batch, jobs, progress)
     cancel = threading.Event()
 
     def write(index: int) -> ShardResult:  # the shard's members are built only when it starts
-        return write_one(shards[index], reader, open_sink, settings, cancel, progress)
+        return batch.write(index, cancel, progress)
 
     with (
         signals.deferred(),
@@ -255,8 +272,7 @@ def _start_writer(flag, counter, parent: int) -> None:
 
 
 def _write_forked(token: int, index: int) -> ShardResult:
-    shards, reader, open_sink, settings = _RUNS[token]
-    return write_one(shards[index], reader, open_sink, settings, *_CHILD)
+    return _RUNS[token].write(index, *_CHILD)
 
 
 def _forking(pool: ProcessPoolExecutor, token: int) -> Future:
@@ -270,15 +286,7 @@ def _forking(pool: ProcessPoolExecutor, token: int) -> Future:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
-def _write_in_processes(
-    shards: Sequence[ShardPlan],
-    reader,
-    open_sink: Callable,
-    *,
-    jobs: int,
-    settings: dict,
-    progress: Progress,
-) -> list[ShardResult]:
+def _write_in_processes(batch: Batch, jobs: int, progress: Progress) -> list[ShardResult]:
     assert FORK is not None  # processes are used only where fork is (see write_shards)
     flag = FORK.RawValue("b", 0)
     counter = FORK.Value("q", 0)
@@ -308,7 +316,7 @@ def _write_in_processes(
         flag.value = 1
 
     token = next(_TOKENS)
-    _RUNS[token] = (shards, reader, open_sink, settings)
+    _RUNS[token] = batch
     relay_thread = threading.Thread(target=relay, name="ishard-progress", daemon=True)
     # Objects that exist now are never collected in the writers: a collection there would
     # touch (and so copy) every page of the inherited plan.
@@ -325,7 +333,9 @@ def _write_in_processes(
         ):
             try:
                 futures = [_forking(pool, token)]  # the writers are forked by the first submit
-                futures += [pool.submit(_write_forked, token, i) for i in range(1, len(shards))]
+                futures += [
+                    pool.submit(_write_forked, token, i) for i in range(1, len(batch.shards))
+                ]
                 relay_thread.start()  # after the fork: the writers inherit no extra thread
                 for f in futures:
                     f.add_done_callback(finished)

@@ -13,6 +13,7 @@ from ..errors import IshardError, SourceError, UsageError, WriteError
 if TYPE_CHECKING:
     import asyncio
 
+    from ..model import Tally
     from .retry import Retrier
 
 Role = Literal["source", "destination", "archive", "--src-list"]
@@ -54,6 +55,22 @@ class Listing(Protocol):
     def extend(
         self, names: list[str], sizes: list[int], mtimes: list[int], stamps: list[int]
     ) -> None: ...
+
+
+@dataclass(frozen=True)
+class SourceListing:
+    """How a source is listed, whatever its store: the names wanted (those starting with
+    ``prefix``; names starting with ``.`` only with ``include_hidden``; a local tree's links
+    followed only with ``follow_symlinks``), where what is left out is counted (``tally``),
+    who hears of each file listed (``on_file``, or None) and what retries a store's requests
+    (``retrier``)."""
+
+    prefix: str
+    include_hidden: bool
+    tally: Tally
+    on_file: Callable[..., None] | None
+    retrier: Retrier
+    follow_symlinks: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,20 +224,10 @@ class Store(ABC):
         """
 
     @abstractmethod
-    def list_source(
-        self,
-        location,
-        entries: Listing,
-        *,
-        prefix: str,
-        include_hidden: bool,
-        tally,
-        on_file,
-        retrier: Retrier,
-        follow_symlinks: bool = False,
-    ) -> None:
-        """List the files of a source on this store into ``entries``, under the store's rules
-        (what is left out is counted in ``tally``); the caller sorts them."""
+    def list_source(self, location, entries: Listing, listing: SourceListing) -> None:
+        """List the files of a source on this store into ``entries`` as ``listing`` asks, under
+        the store's rules (what is left out is counted in its ``tally``); the caller sorts
+        them."""
 
     @abstractmethod
     def has_objects(self, prefix: str) -> bool:

@@ -12,7 +12,17 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from ..errors import IshardError, SourceError, UsageError, WriteError
 from . import localstate
-from .base import Capabilities, Listing, Mode, NotRegular, ObjectInfo, Store, Unconditional, Upload
+from .base import (
+    Capabilities,
+    Listing,
+    Mode,
+    NotRegular,
+    ObjectInfo,
+    SourceListing,
+    Store,
+    Unconditional,
+    Upload,
+)
 from .localwalk import check_source_dir, list_local
 from .registry import Backend, register
 from .retry import run_with
@@ -115,27 +125,16 @@ class LocalStore(Store):
         page.sort(key=lambda o: os.fsencode(o.key))
         yield page
 
-    def list_source(
-        self,
-        location,
-        entries: Listing,
-        *,
-        prefix: str,
-        include_hidden: bool,
-        tally,
-        on_file,
-        retrier: Retrier,
-        follow_symlinks: bool = False,
-    ) -> None:
+    def list_source(self, location, entries: Listing, listing: SourceListing) -> None:
         """The source walk with its path rules (``localwalk.list_local``)."""
         list_local(
             self.root,
             entries,
-            follow_symlinks=follow_symlinks,
-            prefix=prefix,
-            include_hidden=include_hidden,
-            tally=tally,
-            on_file=on_file,
+            follow_symlinks=listing.follow_symlinks,
+            prefix=listing.prefix,
+            include_hidden=listing.include_hidden,
+            tally=listing.tally,
+            on_file=listing.on_file,
         )
 
     def _walk(self, folder: str) -> Iterator[tuple[str, os.stat_result]]:

@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import IshardError, UsageError
 from . import registry
@@ -198,24 +198,14 @@ def _opener(opens: Callable[..., Store] | None) -> Callable[..., Store]:
     return opens
 
 
-def open_store(
-    url: str,
-    *,
-    endpoint_url: str | None = None,
-    storage_options: dict | None = None,
-    role: str = "source",
-) -> Store:
-    """The store behind ``url`` (its root: the directory, the bucket, the URL path)."""
-    return resolve(url, endpoint_url=endpoint_url, storage_options=storage_options, role=role).store
+def open_store(url: str, **reach: Any) -> Store:
+    """The store behind ``url`` (its root: the directory, the bucket, the URL path); ``reach``:
+    the keywords :func:`resolve` takes (``endpoint_url``, ``storage_options``, ``role``)."""
+    return resolve(url, **reach).store
 
 
-def open_url(
-    url: str,
-    *,
-    endpoint_url: str | None = None,
-    storage_options: dict | None = None,
-    role: str = "source",
-):
-    """A binary stream of the one object (or file) ``url`` names, through its store."""
-    where = resolve(url, endpoint_url=endpoint_url, storage_options=storage_options, role=role)
+def open_url(url: str, **reach: Any):
+    """A binary stream of the one object (or file) ``url`` names, through its store; ``reach``:
+    the keywords :func:`resolve` takes."""
+    where = resolve(url, **reach)
     return where.store.open_read(where.prefix)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..model import Tally
 from ..names import combined_prefix, keep_remote_name
-from .base import Listing, Store
+from .base import Listing, SourceListing, Store
 from .lease import LeaseLock
 from .readers import prefetching_reader
 
@@ -25,39 +24,28 @@ class RemoteStore(Store):
     name rules, reads run many at once ahead of the writer, and the destination is taken by a
     lease on an object."""
 
-    def list_source(
-        self,
-        location: Location,
-        entries: Listing,
-        *,
-        prefix: str,
-        include_hidden: bool,
-        tally: Tally,
-        on_file,
-        retrier: Retrier,
-        follow_symlinks: bool = False,
-    ) -> None:
+    def list_source(self, location: Location, entries: Listing, listing: SourceListing) -> None:
         """List the objects of a store location; names are relative to the bucket (or URL
-        path); each store request is retried by ``retrier``.
+        path); each store request is retried by the listing's ``retrier``.
 
         Raises:
             UsageError: the bucket or path does not exist.
             IshardError: access denied, the endpoint unreachable.
         """
-        wanted = combined_prefix(location.prefix, prefix)
+        wanted = combined_prefix(location.prefix, listing.prefix)
         if wanted is None:
             return
         with location.translated("source"):
-            for page in self.pages(wanted, retrier):
+            for page in self.pages(wanted, listing.retrier):
                 for obj in page:
-                    if not keep_remote_name(obj.key, include_hidden, tally):
+                    if not keep_remote_name(obj.key, listing.include_hidden, listing.tally):
                         continue
-                    if "\ufffd" in obj.key and not _there(self, obj.key, retrier):
-                        tally.add(GARBLED, obj.key)  # SeaweedFS's XML writes ESC, BEL so
+                    if "\ufffd" in obj.key and not _there(self, obj.key, listing.retrier):
+                        listing.tally.add(GARBLED, obj.key)  # SeaweedFS's XML writes ESC, BEL so
                         continue
                     entries.add(obj.key, obj.size, obj.mtime, obj.stamp)
-                    if on_file is not None:
-                        on_file(obj.size)
+                    if listing.on_file is not None:
+                        listing.on_file(obj.size)
 
     def reader(
         self, location, retrier: Retrier, *, jobs: int, budget: int, follow_symlinks: bool = False
