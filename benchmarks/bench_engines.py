@@ -85,9 +85,23 @@ def run(code: str, inventory: Path, tmp: Path) -> tuple[float, float, str]:
     with tempfile.NamedTemporaryFile(delete=False) as out:
         pass
     started = time.perf_counter()
-    proc = subprocess.run([gnu_time, "-f", "%M", "-o", out.name, sys.executable, "-c", code,
-                           str(inventory), str(tmp)], check=False, capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        [
+            gnu_time,
+            "-f",
+            "%M",
+            "-o",
+            out.name,
+            sys.executable,
+            "-c",
+            code,
+            str(inventory),
+            str(tmp),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     seconds = time.perf_counter() - started
     if proc.returncode:
         sys.exit(proc.stderr[-3000:])
@@ -97,12 +111,14 @@ def run(code: str, inventory: Path, tmp: Path) -> tuple[float, float, str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--objects", type=int, default=10_000_000)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--data", type=Path,
-                        default=Path(tempfile.gettempdir()) / "ishard-bench-plan")
+    parser.add_argument(
+        "--data", type=Path, default=Path(tempfile.gettempdir()) / "ishard-bench-plan"
+    )
     args = parser.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
     inventory = generate(args.data, "imagenet", args.objects, [])["csv"]
@@ -119,8 +135,10 @@ def main() -> None:
     print(f"{args.objects:,} objects → {answers.pop()} (samples, bytes)")
     for name, runs in results.items():
         best = min(runs)
-        print(f"  {name:8s} {best[0]:6.2f} s  peak RSS {max(r for _, r in runs):7.0f} MiB  "
-              f"(rounds: {', '.join(f'{s:.2f}' for s, _ in runs)})")
+        print(
+            f"  {name:8s} {best[0]:6.2f} s  peak RSS {max(r for _, r in runs):7.0f} MiB  "
+            f"(rounds: {', '.join(f'{s:.2f}' for s, _ in runs)})"
+        )
     shutil.rmtree(tmp, ignore_errors=True)
 
 

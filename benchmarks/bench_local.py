@@ -380,8 +380,9 @@ def archive_members(path: Path) -> list[tuple[str, int]]:
         return [(m.name, m.size) for m in tf if m.isfile()]
 
 
-def check_ishard_output(shards: Path, sizes: dict[str, int], ext: str = ".tar",
-                        algorithm: str | None = "xxh128") -> str:
+def check_ishard_output(
+    shards: Path, sizes: dict[str, int], ext: str = ".tar", algorithm: str | None = "xxh128"
+) -> str:
     """Every file exactly once across the shards, with its size; the manifest agrees."""
     manifest = json.loads((shards / "manifest.json").read_text())
     totals = manifest["ishard"]["totals"]
@@ -393,6 +394,7 @@ def check_ishard_output(shards: Path, sizes: dict[str, int], ext: str = ".tar",
             found[name.removeprefix("./")] = size
             members += 1
     problems = []
+
     def recorded(entry: dict) -> str | None:
         if "md5sum" in entry:
             return "md5"
@@ -448,7 +450,10 @@ def webdataset_job(data: Path, out: Path, shard_size: int) -> None:
             samples.setdefault(key, {})[ext.lower()] = os.path.join(top, name)
     out.mkdir(parents=True, exist_ok=True)
     with wds.ShardWriter(
-        str(out / "shard-%06d.tar"), maxcount=1 << 40, maxsize=shard_size, verbose=0,
+        str(out / "shard-%06d.tar"),
+        maxcount=1 << 40,
+        maxsize=shard_size,
+        verbose=0,
         encoder=False,
     ) as sink:
         for key, parts in samples.items():
@@ -469,9 +474,14 @@ BUILTIN_GZIP = (
 def gzip_library_name() -> str:
     """Which gzip compressor ishard uses here at its default level."""
     probe = subprocess.run(
-        [sys.executable, "-c",
-         "from ishard.formats.compress import gzip_library; print(gzip_library(6)[0])"],
-        check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-c",
+            "from ishard.formats.compress import gzip_library; print(gzip_library(6)[0])",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return probe.stdout.strip()
 
@@ -519,8 +529,9 @@ def profile_ishard(data: Path, out: Path, shard_size: str, dest: str) -> None:
     profiler = cProfile.Profile()
     started = time.perf_counter()
     profiler.enable()
-    ishard.shard(str(data), str(out), shard_size=shard_size, overwrite=True,
-                 member_names="original")
+    ishard.shard(
+        str(data), str(out), shard_size=shard_size, overwrite=True, member_names="original"
+    )
     profiler.disable()
     print(f"\nprofile: one in-process run, writers serial: {time.perf_counter() - started:.2f} s")
     profiler.dump_stats(dest)
@@ -532,7 +543,6 @@ def profile_ishard(data: Path, out: Path, shard_size: str, dest: str) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Report
-
 
 
 def print_table(tools: list[Tool], files: int, total: int, ref: Tool, ref_name: str) -> None:
@@ -598,25 +608,36 @@ def main(argv: list[str] | None = None) -> None:
         help="also time ishard --jobs N (repeatable)",
     )
     ap.add_argument("--no-tgz", action="store_true", help="skip the .tgz group (the slow part)")
-    ap.add_argument("--no-formats", action="store_true",
-                    help="skip the .tar.lz4 and .zip group (against tar | lz4 -1 and zip -0)")
-    ap.add_argument("--dask", action="store_true",
-                    help="also time .tgz with --executor dask, 1 worker against 2 (ishard[dask])")
-    ap.add_argument("--dask-gzip-library", default="auto",
-                    help="--gzip-library of the Dask group (default auto: the fastest installed)")
-    ap.add_argument("--dask-shard-size", default="64MiB",
-                    help="shard size of the Dask group (default 64MiB: enough shards to balance)")
     ap.add_argument(
-        "--no-webdataset", action="store_true", help="skip webdataset's ShardWriter"
+        "--no-formats",
+        action="store_true",
+        help="skip the .tar.lz4 and .zip group (against tar | lz4 -1 and zip -0)",
     )
+    ap.add_argument(
+        "--dask",
+        action="store_true",
+        help="also time .tgz with --executor dask, 1 worker against 2 (ishard[dask])",
+    )
+    ap.add_argument(
+        "--dask-gzip-library",
+        default="auto",
+        help="--gzip-library of the Dask group (default auto: the fastest installed)",
+    )
+    ap.add_argument(
+        "--dask-shard-size",
+        default="64MiB",
+        help="shard size of the Dask group (default 64MiB: enough shards to balance)",
+    )
+    ap.add_argument("--no-webdataset", action="store_true", help="skip webdataset's ShardWriter")
     ap.add_argument(
         "--profile",
         metavar="FILE",
         default=None,
         help="also profile one in-process ishard run (writers serial) into FILE",
     )
-    ap.add_argument("--run-webdataset", nargs=3, metavar=("DATA", "OUT", "BYTES"),
-                    help=argparse.SUPPRESS)  # the timed webdataset job, in its own process
+    ap.add_argument(
+        "--run-webdataset", nargs=3, metavar=("DATA", "OUT", "BYTES"), help=argparse.SUPPRESS
+    )  # the timed webdataset job, in its own process
     args = ap.parse_args(argv)
     if args.run_webdataset:
         data_dir, out_dir, nbytes = args.run_webdataset
@@ -695,12 +716,21 @@ def main(argv: list[str] | None = None) -> None:
         ["tar", "-cf", str(work / "ref.tar"), "-C", str(data), "."],
         work / "ref.tar",
     )
-    default = Tool(f"ishard (default: xxh128, jobs {jobs})", ishard + common, shards,
-                   ishard_check())
-    md5 = Tool("ishard --checksum md5", ishard + common + ["--checksum", "md5"], shards,
-               ishard_check(algorithm="md5"))
-    no_md5 = Tool("ishard --checksum none", ishard + common + ["--checksum", "none"], shards,
-                  ishard_check(algorithm=None))
+    default = Tool(
+        f"ishard (default: xxh128, jobs {jobs})", ishard + common, shards, ishard_check()
+    )
+    md5 = Tool(
+        "ishard --checksum md5",
+        ishard + common + ["--checksum", "md5"],
+        shards,
+        ishard_check(algorithm="md5"),
+    )
+    no_md5 = Tool(
+        "ishard --checksum none",
+        ishard + common + ["--checksum", "none"],
+        shards,
+        ishard_check(algorithm=None),
+    )
     tools = [tar_tool, default, md5, no_md5]
     wds_tool = None
     if with_wds:
@@ -708,56 +738,100 @@ def main(argv: list[str] | None = None) -> None:
         parse = "import sys; from ishard.sizes import parse_size; print(parse_size(sys.argv[1]))"
         size_bytes = subprocess.run(
             [sys.executable, "-c", parse, args.shard_size],
-            check=True, capture_output=True, text=True,
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout.strip()
         wds_tool = Tool(
             "webdataset ShardWriter",
-            [sys.executable, os.path.abspath(__file__), "--run-webdataset", str(data),
-             str(wds_out), size_bytes],
+            [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--run-webdataset",
+                str(data),
+                str(wds_out),
+                size_bytes,
+            ],
             wds_out,
             lambda: check_webdataset_output(wds_out, sizes),
         )
         tools.append(wds_tool)
     for j in args.jobs:
-        tools.append(Tool(f"ishard --jobs {j}", ishard + common + ["--jobs", str(j)], shards,
-                          ishard_check()))
+        tools.append(
+            Tool(f"ishard --jobs {j}", ishard + common + ["--jobs", str(j)], shards, ishard_check())
+        )
     formats: list[Tool] = []
     if not args.no_formats:
         lz4_ref, zip_ref = work / "ref.tar.lz4", work / "ref.zip"
         formats = [
-            Tool("tar -cf - | lz4 -1",
-                 ["bash", "-c", f"tar -cf - -C '{data}' . | lz4 -1 -q > '{lz4_ref}'"],
-                 lz4_ref),
-            Tool(f"ishard .tar.lz4 (jobs {jobs})", ishard + common + ["--ext", ".tar.lz4"],
-                 shards, ishard_check(".tar.lz4")),
-            Tool("zip -0 -qr", ["bash", "-c", f"cd '{data}' && zip -0 -qr '{zip_ref}' ."],
-                 zip_ref),
-            Tool(f"ishard .zip stored (jobs {jobs})", ishard + common + ["--ext", ".zip"],
-                 shards, ishard_check(".zip")),
+            Tool(
+                "tar -cf - | lz4 -1",
+                ["bash", "-c", f"tar -cf - -C '{data}' . | lz4 -1 -q > '{lz4_ref}'"],
+                lz4_ref,
+            ),
+            Tool(
+                f"ishard .tar.lz4 (jobs {jobs})",
+                ishard + common + ["--ext", ".tar.lz4"],
+                shards,
+                ishard_check(".tar.lz4"),
+            ),
+            Tool("zip -0 -qr", ["bash", "-c", f"cd '{data}' && zip -0 -qr '{zip_ref}' ."], zip_ref),
+            Tool(
+                f"ishard .zip stored (jobs {jobs})",
+                ishard + common + ["--ext", ".zip"],
+                shards,
+                ishard_check(".zip"),
+            ),
         ]
     tgz: list[Tool] = []
     if not args.no_tgz:
         library = gzip_library_name()
         tgz_args = common + ["--ext", ".tgz"]
         tgz = [
-            Tool(f"ishard .tgz ({library}, jobs {jobs})", ishard + tgz_args, shards,
-                 ishard_check(".tgz")),
-            Tool(f"ishard .tgz (built-in zlib, jobs {jobs})",
-                 [sys.executable, "-c", BUILTIN_GZIP, "shard", *tgz_args], shards,
-                 ishard_check(".tgz")),
+            Tool(
+                f"ishard .tgz ({library}, jobs {jobs})",
+                ishard + tgz_args,
+                shards,
+                ishard_check(".tgz"),
+            ),
+            Tool(
+                f"ishard .tgz (built-in zlib, jobs {jobs})",
+                [sys.executable, "-c", BUILTIN_GZIP, "shard", *tgz_args],
+                shards,
+                ishard_check(".tgz"),
+            ),
         ]
         if library == "zlib":
-            print("gzip: only the built-in zlib is installed (pip install -e '.[fast]' adds "
-                  "ISA-L), so the .tgz group compares zlib with itself")
+            print(
+                "gzip: only the built-in zlib is installed (pip install -e '.[fast]' adds "
+                "ISA-L), so the .tgz group compares zlib with itself"
+            )
 
     dask: list[Tool] = []
     if args.dask:
-        dask_args = [str(data), str(shards), "--shard-size", args.dask_shard_size, "--overwrite",
-                     "--no-progress", "--ext", ".tgz", "--executor", "dask",
-                     "--gzip-library", args.dask_gzip_library]
-        dask = [Tool(f"ishard .tgz ({args.dask_gzip_library}) dask --jobs {n}",
-                     ishard + dask_args + ["--jobs", str(n)], shards, ishard_check(".tgz"))
-                for n in (1, 2)]
+        dask_args = [
+            str(data),
+            str(shards),
+            "--shard-size",
+            args.dask_shard_size,
+            "--overwrite",
+            "--no-progress",
+            "--ext",
+            ".tgz",
+            "--executor",
+            "dask",
+            "--gzip-library",
+            args.dask_gzip_library,
+        ]
+        dask = [
+            Tool(
+                f"ishard .tgz ({args.dask_gzip_library}) dask --jobs {n}",
+                ishard + dask_args + ["--jobs", str(n)],
+                shards,
+                ishard_check(".tgz"),
+            )
+            for n in (1, 2)
+        ]
 
     timer = gnu_time()
     print(
@@ -802,29 +876,41 @@ def main(argv: list[str] | None = None) -> None:
     print(target(f"{default.label} / tar", default.median / tar_tool.median, 0.85))
     if wds_tool is not None:
         print(target(f"{default.label} / webdataset", default.median / wds_tool.median, 0.35))
-    peak = max(max(r.max_rss_mib, r.pss_mib) for t in (default, md5, no_md5)
-               for r in t.runs)
+    peak = max(max(r.max_rss_mib, r.pss_mib) for t in (default, md5, no_md5) for r in t.runs)
     print(target("ishard peak memory MiB (RSS or all processes' PSS)", peak, 250))
     if formats:
         print()
         print_table(formats[:2], len(names), total, formats[0], "tar|lz4")
         print_table(formats[2:], len(names), total, formats[2], "zip -0")
         print()
-        print(target(f"{formats[1].label} / tar | lz4 -1", formats[1].median / formats[0].median,
-                     1.0))
+        print(
+            target(f"{formats[1].label} / tar | lz4 -1", formats[1].median / formats[0].median, 1.0)
+        )
         print(target(f"{formats[3].label} / zip -0", formats[3].median / formats[2].median, 1.0))
     if tgz:
         print()
         print_table(tgz, len(names), total, tgz[1], "zlib")
         print()
-        print(target(f"{tgz[0].label} throughput / built-in zlib's",
-                     tgz[1].median / tgz[0].median, 2, at_most=False))
+        print(
+            target(
+                f"{tgz[0].label} throughput / built-in zlib's",
+                tgz[1].median / tgz[0].median,
+                2,
+                at_most=False,
+            )
+        )
     if dask:
         print()
         print_table(dask, len(names), total, dask[0], "1 worker")
         print()
-        print(target("Dask speed-up, 2 workers over 1", dask[0].median / dask[1].median, 1.6,
-                     at_most=False))
+        print(
+            target(
+                "Dask speed-up, 2 workers over 1",
+                dask[0].median / dask[1].median,
+                1.6,
+                at_most=False,
+            )
+        )
     if args.profile:
         profile_ishard(data, shards, args.shard_size, args.profile)
     print(f"\ndata left at {data}")

@@ -69,8 +69,10 @@ def keys(names: list[str], rounds: int) -> None:
                 runs[label].append(timed(lambda fn=fn: [sample_key(n, fn) for n in names]))
         a, b = min(runs["regex"]), min(runs["re2"])
         ma, mb = statistics.median(runs["regex"]), statistics.median(runs["re2"])
-        print(f"keys {text!r} over {len(names):,} names, best of {rounds}: regex {a:.2f} s, "
-              f"re2 {b:.2f} s (re2/regex {b / a:.2f}x); medians {ma:.2f} s, {mb:.2f} s")
+        print(
+            f"keys {text!r} over {len(names):,} names, best of {rounds}: regex {a:.2f} s, "
+            f"re2 {b:.2f} s (re2/regex {b / a:.2f}x); medians {ma:.2f} s, {mb:.2f} s"
+        )
     hostile = ["h/" + "a" * 200 + "b.jpg"] * 100
     new = key_function(HOSTILE)
     t = timed(lambda: [new(n) for n in hostile])
@@ -80,41 +82,59 @@ def keys(names: list[str], rounds: int) -> None:
         old(hostile[0])
     except TimeoutError:
         pass
-    print(f"hostile {HOSTILE!r}, 100 names of 200 a's: re2 {t * 1000:.1f} ms in all; regex gives "
-          f"up after {time.perf_counter() - started:.2f} s on the first name")
+    print(
+        f"hostile {HOSTILE!r}, 100 names of 200 a's: re2 {t * 1000:.1f} ms in all; regex gives "
+        f"up after {time.perf_counter() - started:.2f} s on the first name"
+    )
 
 
 def ekm(folder: Path, names_count: int, reference_names: int) -> None:
     per = 100
     cats = MAX_EKM_PATTERNS // per
-    doc = {f"c{c:04d}-%d.tar": [f"^train/n{c:08d}/n{c:08d}_{j}\\." for j in range(per)]
-           for c in range(cats)}
+    doc = {
+        f"c{c:04d}-%d.tar": [f"^train/n{c:08d}/n{c:08d}_{j}\\." for j in range(per)]
+        for c in range(cats)
+    }
     path = folder / "ekm.json"
     path.write_text(json.dumps(doc, indent=1))
     size = path.stat().st_size
     started = time.perf_counter()
     parsed = parse_ekm(str(path))
     parse_s = time.perf_counter() - started
-    names = [f"train/n{(i % cats):08d}/n{(i % cats):08d}_{i % 137}.JPEG" for i in range(names_count)]
+    names = [
+        f"train/n{(i % cats):08d}/n{(i % cats):08d}_{i % 137}.JPEG" for i in range(names_count)
+    ]
     match_s = timed(lambda: [parsed.category(n) for n in names])
-    print(f"ekm {MAX_EKM_PATTERNS:,} patterns ({size / 2**20:.1f} MiB): re2 parse {parse_s:.2f} s, "
-          f"{match_s / names_count * 1e6:.1f} us per name over {names_count:,} names")
+    print(
+        f"ekm {MAX_EKM_PATTERNS:,} patterns ({size / 2**20:.1f} MiB): re2 parse {parse_s:.2f} s, "
+        f"{match_s / names_count * 1e6:.1f} us per name over {names_count:,} names"
+    )
     compiled = [regex.compile(p) for c in doc.values() for p in c]
     few = names[:reference_names]
     ref_s = timed(lambda: [[p.search(n, timeout=1.0) for p in compiled] for n in few])
-    print(f"  reference (one regex after another): {ref_s / len(few) * 1e3:.1f} ms per name "
-          f"over {len(few)} names ({ref_s / len(few) / (match_s / names_count):.0f}x re2)")
+    print(
+        f"  reference (one regex after another): {ref_s / len(few) * 1e3:.1f} ms per name "
+        f"over {len(few)} names ({ref_s / len(few) / (match_s / names_count):.0f}x re2)"
+    )
     big = folder / "big.json"
     cats = 1500
-    big.write_text(json.dumps({f"c{c:05d}-%d.tar": [f"^train/n{c:08d}/n{c:08d}_{j}\\."
-                                                    for j in range(500)] for c in range(cats)},
-                              indent=1))
+    big.write_text(
+        json.dumps(
+            {
+                f"c{c:05d}-%d.tar": [f"^train/n{c:08d}/n{c:08d}_{j}\\." for j in range(500)]
+                for c in range(cats)
+            },
+            indent=1,
+        )
+    )
     started = time.perf_counter()
     try:
         parse_ekm(str(big))
     except UsageError as err:
-        print(f"ekm {big.stat().st_size / 2**20:.1f} MiB map refused in "
-              f"{(time.perf_counter() - started) * 1000:.1f} ms: {err}")
+        print(
+            f"ekm {big.stat().st_size / 2**20:.1f} MiB map refused in "
+            f"{(time.perf_counter() - started) * 1000:.1f} ms: {err}"
+        )
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10} MiB")
 
 

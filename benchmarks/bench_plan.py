@@ -58,7 +58,10 @@ def rows(shape: str, objects: int, seed: int = 1234) -> Iterator[tuple[str, int]
         if shape == "sorted":
             names.sort()
         for name in names:
-            yield name, rng.randint(20_000, 200_000) if name.endswith("JPEG") else rng.randint(400, 2000)
+            yield (
+                name,
+                rng.randint(20_000, 200_000) if name.endswith("JPEG") else rng.randint(400, 2000),
+            )
         return
     for i in range(samples):
         if shape == "dir-per-sample":
@@ -83,16 +86,20 @@ def generate(data: Path, shape: str, objects: int, formats: list[str]) -> dict[s
                 out.writelines(f"{name},{size},1700000000\n" for name, size in rows(shape, objects))
         elif fmt == "jsonl":
             with open(part, "w", buffering=1 << 22) as out:
-                out.writelines(json.dumps({"name": name, "size": size, "mtime": 1700000000}) + "\n"
-                               for name, size in rows(shape, objects))
+                out.writelines(
+                    json.dumps({"name": name, "size": size, "mtime": 1700000000}) + "\n"
+                    for name, size in rows(shape, objects)
+                )
         elif fmt == "csv.gz":
             with open(paths["csv"], "rb") as src, gzip.open(part, "wb", compresslevel=1) as out:
                 shutil.copyfileobj(src, out, 1 << 20)
         else:
             import duckdb  # the Parquet copy: DuckDB writes it (ishard only reads Parquet)
 
-            duckdb.execute(f"COPY (SELECT * FROM read_csv('{paths['csv']}', header = true)) TO "
-                           f"'{part}' (FORMAT parquet)")
+            duckdb.execute(
+                f"COPY (SELECT * FROM read_csv('{paths['csv']}', header = true)) TO "
+                f"'{part}' (FORMAT parquet)"
+            )
         part.rename(paths[fmt])
     return paths
 
@@ -125,8 +132,13 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, str]:
     with tempfile.NamedTemporaryFile(delete=False) as out:
         pass
     started = time.perf_counter()
-    proc = subprocess.run([gnu_time, "-f", "%M", "-o", out.name, *cmd], capture_output=True,
-                          text=True, env=env, check=False)
+    proc = subprocess.run(
+        [gnu_time, "-f", "%M", "-o", out.name, *cmd],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     seconds = time.perf_counter() - started
     if proc.returncode != 0:
         sys.exit(f"failed: {' '.join(cmd)}\n{proc.stderr[-2000:]}")
@@ -136,43 +148,66 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--objects", type=int, nargs="*", default=[1_000_000])
     parser.add_argument("--shapes", nargs="*", default=list(SHAPES), choices=SHAPES)
     parser.add_argument("--formats", nargs="*", default=list(FORMATS), choices=FORMATS)
-    parser.add_argument("--data", type=Path,
-                        default=Path(tempfile.gettempdir()) / "ishard-bench-plan")
+    parser.add_argument(
+        "--data", type=Path, default=Path(tempfile.gettempdir()) / "ishard-bench-plan"
+    )
     args = parser.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
     source = args.data / "source"  # the folder the inventory describes (a dry run reads nothing)
     source.mkdir(exist_ok=True)
     spill = args.data / "spill"  # --tmp-dir: where the column engine spills, measured
     spill.mkdir(exist_ok=True)
-    print(f"{'objects':>12} {'shape':>15} {'format':>8} {'ishard s':>9} {'peak MiB':>9} "
-          f"{'temp MiB':>9} {'told MiB':>9} {'shards':>7} {'sort s':>7} {'× sort':>7}")
+    print(
+        f"{'objects':>12} {'shape':>15} {'format':>8} {'ishard s':>9} {'peak MiB':>9} "
+        f"{'temp MiB':>9} {'told MiB':>9} {'shards':>7} {'sort s':>7} {'× sort':>7}"
+    )
     for n in args.objects:
         for shape in args.shapes:
             paths = generate(args.data, shape, n, args.formats)
-            sort_s, _, _ = timed(["sort", "-t,", "-k1,1", "-o", os.devnull, str(paths["csv"])],
-                                 env={**os.environ, "LC_ALL": "C"})
+            sort_s, _, _ = timed(
+                ["sort", "-t,", "-k1,1", "-o", os.devnull, str(paths["csv"])],
+                env={**os.environ, "LC_ALL": "C"},
+            )
             answers = set()
             for fmt in args.formats:
                 peak = Peak(spill)
                 peak.start()
-                seconds, rss, out = timed([
-                    sys.executable, "-m", "ishard", "shard", str(source), "--src-list",
-                    str(paths[fmt]), "--dry-run=summary", "--shard-size", "512MiB",
-                    "--member-names", "original", "--tmp-dir", str(spill)])
+                seconds, rss, out = timed(
+                    [
+                        sys.executable,
+                        "-m",
+                        "ishard",
+                        "shard",
+                        str(source),
+                        "--src-list",
+                        str(paths[fmt]),
+                        "--dry-run=summary",
+                        "--shard-size",
+                        "512MiB",
+                        "--member-names",
+                        "original",
+                        "--tmp-dir",
+                        str(spill),
+                    ]
+                )
                 peak.done.set()
                 peak.join()
                 told = [x for x in out.splitlines() if x.startswith("planning spilled")]
                 spilled = parse_size(told[0].split("up to ")[1].split()[0]) if told else 0
                 answers.add(out.replace(told[0] + "\n", "") if told else out)
                 shards = out.count(".tar  ")
-                print(f"{n:>12,} {shape:>15} {fmt:>8} {seconds:>9.1f} {rss:>9.0f} "
-                      f"{peak.most:>9.0f} {spilled / (1 << 20):>9.0f} {shards:>7} {sort_s:>7.2f} "
-                      f"{seconds / sort_s:>7.1f}", flush=True)
+                print(
+                    f"{n:>12,} {shape:>15} {fmt:>8} {seconds:>9.1f} {rss:>9.0f} "
+                    f"{peak.most:>9.0f} {spilled / (1 << 20):>9.0f} {shards:>7} {sort_s:>7.2f} "
+                    f"{seconds / sort_s:>7.1f}",
+                    flush=True,
+                )
             if len(answers) != 1:
                 sys.exit(f"the formats planned differently for {shape} {n}")
 

@@ -239,10 +239,15 @@ def raw_obstore(spec: dict) -> None:
 
     keys = Path(spec["keys"]).read_text().split("\n")
     conc = spec["concurrency"]
-    store = S3Store(spec["bucket"], endpoint=spec["endpoint"], region="us-east-1",
-                    access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
-                    secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
-                    virtual_hosted_style_request=False, client_options={"allow_http": True})
+    store = S3Store(
+        spec["bucket"],
+        endpoint=spec["endpoint"],
+        region="us-east-1",
+        access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+        secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+        virtual_hosted_style_request=False,
+        client_options={"allow_http": True},
+    )
 
     async def fetch() -> tuple[int, int]:
         todo = iter(keys)
@@ -321,7 +326,10 @@ class Bench:
         }))  # fmt: skip
         proc = subprocess.run(
             [sys.executable, str(Path(__file__).resolve()), "--raw-worker", str(spec)],
-            env=self.env, capture_output=True, text=True, check=False,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if proc.returncode != 0:
             raise SystemExit(f"bench_s3: the raw GET worker failed:\n{proc.stderr[-3000:]}")
@@ -335,9 +343,21 @@ class Bench:
 
     def ishard_argv(self, tool: Tool, dst: str) -> list[str]:
         return [
-            sys.executable, "-m", "ishard", "shard", f"s3://{SRC_BUCKET}/{PREFIX}", dst,
-            "--endpoint-url", self.server.endpoint_url, "--shard-size", self.args.shard_size,
-            "--no-progress", "--json", "--member-names", "original", *tool.args,
+            sys.executable,
+            "-m",
+            "ishard",
+            "shard",
+            f"s3://{SRC_BUCKET}/{PREFIX}",
+            dst,
+            "--endpoint-url",
+            self.server.endpoint_url,
+            "--shard-size",
+            self.args.shard_size,
+            "--no-progress",
+            "--json",
+            "--member-names",
+            "original",
+            *tool.args,
         ]  # fmt: skip  (members are checked against the object names)
 
     def run_ishard(self, tool: Tool, check: bool = False) -> Run:
@@ -452,7 +472,6 @@ def versions(weed: str) -> str:
     return f"{libs}; SeaweedFS {weed_version}"
 
 
-
 def print_table(tools: list[Tool], ref: Tool, count: int, total: int) -> None:
     header = (
         f"{'tool':<34} {'median s':>9} {'objects/s':>10} {'MiB/s':>7} {'client CPU s':>13} "
@@ -479,8 +498,12 @@ def main(argv: list[str] | None = None) -> None:
         raw_worker(sys.argv[2])
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--objects", type=int, default=20_000,
-                    help="objects (default 20000; 0: only the listing and local -> S3 parts)")
+    ap.add_argument(
+        "--objects",
+        type=int,
+        default=20_000,
+        help="objects (default 20000; 0: only the listing and local -> S3 parts)",
+    )
     ap.add_argument("--kib", type=float, default=40, help="mean object size in KiB (default 40)")
     ap.add_argument("--wnids", type=int, default=100, help="class directories (default 100)")
     ap.add_argument("--seed", type=int, default=1234)
@@ -493,11 +516,21 @@ def main(argv: list[str] | None = None) -> None:
              "reference (default 32,128)",
     )  # fmt: skip
     ap.add_argument("--no-local", action="store_true", help="skip ishard S3 -> local")
-    ap.add_argument("--listing", type=int, default=100, metavar="PREFIXES",
-                    help="also time listing PREFIXES x 1,000 objects (0: skip; default 100)")
-    ap.add_argument("--put-mib", type=int, default=1024, metavar="MIB",
-                    help="also time local -> S3 of MIB MiB in 64 MiB shards against raw "
-                         "multipart PUTs (0: skip; default 1024)")
+    ap.add_argument(
+        "--listing",
+        type=int,
+        default=100,
+        metavar="PREFIXES",
+        help="also time listing PREFIXES x 1,000 objects (0: skip; default 100)",
+    )
+    ap.add_argument(
+        "--put-mib",
+        type=int,
+        default=1024,
+        metavar="MIB",
+        help="also time local -> S3 of MIB MiB in 64 MiB shards against raw "
+        "multipart PUTs (0: skip; default 1024)",
+    )
     ap.add_argument(
         "--jobs", type=int, action="append", default=[],
         help="also time ishard S3 -> S3 with --jobs N (repeatable)",
@@ -550,7 +583,9 @@ def main(argv: list[str] | None = None) -> None:
     server = s3server.S3Server()  # its own temp dir, killed and removed by close()
     try:
         server.start()
-        print(f"server: SeaweedFS on {server.endpoint_url} (started in {server.startup_seconds:.1f} s)")
+        print(
+            f"server: SeaweedFS on {server.endpoint_url} (started in {server.startup_seconds:.1f} s)"
+        )
         server.make_bucket(SRC_BUCKET)
         server.make_bucket(DST_BUCKET)
         bench = Bench(args, server, objs, pool, work)
@@ -565,8 +600,7 @@ def main(argv: list[str] | None = None) -> None:
         tools = [Tool(f"raw obstore GETs, {c} in flight", "raw", concurrency=c)
                  for c in (int(x) for x in args.raw_concurrency.split(","))]  # fmt: skip
         if importlib.util.find_spec("s3fs") is not None:
-            tools.append(Tool("raw s3fs GETs, 32 in flight", "raw", concurrency=32,
-                              client="s3fs"))
+            tools.append(Tool("raw s3fs GETs, 32 in flight", "raw", concurrency=32, client="s3fs"))
         tools.append(Tool("ishard S3 -> S3", "s3", extra))
         for j in args.jobs:
             tools.append(Tool(f"ishard S3 -> S3 --jobs {j}", "s3", [*extra, "--jobs", str(j)]))
@@ -585,10 +619,11 @@ def main(argv: list[str] | None = None) -> None:
         paired: list[float] = []
         for r in range(args.repeat):
             round_other, round_wall = other_cpu(bench.pgid), time.perf_counter()
-            for t in tools[r % len(tools):] + tools[: r % len(tools)]:
+            for t in tools[r % len(tools) :] + tools[: r % len(tools)]:
                 t.runs.append(bench.run(t))
-            best_raw = min(t.runs[-1].seconds for t in tools
-                           if t.kind == "raw" and t.client == "obstore")
+            best_raw = min(
+                t.runs[-1].seconds for t in tools if t.kind == "raw" and t.client == "obstore"
+            )
             s3 = next(t for t in tools if t.kind == "s3")
             paired.append(best_raw / s3.runs[-1].seconds)
             share = (other_cpu(bench.pgid) - round_other) / (time.perf_counter() - round_wall)
@@ -620,8 +655,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     local = next((t for t in tools if t.kind == "local"), None)
     if local is not None:
-        print(f"verdict: ishard S3 -> local runs at {ref.median / local.median:.0%} of it "
-              "(target: 90%)")
+        print(
+            f"verdict: ishard S3 -> local runs at {ref.median / local.median:.0%} of it "
+            "(target: 90%)"
+        )
     if args.listing:
         listing_bench(args, s3server)
     if args.put_mib:
@@ -635,9 +672,15 @@ def main(argv: list[str] | None = None) -> None:
 def _obstore(server, bucket: str):
     from obstore.store import S3Store
 
-    return S3Store(bucket, endpoint=server.endpoint_url, region="us-east-1",
-                   access_key_id=server.access_key, secret_access_key=server.secret_key,
-                   virtual_hosted_style_request=False, client_options={"allow_http": True})
+    return S3Store(
+        bucket,
+        endpoint=server.endpoint_url,
+        region="us-east-1",
+        access_key_id=server.access_key,
+        secret_access_key=server.secret_key,
+        virtual_hosted_style_request=False,
+        client_options={"allow_http": True},
+    )
 
 
 def _put_many(store, items: list[tuple[str, bytes]], conc: int = 64) -> None:
@@ -658,7 +701,7 @@ def _put_many(store, items: list[tuple[str, bytes]], conc: int = 64) -> None:
 def alternate(runs: list, times: dict[str, list[float]], rounds: int) -> None:
     """Time each ``(label, fn)`` of ``runs`` ``rounds`` times, the order rotated each round."""
     for r in range(rounds):
-        for label, fn in runs[r % 2:] + runs[: r % 2]:
+        for label, fn in runs[r % 2 :] + runs[: r % 2]:
             began = time.perf_counter()
             fn()
             times[label].append(time.perf_counter() - began)
@@ -678,11 +721,15 @@ def listing_bench(args, s3server) -> None:
         keys = [f"p{p:03d}/obj-{i:05d}.jpg" for p in range(args.listing) for i in range(1000)]
         started = time.perf_counter()
         _put_many(store, [(k, b"x") for k in keys])
-        print(f"\nlisting: {len(keys):,} objects under {args.listing} prefixes, uploaded in "
-              f"{time.perf_counter() - started:.1f} s")
-        ours = open_store(f"s3://{bucket}", endpoint_url=server.endpoint_url,
-                          storage_options={"key": server.access_key,
-                                           "secret": server.secret_key})
+        print(
+            f"\nlisting: {len(keys):,} objects under {args.listing} prefixes, uploaded in "
+            f"{time.perf_counter() - started:.1f} s"
+        )
+        ours = open_store(
+            f"s3://{bucket}",
+            endpoint_url=server.endpoint_url,
+            storage_options={"key": server.access_key, "secret": server.secret_key},
+        )
 
         def plain() -> int:
             return sum(len(page) for page in obstore.list(store, chunk_size=1000))
@@ -690,8 +737,10 @@ def listing_bench(args, s3server) -> None:
         def ishard_listing() -> int:
             return sum(len(page) for page in ours.pages("", Retrier()))
 
-        times: dict[str, list[float]] = {"one paginated listing (obstore.list)": [],
-                                         "ishard's listing (split by folder)": []}
+        times: dict[str, list[float]] = {
+            "one paginated listing (obstore.list)": [],
+            "ishard's listing (split by folder)": [],
+        }
         runs = list(zip(times, (plain, ishard_listing)))
         for label, fn in runs:  # warm-up, and a check
             if fn() != len(keys):
@@ -700,11 +749,12 @@ def listing_bench(args, s3server) -> None:
         base = statistics.median(times[runs[0][0]])
         for label, values in times.items():
             med = statistics.median(values)
-            print(f"  {label:<40} median {med:6.2f} s  {len(keys) / med:>9,.0f} objects/s  "
-                  f"{base / med:5.2f}x")
+            print(
+                f"  {label:<40} median {med:6.2f} s  {len(keys) / med:>9,.0f} objects/s  "
+                f"{base / med:5.2f}x"
+            )
         speedup = base / statistics.median(times[runs[1][0]])
-        print(f"verdict: ishard lists {speedup:.1f}x as fast as one paginated listing "
-              "(target: 3x)")
+        print(f"verdict: ishard lists {speedup:.1f}x as fast as one paginated listing (target: 3x)")
     finally:
         server.close()
 
@@ -729,9 +779,21 @@ def put_bench(args, s3server) -> None:
             start = (i * 7919) % (len(pool) - MIB)
             (src / f"{i:06d}.bin").write_bytes(pool[start : start + MIB])
         shards = work / "shards"
-        subprocess.run([sys.executable, "-m", "ishard", "shard", str(src), str(shards),
-                        "--shard-size", "64MiB", "--no-progress"], check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ishard",
+                "shard",
+                str(src),
+                str(shards),
+                "--shard-size",
+                "64MiB",
+                "--no-progress",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         files = sorted(p for p in shards.iterdir() if p.name != "manifest.json")
         total = sum(p.stat().st_size for p in files)
         store = _obstore(server, bucket)
@@ -747,8 +809,13 @@ def put_bench(args, s3server) -> None:
 
                 async def worker() -> None:
                     for path in todo:
-                        await obstore.put_async(store, f"raw-{counter[0]}/{path.name}", path,
-                                                chunk_size=16 << 20, max_concurrency=2)
+                        await obstore.put_async(
+                            store,
+                            f"raw-{counter[0]}/{path.name}",
+                            path,
+                            chunk_size=16 << 20,
+                            max_concurrency=2,
+                        )
 
                 await asyncio.gather(*(worker() for _ in range(4)))
 
@@ -756,13 +823,26 @@ def put_bench(args, s3server) -> None:
 
         def ours() -> None:
             counter[0] += 1
-            subprocess.run([sys.executable, "-m", "ishard", "shard", str(src),
-                            f"s3://{bucket}/ishard-{counter[0]}", "--shard-size", "64MiB",
-                            "--endpoint-url", server.endpoint_url, "--no-progress"],
-                           check=True, env=env, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "ishard",
+                    "shard",
+                    str(src),
+                    f"s3://{bucket}/ishard-{counter[0]}",
+                    "--shard-size",
+                    "64MiB",
+                    "--endpoint-url",
+                    server.endpoint_url,
+                    "--no-progress",
+                ],
+                check=True,
+                env=env,
+                stdout=subprocess.DEVNULL,
+            )
 
-        times: dict[str, list[float]] = {"raw obstore multipart PUTs": [],
-                                         "ishard local -> S3": []}
+        times: dict[str, list[float]] = {"raw obstore multipart PUTs": [], "ishard local -> S3": []}
         runs = list(zip(times, (raw, ours)))
         for _, fn in runs:
             fn()  # warm-up
@@ -771,11 +851,14 @@ def put_bench(args, s3server) -> None:
         print(f"\nlocal -> S3: {len(files)} shards of 64 MiB, {total / MIB:,.0f} MiB")
         for label, values in times.items():
             med = statistics.median(values)
-            print(f"  {label:<40} median {med:6.2f} s  {total / MIB / med:7.1f} MiB/s  "
-                  f"{base / med:5.0%}")
+            print(
+                f"  {label:<40} median {med:6.2f} s  {total / MIB / med:7.1f} MiB/s  "
+                f"{base / med:5.0%}"
+            )
         ratio = base / statistics.median(times[runs[1][0]])
-        print(f"verdict: ishard local -> S3 runs at {ratio:.0%} of raw multipart PUTs "
-              "(target: 80%)")
+        print(
+            f"verdict: ishard local -> S3 runs at {ratio:.0%} of raw multipart PUTs (target: 80%)"
+        )
     finally:
         server.close()
         shutil.rmtree(work, ignore_errors=True)

@@ -22,8 +22,13 @@ RUNS = {
     "ishard --version": [sys.executable, "-m", "ishard", "--version"],
     "ishard --help": [sys.executable, "-m", "ishard", "--help"],
     "ishard shard fixtures/imagenet --dry-run=summary": [
-        sys.executable, "-m", "ishard", "shard", str(ROOT / "fixtures" / "imagenet"),
-        "--dry-run=summary"],
+        sys.executable,
+        "-m",
+        "ishard",
+        "shard",
+        str(ROOT / "fixtures" / "imagenet"),
+        "--dry-run=summary",
+    ],
 }
 
 
@@ -46,8 +51,10 @@ def main() -> None:
     reference = statistics.median(seconds["python -c pass (reference)"])
     for name, values in seconds.items():
         median = statistics.median(values)
-        print(f"{name:52s} median {median:.3f} s  ({median / reference:.1f}x the reference, "
-              f"{args.rounds} rounds)")
+        print(
+            f"{name:52s} median {median:.3f} s  ({median / reference:.1f}x the reference, "
+            f"{args.rounds} rounds)"
+        )
 
 
 if __name__ == "__main__":

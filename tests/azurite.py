@@ -44,10 +44,22 @@ class Azurite(LocalServer):
     def __init__(self, binary: str, folder: Path) -> None:
         self.port = free_port()
         self.endpoint = f"http://{HOST}:{self.port}/{ACCOUNT}"
-        self.start([binary, "--blobHost", HOST, "--blobPort", str(self.port), "--location",
-                    str(folder), "--silent", "--skipApiVersionCheck", "--loose",
-                    "--disableTelemetry"],
-                   lambda: self._request("GET", "", {"comp": "list"}))
+        self.start(
+            [
+                binary,
+                "--blobHost",
+                HOST,
+                "--blobPort",
+                str(self.port),
+                "--location",
+                str(folder),
+                "--silent",
+                "--skipApiVersionCheck",
+                "--loose",
+                "--disableTelemetry",
+            ],
+            lambda: self._request("GET", "", {"comp": "list"}),
+        )
 
     def storage_options(self) -> dict:
         """What ``--storage-option`` gives ishard for this server (obstore's own keys)."""
@@ -57,17 +69,26 @@ class Azurite(LocalServer):
         """One request signed with the account key (Shared Key); its HTTP status."""
         date = formatdate(usegmt=True)
         resource = f"/{ACCOUNT}/{ACCOUNT}/{path}" + "".join(
-            f"\n{k}:{v}" for k, v in sorted(query.items()))
-        to_sign = "\n".join([method, *[""] * 11,
-                             f"x-ms-date:{date}\nx-ms-version:{VERSION}", resource])
-        signature = base64.b64encode(hmac.new(base64.b64decode(KEY), to_sign.encode(),
-                                              hashlib.sha256).digest()).decode()
+            f"\n{k}:{v}" for k, v in sorted(query.items())
+        )
+        to_sign = "\n".join(
+            [method, *[""] * 11, f"x-ms-date:{date}\nx-ms-version:{VERSION}", resource]
+        )
+        signature = base64.b64encode(
+            hmac.new(base64.b64decode(KEY), to_sign.encode(), hashlib.sha256).digest()
+        ).decode()
         conn = http.client.HTTPConnection(HOST, self.port, timeout=10)
         try:
-            conn.request(method, f"/{ACCOUNT}/{path}?" + "&".join(
-                f"{k}={v}" for k, v in query.items()), headers={
-                "x-ms-date": date, "x-ms-version": VERSION, "Content-Length": "0",
-                "Authorization": f"SharedKey {ACCOUNT}:{signature}"})
+            conn.request(
+                method,
+                f"/{ACCOUNT}/{path}?" + "&".join(f"{k}={v}" for k, v in query.items()),
+                headers={
+                    "x-ms-date": date,
+                    "x-ms-version": VERSION,
+                    "Content-Length": "0",
+                    "Authorization": f"SharedKey {ACCOUNT}:{signature}",
+                },
+            )
             answer = conn.getresponse()
             answer.read()
             return answer.status
@@ -88,8 +109,10 @@ def azurite(tmp_path_factory):
     """One Azurite for the session; fails (never skips) when it is not installed."""
     binary = find_azurite()
     if binary is None:
-        pytest.fail(f"Azurite is not installed — run `{INSTALL}` (the README's test command "
-                    "does)", pytrace=False)
+        pytest.fail(
+            f"Azurite is not installed — run `{INSTALL}` (the README's test command does)",
+            pytrace=False,
+        )
     server = Azurite(binary, tmp_path_factory.mktemp("azurite"))
     try:
         yield server

@@ -241,18 +241,23 @@ def pytest_terminal_summary(terminalreporter):
     for kind, (trials, identical, whole) in _FAULT_TRIALS.items():
         terminalreporter.write_line(
             f"{kind} trials: {trials}, resumed outputs identical: {identical} (shards already "
-            f"under a final name after the {kind}, each byte-identical: {whole})")
+            f"under a final name after the {kind}, each byte-identical: {whole})"
+        )
 
 
 def pytest_configure(config):
     # no test may ask a cloud's instance metadata service (an address off 127.0.0.1)
     os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
     config.addinivalue_line(
-        "markers", "damaged_destination: the test leaves a destination broken on purpose, so "
-        "every_destination_verifies does not check it")
+        "markers",
+        "damaged_destination: the test leaves a destination broken on purpose, so "
+        "every_destination_verifies does not check it",
+    )
     config.addinivalue_line(
-        "markers", "slow: starts a server or a cluster, kills runs or draws many examples; "
-        "`pytest -m 'not slow'` is the quick loop (README)")
+        "markers",
+        "slow: starts a server or a cluster, kills runs or draws many examples; "
+        "`pytest -m 'not slow'` is the quick loop (README)",
+    )
 
 
 # The quick loop leaves out what needs a real server (S3, GCS, Azure), a Dask cluster, runs

@@ -46,13 +46,37 @@ class FakeGcs(LocalServer):
         self.port = free_port()
         self.url = f"http://{HOST}:{self.port}"
         self.key_file = folder / "service-account.json"
-        self.key_file.write_text(json.dumps({"gcs_base_url": self.url, "disable_oauth": True,
-                                             "client_email": "", "private_key": "",
-                                             "private_key_id": ""}))
-        self.start([binary, "-scheme", "http", "-backend", "memory", "-host", HOST, "-port",
-                    str(self.port), "-external-url", self.url, "-public-host",
-                    f"{HOST}:{self.port}", "-log-level", "error"],
-                   lambda: self._request("GET", "/storage/v1/b"))
+        self.key_file.write_text(
+            json.dumps(
+                {
+                    "gcs_base_url": self.url,
+                    "disable_oauth": True,
+                    "client_email": "",
+                    "private_key": "",
+                    "private_key_id": "",
+                }
+            )
+        )
+        self.start(
+            [
+                binary,
+                "-scheme",
+                "http",
+                "-backend",
+                "memory",
+                "-host",
+                HOST,
+                "-port",
+                str(self.port),
+                "-external-url",
+                self.url,
+                "-public-host",
+                f"{HOST}:{self.port}",
+                "-log-level",
+                "error",
+            ],
+            lambda: self._request("GET", "/storage/v1/b"),
+        )
 
     def storage_options(self) -> dict:
         """What ``--storage-option`` gives ishard for this server."""

@@ -422,8 +422,9 @@ _HOP_BY_HOP = ("connection", "keep-alive", "proxy-connection", "transfer-encodin
                "trailer", "upgrade", "expect", "content-length")  # fmt: skip
 
 
-def slow_down(request: ProxyRequest, code: str = "SlowDown",
-              message: str = "Please reduce your request rate.") -> Reply:
+def slow_down(
+    request: ProxyRequest, code: str = "SlowDown", message: str = "Please reduce your request rate."
+) -> Reply:
     """S3's answer to too many requests: ``503`` with its XML error document (``SlowDown``, or
     e.g. ``ServiceUnavailable``)."""
     body = (
@@ -480,8 +481,9 @@ class S3Proxy:
         self._server = http.server.ThreadingHTTPServer((HOST, 0), Handler)
         self._server.daemon_threads = True
         self._local = threading.local()
-        self._thread = threading.Thread(target=self._server.serve_forever, name="s3-proxy",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="s3-proxy", daemon=True
+        )
         self._thread.start()
 
     @property
@@ -494,8 +496,9 @@ class S3Proxy:
             if conn is None:
                 conn = self._local.conn = http.client.HTTPConnection(*self.upstream, timeout=120)
             try:
-                conn.putrequest(request.method, request.path, skip_host=True,
-                                skip_accept_encoding=True)
+                conn.putrequest(
+                    request.method, request.path, skip_host=True, skip_accept_encoding=True
+                )
                 for name, value in request.headers.items():
                     if name.lower() not in _HOP_BY_HOP:
                         conn.putheader(name, value)

@@ -34,14 +34,16 @@ def test_every_option_is_in_exactly_one_group():
 
 
 def options_of(function) -> dict[str, inspect.Parameter]:
-    return {n: p for n, p in inspect.signature(function).parameters.items()
-            if n not in NOT_OPTIONS}
+    return {n: p for n, p in inspect.signature(function).parameters.items() if n not in NOT_OPTIONS}
 
 
-@pytest.mark.parametrize(("function", "expected"), [
-    (ishard.shard, set(FIELDS)),
-    (ishard.plan, set(FIELDS) - set(SHARD_ONLY)),
-])
+@pytest.mark.parametrize(
+    ("function", "expected"),
+    [
+        (ishard.shard, set(FIELDS)),
+        (ishard.plan, set(FIELDS) - set(SHARD_ONLY)),
+    ],
+)
 def test_signature_lists_the_options(function, expected):
     params = options_of(function)
     assert set(params) == expected, (
@@ -53,8 +55,10 @@ def test_signature_lists_the_options(function, expected):
         assert param.kind is inspect.Parameter.KEYWORD_ONLY, name
         assert param.annotation is not inspect.Parameter.empty, name
         assert param.default == getattr(defaults, name), name
-    assert not any(p.kind is inspect.Parameter.VAR_KEYWORD
-                   for p in inspect.signature(function).parameters.values())
+    assert not any(
+        p.kind is inspect.Parameter.VAR_KEYWORD
+        for p in inspect.signature(function).parameters.values()
+    )
 
 
 @pytest.mark.parametrize("function", [ishard.shard, ishard.plan])
@@ -124,8 +128,9 @@ WRONG = [
 ]
 
 
-@pytest.mark.parametrize(("keyword", "value", "words"), WRONG,
-                         ids=[f"{k}={v!r}" for k, v, _ in WRONG])
+@pytest.mark.parametrize(
+    ("keyword", "value", "words"), WRONG, ids=[f"{k}={v!r}" for k, v, _ in WRONG]
+)
 def test_plan_refuses_wrong_values_naming_the_keyword(tmp_path, keyword, value, words):
     missing = tmp_path / "not-listed"  # a bad option is refused before anything is listed
     with pytest.raises(ishard.UsageError) as err:
@@ -151,8 +156,9 @@ WRONG_RUN = [
 ]
 
 
-@pytest.mark.parametrize(("keyword", "value", "words"), WRONG_RUN,
-                         ids=[f"{k}={v!r}" for k, v, _ in WRONG_RUN])
+@pytest.mark.parametrize(
+    ("keyword", "value", "words"), WRONG_RUN, ids=[f"{k}={v!r}" for k, v, _ in WRONG_RUN]
+)
 def test_shard_refuses_wrong_values_naming_the_keyword(tree, tmp_path, keyword, value, words):
     dst = tmp_path / "dst"
     with pytest.raises(ishard.UsageError) as err:
@@ -177,9 +183,22 @@ def test_unknown_keyword_is_a_type_error(tree):
 
 
 def test_the_command_still_names_flags(tree):
-    run = subprocess.run([sys.executable, "-m", "ishard", "shard", str(tree), "--dry-run",
-                          "--collapse", "--ext", ".rar"], capture_output=True, text=True,
-                         check=False)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ishard",
+            "shard",
+            str(tree),
+            "--dry-run",
+            "--collapse",
+            "--ext",
+            ".rar",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert run.returncode == 2
     assert run.stderr.startswith("ishard: error: --ext '.rar' is not supported"), run.stderr
 
@@ -205,19 +224,32 @@ def test_ekm_as_dict_json_text_and_path(tree, tmp_path):
 
 def test_python_values_shard(tree, tmp_path):
     dst = tmp_path / "out"
-    report = ishard.shard(tree, dst, ekm={"fish-%d.tar": ["^fish/"], "bird-%d.tar": ["^bird/"]},
-                          sample_exts=[".jpg", ".cls"], missing_extension_action="abort",
-                          collapse=False, jobs=1, shard_size=10_000, storage_options={},
-                          sort="alpha:dec", member_names="original")
+    report = ishard.shard(
+        tree,
+        dst,
+        ekm={"fish-%d.tar": ["^fish/"], "bird-%d.tar": ["^bird/"]},
+        sample_exts=[".jpg", ".cls"],
+        missing_extension_action="abort",
+        collapse=False,
+        jobs=1,
+        shard_size=10_000,
+        storage_options={},
+        sort="alpha:dec",
+        member_names="original",
+    )
     assert [r.name for r in report.results] == ["fish-0.tar", "bird-0.tar"]
     for group in ("fish", "bird"):
         with tarfile.open(dst / f"{group}-0.tar") as tar:
             names = tar.getnames()
-            assert names == [f"{group}/{group}{i}.{ext}" for i in (2, 1, 0) for ext in ("cls", "jpg")]
+            assert names == [
+                f"{group}/{group}{i}.{ext}" for i in (2, 1, 0) for ext in ("cls", "jpg")
+            ]
             assert tar.extractfile(f"{group}/{group}1.cls").read() == group.encode()
     manifest = json.loads((dst / "manifest.json").read_text())
-    assert json.loads(manifest["ishard"]["options"]["ekm"]) == {"fish-%d.tar": ["^fish/"],
-                                                                "bird-%d.tar": ["^bird/"]}
+    assert json.loads(manifest["ishard"]["options"]["ekm"]) == {
+        "fish-%d.tar": ["^fish/"],
+        "bird-%d.tar": ["^bird/"],
+    }
 
 
 # ---------------------------------------------------------------- verify, ls, split; reprs
@@ -259,7 +291,8 @@ def test_ls_through_the_api_lists_members_as_tarfile_reads_them(written):
     grouped = ishard.ls(str(path), samples=True)
     assert [m.name for _, members in grouped.samples for m in members] == [n for n, _ in expected]
     assert [key for key, _ in grouped.samples] == list(
-        dict.fromkeys(n.split(".", 1)[0] for n, _ in expected))
+        dict.fromkeys(n.split(".", 1)[0] for n, _ in expected)
+    )
     with pytest.raises(ishard.UsageError, match="is a directory"):
         ishard.ls(dst)
 
@@ -272,8 +305,12 @@ def test_split_through_the_api_divides_the_manifests_samples(written):
     ranks = doc["epochs"][0]["ranks"]
     assert len(ranks) == 2 and sum(r["samples"] for r in ranks) <= sum(counts)
     assert ishard.split(shard_sizes=counts, nodes=2, policy="torch", drop_last=True) == doc
-    assert ishard.split(shard_sizes=",".join(map(str, counts)), nodes=2, policy="torch",
-                        drop_last=True) == doc
+    assert (
+        ishard.split(
+            shard_sizes=",".join(map(str, counts)), nodes=2, policy="torch", drop_last=True
+        )
+        == doc
+    )
     with pytest.raises(ishard.UsageError, match="does not apply to --policy torch"):
         ishard.split(shard_sizes=counts, shuffle="py1s", policy="torch")
     with pytest.raises(ishard.UsageError, match="one of them"):
@@ -332,8 +369,9 @@ def test_split_and_verify_stay_functions_once_their_modules_are_imported():
         "assert callable(ishard.split) and callable(ishard.verify), (ishard.split, ishard.verify)\n"
         "assert ishard.split(shard_sizes=[2, 2], nodes=2)['shards'] == 2\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 0, done.stderr
 
 

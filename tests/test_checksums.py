@@ -48,22 +48,31 @@ def test_each_algorithm_is_recorded_verified_and_finds_damage(tmp_path, algorith
     broken = invoke_ishard("verify", dst)
     assert broken.returncode == 1
     _, recorded = recorded_checksum(shardlist[1])
-    line = (f"{shardlist[1]['url']}: {algorithm} is "
-            f"{shard_checksum(damaged.read_bytes(), algorithm)}, the manifest says {recorded}")
+    line = (
+        f"{shardlist[1]['url']}: {algorithm} is "
+        f"{shard_checksum(damaged.read_bytes(), algorithm)}, the manifest says {recorded}"
+    )
     assert line in broken.stdout, broken.stdout
 
 
 def test_the_defaults_xxh128_native_md5_in_the_go_spelling(tmp_path):
     native, go = tmp_path / "native", tmp_path / "go"
     assert invoke_ishard("shard", SOURCE, native, "--shard-size", "256KiB").returncode == 0
-    result = invoke_ishard(f"-src_bck={SOURCE}", f"-dst_bck={go}", "-shard_size=256KiB",
-                        "--no-progress")
+    result = invoke_ishard(
+        f"-src_bck={SOURCE}", f"-dst_bck={go}", "-shard_size=256KiB", "--no-progress"
+    )
     assert result.returncode == 0, result.stderr
     assert all(recorded_checksum(e)[0] == "xxh128" for e in entries(native))
     assert all(set(e) == {"url", "md5sum", "nsamples", "filesize"} for e in entries(go))
     chosen = tmp_path / "chosen"
-    result = invoke_ishard(f"-src_bck={SOURCE}", f"-dst_bck={chosen}", "-shard_size=256KiB",
-                        "--checksum", "blake3", "--no-progress")
+    result = invoke_ishard(
+        f"-src_bck={SOURCE}",
+        f"-dst_bck={chosen}",
+        "-shard_size=256KiB",
+        "--checksum",
+        "blake3",
+        "--no-progress",
+    )
     assert result.returncode == 0, result.stderr
     assert all(recorded_checksum(e)[0] == "blake3" for e in entries(chosen))
 
@@ -83,8 +92,12 @@ def test_resume_rechecks_a_finished_shard_by_its_recorded_algorithm(tmp_path):
 def test_a_manifest_of_an_earlier_version_still_verifies(tmp_path):
     """Written with md5 and without any ``checksum`` field, as earlier versions wrote them."""
     dst = tmp_path / "out"
-    assert invoke_ishard("shard", SOURCE, dst, "--shard-size", "256KiB",
-                      "--checksum", "md5").returncode == 0
+    assert (
+        invoke_ishard(
+            "shard", SOURCE, dst, "--shard-size", "256KiB", "--checksum", "md5"
+        ).returncode
+        == 0
+    )
     old = tmp_path / "old"
     shutil.copytree(dst, old)
     assert all("checksum" not in e and "md5sum" in e for e in entries(old))
@@ -97,8 +110,10 @@ def test_a_manifest_of_an_earlier_version_still_verifies(tmp_path):
 def test_an_unknown_checksum_is_one_line_exit_2(tmp_path):
     result = invoke_ishard("shard", SOURCE, tmp_path / "out", "--checksum", "crc32")
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr == ("ishard: error: --checksum 'crc32' is not a checksum — use one of "
-                             "xxh128, blake3, sha256, md5, none\n")
+    assert result.stderr == (
+        "ishard: error: --checksum 'crc32' is not a checksum — use one of "
+        "xxh128, blake3, sha256, md5, none\n"
+    )
     assert not (tmp_path / "out").exists()
 
 

@@ -65,8 +65,11 @@ class Held:
         self.reached, self.go = tmp / f"{tag}.reached", tmp / f"{tag}.go"
         self.proc = subprocess.Popen(
             [sys.executable, "-c", HOLD, point, str(self.reached), str(self.go), *map(str, args)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**(os.environ if env is None else env), "COLUMNS": "200"})
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**(os.environ if env is None else env), "COLUMNS": "200"},
+        )
 
     def wait_until_held(self) -> None:
         deadline = time.monotonic() + WAIT
@@ -101,29 +104,33 @@ def a_finishes(src, dst, tmp, *opts):
     def run():
         done = run_ishard("shard", src, dst, *A_OPTS, *opts)
         assert done.returncode == 0, done.stderr
+
     return run
 
 
 def a_killed(src, dst, tmp):
     """A is killed with its lock held and its records written, before any shard."""
+
     def run():
         a = Held(tmp, "a", "planned", "shard", src, dst, *A_OPTS)
         a.wait_until_held()
         a.proc.kill()
         a.proc.wait(WAIT)
+
     return run
 
 
 LOCAL_FINISHED = {  # what A does while B waits between its check and its lock: finish
-    "tar": (), "zip": ("--ext", ".zip"), "dali-index": ("--index", "dali"),
-    "overwrite": ("--overwrite",), "by-count": ("--samples-per-shard", "3"),
+    "tar": (),
+    "zip": ("--ext", ".zip"),
+    "dali-index": ("--index", "dali"),
+    "overwrite": ("--overwrite",),
+    "by-count": ("--samples-per-shard", "3"),
 }
 
 
 @pytest.mark.parametrize("how", sorted(LOCAL_FINISHED))
-def test_a_dataset_finished_between_the_check_and_the_lock_is_left_alone_locally(
-    how, tmp_path
-):
+def test_a_dataset_finished_between_the_check_and_the_lock_is_left_alone_locally(how, tmp_path):
     src = make_tree(tmp_path / "src", TREE)
     dst = tmp_path / "out"
     b = Held(tmp_path, "b", "lock", "shard", src, dst, *B_OPTS)
@@ -132,8 +139,13 @@ def test_a_dataset_finished_between_the_check_and_the_lock_is_left_alone_locally
     before = snapshot(dst)
     assert "manifest.json" in before
     result = b.finish()
-    assert_error(result, 1, f"another ishard run finished a dataset in {str(dst)!r} after this "
-                            "run found it empty", "wrote nothing there", "--overwrite")
+    assert_error(
+        result,
+        1,
+        f"another ishard run finished a dataset in {str(dst)!r} after this run found it empty",
+        "wrote nothing there",
+        "--overwrite",
+    )
     assert snapshot(dst) == before  # A's dataset, byte for byte; no run records of B's
     check_verifies(dst, "--deep")
 
@@ -147,8 +159,12 @@ def test_a_run_killed_between_the_check_and_the_lock_is_named_with_resume(tmp_pa
     before = snapshot(dst)
     assert ".ishard-run/run.json" in before
     result = b.finish()
-    assert_error(result, 1, f"another ishard run wrote into {str(dst)!r} after this run found it "
-                            "empty", "add --resume to finish that run, or --overwrite")
+    assert_error(
+        result,
+        1,
+        f"another ishard run wrote into {str(dst)!r} after this run found it empty",
+        "add --resume to finish that run, or --overwrite",
+    )
     assert snapshot(dst).keys() == before.keys()
     assert snapshot(dst)[".ishard-run/run.json"] == before[".ishard-run/run.json"]
     resumed = run_ishard("shard", src, dst, *A_OPTS, "--resume")
@@ -168,8 +184,9 @@ def test_a_run_still_writing_is_named_as_the_holder_not_resume_or_overwrite(tmp_
     a.wait_until_held()
     late = run_ishard("shard", src, dst, *B_OPTS)  # a run that starts now
     for result in (b.finish(), late):
-        line = assert_error(result, 1, f"another ishard run is writing into {str(dst)!r}",
-                            f"pid {a.proc.pid}")
+        line = assert_error(
+            result, 1, f"another ishard run is writing into {str(dst)!r}", f"pid {a.proc.pid}"
+        )
         assert "--overwrite" not in line
     done = a.finish()
     assert done.returncode == 0, done.stderr
@@ -223,9 +240,13 @@ def wait_for(event: threading.Event, proc: subprocess.Popen | Held) -> None:
 
 
 def start(env, endpoint: str, *args) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "ishard", *map(str, args), "--endpoint-url",
-                             endpoint], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**env, "COLUMNS": "200"})
+    return subprocess.Popen(
+        [sys.executable, "-m", "ishard", *map(str, args), "--endpoint-url", endpoint],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env, "COLUMNS": "200"},
+    )
 
 
 def finish(proc: subprocess.Popen) -> subprocess.CompletedProcess:
@@ -234,7 +255,9 @@ def finish(proc: subprocess.Popen) -> subprocess.CompletedProcess:
 
 
 def under(client, bucket: str, prefix: str) -> dict[str, bytes]:
-    return {k.removeprefix(prefix + "/"): v for k, v in objects(client, bucket, prefix + "/").items()}
+    return {
+        k.removeprefix(prefix + "/"): v for k, v in objects(client, bucket, prefix + "/").items()
+    }
 
 
 S3_HELD = ["finished-tar", "finished-zip", "running", "killed"]
@@ -274,8 +297,12 @@ def test_s3_lock_put_held_while_another_run_finishes_or_holds_dst(
         rule.go.set()
         proxy.close()
     if how.startswith("finished"):
-        assert_error(result, 1, f"another ishard run finished a dataset in {dst!r} after this "
-                                "run found it empty", "--overwrite")
+        assert_error(
+            result,
+            1,
+            f"another ishard run finished a dataset in {dst!r} after this run found it empty",
+            "--overwrite",
+        )
         assert under(client, s3_bucket, "out") == before  # no lock or record of B's left
         check_verifies(dst, *extra, env=s3env)
         return
@@ -309,20 +336,25 @@ def test_s3_lock_put_delayed_two_runs_one_dataset(delay, s3_server, s3env, s3_bu
     proxies = [S3Proxy(s3_server.endpoint_url, rule) for rule in rules]
     direct = s3_server.endpoint_url
     try:
-        bs = [start(s3env, proxy.endpoint_url, "shard", src, f"s3://{s3_bucket}/out{tag}",
-                    *B_OPTS) for proxy, (tag, _) in zip(proxies, pairs)]
+        bs = [
+            start(s3env, proxy.endpoint_url, "shard", src, f"s3://{s3_bucket}/out{tag}", *B_OPTS)
+            for proxy, (tag, _) in zip(proxies, pairs)
+        ]
         for rule, b in zip(rules, bs):
             wait_for(rule.arrived, b)
-        as_ = [start(s3env, direct, "shard", src, f"s3://{s3_bucket}/out{tag}", *A_OPTS,
-                     "--ext", ext) for tag, ext in pairs]
+        as_ = [
+            start(s3env, direct, "shard", src, f"s3://{s3_bucket}/out{tag}", *A_OPTS, "--ext", ext)
+            for tag, ext in pairs
+        ]
         results = [(finish(a), finish(b)) for a, b in zip(as_, bs)]
     finally:
         for proxy in proxies:
             proxy.close()
     refs = {"B": start(s3env, direct, "shard", src, f"s3://{s3_bucket}/refB", *B_OPTS)}
     for tag, ext in pairs:
-        refs[ext] = start(s3env, direct, "shard", src, f"s3://{s3_bucket}/ref{tag}", *A_OPTS,
-                          "--ext", ext)
+        refs[ext] = start(
+            s3env, direct, "shard", src, f"s3://{s3_bucket}/ref{tag}", *A_OPTS, "--ext", ext
+        )
     assert all(finish(r).returncode == 0 for r in refs.values())
     for (tag, ext), (a, b) in zip(pairs, results):
         dst = f"s3://{s3_bucket}/out{tag}"
@@ -335,7 +367,10 @@ def test_s3_lock_put_delayed_two_runs_one_dataset(delay, s3_server, s3env, s3_bu
         assert (loser.returncode, line.split(repr(dst))[0]) in LOSER_LINES, line
         out = under(client, s3_bucket, f"out{tag}")
         ref = under(client, s3_bucket, "refB" if winner == "B" else f"ref{tag}")
-        manifest, expected = json.loads(out.pop("manifest.json")), json.loads(ref.pop("manifest.json"))
+        manifest, expected = (
+            json.loads(out.pop("manifest.json")),
+            json.loads(ref.pop("manifest.json")),
+        )
         assert manifest["shardlist"] == expected["shardlist"]
         assert out == ref  # the winner's dataset, whole; nothing of the loser's
         check_verifies(dst, "--endpoint-url", direct, env=s3env)
@@ -354,10 +389,18 @@ def test_dask_not_installed_leaves_dst_untouched(tmp_path):
     src = make_tree(tmp_path / "src", TREE)
     dst = tmp_path / "out"
     args = ("shard", src, dst, *A_OPTS, "--executor", "dask", "--jobs", "1")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(shim.parent), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    assert_error(run_ishard(*args, env=env), 2, "--executor dask needs Dask's distributed",
-                 "pip install 'ishard[dask]'")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [str(shim.parent), *filter(None, [os.environ.get("PYTHONPATH")])]
+        ),
+    }
+    assert_error(
+        run_ishard(*args, env=env),
+        2,
+        "--executor dask needs Dask's distributed",
+        "pip install 'ishard[dask]'",
+    )
     assert not dst.exists()
     dst.mkdir()  # an empty folder given by the user stays empty too
     assert_error(run_ishard(*args, env=env), 2, "--executor dask needs")
@@ -371,9 +414,13 @@ def test_a_template_too_long_for_a_file_name_is_refused_before_dst_is_touched(tm
     src = make_tree(tmp_path / "src", TREE)
     dst = tmp_path / "out"
     long = "x" * 300 + "-%06d"
-    assert_error(run_ishard("shard", src, dst, *A_OPTS, "--shard-template", long), 2,
-                 f"shard names would be too long for {str(dst)!r}", "has 311 bytes",
-                 "shorten --shard-template")
+    assert_error(
+        run_ishard("shard", src, dst, *A_OPTS, "--shard-template", long),
+        2,
+        f"shard names would be too long for {str(dst)!r}",
+        "has 311 bytes",
+        "shorten --shard-template",
+    )
     assert not dst.exists()
     fixed = run_ishard("shard", src, dst, *A_OPTS, "--shard-template", "x" * 30 + "-%06d")
     assert fixed.returncode == 0, fixed.stderr
@@ -388,8 +435,9 @@ def test_names_that_grow_too_long_are_refused_after_planning_with_dst_as_it_was(
     dst.mkdir()
     limit = os.pathconf(dst, "PC_NAME_MAX") - len(".." + "0" * 7 + ".ishard-tmp")
     template = "y" * (limit - len("0.tar")) + "%d"  # 'yyy…0.tar' fits exactly, 'yyy…10.tar' not
-    result = run_ishard("shard", src, dst, "--shard-size", "1", "--no-progress",
-                        "--shard-template", template)
+    result = run_ishard(
+        "shard", src, dst, "--shard-size", "1", "--no-progress", "--shard-template", template
+    )
     assert_error(result, 2, "shard names would be too long", f"has {limit + 1} bytes")
     assert list(dst.iterdir()) == []
     fixed = run_ishard("shard", src, dst, "--shard-size", "1", "--no-progress")
@@ -405,8 +453,14 @@ def test_an_s3_key_over_1024_bytes_is_refused_before_dst_is_touched(
     extra = ("--endpoint-url", s3_server.endpoint_url)
     long = "k" * 1020 + "-%06d"  # 'out/kkk…-000000.tar': 1035 bytes
     result = run_ishard("shard", src, dst, *A_OPTS, "--shard-template", long, *extra, env=s3env)
-    assert_error(result, 2, f"store keys would be too long for {dst!r}", "has 1035 bytes",
-                 "the store allows 1024", "shorten --shard-template")
+    assert_error(
+        result,
+        2,
+        f"store keys would be too long for {dst!r}",
+        "has 1035 bytes",
+        "the store allows 1024",
+        "shorten --shard-template",
+    )
     assert objects(client, s3_bucket) == {}
     fixed = run_ishard("shard", src, dst, *A_OPTS, *extra, env=s3env)
     assert fixed.returncode == 0, fixed.stderr

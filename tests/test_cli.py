@@ -83,7 +83,10 @@ BAD_OPTIONS = [
     (["--sort", "bogus"], ["--sort", "'bogus'", "shuffle"]),
     (["--dry-run=bogus"], ["--dry-run", "bogus", "show_keys"]),
     (["--samples-per-shard", "0"], ["--samples-per-shard '0'", "at least 1"]),
-    (["--checksum", "sha1"], ["--checksum", "'sha1'", "use one of xxh128, blake3, sha256, md5, none"]),
+    (
+        ["--checksum", "sha1"],
+        ["--checksum", "'sha1'", "use one of xxh128, blake3, sha256, md5, none"],
+    ),
     (["--bogus"], ["--bogus"]),
 ]
 
@@ -239,8 +242,9 @@ def test_ekm_from_a_file_routes_samples(src, tmp_path):
     ekm = tmp_path / "map.json"
     ekm.write_text('{"a-%d.tar": ["^a/"], "b-%d.tar": ["^b/"]}')
     dst = tmp_path / "out"
-    result = invoke_ishard("shard", src, dst, "--ekm", ekm, "--shard-size", "1GiB",
-                        "--member-names", "original")
+    result = invoke_ishard(
+        "shard", src, dst, "--ekm", ekm, "--shard-size", "1GiB", "--member-names", "original"
+    )
     assert result.returncode == 0, result.stderr
     assert tar_names(dst / "a-0.tar") == ["a/1.jpg", "a/1.xml", "a/2.jpg", "a/a&b'c.jpg"]
     assert tar_names(dst / "b-0.tar") == ["b/3.jpg", "b/3.xml"]
@@ -354,11 +358,19 @@ def test_go_spelling_keeps_gos_meaning_for_a_pattern_without_group(tmp_path, pat
     from ishard.planning.keys import key_function, sample_key
 
     src = make_tree(tmp_path / "src", {"a/1.jpg": 2, "a/1.xml": 2, "b/x.jpg": 2})
-    done = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}",
-                      f"-sample_key_pattern={pattern}", "-dry_run=json")
+    done = invoke_ishard(
+        f"-src_bck={src}",
+        f"-dst_bck={tmp_path / 'out'}",
+        f"-sample_key_pattern={pattern}",
+        "-dry_run=json",
+    )
     assert done.returncode == 0, done.stderr
-    keys = {f["name"]: s["key"] for shard in json.loads(done.stdout)["shards"]
-            for s in shard["samples"] for f in s["files"]}
+    keys = {
+        f["name"]: s["key"]
+        for shard in json.loads(done.stdout)["shards"]
+        for s in shard["samples"]
+        for f in s["files"]
+    }
     go_key = key_function(pattern)  # the library's Go-exact $1 replacement
     assert keys == {n: sample_key(n, go_key) for n in ("a/1.jpg", "a/1.xml", "b/x.jpg")}
     assert keys["b/x.jpg"] == ("b/x." if pattern == "jpg" else "b/")
@@ -367,12 +379,17 @@ def test_go_spelling_keeps_gos_meaning_for_a_pattern_without_group(tmp_path, pat
     assert_error(native, 2, f"--sample-key-pattern {pattern!r}")
 
 
-@pytest.mark.parametrize(("extra", "hint"), [
-    (["--shard-template", "s-00.tar", "s-02.tar", "s-04.tar"],
-     "quote it, e.g. --shard-template 's-{00..04..2}.tar'"),
-    (["--shard-template", "a", "b"], None),  # not a counting sequence: click's own line
-    (["--shard-template", "a-3", "a-2", "a-1"], None),  # counts down: no template does that
-])
+@pytest.mark.parametrize(
+    ("extra", "hint"),
+    [
+        (
+            ["--shard-template", "s-00.tar", "s-02.tar", "s-04.tar"],
+            "quote it, e.g. --shard-template 's-{00..04..2}.tar'",
+        ),
+        (["--shard-template", "a", "b"], None),  # not a counting sequence: click's own line
+        (["--shard-template", "a-3", "a-2", "a-1"], None),  # counts down: no template does that
+    ],
+)
 def test_extra_arguments_get_the_brace_hint_only_for_a_sequence(src, tmp_path, extra, hint):
     done = invoke_ishard("shard", src, tmp_path / "out", *extra)
     line = assert_error(done, 2, "xtra argument")
@@ -384,21 +401,34 @@ def test_extra_arguments_get_the_brace_hint_only_for_a_sequence(src, tmp_path, e
 
 
 def test_go_spelling_gets_the_brace_hint_too(src, tmp_path):
-    done = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", "-shard_template",
-                      "shard-0", "shard-1", "shard-2", "shard-3")
-    assert_error(done, 2, "got unexpected extra arguments 'shard-1 shard-2 shard-3' — they look "
-                 "like a brace template the shell expanded: quote it, e.g. --shard-template "
-                 "'shard-{0..3}'")
+    done = invoke_ishard(
+        f"-src_bck={src}",
+        f"-dst_bck={tmp_path / 'out'}",
+        "-shard_template",
+        "shard-0",
+        "shard-1",
+        "shard-2",
+        "shard-3",
+    )
+    assert_error(
+        done,
+        2,
+        "got unexpected extra arguments 'shard-1 shard-2 shard-3' — they look "
+        "like a brace template the shell expanded: quote it, e.g. --shard-template "
+        "'shard-{0..3}'",
+    )
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize(("template", "ext"), [("shard-%06d.tar", ".tar"),
-                                               ("part-{0..9}.tgz", ".tgz"),
-                                               ("s-%d.tar.lz4", ".tar.lz4")])
+@pytest.mark.parametrize(
+    ("template", "ext"),
+    [("shard-%06d.tar", ".tar"), ("part-{0..9}.tgz", ".tgz"), ("s-%d.tar.lz4", ".tar.lz4")],
+)
 def test_template_ending_in_the_extension_does_not_double_it(src, tmp_path, template, ext):
     dst = tmp_path / "out"
-    done = invoke_ishard("shard", src, dst, "--shard-template", template, "--ext", ext,
-                      "--shard-size", "1KiB")
+    done = invoke_ishard(
+        "shard", src, dst, "--shard-template", template, "--ext", ext, "--shard-size", "1KiB"
+    )
     assert done.returncode == 0, done.stderr
     made = sorted(p.name for p in dst.iterdir() if p.name != "manifest.json")
     first = template.replace("%06d", "000000").replace("{0..9}", "0").replace("%d", "0")
@@ -409,15 +439,18 @@ def test_template_ending_in_the_extension_does_not_double_it(src, tmp_path, temp
     assert invoke_ishard("verify", dst).returncode == 0
 
 
-@pytest.mark.parametrize(("args", "warned"), [
-    (["--compress-level", "3"], ["--compress-level 3 has no effect"]),
-    (["--ext", ".zip", "--compress-level", "3"], ["--compress-level 3 has no effect"]),
-    (["--zip-compression", "deflated"], ["--zip-compression deflated has no effect"]),
-    (["--ext", ".zip", "--gzip-library", "zlib"], ["--gzip-library zlib has no effect"]),
-    (["--ext", ".tgz", "--compress-level", "3", "--gzip-library", "zlib"], []),
-    (["--ext", ".tar.lz4", "--compress-level", "3"], []),
-    (["--ext", ".zip", "--zip-compression", "deflated", "--compress-level", "3"], []),
-])
+@pytest.mark.parametrize(
+    ("args", "warned"),
+    [
+        (["--compress-level", "3"], ["--compress-level 3 has no effect"]),
+        (["--ext", ".zip", "--compress-level", "3"], ["--compress-level 3 has no effect"]),
+        (["--zip-compression", "deflated"], ["--zip-compression deflated has no effect"]),
+        (["--ext", ".zip", "--gzip-library", "zlib"], ["--gzip-library zlib has no effect"]),
+        (["--ext", ".tgz", "--compress-level", "3", "--gzip-library", "zlib"], []),
+        (["--ext", ".tar.lz4", "--compress-level", "3"], []),
+        (["--ext", ".zip", "--zip-compression", "deflated", "--compress-level", "3"], []),
+    ],
+)
 def test_options_without_effect_are_warned_about(src, tmp_path, args, warned):
     for dry in ([], ["--dry-run=summary"]):
         dst = tmp_path / ("plan" if dry else "out")
@@ -486,8 +519,9 @@ def test_dry_run_show_keys_text_is_exact(mixed, tmp_path):
 def test_dry_run_writes_nothing_into_an_existing_non_empty_destination(mixed, tmp_path):
     dst = make_tree(tmp_path / "out", {"old.tar": b"x"})
     before_src, before_dst = snapshot(mixed), snapshot(dst)
-    result = invoke_ishard("shard", mixed, dst, "--dry-run=files", "--shard-size", "200B",
-                        "--member-names", "original")
+    result = invoke_ishard(
+        "shard", mixed, dst, "--dry-run=files", "--shard-size", "200B", "--member-names", "original"
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[:2] == ["shard-000000.tar  227B", "    a/1.jpg       100B"]
@@ -626,8 +660,12 @@ def test_ls_lists_members_with_sizes(tmp_path, name):
 
 def test_ls_reads_what_shard_wrote(src, tmp_path):
     dst = tmp_path / "out"
-    assert invoke_ishard("shard", src, dst, "--ext", ".tar.lz4", "--member-names", "original"
-                      ).returncode == 0
+    assert (
+        invoke_ishard(
+            "shard", src, dst, "--ext", ".tar.lz4", "--member-names", "original"
+        ).returncode
+        == 0
+    )
     result = invoke_ishard("ls", dst / "shard-000000.tar.lz4")
     assert result.returncode == 0, result.stderr
     assert [ln.split(None, 2)[2] for ln in result.stdout.splitlines()] == VISIBLE
@@ -640,9 +678,12 @@ def test_ls_errors(tmp_path):
     (tmp_path / "broken.tar").write_bytes(b"this is not a tar archive" * 40)
     assert_error(invoke_ishard("ls", tmp_path / "broken.tar"), 1, "broken.tar", "cannot read")
     (tmp_path / "out").mkdir()
-    assert_error(invoke_ishard("ls", tmp_path / "out"), 2,
-                 f"{str(tmp_path / 'out')!r} is a directory — give a shard file (e.g. "
-                 f"{tmp_path / 'out'}/shard-000000.tar), or use ishard verify {tmp_path / 'out'}")
+    assert_error(
+        invoke_ishard("ls", tmp_path / "out"),
+        2,
+        f"{str(tmp_path / 'out')!r} is a directory — give a shard file (e.g. "
+        f"{tmp_path / 'out'}/shard-000000.tar), or use ishard verify {tmp_path / 'out'}",
+    )
 
 
 # ---------------------------------------------------------------- version and help
@@ -703,8 +744,15 @@ def test_include_hidden_keeps_ds_store(src, tmp_path):
 def test_warn_action_names_offenders_and_keeps_every_file(src, tmp_path):
     dst = tmp_path / "out"
     result = invoke_ishard(
-        "shard", src, dst, "--sample-exts", ".jpg,.xml", "--missing-extension-action", "warn",
-        "--member-names", "original",
+        "shard",
+        src,
+        dst,
+        "--sample-exts",
+        ".jpg,.xml",
+        "--missing-extension-action",
+        "warn",
+        "--member-names",
+        "original",
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr.splitlines() == [
@@ -721,8 +769,14 @@ def test_warn_action_names_offenders_and_keeps_every_file(src, tmp_path):
 
 def test_go_style_checksum_flag_turns_md5_off(src, tmp_path):
     dst = tmp_path / "out"
-    result = invoke_ishard(f"-src_bck={src}", f"-dst_bck={dst}", "-checksum", "none",
-                        "-shard_size=1KiB", "--no-progress")
+    result = invoke_ishard(
+        f"-src_bck={src}",
+        f"-dst_bck={dst}",
+        "-checksum",
+        "none",
+        "-shard_size=1KiB",
+        "--no-progress",
+    )
     assert result.returncode == 0, result.stderr
     entries = json.loads((dst / "manifest.json").read_text())["shardlist"]
     assert entries and all("md5sum" not in e and e["filesize"] > 0 for e in entries)
@@ -731,28 +785,52 @@ def test_go_style_checksum_flag_turns_md5_off(src, tmp_path):
 def test_every_option_can_come_from_the_environment_and_the_command_line_wins(tmp_path):
     env = {**os.environ, "ISHARD_SHARD_SIZE": "128KiB", "ISHARD_SORT": "alpha"}
     from_env = run_ishard("shard", FIXTURES / "imagenet", "--dry-run=summary", env=env)
-    given = invoke_ishard("shard", FIXTURES / "imagenet", "--dry-run=summary", "--shard-size", "128KiB",
-                       "--sort", "alpha")
+    given = invoke_ishard(
+        "shard",
+        FIXTURES / "imagenet",
+        "--dry-run=summary",
+        "--shard-size",
+        "128KiB",
+        "--sort",
+        "alpha",
+    )
     assert from_env.returncode == 0, from_env.stderr
     assert from_env.stdout == given.stdout and "128KiB per shard" in given.stdout
-    overridden = run_ishard("shard", FIXTURES / "imagenet", "--dry-run=summary", "--shard-size",
-                            "1MiB", env=env)
+    overridden = run_ishard(
+        "shard", FIXTURES / "imagenet", "--dry-run=summary", "--shard-size", "1MiB", env=env
+    )
     assert "1MiB per shard" in overridden.stdout
-    bad = run_ishard("shard", FIXTURES / "imagenet", tmp_path / "out", env={**env, "ISHARD_JOBS": "x"})
+    bad = run_ishard(
+        "shard", FIXTURES / "imagenet", tmp_path / "out", env={**env, "ISHARD_JOBS": "x"}
+    )
     assert bad.returncode == 2 and bad.stdout == "" and not (tmp_path / "out").exists()
     assert bad.stderr.startswith("ishard: error: ") and "(from ISHARD_JOBS)" in bad.stderr
     assert len(bad.stderr.splitlines()) == 1
 
 
-@pytest.mark.parametrize(("variable", "value", "line"), [
-    ("ISHARD_DRY_RUN", "1", "ISHARD_DRY_RUN='1' is not a dry-run mode — set it to shards, files, "
-                            "show_keys, json or summary, or unset it"),
-    ("ISHARD_SHARD_SIZE", "abc", "--shard-size 'abc' is neither a size nor a sample count (from "
-                                 "ISHARD_SHARD_SIZE) — write a size"),
-    ("ISHARD_STORAGE_OPTION", "novalue", "--storage-option 'novalue' is not KEY=VALUE (from "
-                                         "ISHARD_STORAGE_OPTION) — write e.g."),
-    ("ISHARD_LOOKALIKE_NAMES", "maybe", "(from ISHARD_LOOKALIKE_NAMES)"),
-])
+@pytest.mark.parametrize(
+    ("variable", "value", "line"),
+    [
+        (
+            "ISHARD_DRY_RUN",
+            "1",
+            "ISHARD_DRY_RUN='1' is not a dry-run mode — set it to shards, files, "
+            "show_keys, json or summary, or unset it",
+        ),
+        (
+            "ISHARD_SHARD_SIZE",
+            "abc",
+            "--shard-size 'abc' is neither a size nor a sample count (from "
+            "ISHARD_SHARD_SIZE) — write a size",
+        ),
+        (
+            "ISHARD_STORAGE_OPTION",
+            "novalue",
+            "--storage-option 'novalue' is not KEY=VALUE (from ISHARD_STORAGE_OPTION) — write e.g.",
+        ),
+        ("ISHARD_LOOKALIKE_NAMES", "maybe", "(from ISHARD_LOOKALIKE_NAMES)"),
+    ],
+)
 def test_a_refused_environment_value_names_its_variable(tmp_path, variable, value, line):
     """Findings: ISHARD_DRY_RUN=1 was refused as '--dry-run' without the variable, the
     library's refusals never named it, and ISHARD_STORAGE_OPTION was not read at all."""
@@ -763,11 +841,13 @@ def test_a_refused_environment_value_names_its_variable(tmp_path, variable, valu
 
 def test_json_comes_from_ishard_json_as_its_flag_is_named(tmp_path):
     """--json is ISHARD_JSON (the option's name), not the parameter's ISHARD_AS_JSON."""
-    done = invoke_ishard("shard", FIXTURES / "imagenet", "--dry-run=summary", "-q",
-                         env={"ISHARD_JSON": "1"})
+    done = invoke_ishard(
+        "shard", FIXTURES / "imagenet", "--dry-run=summary", "-q", env={"ISHARD_JSON": "1"}
+    )
     assert done.returncode == 0
-    done = invoke_ishard("shard", FIXTURES / "imagenet", tmp_path / "out", "--no-progress",
-                         env={"ISHARD_JSON": "1"})
+    done = invoke_ishard(
+        "shard", FIXTURES / "imagenet", tmp_path / "out", "--no-progress", env={"ISHARD_JSON": "1"}
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["shards"] > 0
 
@@ -793,8 +873,9 @@ def test_quiet_prints_nothing_and_verbose_logs_each_step(tmp_path):
     assert quiet.returncode == 0 and quiet.stdout == "" and quiet.stderr == ""
     shards = sorted(p.name for p in (tmp_path / "q").glob("shard-*.tar"))
     assert len(shards) == 6
-    loud = invoke_ishard("shard", source, tmp_path / "v", "--shard-size", "256KiB", "-v",
-                      "--no-progress")
+    loud = invoke_ishard(
+        "shard", source, tmp_path / "v", "--shard-size", "256KiB", "-v", "--no-progress"
+    )
     assert loud.returncode == 0 and "wrote 6 shards" in loud.stdout
     lines = loud.stderr.splitlines()
     assert lines[0].startswith("ishard: listed ") and lines[1].startswith("ishard: planned 6 ")
@@ -806,8 +887,9 @@ def test_quiet_prints_nothing_and_verbose_logs_each_step(tmp_path):
     assert checked.returncode == 1 and checked.stdout == ""
     both = invoke_ishard("shard", source, tmp_path / "b", "-q", "-v")
     assert both.returncode == 2 and both.stdout == "" and not (tmp_path / "b").exists()
-    assert both.stderr == ("ishard: error: -q/--quiet and -v/--verbose cannot be used together "
-                           "— choose one\n")
+    assert both.stderr == (
+        "ishard: error: -q/--quiet and -v/--verbose cannot be used together — choose one\n"
+    )
 
 
 def test_the_library_logs_to_the_ishard_logger(tmp_path, caplog):
@@ -821,23 +903,36 @@ def test_the_library_logs_to_the_ishard_logger(tmp_path, caplog):
     assert sum(m.startswith("wrote shard-") for m in messages) == 6
 
 
-@pytest.mark.parametrize("words, cword", [("ishard shard ima", 2), ("ishard shard src ou", 3),
-                                          ("ishard ls sha", 2), ("ishard verify ou", 2),
-                                          ("ishard split man", 2)])
+@pytest.mark.parametrize(
+    "words, cword",
+    [
+        ("ishard shard ima", 2),
+        ("ishard shard src ou", 3),
+        ("ishard ls sha", 2),
+        ("ishard verify ou", 2),
+        ("ishard split man", 2),
+    ],
+)
 def test_shell_completion_completes_file_names_for_paths(words, cword):
     """With bash completion on (documented in the user guide), SRC, DST, ARCHIVE and MANIFEST
     complete as file names (click answers 'file', bash then lists the files)."""
-    env = {**os.environ, "_ISHARD_COMPLETE": "bash_complete", "COMP_WORDS": words,
-           "COMP_CWORD": str(cword)}
+    env = {
+        **os.environ,
+        "_ISHARD_COMPLETE": "bash_complete",
+        "COMP_WORDS": words,
+        "COMP_CWORD": str(cword),
+    }
     result = run_ishard(env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [f"file,{words.split()[-1]}"]
 
 
 def test_the_completion_script_is_printed_for_bash_zsh_and_fish():
-    for shell, marker in (("bash", "complete -o nosort -F _ishard_completion ishard"),
-                          ("zsh", "compdef _ishard_completion ishard"),
-                          ("fish", "complete --no-files --command ishard")):
+    for shell, marker in (
+        ("bash", "complete -o nosort -F _ishard_completion ishard"),
+        ("zsh", "compdef _ishard_completion ishard"),
+        ("fish", "complete --no-files --command ishard"),
+    ):
         result = run_ishard(env={**os.environ, "_ISHARD_COMPLETE": f"{shell}_source"})
         assert result.returncode == 0 and marker in result.stdout, (shell, result.stdout[-300:])
 

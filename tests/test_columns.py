@@ -35,7 +35,7 @@ from ishard.planning.naming import EXAMPLES
 from ishard.run.report import plan_summary
 from ishard.sizes import parse_size
 
-GOOD = ["a", "b", "img", "x.jpg", "y.cls", "é", "sp ace", "q,u\"o", "😀", "a.b.c", "Z"]
+GOOD = ["a", "b", "img", "x.jpg", "y.cls", "é", "sp ace", 'q,u"o', "😀", "a.b.c", "Z"]
 PARTS = GOOD * 3 + [".hid", "..", "C:", "\x01", "t\tab", "n\nl", ""]
 
 
@@ -49,8 +49,13 @@ def row_listing(path, **kw):
 
 def column_listing(path, prefix="", include_hidden=False):
     tally = Tally()
-    files, total = read_inventory(str(path), inventory_kind(str(path)), wanted=prefix,
-                                  include_hidden=include_hidden, tally=tally)
+    files, total = read_inventory(
+        str(path),
+        inventory_kind(str(path)),
+        wanted=prefix,
+        include_hidden=include_hidden,
+        tally=tally,
+    )
     assert total == sum(files.sizes)
     return files, tally.freeze()
 
@@ -63,14 +68,24 @@ def same(a, b) -> None:
     assert ta == tb
 
 
-names = st.one_of(*[st.lists(st.sampled_from(PARTS), min_size=1, max_size=4).map("/".join)] * 4,
-                  st.sampled_from(["/abs", "a/", "./x", "a/../b", "C:x", "\\\\srv\\x",
-                                   "a\\..\\b"]))
+names = st.one_of(
+    *[st.lists(st.sampled_from(PARTS), min_size=1, max_size=4).map("/".join)] * 4,
+    st.sampled_from(["/abs", "a/", "./x", "a/../b", "C:x", "\\\\srv\\x", "a\\..\\b"]),
+)
 sizes = st.integers(0, 10**12).map(str)
 spoilt_sizes = st.sampled_from([None] * 24 + ["-1", "1.5", "", " 3", "+4", "x"])
-mtimes = (st.integers(0, 2 * 10**9).map(str)
-          | st.sampled_from(["", "1700000000.7", "2024-01-02T03:04:05Z", "2024-01-02T03:04:05+02:00",
-                             "garbage", "1e9", "nan", "123456789012345678"]))
+mtimes = st.integers(0, 2 * 10**9).map(str) | st.sampled_from(
+    [
+        "",
+        "1700000000.7",
+        "2024-01-02T03:04:05Z",
+        "2024-01-02T03:04:05+02:00",
+        "garbage",
+        "1e9",
+        "nan",
+        "123456789012345678",
+    ]
+)
 rows = st.lists(st.tuples(names, sizes, mtimes), max_size=12)
 
 
@@ -85,13 +100,23 @@ def write_csv(path, header, body, blank_lines=False) -> None:
     path.write_text(out.getvalue(), encoding="utf-8")
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(body=rows, header=st.sampled_from([["name", "size", "mtime"], ["size", "key"],
-                                          ["Key", "bytes", "LastModified", "extra"]]),
-       prefix=st.sampled_from(["", "", "", "a", "a/", "zz"]), hidden=st.booleans(),
-       blank=st.booleans(), repeat=st.booleans(), spoil=spoilt_sizes)
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    body=rows,
+    header=st.sampled_from(
+        [["name", "size", "mtime"], ["size", "key"], ["Key", "bytes", "LastModified", "extra"]]
+    ),
+    prefix=st.sampled_from(["", "", "", "a", "a/", "zz"]),
+    hidden=st.booleans(),
+    blank=st.booleans(),
+    repeat=st.booleans(),
+    spoil=spoilt_sizes,
+)
 def test_the_column_reader_agrees_with_the_row_reader_or_hands_back(
-        tmp_path, body, header, prefix, hidden, blank, repeat, spoil):
+    tmp_path, body, header, prefix, hidden, blank, repeat, spoil
+):
     if repeat and body:
         body = body + body[: len(body) // 2]  # the same names again, later
     if spoil is not None and body:
@@ -119,14 +144,23 @@ def test_the_column_reader_agrees_with_the_row_reader_or_hands_back(
 KEY_PARTS = ["a", "b", "a.b", "x.jpg", ".c", "c.", "..d", "é.ü", "😀.x", "a\\b.c", "n"]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(body=st.lists(st.lists(st.sampled_from(KEY_PARTS), min_size=1, max_size=3).map("/".join),
-                     min_size=1, max_size=14),
-       pattern=st.sampled_from([*BUILT_IN, "base_name"]),
-       repeat=st.booleans(), looked_at=st.sampled_from([(1, 1), (1, 2), (2, 3), (2048, 32)]),
-       summed=st.sampled_from([1, 2, 5, 1 << 16]))
-def test_the_engine_groups_files_into_the_samples_python_finds(tmp_path, monkeypatch, body,
-                                                               pattern, repeat, looked_at, summed):
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    body=st.lists(
+        st.lists(st.sampled_from(KEY_PARTS), min_size=1, max_size=3).map("/".join),
+        min_size=1,
+        max_size=14,
+    ),
+    pattern=st.sampled_from([*BUILT_IN, "base_name"]),
+    repeat=st.booleans(),
+    looked_at=st.sampled_from([(1, 1), (1, 2), (2, 3), (2048, 32)]),
+    summed=st.sampled_from([1, 2, 5, 1 << 16]),
+)
+def test_the_engine_groups_files_into_the_samples_python_finds(
+    tmp_path, monkeypatch, body, pattern, repeat, looked_at, summed
+):
     """The engine's samples for a built-in key pattern (keys in order of first appearance,
     each one's files in listing order) are the ones the planner's own grouping finds in the
     same listing, and so are their sizes."""
@@ -142,8 +176,9 @@ def test_the_engine_groups_files_into_the_samples_python_finds(tmp_path, monkeyp
     path = tmp_path / "inventory.csv"
     write_csv(path, ["name", "size"], [[n, str(len(n) << 31 * (len(n) % 3 == 0))] for n in body])
     key = key_function(pattern)
-    files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=True, tally=Tally(),
-                              key=key)
+    files, _ = read_inventory(
+        str(path), "csv", wanted="", include_hidden=True, tally=Tally(), key=key
+    )
     assert files.handover.grouping is not None and files.handover.grouping.key is key
     keys, sample_of = _numbered(files, key)
     starts, members, sizes = _gather(sample_of, len(keys), files.sizes)
@@ -173,14 +208,25 @@ def samples_without(files, key, dropped):
 
 NFD_E = "e\u0301"
 CLASH_FOLDERS = ["a", "A", "b", "\u00e9", NFD_E, "c", "."]
-CLASH_FILES = ["x.jpg", "X.JPG", "x.png", "x.seg.png", "a", "A", "\u00e9.jpg", NFD_E + ".jpg",
-               "\u212a.txt", "k.txt"]
+CLASH_FILES = [
+    "x.jpg",
+    "X.JPG",
+    "x.png",
+    "x.seg.png",
+    "a",
+    "A",
+    "\u00e9.jpg",
+    NFD_E + ".jpg",
+    "\u212a.txt",
+    "k.txt",
+]
 LONG_PARTS = ["L" * 251 + ".jpg", "\u00e9" * 128 + ".x", "ab" * 32 + ".jpg"]  # 255, 258, 68 bytes
 clash_names = st.builds(
     lambda folders, file, slashes: slashes.join([*folders, file]),
     st.lists(st.sampled_from(CLASH_FOLDERS), max_size=2),
     st.sampled_from(CLASH_FILES * 8 + LONG_PARTS),
-    st.sampled_from(["/"] * 6 + ["//"]))
+    st.sampled_from(["/"] * 6 + ["//"]),
+)
 
 
 def extraction_error(tables, rename):
@@ -197,12 +243,18 @@ def extraction_error(tables, rename):
     return found if any(found) else None
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(body=st.lists(clash_names, min_size=1, max_size=14),
-       pattern=st.sampled_from(BUILT_IN),
-       rename=st.booleans(), dropped=st.sets(st.integers(0, 20)))
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    body=st.lists(clash_names, min_size=1, max_size=14),
+    pattern=st.sampled_from(BUILT_IN),
+    rename=st.booleans(),
+    dropped=st.sets(st.integers(0, 20)),
+)
 def test_the_extraction_check_narrowed_by_the_engine_finds_what_the_whole_check_finds(
-        tmp_path, body, pattern, rename, dropped):
+    tmp_path, body, pattern, rename, dropped
+):
     """Member names that clash on extraction (case, Unicode forms, './' and '//' parts, a file
     where another name needs a folder, a part over 255 bytes): the check over the files the
     engine marked gives the error the check over every member gives, or none when it gives
@@ -213,8 +265,9 @@ def test_the_extraction_check_narrowed_by_the_engine_finds_what_the_whole_check_
     path = tmp_path / "inventory.csv"
     write_csv(path, ["name", "size"], [[n, "1"] for n in body])
     key = key_function(pattern)
-    files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=True, tally=Tally(),
-                              key=key, renamed=rename)
+    files, _ = read_inventory(
+        str(path), "csv", wanted="", include_hidden=True, tally=Tally(), key=key, renamed=rename
+    )
     assert files.handover.clashes is not None and files.handover.clashes.renamed == rename
     kept = samples_without(files, key, dropped)
     if rename:
@@ -231,20 +284,49 @@ def test_the_extraction_check_narrowed_by_the_engine_finds_what_the_whole_check_
 
 
 RENAME_FOLDERS = ["a", "b", "A.d", "", "."]
-RENAME_FILES = ["x.jpg", "x.JPG", "x.png", "x.seg.png", "x", "x.", ".x", "y.\u00c9", "y.\u00e9",
-                "y.\u0130", "y.i\u0307", "y.jpg", "z.tar.gz", "z.gz", "..jpg",  # İ: one case in SQL
-                "c:x.jpg", "\\x.jpg", ".\\x.jpg", "..\\x.jpg"]  # keys a drive, '\', a '..' part
+RENAME_FILES = [
+    "x.jpg",
+    "x.JPG",
+    "x.png",
+    "x.seg.png",
+    "x",
+    "x.",
+    ".x",
+    "y.\u00c9",
+    "y.\u00e9",
+    "y.\u0130",
+    "y.i\u0307",
+    "y.jpg",
+    "z.tar.gz",
+    "z.gz",
+    "..jpg",  # İ: one case in SQL
+    "c:x.jpg",
+    "\\x.jpg",
+    ".\\x.jpg",
+    "..\\x.jpg",
+]  # keys a drive, '\', a '..' part
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(body=st.lists(st.builds(lambda folder, file: f"{folder}/{file}".lstrip("/"),
-                               st.sampled_from(RENAME_FOLDERS), st.sampled_from(RENAME_FILES)),
-                     min_size=1, max_size=10),
-       pattern=st.sampled_from(BUILT_IN),
-       dropped=st.sets(st.integers(0, 12)))
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    body=st.lists(
+        st.builds(
+            lambda folder, file: f"{folder}/{file}".lstrip("/"),
+            st.sampled_from(RENAME_FOLDERS),
+            st.sampled_from(RENAME_FILES),
+        ),
+        min_size=1,
+        max_size=10,
+    ),
+    pattern=st.sampled_from(BUILT_IN),
+    dropped=st.sets(st.integers(0, 12)),
+)
 @example(body=["a/y.\u0130", "b/y.i\u0307"], pattern="base_file_name", dropped=set())
 def test_member_names_found_fit_by_the_engine_are_what_the_planner_finds(
-        tmp_path, body, pattern, dropped):
+    tmp_path, body, pattern, dropped
+):
     """``--member-names sample``: when the engine finds every listed file fit for a
     ``<sample key>.<extension>`` name, the planner's own check over the samples (some files
     left out, as --sample-exts may) finds nothing either; else the planner's check runs."""
@@ -254,8 +336,9 @@ def test_member_names_found_fit_by_the_engine_are_what_the_planner_finds(
     path = tmp_path / "inventory.csv"
     write_csv(path, ["name", "size"], [[n, "1"] for n in body])
     key = key_function(pattern)
-    files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=True, tally=Tally(),
-                              key=key, renamed=True)
+    files, _ = read_inventory(
+        str(path), "csv", wanted="", include_hidden=True, tally=Tally(), key=key, renamed=True
+    )
     kept = samples_without(files, key, dropped)
     fit = files.handover.renamable_by
     files.handover = replace(files.handover, renamable_by=None)
@@ -270,19 +353,41 @@ def test_member_names_found_fit_by_the_engine_are_what_the_planner_finds(
 
 
 READER_FOLDERS = ["a", "b", "x.d", ""]
-READER_FILES = ["x.jpg", "x.png", "x.seg.png", "x", ".x", ".x.jpg", "x.", "y.jpg", "\u00e9.jpg", "x.d"]
+READER_FILES = [
+    "x.jpg",
+    "x.png",
+    "x.seg.png",
+    "x",
+    ".x",
+    ".x.jpg",
+    "x.",
+    "y.jpg",
+    "\u00e9.jpg",
+    "x.d",
+]
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(body=st.lists(st.builds(lambda folders, file: "/".join([*folders, file]),
-                               st.lists(st.sampled_from(READER_FOLDERS), max_size=2),
-                               st.sampled_from(READER_FILES)),
-                     min_size=1, max_size=14),
-       pattern=st.sampled_from([*BUILT_IN, r"^(?:.*/)?([^/]+)/[^/]*$"]),
-       dropped=st.sets(st.integers(0, 16)), span=st.sampled_from([1, 1 << 16]),
-       names_first=st.booleans())
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    body=st.lists(
+        st.builds(
+            lambda folders, file: "/".join([*folders, file]),
+            st.lists(st.sampled_from(READER_FOLDERS), max_size=2),
+            st.sampled_from(READER_FILES),
+        ),
+        min_size=1,
+        max_size=14,
+    ),
+    pattern=st.sampled_from([*BUILT_IN, r"^(?:.*/)?([^/]+)/[^/]*$"]),
+    dropped=st.sets(st.integers(0, 16)),
+    span=st.sampled_from([1, 1 << 16]),
+    names_first=st.booleans(),
+)
 def test_the_key_check_over_the_engines_reader_keys_counts_what_the_planner_counts(
-        tmp_path, monkeypatch, body, pattern, dropped, span, names_first):
+    tmp_path, monkeypatch, body, pattern, dropped, span, names_first
+):
     """Original member names: the key check's counts and examples (dotted basenames, dotless
     or dot-leading ones, samples whose files readers key apart) from the engine's reader keys
     and flags are the ones the planner's own check finds in the names — also for a custom
@@ -294,8 +399,9 @@ def test_the_key_check_over_the_engines_reader_keys_counts_what_the_planner_coun
     path = tmp_path / "inventory.csv"
     write_csv(path, ["name", "size"], [[n, "1"] for n in body])
     key = key_function(pattern)
-    files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=True, tally=Tally(),
-                              key=key)
+    files, _ = read_inventory(
+        str(path), "csv", wanted="", include_hidden=True, tally=Tally(), key=key
+    )
     readers = files.handover.readers
     assert readers is not None
     monkeypatch.setattr(handover, "SPAN_LEAST", span)  # 1: all fetched where files lie apart
@@ -343,10 +449,19 @@ def test_an_engine_failure_in_a_naming_hint_leaves_the_check_to_the_planner(tmp_
     write_csv(path, ["name", "size"], [["a/x.jpg", "1"], ["A/x.jpg", "2"], ["b/y.png", "3"]])
     key = key_function("full_name")
     for renamed in (False, True):
-        files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=False,
-                                  tally=Tally(), key=key, renamed=renamed)
+        files, _ = read_inventory(
+            str(path),
+            "csv",
+            wanted="",
+            include_hidden=False,
+            tally=Tally(),
+            key=key,
+            renamed=renamed,
+        )
         assert files.handover.clashes is None and files.handover.renamable_by is None
-        assert (files.handover.readers is None) == renamed  # reader keys: cut when the key check asks
+        assert (
+            files.handover.readers is None
+        ) == renamed  # reader keys: cut when the key check asks
         table = group_table(files, key)
         if not renamed:  # asked before any name is read: the engine fails to cut them
             assert key_check(table).counts == {}
@@ -363,8 +478,14 @@ def test_a_custom_key_pattern_is_grouped_by_the_planner_not_the_engine(tmp_path)
 
     path = tmp_path / "inventory.csv"
     write_csv(path, ["name", "size"], [["a/x.jpg", "1"], ["a/x.cls", "2"]])
-    files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=False, tally=Tally(),
-                              key=key_function(r"^(.*)\.[^.]+$"))
+    files, _ = read_inventory(
+        str(path),
+        "csv",
+        wanted="",
+        include_hidden=False,
+        tally=Tally(),
+        key=key_function(r"^(.*)\.[^.]+$"),
+    )
     assert files.handover.grouping is None and files.names == ["a/x.cls", "a/x.jpg"]
 
 
@@ -373,8 +494,13 @@ def clean_inventory(path, count: int, seed: int = 7) -> None:
     body = []
     for i in range(count):
         folder = rng.choice(["train", "val", ".cache", "x/../y", "é/ü"])
-        body.append([f"{folder}/s{rng.randrange(count)}.{rng.choice(['jpg', 'cls'])}",
-                     str(rng.randrange(10**6)), rng.choice(["1700000000", "", "2024-05-06T07:08:09Z"])])
+        body.append(
+            [
+                f"{folder}/s{rng.randrange(count)}.{rng.choice(['jpg', 'cls'])}",
+                str(rng.randrange(10**6)),
+                rng.choice(["1700000000", "", "2024-05-06T07:08:09Z"]),
+            ]
+        )
     write_csv(path, ["name", "size", "mtime"], body)
 
 
@@ -413,27 +539,35 @@ def source(tmp_path):
 
 
 def parquet_from_csv(csv_path, parquet_path, select: str) -> None:
-    duckdb.execute(f"COPY (SELECT {select} FROM read_csv('{csv_path}', header = true, "
-                   "all_varchar = true)) TO '" + str(parquet_path) + "' (FORMAT parquet)")
+    duckdb.execute(
+        f"COPY (SELECT {select} FROM read_csv('{csv_path}', header = true, "
+        "all_varchar = true)) TO '" + str(parquet_path) + "' (FORMAT parquet)"
+    )
 
 
 def test_a_parquet_inventory_lists_what_the_same_csv_lists(tmp_path):
     path = tmp_path / "inv.csv"
     clean_inventory(path, 3000)
     parquet = tmp_path / "inv.parquet"
-    parquet_from_csv(path, parquet, "name AS key, CAST(size AS BIGINT) AS size, CASE WHEN "
-                     "mtime = '' THEN NULL ELSE CAST(CASE WHEN mtime LIKE '%Z' THEN mtime ELSE "
-                     "'1970-01-01T00:00:00Z' END AS TIMESTAMPTZ) + to_seconds(CASE WHEN mtime "
-                     "LIKE '%Z' OR mtime = '' THEN 0 ELSE CAST(mtime AS BIGINT) END) END "
-                     "AS last_modified")
+    parquet_from_csv(
+        path,
+        parquet,
+        "name AS key, CAST(size AS BIGINT) AS size, CASE WHEN "
+        "mtime = '' THEN NULL ELSE CAST(CASE WHEN mtime LIKE '%Z' THEN mtime ELSE "
+        "'1970-01-01T00:00:00Z' END AS TIMESTAMPTZ) + to_seconds(CASE WHEN mtime "
+        "LIKE '%Z' OR mtime = '' THEN 0 ELSE CAST(mtime AS BIGINT) END) END "
+        "AS last_modified",
+    )
     assert inventory_kind(str(parquet)) == "parquet"
     same(row_listing(parquet), row_listing(path))  # through list_inventory, any size
     common = ["--dry-run=summary", "--member-names", "original"]
     result = invoke_ishard("shard", source(tmp_path), "--src-list", parquet, *common)
     assert result.returncode == 0, result.stderr
     assert "would write" in result.stdout
-    assert result.stdout == invoke_ishard("shard", source(tmp_path), "--src-list", path,
-                                       *common).stdout
+    assert (
+        result.stdout
+        == invoke_ishard("shard", source(tmp_path), "--src-list", path, *common).stdout
+    )
 
 
 def test_a_parquet_inventory_without_a_size_is_one_line_exit_2(tmp_path):
@@ -449,44 +583,72 @@ def test_a_parquet_inventory_without_a_size_is_one_line_exit_2(tmp_path):
 
 # id: (the SELECT written as the Parquet file, or its bytes; the line after "--src-list 'P' ")
 BAD_PARQUET = {
-    "name-struct": ("SELECT {'k': 'a/1.jpg'} AS name, 3 AS size",
-                    "row 1: the name is a dict, not a string — give each file's name as text "
-                    "(a string column)"),
-    "name-list": ("SELECT ['a/1.jpg'] AS key, 3 AS size",
-                  "row 1: the name is a list, not a string"),
+    "name-struct": (
+        "SELECT {'k': 'a/1.jpg'} AS name, 3 AS size",
+        "row 1: the name is a dict, not a string — give each file's name as text (a string column)",
+    ),
+    "name-list": (
+        "SELECT ['a/1.jpg'] AS key, 3 AS size",
+        "row 1: the name is a list, not a string",
+    ),
     "name-number": ("SELECT 7 AS name, 3 AS size", "row 1: the name is a int, not a string"),
-    "name-not-utf8": ("SELECT * FROM (VALUES ('a/1.jpg'::BLOB, 3), ('a/\\xFF\\xFE.jpg'::BLOB, 3)) "
-                      "t(name, size)",
-                      "row 2: the name is not UTF-8 (byte 0xff at byte 3) — write names as UTF-8 "
-                      "text"),
-    "name-null": ("SELECT * FROM (VALUES ('a/1.jpg', 3), (NULL, 4)) t(name, size)",
-                  "row 2: the name is missing — give each file's name as text (a string column)"),
-    "name-over-128KiB": (f"SELECT repeat('n', {129 << 10}) AS name, 3 AS size",
-                         "row 1: the name is longer than 128 KiB — an inventory names one file per "
-                         "row; check that this is one"),
-    "size-float": ("SELECT 'a/1.jpg' AS name, 2.5::DOUBLE AS size",
-                   "row 1: the size is 2.5, not a whole number of bytes (0 or more) — give each "
-                   "file's size in bytes (an integer column)"),
-    "size-decimal": ("SELECT 'a/1.jpg' AS name, 2.5 AS size", "row 1: the size is 2.5, not a whole"),
-    "size-struct": ("SELECT 'a/1.jpg' AS name, {'b': 3} AS size",
-                    "row 1: the size is {'b': 3}, not a whole number of bytes"),
-    "size-negative": ("SELECT * FROM (VALUES ('a/1.jpg', 3), ('a/2.jpg', -3)) t(name, size)",
-                      "row 2: the size is -3, not a whole number of bytes (0 or more)"),
-    "size-null": ("SELECT * FROM (VALUES ('a/1.jpg', 3), ('a/2.jpg', NULL)) t(name, size)",
-                  "row 2: the size is missing, not a whole number of bytes (0 or more)"),
-    "size-text": ("SELECT 'a/1.jpg' AS name, '3x' AS size",
-                  "row 1: the size is '3x', not a whole number of bytes (0 or more)"),
-    "size-2^63": ("SELECT * FROM (VALUES ('a/1.jpg', 3::UBIGINT), ('a/2.jpg', 9223372036854775808)) "
-                  "t(name, size)",
-                  "row 2: the size is 9223372036854775808, over 9223372036854775807 (2^63-1), "
-                  "the most bytes a file can have — give each file's size in bytes (an integer "
-                  "column)"),
-    "size-2^63-text": ("SELECT 'a/1.jpg' AS name, '9223372036854775808' AS size",
-                       "row 1: the size is 9223372036854775808, over 9223372036854775807"),
-    "no-rows": ("SELECT 'a/1.jpg' AS name, 3 AS size LIMIT 0",
-                "has no rows — give an inventory of the files to shard, one row per file"),
-    "damaged": (b"PAR1" + bytes(100),
-                "is not a Parquet file or is damaged (No magic bytes found at end of file"),
+    "name-not-utf8": (
+        "SELECT * FROM (VALUES ('a/1.jpg'::BLOB, 3), ('a/\\xFF\\xFE.jpg'::BLOB, 3)) t(name, size)",
+        "row 2: the name is not UTF-8 (byte 0xff at byte 3) — write names as UTF-8 text",
+    ),
+    "name-null": (
+        "SELECT * FROM (VALUES ('a/1.jpg', 3), (NULL, 4)) t(name, size)",
+        "row 2: the name is missing — give each file's name as text (a string column)",
+    ),
+    "name-over-128KiB": (
+        f"SELECT repeat('n', {129 << 10}) AS name, 3 AS size",
+        "row 1: the name is longer than 128 KiB — an inventory names one file per "
+        "row; check that this is one",
+    ),
+    "size-float": (
+        "SELECT 'a/1.jpg' AS name, 2.5::DOUBLE AS size",
+        "row 1: the size is 2.5, not a whole number of bytes (0 or more) — give each "
+        "file's size in bytes (an integer column)",
+    ),
+    "size-decimal": (
+        "SELECT 'a/1.jpg' AS name, 2.5 AS size",
+        "row 1: the size is 2.5, not a whole",
+    ),
+    "size-struct": (
+        "SELECT 'a/1.jpg' AS name, {'b': 3} AS size",
+        "row 1: the size is {'b': 3}, not a whole number of bytes",
+    ),
+    "size-negative": (
+        "SELECT * FROM (VALUES ('a/1.jpg', 3), ('a/2.jpg', -3)) t(name, size)",
+        "row 2: the size is -3, not a whole number of bytes (0 or more)",
+    ),
+    "size-null": (
+        "SELECT * FROM (VALUES ('a/1.jpg', 3), ('a/2.jpg', NULL)) t(name, size)",
+        "row 2: the size is missing, not a whole number of bytes (0 or more)",
+    ),
+    "size-text": (
+        "SELECT 'a/1.jpg' AS name, '3x' AS size",
+        "row 1: the size is '3x', not a whole number of bytes (0 or more)",
+    ),
+    "size-2^63": (
+        "SELECT * FROM (VALUES ('a/1.jpg', 3::UBIGINT), ('a/2.jpg', 9223372036854775808)) "
+        "t(name, size)",
+        "row 2: the size is 9223372036854775808, over 9223372036854775807 (2^63-1), "
+        "the most bytes a file can have — give each file's size in bytes (an integer "
+        "column)",
+    ),
+    "size-2^63-text": (
+        "SELECT 'a/1.jpg' AS name, '9223372036854775808' AS size",
+        "row 1: the size is 9223372036854775808, over 9223372036854775807",
+    ),
+    "no-rows": (
+        "SELECT 'a/1.jpg' AS name, 3 AS size LIMIT 0",
+        "has no rows — give an inventory of the files to shard, one row per file",
+    ),
+    "damaged": (
+        b"PAR1" + bytes(100),
+        "is not a Parquet file or is damaged (No magic bytes found at end of file",
+    ),
 }
 
 
@@ -507,7 +669,9 @@ def test_parquet_rows_that_break_the_format_are_one_line_naming_the_row(case, tm
         done = invoke_ishard("shard", source(tmp_path), tmp_path / "out", "--src-list", parquet,
                              "--member-names", "original", *prefix)  # fmt: skip
         assert done.returncode == 2 and done.stdout == "", done.stderr
-        assert done.stderr.startswith(f"ishard: error: --src-list '{parquet}' {message}"), done.stderr
+        assert done.stderr.startswith(f"ishard: error: --src-list '{parquet}' {message}"), (
+            done.stderr
+        )
         assert done.stderr.count("\n") == 1 and "unexpected" not in done.stderr
         assert not (tmp_path / "out").exists()
 
@@ -518,10 +682,14 @@ def test_a_parquet_inventory_of_utf8_bytes_and_digit_text_is_read_as_text(tmp_pa
     typed = tmp_path / "typed.parquet"
     plain = tmp_path / "plain.parquet"
     rows = "(VALUES ('a/1.jpg', '003'), ('é/2.jpg', '9223372036854775807'))"
-    duckdb.execute(f"COPY (SELECT encode(n) AS name, s AS size FROM {rows} t(n, s)) "
-                   f"TO '{typed}' (FORMAT parquet)")
-    duckdb.execute(f"COPY (SELECT n AS name, CAST(s AS BIGINT) AS size FROM {rows} t(n, s)) "
-                   f"TO '{plain}' (FORMAT parquet)")
+    duckdb.execute(
+        f"COPY (SELECT encode(n) AS name, s AS size FROM {rows} t(n, s)) "
+        f"TO '{typed}' (FORMAT parquet)"
+    )
+    duckdb.execute(
+        f"COPY (SELECT n AS name, CAST(s AS BIGINT) AS size FROM {rows} t(n, s)) "
+        f"TO '{plain}' (FORMAT parquet)"
+    )
     listed = column_listing(typed)
     same(listed, column_listing(plain))
     assert list(listed[0].names) == ["a/1.jpg", "é/2.jpg"]
@@ -529,8 +697,9 @@ def test_a_parquet_inventory_of_utf8_bytes_and_digit_text_is_read_as_text(tmp_pa
 
 
 @pytest.mark.parametrize("kind", ["csv", "jsonl"])
-def test_a_size_past_2_63_read_by_the_engine_is_one_line_naming_the_line(tmp_path, monkeypatch,
-                                                                         kind):
+def test_a_size_past_2_63_read_by_the_engine_is_one_line_naming_the_line(
+    tmp_path, monkeypatch, kind
+):
     """Finding: a size of 2^63 or more was an 'unexpected OverflowError' from the engine's
     path as from the row reader's. 2^63-1 (19 digits) is read by the engine; one more is one
     line naming the line and the number, exit 2."""
@@ -548,9 +717,11 @@ def test_a_size_past_2_63_read_by_the_engine_is_one_line_naming_the_line(tmp_pat
     done = invoke_ishard("shard", source(tmp_path), "--src-list", path, "--dry-run")
     line = 3 if kind == "csv" else 2
     assert done.returncode == 2, done.stderr
-    assert done.stderr == (f"ishard: error: --src-list '{path}' line {line}: the size is "
-                           "9223372036854775808, over 9223372036854775807 (2^63-1), the most bytes "
-                           "a file can have — give each file's size in bytes, e.g. 123\n")
+    assert done.stderr == (
+        f"ishard: error: --src-list '{path}' line {line}: the size is "
+        "9223372036854775808, over 9223372036854775807 (2^63-1), the most bytes "
+        "a file can have — give each file's size in bytes, e.g. 123\n"
+    )
 
 
 @pytest.mark.parametrize("reader", ["row", "engine", "parquet"])
@@ -568,9 +739,11 @@ def test_sizes_that_add_up_past_2_63_are_one_line(tmp_path, monkeypatch, reader)
     done = invoke_ishard("shard", source(tmp_path), "--src-list", path, "--dry-run=json",
                          "--member-names", "original")  # fmt: skip
     assert done.returncode == 2 and done.stdout == "", done.stderr
-    assert done.stderr == (f"ishard: error: --src-list '{path}': its files' sizes add up to "
-                           "9223372036854775809 bytes, over 9223372036854775807 (2^63-1), the most "
-                           "ishard counts — check the size column; exabytes are a mistake\n")
+    assert done.stderr == (
+        f"ishard: error: --src-list '{path}': its files' sizes add up to "
+        "9223372036854775809 bytes, over 9223372036854775807 (2^63-1), the most "
+        "ishard counts — check the size column; exabytes are a mistake\n"
+    )
     done = invoke_ishard("shard", source(tmp_path), "--src-list", path, "--dry-run=json",
                          "--member-names", "original", "--prefix", "a/1")  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -583,8 +756,15 @@ def test_the_engine_spills_under_its_memory_limit(tmp_path):
     tally = Tally()
     spill = tmp_path / "spill"
     spill.mkdir()
-    files, _ = read_inventory(str(path), "csv", wanted="", include_hidden=False, tally=tally,
-                              tmp_dir=str(spill), memory_limit=64 << 20)
+    files, _ = read_inventory(
+        str(path),
+        "csv",
+        wanted="",
+        include_hidden=False,
+        tally=tally,
+        tmp_dir=str(spill),
+        memory_limit=64 << 20,
+    )
     same((files, tally.freeze()), row_listing(path))
     assert list(spill.iterdir()) == []  # its private spill folder is gone
 
@@ -594,8 +774,13 @@ def test_gnu_sort_orders_the_listing_the_same(tmp_path):
     path = tmp_path / "inv.csv"
     clean_inventory(path, 2000)
     files, _ = column_listing(path, include_hidden=True)
-    sorted_by_sort = subprocess.run(["sort", "-u"], input="\n".join(files.names).encode(),
-                                    capture_output=True, env={"LC_ALL": "C"}, check=True)
+    sorted_by_sort = subprocess.run(
+        ["sort", "-u"],
+        input="\n".join(files.names).encode(),
+        capture_output=True,
+        env={"LC_ALL": "C"},
+        check=True,
+    )
     assert sorted_by_sort.stdout.decode().splitlines() == files.names
 
 
@@ -766,8 +951,9 @@ def json_lines(draw) -> str:
     mtime_key = draw(st.sampled_from(["mtime", None, *MTIME_COLUMNS]))
     ascii_only = draw(st.booleans())
     mixed_times = draw(st.integers(0, 5)) == 0
-    odd_time = draw(st.sampled_from([None] * 16 + [True, False, None, 1.5e9, {}, [1],
-                                                   float("inf"), 10**20, -7]))  # another type
+    odd_time = draw(
+        st.sampled_from([None] * 16 + [True, False, None, 1.5e9, {}, [1], float("inf"), 10**20, -7])
+    )  # another type
     lines = []
     for name, size, mtime in draw(rows):
         pairs: list[tuple[str, object]] = [(name_key, name)]
@@ -775,8 +961,9 @@ def json_lines(draw) -> str:
         if mixed_times:  # mtimes under another key on some lines
             mtime_key = draw(st.sampled_from(MTIME_COLUMNS))
         if mtime_key is not None:
-            pairs.append((mtime_key, int(mtime) if mtime.isdigit() and draw(st.booleans()) else
-                          mtime))
+            pairs.append(
+                (mtime_key, int(mtime) if mtime.isdigit() and draw(st.booleans()) else mtime)
+            )
         if odd_time is not None and mtime_key is not None and draw(st.booleans()):
             pairs[0] = (name_key, f"a/odd{len(lines)}.jpg")  # listed, whatever the options
             pairs[2] = (mtime_key, odd_time)
@@ -784,15 +971,24 @@ def json_lines(draw) -> str:
         if odd == 1:
             pairs.insert(0, (draw(st.sampled_from(NAME_COLUMNS)), None))
         elif odd == 2:
-            pairs.append((draw(st.sampled_from(NAME_COLUMNS + SIZE_COLUMNS + MTIME_COLUMNS)),
-                          draw(st.sampled_from(JSON_ODD + ["b/other.jpg", 5]))))
+            pairs.append(
+                (
+                    draw(st.sampled_from(NAME_COLUMNS + SIZE_COLUMNS + MTIME_COLUMNS)),
+                    draw(st.sampled_from(JSON_ODD + ["b/other.jpg", 5])),
+                )
+            )
         elif odd == 3:
             at = draw(st.integers(0, len(pairs) - 1))
             pairs[at] = (pairs[at][0], draw(st.sampled_from(JSON_ODD)))
         elif odd == 4:
             pairs.append(pairs[0])  # a key twice
-        line = "{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=ascii_only)}"
-                               for k, v in pairs) + "}"
+        line = (
+            "{"
+            + ", ".join(
+                f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=ascii_only)}" for k, v in pairs
+            )
+            + "}"
+        )
         if odd == 5:
             line = draw(st.sampled_from(["", "   ", "[1]", "5", line + " x", line[:-1]]))
         lines.append(line)
@@ -805,8 +1001,12 @@ def test_json_lines_read_by_the_engine_list_what_the_row_reader_lists(tmp_path):
     never answers. Most examples are read by the engine, not handed back."""
     seen: Counter[str] = Counter()
 
-    @settings(max_examples=300, deadline=None, derandomize=True,
-              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @settings(
+        max_examples=300,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
     @given(text=json_lines(), prefix=st.sampled_from(["", "", "a", "a/"]), hidden=st.booleans())
     def same_listing(text, prefix, hidden):
         path = tmp_path / "inventory.jsonl"
@@ -873,10 +1073,20 @@ def test_a_plan_reads_the_names_from_the_engine_only_when_a_shard_is_read(tmp_pa
     monkeypatch.setenv(inventory.PLANNER, "engine")
     fetched = []
     real, real_ints = engine.fetched, engine.int_fetched
-    monkeypatch.setattr(engine, "fetched", lambda con, column, table, start: (
-        fetched.append((column, start))) or real(con, column, table, start))
-    monkeypatch.setattr(engine, "int_fetched", lambda con, column, bounds=None: (
-        fetched.append((column, 0))) or real_ints(con, column, bounds))
+    monkeypatch.setattr(
+        engine,
+        "fetched",
+        lambda con, column, table, start: (
+            (fetched.append((column, start))) or real(con, column, table, start)
+        ),
+    )
+    monkeypatch.setattr(
+        engine,
+        "int_fetched",
+        lambda con, column, bounds=None: (
+            (fetched.append((column, 0))) or real_ints(con, column, bounds)
+        ),
+    )
     spill = tmp_path / "spill"
     spill.mkdir()
     common = {"src_list": str(path), "tmp_dir": str(spill), "shard_size": "10MiB"}
@@ -935,8 +1145,9 @@ def test_a_tmp_dir_with_no_room_for_the_names_is_one_line_naming_it(tmp_path, mo
 
 
 @pytest.mark.parametrize("apart", [False, True])
-def test_a_dry_runs_key_check_reads_only_what_it_needs_from_the_engine(tmp_path, monkeypatch,
-                                                                       apart):
+def test_a_dry_runs_key_check_reads_only_what_it_needs_from_the_engine(
+    tmp_path, monkeypatch, apart
+):
     """``--member-names original`` over an inventory the engine read, some samples holding a
     file that readers key apart (a second dot in its basename): the plan warns with the same
     counts and example keys as over the row reader's listing, and fetches from the engine only
@@ -953,8 +1164,12 @@ def test_a_dry_runs_key_check_reads_only_what_it_needs_from_the_engine(tmp_path,
     body = [[f"{e if apart else 'd'}/s{i:06}.{e}", str(rng.randrange(10**5)), "1700000000"]
             for i in numbers for e in exts[i]]  # fmt: skip
     write_csv(path, ["name", "size", "mtime"], body)
-    common = {"tmp_dir": str(tmp_path), "shard_size": "10MiB", "member_names": "original",
-              "sample_key_pattern": "base_file_name"}
+    common = {
+        "tmp_dir": str(tmp_path),
+        "shard_size": "10MiB",
+        "member_names": "original",
+        "sample_key_pattern": "base_file_name",
+    }
     gz = tmp_path / "inv.csv.gz"
     gz.write_bytes(gzip.compress(path.read_bytes()))
     by_rows = ishard.plan(source(tmp_path), src_list=str(gz), **common)  # gzip: the row reader
@@ -964,12 +1179,16 @@ def test_a_dry_runs_key_check_reads_only_what_it_needs_from_the_engine(tmp_path,
     asked = []
     for name in ("fetched", "int_fetched"):
         real = getattr(engine, name)
-        monkeypatch.setattr(engine, name, lambda *a, real=real, name=name: (
-            asked.append(name)) or real(*a))
+        monkeypatch.setattr(
+            engine, name, lambda *a, real=real, name=name: (asked.append(name)) or real(*a)
+        )
     for name in ("picked", "_reader_span", "_readers_fetched"):
         real = getattr(engine.Waiting, name)
-        monkeypatch.setattr(engine.Waiting, name, lambda self, *a, real=real, name=name: (
-            asked.append(name)) or real(self, *a))
+        monkeypatch.setattr(
+            engine.Waiting,
+            name,
+            lambda self, *a, real=real, name=name: (asked.append(name)) or real(self, *a),
+        )
     planned = ishard.plan(source(tmp_path), src_list=str(path), **common)
     dotted = f"{sum(i % 7 == 0 for i in numbers)} samples with a dot"
     assert any(w.startswith(dotted) for w in planned.warnings)
@@ -1010,6 +1229,7 @@ def test_the_planner_is_chosen_in_one_place_by_name(tmp_path, monkeypatch, caplo
         inventory.list_inventory(str(parquet))
         inventory.list_inventory(str(path))
     told = [r.getMessage() for r in caplog.records if r.getMessage().startswith("planner: ")]
-    assert told == ["planner: engine (a Parquet file, which only the column engine reads)",
-                    "planner: rows (the column engine handed it back: it does not take it as it "
-                    "is)"]
+    assert told == [
+        "planner: engine (a Parquet file, which only the column engine reads)",
+        "planner: rows (the column engine handed it back: it does not take it as it is)",
+    ]

@@ -36,8 +36,13 @@ COMMON = ("--shard-size", "120KB", "--no-progress", "--json", "--member-names", 
 @pytest.fixture(scope="module")
 def scheduler():
     """A two-process Dask cluster on 127.0.0.1 for the module; yields its scheduler address."""
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  host="127.0.0.1", dashboard_address="127.0.0.1:0") as cluster:
+    with distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+    ) as cluster:
         yield cluster.scheduler_address
 
 
@@ -59,8 +64,11 @@ def test_dask_writes_the_same_tgz_shards_as_a_local_run(how, scheduler, tmp_path
     src = make_tree(tmp_path / "src", TREE)
     assert_ok(run_ishard("shard", src, tmp_path / "local", "--ext", ".tgz", *COMMON))
     extra = ("--jobs", "2") if how == "own-cluster" else ("--scheduler", scheduler)
-    summary = assert_ok(run_ishard("shard", src, tmp_path / "dask", "--ext", ".tgz", *COMMON,
-                                   "--executor", "dask", *extra))
+    summary = assert_ok(
+        run_ishard(
+            "shard", src, tmp_path / "dask", "--ext", ".tgz", *COMMON, "--executor", "dask", *extra
+        )
+    )
 
     local, dask = shard_files(tmp_path / "local"), shard_files(tmp_path / "dask")
     assert len(local) >= 4
@@ -73,17 +81,23 @@ def test_dask_writes_the_same_tgz_shards_as_a_local_run(how, scheduler, tmp_path
             assert member not in members
             members[member] = data
     assert members == {name: (src / name).read_bytes() for name in TREE}
-    manifests = [json.loads((tmp_path / d / "manifest.json").read_bytes()) for d in ("local", "dask")]
+    manifests = [
+        json.loads((tmp_path / d / "manifest.json").read_bytes()) for d in ("local", "dask")
+    ]
     assert manifests[0]["shardlist"] == manifests[1]["shardlist"]
     # the executor (and --jobs, --scheduler) only say how the run went: the same manifest
     assert (tmp_path / "dask" / "manifest.json").read_bytes() == (
-        tmp_path / "local" / "manifest.json").read_bytes()
+        tmp_path / "local" / "manifest.json"
+    ).read_bytes()
 
 
 def test_gnu_tar_lists_what_dask_workers_wrote(scheduler, tmp_path):
     src = make_tree(tmp_path / "src", TREE)
-    assert_ok(run_ishard("shard", src, tmp_path / "out", *COMMON, "--executor", "dask",
-                         "--scheduler", scheduler))
+    assert_ok(
+        run_ishard(
+            "shard", src, tmp_path / "out", *COMMON, "--executor", "dask", "--scheduler", scheduler
+        )
+    )
     listed = []
     for shard in sorted((tmp_path / "out").glob("*.tar")):
         done = subprocess.run(["tar", "-tf", shard], capture_output=True, text=True, check=True)
@@ -94,8 +108,19 @@ def test_gnu_tar_lists_what_dask_workers_wrote(scheduler, tmp_path):
 def test_plain_progress_of_dask_workers_ends_with_the_real_totals(scheduler, tmp_path):
     src = make_tree(tmp_path / "src", TREE)
     dst = tmp_path / "out"
-    result = run_ishard("shard", src, dst, "--shard-size", "120KB", "--progress", "--json",
-                        "--executor", "dask", "--scheduler", scheduler)
+    result = run_ishard(
+        "shard",
+        src,
+        dst,
+        "--shard-size",
+        "120KB",
+        "--progress",
+        "--json",
+        "--executor",
+        "dask",
+        "--scheduler",
+        scheduler,
+    )
     assert_true_totals(src, dst, result)
 
 
@@ -113,8 +138,14 @@ def test_a_worker_failure_is_ishards_error_and_leaves_no_partial_shard(scheduler
     src = make_tree(tmp_path / "src", TREE)
     dst = tmp_path / "out"
     with pytest.raises(SourceError, match=r"cannot read 'val/021\.jpg' from the source"):
-        ishard.shard(src, dst, shard_size="120KB", executor="dask", scheduler=scheduler,
-                     progress=VanishAfterPlanning(src / "val/021.jpg"))
+        ishard.shard(
+            src,
+            dst,
+            shard_size="120KB",
+            executor="dask",
+            scheduler=scheduler,
+            progress=VanishAfterPlanning(src / "val/021.jpg"),
+        )
     left = sorted(p.name for p in dst.iterdir() if p.name != ".ishard-run")  # kept for --resume
     assert not [n for n in left if "ishard-tmp" in n]  # no temp file anywhere
     assert "manifest.json" not in left
@@ -127,8 +158,9 @@ def test_cli_shows_a_worker_failure_in_one_line(tmp_path):
     dst = tmp_path / "out"
     dst.mkdir()
     (dst / "shard-000000.tar").mkdir()  # a directory where the shard must go: rename fails
-    result = run_ishard("shard", src, dst, "--overwrite", "--executor", "dask", "--jobs", "1",
-                        "--no-progress")
+    result = run_ishard(
+        "shard", src, dst, "--overwrite", "--executor", "dask", "--jobs", "1", "--no-progress"
+    )
     assert_error(result, 1, "shard-000000.tar")
     assert not [p for p in dst.iterdir() if "ishard-tmp" in p.name]
 
@@ -138,8 +170,10 @@ def test_cli_shows_a_worker_failure_in_one_line(tmp_path):
     [
         (("--executor", "spark"), ("--executor 'spark'", "local or dask")),
         (("--scheduler", "tcp://127.0.0.1:8786"), ("needs --executor dask",)),
-        (("--executor", "dask", "--scheduler", "127.0.0.1:8786"),
-         ("'127.0.0.1:8786' is not a scheduler address", "tcp://HOST:PORT")),
+        (
+            ("--executor", "dask", "--scheduler", "127.0.0.1:8786"),
+            ("'127.0.0.1:8786' is not a scheduler address", "tcp://HOST:PORT"),
+        ),
         (("--executor", "dask", "--scheduler", "http://127.0.0.1:8786"), ("tcp://HOST:PORT",)),
     ],
 )
@@ -162,10 +196,22 @@ def test_a_scheduler_that_does_not_answer_leaves_dst_untouched(monkeypatch, tmp_
     with pytest.raises(IshardError, match=rf"scheduler 'tcp://127.0.0.1:{port}' did not answer"):
         ishard.shard(src, dst, executor="dask", scheduler=f"tcp://127.0.0.1:{port}")
     assert not dst.exists()
-    result = invoke_ishard("shard", src, dst, "--executor", "dask", "--scheduler",
-                           f"tcp://127.0.0.1:{port}", "--no-progress")
-    assert_error(result, 1, f"the Dask scheduler 'tcp://127.0.0.1:{port}' did not answer",
-                 "check the address")
+    result = invoke_ishard(
+        "shard",
+        src,
+        dst,
+        "--executor",
+        "dask",
+        "--scheduler",
+        f"tcp://127.0.0.1:{port}",
+        "--no-progress",
+    )
+    assert_error(
+        result,
+        1,
+        f"the Dask scheduler 'tcp://127.0.0.1:{port}' did not answer",
+        "check the address",
+    )
     assert not dst.exists()
     fixed = invoke_ishard("shard", src, dst, "--no-progress")
     assert fixed.returncode == 0, fixed.stderr
@@ -177,11 +223,18 @@ def test_workers_do_not_inherit_a_cancelled_run(scheduler, tmp_path):
     its own cancel flag."""
     src = make_tree(tmp_path / "src", TREE)
     with pytest.raises(SourceError):
-        ishard.shard(src, tmp_path / "first", shard_size="120KB", executor="dask",
-                     scheduler=scheduler, progress=VanishAfterPlanning(src / "train/003.jpg"))
+        ishard.shard(
+            src,
+            tmp_path / "first",
+            shard_size="120KB",
+            executor="dask",
+            scheduler=scheduler,
+            progress=VanishAfterPlanning(src / "train/003.jpg"),
+        )
     (src / "train/003.jpg").write_bytes(os.urandom(10))
-    report = ishard.shard(src, tmp_path / "second", shard_size="120KB", executor="dask",
-                          scheduler=scheduler)
+    report = ishard.shard(
+        src, tmp_path / "second", shard_size="120KB", executor="dask", scheduler=scheduler
+    )
     assert report.plan.file_count == len(TREE)
     assert sum(len(tar_members(tmp_path / "second" / r.name)) for r in report.results) == len(TREE)
 
@@ -191,15 +244,17 @@ def test_a_shard_plan_reaches_a_worker_whole(tmp_path):
     mtime and archive name, in the same samples and order."""
     import pickle
 
-    tree = make_tree(tmp_path / "src", {"a/x.jpg": 3, "a/x.cls": 1, "b/y.jpg": 5, "b/y.cls": 2,
-                                        "c/z.JPEG": 4})
+    tree = make_tree(
+        tmp_path / "src", {"a/x.jpg": 3, "a/x.cls": 1, "b/y.jpg": 5, "b/y.cls": 2, "c/z.JPEG": 4}
+    )
     for member_names in ("original", "sample"):
         plan = ishard.plan(tree, shard_size="1KB", member_names=member_names)
         for shard in plan.shards:
             back = pickle.loads(pickle.dumps(shard))
             assert back == shard
             assert [(f.arcname, f.size, f.mtime) for f in back.members()] == [
-                (f.arcname, f.size, f.mtime) for f in shard.members()]
+                (f.arcname, f.size, f.mtime) for f in shard.members()
+            ]
 
 
 def listed(shard, cancel):

@@ -26,8 +26,9 @@ WAIT = 120  # seconds: a bound for what must happen, never a synchronisation
 @pytest.fixture
 def cluster():
     """A scheduler without workers on 127.0.0.1 (the test starts its own `dask worker`s)."""
-    with distributed.LocalCluster(n_workers=0, processes=True, host="127.0.0.1",
-                                  dashboard_address="127.0.0.1:0") as local:
+    with distributed.LocalCluster(
+        n_workers=0, processes=True, host="127.0.0.1", dashboard_address="127.0.0.1:0"
+    ) as local:
         yield local.scheduler_address
 
 
@@ -39,10 +40,24 @@ def workers():
     def start(address: str, *, held: bool, first: str = "") -> subprocess.Popen:
         preload = ("--preload", HOLD) if held else ()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_worker", address, "--no-nanny",
-             "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1", *preload],
-            env={**os.environ, "ISHARD_TEST_FIRST": first}, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_worker",
+                address,
+                "--no-nanny",
+                "--nthreads",
+                "1",
+                "--no-dashboard",
+                "--host",
+                "127.0.0.1",
+                *preload,
+            ],
+            env={**os.environ, "ISHARD_TEST_FIRST": first},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         started.append(proc)
         return proc
 
@@ -80,10 +95,15 @@ def reference(tmp_path_factory):
 
 
 def start_run(src: Path, dst: Path, address: str) -> subprocess.Popen:
-    return subprocess.Popen(with_stop_signals([sys.executable, "-m", "ishard", "shard", src, dst,
-                                               *COMMON, "--scheduler", address]),
-                            stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.Popen(
+        with_stop_signals(
+            [sys.executable, "-m", "ishard", "shard", src, dst, *COMMON, "--scheduler", address]
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def resume_matches(src: Path, dst: Path, address: str, expected: dict[str, bytes]) -> None:
@@ -93,10 +113,12 @@ def resume_matches(src: Path, dst: Path, address: str, expected: dict[str, bytes
     assert not (dst / ".ishard-run").exists() and not temps(dst)
 
 
-@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143),
-                                             (signal.SIGHUP, 129)])
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)]
+)
 def test_a_stop_signal_ends_a_dask_run_at_once_and_resume_finishes(
-        reference, cluster, workers, tmp_path, signum, code):
+    reference, cluster, workers, tmp_path, signum, code
+):
     """The signal arrives once the first shard is complete and another is held mid-write on
     the worker: the run ends within seconds (not after the held shard) with one line and
     128 + the signal's number; the worker abandons the held shard (no temp file), nothing
@@ -124,7 +146,8 @@ def test_a_stop_signal_ends_a_dask_run_at_once_and_resume_finishes(
 
 @pytest.mark.parametrize("paused", [False, True])
 def test_a_dask_cluster_without_workers_fails_in_one_line_and_resume_finishes(
-        reference, cluster, workers, tmp_path, paused):
+    reference, cluster, workers, tmp_path, paused
+):
     """Finding: the cluster's last worker killed mid-shard left the run waiting for good. Now
     it fails within seconds of NO_WORKERS_SECONDS with one line naming the scheduler and what
     to do (exit 1); --resume with a new worker finishes byte-identical. ``paused``: ishard is
@@ -152,8 +175,13 @@ def test_a_dask_cluster_without_workers_fails_in_one_line_and_resume_finishes(
     line = assert_error(subprocess.CompletedProcess([], run.returncode, "", err), 1)
     # 3 left, or 4 when the first shard's result went with the worker (paused: it may)
     left = (3, 4) if paused else (3,)
-    assert any(line.startswith(f"ishard: error: the Dask cluster at {cluster} has had no "
-                               f"workers for 10 s with {n} shards still to write") for n in left), line
+    assert any(
+        line.startswith(
+            f"ishard: error: the Dask cluster at {cluster} has had no "
+            f"workers for 10 s with {n} shards still to write"
+        )
+        for n in left
+    ), line
     assert f"start workers (dask worker {cluster}), then run again with --resume" in line
     assert not (dst / "manifest.json").exists()
     workers(cluster, held=False)
@@ -161,7 +189,8 @@ def test_a_dask_cluster_without_workers_fails_in_one_line_and_resume_finishes(
 
 
 def test_a_dask_worker_killed_mid_shard_leaves_no_temp_file_after_a_successful_run(
-        reference, cluster, workers, tmp_path):
+    reference, cluster, workers, tmp_path
+):
     """Finding: a worker killed mid-shard: its shard is written again on another worker and
     the run succeeds, but the dead worker's temp file stayed in DST. Now the finished run
     removes it: DST holds exactly a local run's files."""
@@ -188,12 +217,24 @@ def test_a_signal_to_the_group_of_a_run_with_its_own_cluster_leaves_no_temp_file
     once the first shard is complete (of dozens; a run that ends first fails the test)."""
     src = make_tree(tmp_path / "src", {f"d/{i:03d}.bin": os.urandom(400_000) for i in range(150)})
     dst = tmp_path / "out"
-    args = ("--shard-size", "1MB", "--ext", ".tgz", "--no-progress", "--executor", "dask",
-            "--jobs", "2")
-    run = subprocess.Popen(with_stop_signals([sys.executable, "-m", "ishard", "shard", src, dst,
-                                              *args]),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           start_new_session=True)
+    args = (
+        "--shard-size",
+        "1MB",
+        "--ext",
+        ".tgz",
+        "--no-progress",
+        "--executor",
+        "dask",
+        "--jobs",
+        "2",
+    )
+    run = subprocess.Popen(
+        with_stop_signals([sys.executable, "-m", "ishard", "shard", src, dst, *args]),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     poll("a first shard", lambda: list(dst.glob("shard-*.tgz")) or run.poll() is not None, WAIT)
     os.killpg(run.pid, signal.SIGTERM)
     _, err = run.communicate(timeout=WAIT)

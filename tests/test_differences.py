@@ -27,7 +27,9 @@ def json_plan(result) -> dict[str, str]:
     """{file name: sample key} from a ``--dry-run=json`` run."""
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
-    return {f["name"]: smp["key"] for s in doc["shards"] for smp in s["samples"] for f in smp["files"]}
+    return {
+        f["name"]: smp["key"] for s in doc["shards"] for smp in s["samples"] for f in smp["files"]
+    }
 
 
 def stems(tar_path: Path) -> list[str]:
@@ -63,8 +65,10 @@ def test_default_shard_size_is_one_mib_in_go_spelling_and_256_mib_native(tmp_pat
 def test_kb_is_decimal_kib_and_bare_k_are_binary(tmp_path):
     # Six 500 B samples: a 1000 B target cuts after two, a 1024 B target after three.
     src = make_tree(tmp_path / "src", {f"d/{i}.bin": 500 for i in range(6)})
-    counts = {size: ishard.plan(src, shard_size=size).shard_sample_counts
-              for size in ("1KB", "1kb", "1KiB", "1K")}
+    counts = {
+        size: ishard.plan(src, shard_size=size).shard_sample_counts
+        for size in ("1KB", "1kb", "1KiB", "1K")
+    }
     assert counts == {"1KB": [2, 2, 2], "1kb": [2, 2, 2], "1KiB": [3, 3], "1K": [3, 3]}
 
 
@@ -106,8 +110,12 @@ def test_values_go_accepts_are_refused_before_listing(tmp_path, option, value):
 def test_base_filename_and_base_name_mean_base_file_name(tmp_path):
     # Go compiles base_filename as a regex that does not match: keys would be a/1 and b/1.
     src = make_tree(tmp_path / "src", {"a/1.jpg": 5, "b/1.xml": 5})
-    go = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}",
-                    "-sample_key_pattern=base_filename", "-dry_run=json")
+    go = invoke_ishard(
+        f"-src_bck={src}",
+        f"-dst_bck={tmp_path / 'out'}",
+        "-sample_key_pattern=base_filename",
+        "-dry_run=json",
+    )
     assert json_plan(go) == {"a/1.jpg": "1", "b/1.xml": "1"}
     for alias in ("base_filename", "base_name"):
         plan = ishard.plan(src, sample_key_pattern=alias)
@@ -142,13 +150,18 @@ def test_tree_mode_packs_on_per_directory_totals_in_sorted_order(tmp_path):
 
 def test_sort_orders_samples_before_packing_into_dst_itself(tmp_path):
     # Samples '1' and '2' have files in two directories: they stay whole and together.
-    src = make_tree(tmp_path / "src", {"a/1.jpg": 60, "b/1.xml": 60, "a/2.jpg": 60,
-                                       "b/2.xml": 60, "a/3.jpg": 60})
+    src = make_tree(
+        tmp_path / "src",
+        {"a/1.jpg": 60, "b/1.xml": 60, "a/2.jpg": 60, "b/2.xml": 60, "a/3.jpg": 60},
+    )
     dst = tmp_path / "out"
     ishard.shard(src, dst, sort="alpha:dec", shard_size="100B", member_names="original")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "src"]  # no out-sorted
-    assert sorted(p.name for p in dst.iterdir()) == ["manifest.json", "shard-000000.tar",
-                                                     "shard-000001.tar"]
+    assert sorted(p.name for p in dst.iterdir()) == [
+        "manifest.json",
+        "shard-000000.tar",
+        "shard-000001.tar",
+    ]
     assert stems(dst / "shard-000000.tar") == ["3", "2", "2"]
     assert stems(dst / "shard-000001.tar") == ["1", "1"]
     # With a count bound too (Go's dsort refuses count-based shard sizes).
@@ -169,8 +182,15 @@ def test_exclude_keeps_the_first_file_of_a_repeated_extension(tmp_path):
 
 def test_warn_prints_ten_lines_on_stderr_then_a_count(tmp_path):
     src = make_tree(tmp_path / "src", {f"{i:02d}.jpg": 1 for i in range(12)})
-    done = invoke_ishard("shard", src, "--dry-run=summary", "--sample-exts", ".jpg,.xml",
-                      "--missing-extension-action", "warn")
+    done = invoke_ishard(
+        "shard",
+        src,
+        "--dry-run=summary",
+        "--sample-exts",
+        ".jpg,.xml",
+        "--missing-extension-action",
+        "warn",
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert lines[:10] == [f"ishard: warning: sample '{i:02d}': no '.xml' file" for i in range(10)]
@@ -187,8 +207,10 @@ def test_ekm_file_is_any_value_not_starting_with_a_brace_and_may_have_comments(t
     ekm = tmp_path / "routes.txt"  # Go reads only a value ending in .json as a file
     ekm.write_text('{\n  // the a pictures\n  "a-%d.tar": ["^a/"],\n  "b-%d.tar": ["^b/"]\n}\n')
     plan = ishard.plan(src, ekm=str(ekm))
-    assert dict(zip(plan.shard_names, members(plan))) == {"a-0.tar": ["a/1.jpg"],
-                                                           "b-0.tar": ["b/2.jpg"]}
+    assert dict(zip(plan.shard_names, members(plan))) == {
+        "a-0.tar": ["a/1.jpg"],
+        "b-0.tar": ["b/2.jpg"],
+    }
 
 
 def test_ekm_files_matching_no_or_several_patterns_are_reported(tmp_path):
@@ -204,8 +226,9 @@ def test_ekm_files_matching_no_or_several_patterns_are_reported(tmp_path):
 def test_ekm_shards_are_written_per_format_into_dst(tmp_path):
     src = make_tree(tmp_path / "src", {"a/1.jpg": 5, "c/2.jpg": 5})
     dst = tmp_path / "out"
-    ishard.shard(src, dst, ekm='{"fish-%d": ["^a/"], "cats-%d.zip": ["^c/"]}',
-                 member_names="original")
+    ishard.shard(
+        src, dst, ekm='{"fish-%d": ["^a/"], "cats-%d.zip": ["^c/"]}', member_names="original"
+    )
     # Go: shards named fish-0 (no extension added) in <dst>-sorted, the map uploaded to dst.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "src"]
     assert sorted(p.name for p in dst.iterdir()) == ["cats-0.zip", "fish-0.tar", "manifest.json"]
@@ -254,8 +277,12 @@ def table_rows() -> list[list[str]]:
     """The cells of every row of the document's one table (header and rule left out)."""
     rows = [line for line in DOC.read_text().splitlines() if line.startswith("|")]
     header, rule, *body = rows
-    assert [c.strip() for c in header.strip("|").split("|")] == ["Go ishard", "ishard", "Why",
-                                                                 "Test"], header
+    assert [c.strip() for c in header.strip("|").split("|")] == [
+        "Go ishard",
+        "ishard",
+        "Why",
+        "Test",
+    ], header
     assert set(rule.replace("|", "").strip()) <= {"-", ":", " "}, rule
     return [[c.strip() for c in re.split(r"(?<!\\)\|", row.strip().strip("|"))] for row in body]
 

@@ -9,7 +9,15 @@ from conftest import invoke_ishard, make_tree
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ishard.planning.ekm import MAX_EKM_BYTES, MAX_EKM_PATTERNS, MAX_SETS, NO_MATCH, SEVERAL, parse_ekm, strip_comments
+from ishard.planning.ekm import (
+    MAX_EKM_BYTES,
+    MAX_EKM_PATTERNS,
+    MAX_SETS,
+    NO_MATCH,
+    SEVERAL,
+    parse_ekm,
+    strip_comments,
+)
 from ishard.errors import UsageError
 
 FISH = '{"fish-%d.tar": ["^n01440764", "tench"], "dog-%d.tar": ["^n02"]}'
@@ -38,14 +46,14 @@ def test_file_path(tmp_path):
 def test_file_with_line_comments_like_the_public_example(tmp_path):
     path = tmp_path / "ekm.json"
     path.write_text(
-        '{\n'
+        "{\n"
         '  "fish-%d.tar": [\n'
         '    "n01440764.*", // tench\n'
         '    "n01443537.*"  // goldfish\n'
-        '  ],\n'
-        '  // a whole-line comment\n'
+        "  ],\n"
+        "  // a whole-line comment\n"
         '  "dog-%d.tar": ["n02085620.*"]\n'
-        '}\n',
+        "}\n",
         encoding="utf-8",
     )
     ekm = parse_ekm(str(path))
@@ -186,8 +194,10 @@ def test_category_uses_go_re2_semantics():
 
 def test_category_many_patterns_in_several_sets():
     # enough pattern text for several RE2 sets; every pattern still routes to its category
-    doc = {f"c{c:03d}-%d.tar": [f"^c{c:03d}/p{j:03d}[.]" + "x?" * 20 for j in range(100)]
-           for c in range(300)}
+    doc = {
+        f"c{c:03d}-%d.tar": [f"^c{c:03d}/p{j:03d}[.]" + "x?" * 20 for j in range(100)]
+        for c in range(300)
+    }
     ekm = parse_ekm(json.dumps(doc))
     assert len(ekm._matcher._sets) > 1
     for c in range(0, 300, 7):
@@ -214,7 +224,8 @@ def test_patterns_too_heavy_to_search_together_are_refused(capfd):
         parse_ekm(json.dumps(doc))
     assert str(err.value).startswith(
         f"inline --ekm JSON has patterns too heavy to search together (more than {MAX_SETS} RE2 "
-        "sets; e.g. thousands of \\pL or long counted repeats) — route by fewer")
+        "sets; e.g. thousands of \\pL or long counted repeats) — route by fewer"
+    )
     assert capfd.readouterr().err == ""
 
 
@@ -230,16 +241,22 @@ def test_cli_formerly_catastrophic_ekm_pattern_runs_over_many_hostile_names(tmp_
     done = invoke_ishard("shard", src, "--dry-run=json", "--ekm", ekm, "--member-names", "original")
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)
-    routed = {shard["name"]: sorted(f["name"] for s in shard["samples"] for f in s["files"])
-              for shard in plan["shards"]}
-    assert routed == {"ok-0.tar": ["a/1.jpg"],
-                      "a-0.tar": sorted(n for n in files if n.startswith("k"))}
+    routed = {
+        shard["name"]: sorted(f["name"] for s in shard["samples"] for f in s["files"])
+        for shard in plan["shards"]
+    }
+    assert routed == {
+        "ok-0.tar": ["a/1.jpg"],
+        "a-0.tar": sorted(n for n in files if n.startswith("k")),
+    }
     assert [(s["reason"], s["count"]) for s in plan["summary"]["skipped"]] == [(NO_MATCH, 200)]
 
 
 def _big_map(categories: int, per: int) -> dict:
-    return {f"c{c:04d}-%d.tar": [f"^c{c:04d}/p{j:03d}\\." for j in range(per)]
-            for c in range(categories)}
+    return {
+        f"c{c:04d}-%d.tar": [f"^c{c:04d}/p{j:03d}\\." for j in range(per)]
+        for c in range(categories)
+    }
 
 
 def test_cli_ekm_file_over_the_size_limit_is_refused_before_reading(tmp_path):
@@ -252,9 +269,11 @@ def test_cli_ekm_file_over_the_size_limit_is_refused_before_reading(tmp_path):
     done = invoke_ishard("shard", src, tmp_path / "out", "--ekm", path)
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [
-        (f"ishard: error: --ekm file {str(path)!r} has {size / (1 << 20):.1f} MiB, over the "
-         f"limit of {MAX_EKM_BYTES >> 20} MiB — route by fewer, broader patterns (e.g. one per "
-         "class directory, such as '^train/n01440764/'), or shard the dataset in parts")
+        (
+            f"ishard: error: --ekm file {str(path)!r} has {size / (1 << 20):.1f} MiB, over the "
+            f"limit of {MAX_EKM_BYTES >> 20} MiB — route by fewer, broader patterns (e.g. one per "
+            "class directory, such as '^train/n01440764/'), or shard the dataset in parts"
+        )
     ]
     assert not (tmp_path / "out").exists()
 
@@ -267,9 +286,11 @@ def test_cli_ekm_over_the_pattern_limit_is_refused(tmp_path):
     done = invoke_ishard("shard", src, tmp_path / "out", "--ekm", path)
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [
-        (f"ishard: error: --ekm file {str(path)!r} has 100100 patterns, over the limit of "
-         f"{MAX_EKM_PATTERNS} — route by fewer, broader patterns (e.g. one per class "
-         "directory, such as '^train/n01440764/'), or shard the dataset in parts")
+        (
+            f"ishard: error: --ekm file {str(path)!r} has 100100 patterns, over the limit of "
+            f"{MAX_EKM_PATTERNS} — route by fewer, broader patterns (e.g. one per class "
+            "directory, such as '^train/n01440764/'), or shard the dataset in parts"
+        )
     ]
 
 

@@ -25,8 +25,9 @@ cp -a "$DST/." "$COPY/"
 """
 
 
-def run_on_small_disk(tmp_path: Path, size: str, extra: str = "", run: str = "run",
-                      seed: Path | None = None) -> tuple:
+def run_on_small_disk(
+    tmp_path: Path, size: str, extra: str = "", run: str = "run", seed: Path | None = None
+) -> tuple:
     """Run ishard into a tmpfs of ``size`` mounted on DST (private mount namespace) that
     starts with ``seed``'s files; return (exit code, stderr, what DST held at the end —
     copied out before the namespace ends)."""
@@ -38,13 +39,31 @@ def run_on_small_disk(tmp_path: Path, size: str, extra: str = "", run: str = "ru
     dst, copy = tmp_path / f"{run}-dst", tmp_path / f"{run}-copy"
     dst.mkdir(exist_ok=True)
     copy.mkdir()
-    env = {"PY": sys.executable, "SRC": str(src), "DST": str(dst), "COPY": str(copy),
-           "ERR": str(tmp_path / f"{run}.err"), "RC": str(tmp_path / f"{run}.rc"),
-           "PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "SEED": str(seed or "")}
+    env = {
+        "PY": sys.executable,
+        "SRC": str(src),
+        "DST": str(dst),
+        "COPY": str(copy),
+        "ERR": str(tmp_path / f"{run}.err"),
+        "RC": str(tmp_path / f"{run}.rc"),
+        "PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
+        "SEED": str(seed or ""),
+    }
     done = subprocess.run(
-        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
-         SCRIPT.format(size=size, extra=extra)], env=env, capture_output=True, text=True,
-        timeout=300)
+        [
+            "unshare",
+            "--user",
+            "--map-root-user",
+            "--mount",
+            "sh",
+            "-c",
+            SCRIPT.format(size=size, extra=extra),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if done.returncode == 99 or not (tmp_path / f"{run}.rc").exists():
         pytest.skip(f"cannot mount a tmpfs in a private namespace here: {done.stderr.strip()}")
     rc = int((tmp_path / f"{run}.rc").read_text())
@@ -71,10 +90,23 @@ def test_a_full_destination_fails_cleanly_and_resume_finishes(tmp_path):
     rc, err, final = run_on_small_disk(tmp_path, "2m", "--resume", run="again", seed=held)
     assert rc == 0, err
     reference = tmp_path / "reference"
-    done = subprocess.run([sys.executable, "-m", "ishard", "shard", str(tmp_path / "src"),
-                           str(reference), "--shard-size", "100KB", "--no-progress",
-                           "--member-names", "original"],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ishard",
+            "shard",
+            str(tmp_path / "src"),
+            str(reference),
+            "--shard-size",
+            "100KB",
+            "--no-progress",
+            "--member-names",
+            "original",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     expected = {p.name: p.read_bytes() for p in reference.glob("*.tar")}
     assert len(expected) == 4

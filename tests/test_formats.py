@@ -285,7 +285,9 @@ def test_tar_members_are_plain_ustar_with_fixed_metadata(ext, tmp_path):
     src = make_tree(tmp_path / "src", files)
     os.utime(src / "fraction/0009.jpg", ns=(0, 1_700_000_001_750_000_000))
     dst = tmp_path / "dst"
-    done = invoke_ishard("shard", *ORIGINAL, src, dst, "--ext", ext, "--shard-size", "4KiB", "--no-progress")
+    done = invoke_ishard(
+        "shard", *ORIGINAL, src, dst, "--ext", ext, "--shard-size", "4KiB", "--no-progress"
+    )
     assert done.returncode == 0, done.stderr
     expected_mtime = {name: MTIME for name in ordinary} | {"fraction/0009.jpg": 1_700_000_001}
     names = []
@@ -400,7 +402,9 @@ def test_mtimes_outside_the_ustar_range_use_pax_and_zip_clamps(tmp_path):
     if os.stat(src / "new/2.txt").st_mtime != after_2242:
         pytest.skip("this filesystem cannot hold a year-2242 mtime")
     for ext in (".tar", ".zip"):
-        done = invoke_ishard("shard", *ORIGINAL, src, tmp_path / ext[1:], "--ext", ext, "--no-progress")
+        done = invoke_ishard(
+            "shard", *ORIGINAL, src, tmp_path / ext[1:], "--ext", ext, "--no-progress"
+        )
         assert done.returncode == 0, done.stderr
     (tar_path,) = shard_files(tmp_path / "tar")
     mtimes = {i.name: i.mtime for i in tar_infos(tar_path)}
@@ -478,8 +482,9 @@ def test_member_of_8gib_or_more_round_trips_through_the_cli(tmp_path):
     if huge.stat().st_size != size or huge.stat().st_blocks * 512 > 1 << 20:
         pytest.skip("the filesystem under the test folder has no sparse files")
     dst = tmp_path / "dst"
-    done = invoke_ishard("shard", *ORIGINAL, src, dst, "--ext", ".tar.lz4", "--checksum", "none",
-                      "--no-progress")
+    done = invoke_ishard(
+        "shard", *ORIGINAL, src, dst, "--ext", ".tar.lz4", "--checksum", "none", "--no-progress"
+    )
     assert done.returncode == 0, done.stderr
     (shard,) = shard_files(dst)
     assert shard.stat().st_size < 64 << 20
@@ -495,8 +500,7 @@ def test_member_of_8gib_or_more_round_trips_through_the_cli(tmp_path):
     assert run_tool("tar", "-xOf", str(plain), "big/huge.txt").stdout == after
     with tarfile.open(plain) as tar:
         big, small = tar.getmembers()
-        assert (big.name, big.size, big.mtime, big.isfile()) == ("big/huge.bin", size, MTIME,
-                                                                 True)
+        assert (big.name, big.size, big.mtime, big.isfile()) == ("big/huge.bin", size, MTIME, True)
         data = tar.extractfile(big)
         assert data.read(8) == b"HEAD\0\0\0\0"
         data.seek(size - 8)
@@ -529,8 +533,9 @@ def sharded_small(tmp_path):
 
     def make(ext: str, *args: str) -> Path:
         files = {"a/1.jpg": 3000, "a/1.txt": 40, "b/2.jpg": 5000, "c/3.bin": bytes(range(256))}
-        _, dst = shard_tree(tmp_path / ext.replace(".", "_"), files, "--ext", ext,
-                            "--shard-size", "4KiB", *args)
+        _, dst = shard_tree(
+            tmp_path / ext.replace(".", "_"), files, "--ext", ext, "--shard-size", "4KiB", *args
+        )
         return dst
 
     return make
@@ -541,8 +546,11 @@ def sharded_small(tmp_path):
 
 @pytest.mark.parametrize(
     "args, method",
-    [((), zipfile.ZIP_STORED), (("--zip-compression", "deflated"), zipfile.ZIP_DEFLATED),
-     (("--zip-compression", "deflated", "--compress-level", "9"), zipfile.ZIP_DEFLATED)],
+    [
+        ((), zipfile.ZIP_STORED),
+        (("--zip-compression", "deflated"), zipfile.ZIP_DEFLATED),
+        (("--zip-compression", "deflated", "--compress-level", "9"), zipfile.ZIP_DEFLATED),
+    ],
 )
 def test_zip_members_method_and_attributes(args, method, tmp_path):
     files = {**TREE, "zeros/0010.bin": bytes(50_000)}
@@ -612,8 +620,9 @@ def test_packed_ustar_headers_equal_the_field_by_field_builder():
 
 @pytest.mark.parametrize("library", ["isal", "zlib-ng", "zlib"])
 @pytest.mark.parametrize("level", [None, "1", "9", "0"])
-def test_every_gzip_library_writes_gzip_that_gnu_tar_and_tarfile_read(library, level, tmp_path,
-                                                                      monkeypatch):
+def test_every_gzip_library_writes_gzip_that_gnu_tar_and_tarfile_read(
+    library, level, tmp_path, monkeypatch
+):
     """The fastest installed gzip library is used; each must give valid, repeatable gzip."""
     import ishard
     from ishard.formats import compress
@@ -625,9 +634,15 @@ def test_every_gzip_library_writes_gzip_that_gnu_tar_and_tarfile_read(library, l
     src = make_tree(tmp_path / "src", TREE)
     outs = []
     for run in ("one", "two"):
-        ishard.shard(src, tmp_path / run, ext=".tgz", shard_size="4KiB", jobs=2,
-                     compress_level=None if level is None else int(level),
-                     member_names="original")
+        ishard.shard(
+            src,
+            tmp_path / run,
+            ext=".tgz",
+            shard_size="4KiB",
+            jobs=2,
+            compress_level=None if level is None else int(level),
+            member_names="original",
+        )
         outs.append({p.name: p.read_bytes() for p in shard_files(tmp_path / run)})
     assert outs[0] == outs[1]
     extracted = tmp_path / "x"
@@ -644,8 +659,20 @@ def test_gzip_library_zlib_writes_exactly_pythons_zlib_bytes(tmp_path):
     src = make_tree(tmp_path / "src", TREE)
     for level in ("6", "1"):
         out = tmp_path / f"out{level}"
-        done = invoke_ishard("shard", *ORIGINAL, src, out, "--ext", ".tgz", "--shard-size", "4KiB",
-                          "--gzip-library", "zlib", "--compress-level", level)
+        done = invoke_ishard(
+            "shard",
+            *ORIGINAL,
+            src,
+            out,
+            "--ext",
+            ".tgz",
+            "--shard-size",
+            "4KiB",
+            "--gzip-library",
+            "zlib",
+            "--compress-level",
+            level,
+        )
         assert done.returncode == 0, done.stderr
         shards = shard_files(out)
         assert len(shards) > 1
@@ -656,12 +683,17 @@ def test_gzip_library_zlib_writes_exactly_pythons_zlib_bytes(tmp_path):
             assert z.compress(tar) + z.flush() == data, path.name
 
 
-@pytest.mark.parametrize(("value", "needle"), [
-    ("pigz", "--gzip-library 'pigz' must be one of auto, isal, zlib-ng, zlib"),
-])
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        ("pigz", "--gzip-library 'pigz' must be one of auto, isal, zlib-ng, zlib"),
+    ],
+)
 def test_gzip_library_unknown_is_exit_2(value, needle, tmp_path):
     src = make_tree(tmp_path / "src", TREE)
-    done = invoke_ishard("shard", *ORIGINAL, src, tmp_path / "out", "--ext", ".tgz", "--gzip-library", value)
+    done = invoke_ishard(
+        "shard", *ORIGINAL, src, tmp_path / "out", "--ext", ".tgz", "--gzip-library", value
+    )
     assert done.returncode == 2
     assert done.stderr == f"ishard: error: {needle}\n"
     assert not (tmp_path / "out").exists()
@@ -674,11 +706,13 @@ def test_gzip_library_not_installed_is_exit_2_with_the_install_command(tmp_path)
     if not missing:
         pytest.skip("isal and zlib-ng are both installed here")
     src = make_tree(tmp_path / "src", TREE)
-    done = invoke_ishard("shard", *ORIGINAL, src, tmp_path / "out", "--ext", ".tgz",
-                      "--gzip-library", missing[0])
+    done = invoke_ishard(
+        "shard", *ORIGINAL, src, tmp_path / "out", "--ext", ".tgz", "--gzip-library", missing[0]
+    )
     assert done.returncode == 2
     assert done.stderr.startswith(
-        f"ishard: error: --gzip-library {missing[0]!r} is not installed — pip install")
+        f"ishard: error: --gzip-library {missing[0]!r} is not installed — pip install"
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -693,7 +727,9 @@ def test_the_tests_read_every_format_and_know_every_level_range():
     and its level range written down in LEVELS."""
     assert set(TAR_EXTS) == set(TAR_CODECS)
     assert all(e.endswith(".zip") for f in FORMATS if f.container == "zip" for e in f.exts)
-    levelled = {f.exts[0]: (f.levels[0], f.levels[-1], f.default_level) for f in FORMATS if f.levels}
+    levelled = {
+        f.exts[0]: (f.levels[0], f.levels[-1], f.default_level) for f in FORMATS if f.levels
+    }
     assert levelled == LEVELS
 
 
@@ -709,13 +745,21 @@ def test_each_format_writes_at_the_ends_of_its_levels_and_refuses_past_them(ext,
     src = make_tree(tmp_path / "src", TREE)
     for level in dict.fromkeys((low, high, None, default)):
         out = tmp_path / f"out{level}"
-        ishard.shard(src, out, ext=ext, shard_size="4KiB", compress_level=level,
-                     member_names="original", **extra)
+        ishard.shard(
+            src,
+            out,
+            ext=ext,
+            shard_size="4KiB",
+            compress_level=level,
+            member_names="original",
+            **extra,
+        )
         assert source_files(src) == dict(m for s in shard_files(out) for m in read_shard(s))
     if default is not None:
         assert snapshot_bytes(tmp_path / "outNone") == snapshot_bytes(tmp_path / f"out{default}")
-    done = invoke_ishard("shard", src, tmp_path / "past", "--ext", ext,
-                         "--compress-level", str(high + 1))
+    done = invoke_ishard(
+        "shard", src, tmp_path / "past", "--ext", ext, "--compress-level", str(high + 1)
+    )
     assert done.returncode == 2
     assert f"must be a whole number from {low} to {high}" in done.stderr
 
@@ -728,7 +772,12 @@ def test_a_shard_name_finds_its_format_by_its_longest_extension():
     from ishard.formats import find_format
 
     assert {e: find_format(f"a/b{e}").exts[0] for e in EXTS} == {
-        ".tar": ".tar", ".tgz": ".tgz", ".tar.gz": ".tgz", ".zip": ".zip", ".tar.lz4": ".tar.lz4"}
+        ".tar": ".tar",
+        ".tgz": ".tgz",
+        ".tar.gz": ".tgz",
+        ".zip": ".zip",
+        ".tar.lz4": ".tar.lz4",
+    }
     assert find_format("x.rar") is None and find_format("x.tar.rar") is None
 
 

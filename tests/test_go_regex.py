@@ -17,8 +17,18 @@ import sys
 import pytest
 from conftest import make_tree
 
-NAMES = ["café_1.jpg", "café_2.jpg", "naïve_10.txt", "abc_3.jpg", "Ωmega9.jpg", "a.b-7.png",
-         "axb-5.jpg", "ab_1_2.jpg", "nb\u00a0sp x.jpg", "v\u0663_4.jpg"]  # U+00A0 NBSP, U+0663 ٣
+NAMES = [
+    "café_1.jpg",
+    "café_2.jpg",
+    "naïve_10.txt",
+    "abc_3.jpg",
+    "Ωmega9.jpg",
+    "a.b-7.png",
+    "axb-5.jpg",
+    "ab_1_2.jpg",
+    "nb\u00a0sp x.jpg",
+    "v\u0663_4.jpg",
+]  # U+00A0 NBSP, U+0663 ٣
 
 # pattern -> the key of each name in NAMES, in order
 TABLE = {
@@ -29,20 +39,70 @@ TABLE = {
     # [[:alpha:]] is ASCII letters only
     r"^([[:alpha:]]+).*": ["caf", "caf", "na", "abc", "Ωmega9", "a", "axb", "ab", "nb", "v"],
     # \Q…\E: the dot is literal, so axb-5 does not match; a.b-7's key "-7.png" loses ".png"
-    r"^\Qa.b\E(.*)$": ["café_1", "café_2", "naïve_10", "abc_3", "Ωmega9", "-7", "axb-5",
-                        "ab_1_2", "nb\u00a0sp x", "v\u0663_4"],
+    r"^\Qa.b\E(.*)$": [
+        "café_1",
+        "café_2",
+        "naïve_10",
+        "abc_3",
+        "Ωmega9",
+        "-7",
+        "axb-5",
+        "ab_1_2",
+        "nb\u00a0sp x",
+        "v\u0663_4",
+    ],
     # (?U): (.+) stops before the first ASCII digit; the rest of the name stays
-    r"(?U)^(.+)\d": ["café_", "café_", "naïve_0", "abc_", "Ωmega", "a.b-", "axb-", "ab__2",
-                      "nb\u00a0sp x", "v\u0663_"],
+    r"(?U)^(.+)\d": [
+        "café_",
+        "café_",
+        "naïve_0",
+        "abc_",
+        "Ωmega",
+        "a.b-",
+        "axb-",
+        "ab__2",
+        "nb\u00a0sp x",
+        "v\u0663_",
+    ],
     # unanchored: every match replaced by group 1
-    r"_(\d)": ["café1", "café2", "naïve10", "abc3", "Ωmega9", "a.b-7", "axb-5", "ab12",
-               "nb\u00a0sp x", "v\u06634"],
+    r"_(\d)": [
+        "café1",
+        "café2",
+        "naïve10",
+        "abc3",
+        "Ωmega9",
+        "a.b-7",
+        "axb-5",
+        "ab12",
+        "nb\u00a0sp x",
+        "v\u06634",
+    ],
     # \b between ASCII word and non-word characters: each ASCII word becomes its first letter
-    r"\b(\w)\w*": ["cé_.j", "cé_.j", "nïv.t", "a.j", "Ωm.j", "a.b-7.p", "a-5.j", "a.j",
-                   "n\u00a0s x.j", "v\u0663_.j"],
+    r"\b(\w)\w*": [
+        "cé_.j",
+        "cé_.j",
+        "nïv.t",
+        "a.j",
+        "Ωm.j",
+        "a.b-7.p",
+        "a-5.j",
+        "a.j",
+        "n\u00a0s x.j",
+        "v\u0663_.j",
+    ],
     # \s is ASCII whitespace only: the no-break space is part of \S+
-    r"^(\S+)\s.*": ["café_1", "café_2", "naïve_10", "abc_3", "Ωmega9", "a.b-7", "axb-5",
-                    "ab_1_2", "nb\u00a0sp", "v\u0663_4"],
+    r"^(\S+)\s.*": [
+        "café_1",
+        "café_2",
+        "naïve_10",
+        "abc_3",
+        "Ωmega9",
+        "a.b-7",
+        "axb-5",
+        "ab_1_2",
+        "nb\u00a0sp",
+        "v\u0663_4",
+    ],
 }
 
 
@@ -73,13 +133,32 @@ def test_keys_are_gos_through_the_command_line(tmp_path):
     runs = []
     for row, pattern in enumerate(TABLE):
         if row % 2:
-            runs.append([f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}",
-                         f"-sample_key_pattern={pattern}", "-dry_run=json"])
+            runs.append(
+                [
+                    f"-src_bck={src}",
+                    f"-dst_bck={tmp_path / 'out'}",
+                    f"-sample_key_pattern={pattern}",
+                    "-dry_run=json",
+                ]
+            )
         else:
-            runs.append(["shard", str(src), "--sample-key-pattern", pattern, "--dry-run=json",
-                         "--member-names", "original"])  # keys, not member names, are the subject
-    done = subprocess.run([sys.executable, "-c", RUNS, json.dumps(runs)], capture_output=True,
-                          check=False, timeout=120)
+            runs.append(
+                [
+                    "shard",
+                    str(src),
+                    "--sample-key-pattern",
+                    pattern,
+                    "--dry-run=json",
+                    "--member-names",
+                    "original",
+                ]
+            )  # keys, not member names, are the subject
+    done = subprocess.run(
+        [sys.executable, "-c", RUNS, json.dumps(runs)],
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr.decode()
     # (warnings about how readers would group such keys are expected; errors are not)
     assert all(ln.startswith("ishard: warning: ") for ln in done.stderr.decode().splitlines())
@@ -88,18 +167,25 @@ def test_keys_are_gos_through_the_command_line(tmp_path):
     failures = []
     for pattern, out in zip(TABLE, outputs):
         doc = json.loads(out)
-        got = {f["name"]: s["key"] for shard in doc["shards"] for s in shard["samples"]
-               for f in s["files"]}
+        got = {
+            f["name"]: s["key"]
+            for shard in doc["shards"]
+            for s in shard["samples"]
+            for f in s["files"]
+        }
         want = dict(zip(NAMES, TABLE[pattern]))
         failures += [(pattern, n, got.get(n), k) for n, k in want.items() if got.get(n) != k]
     assert failures == []
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize(("pattern", "python_key"), [
-    (r"^(\w+).*", "café_1"),  # Python's \w is Unicode
-    (r"\b(\w)\w*", "c.j"),
-])
+@pytest.mark.parametrize(
+    ("pattern", "python_key"),
+    [
+        (r"^(\w+).*", "café_1"),  # Python's \w is Unicode
+        (r"\b(\w)\w*", "c.j"),
+    ],
+)
 def test_the_table_differs_from_pythons_re(pattern, python_key):
     """The rows are not Python's answers: Python's re gives another key for café_1.jpg."""
     import re

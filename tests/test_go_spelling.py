@@ -43,23 +43,27 @@ def samples_per_shard(dst: Path, exts: tuple[str, ...] = ("jpg", "cls")) -> list
     return counts
 
 
-@pytest.mark.parametrize(("args", "counts", "line"), [
-    # Go's -shard_size: an int32 is a count (exactly N, without Go's wait for 100 KiB)
-    (["-shard_size=10"], [10, 10, 5], "cut by count: 10 samples per shard"),
-    (["-shard_size=+10"], [10, 10, 5], "cut by count: 10 samples per shard"),
-    # ... and so is a number without a unit in our spelling
-    (["--shard-size", "10"], [10, 10, 5], "cut by count: 10 samples per shard"),
-    # bytes carry a unit: 300 B = 5 samples of 60 B
-    (["--shard-size", "300B"], [5] * 5, "cut by size: 300B per shard"),
-    # Go: a number over int32 is bytes; the older -max_shard_size read every number as bytes
-    (["-shard_size=3000000000"], [25], "cut by size: 3GB per shard"),
-    (["-max_shard_size=300"], [5] * 5, "cut by size: 300B per shard"),
-])
+@pytest.mark.parametrize(
+    ("args", "counts", "line"),
+    [
+        # Go's -shard_size: an int32 is a count (exactly N, without Go's wait for 100 KiB)
+        (["-shard_size=10"], [10, 10, 5], "cut by count: 10 samples per shard"),
+        (["-shard_size=+10"], [10, 10, 5], "cut by count: 10 samples per shard"),
+        # ... and so is a number without a unit in our spelling
+        (["--shard-size", "10"], [10, 10, 5], "cut by count: 10 samples per shard"),
+        # bytes carry a unit: 300 B = 5 samples of 60 B
+        (["--shard-size", "300B"], [5] * 5, "cut by size: 300B per shard"),
+        # Go: a number over int32 is bytes; the older -max_shard_size read every number as bytes
+        (["-shard_size=3000000000"], [25], "cut by size: 3GB per shard"),
+        (["-max_shard_size=300"], [5] * 5, "cut by size: 300B per shard"),
+    ],
+)
 def test_a_number_without_a_unit_counts_samples(src, tmp_path, args, counts, line):
     dst = tmp_path / "out"
     go = not args[0].startswith("--")
-    done = invoke_ishard(*([f"-src_bck={src}", f"-dst_bck={dst}"] if go else ["shard", src, dst]),
-                      *args)
+    done = invoke_ishard(
+        *([f"-src_bck={src}", f"-dst_bck={dst}"] if go else ["shard", src, dst]), *args
+    )
     assert done.returncode == 0, done.stderr
     assert samples_per_shard(dst) == counts
     assert line in done.stdout.splitlines()
@@ -71,13 +75,17 @@ def test_a_number_without_a_unit_counts_samples(src, tmp_path, args, counts, lin
 
 
 @settings(max_examples=150, deadline=None)
-@given(sizes=st.lists(st.integers(0, 10**9), min_size=1, max_size=60),
-       count=st.integers(1, 12), dirs=st.integers(1, 4))
+@given(
+    sizes=st.lists(st.integers(0, 10**9), min_size=1, max_size=60),
+    count=st.integers(1, 12),
+    dirs=st.integers(1, 4),
+)
 def test_count_alone_cuts_at_exactly_n_samples_whatever_their_bytes(sizes, count, dirs):
     """No byte bound with a count alone: flat, every shard but the last holds exactly N; with
     --collapse in tree mode too (remainders move up one sample at a time)."""
-    flat = cut_indices([f"k{i}" for i in range(len(sizes))], sizes, Bounds(None, count),
-                       Order(), collapse=False)
+    flat = cut_indices(
+        [f"k{i}" for i in range(len(sizes))], sizes, Bounds(None, count), Order(), collapse=False
+    )
     assert [len(c) for c in flat[:-1]] == [count] * (len(flat) - 1) and 0 < len(flat[-1]) <= count
     assert [i for c in flat for i in c] == list(range(len(sizes)))
     keys = [f"d{i % dirs}/k{i}" for i in range(len(sizes))]
@@ -92,22 +100,30 @@ def test_dry_run_json_and_text_say_count_or_size(src):
     doc = json.loads(done.stdout)
     assert doc["summary"]["cut"] == {"by": "count", "shard_size": None, "samples_per_shard": 100}
     assert [len(s["samples"]) for s in doc["shards"]] == [25]
-    warning = ("--shard-size 100 counts samples (a number without a unit), and no shard reached "
-               "100 samples — if you meant bytes, write 100B")
+    warning = (
+        "--shard-size 100 counts samples (a number without a unit), and no shard reached "
+        "100 samples — if you meant bytes, write 100B"
+    )
     assert doc["summary"]["warnings"] == [warning]
     assert done.stderr == f"ishard: warning: {warning}\n"
-    both = invoke_ishard("shard", src, "--dry-run=summary", "--shard-size", "256KiB",
-                      "--samples-per-shard", "7")
+    both = invoke_ishard(
+        "shard", src, "--dry-run=summary", "--shard-size", "256KiB", "--samples-per-shard", "7"
+    )
     assert both.returncode == 0, both.stderr
-    assert ("cut by size or count: 256KiB or 7 samples per shard, whichever comes first"
-            in both.stdout.splitlines())
+    assert (
+        "cut by size or count: 256KiB or 7 samples per shard, whichever comes first"
+        in both.stdout.splitlines()
+    )
 
 
 def test_go_spelling_count_below_one_is_refused(src, tmp_path):
     """Go would take -1 as a count that never binds; a count over int32 in our spelling is
     refused too (docs/bad-inputs.md, shard-size-count-too-big)."""
-    assert_error(invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'b'}", "-shard_size=-1"),
-                 2, "--shard-size '-1' must be at least 1 sample")
+    assert_error(
+        invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'b'}", "-shard_size=-1"),
+        2,
+        "--shard-size '-1' must be at least 1 sample",
+    )
     assert not (tmp_path / "b").exists()
 
 
@@ -138,9 +154,23 @@ def test_resume_sees_a_change_from_count_to_size(tmp_path):
     src = make_tree(tmp_path / "src", {f"s{i:02d}.bin": 100 for i in range(10)})
     dst = tmp_path / "out"
     common = ["--jobs", "1", "--no-progress"]
-    stopped = subprocess.run([sys.executable, "-c", VANISH, str(src / "s09.bin"), "shard",
-                              str(src), str(dst), "--shard-size", "3", *common],
-                             check=False, capture_output=True, text=True)
+    stopped = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            VANISH,
+            str(src / "s09.bin"),
+            "shard",
+            str(src),
+            str(dst),
+            "--shard-size",
+            "3",
+            *common,
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     assert stopped.returncode == 1, stopped.stderr
     (src / "s09.bin.away").rename(src / "s09.bin")
     assert len(list(dst.glob("shard-*.tar"))) == 3  # the fourth shard failed
@@ -162,18 +192,30 @@ def test_go_spelling_needs_both_buckets(src, tmp_path, given):
     assert done.stdout == ""
 
 
-@pytest.mark.parametrize(("sort", "order"), [
-    ("alpha", Order("alpha")), ("alpha:inc", Order("alpha")),
-    ("alphanumeric:dec", Order("alpha", descending=True)), ("shuffle", Order("shuffle")),
-    ("shuffle:+7", Order("shuffle", seed=7)),  # Go's ParseInt takes the '+'
-    ("shuffle:9223372036854775807", Order("shuffle", seed=(1 << 63) - 1)),
-    # refused, as by Go's -sort
-    ("", None), ("Alpha", None), ("alpha:INC", None), (" alpha", None), ("alpha:", None),
-    ("SHUFFLE", None), ("shuffle:", None), ("shuffle:9223372036854775808", None),
-    ("shuffle:1e3", None),
-    # refused, though Go accepts them (see docs/differences.md)
-    ("shuffle:-1", None), ("alpha:inc:x", None),
-])
+@pytest.mark.parametrize(
+    ("sort", "order"),
+    [
+        ("alpha", Order("alpha")),
+        ("alpha:inc", Order("alpha")),
+        ("alphanumeric:dec", Order("alpha", descending=True)),
+        ("shuffle", Order("shuffle")),
+        ("shuffle:+7", Order("shuffle", seed=7)),  # Go's ParseInt takes the '+'
+        ("shuffle:9223372036854775807", Order("shuffle", seed=(1 << 63) - 1)),
+        # refused, as by Go's -sort
+        ("", None),
+        ("Alpha", None),
+        ("alpha:INC", None),
+        (" alpha", None),
+        ("alpha:", None),
+        ("SHUFFLE", None),
+        ("shuffle:", None),
+        ("shuffle:9223372036854775808", None),
+        ("shuffle:1e3", None),
+        # refused, though Go accepts them (see docs/differences.md)
+        ("shuffle:-1", None),
+        ("alpha:inc:x", None),
+    ],
+)
 def test_sort_is_as_strict_as_gos(sort, order):
     if order is not None:
         assert parse_sort(sort) == order
@@ -184,20 +226,35 @@ def test_sort_is_as_strict_as_gos(sort, order):
 
 def test_go_spelling_sort_error_exits_2(src, tmp_path):
     """(Our spelling's `--sort ''` and `--sort Alpha`: docs/bad-inputs.md.)"""
-    assert_error(invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", "-sort="),
-                 2, "--sort '' is not a sort order")
+    assert_error(
+        invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", "-sort="),
+        2,
+        "--sort '' is not a sort order",
+    )
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize(("typo", "line"), [
-    (["-shard_sise=1MiB"], "flag provided but not defined: -shard_sise — did you mean -shard_size?"),
-    (["-sample_ext", ".jpg"],
-     "flag provided but not defined: -sample_ext — did you mean -sample_exts?"),
-    (["-member_names=sample"],
-     "flag provided but not defined: -member_names — did you mean --member-names?"),
-    (["-shard-size=1MiB"],
-     "flag provided but not defined: -shard-size — did you mean --shard-size?"),
-])
+@pytest.mark.parametrize(
+    ("typo", "line"),
+    [
+        (
+            ["-shard_sise=1MiB"],
+            "flag provided but not defined: -shard_sise — did you mean -shard_size?",
+        ),
+        (
+            ["-sample_ext", ".jpg"],
+            "flag provided but not defined: -sample_ext — did you mean -sample_exts?",
+        ),
+        (
+            ["-member_names=sample"],
+            "flag provided but not defined: -member_names — did you mean --member-names?",
+        ),
+        (
+            ["-shard-size=1MiB"],
+            "flag provided but not defined: -shard-size — did you mean --shard-size?",
+        ),
+    ],
+)
 def test_a_mistyped_go_flag_is_go_s_one_line_with_the_closest_flag(src, tmp_path, typo, line):
     """Finding: ``-shard_sise`` gave click's "No such option '-s'". Go says the flag is not
     defined; here that line also names the flag meant. Exit 2, nothing written."""
@@ -218,36 +275,56 @@ def test_an_empty_ekm_is_refused_in_go_s_spelling_as_go_refuses_it(src, tmp_path
     """Finding: ``-ekm=`` silently turned the key map off; Go's flag refuses it (exit 2)."""
     done = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", *args)
     value = args[0].partition("=")[2] if len(args) == 1 else args[1]
-    line = assert_error(done, 2, f"-ekm={value!r} is empty (Go ishard refuses it too)",
-                        "give a JSON file (-ekm=map.json)", "or leave -ekm out")
+    line = assert_error(
+        done,
+        2,
+        f"-ekm={value!r} is empty (Go ishard refuses it too)",
+        "give a JSON file (-ekm=map.json)",
+        "or leave -ekm out",
+    )
     assert "--ekm" not in line
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize(("words", "fix"), [
-    (["-dry_run", "show_keys"], "-dry_run=show_keys"),
-    (["-dry_run", "json"], "-dry_run=json"),
-    (["-dry_run", "false"], "-dry_run=false"),
-    (["-collapse", "true"], "-collapse=true"),
-    (["-progress", "FALSE"], "-progress=FALSE"),
-])
+@pytest.mark.parametrize(
+    ("words", "fix"),
+    [
+        (["-dry_run", "show_keys"], "-dry_run=show_keys"),
+        (["-dry_run", "json"], "-dry_run=json"),
+        (["-dry_run", "false"], "-dry_run=false"),
+        (["-collapse", "true"], "-collapse=true"),
+        (["-progress", "FALSE"], "-progress=FALSE"),
+    ],
+)
 def test_a_go_bool_flag_with_its_value_as_the_next_word_is_refused(src, tmp_path, words, fix):
     """Finding: ``-dry_run show_keys`` meant show_keys here, though Go's bool flag takes no
     separate value (the word is an argument, and Go reads no flag after it). Refused, naming
     the spelling that means it; nothing listed or written."""
-    done = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", *words,
-                         "-shard_size=1GiB")
-    line = assert_error(done, 2, f"{words[0]} {words[1]}: Go's {words[0]} is a bool flag",
-                        f"— write {fix}")
+    done = invoke_ishard(
+        f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", *words, "-shard_size=1GiB"
+    )
+    line = assert_error(
+        done, 2, f"{words[0]} {words[1]}: Go's {words[0]} is a bool flag", f"— write {fix}"
+    )
     assert line.endswith(fix)
     assert not (tmp_path / "out").exists()
-    joined = invoke_ishard(f"-src_bck={src}", f"-dst_bck={tmp_path / 'out'}", fix,
-                           "-dry_run=show_keys", "-shard_size=1GiB")
+    joined = invoke_ishard(
+        f"-src_bck={src}",
+        f"-dst_bck={tmp_path / 'out'}",
+        fix,
+        "-dry_run=show_keys",
+        "-shard_size=1GiB",
+    )
     assert joined.returncode == 0, joined.stderr
 
 
-LOOK_ALIKE = {"A.jpg": b"upper", "a.jpg": b"lower", "u/caf\u00e9.jpg": b"composed",
-              "u/cafe\u0301.jpg": b"decomposed", "v/x.jpg": b"plain"}
+LOOK_ALIKE = {
+    "A.jpg": b"upper",
+    "a.jpg": b"lower",
+    "u/caf\u00e9.jpg": b"composed",
+    "u/cafe\u0301.jpg": b"decomposed",
+    "v/x.jpg": b"plain",
+}
 
 
 def test_the_go_spelling_shards_look_alike_names_with_a_warning(tmp_path):
@@ -276,8 +353,13 @@ def test_the_go_spelling_shards_look_alike_names_with_a_warning(tmp_path):
         assert strict.returncode == 1 and "--strict and the plan has 1 warning" in strict.stderr
         assert not list((tmp_path / "strict").glob("*.tar"))
     native = invoke_ishard("shard", src, tmp_path / "native", "--member-names", "original")
-    assert_error(native, 1, "member names 'A.jpg' and 'a.jpg' would extract to one file",
-                 "--lookalike-names warn")
-    asked = invoke_ishard("shard", src, "--dry-run=summary", "--member-names", "original",
-                          "--lookalike-names", "warn")
+    assert_error(
+        native,
+        1,
+        "member names 'A.jpg' and 'a.jpg' would extract to one file",
+        "--lookalike-names warn",
+    )
+    asked = invoke_ishard(
+        "shard", src, "--dry-run=summary", "--member-names", "original", "--lookalike-names", "warn"
+    )
     assert asked.returncode == 0 and "2 pairs of member names" in asked.stderr

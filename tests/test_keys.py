@@ -47,8 +47,15 @@ def test_reference_table(row):
 
 @pytest.mark.parametrize(
     ("name", "ext"),
-    [("a", ""), ("a.", "."), ("dir.d/file", ""), ("a/b.c/d.e", ".e"), (".bashrc", ".bashrc"),
-     ("a/b..c", ".c"), ("x/y.tar.lz4", ".lz4")],
+    [
+        ("a", ""),
+        ("a.", "."),
+        ("dir.d/file", ""),
+        ("a/b.c/d.e", ".e"),
+        (".bashrc", ".bashrc"),
+        ("a/b..c", ".c"),
+        ("x/y.tar.lz4", ".lz4"),
+    ],
 )
 def test_extension_is_gos_filepath_ext(name, ext):
     assert extension(name) == ext
@@ -124,7 +131,6 @@ def test_custom_name_that_is_not_utf8_matches_like_go():
     assert sample_key(name, key_function(r"^d/(...).*")) == "caf"
 
 
-
 def test_the_binding_fast_path_and_the_public_api_find_the_same_matches():
     """keys.py calls RE2's compiled object directly; if a release renames it, the wrapper's
     public ``search`` is used instead and must give the same (start, end, group 1)."""
@@ -181,10 +187,11 @@ def test_cli_formerly_catastrophic_key_regex_runs_over_many_hostile_names(tmp_pa
     go = ("--sample-key-pattern", "(a+?)+$", "--member-names", "original")  # 'aaaa': no extension
     done = invoke_ishard("shard", src, "--dry-run=json", *go)
     assert done.returncode == 0, done.stderr
-    keys = sorted(s["key"] for shard in json.loads(done.stdout)["shards"]
-                  for s in shard["samples"])
-    assert keys == sorted([name[: -len(".jpg")] for name in files if name.endswith(".jpg")]
-                          + [f"k{i:02d}/a" for i in range(20)])
+    keys = sorted(s["key"] for shard in json.loads(done.stdout)["shards"] for s in shard["samples"])
+    assert keys == sorted(
+        [name[: -len(".jpg")] for name in files if name.endswith(".jpg")]
+        + [f"k{i:02d}/a" for i in range(20)]
+    )
     dst = tmp_path / "out"
     done = invoke_ishard("shard", src, dst, *go)
     assert done.returncode == 0, done.stderr
@@ -199,7 +206,7 @@ _ext = st.sampled_from(["", ".jpg", ".tar.gz", ".x"])
 @given(dirs=st.lists(_component, max_size=3), stem=_component, ext=_ext)
 def test_builtins_model(dirs, stem, ext):
     name = "/".join([*dirs, stem + ext])
-    want_ext = ext[ext.rfind("."):] if ext else ""
+    want_ext = ext[ext.rfind(".") :] if ext else ""
     assert extension(name) == want_ext
     trim = (lambda s: s[: -len(want_ext)]) if want_ext else (lambda s: s)
     model = {
@@ -231,13 +238,16 @@ def test_every_built_in_pattern_and_alias_is_named_in_the_user_guide_and_the_hel
     assert set(ALIASES.values()) <= set(BUILT_IN)
 
 
-@pytest.mark.parametrize(("pattern", "fragment"), [
-    ("basename", "did you mean base_file_name?"),
-    ("full", "did you mean full_name?"),
-    ("collapse", "did you mean collapse_all_dir?"),
-    ("a.*b", "has no capture group"),
-    ("(?:x)y", "has no capture group"),
-])
+@pytest.mark.parametrize(
+    ("pattern", "fragment"),
+    [
+        ("basename", "did you mean base_file_name?"),
+        ("full", "did you mean full_name?"),
+        ("collapse", "did you mean collapse_all_dir?"),
+        ("a.*b", "has no capture group"),
+        ("(?:x)y", "has no capture group"),
+    ],
+)
 def test_typos_are_refused_by_the_library_too(pattern, fragment):
     from ishard.options.record import make_options
 

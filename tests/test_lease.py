@@ -32,12 +32,20 @@ def s3env(s3_server, tmp_path_factory) -> dict[str, str]:
     """An environment with the test server's credentials and nothing that could lead past
     127.0.0.1 (no AWS settings from the user, no proxies, no instance metadata)."""
     home = tmp_path_factory.mktemp("home")
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AWS_", "AIS_", "ISHARD_")) and "proxy" not in k.lower()}
-    env.update(HOME=str(home), AWS_CONFIG_FILE=os.devnull,
-               AWS_SHARED_CREDENTIALS_FILE=os.devnull, AWS_EC2_METADATA_DISABLED="true",
-               NO_PROXY="127.0.0.1", AWS_ACCESS_KEY_ID=s3_server.access_key,
-               AWS_SECRET_ACCESS_KEY=s3_server.secret_key)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AWS_", "AIS_", "ISHARD_")) and "proxy" not in k.lower()
+    }
+    env.update(
+        HOME=str(home),
+        AWS_CONFIG_FILE=os.devnull,
+        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+        AWS_EC2_METADATA_DISABLED="true",
+        NO_PROXY="127.0.0.1",
+        AWS_ACCESS_KEY_ID=s3_server.access_key,
+        AWS_SECRET_ACCESS_KEY=s3_server.secret_key,
+    )
     return env
 
 
@@ -55,8 +63,11 @@ def start_ishard(endpoint: str, env: dict, *args, **extra_env) -> subprocess.Pop
     """``ishard ARGS --endpoint-url ENDPOINT`` started in the background."""
     return subprocess.Popen(
         with_stop_signals([sys.executable, "-m", "ishard", *args, "--endpoint-url", endpoint]),
-        env={**env, **extra_env, "COLUMNS": "200"}, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+        env={**env, **extra_env, "COLUMNS": "200"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def finish(run: subprocess.Popen) -> subprocess.CompletedProcess:
@@ -90,11 +101,12 @@ def read_lock(client, bucket: str, prefix: str) -> dict | None:
 
 
 def shards_of(client, bucket: str, prefix: str) -> dict[str, bytes]:
-    return {k.removeprefix(prefix + "/"): v for k, v in objects(client, bucket, prefix + "/").items()}
+    return {
+        k.removeprefix(prefix + "/"): v for k, v in objects(client, bucket, prefix + "/").items()
+    }
 
 
 # ---------------------------------------------------------------- a paused run
-
 
 
 def holding_third_shard(s3_server):
@@ -113,11 +125,22 @@ def holding_third_shard(s3_server):
 def take_over_when_expired(s3_server, s3env, client, bucket: str, src, dst: str, *common: str):
     """Once run A's lease on ``out`` has run out, as the lock object itself says (a renewal in
     flight may extend it), run B takes the destination with --overwrite and finishes."""
-    poll("run A's lease to run out",
-         lambda: (read_lock(client, bucket, "out") or {}).get("expires", 0) < time.time() - 0.5,
-         bound=30)
-    b = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, *common,
-                  "--overwrite", "--sort", "alpha:dec")
+    poll(
+        "run A's lease to run out",
+        lambda: (read_lock(client, bucket, "out") or {}).get("expires", 0) < time.time() - 0.5,
+        bound=30,
+    )
+    b = ishard_at(
+        s3_server.endpoint_url,
+        s3env,
+        "shard",
+        src,
+        dst,
+        *common,
+        "--overwrite",
+        "--sort",
+        "alpha:dec",
+    )
     assert b.returncode == 0, (b.stdout, b.stderr)
 
 
@@ -133,26 +156,39 @@ def test_a_paused_run_whose_lease_ran_out_publishes_nothing_after_another_run_to
     proxy, held, release = holding_third_shard(s3_server)
     src, dst = f"s3://{s3_bucket}/ds", f"s3://{s3_bucket}/out"
     common = ("--shard-size", "50KB", "--jobs", "1", "--no-progress")
-    a = start_ishard(proxy.endpoint_url, s3env, "shard", src, dst, *common,
-                     ISHARD_LEASE_SECONDS="2")
+    a = start_ishard(
+        proxy.endpoint_url, s3env, "shard", src, dst, *common, ISHARD_LEASE_SECONDS="2"
+    )
     try:
         poll("run A to read its third shard", lambda: held.is_set() or a.poll() is not None)
         assert a.poll() is None, finish(a)
         a.send_signal(signal.SIGSTOP)
-        assert {"shard-000000.tar", "shard-000001.tar"} <= set(shards_of(client, s3_bucket,
-                                                                         "out"))
+        assert {"shard-000000.tar", "shard-000001.tar"} <= set(shards_of(client, s3_bucket, "out"))
         take_over_when_expired(s3_server, s3env, client, s3_bucket, src, dst, *common)
     finally:
         release.set()
         a.send_signal(signal.SIGCONT)
         a_result = finish(a)
         proxy.close()
-    line = assert_error(a_result, 1, f"another ishard run took over {dst!r}",
-                        "published nothing more", f"ishard verify {dst}")
+    line = assert_error(
+        a_result,
+        1,
+        f"another ishard run took over {dst!r}",
+        "published nothing more",
+        f"ishard verify {dst}",
+    )
     assert "None" not in line
 
-    ref = start_ishard(s3_server.endpoint_url, s3env, "shard", src, f"s3://{s3_bucket}/ref",
-                       *common, "--sort", "alpha:dec")
+    ref = start_ishard(
+        s3_server.endpoint_url,
+        s3env,
+        "shard",
+        src,
+        f"s3://{s3_bucket}/ref",
+        *common,
+        "--sort",
+        "alpha:dec",
+    )
     verify(s3_server, s3env, dst)
     assert finish(ref).returncode == 0
     out, expected = shards_of(client, s3_bucket, "out"), shards_of(client, s3_bucket, "ref")
@@ -176,15 +212,19 @@ def test_a_shard_published_after_the_lease_was_taken_over_is_reported_as_possibl
     def hold_second_shard(request):
         if request.method == "PUT" and request.key == "out/shard-000001.tar":
             caught.set()
-        if caught.is_set() and request.method == "PUT" and request.key in (
-                "out/shard-000001.tar", f"out/{LOCK}"):
+        if (
+            caught.is_set()
+            and request.method == "PUT"
+            and request.key in ("out/shard-000001.tar", f"out/{LOCK}")
+        ):
             release.wait(WAIT)
 
     proxy = S3Proxy(s3_server.endpoint_url, hold_second_shard)
     dst = f"s3://{s3_bucket}/out"
     common = ("--shard-size", "50KB", "--jobs", "1", "--no-progress")
-    a = start_ishard(proxy.endpoint_url, s3env, "shard", src, dst, *common,
-                     ISHARD_LEASE_SECONDS="2")
+    a = start_ishard(
+        proxy.endpoint_url, s3env, "shard", src, dst, *common, ISHARD_LEASE_SECONDS="2"
+    )
     try:
         poll("run A to commit its second shard", lambda: caught.is_set() or a.poll() is not None)
         assert a.poll() is None, finish(a)
@@ -193,8 +233,13 @@ def test_a_shard_published_after_the_lease_was_taken_over_is_reported_as_possibl
         release.set()
         a_result = finish(a)
         proxy.close()
-    assert_error(a_result, 1, f"shard-000001.tar was published in {dst!r} after this run's lease",
-                 "may be inconsistent", f"ishard verify {dst}")
+    assert_error(
+        a_result,
+        1,
+        f"shard-000001.tar was published in {dst!r} after this run's lease",
+        "may be inconsistent",
+        f"ishard verify {dst}",
+    )
     check = ishard_at(s3_server.endpoint_url, s3env, "verify", dst)
     assert check.returncode == 1 and "shard-000001.tar" in check.stdout + check.stderr
 
@@ -237,9 +282,22 @@ def test_two_runs_starting_together_while_the_lock_put_is_slow_exactly_one_proce
     rules = [SlowLockPut(prefix) for prefix in prefixes]
     proxies = [S3Proxy(s3_server.endpoint_url, rule, rule.after) for rule in rules]
     try:
-        runs = [[start_ishard(proxy.endpoint_url, s3env, "shard", src, f"s3://{s3_bucket}/{prefix}",
-                              "--shard-size", "25KB", "--no-progress") for _ in range(2)]
-                for proxy, prefix in zip(proxies, prefixes)]
+        runs = [
+            [
+                start_ishard(
+                    proxy.endpoint_url,
+                    s3env,
+                    "shard",
+                    src,
+                    f"s3://{s3_bucket}/{prefix}",
+                    "--shard-size",
+                    "25KB",
+                    "--no-progress",
+                )
+                for _ in range(2)
+            ]
+            for proxy, prefix in zip(proxies, prefixes)
+        ]
         trials = [[finish(run) for run in pair] for pair in runs]
     finally:
         for proxy in proxies:
@@ -248,8 +306,12 @@ def test_two_runs_starting_together_while_the_lock_put_is_slow_exactly_one_proce
         codes = sorted(r.returncode for r in results)
         assert codes == [0, 1], [(r.returncode, r.stderr) for r in results]
         loser = next(r for r in results if r.returncode == 1)
-        assert_error(loser, 1, f"another ishard run is writing into 's3://{s3_bucket}/{prefix}'",
-                     "it started at the same moment as this one")
+        assert_error(
+            loser,
+            1,
+            f"another ishard run is writing into 's3://{s3_bucket}/{prefix}'",
+            "it started at the same moment as this one",
+        )
         keys = {o["Key"] for o in listing(client, s3_bucket, prefix + "/")}
         assert f"{prefix}/manifest.json" in keys  # the winner finished, its lock is gone
         assert not any("/.ishard-run/" in k for k in keys), keys
@@ -294,12 +356,34 @@ def test_throttled_store_requests_are_retried_by_ishard_local_to_s3_and_back(
     throttles = [Throttle(phase) for phase in range(4)]
     proxies = [S3Proxy(s3_server.endpoint_url, t) for t in throttles]
     try:
-        runs = [start_ishard(proxies[phase].endpoint_url, s3env, "shard", src,
-                             f"s3://{s3_bucket}/out{phase}", "--shard-size", "40KB",
-                             "--no-progress", "--json", *NO_LOWER_RETRIES) for phase in range(3)]
-        runs.append(start_ishard(proxies[3].endpoint_url, s3env, "shard", f"s3://{s3_bucket}/in",
-                                 tmp_path / "back", "--shard-size", "40KB", "--no-progress",
-                                 *NO_LOWER_RETRIES))
+        runs = [
+            start_ishard(
+                proxies[phase].endpoint_url,
+                s3env,
+                "shard",
+                src,
+                f"s3://{s3_bucket}/out{phase}",
+                "--shard-size",
+                "40KB",
+                "--no-progress",
+                "--json",
+                *NO_LOWER_RETRIES,
+            )
+            for phase in range(3)
+        ]
+        runs.append(
+            start_ishard(
+                proxies[3].endpoint_url,
+                s3env,
+                "shard",
+                f"s3://{s3_bucket}/in",
+                tmp_path / "back",
+                "--shard-size",
+                "40KB",
+                "--no-progress",
+                *NO_LOWER_RETRIES,
+            )
+        )
         results = [finish(run) for run in runs]
     finally:
         for proxy in proxies:
@@ -316,8 +400,12 @@ def test_throttled_store_requests_are_retried_by_ishard_local_to_s3_and_back(
     # reads, writes and deletes (one bulk POST ?delete, or DELETE) were all refused once
     assert {"GET", "PUT"} <= methods and methods & {"POST", "DELETE"}, methods
     assert sum(throttles[3].refused.values()) >= 3  # listing and reads on the way back
-    local = subprocess.Popen([sys.executable, "-m", "ishard", "verify", str(tmp_path / "back")],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    local = subprocess.Popen(
+        [sys.executable, "-m", "ishard", "verify", str(tmp_path / "back")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     verify(s3_server, s3env, *(f"s3://{s3_bucket}/out{phase}" for phase in range(3)))
     assert local.wait(WAIT) == 0, local.communicate()[0]
     assert uploads(client, s3_bucket) == []
@@ -338,8 +426,9 @@ class RefuseEachAfterManifest:
         if not self.published.is_set():
             return None
         with self.lock:
-            sent = self.seen[request.method, request.path] = self.seen.get(
-                (request.method, request.path), 0) + 1
+            sent = self.seen[request.method, request.path] = (
+                self.seen.get((request.method, request.path), 0) + 1
+            )
         if sent > self.times:
             return None
         return slow_down(request, "ServiceUnavailable", "Service is unable to handle request.")
@@ -362,16 +451,36 @@ def test_a_throttled_clean_up_is_retried_retries_times_and_leaves_nothing(
     proxy = S3Proxy(s3_server.endpoint_url, rule, rule.after)
     dst = f"s3://{s3_bucket}/out"
     try:
-        result = ishard_at(proxy.endpoint_url, s3env, "shard", src, dst, "--shard-size", "25KB",
-                           "--no-progress", "--json", "--retries", str(retries))
+        result = ishard_at(
+            proxy.endpoint_url,
+            s3env,
+            "shard",
+            src,
+            dst,
+            "--shard-size",
+            "25KB",
+            "--no-progress",
+            "--json",
+            "--retries",
+            str(retries),
+        )
     finally:
         proxy.close()
     assert result.returncode == 0 and result.stderr == "", result.stderr
     assert rule.seen and set(rule.seen.values()) == {retries + 1}, rule.seen
     assert json.loads(result.stdout)["retries"] == retries * len(rule.seen)
     assert listing(client, s3_bucket, "out/.ishard-run") == []
-    again = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, "--shard-size", "25KB",
-                      "--no-progress", "--overwrite")
+    again = ishard_at(
+        s3_server.endpoint_url,
+        s3env,
+        "shard",
+        src,
+        dst,
+        "--shard-size",
+        "25KB",
+        "--no-progress",
+        "--overwrite",
+    )
     assert again.returncode == 0 and again.stderr == "", again.stderr
     verify(s3_server, s3env, dst)
 
@@ -403,15 +512,28 @@ def test_records_that_cannot_be_removed_after_the_manifest_are_a_notice_not_a_fa
     proxy = S3Proxy(s3_server.endpoint_url, refuse_cleanup, after)
     dst = f"s3://{s3_bucket}/out"
     try:
-        result = ishard_at(proxy.endpoint_url, s3env, "shard", src, dst, "--shard-size", "25KB",
-                           "--no-progress", "--retries", "2", *NO_LOWER_RETRIES)
+        result = ishard_at(
+            proxy.endpoint_url,
+            s3env,
+            "shard",
+            src,
+            dst,
+            "--shard-size",
+            "25KB",
+            "--no-progress",
+            "--retries",
+            "2",
+            *NO_LOWER_RETRIES,
+        )
     finally:
         proxy.close()
     assert result.returncode == 0, result.stderr
-    notice = (f"ishard: the dataset is complete, but this run's records in {dst!r} could not "
-              f"be removed (cannot reach destination {dst!r} at {proxy.endpoint_url}: 503 "
-              "Service Unavailable — check "
-              "the endpoint and the network, then run again); they do no harm")
+    notice = (
+        f"ishard: the dataset is complete, but this run's records in {dst!r} could not "
+        f"be removed (cannot reach destination {dst!r} at {proxy.endpoint_url}: 503 "
+        "Service Unavailable — check "
+        "the endpoint and the network, then run again); they do no harm"
+    )
     assert result.stderr.splitlines() == [notice]
     assert len(lock_deletes) == 3 and read_lock(client, s3_bucket, "out") is None
     assert listing(client, s3_bucket, "out/.ishard-run")  # the records the store kept
@@ -445,14 +567,16 @@ def test_resume_rewrites_a_kept_s3_shard_replaced_by_same_size_garbage(
     assert {"shard-000000.tar", "shard-000001.tar"} <= done.keys()
     assert "manifest.json" not in done
     original = done["shard-000001.tar"]
-    client.put_object(Bucket=s3_bucket, Key="out/shard-000001.tar",
-                      Body=bytes(len(original)))  # same size, other bytes
+    client.put_object(
+        Bucket=s3_bucket, Key="out/shard-000001.tar", Body=bytes(len(original))
+    )  # same size, other bytes
 
     resumed = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, *common, "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming: 1 of 4 shards were already complete" in resumed.stdout + resumed.stderr
-    fresh = start_ishard(s3_server.endpoint_url, s3env, "shard", src, f"s3://{s3_bucket}/fresh",
-                         *common)
+    fresh = start_ishard(
+        s3_server.endpoint_url, s3env, "shard", src, f"s3://{s3_bucket}/fresh", *common
+    )
     verify(s3_server, s3env, dst)
     assert finish(fresh).returncode == 0
     out, expected = shards_of(client, s3_bucket, "out"), shards_of(client, s3_bucket, "fresh")
@@ -476,11 +600,22 @@ def test_a_live_lock_missing_fields_is_described_without_them(
     src = make_tree(tmp_path / "src", {"a/1.jpg": b"one"})
     lock = {"id": "x", **fields, "expires": time.time() + 300}
     client.put_object(Bucket=s3_bucket, Key=f"out/{LOCK}", Body=json.dumps(lock))
-    result = ishard_at(s3_server.endpoint_url, s3env, "shard", src, f"s3://{s3_bucket}/out",
-                       "--resume", "--no-progress")
-    line = assert_error(result, 1, f"another ishard run is writing into 's3://{s3_bucket}/out'"
-                                   f"{shown} — wait for it to finish or stop it, then add "
-                                   "--resume to finish its work; if it was killed")
+    result = ishard_at(
+        s3_server.endpoint_url,
+        s3env,
+        "shard",
+        src,
+        f"s3://{s3_bucket}/out",
+        "--resume",
+        "--no-progress",
+    )
+    line = assert_error(
+        result,
+        1,
+        f"another ishard run is writing into 's3://{s3_bucket}/out'"
+        f"{shown} — wait for it to finish or stop it, then add "
+        "--resume to finish its work; if it was killed",
+    )
     assert "None" not in line
     assert sorted(objects(client, s3_bucket)) == [f"out/{LOCK}"]
 
@@ -492,10 +627,21 @@ def test_a_lease_length_outside_its_range_is_a_usage_error(
     """A lease of a millisecond means nothing (and renews hundreds of times a second); one of
     years keeps a killed run's destination locked: both are refused like a word."""
     src = make_tree(tmp_path / "src", {"a/1.jpg": b"one"})
-    result = ishard_at(s3_server.endpoint_url, s3env, "shard", src, f"s3://{s3_bucket}/out",
-                       "--no-progress", ISHARD_LEASE_SECONDS=value)
-    assert_error(result, 2, f"ISHARD_LEASE_SECONDS={value!r} is not a number of seconds from 2 "
-                            "to 3600 — unset it (the default is 60) or write e.g. 60")
+    result = ishard_at(
+        s3_server.endpoint_url,
+        s3env,
+        "shard",
+        src,
+        f"s3://{s3_bucket}/out",
+        "--no-progress",
+        ISHARD_LEASE_SECONDS=value,
+    )
+    assert_error(
+        result,
+        2,
+        f"ISHARD_LEASE_SECONDS={value!r} is not a number of seconds from 2 "
+        "to 3600 — unset it (the default is 60) or write e.g. 60",
+    )
     assert listing(client, s3_bucket) == []
 
 
@@ -519,16 +665,20 @@ def test_a_malformed_lock_is_reported_with_how_to_clear_it(
     src = make_tree(tmp_path / "src", {"a/1.jpg": b"one"})
     client.put_object(Bucket=s3_bucket, Key=f"out/{LOCK}", Body=body)
     dst, lock = f"s3://{s3_bucket}/out", f"s3://{s3_bucket}/out/{LOCK}"
-    result = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, "--resume",
-                       "--no-progress")
-    line = assert_error(result, 1, f"the lock object {lock!r} is not one ishard writes "
-                                   f"({problem}) — if no ishard run is writing into {dst!r}, "
-                                   f"delete the lock object {lock!r}")
+    result = ishard_at(
+        s3_server.endpoint_url, s3env, "shard", src, dst, "--resume", "--no-progress"
+    )
+    line = assert_error(
+        result,
+        1,
+        f"the lock object {lock!r} is not one ishard writes "
+        f"({problem}) — if no ishard run is writing into {dst!r}, "
+        f"delete the lock object {lock!r}",
+    )
     assert "\x1b" not in result.stderr and "Traceback" not in line
     assert objects(client, s3_bucket) == {f"out/{LOCK}": body}  # untouched
     client.delete_object(Bucket=s3_bucket, Key=f"out/{LOCK}")
-    again = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, "--resume",
-                      "--no-progress")
+    again = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, "--resume", "--no-progress")
     assert again.returncode == 0, again.stderr
 
 
@@ -538,13 +688,28 @@ def test_a_live_lock_s_fields_reach_the_terminal_escaped(
     """A planted host ``ESC[2J`` (clear the screen) and a start time with a newline are shown
     as escapes, not sent to the terminal; the line stays one line."""
     src = make_tree(tmp_path / "src", {"a/1.jpg": b"one"})
-    lock = {"id": "x", "host": "\x1b[2J", "started": "today\nishard: done",
-            "expires": time.time() + 300}
+    lock = {
+        "id": "x",
+        "host": "\x1b[2J",
+        "started": "today\nishard: done",
+        "expires": time.time() + 300,
+    }
     client.put_object(Bucket=s3_bucket, Key=f"out/{LOCK}", Body=json.dumps(lock))
-    result = ishard_at(s3_server.endpoint_url, s3env, "shard", src, f"s3://{s3_bucket}/out",
-                       "--resume", "--no-progress")
-    line = assert_error(result, 1, f"another ishard run is writing into 's3://{s3_bucket}/out' "
-                                   "(on '\\x1b[2J', started 'today\\nishard: done') — wait")
+    result = ishard_at(
+        s3_server.endpoint_url,
+        s3env,
+        "shard",
+        src,
+        f"s3://{s3_bucket}/out",
+        "--resume",
+        "--no-progress",
+    )
+    line = assert_error(
+        result,
+        1,
+        f"another ishard run is writing into 's3://{s3_bucket}/out' "
+        "(on '\\x1b[2J', started 'today\\nishard: done') — wait",
+    )
     assert "\x1b" not in result.stderr and "its lock runs out in" in line
 
 
@@ -557,14 +722,19 @@ def test_a_lock_that_runs_out_in_the_year_5000_says_how_to_clear_it(
     lock = {"id": "x", "host": "trainer-3", "pid": 77, "expires": YEAR_5000}
     client.put_object(Bucket=s3_bucket, Key=f"out/{LOCK}", Body=json.dumps(lock))
     dst, url = f"s3://{s3_bucket}/out", f"s3://{s3_bucket}/out/{LOCK}"
-    result = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, "--resume",
-                       "--no-progress")
-    assert_error(result, 1, f"another ishard run is writing into {dst!r} (pid 77 on trainer-3)",
-                 "its lock says it runs out in 297", " years, later than any lease (at most 3600 "
-                 f"s): if no ishard run is writing into {dst!r}, delete the lock object {url!r}")
+    result = ishard_at(
+        s3_server.endpoint_url, s3env, "shard", src, dst, "--resume", "--no-progress"
+    )
+    assert_error(
+        result,
+        1,
+        f"another ishard run is writing into {dst!r} (pid 77 on trainer-3)",
+        "its lock says it runs out in 297",
+        " years, later than any lease (at most 3600 "
+        f"s): if no ishard run is writing into {dst!r}, delete the lock object {url!r}",
+    )
     client.delete_object(Bucket=s3_bucket, Key=f"out/{LOCK}")
-    again = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, "--resume",
-                      "--no-progress")
+    again = ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, "--resume", "--no-progress")
     assert again.returncode == 0, again.stderr
 
 
@@ -621,8 +791,9 @@ def test_a_stop_signal_ends_a_run_whose_store_refuses_everything_at_once(
     verify(s3_server, s3env, dst)
 
 
-def test_an_interrupted_api_run_leaves_the_next_call_its_retries(s3_server, client, s3_bucket,
-                                                                 tmp_path):
+def test_an_interrupted_api_run_leaves_the_next_call_its_retries(
+    s3_server, client, s3_bucket, tmp_path
+):
     """Python API: Ctrl-C while ishard.shard() reads a store that refuses (503) stops it with
     ``Interrupted`` (exit code 130) without retrying; the next call in the same process is no
     stopping run: its throttled listing request is retried, and it plans."""
@@ -655,16 +826,23 @@ def test_an_interrupted_api_run_leaves_the_next_call_its_retries(s3_server, clie
     handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(Interrupted) as stopped:
-            ishard.shard(f"s3://{s3_bucket}/ds", tmp_path / "out", shard_size="25KB",
-                         retries=6, endpoint_url=first.endpoint_url, **store)
+            ishard.shard(
+                f"s3://{s3_bucket}/ds",
+                tmp_path / "out",
+                shard_size="25KB",
+                retries=6,
+                endpoint_url=first.endpoint_url,
+                **store,
+            )
     finally:
         signal.signal(signal.SIGINT, handler)
         first.close()
     assert stopped.value.exit_code == 130 and "interrupted (SIGINT)" in str(stopped.value)
     second = S3Proxy(s3_server.endpoint_url, refuse_first_listing)
     try:
-        plan = ishard.plan(f"s3://{s3_bucket}/ds", shard_size="25KB",
-                           endpoint_url=second.endpoint_url, **store)
+        plan = ishard.plan(
+            f"s3://{s3_bucket}/ds", shard_size="25KB", endpoint_url=second.endpoint_url, **store
+        )
     finally:
         second.close()
     assert listed and plan.file_count == 6

@@ -51,8 +51,12 @@ def test_manifest_agrees_with_the_shards_and_the_source(ext, tmp_path):
         assert entry["nsamples"] == len(keys), path.name
         found_keys |= keys
         per_shard.append(
-            {"name": path.name, "files": len(members), "samples": len(keys),
-             "payload_bytes": sum(len(body) for _, body in members)}
+            {
+                "name": path.name,
+                "files": len(members),
+                "samples": len(keys),
+                "payload_bytes": sum(len(body) for _, body in members),
+            }
         )
     assert found_keys == expected_keys
     assert sum(e["nsamples"] for e in doc["shardlist"]) == len(expected_keys) == 7
@@ -84,8 +88,16 @@ def test_manifest_counts_after_sample_exts_exclude(tmp_path):
     src = make_tree(tmp_path / "src", TREE)
     dst = tmp_path / "dst"
     doc = run(
-        src, dst, "--sample-exts", ".jpg,.json", "--missing-extension-action", "exclude",
-        "--shard-size", "4KiB", "--member-names", "original",
+        src,
+        dst,
+        "--sample-exts",
+        ".jpg,.json",
+        "--missing-extension-action",
+        "exclude",
+        "--shard-size",
+        "4KiB",
+        "--member-names",
+        "original",
     )
     # by hand: samples with both a .jpg and a .json are 0001, 0002, 0003; 0001 loses its
     # .xml and .cls files; every other sample lacks one of the two and is left out whole
@@ -105,13 +117,29 @@ def test_manifest_counts_after_sample_exts_exclude(tmp_path):
 def test_manifest_records_the_shuffle_seed_that_repeats_the_run(tmp_path):
     files = {f"d/{i:03d}.bin": 700 + i for i in range(40)}
     src = make_tree(tmp_path / "src", files)
-    first = run(src, tmp_path / "one", "--sort", "shuffle", "--shard-size", "4KiB",
-                "--member-names", "original")
+    first = run(
+        src,
+        tmp_path / "one",
+        "--sort",
+        "shuffle",
+        "--shard-size",
+        "4KiB",
+        "--member-names",
+        "original",
+    )
     seed = first["ishard"]["seed"]
     assert isinstance(seed, int)
     assert first["ishard"]["options"]["sort"] == f"shuffle:{seed}"
-    again = run(src, tmp_path / "two", "--sort", f"shuffle:{seed}", "--shard-size", "4KiB",
-                "--member-names", "original")
+    again = run(
+        src,
+        tmp_path / "two",
+        "--sort",
+        f"shuffle:{seed}",
+        "--shard-size",
+        "4KiB",
+        "--member-names",
+        "original",
+    )
     assert again["shardlist"] == first["shardlist"]
     one = {p.name: p.read_bytes() for p in shard_files(tmp_path / "one")}
     two = {p.name: p.read_bytes() for p in shard_files(tmp_path / "two")}

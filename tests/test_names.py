@@ -53,11 +53,18 @@ def test_inventory_names_that_would_escape_are_left_out_and_reported(tmp_path):
     control characters are never read or written, and the summary says so."""
     outside = make_tree(tmp_path / "secret", {"key.txt": b"do not ship"})
     src = make_tree(tmp_path / "src", {"a/1.jpg": b"one", "a/2.jpg": b"two"})
-    bad = ["../secret/key.txt", "a/../../secret/key.txt", "/etc/hostname",
-           "a\\..\\..\\secret\\key.txt", "a/bell\x07.jpg", "C:\\windows\\x.jpg"]
+    bad = [
+        "../secret/key.txt",
+        "a/../../secret/key.txt",
+        "/etc/hostname",
+        "a\\..\\..\\secret\\key.txt",
+        "a/bell\x07.jpg",
+        "C:\\windows\\x.jpg",
+    ]
     inventory = tmp_path / "list.jsonl"
-    inventory.write_text("".join(json.dumps({"name": n, "size": 3}) + "\n"
-                                 for n in ["a/1.jpg", "a/2.jpg", *bad]))
+    inventory.write_text(
+        "".join(json.dumps({"name": n, "size": 3}) + "\n" for n in ["a/1.jpg", "a/2.jpg", *bad])
+    )
     summary = shard_json(src, tmp_path / "out", "--src-list", inventory)
     assert sorted(members(tmp_path / "out")) == ["a/1.jpg", "a/2.jpg"]
     left = skipped(summary, UNSAFE)
@@ -73,14 +80,20 @@ def test_inventory_name_with_a_nul_is_left_out_and_reported_escaped(tmp_path):
     src = make_tree(tmp_path / "src", {"a/1.jpg": b"one", "a/2.jpg": b"two"})
     nul = "a/2.jpg\x00.png"  # cut at the NUL, a C string would name a/2.jpg
     inventory = tmp_path / "list.jsonl"
-    inventory.write_text("".join(json.dumps({"name": n, "size": 3}) + "\n"
-                                 for n in ["a/1.jpg", "a/2.jpg", "a/nul\x00.jpg", nul]))
+    inventory.write_text(
+        "".join(
+            json.dumps({"name": n, "size": 3}) + "\n"
+            for n in ["a/1.jpg", "a/2.jpg", "a/nul\x00.jpg", nul]
+        )
+    )
     assert "\\u0000" in inventory.read_text() and "\x00" not in inventory.read_text()
     summary = shard_json(src, tmp_path / "out", "--src-list", inventory)
     assert sorted(members(tmp_path / "out")) == ["a/1.jpg", "a/2.jpg"]
     left = skipped(summary, UNSAFE)
     assert left["count"] == 2 and sorted(left["examples"]) == sorted(["a/nul\x00.jpg", nul])
-    done = invoke_ishard("shard", *ORIGINAL, src, tmp_path / "out2", "--no-progress", "--src-list", inventory)
+    done = invoke_ishard(
+        "shard", *ORIGINAL, src, tmp_path / "out2", "--no-progress", "--src-list", inventory
+    )
     assert done.returncode == 0, done.stderr
     assert "\x00" not in done.stdout + done.stderr
     assert f"left out 2: {UNSAFE}" in done.stdout and "'a/nul\\x00.jpg'" in done.stdout
@@ -88,13 +101,16 @@ def test_inventory_name_with_a_nul_is_left_out_and_reported_escaped(tmp_path):
 
 
 def test_local_names_with_control_characters_or_escaping_backslashes_are_left_out(tmp_path):
-    src = make_tree(tmp_path / "src", {
-        "ok/1.jpg": b"1",
-        "ok/new\nline.jpg": b"2",
-        "ok/tab\t.jpg": b"3",
-        "ok\\..\\..\\up.jpg": b"4",  # one name on Linux; a path that climbs on Windows
-        "ok/back\\slash.jpg": b"5",  # a backslash alone is kept: it climbs nowhere
-    })
+    src = make_tree(
+        tmp_path / "src",
+        {
+            "ok/1.jpg": b"1",
+            "ok/new\nline.jpg": b"2",
+            "ok/tab\t.jpg": b"3",
+            "ok\\..\\..\\up.jpg": b"4",  # one name on Linux; a path that climbs on Windows
+            "ok/back\\slash.jpg": b"5",  # a backslash alone is kept: it climbs nowhere
+        },
+    )
     for ext in (".tar", ".zip"):
         summary = shard_json(src, tmp_path / f"out{ext}", "--ext", ext)
         assert sorted(members(tmp_path / f"out{ext}")) == ["ok/1.jpg", "ok/back\\slash.jpg"]
@@ -114,7 +130,10 @@ def test_gnu_tar_extracts_every_shard_inside_its_folder(tmp_path):
         subprocess.run(["tar", "-xf", str(shard), "-C", str(target)], check=True)
     assert sorted(p.name for p in (tmp_path / "extract").iterdir()) == ["inside"]
     assert sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file()) == [
-        "a/1.jpg", "a/b/2.jpg", "c.jpg"]
+        "a/1.jpg",
+        "a/b/2.jpg",
+        "c.jpg",
+    ]
 
 
 def test_unicode_normalisation_variants_spaces_and_long_names_round_trip(tmp_path):

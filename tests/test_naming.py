@@ -110,14 +110,18 @@ def test_wids_reads_every_sample_through_the_manifest(which, options, generated,
     report = ishard.shard(src, tmp_path / "dst", **options)
     assert len(report.results) > 2
     expected = planned(src, **options)
-    dataset = wids.ShardListDataset(str(tmp_path / "dst" / "manifest.json"),
-                                    cache_dir=str(tmp_path / "cache"), transformations=[])
+    dataset = wids.ShardListDataset(
+        str(tmp_path / "dst" / "manifest.json"),
+        cache_dir=str(tmp_path / "cache"),
+        transformations=[],
+    )
     assert len(dataset) == len(expected) == report.plan.sample_count
     got = {}
     for i in range(len(dataset)):
         sample = dataset[i]
-        got[sample["__key__"]] = {k[1:].lower(): v.read() for k, v in sample.items()
-                                  if not k.startswith("__")}
+        got[sample["__key__"]] = {
+            k[1:].lower(): v.read() for k, v in sample.items() if not k.startswith("__")
+        }
     assert got == expected
 
 
@@ -130,8 +134,12 @@ def read_idx(path: Path) -> list[list[tuple[str, int, int, str]]]:
     for line in lines[1:]:
         tokens = line.split()
         assert len(tokens) % 4 == 0, line
-        samples.append([(tokens[i], int(tokens[i + 1]), int(tokens[i + 2]), tokens[i + 3])
-                        for i in range(0, len(tokens), 4)])
+        samples.append(
+            [
+                (tokens[i], int(tokens[i + 1]), int(tokens[i + 2]), tokens[i + 3])
+                for i in range(0, len(tokens), 4)
+            ]
+        )
     return samples
 
 
@@ -159,7 +167,8 @@ def check_dali_indexes(dst: Path, report) -> dict[str, tarfile.TarInfo]:
         assert [PurePosixPath(s[0][3]).as_posix().split(".")[0] for s in entries] == keys
     manifest = json.loads((dst / "manifest.json").read_text())
     assert [s["dali_index"] for s in manifest["ishard"]["shards"]] == [
-        r.name.replace(".tar", ".idx") for r in report.results]
+        r.name.replace(".tar", ".idx") for r in report.results
+    ]
     assert all(s["url"].endswith(".tar") for s in manifest["shardlist"])
     return unindexed
 
@@ -175,19 +184,29 @@ LONG = "cat_" + "l" * 110  # a basename over tar's 100-byte name field: needs a 
 
 
 @pytest.mark.parametrize("member_names", ["sample", "original"])
-def test_dali_index_of_the_generated_dataset_with_long_and_dotless_names(member_names, generated,
-                                                                        tmp_path):
+def test_dali_index_of_the_generated_dataset_with_long_and_dotless_names(
+    member_names, generated, tmp_path
+):
     extra = {f"images/cat/{LONG}.jpg": 900, f"captions/{LONG}.txt": b"a long name"}
     if member_names == "original":  # (--member-names sample refuses a file with no extension)
         extra["captions/NOTES"] = 50  # no dot: readers skip it, so the index leaves it out
     src, dst = make_tree(generated, extra), tmp_path / "dst"
-    report = ishard.shard(src, dst, shard_size="8KiB", sample_key_pattern=FIRST_DOT,
-                          index="dali", member_names=member_names)
+    report = ishard.shard(
+        src,
+        dst,
+        shard_size="8KiB",
+        sample_key_pattern=FIRST_DOT,
+        index="dali",
+        member_names=member_names,
+    )
     assert len(report.results) > 2
     unindexed = check_dali_indexes(dst, report)
     assert list(unindexed) == (["captions/NOTES"] if member_names == "original" else [])
-    long_names = ({f"{LONG}.jpg", f"{LONG}.txt"} if member_names == "sample"
-                  else {f"images/cat/{LONG}.jpg", f"captions/{LONG}.txt"})
+    long_names = (
+        {f"{LONG}.jpg", f"{LONG}.txt"}
+        if member_names == "sample"
+        else {f"images/cat/{LONG}.jpg", f"captions/{LONG}.txt"}
+    )
     found = set()
     for result in report.results:  # (check_dali_indexes matched their offsets and sizes)
         with tarfile.open(dst / result.name) as tar:
@@ -207,38 +226,66 @@ def test_dry_run_shows_the_member_names_the_archive_will_have(tmp_path):
     invoke_ishard("shard", src, tmp_path / "dst", "--member-names", "sample")
     with tarfile.open(tmp_path / "dst" / "shard-000000.tar") as tar:
         assert members == tar.getnames() == ["x.jpg", "x.json", "y.jpg"]
-    doc = json.loads(invoke_ishard("shard", src, "--dry-run=json", "--member-names", "sample").stdout)
+    doc = json.loads(
+        invoke_ishard("shard", src, "--dry-run=json", "--member-names", "sample").stdout
+    )
     files = doc["shards"][0]["samples"][0]["files"]
-    assert files == [{"name": "a/x.jpg", "size": 10, "member": "x.jpg"},
-                     {"name": "b/x.json", "size": 5, "member": "x.json"}]
+    assert files == [
+        {"name": "a/x.jpg", "size": 10, "member": "x.jpg"},
+        {"name": "b/x.json", "size": 5, "member": "x.json"},
+    ]
 
 
 NAMING_ERRORS = [  # files, extra options, the message's what-part, an option the fix names
     ({"a.b.jpg": 3}, [], "sample 'a.b' has a dot in its key", "--sample-key-pattern"),
-    ({"x/a.jpg": 3, "y/a.jpg": 4}, [],
-     "sample 'a' has two files with the same extension ('x/a.jpg' and 'y/a.jpg')",
-     "--sample-key-pattern"),
-    ({"a.JPG": 3, "a.jpg": 4}, [],
-     "sample 'a' has two files with extensions that differ only in case ('a.JPG' and 'a.jpg')",
-     "--sample-exts"),
-    ({".DS_Store": 3}, ["--include-hidden"], "sample '' has an empty key (file '.DS_Store')",
-     "--sample-key-pattern"),
-    ({"README": 3, "a.jpg": 2}, ["--sample-key-pattern", "full_name"],
-     "file 'README' of sample 'README' has no extension", "--missing-extension-action"),
+    (
+        {"x/a.jpg": 3, "y/a.jpg": 4},
+        [],
+        "sample 'a' has two files with the same extension ('x/a.jpg' and 'y/a.jpg')",
+        "--sample-key-pattern",
+    ),
+    (
+        {"a.JPG": 3, "a.jpg": 4},
+        [],
+        "sample 'a' has two files with extensions that differ only in case ('a.JPG' and 'a.jpg')",
+        "--sample-exts",
+    ),
+    (
+        {".DS_Store": 3},
+        ["--include-hidden"],
+        "sample '' has an empty key (file '.DS_Store')",
+        "--sample-key-pattern",
+    ),
+    (
+        {"README": 3, "a.jpg": 2},
+        ["--sample-key-pattern", "full_name"],
+        "file 'README' of sample 'README' has no extension",
+        "--missing-extension-action",
+    ),
     # keys a regex cuts out of a directory named 'x..': '../foo' and '/bar' would climb out
-    ({"x../foo.jpg": 3, "x/bar.jpg": 2}, ["--sample-key-pattern", r"^x(.*)\.jpg$"],
-     ("sample '../foo' would give member '../foo.jpg' (file 'x../foo.jpg') under "
-      "--member-names sample, which could extract outside the target folder"),
-     "--sample-key-pattern"),
-    ({"x/bar.jpg": 2, "x/bar.txt": 1}, ["--sample-key-pattern", r"^x(.*)\.[a-z]+$"],
-     "sample '/bar' would give member '/bar.jpg' (file 'x/bar.jpg')", "--member-names"),
+    (
+        {"x../foo.jpg": 3, "x/bar.jpg": 2},
+        ["--sample-key-pattern", r"^x(.*)\.jpg$"],
+        (
+            "sample '../foo' would give member '../foo.jpg' (file 'x../foo.jpg') under "
+            "--member-names sample, which could extract outside the target folder"
+        ),
+        "--sample-key-pattern",
+    ),
+    (
+        {"x/bar.jpg": 2, "x/bar.txt": 1},
+        ["--sample-key-pattern", r"^x(.*)\.[a-z]+$"],
+        "sample '/bar' would give member '/bar.jpg' (file 'x/bar.jpg')",
+        "--member-names",
+    ),
 ]
 SHARD_OPTIONS = {o for p in cli.commands["shard"].params for o in p.opts}
 
 
 @pytest.mark.parametrize("files,extra,needle,fix_option", NAMING_ERRORS)
-def test_sample_names_that_cannot_hold_stop_before_writing(files, extra, needle, fix_option,
-                                                           tmp_path):
+def test_sample_names_that_cannot_hold_stop_before_writing(
+    files, extra, needle, fix_option, tmp_path
+):
     src = make_tree(tmp_path / "src", files)
     for args in (["--dry-run"], [tmp_path / "dst"]):
         result = invoke_ishard("shard", src, *args, "--member-names", "sample", *extra)
@@ -249,14 +296,31 @@ def test_sample_names_that_cannot_hold_stop_before_writing(files, extra, needle,
     assert snapshot(tmp_path / "dst") == {}
 
 
-@pytest.mark.parametrize("files,args,code,needle", [
-    ({"a b.jpg": 3}, ["--index", "dali"], 1, "member name 'a b.jpg' has whitespace"),
-    ({"d/a b.jpg": 3}, ["--index", "dali", "--member-names", "sample"], 1,
-     "member name 'a b.jpg' has whitespace"),  # (a tab is a control character: left out)
-    ({"a.jpg": 3}, ["--index", "dali", "--ext", ".tgz"], 2, "--index dali indexes plain tar shards, not '.tgz'"),
-    ({"a.jpg": 3}, ["--index", "csv"], 2, "--index 'csv' must be none or dali"),
-    ({"a.jpg": 3}, ["--member-names", "key"], 2, "--member-names 'key' must be original or sample"),
-])
+@pytest.mark.parametrize(
+    "files,args,code,needle",
+    [
+        ({"a b.jpg": 3}, ["--index", "dali"], 1, "member name 'a b.jpg' has whitespace"),
+        (
+            {"d/a b.jpg": 3},
+            ["--index", "dali", "--member-names", "sample"],
+            1,
+            "member name 'a b.jpg' has whitespace",
+        ),  # (a tab is a control character: left out)
+        (
+            {"a.jpg": 3},
+            ["--index", "dali", "--ext", ".tgz"],
+            2,
+            "--index dali indexes plain tar shards, not '.tgz'",
+        ),
+        ({"a.jpg": 3}, ["--index", "csv"], 2, "--index 'csv' must be none or dali"),
+        (
+            {"a.jpg": 3},
+            ["--member-names", "key"],
+            2,
+            "--member-names 'key' must be original or sample",
+        ),
+    ],
+)
 def test_index_and_option_errors_write_nothing(files, args, code, needle, tmp_path):
     src = make_tree(tmp_path / "src", files)
     assert_error(invoke_ishard("shard", src, tmp_path / "dst", *args), code, needle)
@@ -264,13 +328,18 @@ def test_index_and_option_errors_write_nothing(files, args, code, needle, tmp_pa
 
 
 def test_key_check_warns_with_counts_and_examples_in_runs_and_dry_runs(tmp_path):
-    src = make_tree(tmp_path / "src", {
-        "img/a.jpg": 3, "ann/a.xml": 3,  # split across directories
-        "img/b.jpg": 3, "ann/b.xml": 3,
-        "c.seg.png": 3,  # dotted basename
-        "d": 3,  # no dot: skipped by readers
-        "x/.c.jpg": 3,  # leading dot: DALI skips it, webdataset keys it by its directory
-    })
+    src = make_tree(
+        tmp_path / "src",
+        {
+            "img/a.jpg": 3,
+            "ann/a.xml": 3,  # split across directories
+            "img/b.jpg": 3,
+            "ann/b.xml": 3,
+            "c.seg.png": 3,  # dotted basename
+            "d": 3,  # no dot: skipped by readers
+            "x/.c.jpg": 3,  # leading dot: DALI skips it, webdataset keys it by its directory
+        },
+    )
     original = ("--include-hidden", "--member-names", "original")
     dry = invoke_ishard("shard", src, "--dry-run", *original)
     run = invoke_ishard("shard", src, tmp_path / "dst", *original)
@@ -279,7 +348,9 @@ def test_key_check_warns_with_counts_and_examples_in_runs_and_dry_runs(tmp_path)
         warnings = [w for w in result.stderr.splitlines() if w.startswith("ishard: warning: ")]
         assert len(warnings) == 4, warnings
         joined = "\n".join(warnings)
-        assert "2 samples that WebDataset readers take as several" in joined and "'a', 'b'" in joined
+        assert (
+            "2 samples that WebDataset readers take as several" in joined and "'a', 'b'" in joined
+        )
         assert "1 sample with a dot inside a file's basename" in joined and "'c.seg'" in joined
         assert "2 samples with files readers skip or mis-key" in joined
         assert "(e.g. 'd', '.c')" in joined  # in file-name order: 'd' < 'x/.c.jpg'
@@ -298,9 +369,14 @@ def test_a_file_under_a_folder_named_like_its_key_and_a_dot_is_counted_split(tmp
     assert run.returncode == 0, run.stderr
     assert "ishard: warning: 1 sample that WebDataset readers take as several" in run.stderr
     assert "(e.g. 'a')" in run.stderr
-    urls = [str(out / e["url"]) for e in json.loads((out / "manifest.json").read_bytes())["shardlist"]]
-    assert sorted(k for keys in webdataset_keys(urls) for k in keys) == ["img/a", "img/a.x/a",
-                                                                        "img/b"]
+    urls = [
+        str(out / e["url"]) for e in json.loads((out / "manifest.json").read_bytes())["shardlist"]
+    ]
+    assert sorted(k for keys in webdataset_keys(urls) for k in keys) == [
+        "img/a",
+        "img/a.x/a",
+        "img/b",
+    ]
 
 
 def test_clean_names_give_no_warning(tmp_path):
@@ -322,7 +398,9 @@ def test_ls_samples_groups_as_webdataset_does(tmp_path):
     assert doc["skipped"] == [{"name": "x/.c.jpg", "size": 1}]
     assert "'x/.c.jpg' has a leading dot" in result.stderr
     text = invoke_ishard("ls", tar_path, "--samples").stdout
-    assert text.splitlines()[0] == "[x/a]" and text.splitlines()[-1] == "3 samples, 1 skipped member"
+    assert (
+        text.splitlines()[0] == "[x/a]" and text.splitlines()[-1] == "3 samples, 1 skipped member"
+    )
 
 
 def test_ls_samples_warns_of_dotless_members_and_one_extension_twice(tmp_path):
@@ -343,15 +421,21 @@ def test_ls_samples_warns_of_dotless_members_and_one_extension_twice(tmp_path):
         result = invoke_ishard("ls", tar_path, "--samples", *args)
         assert result.returncode == 0, result.stderr
         assert result.stderr.splitlines() == [
-            ("ishard: warning: member 'd/README' has no dot in its basename: WebDataset readers "
-             "skip it"),
-            ("ishard: warning: sample 'e' has one extension twice (ignoring case): webdataset "
-             "stops with a duplicate-file error"),
+            (
+                "ishard: warning: member 'd/README' has no dot in its basename: WebDataset readers "
+                "skip it"
+            ),
+            (
+                "ishard: warning: sample 'e' has one extension twice (ignoring case): webdataset "
+                "stops with a duplicate-file error"
+            ),
         ]
     doc = json.loads(result.stdout)
     assert doc["skipped"] == [{"name": "d/README", "size": 2}]
     assert [(s["key"], [f["name"] for f in s["files"]]) for s in doc["samples"]] == [
-        ("e", ["e.JPG", "e.jpg"]), ("f", ["f.jpg"])]
+        ("e", ["e.JPG", "e.jpg"]),
+        ("f", ["f.jpg"]),
+    ]
     text = invoke_ishard("ls", tar_path, "--samples").stdout.splitlines()
     assert text[0] == "[e]" and text[-1] == "2 samples, 1 skipped member"
 
@@ -363,8 +447,15 @@ def test_sample_member_names_extract_inside_the_target_folder(tmp_path):
 
     files = {"x../foo.jpg": 3, "x../foo.txt": 1, "a.../b.jpg": 2, "y../z../w.txt": 4}
     src = make_tree(tmp_path / "src", files)
-    result = invoke_ishard("shard", src, tmp_path / "dst", "--member-names", "sample",
-                        "--sample-key-pattern", r"^(.*)\.[a-z]+$")
+    result = invoke_ishard(
+        "shard",
+        src,
+        tmp_path / "dst",
+        "--member-names",
+        "sample",
+        "--sample-key-pattern",
+        r"^(.*)\.[a-z]+$",
+    )
     assert result.returncode == 0, result.stderr
     shards = sorted((tmp_path / "dst").glob("*.tar"))
     for tool in ("tarfile", "gnu"):
@@ -413,11 +504,15 @@ def test_the_go_spelling_keeps_source_paths_and_warns_before_writing(tmp_path):
     """Go ishard's spelling writes Go's member names (the source paths); readers split the
     fixture's samples, and the warning, given before writing, counts them."""
     out = tmp_path / "out"
-    run = run_ishard("-src_bck=fixtures/imagenet", f"-dst_bck={out}", "-shard_size=256KiB",
-                     cwd=ROOT)
+    run = run_ishard(
+        "-src_bck=fixtures/imagenet", f"-dst_bck={out}", "-shard_size=256KiB", cwd=ROOT
+    )
     assert run.returncode == 0, run.stderr
-    split = re.search(r"^ishard: warning: (\d+) samples that WebDataset readers take as several",
-                      run.stderr, re.MULTILINE)
+    split = re.search(
+        r"^ishard: warning: (\d+) samples that WebDataset readers take as several",
+        run.stderr,
+        re.MULTILINE,
+    )
     assert split, run.stderr
     manifest = json.loads((out / "manifest.json").read_bytes())
     urls = [str(out / e["url"]) for e in manifest["shardlist"]]
@@ -430,11 +525,19 @@ def test_the_go_spelling_keeps_source_paths_and_warns_before_writing(tmp_path):
 
 @pytest.mark.parametrize("extra,renamed", [((), False), (("--member-names", "sample"), True)])
 def test_the_go_spelling_takes_member_names_sample_when_given(extra, renamed, tmp_path):
-    dry = run_ishard("-src_bck=fixtures/imagenet", f"-dst_bck={tmp_path / 'out'}", "-dry_run=json",
-                     *extra, cwd=ROOT)
+    dry = run_ishard(
+        "-src_bck=fixtures/imagenet",
+        f"-dst_bck={tmp_path / 'out'}",
+        "-dry_run=json",
+        *extra,
+        cwd=ROOT,
+    )
     assert dry.returncode == 0, dry.stderr
-    files = [f for shard in json.loads(dry.stdout)["shards"] for s in shard["samples"]
-             for f in s["files"]]
+    files = [
+        f
+        for shard in json.loads(dry.stdout)["shards"]
+        for s in shard["samples"]
+        for f in s["files"]
+    ]
     assert all(("member" in f) == renamed for f in files)
     assert ("ishard: warning:" in dry.stderr) != renamed  # the key check, under source paths
-

@@ -128,13 +128,17 @@ def test_an_edited_manifest_cannot_make_overwrite_remove_what_ishard_did_not_wri
     assert done.stderr.splitlines() == [
         f"ishard: warning: the earlier run's manifest.json or records in {str(dst)!r} list 4 "
         "names that ishard does not write as archives ('mine.idx', 'notes.txt', 'other.tar', "
-        "'userdata/model.bin'): they are left alone, not removed"]
+        "'userdata/model.bin'): they are left alone, not removed"
+    ]
     assert (dst / "notes.txt").read_text() == "mine"
     assert (dst / "userdata" / "model.bin").read_bytes() == b"weights"
     assert (dst / "mine.idx").read_text() == "an index of mine"
     assert (dst / "other.tar").is_file()
-    check_exact(dst, json.loads((dst / "manifest.json").read_text()),
-                {"notes.txt", "userdata", "other.tar", "mine.idx"})
+    check_exact(
+        dst,
+        json.loads((dst / "manifest.json").read_text()),
+        {"notes.txt", "userdata", "other.tar", "mine.idx"},
+    )
     (dst / "other.tar").unlink()  # a tar the manifest does not list: verify would say so
 
 
@@ -145,9 +149,14 @@ MIDDLE = ("--shard-size", "64KB", "--no-progress", "--jobs", "1")
 
 def interrupted(src: Path, dst: str, *args: str, env: dict | None = None) -> None:
     last = src / max(n for n in TREE if n.startswith("d1/"))
-    done = subprocess.run([sys.executable, "-c", VANISH, str(last), "shard", str(src), dst,
-                           *args], check=False, capture_output=True, text=True, env=env,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", VANISH, str(last), "shard", str(src), dst, *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 1 and "cannot read" in done.stderr, done.stderr
     os.rename(str(last) + ".away", last)
 
@@ -172,7 +181,8 @@ def test_an_interrupted_overwrite_keeps_the_old_shards_and_resume_removes_them(s
 
 
 def test_an_interrupted_overwrite_restarted_with_overwrite_removes_the_first_runs_shards(
-        src, tmp_path):
+    src, tmp_path
+):
     dst = tmp_path / "out"
     first_run(run_ishard, src, dst)
     interrupted(src, str(dst), *MIDDLE, "--overwrite")  # the first manifest is gone now
@@ -188,10 +198,16 @@ def test_an_interrupted_overwrite_restarted_with_overwrite_removes_the_first_run
 @pytest.fixture
 def s3(s3_server, s3_bucket):
     """``run(*args)``: ishard against the test server; ``env`` for a subprocess of its own."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("AWS_") and k.lower() not in ("http_proxy", "https_proxy")}
-    env.update(AWS_ACCESS_KEY_ID=s3_server.access_key,
-               AWS_SECRET_ACCESS_KEY=s3_server.secret_key, NO_PROXY="127.0.0.1,localhost")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("AWS_") and k.lower() not in ("http_proxy", "https_proxy")
+    }
+    env.update(
+        AWS_ACCESS_KEY_ID=s3_server.access_key,
+        AWS_SECRET_ACCESS_KEY=s3_server.secret_key,
+        NO_PROXY="127.0.0.1,localhost",
+    )
     extra = ("--endpoint-url", s3_server.endpoint_url)
 
     def run(*args):
@@ -204,17 +220,17 @@ def s3(s3_server, s3_bucket):
 def download(client, bucket: str, prefix: str, into: Path) -> dict:
     """Every object under ``prefix`` into ``into`` (hidden run records left out); the manifest."""
     into.mkdir()
-    keys = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix=prefix)
-            .get("Contents", [])]
+    keys = [
+        o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])
+    ]
     for key in keys:
-        name = key[len(prefix):]
+        name = key[len(prefix) :]
         if not name.startswith("."):
             (into / name).write_bytes(client.get_object(Bucket=bucket, Key=key)["Body"].read())
     return json.loads((into / "manifest.json").read_text())
 
 
-def test_s3_overwrite_leaves_exactly_the_new_output_and_other_objects(s3, s3_bucket, src,
-                                                                      tmp_path):
+def test_s3_overwrite_leaves_exactly_the_new_output_and_other_objects(s3, s3_bucket, src, tmp_path):
     dst = f"s3://{s3_bucket}/out"
     first_run(s3, src, dst)
     done = s3("shard", src, dst, *BIG, "--overwrite")
@@ -236,13 +252,16 @@ def test_s3_overwrite_leaves_exactly_the_new_output_and_other_objects(s3, s3_buc
     (tmp_path / "b" / "other.tar").unlink()  # the copy's, for the teardown's verify
 
 
-def test_s3_interrupted_overwrite_then_resume_leaves_exactly_the_new_output(s3, s3_bucket, src,
-                                                                            tmp_path):
+def test_s3_interrupted_overwrite_then_resume_leaves_exactly_the_new_output(
+    s3, s3_bucket, src, tmp_path
+):
     dst = f"s3://{s3_bucket}/out"
     first_run(s3, src, dst)
     interrupted(src, dst, *MIDDLE, "--overwrite", *s3.extra, env=s3.env)
-    keys = [o["Key"] for o in s3.client.list_objects_v2(Bucket=s3_bucket, Prefix="out/")
-            .get("Contents", [])]
+    keys = [
+        o["Key"]
+        for o in s3.client.list_objects_v2(Bucket=s3_bucket, Prefix="out/").get("Contents", [])
+    ]
     assert "out/manifest.json" not in keys
     assert len(shards(k.removeprefix("out/") for k in keys)) == 6  # none removed yet
     done = s3("shard", src, dst, *MIDDLE, "--resume")

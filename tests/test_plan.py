@@ -85,19 +85,28 @@ def test_tree_collapse_cuts_inside_directories_first():
     # each dir: [f0, f1] reaches 60; f2 moves up. The root pairs up d0/f2+d1/f2, then d2+d3, ...
     # and emits each pair as soon as it is full, i.e. right after visiting the second dir.
     assert keys(got) == [
-        ["d0/f0", "d0/f1"], ["d1/f0", "d1/f1"], ["d0/f2", "d1/f2"],
-        ["d2/f0", "d2/f1"], ["d3/f0", "d3/f1"], ["d2/f2", "d3/f2"],
-        ["d4/f0", "d4/f1"], ["d5/f0", "d5/f1"], ["d4/f2", "d5/f2"],
+        ["d0/f0", "d0/f1"],
+        ["d1/f0", "d1/f1"],
+        ["d0/f2", "d1/f2"],
+        ["d2/f0", "d2/f1"],
+        ["d3/f0", "d3/f1"],
+        ["d2/f2", "d3/f2"],
+        ["d4/f0", "d4/f1"],
+        ["d5/f0", "d5/f1"],
+        ["d4/f2", "d5/f2"],
     ]
 
 
 def test_nested_tree_collapse_and_not():
     samples = [mk("z", 10), mk("a/y", 50), mk("a/b/x2", 30), mk("a/b/x1", 30)]
     assert keys(cut(samples, Bounds(100), Order(), collapse=False)) == [
-        ["a/b/x2", "a/b/x1"], ["a/y"], ["z"]
+        ["a/b/x2", "a/b/x1"],
+        ["a/y"],
+        ["z"],
     ]
     assert keys(cut(samples, Bounds(100), Order(), collapse=True)) == [
-        ["a/b/x2", "a/b/x1", "a/y"], ["z"]
+        ["a/b/x2", "a/b/x1", "a/y"],
+        ["z"],
     ]
 
 
@@ -118,7 +127,8 @@ def test_alpha_and_dec_order():
     samples = [mk(k, 1) for k in ["b", "a", "C", "c"]]
     assert keys(cut(samples, Bounds(2), Order("alpha"), False)) == [["C", "a"], ["b", "c"]]
     assert keys(cut(samples, Bounds(2), Order("alpha", descending=True), False)) == [
-        ["c", "b"], ["a", "C"]
+        ["c", "b"],
+        ["a", "C"],
     ]
 
 
@@ -243,8 +253,11 @@ def _model_collapse(samples, bounds, order):
 
     def visit(d):
         """Children's remainders (children in name order) then own samples, packed greedily."""
-        kids = sorted((k for k in by_dir if len(k) == len(d) + 1 and k[: len(d)] == d),
-                      key=lambda k: k[-1].encode(), reverse=order.descending)
+        kids = sorted(
+            (k for k in by_dir if len(k) == len(d) + 1 and k[: len(d)] == d),
+            key=lambda k: k[-1].encode(),
+            reverse=order.descending,
+        )
         pending: list[Sample] = []
         for kid in kids:
             for s in visit(kid):
@@ -317,10 +330,14 @@ def test_name_shards_in_template_order_with_ext():
 def test_name_shards_bash_and_at():
     groups = [[mk(str(i), 1)] for i in range(3)]
     assert [s.name for s in name_shards(groups, parse_template("p{0000..50..8}"), ".zip")] == [
-        "p0000.zip", "p0008.zip", "p0016.zip"
+        "p0000.zip",
+        "p0008.zip",
+        "p0016.zip",
     ]
     assert [s.name for s in name_shards(groups, parse_template("x@02"), ".tgz")] == [
-        "x00.tgz", "x01.tgz", "x02.tgz"
+        "x00.tgz",
+        "x01.tgz",
+        "x02.tgz",
     ]
 
 
@@ -333,7 +350,10 @@ def test_name_shards_too_few_names_says_how_many_needed():
     with pytest.raises(UsageError, match="needs 2 shards"):
         name_shards(groups[:2], parse_template("single"), ".tar")
     assert [s.name for s in name_shards(groups[:4], parse_template("s{0..3}"), ".tar")] == [
-        "s0.tar", "s1.tar", "s2.tar", "s3.tar"
+        "s0.tar",
+        "s1.tar",
+        "s2.tar",
+        "s3.tar",
     ]
 
 
@@ -342,14 +362,14 @@ def test_name_shards_no_groups():
 
 
 OWN_EXT = [
-        ("fish-%d.tar", ".tar", "fish-0.tar"),
-        ("fish-%d.tar", ".zip", "fish-0.tar"),  # the format's own extension wins
-        ("fish-%d.tar.gz", ".tar", "fish-0.tar.gz"),
-        ("fish-%d.tar.lz4", ".tar", "fish-0.tar.lz4"),
-        ("fish-%d.zip", ".tar", "fish-0.zip"),
-        ("fish-%d.tgz", ".tar", "fish-0.tgz"),
-        ("fish-%d", ".tar", "fish-0.tar"),
-        ("fish-%d.rar", ".tar", "fish-0.rar.tar"),
+    ("fish-%d.tar", ".tar", "fish-0.tar"),
+    ("fish-%d.tar", ".zip", "fish-0.tar"),  # the format's own extension wins
+    ("fish-%d.tar.gz", ".tar", "fish-0.tar.gz"),
+    ("fish-%d.tar.lz4", ".tar", "fish-0.tar.lz4"),
+    ("fish-%d.zip", ".tar", "fish-0.zip"),
+    ("fish-%d.tgz", ".tar", "fish-0.tgz"),
+    ("fish-%d", ".tar", "fish-0.tar"),
+    ("fish-%d.rar", ".tar", "fish-0.rar.tar"),
 ]
 
 
@@ -389,8 +409,13 @@ def test_make_options_defaults():
 
 
 def test_make_options_normalises():
-    opts = make_options(shard_size="4KB", samples_per_shard=3, sample_exts=".jpg,.xml",
-                        sample_key_pattern="base_filename", compress_level=5)
+    opts = make_options(
+        shard_size="4KB",
+        samples_per_shard=3,
+        sample_exts=".jpg,.xml",
+        sample_key_pattern="base_filename",
+        compress_level=5,
+    )
     assert opts.bounds == Bounds(4000, 3)
     assert opts.sample_exts == (".jpg", ".xml")
     assert opts.sample_key_pattern == "base_file_name"
@@ -476,21 +501,24 @@ def test_unseeded_shuffle_records_its_seed():
 
 
 def test_plan_prefix_keeps_names_relative_to_src(tmp_path):
-    src = make_tree(tmp_path / "src", {"train/a/1.jpg": 10, "train/b/2.jpg": 10,
-                                       "trainx/3.jpg": 10, "val/4.jpg": 10})
+    src = make_tree(
+        tmp_path / "src",
+        {"train/a/1.jpg": 10, "train/b/2.jpg": 10, "trainx/3.jpg": 10, "val/4.jpg": 10},
+    )
     got = api.plan(src, prefix="train/", shard_size="1KiB")
     assert [f.name for s in got.shards for f in s.members()] == ["train/a/1.jpg", "train/b/2.jpg"]
     got = api.plan(src, prefix="train", shard_size="1KiB")
     assert [f.name for s in got.shards for f in s.members()] == [
-        "train/a/1.jpg", "train/b/2.jpg", "trainx/3.jpg"
+        "train/a/1.jpg",
+        "train/b/2.jpg",
+        "trainx/3.jpg",
     ]
     got = api.plan(src, prefix="train/a/1", shard_size="1KiB")
     assert [f.name for s in got.shards for f in s.members()] == ["train/a/1.jpg"]
 
 
 def test_plan_cuts_real_sizes(tmp_path):
-    src = make_tree(tmp_path / "src", {"a/1.jpg": 60, "a/1.cls": 10, "a/2.jpg": 40,
-                                       "a/3.jpg": 5})
+    src = make_tree(tmp_path / "src", {"a/1.jpg": 60, "a/1.cls": 10, "a/2.jpg": 40, "a/3.jpg": 5})
     got = api.plan(src, shard_size=100)
     assert [(s.name, s.size, [f.name for f in s.members()]) for s in got.shards] == [
         ("shard-000000.tar", 110, ["a/1.cls", "a/1.jpg", "a/2.jpg"]),
@@ -500,8 +528,10 @@ def test_plan_cuts_real_sizes(tmp_path):
 
 
 def test_plan_skips_hidden_and_counts_them(tmp_path):
-    src = make_tree(tmp_path / "src", {"a/1.jpg": 5, ".DS_Store": 3, "a/.x.jpg": 4,
-                                       ".git/config": 2, ".git/objects/o": 2})
+    src = make_tree(
+        tmp_path / "src",
+        {"a/1.jpg": 5, ".DS_Store": 3, "a/.x.jpg": 4, ".git/config": 2, ".git/objects/o": 2},
+    )
     got = api.plan(src)
     assert [f.name for s in got.shards for f in s.members()] == ["a/1.jpg"]
     skipped = {s.reason: (s.count, set(s.examples)) for s in got.skipped}
@@ -510,7 +540,11 @@ def test_plan_skips_hidden_and_counts_them(tmp_path):
 
     got = api.plan(src, include_hidden=True, member_names="original")  # '.DS_Store': no key
     assert sorted(f.name for s in got.shards for f in s.members()) == [
-        ".DS_Store", ".git/config", ".git/objects/o", "a/.x.jpg", "a/1.jpg"
+        ".DS_Store",
+        ".git/config",
+        ".git/objects/o",
+        "a/.x.jpg",
+        "a/1.jpg",
     ]
     assert got.skipped == ()
 
@@ -562,15 +596,24 @@ def test_flat_cut_follows_the_greedy_rule(by_search, data):
     planning = importlib.import_module("ishard.planning.cut")
     sizes = data.draw(st.lists(st.integers(0, 40), min_size=0, max_size=1500))
     size = data.draw(st.none() | st.integers(1, 3000))
-    count = data.draw(st.none() | st.integers(1, 400)) if size is not None else data.draw(
-        st.integers(1, 400))
-    order = data.draw(st.sampled_from([Order(), Order("listing", True), Order("shuffle", False, 3)]))
+    count = (
+        data.draw(st.none() | st.integers(1, 400))
+        if size is not None
+        else data.draw(st.integers(1, 400))
+    )
+    order = data.draw(
+        st.sampled_from([Order(), Order("listing", True), Order("shuffle", False, 3)])
+    )
     saved = planning.GREEDY_IN_PYTHON_BELOW, planning.CUT_WINDOW
     planning.GREEDY_IN_PYTHON_BELOW = 0 if by_search else 1 << 62
     planning.CUT_WINDOW = data.draw(st.sampled_from([1, 2, 7, 64, 1 << 20]))  # running sums held
     try:
-        shards = [list(map(int, s)) for s in planning.cut_indices(
-            [f"k{i}" for i in range(len(sizes))], sizes, Bounds(size, count), order, False)]
+        shards = [
+            list(map(int, s))
+            for s in planning.cut_indices(
+                [f"k{i}" for i in range(len(sizes))], sizes, Bounds(size, count), order, False
+            )
+        ]
     finally:
         planning.GREEDY_IN_PYTHON_BELOW, planning.CUT_WINDOW = saved
     run = [i for shard in shards for i in shard]
@@ -580,7 +623,8 @@ def test_flat_cut_follows_the_greedy_rule(by_search, data):
 
     def reached(samples):
         return (size is not None and sum(sizes[i] for i in samples) >= size) or (
-            count is not None and len(samples) >= count)
+            count is not None and len(samples) >= count
+        )
 
     for at, shard in enumerate(shards):
         assert shard and not any(reached(shard[:end]) for end in range(1, len(shard)))

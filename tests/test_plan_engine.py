@@ -35,14 +35,25 @@ from ishard.planning.table import ShardList
 FOLDERS = ["a", "b", "img", "n01", "a.x", "A", "é", "İ", "sp ace", ".hid"]
 STEMS = ["s1", "s2", "s3", "S1", "a", "a.b", "i̇", "É", ".dot", "s1.tar"]
 EXTS = [".jpg", ".JPG", ".cls", ".xml", ".json", ".tar.gz", "", ".x", ".é"]
-ODD = ["../up", "/abs", "a/../b", "a//b.jpg", "./c.jpg", "a/", "x" * 256 + "/s1.jpg",
-       "b/" + "x" * 252 + ".jpg", "b/" + "x" * 250 + ".jpg"]  # unsafe, folder, parts too long
-
+ODD = [
+    "../up",
+    "/abs",
+    "a/../b",
+    "a//b.jpg",
+    "./c.jpg",
+    "a/",
+    "x" * 256 + "/s1.jpg",
+    "b/" + "x" * 252 + ".jpg",
+    "b/" + "x" * 250 + ".jpg",
+]  # unsafe, folder, parts too long
 
 
 def names(stems: list[str], exts: list[str]) -> st.SearchStrategy[str]:
-    return st.tuples(st.lists(st.sampled_from(FOLDERS), max_size=3), st.sampled_from(stems),
-                     st.sampled_from(exts)).map(lambda t: "/".join([*t[0], t[1] + t[2]]))
+    return st.tuples(
+        st.lists(st.sampled_from(FOLDERS), max_size=3),
+        st.sampled_from(stems),
+        st.sampled_from(exts),
+    ).map(lambda t: "/".join([*t[0], t[1] + t[2]]))
 
 
 def rows(stems: list[str], exts: list[str]) -> st.SearchStrategy[list[tuple[str, int, int]]]:
@@ -50,7 +61,8 @@ def rows(stems: list[str], exts: list[str]) -> st.SearchStrategy[list[tuple[str,
     row = st.tuples(names(stems, exts), st.integers(0, 5000), st.integers(0, 2 * 10**9))
     return st.builds(
         lambda body, odd, at: body[:at] + ([(odd, 10, 0)] if odd else []) + body[at:],
-        st.lists(row, min_size=4, max_size=40), st.sampled_from([None] * 3 + ODD),
+        st.lists(row, min_size=4, max_size=40),
+        st.sampled_from([None] * 3 + ODD),
         st.integers(0, 40),
     )
 
@@ -64,25 +76,28 @@ EKM = {"fish-%d": ["^a/", "s2"], "rest-%d": [".*"]}
 @st.composite
 def plan_options(draw) -> dict:
     """Options of every kind, mostly in combinations the tool accepts."""
-    options = draw(st.fixed_dictionaries(
-        {
-            "sample_key_pattern": st.sampled_from([*BUILT_IN, r"^(.*?)\.", r"([^/]*)$"]),
-            "collapse": st.booleans(),
-            "sort": st.sampled_from([None, "alpha:inc", "alpha:dec", "shuffle:7"]),
-            "member_names": st.sampled_from(["original", "sample"]),
-            "shard_template": st.sampled_from(["shard-%06d", "part-{00..99}"]),
-            "ext": st.sampled_from(ARCHIVE_EXTS),
-            "include_hidden": st.booleans(),
-            "prefix": st.sampled_from(["", "", "", "a"]),
-            "strict": st.sampled_from([False, False, True]),
-        },
-        optional={
-            "sample_exts": st.sampled_from([".jpg,.cls", ".JPG", ".xml,.json"]),
-            "missing_extension_action": st.sampled_from(["ignore", "warn", "exclude", "abort"]),
-        },
-    ))
-    how = draw(st.sampled_from(["size", "count", "both", "num_shards", "multiple_of", "ekm",
-                                "default"]))
+    options = draw(
+        st.fixed_dictionaries(
+            {
+                "sample_key_pattern": st.sampled_from([*BUILT_IN, r"^(.*?)\.", r"([^/]*)$"]),
+                "collapse": st.booleans(),
+                "sort": st.sampled_from([None, "alpha:inc", "alpha:dec", "shuffle:7"]),
+                "member_names": st.sampled_from(["original", "sample"]),
+                "shard_template": st.sampled_from(["shard-%06d", "part-{00..99}"]),
+                "ext": st.sampled_from(ARCHIVE_EXTS),
+                "include_hidden": st.booleans(),
+                "prefix": st.sampled_from(["", "", "", "a"]),
+                "strict": st.sampled_from([False, False, True]),
+            },
+            optional={
+                "sample_exts": st.sampled_from([".jpg,.cls", ".JPG", ".xml,.json"]),
+                "missing_extension_action": st.sampled_from(["ignore", "warn", "exclude", "abort"]),
+            },
+        )
+    )
+    how = draw(
+        st.sampled_from(["size", "count", "both", "num_shards", "multiple_of", "ekm", "default"])
+    )
     if how in ("size", "both", "multiple_of", "ekm"):
         options["shard_size"] = draw(st.sampled_from(["1KiB", "5000B", "20KB", "1MiB"]))
     if how in ("count", "both"):
@@ -126,10 +141,17 @@ def outcome(src, path, options: dict, planner: str):
         fingerprint = hashlib.sha256()
         if isinstance(plan.shards, ShardList):
             plan.shards.digest(fingerprint.update)
-        return ("plan", list(plan.shards), plan.shard_names, plan.shard_sizes, plan.skipped,
-                plan.warnings, plan.seed,
-                (fingerprint.hexdigest(), json.dumps(plan_record(plan), default=str)),
-                json.dumps(plan.options, sort_keys=True, default=str))
+        return (
+            "plan",
+            list(plan.shards),
+            plan.shard_names,
+            plan.shard_sizes,
+            plan.skipped,
+            plan.warnings,
+            plan.seed,
+            (fingerprint.hexdigest(), json.dumps(plan_record(plan), default=str)),
+            json.dumps(plan.options, sort_keys=True, default=str),
+        )
     except IshardError as error:
         return ("error", type(error).__name__, str(error))
     finally:
@@ -160,8 +182,12 @@ def test_engine_plans_as_the_row_reader(tmp_path, monkeypatch):
 
     monkeypatch.setattr(columns, "read_inventory", watched)
 
-    @settings(max_examples=400, deadline=None, derandomize=True,
-              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @settings(
+        max_examples=400,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
     @given(body=inventories, options=plan_options())
     def same_plan(body, options):
         path = tmp_path / "inventory.csv"
@@ -190,8 +216,14 @@ def test_look_alike_names_are_one_warning_through_both_readers(tmp_path, member_
     reader, every file planned; refused alike without it; and a real clash still refused."""
     src = tmp_path / "src"
     src.mkdir()
-    body = [("A/x.jpg", 10, 0), ("a/x.jpg", 11, 0), ("b/caf\u00e9.jpg", 12, 0),
-            ("b/cafe\u0301.jpg", 13, 0), ("d/K.d", 14, 0), ("d/k.d/y.jpg", 15, 0)]
+    body = [
+        ("A/x.jpg", 10, 0),
+        ("a/x.jpg", 11, 0),
+        ("b/caf\u00e9.jpg", 12, 0),
+        ("b/cafe\u0301.jpg", 13, 0),
+        ("d/K.d", 14, 0),
+        ("d/k.d/y.jpg", 15, 0),
+    ]
     path = tmp_path / "inventory.csv"
     write_inventory(path, body)
     options = {"member_names": member_names, "sample_key_pattern": "full_name"}
@@ -225,8 +257,11 @@ def test_engine_groups_a_bigger_listing_as_the_row_reader(tmp_path, pattern):
     path = tmp_path / "inventory.csv"
     write_inventory(path, body)
     for member_names in ("original", "sample"):
-        options = {"sample_key_pattern": pattern, "shard_size": "64KiB",
-                   "member_names": member_names}
+        options = {
+            "sample_key_pattern": pattern,
+            "shard_size": "64KiB",
+            "member_names": member_names,
+        }
         by_engine = outcome(src, path, options, "engine")
         assert by_engine[0] == "plan" and len(by_engine[2]) > 10, by_engine[:3]
         assert by_engine == outcome(src, path, options, "rows")
@@ -237,8 +272,9 @@ def tree_and_inventory(root, path, body) -> None:
     listing) and the inventory that lists them, a folder's name never also a file's."""
     files: dict[str, tuple[int, int]] = {}
     for name, size, mtime in body:
-        if any(name.startswith(f + "/") for f in files) or any(f.startswith(name + "/")
-                                                               for f in files):
+        if any(name.startswith(f + "/") for f in files) or any(
+            f.startswith(name + "/") for f in files
+        ):
             continue
         files[name] = (size, mtime)
     for name, (size, mtime) in files.items():
@@ -253,12 +289,24 @@ def test_engine_plans_an_inventory_as_the_tree_it_lists(tmp_path_factory):
     """A dataset on disk and an inventory of it, read by the engine: one plan — the listing a
     user takes from an object store's inventory shards the data as a walk of it would."""
     trees = rows(STEMS[:7], EXTS[:6]).map(
-        lambda body: [(n, s % 300, m) for n, s, m in body if "//" not in n and "/." not in n
-                      and not n.startswith((".", "/")) and ".." not in n
-                      and not n.endswith("/") and len(n) < 250])
+        lambda body: [
+            (n, s % 300, m)
+            for n, s, m in body
+            if "//" not in n
+            and "/." not in n
+            and not n.startswith((".", "/"))
+            and ".." not in n
+            and not n.endswith("/")
+            and len(n) < 250
+        ]
+    )
 
-    @settings(max_examples=150, deadline=None, derandomize=True,
-              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @settings(
+        max_examples=150,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
     @given(body=trees, options=plan_options())
     def same_plan(body, options):
         where = tmp_path_factory.mktemp("tree")
@@ -279,7 +327,8 @@ def test_engine_plans_an_inventory_as_the_tree_it_lists(tmp_path_factory):
 
 @pytest.mark.parametrize(("sort", "member_names"), [(None, "sample"), ("shuffle:3", "original")])
 def test_a_run_over_an_inventory_the_engine_read_writes_what_the_row_reader_would(
-        tmp_path, sort, member_names):
+    tmp_path, sort, member_names
+):
     """A real run whose names wait in the engine, then in a file a shard is read from at a
     time (by forked writers here), writes the shards the row reader's run writes: the same
     members, bytes and mtimes, and the same manifest."""
@@ -322,8 +371,11 @@ def test_the_fingerprint_changes_with_any_members_name_size_or_mtime(tmp_path, p
             for i in range(40) for ext in ("jpg", "cls")]  # fmt: skip
     name, size, mtime = body[33]
     changed = dict(enumerate(body))
-    changed[33] = {"name": (name.replace("s016", "s016b"), size, mtime),
-                   "size": (name, size + 1, mtime), "mtime": (name, size, mtime + 1)}[change]
+    changed[33] = {
+        "name": (name.replace("s016", "s016b"), size, mtime),
+        "size": (name, size + 1, mtime),
+        "mtime": (name, size, mtime + 1),
+    }[change]
     prints = []
     for rows in (body, list(changed.values())):
         path = tmp_path / "inventory.csv"  # one path: the options are the same

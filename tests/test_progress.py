@@ -30,16 +30,19 @@ def assert_true_totals(src: Path, dst: Path, result) -> list[str]:
     assert len(manifest["shardlist"]) == len(shards) > 1
     listed, last = final_lines(result.stderr)
     assert listed[-1] == f"ishard: listed {len(files)} files, {format_size(total)}"
-    assert last.startswith(f"ishard: wrote {format_size(total)} of {format_size(total)} (100%), "
-                           f"{len(shards)}/{len(shards)} shards, ")
+    assert last.startswith(
+        f"ishard: wrote {format_size(total)} of {format_size(total)} (100%), "
+        f"{len(shards)}/{len(shards)} shards, "
+    )
     return listed
 
 
 def test_plain_progress_of_forked_writers_ends_with_the_real_totals(tmp_path):
     src = make_tree(tmp_path / "src", TREE)
     dst = tmp_path / "out"  # local to local with --jobs 2: forked writer processes
-    result = run_ishard("shard", src, dst, "--shard-size", "40KiB", "--jobs", "2",
-                        "--progress", "--json")
+    result = run_ishard(
+        "shard", src, dst, "--shard-size", "40KiB", "--jobs", "2", "--progress", "--json"
+    )
     listed = assert_true_totals(src, dst, result)
     assert len(listed) <= 2  # a report per 1,000 files at most, throttled: never one per file
 

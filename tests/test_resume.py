@@ -56,16 +56,22 @@ def dataset(tmp_path_factory):
 
 
 def start(src: Path, dst: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "ishard", "shard", str(src), str(dst),
-                             *COMMON, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "ishard", "shard", str(src), str(dst), *COMMON, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def visible(dst: Path) -> dict[str, bytes]:
     """What a user sees in ``dst``: files under final names (no hidden part: temp files and
     the run record are hidden), as ``snapshot`` reports them."""
-    return {name: data for name, data in snapshot(dst).items()
-            if not any(part.startswith(".") for part in Path(name).parts)}
+    return {
+        name: data
+        for name, data in snapshot(dst).items()
+        if not any(part.startswith(".") for part in Path(name).parts)
+    }
 
 
 def kill_at_random(src: Path, dst: Path, whole: float, rng: random.Random, *args: str) -> bool:
@@ -156,10 +162,28 @@ cli.main(sys.argv[2:])
 def start_held(src: Path, dst: Path, first: str) -> subprocess.Popen:
     """A .tgz run with two writers, in a session of its own, returned once ``first`` is
     complete and both writers are held mid-shard (see HOLD)."""
-    run = subprocess.Popen(with_stop_signals([sys.executable, "-c", HOLD, first, "shard", src,
-                                              dst, *COMMON, "--ext", ".tgz", "--jobs", "2"]),
-                           stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+    run = subprocess.Popen(
+        with_stop_signals(
+            [
+                sys.executable,
+                "-c",
+                HOLD,
+                first,
+                "shard",
+                src,
+                dst,
+                *COMMON,
+                "--ext",
+                ".tgz",
+                "--jobs",
+                "2",
+            ]
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 60
     while run.poll() is None and time.monotonic() < deadline:
         done = list((dst / ".ishard-run" / "done").glob("*"))
@@ -170,10 +194,12 @@ def start_held(src: Path, dst: Path, first: str) -> subprocess.Popen:
     return run
 
 
-@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143),
-                                             (signal.SIGHUP, 129)])
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)]
+)
 def test_a_stop_signal_exits_128_plus_its_number_leaves_no_temp_file_and_resumes(
-        dataset, tmp_path, signum, code):
+    dataset, tmp_path, signum, code
+):
     """Ctrl-C, SIGTERM (a scheduler's stop) and SIGHUP (a closed terminal), sent to the whole
     process group as a terminal sends them, while one shard is complete and others are
     half-written: exit 130 / 143 / 129 within seconds, one line naming the signal, the
@@ -186,9 +212,11 @@ def test_a_stop_signal_exits_128_plus_its_number_leaves_no_temp_file_and_resumes
     _, err = run.communicate(timeout=120)
     assert run.returncode == code, err
     (line,) = err.splitlines()
-    assert line.startswith(f"ishard: error: interrupted ({signal.Signals(signum).name}) — "
-                           "complete shards were kept and no partial one was left; run again "
-                           "with --resume"), err
+    assert line.startswith(
+        f"ishard: error: interrupted ({signal.Signals(signum).name}) — "
+        "complete shards were kept and no partial one was left; run again "
+        "with --resume"
+    ), err
     assert not [p for p in dst.rglob("*ishard-tmp*")]
     assert visible(dst) == {first: reference[".tgz"][first]}  # the complete shard stays
     resumed = invoke_ishard("shard", src, dst, *COMMON, "--ext", ".tgz", "--resume")
@@ -202,9 +230,23 @@ def interrupted_run(src: Path, dst: Path, *args: str) -> None:
     """A run stopped by a failure after some shards: the last planned file is removed once
     planning is done, so the last shard fails and the rest stay complete."""
     last = sorted(n for n in TREE if n.startswith("d2/"))[-1]
-    done = subprocess.run([sys.executable, "-c", VANISH, str(src / last), "shard", str(src),
-                           str(dst), *COMMON, "--jobs", "1", *args], capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            VANISH,
+            str(src / last),
+            "shard",
+            str(src),
+            str(dst),
+            *COMMON,
+            "--jobs",
+            "1",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 1 and "cannot read" in done.stderr, done.stderr
     os.rename(str(src / last) + ".away", src / last)
 
@@ -237,13 +279,15 @@ def test_resume_refuses_when_the_source_changed(dataset, tmp_path):
     after_bytes = sum(p.stat().st_size for p in copy.rglob("*") if p.is_file())
     resumed = invoke_ishard("shard", copy, dst, *COMMON, "--resume")
     assert resumed.returncode == 1
-    assert resumed.stderr.splitlines() == [(
-        f"ishard: error: cannot resume into {str(dst)!r}: the plan differs from the interrupted "
-        f"run's: source: {len(TREE)} → {len(TREE) + 1} files, {format_size(before_bytes)} → "
-        f"{format_size(after_bytes)} (new 2: d9/a.jpg, d9/b.jpg; gone 1: d1/0001.cls; "
-        "changed 1: d0/0000.jpg) — the shards written so far hold the earlier files: use "
-        "--overwrite to start over"
-    )]
+    assert resumed.stderr.splitlines() == [
+        (
+            f"ishard: error: cannot resume into {str(dst)!r}: the plan differs from the interrupted "
+            f"run's: source: {len(TREE)} → {len(TREE) + 1} files, {format_size(before_bytes)} → "
+            f"{format_size(after_bytes)} (new 2: d9/a.jpg, d9/b.jpg; gone 1: d1/0001.cls; "
+            "changed 1: d0/0000.jpg) — the shards written so far hold the earlier files: use "
+            "--overwrite to start over"
+        )
+    ]
     assert snapshot(dst) == before  # nothing touched
 
 
@@ -256,39 +300,64 @@ def test_resume_names_the_changed_files_of_a_big_source_by_range(tmp_path):
     # 6 shards: the run publishes 5 before the last fails (a run that published nothing
     # leaves nothing to resume: its records go)
     common = ("--shard-size", "100B", "--no-progress", "--jobs", "1")
-    done = subprocess.run([sys.executable, "-c", VANISH, str(src / names[-1]), "shard", str(src),
-                           str(dst), *common], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", VANISH, str(src / names[-1]), "shard", str(src), str(dst), *common],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 1 and "cannot read" in done.stderr, done.stderr
     os.rename(str(src / names[-1]) + ".away", src / names[-1])
     make_tree(src, {"x/00301a.bin": 1})  # sorts between x/00301.bin and x/00302.bin
     resumed = invoke_ishard("shard", src, dst, *common, "--resume")
     assert resumed.returncode == 1
     (line,) = resumed.stderr.splitlines()
-    assert "the plan differs from the interrupted run's: source: 600 → 601 files, 600B → 601B " \
-        "(differences in 3 → 4 files from x/00300.bin to x/00302.bin)" in line, line
+    assert (
+        "the plan differs from the interrupted run's: source: 600 → 601 files, 600B → 601B "
+        "(differences in 3 → 4 files from x/00300.bin to x/00302.bin)" in line
+    ), line
 
 
-@pytest.mark.parametrize(("change", "phrase"), [
-    (("--shard-size", "65KB"), "--shard-size 64KB → 65KB"), (("--ext", ".tgz"), "--ext .tar → .tgz"),
-    (("--sort", "alpha:dec"), "--sort unset → alpha:dec"),
-    (("--checksum", "none"), "--checksum xxh128 → none")])
+@pytest.mark.parametrize(
+    ("change", "phrase"),
+    [
+        (("--shard-size", "65KB"), "--shard-size 64KB → 65KB"),
+        (("--ext", ".tgz"), "--ext .tar → .tgz"),
+        (("--sort", "alpha:dec"), "--sort unset → alpha:dec"),
+        (("--checksum", "none"), "--checksum xxh128 → none"),
+    ],
+)
 def test_resume_refuses_when_an_output_option_changed(change, phrase, dataset, tmp_path):
     src, _ = dataset
     dst = tmp_path / "out"
     interrupted_run(src, dst)
     resumed = invoke_ishard("shard", src, dst, *COMMON, "--resume", *change)
     assert resumed.returncode == 1
-    assert resumed.stderr.splitlines() == [(
-        f"ishard: error: cannot resume into {str(dst)!r}: the plan differs from the interrupted "
-        f"run's: {phrase} — rerun with the earlier options, or use --overwrite to start over")]
+    assert resumed.stderr.splitlines() == [
+        (
+            f"ishard: error: cannot resume into {str(dst)!r}: the plan differs from the interrupted "
+            f"run's: {phrase} — rerun with the earlier options, or use --overwrite to start over"
+        )
+    ]
 
 
 def test_resume_may_change_how_the_run_goes(dataset, tmp_path):
     src, reference = dataset
     dst = tmp_path / "out"
     interrupted_run(src, dst)
-    resumed = invoke_ishard("shard", src, dst, *COMMON, "--resume", "--jobs", "2",
-                         "--retries", "3", "--read-buffer", "64MiB")
+    resumed = invoke_ishard(
+        "shard",
+        src,
+        dst,
+        *COMMON,
+        "--resume",
+        "--jobs",
+        "2",
+        "--retries",
+        "3",
+        "--read-buffer",
+        "64MiB",
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert snapshot(dst) == reference[".tar"]
 
@@ -300,14 +369,18 @@ def test_a_finished_run_resumes_to_nothing_and_a_missing_shard_is_rewritten(data
     again = invoke_ishard("shard", src, dst, *COMMON, "--resume")
     assert again.returncode == 0, again.stderr
     shards = len([n for n in reference[".tar"] if n.endswith(".tar")])
-    assert again.stdout.startswith(f"kept {shards} shards from the earlier run (checked), "
-                                   f"wrote 0; {shards} shards: ")
+    assert again.stdout.startswith(
+        f"kept {shards} shards from the earlier run (checked), wrote 0; {shards} shards: "
+    )
     changed = invoke_ishard("shard", src, dst, *COMMON, "--resume", "--shard-size", "65KB")
     assert changed.returncode == 1
-    assert changed.stderr.splitlines() == [(
-        f"ishard: error: cannot resume into {str(dst)!r}: the plan differs from the finished "
-        "run's: --shard-size 64KB → 65KB — rerun with the earlier options, or use --overwrite "
-        "to start over")]
+    assert changed.stderr.splitlines() == [
+        (
+            f"ishard: error: cannot resume into {str(dst)!r}: the plan differs from the finished "
+            "run's: --shard-size 64KB → 65KB — rerun with the earlier options, or use --overwrite "
+            "to start over"
+        )
+    ]
     (dst / "shard-000004.tar").unlink()
     again = invoke_ishard("shard", src, dst, *COMMON, "--resume", "--json")
     assert again.returncode == 0, again.stderr
@@ -319,12 +392,24 @@ def test_a_finished_run_resumes_to_nothing_and_a_missing_shard_is_rewritten(data
 @pytest.mark.parametrize(
     ("setup", "args", "message"),
     [
-        ("finished", (), "holds an unfinished or finished ishard run — add --resume to finish "
-                         "it, or --overwrite to start over"),
-        ("interrupted", (), "holds an unfinished or finished ishard run — add --resume to "
-                            "finish it, or --overwrite to start over"),
-        ("foreign", ("--resume",), "is not empty and holds no ishard run to resume — use an "
-                                   "empty destination, or --overwrite"),
+        (
+            "finished",
+            (),
+            "holds an unfinished or finished ishard run — add --resume to finish "
+            "it, or --overwrite to start over",
+        ),
+        (
+            "interrupted",
+            (),
+            "holds an unfinished or finished ishard run — add --resume to "
+            "finish it, or --overwrite to start over",
+        ),
+        (
+            "foreign",
+            ("--resume",),
+            "is not empty and holds no ishard run to resume — use an "
+            "empty destination, or --overwrite",
+        ),
     ],
 )
 def test_destinations_that_need_a_decision_exit_2(setup, args, message, dataset, tmp_path):
@@ -351,8 +436,12 @@ def test_a_second_run_into_the_same_destination_refuses(dataset, tmp_path):
     lock = dst / ".ishard-run" / "lock"
     lock.parent.mkdir(parents=True)
     fd = os.open(lock, os.O_RDWR | os.O_CREAT)
-    os.write(fd, json.dumps({"pid": 4242, "host": "trainer-7",
-                             "started": "2026-11-22 10:00:00 UTC"}).encode())
+    os.write(
+        fd,
+        json.dumps(
+            {"pid": 4242, "host": "trainer-7", "started": "2026-11-22 10:00:00 UTC"}
+        ).encode(),
+    )
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
         result = invoke_ishard("shard", src, dst, *COMMON, "--resume")
@@ -378,8 +467,10 @@ def test_a_held_local_lock_s_record_is_shown_escaped(dataset, tmp_path):
     dst = tmp_path / "out"
     lock = dst / ".ishard-run" / "lock"
     lock.parent.mkdir(parents=True)
-    for record, shown in ((rb'{"pid": 7, "host": "\u001b[2J"}', " (pid 7 on '\\x1b[2J')"),
-                          (b'["not", "a", "record"]', "")):
+    for record, shown in (
+        (rb'{"pid": 7, "host": "\u001b[2J"}', " (pid 7 on '\\x1b[2J')"),
+        (b'["not", "a", "record"]', ""),
+    ):
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
         os.write(fd, record)
         fcntl.flock(fd, fcntl.LOCK_EX)

@@ -44,12 +44,18 @@ cli.main(sys.argv[2:])
 """
 
 
-def killed_run(src: Path | str, dst: Path, after: int, *args: str,
-               env: dict | None = None) -> subprocess.CompletedProcess:
+def killed_run(
+    src: Path | str, dst: Path, after: int, *args: str, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """``ishard shard SRC DST`` killed with SIGKILL once ``after`` shards are complete."""
-    done = subprocess.run([sys.executable, "-c", KILL_AFTER, str(after), "shard", str(src),
-                           str(dst), *COMMON, *args], check=False, capture_output=True,
-                          text=True, timeout=300, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", KILL_AFTER, str(after), "shard", str(src), str(dst), *COMMON, *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert done.returncode == -signal.SIGKILL, done.stderr
     return done
 
@@ -94,11 +100,11 @@ def make_victim(root: Path) -> Path:
     return victim
 
 
-@pytest.mark.parametrize("link", [".ishard-run", ".ishard-run/done", ".ishard-run/run.json",
-                                  ".ishard-run/lock"])
+@pytest.mark.parametrize(
+    "link", [".ishard-run", ".ishard-run/done", ".ishard-run/run.json", ".ishard-run/lock"]
+)
 @pytest.mark.parametrize("mode", ["--overwrite", "--resume"])
-def test_a_linked_run_state_is_refused_and_nothing_is_touched_through_it(
-        src, tmp_path, link, mode):
+def test_a_linked_run_state_is_refused_and_nothing_is_touched_through_it(src, tmp_path, link, mode):
     """A link planted in DST's run state (to a folder of the same shape elsewhere): with
     --overwrite or --resume, one clear line (exit 2), the link's target untouched, no shard."""
     victim = make_victim(tmp_path)
@@ -112,11 +118,13 @@ def test_a_linked_run_state_is_refused_and_nothing_is_touched_through_it(
     before, dst_before = files(victim), files(dst)
     result = invoke_ishard("shard", src, dst, *COMMON, mode)
     line = assert_error(result, 2)
-    assert line == (f"ishard: error: {str(dst / link)!r} is a symbolic link or not a "
-                    f"{'directory' if Path(link).name in ('.ishard-run', 'done') else 'regular file'}"
-                    " — ishard keeps its run state in .ishard-run/ inside the destination and "
-                    "follows no link there: remove it (and check what put it there), then run "
-                    "again")
+    assert line == (
+        f"ishard: error: {str(dst / link)!r} is a symbolic link or not a "
+        f"{'directory' if Path(link).name in ('.ishard-run', 'done') else 'regular file'}"
+        " — ishard keeps its run state in .ishard-run/ inside the destination and "
+        "follows no link there: remove it (and check what put it there), then run "
+        "again"
+    )
     assert files(victim) == before
     assert files(dst) == dst_before
 
@@ -157,16 +165,27 @@ def test_a_manifest_planted_as_a_fifo_or_link_is_refused_or_replaced_never_opene
     assert run_ishard("shard", src, dst, *COMMON).returncode == 0
     (dst / "manifest.json").unlink()
     what = plant(dst / "manifest.json", kind)
-    refusal = (f"ishard: error: {str(dst / 'manifest.json')!r} is {what}, not a regular file — "
-               "ishard reads its manifest and run records only from regular files and follows no "
-               "link: remove it (and check what put it there), then run again")
+    refusal = (
+        f"ishard: error: {str(dst / 'manifest.json')!r} is {what}, not a regular file — "
+        "ishard reads its manifest and run records only from regular files and follows no "
+        "link: remove it (and check what put it there), then run again"
+    )
     for args in (("verify", dst), ("shard", src, dst, *COMMON, "--resume")):
-        result = subprocess.run([sys.executable, "-m", "ishard", *map(str, args)],
-                                capture_output=True, text=True, timeout=60, check=False)
+        result = subprocess.run(
+            [sys.executable, "-m", "ishard", *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert assert_error(result, 2) == refusal
-    result = subprocess.run([sys.executable, "-m", "ishard", "shard", str(src), str(dst), *COMMON,
-                             "--overwrite"], capture_output=True, text=True, timeout=60,
-                            check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "ishard", "shard", str(src), str(dst), *COMMON, "--overwrite"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     assert (dst / "manifest.json").is_file() and not (dst / "manifest.json").is_symlink()
     assert files(dst) == reference
@@ -210,15 +229,19 @@ def test_an_unseeded_shuffle_is_resumed_with_its_printed_seed(src, tmp_path):
     it; the result equals, byte for byte, an uninterrupted run with --sort shuffle:<seed>."""
     dst = tmp_path / "out"
     first = killed_run(src, dst, 3, "--sort", "shuffle")
-    found = re.findall(r"^ishard: shuffle seed: (\d+) \(drawn for this run; --resume reuses "
-                       r"it, --sort shuffle:(\d+) repeats the order\)$", first.stderr,
-                       re.MULTILINE)
+    found = re.findall(
+        r"^ishard: shuffle seed: (\d+) \(drawn for this run; --resume reuses "
+        r"it, --sort shuffle:(\d+) repeats the order\)$",
+        first.stderr,
+        re.MULTILINE,
+    )
     assert len(found) == 1 and found[0][0] == found[0][1], first.stderr
     seed = found[0][0]
     resumed = invoke_ishard("shard", src, dst, *COMMON, "--sort", "shuffle", "--resume")
     assert resumed.returncode == 0, resumed.stderr
-    assert resumed.stderr.splitlines()[0] == (f"ishard: shuffle seed: {seed} (the interrupted "
-                                              "run's, reused by --resume)")
+    assert resumed.stderr.splitlines()[0] == (
+        f"ishard: shuffle seed: {seed} (the interrupted run's, reused by --resume)"
+    )
     assert "kept 3 shards from the earlier run (checked), wrote " in resumed.stdout
     again = invoke_ishard("shard", src, tmp_path / "seeded", *COMMON, "--sort", f"shuffle:{seed}")
     assert again.returncode == 0, again.stderr
@@ -255,10 +278,12 @@ def test_resume_notices_a_file_rewritten_same_size_within_the_same_second(tmp_pa
     change(src / "d0/0000.jpg")  # a member of the first shard, which is complete
     result = invoke_ishard("shard", src, dst, *COMMON, "--resume")
     line = assert_error(result, 1)
-    assert line == (f"ishard: error: cannot resume into {str(dst)!r}: the plan differs from the "
-                    f"interrupted run's: source: {len(TREE)} files (changed 1: d0/0000.jpg) — "
-                    "the shards written so far hold the earlier files: use --overwrite to start "
-                    "over")
+    assert line == (
+        f"ishard: error: cannot resume into {str(dst)!r}: the plan differs from the "
+        f"interrupted run's: source: {len(TREE)} files (changed 1: d0/0000.jpg) — "
+        "the shards written so far hold the earlier files: use --overwrite to start "
+        "over"
+    )
     assert files(dst) == before
 
 
@@ -278,8 +303,19 @@ def test_a_resumed_manifest_is_byte_identical(src, tmp_path, reference):
     manifest as an uninterrupted run writes it."""
     dst = tmp_path / "out"
     killed_run(src, dst, 2)
-    result = invoke_ishard("shard", src, dst, *COMMON, "--resume", "--jobs", "2", "--retries", "3",
-                        "--read-buffer", "64MiB")
+    result = invoke_ishard(
+        "shard",
+        src,
+        dst,
+        *COMMON,
+        "--resume",
+        "--jobs",
+        "2",
+        "--retries",
+        "3",
+        "--read-buffer",
+        "64MiB",
+    )
     assert result.returncode == 0, result.stderr
     assert (dst / "manifest.json").read_bytes() == reference["manifest.json"]
     assert files(dst) == reference
@@ -289,9 +325,11 @@ def test_verify_on_an_interrupted_run_advises_resume(src, tmp_path):
     dst = tmp_path / "out"
     killed_run(src, dst, 2)
     line = assert_error(invoke_ishard("verify", dst), 1)
-    assert line == (f"ishard: error: no manifest.json in {str(dst)!r} — it is written when a "
-                    "run ends; run ishard shard again with the same source and options and "
-                    "--resume to finish the job")
+    assert line == (
+        f"ishard: error: no manifest.json in {str(dst)!r} — it is written when a "
+        "run ends; run ishard shard again with the same source and options and "
+        "--resume to finish the job"
+    )
 
 
 # In a private user and mount namespace (nothing outside sees it): $SETUP, then ishard.
@@ -309,11 +347,31 @@ def in_namespace(tmp_path: Path, setup: str, src: Path, dst: Path) -> tuple[int,
     if shutil.which("unshare") is None:
         pytest.skip("unshare (util-linux) is not installed")
     rc, err = tmp_path / "ns.rc", tmp_path / "ns.err"
-    env = {"PY": sys.executable, "SRC": str(src), "DST": str(dst), "ERR": str(err),
-           "RC": str(rc), "T": str(tmp_path), "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"}
-    done = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
-                           NAMESPACE.format(setup=setup)], check=False, env=env,
-                          capture_output=True, text=True, timeout=300)
+    env = {
+        "PY": sys.executable,
+        "SRC": str(src),
+        "DST": str(dst),
+        "ERR": str(err),
+        "RC": str(rc),
+        "T": str(tmp_path),
+        "PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
+    }
+    done = subprocess.run(
+        [
+            "unshare",
+            "--user",
+            "--map-root-user",
+            "--mount",
+            "sh",
+            "-c",
+            NAMESPACE.format(setup=setup),
+        ],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if done.returncode == 99 or not rc.exists():
         pytest.skip(f"no private mount namespace here: {done.stderr.strip()}")
     return int(rc.read_text()), err.read_text()
@@ -324,13 +382,17 @@ def test_a_destination_under_a_read_only_parent_is_one_clear_error(src, tmp_path
     stopped too) where DST would be created: one line naming the path and the fix."""
     ro = tmp_path / "ro"
     ro.mkdir()
-    rc, err = in_namespace(tmp_path, 'mount -t tmpfs -o ro,size=64k ishard-ro "$T/ro"', src,
-                           ro / "data" / "out")
+    rc, err = in_namespace(
+        tmp_path, 'mount -t tmpfs -o ro,size=64k ishard-ro "$T/ro"', src, ro / "data" / "out"
+    )
     assert rc == 1, err
-    assert err.splitlines() == [(
-        f"ishard: error: cannot create the destination {str(ro / 'data' / 'out')!r}: Read-only "
-        f"file system (in {str(ro)!r}) — choose a destination you can write to, or create it "
-        "first")]
+    assert err.splitlines() == [
+        (
+            f"ishard: error: cannot create the destination {str(ro / 'data' / 'out')!r}: Read-only "
+            f"file system (in {str(ro)!r}) — choose a destination you can write to, or create it "
+            "first"
+        )
+    ]
 
 
 @pytest.mark.parametrize("inner", ["", "a/out"])
@@ -341,20 +403,31 @@ def test_a_destination_inside_the_source_through_a_bind_mount_is_refused(tmp_pat
     dst = view / inner if inner else view
     rc, err = in_namespace(tmp_path, 'mount --bind "$SRC" "$T/view"', src, dst)
     assert rc == 2, err
-    assert err.splitlines() == [(f"ishard: error: destination {str(dst)!r} is inside the "
-                                 f"source {str(src)!r} — write the shards somewhere else")]
+    assert err.splitlines() == [
+        (
+            f"ishard: error: destination {str(dst)!r} is inside the "
+            f"source {str(src)!r} — write the shards somewhere else"
+        )
+    ]
     assert sorted(p.name for p in src.iterdir()) == ["a", "b"]  # nothing written into SRC
     assert sorted(p.name for p in (src / "a").iterdir()) == ["1.jpg"]
 
 
 def s3_env(s3_server) -> dict[str, str]:
     """This environment with the test server's credentials, no other AWS settings, no proxy."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("AWS_") and k.lower() not in ("http_proxy", "https_proxy",
-                                                             "all_proxy")}
-    env.update(AWS_ACCESS_KEY_ID=s3_server.access_key, AWS_SECRET_ACCESS_KEY=s3_server.secret_key,
-               AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull,
-               AWS_EC2_METADATA_DISABLED="true", NO_PROXY="127.0.0.1,localhost")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("AWS_") and k.lower() not in ("http_proxy", "https_proxy", "all_proxy")
+    }
+    env.update(
+        AWS_ACCESS_KEY_ID=s3_server.access_key,
+        AWS_SECRET_ACCESS_KEY=s3_server.secret_key,
+        AWS_CONFIG_FILE=os.devnull,
+        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+        AWS_EC2_METADATA_DISABLED="true",
+        NO_PROXY="127.0.0.1,localhost",
+    )
     return env
 
 
@@ -375,32 +448,49 @@ def test_resume_notices_an_object_rewritten_with_the_same_size(s3_server, s3_buc
     assert files(dst) == before
 
 
-def test_overwrite_aborts_a_killed_runs_multipart_upload(s3_server, s3_bucket, src, tmp_path,
-                                                         reference):
+def test_overwrite_aborts_a_killed_runs_multipart_upload(
+    s3_server, s3_bucket, src, tmp_path, reference
+):
     """An S3 destination holding a killed run's shard and its open multipart upload of a
     planned shard: --overwrite aborts that upload (and no other) and writes the same bytes as a
     local run."""
     client = s3_server.client()
     planned = sorted(n for n in reference if n.endswith(".tar"))[3]
     dangling = client.create_multipart_upload(Bucket=s3_bucket, Key=f"out/{planned}")["UploadId"]
-    client.upload_part(Bucket=s3_bucket, Key=f"out/{planned}", PartNumber=1, UploadId=dangling,
-                       Body=b"half a shard")
+    client.upload_part(
+        Bucket=s3_bucket,
+        Key=f"out/{planned}",
+        PartNumber=1,
+        UploadId=dangling,
+        Body=b"half a shard",
+    )
     other = client.create_multipart_upload(Bucket=s3_bucket, Key="out/notes.bin")["UploadId"]
     client.put_object(Bucket=s3_bucket, Key="out/shard-000000.tar", Body=b"a killed run's")
     env = s3_env(s3_server)
     try:
-        result = run_ishard("shard", src, f"s3://{s3_bucket}/out", *COMMON, "--overwrite",
-                            "--endpoint-url", s3_server.endpoint_url, env=env)
+        result = run_ishard(
+            "shard",
+            src,
+            f"s3://{s3_bucket}/out",
+            *COMMON,
+            "--overwrite",
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            env=env,
+        )
         assert result.returncode == 0, result.stderr
         left = client.list_multipart_uploads(Bucket=s3_bucket).get("Uploads", [])
         assert [(u["Key"], u["UploadId"]) for u in left] == [("out/notes.bin", other)]
     finally:
         client.abort_multipart_upload(Bucket=s3_bucket, Key="out/notes.bin", UploadId=other)
     keys = [o["Key"] for o in client.list_objects_v2(Bucket=s3_bucket)["Contents"]]
-    written = {k.removeprefix("out/"): client.get_object(Bucket=s3_bucket, Key=k)["Body"].read()
-               for k in keys}
+    written = {
+        k.removeprefix("out/"): client.get_object(Bucket=s3_bucket, Key=k)["Body"].read()
+        for k in keys
+    }
     assert {n: d for n, d in written.items() if n != "manifest.json"} == {
-        n: d for n, d in reference.items() if n != "manifest.json"}
+        n: d for n, d in reference.items() if n != "manifest.json"
+    }
 
 
 def test_a_state_tree_is_removed_without_following_links_on_any_python(tmp_path):

@@ -546,7 +546,9 @@ def orc_inventory(rows: list[dict], bucket: str, where: Path) -> Path:
     path = parquet_inventory(rows, bucket, where)
     manifest = json.loads(path.read_text())
     manifest["fileFormat"] = "ORC"
-    manifest["fileSchema"] = "struct<bucket:string,key:string,size:bigint,last_modified_date:timestamp>"
+    manifest["fileSchema"] = (
+        "struct<bucket:string,key:string,size:bigint,last_modified_date:timestamp>"
+    )
     for item, chunk in zip(manifest["files"], (rows[::2], rows[1::2])):
         (where / item["key"]).unlink()
         item["key"] = item["key"].replace(".parquet", ".orc")
@@ -605,9 +607,11 @@ def test_an_s3_inventory_manifest_naming_keys_outside_its_report_is_refused(
     (line,) = done.stderr.splitlines()
     report = f"s3://{bucket2}/inventory/{s3_bucket}/cfg/"
     where = "outside the report" + (f"'s folder {report!r}" if ".." not in key else "")
-    assert line == (f"ishard: error: --src-list {url!r} names data file {key!r}, which lies "
-                    f"{where} — ishard reads only the data files of the report itself: use the "
-                    "manifest.json AWS wrote, in its place")
+    assert line == (
+        f"ishard: error: --src-list {url!r} names data file {key!r}, which lies "
+        f"{where} — ishard reads only the data files of the report itself: use the "
+        "manifest.json AWS wrote, in its place"
+    )
 
 
 LISTED = {
@@ -689,8 +693,14 @@ def test_wrong_secret_is_refused_and_never_shown(
         access_key = creds_options(s3_server)[0]
         result = cli("shard", src, dst, "--storage-option", access_key,
                      "--storage-option", f"secret={secret}", creds=False)  # fmt: skip
-    line = assert_error(result, 1, role, "credentials", "were refused (SignatureDoesNotMatch: ",
-                        "check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+    line = assert_error(
+        result,
+        1,
+        role,
+        "credentials",
+        "were refused (SignatureDoesNotMatch: ",
+        "check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+    )
     assert secret not in result.stdout + result.stderr
     assert f"secret={secret[:6]}" not in line  # the option is not echoed, not even in part
     assert sorted(objects(client, s3_bucket)) == ["x/1.jpg"]
@@ -965,17 +975,27 @@ def test_a_live_lock_on_a_bucket_refuses_and_an_expired_one_does_not(
         assert sorted(objects(client, s3_bucket)) == ["out/manifest.json", "out/shard-000000.tar"]
 
 
-@pytest.mark.parametrize("variable, separator", [("ISHARD_STORAGE_OPTION", " "),
-                                                 ("ISHARD_STORAGE_OPTION", "\n"),
-                                                 ("ISHARD_STORAGE_OPTIONS", " ")])
+@pytest.mark.parametrize(
+    "variable, separator",
+    [
+        ("ISHARD_STORAGE_OPTION", " "),
+        ("ISHARD_STORAGE_OPTION", "\n"),
+        ("ISHARD_STORAGE_OPTIONS", " "),
+    ],
+)
 def test_storage_options_from_the_environment_reach_the_store(
     cli, client, s3_server, s3_bucket, bucket2, variable, separator
 ):
     """Finding: ISHARD_STORAGE_OPTION, the flag's own name, was ignored. It (and the older
     ISHARD_STORAGE_OPTIONS) gives the store its credentials: values apart by whitespace."""
     put(client, s3_bucket, {"x/1.jpg": b"1", "x/1.cls": b"c"})
-    result = cli("shard", f"s3://{s3_bucket}/x", f"s3://{bucket2}/out", creds=False,
-                 env={variable: separator.join(creds_options(s3_server))})
+    result = cli(
+        "shard",
+        f"s3://{s3_bucket}/x",
+        f"s3://{bucket2}/out",
+        creds=False,
+        env={variable: separator.join(creds_options(s3_server))},
+    )
     assert_ok(result)
     stored = objects(client, bucket2)
     members = read_members("shard-000000.tar", stored["out/shard-000000.tar"])
@@ -992,8 +1012,17 @@ def test_a_key_the_s3_client_cannot_parse_is_left_out_and_reported_like_a_local_
     obstore cannot parse such a key in any listing answer; the listing goes on through s3fs,
     which reads it: the key is left out and reported escaped, as a local file's name would be,
     and every other object, before and after it, is sharded."""
-    put(client, s3_bucket, {"ds/a/1.jpg": b"one", f"ds/a/bad{char}x.jpg": b"bad",
-                            "ds/a/c.jpg": b"c", "ds/b/2.jpg": b"two", "ds/0.jpg": b"zero"})
+    put(
+        client,
+        s3_bucket,
+        {
+            "ds/a/1.jpg": b"one",
+            f"ds/a/bad{char}x.jpg": b"bad",
+            "ds/a/c.jpg": b"c",
+            "ds/b/2.jpg": b"two",
+            "ds/0.jpg": b"zero",
+        },
+    )
     done = cli("shard", f"s3://{s3_bucket}/ds", tmp_path / "out")
     assert_ok(done)
     assert "left out 1: unsafe name" in done.stdout and repr(f"ds/a/bad{char}x.jpg") in done.stdout
@@ -1020,11 +1049,13 @@ def test_a_key_the_s3_client_cannot_parse_without_s3fs_is_one_line_naming_it_and
     done = cli("shard", f"s3://{s3_bucket}/ds", tmp_path / "out", env={"PYTHONPATH": str(blocked)})
     assert done.returncode == 1 and done.stdout == "", done.stderr
     (line,) = done.stderr.splitlines()
-    assert line == (f"ishard: error: the listing of source 's3://{s3_bucket}/ds' holds the key "
-                    "'ds/a/bad\\nx.jpg' (a control character), which its S3 client cannot parse "
-                    "— rename or delete that object, or pip install 'ishard[s3]': ishard then "
-                    "lists the rest of it through fsspec, whose client reads such keys, and "
-                    "leaves them out and reports them")
+    assert line == (
+        f"ishard: error: the listing of source 's3://{s3_bucket}/ds' holds the key "
+        "'ds/a/bad\\nx.jpg' (a control character), which its S3 client cannot parse "
+        "— rename or delete that object, or pip install 'ishard[s3]': ishard then "
+        "lists the rest of it through fsspec, whose client reads such keys, and "
+        "leaves them out and reports them"
+    )
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
@@ -1045,8 +1076,9 @@ def test_a_key_the_store_lists_garbled_is_left_out_and_reported(
     assert "ds/a/bad\ufffdx.jpg" in json.dumps(manifest, ensure_ascii=False)
 
 
-def test_a_parquet_inventory_in_a_store_is_one_line_saying_to_copy_it(cli, client, s3_bucket,
-                                                                      tmp_path):
+def test_a_parquet_inventory_in_a_store_is_one_line_saying_to_copy_it(
+    cli, client, s3_bucket, tmp_path
+):
     """Finding: a Parquet inventory in a bucket was read as CSV ('line 1: not UTF-8 …'). Only
     a local Parquet file is read (by the column engine): one line says so, exit 2."""
     import duckdb
@@ -1058,7 +1090,9 @@ def test_a_parquet_inventory_in_a_store_is_one_line_saying_to_copy_it(cli, clien
     url = f"s3://{s3_bucket}/lists/inv.parquet"
     done = cli("shard", f"s3://{s3_bucket}/ds", tmp_path / "out", "--src-list", url)
     assert done.returncode == 2 and done.stdout == "", done.stderr
-    assert done.stderr == (f"ishard: error: --src-list {url!r} is a Parquet file in a store, which "
-                           "ishard reads only from a local path — copy it to a local file and give "
-                           "that\n")
+    assert done.stderr == (
+        f"ishard: error: --src-list {url!r} is a Parquet file in a store, which "
+        "ishard reads only from a local path — copy it to a local file and give "
+        "that\n"
+    )
     assert_ok(cli("shard", f"s3://{s3_bucket}/ds", tmp_path / "out", "--src-list", local))

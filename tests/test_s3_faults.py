@@ -42,11 +42,20 @@ def _shards(objs: dict[str, bytes], prefix: str) -> dict[str, bytes]:
 
 
 def test_kill_9_with_overwrite_and_resume_mixed_leaves_exactly_a_clean_run(
-    cli, s3_server, clean_env, client, s3_bucket, tmp_path, fault_trials  # noqa: F811
+    cli,
+    s3_server,
+    clean_env,
+    client,
+    s3_bucket,
+    tmp_path,
+    fault_trials,  # noqa: F811
 ):
     src = make_tree(tmp_path / "src", FILES)
-    env = {**clean_env, "AWS_ACCESS_KEY_ID": s3_server.access_key,
-           "AWS_SECRET_ACCESS_KEY": s3_server.secret_key}
+    env = {
+        **clean_env,
+        "AWS_ACCESS_KEY_ID": s3_server.access_key,
+        "AWS_SECRET_ACCESS_KEY": s3_server.secret_key,
+    }
     assert_ok(cli("shard", src, f"s3://{s3_bucket}/ref", *COMMON))
     reference = _shards(objects(client, s3_bucket, "ref/"), "ref/")
     assert len(reference) > 4
@@ -81,7 +90,8 @@ def test_kill_9_with_overwrite_and_resume_mixed_leaves_exactly_a_clean_run(
         after = objects(client, s3_bucket, prefix)
         identical = _shards(after, prefix) == reference
         clean = uploads(client, s3_bucket) == [] and sorted(after) == sorted(
-            prefix + name for name in reference)  # no run state, no stray object
+            prefix + name for name in reference
+        )  # no run state, no stray object
         fault_trials("kill -9 (S3, --overwrite/--resume mixed)", 1, identical and clean, len(left))
         assert clean, (trial, sorted(after), uploads(client, s3_bucket))
         assert identical, trial

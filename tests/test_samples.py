@@ -10,7 +10,15 @@ from ishard.planning.ekm import NO_MATCH, SEVERAL, parse_ekm
 from ishard.errors import DataError
 from ishard.planning.keys import key_function
 from ishard.model import FileEntry, Sample, Tally
-from ishard.planning.samples import EXTRA, INCOMPLETE, REPEATED, WARNINGS_SHOWN, apply_sample_exts, group, route
+from ishard.planning.samples import (
+    EXTRA,
+    INCOMPLETE,
+    REPEATED,
+    WARNINGS_SHOWN,
+    apply_sample_exts,
+    group,
+    route,
+)
 
 BASE = key_function("base_file_name")
 FULL = key_function("full_name")
@@ -33,8 +41,13 @@ def counts(tally: Tally) -> dict[str, int]:
 
 
 def test_group_first_appearance_order_and_listing_order_within():
-    entries = [fe("a/2.jpg", 5), fe("a/1.jpg", 3), fe("b/2.cls", 7), fe("b/1.cls", 11),
-               fe("c/3.txt", 1)]
+    entries = [
+        fe("a/2.jpg", 5),
+        fe("a/1.jpg", 3),
+        fe("b/2.cls", 7),
+        fe("b/1.cls", 11),
+        fe("c/3.txt", 1),
+    ]
     got = group(entries, BASE)
     assert [s.key for s in got] == ["2", "1", "3"]
     assert [f.name for f in got[0].files] == ["a/2.jpg", "b/2.cls"]
@@ -61,8 +74,12 @@ def test_group_empty():
 
 
 _names = st.lists(
-    st.tuples(st.sampled_from(["", "d1/", "d2/", "d1/e/"]), st.sampled_from("abcde"),
-              st.sampled_from([".jpg", ".cls", ".a.b", ""]), st.integers(0, 100)),
+    st.tuples(
+        st.sampled_from(["", "d1/", "d2/", "d1/e/"]),
+        st.sampled_from("abcde"),
+        st.sampled_from([".jpg", ".cls", ".a.b", ""]),
+        st.integers(0, 100),
+    ),
     max_size=30,
     unique_by=lambda t: t[:3],
 )
@@ -97,8 +114,11 @@ def test_route_without_ekm_is_one_group():
 
 
 def test_route_by_category_in_order():
-    samples = [sample("cats/1", "cats/1.jpg", "cats/1.cls"), sample("dogs/2", "dogs/2.jpg"),
-               sample("cats/3", "cats/3.jpg")]
+    samples = [
+        sample("cats/1", "cats/1.jpg", "cats/1.cls"),
+        sample("dogs/2", "dogs/2.jpg"),
+        sample("cats/3", "cats/3.jpg"),
+    ]
     tally = Tally()
     got = route(samples, EKM, tally)
     assert [[s.key for s in g] for g in got] == [["cats/1", "cats/3"], ["dogs/2"]]
@@ -225,10 +245,10 @@ _exts = st.sampled_from([".jpg", ".cls", ".txt", ""])
 
 @settings(max_examples=200, deadline=None)
 @given(
-    raw=st.lists(st.lists(st.tuples(_exts, st.integers(0, 50)), min_size=1, max_size=5),
-                 max_size=12),
-    wanted=st.lists(st.sampled_from([".jpg", ".cls", ".xml"]), min_size=1, max_size=3,
-                    unique=True),
+    raw=st.lists(
+        st.lists(st.tuples(_exts, st.integers(0, 50)), min_size=1, max_size=5), max_size=12
+    ),
+    wanted=st.lists(st.sampled_from([".jpg", ".cls", ".xml"]), min_size=1, max_size=3, unique=True),
 )
 def test_exclude_model(raw, wanted):
     samples = []
@@ -247,10 +267,16 @@ def test_exclude_model(raw, wanted):
             continue
         keep = [f for f in s.files if f in first_of.values()]
         dropped = [f for f in s.files if f not in keep]
-        repeated += sum(1 for f in dropped if f.name[f.name.rfind(".") :] in wanted
-                        and "." in f.name.split("/")[-1])
-        extra += len(dropped) - sum(1 for f in dropped if f.name[f.name.rfind(".") :] in wanted
-                                    and "." in f.name.split("/")[-1])
+        repeated += sum(
+            1
+            for f in dropped
+            if f.name[f.name.rfind(".") :] in wanted and "." in f.name.split("/")[-1]
+        )
+        extra += len(dropped) - sum(
+            1
+            for f in dropped
+            if f.name[f.name.rfind(".") :] in wanted and "." in f.name.split("/")[-1]
+        )
         want.append((s.key, keep, sum(f.size for f in keep)))
     tally = Tally()
     kept = apply_sample_exts(samples, tuple(wanted), "exclude", tally, [])
@@ -296,11 +322,17 @@ def test_numpy_gathering_equals_the_counting_sort(rows):
 
 
 _member_names = st.lists(
-    st.tuples(st.sampled_from(["", "a/", "b/", "a/c/"]),
-              st.sampled_from(["x", "y", "", "x.y", "s"]),
-              st.sampled_from([".jpg", ".JPG", ".jpg", ".a.b", "", ".", ".cls"])),
+    st.tuples(
+        st.sampled_from(["", "a/", "b/", "a/c/"]),
+        st.sampled_from(["x", "y", "", "x.y", "s"]),
+        st.sampled_from([".jpg", ".JPG", ".jpg", ".a.b", "", ".", ".cls"]),
+    ),
     max_size=12,
-).map(lambda parts: sorted({d + s + e for d, s, e in parts if d + s + e and not (d + s + e).endswith("/")}))
+).map(
+    lambda parts: sorted(
+        {d + s + e for d, s, e in parts if d + s + e and not (d + s + e).endswith("/")}
+    )
+)
 
 
 @settings(max_examples=400, deadline=None)

@@ -55,8 +55,25 @@ def test_fraction_with_unit_truncates_to_whole_bytes():
 
 @pytest.mark.parametrize(
     "text",
-    ["1e6", "abc", "0", "-5MiB", "1.5", "1.5B", "", "   ", "MiB", "5 M iB", "5XB", "1,000",
-     "0KiB", "0.0001KiB", "+5", "5MiBs", "1/2MiB"],
+    [
+        "1e6",
+        "abc",
+        "0",
+        "-5MiB",
+        "1.5",
+        "1.5B",
+        "",
+        "   ",
+        "MiB",
+        "5 M iB",
+        "5XB",
+        "1,000",
+        "0KiB",
+        "0.0001KiB",
+        "+5",
+        "5MiBs",
+        "1/2MiB",
+    ],
 )
 def test_parse_size_errors_name_the_value(text):
     with pytest.raises(UsageError) as err:
@@ -82,13 +99,30 @@ def test_usage_error_is_a_value_error_with_exit_code_2():
     assert err.value.exit_code == 2
 
 
-_UNITS = {"KiB": KI, "MiB": MI, "GiB": GI, "TiB": TI, "KB": 10**3, "MB": 10**6,
-          "GB": 10**9, "TB": 10**12, "K": KI, "M": MI, "G": GI, "T": TI, "B": 1, "": 1}
+_UNITS = {
+    "KiB": KI,
+    "MiB": MI,
+    "GiB": GI,
+    "TiB": TI,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+    "K": KI,
+    "M": MI,
+    "G": GI,
+    "T": TI,
+    "B": 1,
+    "": 1,
+}
 
 
 @settings(max_examples=200, deadline=None)
-@given(n=st.integers(min_value=1, max_value=10**6), unit=st.sampled_from(sorted(_UNITS)),
-       lower=st.booleans())
+@given(
+    n=st.integers(min_value=1, max_value=10**6),
+    unit=st.sampled_from(sorted(_UNITS)),
+    lower=st.booleans(),
+)
 def test_parse_size_integer_times_unit(n, unit, lower):
     text = f"{n}{unit.lower() if lower else unit}"
     assert parse_size(text) == n * _UNITS[unit]
@@ -161,9 +195,20 @@ def test_parse_shard_size_errors(value, words):
 
 @pytest.mark.parametrize(
     ("n", "text"),
-    [(1, "1B"), (1001, "1001B"), (1024, "1KiB"), (262144, "256KiB"), (300_000, "300KB"),
-     (3 * 10**9, "3GB"), (2 * GI, "2GiB"), (5 * TI, "5TiB"), (10**12, "1TB"),
-     (1_024_000, "1000KiB"), (1000, "1KB"), (MI, "1MiB")],
+    [
+        (1, "1B"),
+        (1001, "1001B"),
+        (1024, "1KiB"),
+        (262144, "256KiB"),
+        (300_000, "300KB"),
+        (3 * 10**9, "3GB"),
+        (2 * GI, "2GiB"),
+        (5 * TI, "5TiB"),
+        (10**12, "1TB"),
+        (1_024_000, "1000KiB"),
+        (1000, "1KB"),
+        (MI, "1MiB"),
+    ],
 )
 def test_describe_size_is_exact(n, text):
     assert describe_size(n) == text

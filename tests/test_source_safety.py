@@ -39,7 +39,9 @@ def no_secret_anywhere(dst: Path) -> None:
 
 def finals(dst: Path) -> list[str]:
     """Shards and manifest under final names (hidden run records and temp files excluded)."""
-    return sorted(p.name for p in dst.iterdir() if not p.name.startswith(".")) if dst.exists() else []
+    return (
+        sorted(p.name for p in dst.iterdir() if not p.name.startswith(".")) if dst.exists() else []
+    )
 
 
 @pytest.fixture
@@ -54,14 +56,24 @@ def src(tmp_path) -> Path:
 
 def run(*args) -> subprocess.CompletedProcess:
     """The CLI with a hang guard (a FIFO used to block it for good)."""
-    return subprocess.run([sys.executable, "-m", "ishard", *map(str, args)], capture_output=True, check=False,
-                          text=True, timeout=HANG_GUARD)
+    return subprocess.run(
+        [sys.executable, "-m", "ishard", *map(str, args)],
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=HANG_GUARD,
+    )
 
 
 def run_python(*args) -> subprocess.CompletedProcess:
     """This Python with ``args``, under the same hang guard."""
-    return subprocess.run([sys.executable, *map(str, args)], capture_output=True, check=False,
-                          text=True, timeout=HANG_GUARD)
+    return subprocess.run(
+        [sys.executable, *map(str, args)],
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=HANG_GUARD,
+    )
 
 
 def test_src_list_naming_a_link_out_of_src_is_refused(src, outside, tmp_path):
@@ -88,10 +100,12 @@ def test_src_list_through_a_linked_directory_is_refused(src, outside, tmp_path):
     inv = inventory(tmp_path / "l.jsonl", {"a/1.jpg": 3, "linked/key.txt": len(SECRET)})
     done = run("shard", src, tmp_path / "out", "--src-list", inv, "--no-progress")
     assert done.returncode == 1
-    assert ("source file 'linked/key.txt' is reached through the symbolic link 'linked'"
-            in done.stderr)
-    done = run("shard", src, tmp_path / "out2", "--src-list", inv, "--no-progress",
-               "--follow-symlinks")
+    assert (
+        "source file 'linked/key.txt' is reached through the symbolic link 'linked'" in done.stderr
+    )
+    done = run(
+        "shard", src, tmp_path / "out2", "--src-list", inv, "--no-progress", "--follow-symlinks"
+    )
     assert done.returncode == 1 and "'linked/key.txt' leads outside the source" in done.stderr
     for dst in ("out", "out2"):
         assert finals(tmp_path / dst) == []
@@ -100,8 +114,17 @@ def test_src_list_through_a_linked_directory_is_refused(src, outside, tmp_path):
     inv = inventory(tmp_path / "in.jsonl", {"inner/1.jpg": 3, "b/3.jpg": 1})
     done = run("shard", src, tmp_path / "out3", "--src-list", inv, "--no-progress")
     assert done.returncode == 1 and "through the symbolic link 'inner'" in done.stderr
-    done = run("shard", src, tmp_path / "out4", "--src-list", inv, "--no-progress",
-               "--follow-symlinks", "--member-names", "original")
+    done = run(
+        "shard",
+        src,
+        tmp_path / "out4",
+        "--src-list",
+        inv,
+        "--no-progress",
+        "--follow-symlinks",
+        "--member-names",
+        "original",
+    )
     assert done.returncode == 0, done.stderr
     with tarfile.open(next((tmp_path / "out4").glob("*.tar"))) as tar:
         assert tar.extractfile("inner/1.jpg").read() == b"one"
@@ -116,8 +139,10 @@ def test_a_fifo_named_in_an_inventory_fails_at_once(src, tmp_path):
         dst = tmp_path / f"out{ext}"
         done = run("shard", src, dst, "--src-list", inv, "--no-progress", "--ext", ext)
         assert done.returncode == 1, done.stderr
-        assert ("cannot read 'a/pipe.jpg' from the source: it is a FIFO, not a regular file"
-                in done.stderr)
+        assert (
+            "cannot read 'a/pipe.jpg' from the source: it is a FIFO, not a regular file"
+            in done.stderr
+        )
         assert finals(dst) == []
         # the lock is free again: the same destination takes a good run
         good = run("shard", src, dst, "--no-progress", "--ext", ext, "--overwrite")
@@ -187,21 +212,37 @@ cli.main(sys.argv[4:])
 """
 
 
-@pytest.mark.parametrize("kind,message", [
-    ("link", "source file 'a/1.jpg' is a symbolic link, which ishard does not follow"),
-    ("fifo", "cannot read 'a/1.jpg' from the source: it is a FIFO, not a regular file"),
-    ("dir-link", "source file 'a/1.jpg' is reached through the symbolic link 'a'"),
-])
-def test_cli_a_file_swapped_after_listing_is_refused_in_one_line(kind, message, outside,
-                                                                 tmp_path):
+@pytest.mark.parametrize(
+    "kind,message",
+    [
+        ("link", "source file 'a/1.jpg' is a symbolic link, which ishard does not follow"),
+        ("fifo", "cannot read 'a/1.jpg' from the source: it is a FIFO, not a regular file"),
+        ("dir-link", "source file 'a/1.jpg' is reached through the symbolic link 'a'"),
+    ],
+)
+def test_cli_a_file_swapped_after_listing_is_refused_in_one_line(kind, message, outside, tmp_path):
     tree = make_tree(tmp_path / "src", {"a/1.jpg": b"one", "b/3.jpg": b"3"})
     copy = make_tree(tmp_path / "copy", {"1.jpg": SECRET[:3]})
-    path, target = {"link": (tree / "a" / "1.jpg", outside / "key.txt"),
-                    "fifo": (tree / "a" / "1.jpg", ""),
-                    "dir-link": (tree / "a", copy)}[kind]
+    path, target = {
+        "link": (tree / "a" / "1.jpg", outside / "key.txt"),
+        "fifo": (tree / "a" / "1.jpg", ""),
+        "dir-link": (tree / "a", copy),
+    }[kind]
     dst = tmp_path / "out"
-    done = run_python("-c", SWAP_THEN_RUN, kind, path, target, "shard", tree, dst,
-                      "--shard-size", "1B", "--jobs", "2")
+    done = run_python(
+        "-c",
+        SWAP_THEN_RUN,
+        kind,
+        path,
+        target,
+        "shard",
+        tree,
+        dst,
+        "--shard-size",
+        "1B",
+        "--jobs",
+        "2",
+    )
     assert done.returncode == 1, done.stderr
     (line,) = done.stderr.splitlines()
     assert line.startswith("ishard: error: " + message), line
@@ -213,39 +254,79 @@ def test_cli_a_file_swapped_after_listing_is_refused_in_one_line(kind, message, 
 
 BAD_ROWS = {
     # id: (inventory file name, its bytes, the message after "--src-list 'NAME' line N: ")
-    "jsonl-not-utf8": ("l.jsonl", (b'{"name": "a/1.jpg", "size": 3}\n{"name": "a/\xff.jpg", '
-                                   b'"size": 3}\n'),
-                       "line 2: not UTF-8 (byte 0xff at column 13) — write the inventory as UTF-8"),
-    "csv-not-utf8": ("l.csv", b"name,size\na/1.jpg,3\na/\xfe.jpg,3\n",
-                     "line 3: not UTF-8 (byte 0xfe at column 3)"),
-    "name-is-a-list": ("l.jsonl", b'{"name": ["a/1.jpg"], "size": 3}\n',
-                       "line 1: the name is a list, not a string"),
-    "name-is-an-object": ("l.jsonl", (b'{"name": "a/1.jpg", "size": 3}\n{"name": {"a": 1}, '
-                                      b'"size": 3}\n'), "line 2: the name is a dict, not a string"),
+    "jsonl-not-utf8": (
+        "l.jsonl",
+        (b'{"name": "a/1.jpg", "size": 3}\n{"name": "a/\xff.jpg", "size": 3}\n'),
+        "line 2: not UTF-8 (byte 0xff at column 13) — write the inventory as UTF-8",
+    ),
+    "csv-not-utf8": (
+        "l.csv",
+        b"name,size\na/1.jpg,3\na/\xfe.jpg,3\n",
+        "line 3: not UTF-8 (byte 0xfe at column 3)",
+    ),
+    "name-is-a-list": (
+        "l.jsonl",
+        b'{"name": ["a/1.jpg"], "size": 3}\n',
+        "line 1: the name is a list, not a string",
+    ),
+    "name-is-an-object": (
+        "l.jsonl",
+        (b'{"name": "a/1.jpg", "size": 3}\n{"name": {"a": 1}, "size": 3}\n'),
+        "line 2: the name is a dict, not a string",
+    ),
     "name-missing": ("l.jsonl", b'{"size": 3}\n', "line 1: the name is missing"),
-    "row-is-a-list": ("l.jsonl", b'{"name": "a/1.jpg", "size": 3}\n["a/2.jpg", 3]\n',
-                      "line 2: a JSON list, not an object"),
-    "size-float": ("l.jsonl", b'{"name": "a/1.jpg", "size": 2.5}\n',
-                   "line 1: the size is 2.5, not a whole number of bytes (0 or more)"),
-    "size-negative": ("l.csv", b"name,size\na/1.jpg,3\na/2.jpg,-3\n",
-                      "line 3: the size is '-3', not a whole number of bytes (0 or more)"),
-    "size-negative-json": ("l.jsonl", b'{"name": "a/1.jpg", "size": -1}\n',
-                           "line 1: the size is -1, not a whole number"),
+    "row-is-a-list": (
+        "l.jsonl",
+        b'{"name": "a/1.jpg", "size": 3}\n["a/2.jpg", 3]\n',
+        "line 2: a JSON list, not an object",
+    ),
+    "size-float": (
+        "l.jsonl",
+        b'{"name": "a/1.jpg", "size": 2.5}\n',
+        "line 1: the size is 2.5, not a whole number of bytes (0 or more)",
+    ),
+    "size-negative": (
+        "l.csv",
+        b"name,size\na/1.jpg,3\na/2.jpg,-3\n",
+        "line 3: the size is '-3', not a whole number of bytes (0 or more)",
+    ),
+    "size-negative-json": (
+        "l.jsonl",
+        b'{"name": "a/1.jpg", "size": -1}\n',
+        "line 1: the size is -1, not a whole number",
+    ),
     "size-bool": ("l.jsonl", b'{"name": "a/1.jpg", "size": true}\n', "line 1: the size is True"),
-    "field-over-128KiB-json": ("l.jsonl", b'{"name": "' + b"n" * (129 << 10) + b'", "size": 3}\n',
-                               "line 1: the name is longer than 128 KiB"),
-    "field-over-128KiB-csv": ("l.csv", b"name,size\n\"" + b"n" * (129 << 10) + b"\",3\n",
-                              "line 2: a field is longer than 128 KiB"),
-    "size-2^63-csv": ("l.csv", b"name,size\na/1.jpg,9223372036854775807\na/2.jpg,9223372036854775808\n",
-                      "line 3: the size is 9223372036854775808, over 9223372036854775807 (2^63-1), "
-                      "the most bytes a file can have — give each file's size in bytes, e.g. 123"),
-    "size-2^63-json": ("l.jsonl", b'{"name": "a/1.jpg", "size": 9223372036854775808}\n',
-                       "line 1: the size is 9223372036854775808, over 9223372036854775807 (2^63-1)"),
-    "size-past-64-bits-json": ("l.jsonl", b'{"name": "a/1.jpg", "size": 92233720368547758080000}\n',
-                               "line 1: the size is 92233720368547758080000, over "
-                               "9223372036854775807 (2^63-1)"),
-    "size-exponent-json": ("l.jsonl", b'{"name": "a/1.jpg", "size": 25e2}\n',
-                           "line 1: the size is 25e2, not a whole number of bytes (0 or more)"),
+    "field-over-128KiB-json": (
+        "l.jsonl",
+        b'{"name": "' + b"n" * (129 << 10) + b'", "size": 3}\n',
+        "line 1: the name is longer than 128 KiB",
+    ),
+    "field-over-128KiB-csv": (
+        "l.csv",
+        b'name,size\n"' + b"n" * (129 << 10) + b'",3\n',
+        "line 2: a field is longer than 128 KiB",
+    ),
+    "size-2^63-csv": (
+        "l.csv",
+        b"name,size\na/1.jpg,9223372036854775807\na/2.jpg,9223372036854775808\n",
+        "line 3: the size is 9223372036854775808, over 9223372036854775807 (2^63-1), "
+        "the most bytes a file can have — give each file's size in bytes, e.g. 123",
+    ),
+    "size-2^63-json": (
+        "l.jsonl",
+        b'{"name": "a/1.jpg", "size": 9223372036854775808}\n',
+        "line 1: the size is 9223372036854775808, over 9223372036854775807 (2^63-1)",
+    ),
+    "size-past-64-bits-json": (
+        "l.jsonl",
+        b'{"name": "a/1.jpg", "size": 92233720368547758080000}\n',
+        "line 1: the size is 92233720368547758080000, over 9223372036854775807 (2^63-1)",
+    ),
+    "size-exponent-json": (
+        "l.jsonl",
+        b'{"name": "a/1.jpg", "size": 25e2}\n',
+        "line 1: the size is 25e2, not a whole number of bytes (0 or more)",
+    ),
 }
 
 
@@ -273,19 +354,34 @@ def test_an_inventory_without_newlines_fails_at_once_in_bounded_memory(start, sr
         f.truncate(600 << 20)  # NUL bytes, no newline
     # The run is the only child of a small watcher process, which reports that child's peak
     # memory (this process's own children include every earlier test's runs and servers).
-    watcher = ("import resource, subprocess, sys\n"
-               "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
-               "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
-               "print(done.returncode, peak)\n"
-               "sys.stderr.write(done.stderr)\n")
-    done = run_python("-c", watcher, sys.executable, "-m", "ishard", "shard", src,
-                      tmp_path / "out", "--src-list", inv, "--no-progress")
+    watcher = (
+        "import resource, subprocess, sys\n"
+        "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+        "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+        "print(done.returncode, peak)\n"
+        "sys.stderr.write(done.stderr)\n"
+    )
+    done = run_python(
+        "-c",
+        watcher,
+        sys.executable,
+        "-m",
+        "ishard",
+        "shard",
+        src,
+        tmp_path / "out",
+        "--src-list",
+        inv,
+        "--no-progress",
+    )
     code, peak_kib = map(int, done.stdout.split())
     assert code == 2, done.stderr
     line = 2 if start.startswith(b"name") else 1
-    assert done.stderr == (f"ishard: error: --src-list '{inv}' line {line}: longer than 1 MiB (no "
-                           "end of line) — an inventory has one file per line; check that this "
-                           "is one\n")
+    assert done.stderr == (
+        f"ishard: error: --src-list '{inv}' line {line}: longer than 1 MiB (no "
+        "end of line) — an inventory has one file per line; check that this "
+        "is one\n"
+    )
     assert peak_kib / 1024 < 400, peak_kib / 1024  # the line alone is 600 MiB
 
 
@@ -294,11 +390,22 @@ def test_an_inventory_after_a_byte_order_mark_is_read(name, src, tmp_path):
     """Finding: a UTF-8 byte order mark (Excel's "CSV UTF-8") before the header made the CSV
     inventory 'have no header'. It is read as the same file without the mark."""
     inv = tmp_path / name
-    text = ("name,size\na/1.jpg,3\nb/3.jpg,1\n" if name.endswith(".csv") else
-            '{"name": "a/1.jpg", "size": 3}\n{"name": "b/3.jpg", "size": 1}\n')
+    text = (
+        "name,size\na/1.jpg,3\nb/3.jpg,1\n"
+        if name.endswith(".csv")
+        else '{"name": "a/1.jpg", "size": 3}\n{"name": "b/3.jpg", "size": 1}\n'
+    )
     inv.write_bytes(b"\xef\xbb\xbf" + text.encode())
-    done = run("shard", src, tmp_path / "out", "--src-list", inv, "--no-progress",
-               "--member-names", "original")
+    done = run(
+        "shard",
+        src,
+        tmp_path / "out",
+        "--src-list",
+        inv,
+        "--no-progress",
+        "--member-names",
+        "original",
+    )
     assert done.returncode == 0, done.stderr
     with tarfile.open(tmp_path / "out" / "shard-000000.tar") as tar:
         assert sorted(tar.getnames()) == ["a/1.jpg", "b/3.jpg"]
@@ -318,14 +425,25 @@ def test_names_that_are_not_utf8_are_shown_escaped_and_never_crash_a_run(tmp_pat
     its exact bytes in the archive."""
     src = make_tree(tmp_path / "src", {"a/1.jpg": b"one", "a/1.cls": b"c", "a/2.jpg": b"two"})
     top = os.fsencode(src)
-    for raw, data in ((b"a/.hidden\xff.jpg", b"h"), (b"a/unsafe\xfe\n.jpg", b"u"),
-                      (b"a/3.\xfdx", b"x"),  # its sample is excluded below (no .cls)
-                      (b"a/ok\xfc.jpg", b"ok"), (b"a/ok\xfc.cls", b"k")):
+    for raw, data in (
+        (b"a/.hidden\xff.jpg", b"h"),
+        (b"a/unsafe\xfe\n.jpg", b"u"),
+        (b"a/3.\xfdx", b"x"),  # its sample is excluded below (no .cls)
+        (b"a/ok\xfc.jpg", b"ok"),
+        (b"a/ok\xfc.cls", b"k"),
+    ):
         fd = os.open(top + b"/" + raw, os.O_WRONLY | os.O_CREAT, 0o644)
         os.write(fd, data)
         os.close(fd)
-    opts = ("--sample-exts", ".jpg,.cls", "--missing-extension-action", "exclude",
-            "--no-progress", "--member-names", "original")
+    opts = (
+        "--sample-exts",
+        ".jpg,.cls",
+        "--missing-extension-action",
+        "exclude",
+        "--no-progress",
+        "--member-names",
+        "original",
+    )
     dst = tmp_path / "out"
     done = run("shard", src, dst, *opts, "--json")
     assert done.returncode == 0, done.stderr
@@ -386,36 +504,91 @@ def write_local(root: Path, names: list[str]) -> None:
 
 COLLISIONS = {
     # id: (local files, inventory names (None: walk the tree), extra options, message part)
-    "repeated-slash": (["a/b.jpg", "c/d.jpg"], ["a/b.jpg", "a//b.jpg", "c/d.jpg"], [],
-                       ("member names 'a//b.jpg' and 'a/b.jpg' would extract to one file (they "
-                        "differ only in repeated slashes or './' parts)")),
-    "dot-part": (["a/b.jpg"], ["a/b.jpg", "a/./b.jpg"], ["--include-hidden"],
-                 "member names 'a/./b.jpg' and 'a/b.jpg' would extract to one file"),
-    "nfc-nfd": ([f"u/{NFC}.jpg", f"u/{NFD}.jpg"], None, [],
-                ("member names 'u/cafe\\u0301.jpg' and 'u/caf\\xe9.jpg' would extract to one "
-                 "file (the same text in two Unicode normalisations, composed and decomposed)")),
-    "nfc-nfd-backslash": ([f"w/x\\{NFC}.jpg", f"w/x\\{NFD}.jpg"], None, [],
-                          ("member names 'w/x\\\\cafe\\u0301.jpg' and 'w/x\\\\caf\\xe9.jpg' would "
-                           "extract to one file")),  # a backslash shown as \\, once
-    "case-across-shards": (["A.jpg", "B.jpg", "a.jpg"], None, ["--shard-size", "1B"],
-                           ("member names 'A.jpg' and 'a.jpg' would extract to one file (they "
-                            "differ only in case, which macOS and Windows ignore)")),
-    "case-directories": (["Train/x.jpg", "train/x.jpg"], None, [],
-                         "member names 'Train/x.jpg' and 'train/x.jpg'"),
+    "repeated-slash": (
+        ["a/b.jpg", "c/d.jpg"],
+        ["a/b.jpg", "a//b.jpg", "c/d.jpg"],
+        [],
+        (
+            "member names 'a//b.jpg' and 'a/b.jpg' would extract to one file (they "
+            "differ only in repeated slashes or './' parts)"
+        ),
+    ),
+    "dot-part": (
+        ["a/b.jpg"],
+        ["a/b.jpg", "a/./b.jpg"],
+        ["--include-hidden"],
+        "member names 'a/./b.jpg' and 'a/b.jpg' would extract to one file",
+    ),
+    "nfc-nfd": (
+        [f"u/{NFC}.jpg", f"u/{NFD}.jpg"],
+        None,
+        [],
+        (
+            "member names 'u/cafe\\u0301.jpg' and 'u/caf\\xe9.jpg' would extract to one "
+            "file (the same text in two Unicode normalisations, composed and decomposed)"
+        ),
+    ),
+    "nfc-nfd-backslash": (
+        [f"w/x\\{NFC}.jpg", f"w/x\\{NFD}.jpg"],
+        None,
+        [],
+        (
+            "member names 'w/x\\\\cafe\\u0301.jpg' and 'w/x\\\\caf\\xe9.jpg' would "
+            "extract to one file"
+        ),
+    ),  # a backslash shown as \\, once
+    "case-across-shards": (
+        ["A.jpg", "B.jpg", "a.jpg"],
+        None,
+        ["--shard-size", "1B"],
+        (
+            "member names 'A.jpg' and 'a.jpg' would extract to one file (they "
+            "differ only in case, which macOS and Windows ignore)"
+        ),
+    ),
+    "case-directories": (
+        ["Train/x.jpg", "train/x.jpg"],
+        None,
+        [],
+        "member names 'Train/x.jpg' and 'train/x.jpg'",
+    ),
     "case-one-sample": (["e.JPG", "e.jpg"], None, [], "member names 'e.JPG' and 'e.jpg'"),
-    "case-sample-keys": (["x/A.jpg", "y/a.jpg"], None, ["--member-names", "sample"],
-                         "member names 'A.jpg' and 'a.jpg' would extract to one file"),
-    "file-and-directory": (["a/b.jpg"], ["a/b.jpg", "x/y", "x/y/z.jpg"], [],
-                           ("member name 'x/y' is a file, but 'x/y/z.jpg' needs a directory of "
-                            "that name, so they cannot both be extracted")),
-    "file-and-directory-case": (["a/b.jpg"], ["a/b.jpg", "X/Y", "x/y/z/w.jpg"], [],
-                                "member name 'X/Y' is a file, but 'x/y/z/w.jpg' needs a directory"),
-    "long-part": (["a/b.jpg"], ["a/b.jpg", f"d/{LONG}"], [],
-                  (f"member name 'd/{LONG[:38]}…{LONG[-30:]}' has a part of 256 bytes, more "
-                   "than the 255 most file systems allow, so it cannot be extracted")),
-    "long-part-utf8": (["a/b.jpg"], ["a/b.jpg", f"{LONG_UTF8}/x.jpg"], [],
-                       (f"member name '{LONG_UTF8[:40]}…{LONG_UTF8[-24:]}/x.jpg' has a part of "
-                        "256 bytes")),
+    "case-sample-keys": (
+        ["x/A.jpg", "y/a.jpg"],
+        None,
+        ["--member-names", "sample"],
+        "member names 'A.jpg' and 'a.jpg' would extract to one file",
+    ),
+    "file-and-directory": (
+        ["a/b.jpg"],
+        ["a/b.jpg", "x/y", "x/y/z.jpg"],
+        [],
+        (
+            "member name 'x/y' is a file, but 'x/y/z.jpg' needs a directory of "
+            "that name, so they cannot both be extracted"
+        ),
+    ),
+    "file-and-directory-case": (
+        ["a/b.jpg"],
+        ["a/b.jpg", "X/Y", "x/y/z/w.jpg"],
+        [],
+        "member name 'X/Y' is a file, but 'x/y/z/w.jpg' needs a directory",
+    ),
+    "long-part": (
+        ["a/b.jpg"],
+        ["a/b.jpg", f"d/{LONG}"],
+        [],
+        (
+            f"member name 'd/{LONG[:38]}…{LONG[-30:]}' has a part of 256 bytes, more "
+            "than the 255 most file systems allow, so it cannot be extracted"
+        ),
+    ),
+    "long-part-utf8": (
+        ["a/b.jpg"],
+        ["a/b.jpg", f"{LONG_UTF8}/x.jpg"],
+        [],
+        (f"member name '{LONG_UTF8[:40]}…{LONG_UTF8[-24:]}/x.jpg' has a part of 256 bytes"),
+    ),
 }
 
 
@@ -443,18 +616,35 @@ def test_names_that_collide_on_extraction_are_refused_before_writing(case, tmp_p
 
 def test_names_that_differ_in_more_than_case_or_form_still_shard_and_extract_apart(tmp_path):
     src = tmp_path / "src"
-    names = ["a/b.jpg", "a/b.jpg.x", "A2/b.jpg", f"u/{NFC}.jpg", f"v/{NFD}.jpg", "n" * 200 + ".jpg",
-             "c/d", "c/de/f.jpg"]
+    names = [
+        "a/b.jpg",
+        "a/b.jpg.x",
+        "A2/b.jpg",
+        f"u/{NFC}.jpg",
+        f"v/{NFD}.jpg",
+        "n" * 200 + ".jpg",
+        "c/d",
+        "c/de/f.jpg",
+    ]
     write_local(src, names)
-    done = run("shard", src, tmp_path / "out", "--no-progress", "--shard-size", "1B",
-               "--member-names", "original")
+    done = run(
+        "shard",
+        src,
+        tmp_path / "out",
+        "--no-progress",
+        "--shard-size",
+        "1B",
+        "--member-names",
+        "original",
+    )
     assert done.returncode == 0, done.stderr
     target = tmp_path / "x"
     target.mkdir()
     for shard in (tmp_path / "out").glob("*.tar"):
         subprocess.run(["tar", "-xf", str(shard), "-C", str(target)], check=True)
-    assert sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file()) == \
-        sorted(names)
+    assert sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file()) == sorted(
+        names
+    )
 
 
 def test_names_that_are_not_utf8_print_on_a_strict_terminal(tmp_path):
@@ -464,14 +654,36 @@ def test_names_that_are_not_utf8_print_on_a_strict_terminal(tmp_path):
     with open(os.fsencode(src) + b"/a/ok\xfe.jpg", "wb") as f:
         f.write(b"two")
     env = {**os.environ, "PYTHONIOENCODING": "utf-8:strict"}
-    done = subprocess.run([sys.executable, "-m", "ishard", "shard", src, tmp_path / "out",
-                           "--no-progress", "--member-names", "original"],
-                          capture_output=True, text=True, env=env, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ishard",
+            "shard",
+            src,
+            tmp_path / "out",
+            "--no-progress",
+            "--member-names",
+            "original",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     shard = next((tmp_path / "out").glob("*.tar"))
-    for args in (["shard", src, "--dry-run=show_keys", "--member-names", "original"], ["ls", shard],
-                 ["ls", shard, "--samples"]):
-        out = subprocess.run([sys.executable, "-m", "ishard", *map(str, args)],
-                             capture_output=True, text=True, env=env, check=False)
+    for args in (
+        ["shard", src, "--dry-run=show_keys", "--member-names", "original"],
+        ["ls", shard],
+        ["ls", shard, "--samples"],
+    ):
+        out = subprocess.run(
+            [sys.executable, "-m", "ishard", *map(str, args)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
         assert out.returncode == 0, out.stderr
         assert r"a/ok\xfe.jpg" in out.stdout

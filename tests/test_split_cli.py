@@ -28,7 +28,9 @@ def split_json(*args):
 
 
 def test_split_flags_uneven_webdataset_ranks_and_names_the_fix():
-    done = invoke_ishard("split", "--shard-sizes", "100,100,80", "--nodes", "2", "--batch-size", "10")
+    done = invoke_ishard(
+        "split", "--shard-sizes", "100,100,80", "--nodes", "2", "--batch-size", "10"
+    )
     assert done.returncode == 0, done.stderr
     assert "rank 0: 180 samples, 18 batches" in done.stdout
     assert "rank 1: 100 samples, 10 batches" in done.stdout
@@ -250,7 +252,9 @@ def test_reader_divides_whale_with_whales_default_seed():
         shown = doc["epochs"][0]["ranks"][rank]["workers"][0]["shards"]
         starts = [sum(counts[:i]) for i in range(len(counts) + 1)]
         want = [i for s in shown for i in range(starts[s], starts[s + 1])]
-        assert assigned_ids(counts, rank=rank, world_size=2, policy="whale", unbalanced=True) == want
+        assert (
+            assigned_ids(counts, rank=rank, world_size=2, policy="whale", unbalanced=True) == want
+        )
 
 
 def _rank_lists(sizes, policy, world, epoch, opts):
@@ -418,7 +422,9 @@ def sharded(tmp_path_factory):
         files[f"img{i:03d}.jpg"] = f"jpeg {i}".encode()
         files[f"img{i:03d}.cls"] = str(i % 5).encode()
     src = make_tree(root / "src", files)
-    done = invoke_ishard("shard", src, root / "out", "--shards-multiple-of", "4", "--shard-size", "60B")
+    done = invoke_ishard(
+        "shard", src, root / "out", "--shards-multiple-of", "4", "--shard-size", "60B"
+    )
     assert done.returncode == 0, done.stderr
     return root / "out" / "manifest.json"
 

@@ -414,25 +414,38 @@ def test_s3_inventory_size_past_2_63_is_one_line_naming_the_row(tmp_path):
     path = s3_inventory(tmp_path / "csv", rows)
     done = shard_dry(tmp_path, path)
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
-    assert done.stderr.startswith(f"ishard: error: --src-list '{path}: data file inv/src-bucket/"
-                                  "daily/data/0c1e5d9a-1b2c-4d3e-8f90-a1b2c3d4e5f6.csv.gz' line 2: "
-                                  "the size is 9223372036854775808, over 9223372036854775807 "
-                                  "(2^63-1), the most bytes a file can have"), done.stderr
+    assert done.stderr.startswith(
+        f"ishard: error: --src-list '{path}: data file inv/src-bucket/"
+        "daily/data/0c1e5d9a-1b2c-4d3e-8f90-a1b2c3d4e5f6.csv.gz' line 2: "
+        "the size is 9223372036854775808, over 9223372036854775807 "
+        "(2^63-1), the most bytes a file can have"
+    ), done.stderr
     import duckdb
 
     path = s3_parquet_inventory(tmp_path / "pq", [("ds/a.jpg", 1, "2024-01-01 00:00:00")] * 3)
     data = path.parent.parent / "data" / "1c1e5d9a-1b2c-4d3e-8f90-a1b2c3d4e5f6.parquet"
-    duckdb.execute(f"COPY (SELECT *, TIMESTAMP '2024-01-01' AS last_modified_date FROM (VALUES "
-                   "('src-bucket', 'ds/b.jpg', 1::UBIGINT), ('src-bucket', 'ds/c.jpg', "
-                   f"9223372036854775808)) t(bucket, key, size)) TO '{data}' (FORMAT parquet)")
+    duckdb.execute(
+        f"COPY (SELECT *, TIMESTAMP '2024-01-01' AS last_modified_date FROM (VALUES "
+        "('src-bucket', 'ds/b.jpg', 1::UBIGINT), ('src-bucket', 'ds/c.jpg', "
+        f"9223372036854775808)) t(bucket, key, size)) TO '{data}' (FORMAT parquet)"
+    )
     done = shard_dry(tmp_path, path)
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
-    assert f"data file inv/src-bucket/daily/data/{data.name}' row 2: the size is " \
-           "9223372036854775808, over 9223372036854775807 (2^63-1)" in done.stderr
+    assert (
+        f"data file inv/src-bucket/daily/data/{data.name}' row 2: the size is "
+        "9223372036854775808, over 9223372036854775807 (2^63-1)" in done.stderr
+    )
 
 
-@pytest.mark.parametrize("key", ["../../../../../../../../etc/passwd", "/etc/passwd",
-                                 "inv/src-bucket/daily/../../../outside.csv.gz", "link"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "../../../../../../../../etc/passwd",
+        "/etc/passwd",
+        "inv/src-bucket/daily/../../../outside.csv.gz",
+        "link",
+    ],
+)
 def test_s3_inventory_data_files_outside_the_report_are_refused(tmp_path, key):
     """Finding: a manifest whose files[].key was '../../../../etc/passwd' had that file read as
     the report's data. A key that is absolute or has a '..' part, or a data file that a
@@ -450,10 +463,13 @@ def test_s3_inventory_data_files_outside_the_report_are_refused(tmp_path, key):
     done = shard_dry(tmp_path, path)
     assert done.returncode == 2 and done.stdout == "", done.stderr
     (line,) = done.stderr.splitlines()
-    assert line.startswith(f"ishard: error: --src-list '{path}' names data file {key!r}, which "
-                           "lies outside the report"), line
-    assert line.endswith("ishard reads only the data files of the report itself: use the "
-                         "manifest.json AWS wrote, in its place")
+    assert line.startswith(
+        f"ishard: error: --src-list '{path}' names data file {key!r}, which lies outside the report"
+    ), line
+    assert line.endswith(
+        "ishard reads only the data files of the report itself: use the "
+        "manifest.json AWS wrote, in its place"
+    )
 
 
 def test_s3_inventory_in_parquet_reads_keys_as_they_are(tmp_path):

@@ -38,9 +38,11 @@ def store(request, tmp_path):
     if kind == "s3":
         server = request.getfixturevalue("s3_server")
         bucket = request.getfixturevalue("s3_bucket")
-        yield open_store(f"s3://{bucket}", endpoint_url=server.endpoint_url,
-                         storage_options={"key": server.access_key,
-                                          "secret": server.secret_key})
+        yield open_store(
+            f"s3://{bucket}",
+            endpoint_url=server.endpoint_url,
+            storage_options={"key": server.access_key, "secret": server.secret_key},
+        )
         return
     if kind == "gcs":
         server = request.getfixturevalue("fake_gcs")
@@ -104,8 +106,9 @@ def test_reads_whole_ranged_async_streamed_and_stat(store):
     assert store.read("d/blob.bin") == body
     assert store.read("d/blob.bin", 100, 1000) == body[100:1000]
     if store.loop is not None:
-        got = asyncio.run_coroutine_threadsafe(store.read_async("d/blob.bin", 5, 9),
-                                               store.loop).result(30)
+        got = asyncio.run_coroutine_threadsafe(
+            store.read_async("d/blob.bin", 5, 9), store.loop
+        ).result(30)
         assert got == body[5:9]
     with store.open_read("d/blob.bin") as stream:
         assert stream.read(10) == body[:10]
@@ -165,8 +168,7 @@ def test_a_sink_publishes_only_on_commit_and_abort_leaves_nothing(store):
         store.make_root()
     retrier = Retrier(2)
     notices: list[str] = []
-    upload = Upload(retrier, retrier, part_size=5 << 20, expected=12 << 20,
-                    notice=notices.append)
+    upload = Upload(retrier, retrier, part_size=5 << 20, expected=12 << 20, notice=notices.append)
     sink = store.sink("shard.tar", upload)
     body = bytes(range(256)) * (11 << 12)  # 11 MiB in two writes: three parts on a bucket
     sink.write(body[: 7 << 20])

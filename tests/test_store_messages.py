@@ -159,7 +159,9 @@ class _TunnelRefused(socketserver.StreamRequestHandler):
 
     def handle(self) -> None:
         self.server.seen.append(self.rfile.readline().decode("latin-1").strip())  # type: ignore[attr-defined]
-        self.wfile.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        self.wfile.write(
+            b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
 
 
 @pytest.fixture
@@ -261,8 +263,11 @@ WRONG_KEY = "V3JvbmdLZXlXcm9uZ0tleVdyb25nS2V5V3JvbmdLZXk="
 def test_a_wrong_azure_key_or_sas_gets_azure_advice(
     azurite, azure_container, bare_env, src, tmp_path, how
 ):
-    secret = WRONG_KEY if how == "account_key" else (
-        "sv=2021-08-06&ss=b&srt=sco&sp=rl&se=2030-01-01T00:00:00Z&sig=V3JvbmdTaWc%3D")
+    secret = (
+        WRONG_KEY
+        if how == "account_key"
+        else ("sv=2021-08-06&ss=b&srt=sco&sp=rl&se=2030-01-01T00:00:00Z&sig=V3JvbmdTaWc%3D")
+    )
     options = [f"account_name={ACCOUNT}", f"endpoint={azurite.endpoint}", f"{how}={secret}"]
     args = [a for o in options for a in ("--storage-option", o)]
     runs = ((src, f"az://{azure_container}/out", "destination"),

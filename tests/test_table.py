@@ -12,13 +12,20 @@ from ishard.planning.namecolumn import Names
 from ishard.planning.table import FileTable
 
 # names as listings give them: any text but a newline, undecodable bytes as surrogate escapes
-text = st.text(st.characters(blacklist_characters="\n", blacklist_categories=("Cs",))
-               | st.sampled_from(["\udc80", "\udcff", "é", "😀", "/", "."]), max_size=12)
+text = st.text(
+    st.characters(blacklist_characters="\n", blacklist_categories=("Cs",))
+    | st.sampled_from(["\udc80", "\udcff", "é", "😀", "/", "."]),
+    max_size=12,
+)
 
 
 @settings(max_examples=200, deadline=None)
-@given(names=st.lists(text, max_size=300), picks=st.lists(st.integers(0, 10**6), max_size=400),
-       chunk=st.sampled_from([1, 3, 64, 1 << 16]), data=st.data())
+@given(
+    names=st.lists(text, max_size=300),
+    picks=st.lists(st.integers(0, 10**6), max_size=400),
+    chunk=st.sampled_from([1, 3, 64, 1 << 16]),
+    data=st.data(),
+)
 def test_names_read_back_as_the_list_they_were_made_from(names, picks, chunk, data):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(namecolumn, "CHUNK", chunk)  # chunks of 1, 3, 64 names and the real size
@@ -37,7 +44,7 @@ def test_names_read_back_as_the_list_they_were_made_from(names, picks, chunk, da
             column = Names()
             for n in names[: len(names) // 2]:
                 column.append(n)  # some appended one by one, the rest at once
-            column.extend(names[len(names) // 2:])
+            column.extend(names[len(names) // 2 :])
         check(column, names, picks, data)
 
 
@@ -114,7 +121,10 @@ def test_later_names_are_loaded_once_on_first_read_and_pickle_as_names():
     later = LaterNames(3, load)
     assert len(later) == 3 and not later.loaded and calls == []
     assert later[1] == "a.jpg" and later.loaded and calls == [1]
-    assert list(later) == ["b/c.jpg", "a.jpg", "é/x.cls"] and later.take([2, 0]) == ["é/x.cls", "b/c.jpg"]
+    assert list(later) == ["b/c.jpg", "a.jpg", "é/x.cls"] and later.take([2, 0]) == [
+        "é/x.cls",
+        "b/c.jpg",
+    ]
     assert calls == [1]
     copied = pickle.loads(pickle.dumps(LaterNames(3, load)))
     assert type(copied) is Names and list(copied) == list(later) and len(calls) == 2

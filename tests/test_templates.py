@@ -34,8 +34,13 @@ def test_bash_with_step_0000_4096_8():
 def test_bash_padding_to_wider_bound_like_bash():
     # Our decision: bash pads to the wider bound (Go pads to the narrower: pre-00-suf).
     assert names("pre-{0000..50..8}-suf") == [
-        "pre-0000-suf", "pre-0008-suf", "pre-0016-suf", "pre-0024-suf",
-        "pre-0032-suf", "pre-0040-suf", "pre-0048-suf",
+        "pre-0000-suf",
+        "pre-0008-suf",
+        "pre-0016-suf",
+        "pre-0024-suf",
+        "pre-0032-suf",
+        "pre-0040-suf",
+        "pre-0048-suf",
     ]
 
 
@@ -60,7 +65,12 @@ def test_bash_step_not_landing_on_end():
 
 def test_bash_two_ranges_odometer():
     assert names("a{0..1}b{00..02}c") == [
-        "a0b00c", "a0b01c", "a0b02c", "a1b00c", "a1b01c", "a1b02c",
+        "a0b00c",
+        "a0b01c",
+        "a0b02c",
+        "a1b00c",
+        "a1b01c",
+        "a1b02c",
     ]
 
 
@@ -122,10 +132,31 @@ def test_name_out_of_range():
 @pytest.mark.parametrize(
     "text",
     [
-        "", "   ", "*",
-        "shard-%6d", "shard-%0d", "shard-%x", "shard-%d-%d", "100%-%06d", "shard-%",
-        "{5..1}", "{0..10..0}", "{-1..5}", "{a..z}", "{0..5", "0..5}", "{0..5}}", "{{0..5}",
-        "{}", "{0...5}", "@", "a@b", "a@1@", "dir/shard-%d", "dir\\shard-%d", "a{0..3}/b",
+        "",
+        "   ",
+        "*",
+        "shard-%6d",
+        "shard-%0d",
+        "shard-%x",
+        "shard-%d-%d",
+        "100%-%06d",
+        "shard-%",
+        "{5..1}",
+        "{0..10..0}",
+        "{-1..5}",
+        "{a..z}",
+        "{0..5",
+        "0..5}",
+        "{0..5}}",
+        "{{0..5}",
+        "{}",
+        "{0...5}",
+        "@",
+        "a@b",
+        "a@1@",
+        "dir/shard-%d",
+        "dir\\shard-%d",
+        "a{0..3}/b",
     ],
 )
 def test_template_errors(text):
@@ -138,10 +169,14 @@ def test_template_errors(text):
 @pytest.mark.parametrize(
     ("text", "why"),
     [
-        ("a\nb-%d", "a control character"), ("shard-%d\t.x", "a control character"),
-        ("s\x7f{0..3}", "a control character"), ("x\x1b[31m-@9", "a control character"),
-        ("..", "'..' part"), ("C:shard-%d", "drive name"),
-        (".shard-%d", "starting with '.'"), ("..%d", "starting with '.'"),
+        ("a\nb-%d", "a control character"),
+        ("shard-%d\t.x", "a control character"),
+        ("s\x7f{0..3}", "a control character"),
+        ("x\x1b[31m-@9", "a control character"),
+        ("..", "'..' part"),
+        ("C:shard-%d", "drive name"),
+        (".shard-%d", "starting with '.'"),
+        ("..%d", "starting with '.'"),
     ],
 )
 def test_templates_making_unsafe_names_are_refused(text, why):
@@ -177,8 +212,11 @@ def _bash_expand(lo: str, hi: str, step: int) -> list[str]:
 
 @settings(max_examples=200, deadline=None)
 @given(
-    lo=st.integers(0, 300), span=st.integers(0, 300), step=st.integers(1, 50),
-    lo_pad=st.integers(0, 3), hi_pad=st.integers(0, 3),
+    lo=st.integers(0, 300),
+    span=st.integers(0, 300),
+    step=st.integers(1, 50),
+    lo_pad=st.integers(0, 3),
+    hi_pad=st.integers(0, 3),
 )
 def test_bash_range_matches_bash_model(lo, span, step, lo_pad, hi_pad):
     lo_text = "0" * lo_pad + str(lo)
@@ -189,8 +227,10 @@ def test_bash_range_matches_bash_model(lo, span, step, lo_pad, hi_pad):
 
 
 @settings(max_examples=200, deadline=None)
-@given(digits=st.text("0123456789", min_size=1, max_size=3),
-       second=st.text("0123456789", min_size=1, max_size=2))
+@given(
+    digits=st.text("0123456789", min_size=1, max_size=3),
+    second=st.text("0123456789", min_size=1, max_size=2),
+)
 def test_at_odometer_model(digits, second):
     t = parse_template(f"x@{digits}-@{second}y")
     want = [

@@ -55,9 +55,11 @@ def checksum_line(name: str, path: Path, recorded_entry: dict) -> str:
 
 
 # what verify's line about a changed shard says to do
-CHANGED = (" — the shard changed after ishard wrote it (damaged or replaced): run the ishard "
-           "shard command that wrote it again with --resume, which rewrites such shards (or "
-           "--overwrite to start over)")
+CHANGED = (
+    " — the shard changed after ishard wrote it (damaged or replaced): run the ishard "
+    "shard command that wrote it again with --resume, which rewrites such shards (or "
+    "--overwrite to start over)"
+)
 
 
 def manifest(dst: Path) -> dict:
@@ -187,8 +189,9 @@ def test_progress_lines_without_a_terminal(written):
     lines = result.stderr.splitlines()
     total = sum(e["filesize"] for e in manifest(written[".tar"])["shardlist"])
     assert lines[0] == f"ishard: verifying 6 shards, {total / 2**20:.2f}MiB"
-    assert lines[-1].startswith(f"ishard: read {total / 2**20:.2f}MiB of {total / 2**20:.2f}MiB "
-                                "(100%), 6/6 shards, ")
+    assert lines[-1].startswith(
+        f"ishard: read {total / 2**20:.2f}MiB of {total / 2**20:.2f}MiB (100%), 6/6 shards, "
+    )
 
 
 # ---------------------------------------------------------------- damage, per format
@@ -221,8 +224,9 @@ def test_a_changed_shard_names_the_fix_and_the_fix_mends_it(shards):
     lines = problem_lines(check(dst))
     assert len(lines) == 1 and lines[0].startswith(f"{name}: xxh128 is "), lines
     assert lines[0].endswith(CHANGED)
-    fixed = invoke_ishard("shard", SOURCE, dst, "--shard-size", "256KiB", "--ext", ".tar",
-                          "--resume")
+    fixed = invoke_ishard(
+        "shard", SOURCE, dst, "--shard-size", "256KiB", "--ext", ".tar", "--resume"
+    )
     assert fixed.returncode == 0, fixed.stderr
     assert_clean(check(dst), 6)
 
@@ -237,7 +241,10 @@ def test_a_truncated_shard_fails_size_and_cannot_be_read_back(shards, ext):
     result = check(dst, "--deep")
     lines = problem_lines(result)
     assert result.returncode == 1
-    assert lines[0] == f"{name}: size is {expected_size // 2} bytes, the manifest says {expected_size} bytes"
+    assert (
+        lines[0]
+        == f"{name}: size is {expected_size // 2} bytes, the manifest says {expected_size} bytes"
+    )
     assert lines[1] == checksum_line(name, path, entry(dst, name))
     assert lines[2].startswith(f"{name}: cannot be read: "), lines
     assert len(lines) == 3
@@ -272,10 +279,24 @@ def test_a_shard_replaced_by_a_fifo_a_link_or_a_directory_is_reported_not_read(s
     dst = shards(".tar")
     name = shard_names(dst)[1]
     what = _replace(dst / name, kind)
-    result = subprocess.run([sys.executable, "-m", "ishard", "verify", str(dst), "--deep"],
-                            check=False, capture_output=True, text=True, timeout=120)
-    assert_problems(result, [(f"{name}: is not a regular file ({what}) — verify reads only "
-                              "regular files; put the shard itself back")], 1, 6)
+    result = subprocess.run(
+        [sys.executable, "-m", "ishard", "verify", str(dst), "--deep"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert_problems(
+        result,
+        [
+            (
+                f"{name}: is not a regular file ({what}) — verify reads only "
+                "regular files; put the shard itself back"
+            )
+        ],
+        1,
+        6,
+    )
     assert result.stderr == ""
 
 
@@ -298,11 +319,16 @@ def test_an_appended_member_is_a_member_count_mismatch(shards, ext):
         write_members(path, read_members(path) + [("extra/notes.txt", b"hello")])
     assert len(read_members(path)) == files + 1
     fix = entry(dst, name)
-    assert_problems(check(dst), [
-        f"{name}: size is {path.stat().st_size} bytes, the manifest says {fix['filesize']} bytes",
-        checksum_line(name, path, fix),
-        f"{name}: member count is {files + 1}, the manifest says {files}",
-    ], 1, 6)
+    assert_problems(
+        check(dst),
+        [
+            f"{name}: size is {path.stat().st_size} bytes, the manifest says {fix['filesize']} bytes",
+            checksum_line(name, path, fix),
+            f"{name}: member count is {files + 1}, the manifest says {files}",
+        ],
+        1,
+        6,
+    )
 
 
 @pytest.mark.parametrize("ext", FORMATS)
@@ -317,9 +343,14 @@ def test_a_member_moved_to_another_shard_splits_its_sample_under_deep(shards, ex
     write_members(dst / second, read_members(dst / second) + [moved])
     fix_manifest(dst, first, second)  # sizes, checksums and counts agree: only grouping is wrong
     assert_clean(check(dst), 6)
-    assert_problems(check(dst, "--deep"), [
-        f"{second}: sample {key!r} is split: {first!r} holds some of its members too",
-    ], 1, 6)
+    assert_problems(
+        check(dst, "--deep"),
+        [
+            f"{second}: sample {key!r} is split: {first!r} holds some of its members too",
+        ],
+        1,
+        6,
+    )
 
 
 def test_members_of_a_sample_apart_within_a_shard_are_found_under_deep(shards):
@@ -331,10 +362,17 @@ def test_members_of_a_sample_apart_within_a_shard_are_found_under_deep(shards):
     write_members(dst / name, members)
     fix_manifest(dst, name)
     assert_clean(check(dst), 6)
-    assert_problems(check(dst, "--deep"), [
-        (f"{name}: members of sample {stem(members[0][0])!r} are not side by side: "
-         f"{members[-1][0]!r} follows another sample's"),
-    ], 1, 6)
+    assert_problems(
+        check(dst, "--deep"),
+        [
+            (
+                f"{name}: members of sample {stem(members[0][0])!r} are not side by side: "
+                f"{members[-1][0]!r} follows another sample's"
+            ),
+        ],
+        1,
+        6,
+    )
 
 
 def test_deep_finds_damaged_member_data_that_the_manifest_cannot(shards):
@@ -347,9 +385,14 @@ def test_deep_finds_damaged_member_data_that_the_manifest_cannot(shards):
     path.write_bytes(data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :])
     fix_manifest_without_reading(dst, name)
     assert_clean(check(dst), 6)  # sizes and checksums agree, the central directory is intact
-    assert_problems(check(dst, "--deep"), [
-        f"{name}: cannot be read: member {first[0]!r}: Bad CRC-32 for file {first[0]!r}",
-    ], 1, 6)
+    assert_problems(
+        check(dst, "--deep"),
+        [
+            f"{name}: cannot be read: member {first[0]!r}: Bad CRC-32 for file {first[0]!r}",
+        ],
+        1,
+        6,
+    )
 
 
 def fix_manifest_without_reading(dst: Path, name: str) -> None:
@@ -365,7 +408,12 @@ def fix_manifest_without_reading(dst: Path, name: str) -> None:
 
 def test_without_a_checksum_sizes_are_still_checked(tmp_path):
     dst = tmp_path / "out"
-    assert invoke_ishard("shard", SOURCE, dst, "--shard-size", "256KiB", "--checksum", "none").returncode == 0
+    assert (
+        invoke_ishard(
+            "shard", SOURCE, dst, "--shard-size", "256KiB", "--checksum", "none"
+        ).returncode
+        == 0
+    )
     assert all(recorded_checksum(e) is None for e in manifest(dst)["shardlist"])
     result = check(dst, "--deep")
     assert_clean(result, 6)
@@ -374,9 +422,14 @@ def test_without_a_checksum_sizes_are_still_checked(tmp_path):
     size = (dst / name).stat().st_size
     with open(dst / name, "ab") as f:
         f.write(b"\0" * 512)
-    assert_problems(check(dst), [
-        f"{name}: size is {size + 512} bytes, the manifest says {size} bytes{CHANGED}",
-    ], 1, 6)
+    assert_problems(
+        check(dst),
+        [
+            f"{name}: size is {size + 512} bytes, the manifest says {size} bytes{CHANGED}",
+        ],
+        1,
+        6,
+    )
 
 
 def strip_checksums(dst: Path, record: bool = True) -> None:
@@ -462,8 +515,10 @@ def test_unlisted_archives_are_problems_and_temp_files_warnings(shards):
     unlisted = ": looks like a shard but the manifest does not list it (left by another run?)"
     assert_problems(result, ["shard-000099.tar" + unlisted, "sub/old.tgz" + unlisted], 0, 6)
     assert result.stderr.splitlines() == [
-        ("ishard: warning: leftover temp file '.shard-000003.tar.4242.ishard-tmp' from an "
-         "interrupted run — safe to delete once no ishard run writes to this destination")
+        (
+            "ishard: warning: leftover temp file '.shard-000003.tar.4242.ishard-tmp' from an "
+            "interrupted run — safe to delete once no ishard run writes to this destination"
+        )
     ]
     for stray in ("shard-000099.tar", "sub/old.tgz"):
         (dst / stray).unlink()
@@ -473,9 +528,11 @@ def test_unlisted_archives_are_problems_and_temp_files_warnings(shards):
 
 @pytest.mark.parametrize(
     "options",
-    [("--ekm", str(FIXTURES / "ekm.json")),
-     ("--sample-key-pattern", "full_name", "--collapse", "--shard-size", "100KiB"),
-     ("--sample-key-pattern", r"(n\d+_\d+|ILSVRC2012_val_\d+)", "--sort", "shuffle:7")],
+    [
+        ("--ekm", str(FIXTURES / "ekm.json")),
+        ("--sample-key-pattern", "full_name", "--collapse", "--shard-size", "100KiB"),
+        ("--sample-key-pattern", r"(n\d+_\d+|ILSVRC2012_val_\d+)", "--sort", "shuffle:7"),
+    ],
     ids=["ekm", "full-name-collapse", "regex-shuffle"],
 )
 def test_deep_uses_the_recorded_key_options(tmp_path, options):
@@ -499,9 +556,15 @@ def test_json_output(written, shards):
     assert result.returncode == 1
     doc = json.loads(result.stdout)
     assert doc["ok"] is False and doc["shards"] == 6 and doc["shards_ok"] == 5
-    assert doc["problems"] == [{"name": name, "kind": "missing", "detail":
-                                "is missing (the manifest lists it)", "expected": None,
-                                "found": None}]
+    assert doc["problems"] == [
+        {
+            "name": name,
+            "kind": "missing",
+            "detail": "is missing (the manifest lists it)",
+            "expected": None,
+            "found": None,
+        }
+    ]
 
 
 def test_python_api_returns_problems_and_prints_nothing(shards, capsys):
@@ -524,13 +587,13 @@ def test_member_keys_follow_the_recorded_naming():
     assert sample("Data/train/x/n01_1.JPEG") == "Data/train/x/n01_1"
 
 
-
 def test_a_recorded_key_regex_that_re2_refuses_is_a_clear_error():
     # e.g. a lookahead recorded by an ishard before RE2: --deep cannot rebuild the keys
     with pytest.raises(DataError) as err:
         member_key_function({"sample_key_pattern": "^(.*)(?=_)"})
-    assert str(err.value).startswith("the manifest's sample_key_pattern '^(.*)(?=_)' is not a "
-                                      "valid RE2 regex")
+    assert str(err.value).startswith(
+        "the manifest's sample_key_pattern '^(.*)(?=_)' is not a valid RE2 regex"
+    )
     assert member_key_function({"sample_key_pattern": r"^(.*)_\d+"})("a/b_1.jpg") == "a/b"
 
 
@@ -544,8 +607,9 @@ def test_errors_name_the_destination_and_the_fix(tmp_path, shards):
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "manifest.json").write_text("{not json")
     assert_error(check(tmp_path / "bad"), 1, "is not an ishard manifest", "invalid JSON")
-    (tmp_path / "bad" / "manifest.json").write_text(json.dumps(
-        {"shardlist": [{"url": "../elsewhere.tar", "filesize": 1, "nsamples": 1}]}))
+    (tmp_path / "bad" / "manifest.json").write_text(
+        json.dumps({"shardlist": [{"url": "../elsewhere.tar", "filesize": 1, "nsamples": 1}]})
+    )
     assert_error(check(tmp_path / "bad"), 1, "shardlist entry 0 needs a relative 'url'")
     (tmp_path / "file").write_text("x")
     assert_error(check(tmp_path / "file"), 2, "is a file", "manifest.json")
@@ -556,8 +620,9 @@ def test_errors_name_the_destination_and_the_fix(tmp_path, shards):
 
 
 def test_s3_destination_with_a_damaged_and_a_missing_object(cli, client, s3_bucket):  # noqa: F811
-    result = cli("shard", SOURCE, f"s3://{s3_bucket}/out", "--shard-size", "256KiB",
-                 "--ext", ".tgz")
+    result = cli(
+        "shard", SOURCE, f"s3://{s3_bucket}/out", "--shard-size", "256KiB", "--ext", ".tgz"
+    )
     assert result.returncode == 0, result.stderr
     clean = cli("verify", f"s3://{s3_bucket}/out", "--deep")
     assert_clean(clean, 6)
@@ -571,8 +636,10 @@ def test_s3_destination_with_a_damaged_and_a_missing_object(cli, client, s3_buck
     lines = problem_lines(result)
     assert result.returncode == 1
     algorithm, value = recorded_checksum(damaged)
-    assert lines[0] == (f"{damaged['url']}: {algorithm} is {shard_checksum(flipped, algorithm)}, "
-                        f"the manifest says {value}{CHANGED}")
+    assert lines[0] == (
+        f"{damaged['url']}: {algorithm} is {shard_checksum(flipped, algorithm)}, "
+        f"the manifest says {value}{CHANGED}"
+    )
     assert lines[1].startswith(f"{damaged['url']}: cannot be read: ")
     assert lines[2] == f"{gone['url']}: is missing (the manifest lists it)"
     assert len(lines) == 3
@@ -587,26 +654,43 @@ def test_sample_named_members_with_a_two_part_extension_verify_deep(tmp_path):
     verify --deep must count the samples the run wrote, not split such members off."""
     src = tmp_path / "src"
     for i in range(6):
-        for name, data in ((f"images/c_{i}.jpg", b"j" * (50 + i)), (f"masks/c_{i}.seg.png", b"m"),
-                           (f"captions/c_{i}.txt", b"t")):
+        for name, data in (
+            (f"images/c_{i}.jpg", b"j" * (50 + i)),
+            (f"masks/c_{i}.seg.png", b"m"),
+            (f"captions/c_{i}.txt", b"t"),
+        ):
             (src / name).parent.mkdir(parents=True, exist_ok=True)
             (src / name).write_bytes(data)
-    done = invoke_ishard("shard", src, tmp_path / "dst", "--member-names", "sample", "--no-progress",
-                      "--sample-key-pattern", r"^(?:.*/)?([^/.]+)\..*$", "--shard-size", "200B")
+    done = invoke_ishard(
+        "shard",
+        src,
+        tmp_path / "dst",
+        "--member-names",
+        "sample",
+        "--no-progress",
+        "--sample-key-pattern",
+        r"^(?:.*/)?([^/.]+)\..*$",
+        "--shard-size",
+        "200B",
+    )
     assert done.returncode == 0, done.stderr
     with tarfile.open(tmp_path / "dst" / "shard-000000.tar") as tar:
         assert "c_0.seg.png" in tar.getnames()
     checked = invoke_ishard("verify", tmp_path / "dst", "--deep")
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert json.loads((tmp_path / "dst" / "manifest.json").read_text())["ishard"]["totals"][
-        "samples"] == 6
+    assert (
+        json.loads((tmp_path / "dst" / "manifest.json").read_text())["ishard"]["totals"]["samples"]
+        == 6
+    )
 
 
 def test_verbose_verify_logs_each_shard_with_its_problems(tmp_path):
     """``verify -v``: a line per shard on stderr, in manifest order, "ok" or its problem count;
     the summary still on stdout."""
     dst = tmp_path / "out"
-    assert invoke_ishard("shard", FIXTURES / "imagenet", dst, "--shard-size", "256KiB").returncode == 0
+    assert (
+        invoke_ishard("shard", FIXTURES / "imagenet", dst, "--shard-size", "256KiB").returncode == 0
+    )
     names = [e["url"] for e in json.loads((dst / "manifest.json").read_text())["shardlist"]]
     (dst / names[1]).write_bytes((dst / names[1]).read_bytes()[:1000])
     done = invoke_ishard("verify", dst, "-v")

@@ -22,15 +22,19 @@ def src(tmp_path):
 
 
 def warning_lines(stderr: str) -> list[str]:
-    return [ln.removeprefix("ishard: warning: ") for ln in stderr.splitlines()
-            if ln.startswith("ishard: warning: ")]
+    return [
+        ln.removeprefix("ishard: warning: ")
+        for ln in stderr.splitlines()
+        if ln.startswith("ishard: warning: ")
+    ]
 
 
 def test_warnings_come_after_planning_and_before_the_first_shard(src, tmp_path):
     """With --progress (plain lines, no terminal) the warnings precede 'planned' and every
     'wrote' line; the summary repeats them and --json holds them."""
-    run = invoke_ishard("shard", src, tmp_path / "out", "--progress", "--samples-per-shard", "1",
-                     *ORIGINAL)
+    run = invoke_ishard(
+        "shard", src, tmp_path / "out", "--progress", "--samples-per-shard", "1", *ORIGINAL
+    )
     assert run.returncode == 0, run.stderr
     lines = run.stderr.splitlines()
     told = warning_lines(run.stderr)
@@ -40,7 +44,9 @@ def test_warnings_come_after_planning_and_before_the_first_shard(src, tmp_path):
     assert lines[1:planned] == [f"ishard: warning: {w}" for w in told], lines
     assert any(ln.startswith("ishard: wrote") for ln in lines[planned:])
     assert run.stdout.splitlines()[-3:] == [
-        "2 warnings (on stderr too, before writing):", *(f"  {w}" for w in told)]
+        "2 warnings (on stderr too, before writing):",
+        *(f"  {w}" for w in told),
+    ]
     js = invoke_ishard("shard", src, tmp_path / "js", "--json", *ORIGINAL)
     assert js.returncode == 0 and warning_lines(js.stderr) == told
     assert json.loads(js.stdout)["warnings"] == told
@@ -56,14 +62,18 @@ def test_every_dry_run_tells_the_warnings(mode, src):
         assert json.loads(dry.stdout)["summary"]["warnings"] == told
     else:
         assert dry.stdout.splitlines()[-3:] == [
-            "2 warnings (on stderr too, before the plan):", *(f"  {w}" for w in told)]
+            "2 warnings (on stderr too, before the plan):",
+            *(f"  {w}" for w in told),
+        ]
 
 
 STRICT_CASES = [  # (options, the first warning's start, where): each kind, each place
     ((*ORIGINAL, "new"), "2 samples that WebDataset readers take as several"),
     (("old", "--overwrite", "--compress-level", "3"), "--compress-level 3 has no effect"),
-    (("--dry-run", "--sample-exts", ".jpg", "--missing-extension-action", "warn"),
-     "sample 'a': file"),
+    (
+        ("--dry-run", "--sample-exts", ".jpg", "--missing-extension-action", "warn"),
+        "sample 'a': file",
+    ),
     (("--dry-run=json", *ORIGINAL), "2 samples that WebDataset readers take as several"),
 ]
 
@@ -95,8 +105,7 @@ def test_strict_without_warnings_writes_as_usual(src, tmp_path):
 def test_api_warns_with_ishard_warning_and_strict_raises(src, tmp_path):
     with pytest.warns(ishard.IshardWarning) as caught:
         report = ishard.shard(src, tmp_path / "out", member_names="original")
-    assert [str(w.message) for w in caught] == list(report.warnings) == list(
-        report.plan.warnings)
+    assert [str(w.message) for w in caught] == list(report.warnings) == list(report.plan.warnings)
     assert len(report.warnings) == 2 and caught[0].filename == __file__
     with pytest.warns(ishard.IshardWarning):
         assert ishard.plan(src, member_names="original").warnings == report.warnings

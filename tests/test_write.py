@@ -214,7 +214,11 @@ def test_source_changed_after_listing_fails_naming_the_file_and_leaves_no_partia
     with finalizer_errors() as late:
         with pytest.raises(SourceError) as caught:
             shard(
-                src, dst, ext=ext, shard_size="4KiB", jobs=jobs,
+                src,
+                dst,
+                ext=ext,
+                shard_size="4KiB",
+                jobs=jobs,
                 progress=Meddle(lambda: change(src / victim)),
             )
         message = str(caught.value)
@@ -245,9 +249,21 @@ def test_cli_reports_a_vanished_file_in_one_line_with_exit_1(ext, tmp_path, refe
     dst = tmp_path / "dst"
     victim = "train/a/0002.jpg"
     done = subprocess.run(
-        [sys.executable, "-c", CLI_WITH_MEDDLING, str(src / victim), "shard", str(src), str(dst),
-         "--ext", ext, *SHARD_ARGS],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-c",
+            CLI_WITH_MEDDLING,
+            str(src / victim),
+            "shard",
+            str(src),
+            str(dst),
+            "--ext",
+            ext,
+            *SHARD_ARGS,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 1, done.stderr
     lines = done.stderr.strip().splitlines()
@@ -274,8 +290,20 @@ def test_cli_unreadable_file_fails_with_its_name(tmp_path, reference):
     dst = tmp_path / "dst"
     try:
         done = subprocess.run(
-            [*_without_root_powers(), sys.executable, "-m", "ishard", "shard", str(src),
-             str(dst), *SHARD_ARGS], capture_output=True, text=True, timeout=300)
+            [
+                *_without_root_powers(),
+                sys.executable,
+                "-m",
+                "ishard",
+                "shard",
+                str(src),
+                str(dst),
+                *SHARD_ARGS,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     finally:
         os.chmod(src / victim, 0o644)
     assert done.returncode == 1
@@ -342,9 +370,7 @@ def test_failed_overwrite_run_leaves_no_manifest_that_disagrees_with_the_shards(
     os.utime(src / "train/a/0001.jpg", (1_700_000_000, 1_700_000_000))
     victim = src / "train/a/0002.jpg"
     with pytest.raises(SourceError):
-        shard(
-            src, dst, shard_size="4KiB", jobs=1, overwrite=True, progress=Meddle(victim.unlink)
-        )
+        shard(src, dst, shard_size="4KiB", jobs=1, overwrite=True, progress=Meddle(victim.unlink))
     replaced = dict(read_shard(dst / "shard-000000.tar"))
     assert replaced["train/a/0001.jpg"] == b"x" * 3000, "the run did not replace the first shard"
     if (dst / "manifest.json").exists():
@@ -375,14 +401,21 @@ def test_checksum_none_writes_the_same_shards_and_no_checksum(ext, tmp_path, ref
 @pytest.mark.parametrize("action", ACTIONS)
 @pytest.mark.parametrize("victim", VICTIMS)
 @pytest.mark.parametrize("jobs", [1, 4])
-def test_kernel_copy_still_sees_a_source_changed_after_listing(jobs, victim, action, tmp_path,
-                                                               reference):
+def test_kernel_copy_still_sees_a_source_changed_after_listing(
+    jobs, victim, action, tmp_path, reference
+):
     change, words = ACTIONS[action]
     src = make_tree(tmp_path / "src", TREE)
     dst = tmp_path / "dst"
     with pytest.raises(SourceError) as caught:
-        shard(src, dst, shard_size="4KiB", jobs=jobs, checksum="none",
-                     progress=Meddle(lambda: change(src / victim)))
+        shard(
+            src,
+            dst,
+            shard_size="4KiB",
+            jobs=jobs,
+            checksum="none",
+            progress=Meddle(lambda: change(src / victim)),
+        )
     message = str(caught.value)
     assert repr(victim) in message and words in message, message
     assert_clean_failure(dst, reference(".tar"), victim)
@@ -396,10 +429,14 @@ def _copies_nothing(src: int, dst: int, count: int) -> int:
     return 0  # what some file systems answer for a copy they do not support
 
 
-@pytest.mark.parametrize("copies", [(), (_fails,), (_copies_nothing, _fails), (_fails, None)],
-                         ids=["none", "exdev", "zero-then-exdev", "exdev-then-real"])
-def test_kernel_copy_falls_back_to_plain_copies_with_the_same_bytes(copies, tmp_path, reference,
-                                                                    monkeypatch):
+@pytest.mark.parametrize(
+    "copies",
+    [(), (_fails,), (_copies_nothing, _fails), (_fails, None)],
+    ids=["none", "exdev", "zero-then-exdev", "exdev-then-real"],
+)
+def test_kernel_copy_falls_back_to_plain_copies_with_the_same_bytes(
+    copies, tmp_path, reference, monkeypatch
+):
     from ishard.store import sinks
 
     calls = []
@@ -408,6 +445,7 @@ def test_kernel_copy_falls_back_to_plain_copies_with_the_same_bytes(copies, tmp_
         def copy(src: int, dst: int, count: int) -> int:
             calls.append(count)
             return real(src, dst, count)
+
         return copy
 
     chain = tuple(counted(c or sinks.KERNEL_COPIES[0]) for c in copies)
@@ -419,8 +457,9 @@ def test_kernel_copy_falls_back_to_plain_copies_with_the_same_bytes(copies, tmp_
 
 
 @pytest.mark.parametrize("algorithm", ["xxh128", "blake3", "sha256", "md5", "none"])
-def test_kernel_copies_with_any_checksum_and_the_digest_is_of_the_file(algorithm, tmp_path,
-                                                                       monkeypatch, reference):
+def test_kernel_copies_with_any_checksum_and_the_digest_is_of_the_file(
+    algorithm, tmp_path, monkeypatch, reference
+):
     """A local shard's big members are copied in the kernel whatever the checksum; the digest
     (taken from the finished file) is the file's."""
     from ishard.store import sinks
