@@ -264,18 +264,25 @@ def pytest_configure(config):
 # killed and resumed, or thousands of drawn examples: those files, and any test that asks
 # for a server's fixture.
 SLOW_FILES = {
-    "test_claim.py", "test_dask.py", "test_dask_stops.py", "test_faults.py", "test_gcs.py",
-    "test_lease.py", "test_overwrite.py", "test_plan_engine.py", "test_resume.py",
+    "test_claim.py", "test_columns.py", "test_dask.py", "test_dask_stops.py", "test_faults.py",
+    "test_gcs.py", "test_lease.py", "test_overwrite.py", "test_plan_engine.py", "test_resume.py",
     "test_runstate.py", "test_s3.py", "test_s3_faults.py", "test_s3server.py",
     "test_split_streaming_reference.py", "test_store_contract.py", "test_store_messages.py",
     "test_store_settings.py",
 }  # fmt: skip
+SLOW_TESTS = {  # a few seconds to half a minute each
+    "test_member_of_8gib_or_more_round_trips_through_the_cli",
+    "test_every_example_prints_what_the_page_shows",
+    "test_heavy_patterns_split_into_smaller_sets_quietly",
+    "test_patterns_too_heavy_to_search_together_are_refused",
+}
 SERVER_FIXTURES = {"s3_server", "s3_bucket", "fake_gcs", "gcs_bucket", "azurite", "azure_container"}
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.path.name in SLOW_FILES or SERVER_FIXTURES & set(item.fixturenames):
+        slow = item.path.name in SLOW_FILES or item.originalname in SLOW_TESTS
+        if slow or SERVER_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.slow)
 
 
