@@ -33,6 +33,39 @@ def test_every_option_is_in_exactly_one_group():
     assert EXECUTION_ONLY == set(OPTION_GROUPS["run"]) | set(OPTION_GROUPS["store"])
 
 
+def test_the_option_table_holds_every_field_once():
+    """``options.table``'s records of a run's options (those with a group) are ``Options``'
+    fields, each once, in a group of ``model.OPTION_GROUPS``; the rest are the command's own;
+    the records only a run takes are ``plan()``'s missing keywords."""
+    from ishard.cli import cli
+    from ishard.options.table import SHARD_OPTIONS
+
+    names = [o.name for o in SHARD_OPTIONS]
+    assert len(names) == len(set(names))
+    assert sorted(o.name for o in SHARD_OPTIONS if o.group) == sorted(FIELDS)
+    assert {o.name for o in SHARD_OPTIONS if not o.group} == {
+        "dry_run",
+        "progress",
+        "as_json",
+        "quiet",
+        "verbose",
+        "debug",
+    }
+    assert {o.name for o in SHARD_OPTIONS if o.writing_only} == set(SHARD_ONLY)
+    options = [p.name for p in cli.commands["shard"].params if p.param_type_name == "option"]
+    assert options == names
+
+
+def test_the_command_s_defaults_are_the_api_s():
+    """Each option's default on the command line (``options.table``), checked, is the
+    API's (``Options()``)."""
+    from ishard.options.record import make_options
+    from ishard.options.table import SHARD_OPTIONS
+
+    given = {o.name: o.default for o in SHARD_OPTIONS if o.group and o.kind != "repeated"}
+    assert make_options(**given) == make_options()
+
+
 def options_of(function) -> dict[str, inspect.Parameter]:
     return {n: p for n, p in inspect.signature(function).parameters.items() if n not in NOT_OPTIONS}
 

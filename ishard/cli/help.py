@@ -3,8 +3,13 @@ completed, the options more than one command takes."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import click
 from click.shell_completion import CompletionItem
+
+from ..options.table import OPTIONS_BY_NAME, OptionSpec
 
 # A path or URL argument: any text, completed as a file name by the shell
 PATH = click.Path(path_type=str)
@@ -58,38 +63,58 @@ class SectionedCommand(click.Command):
                 formatter.write_dl(rest)
 
 
-# Options more than one command takes, defined once
-ENDPOINT_URL = click.option(
-    "--endpoint-url",
-    default=None,
-    help="S3-compatible endpoint, e.g. http://127.0.0.1:8333 (ais:// uses $AIS_ENDPOINT/s3).",
-)
-STORAGE_OPTION = click.option(
-    "--storage-option",
-    "storage_options",
-    multiple=True,
-    help="KEY=VALUE store setting, e.g. region=eu-west-1, key=…, backend=fsspec (repeatable; a.b=c nests).",
-)
-PROGRESS = click.option(
-    "--progress/--no-progress",
-    default=None,
-    help="Show progress (default: when stderr is a terminal).",
-)
-DEBUG = click.option("--debug", is_flag=True, help="Show tracebacks.")
-QUIET = click.option(
-    "-q",
-    "--quiet",
-    is_flag=True,
-    help="Print nothing on stdout (but --json) and no progress; warnings and errors still go "
-    "to stderr, and the exit code tells.",
-)
-VERBOSE = click.option(
-    "-v",
-    "--verbose",
-    is_flag=True,
-    help="Also log each step to stderr (shard: listed, planned, each shard written, the "
-    "manifest; verify: each shard checked).",
-)
+def click_option(spec: OptionSpec):
+    """The click option of one record of an option table (``options.table``)."""
+    settings: dict[str, Any] = {"help": spec.help, "show_default": spec.show_default}
+    if spec.kind == "flag":
+        settings["is_flag"] = True
+        if spec.default is not False:  # None: unset unless given
+            settings["default"] = spec.default
+    elif spec.kind == "repeated":
+        settings["multiple"] = True
+    else:
+        settings["default"] = spec.default
+    if spec.kind in _TYPES:
+        settings["type"] = _TYPES[spec.kind]
+    elif spec.kind == "choice":
+        settings["type"] = Choices(spec.choices)
+    if spec.flag_value is not None:
+        settings.update(is_flag=False, flag_value=spec.flag_value, metavar=spec.metavar)
+    return click.option(*spec.flags, spec.name, **settings)
+
+
+_TYPES: dict[str, Any] = {"int": int, "path": PATH}
+
+
+def table_options(specs: Sequence[OptionSpec]):
+    """A command's click options, one for each record of ``specs``, in their order."""
+
+    def declare(command):
+        for spec in reversed(specs):
+            command = click_option(spec)(command)
+        return command
+
+    return declare
+
+
+def table_sections(specs: Sequence[OptionSpec]) -> dict[str, tuple[str, ...]]:
+    """The headings of a command's --help (``SectionedCommand``) from its option table: each
+    record under its ``section``, in order; --help itself last."""
+    sections: dict[str, tuple[str, ...]] = {}
+    for spec in specs:
+        sections[spec.section] = (*sections.get(spec.section, ()), spec.name)
+    last = next(reversed(sections))
+    sections[last] += ("help",)
+    return sections
+
+
+# Options more than one command takes, defined once (in ``ishard shard``'s table)
+ENDPOINT_URL = click_option(OPTIONS_BY_NAME["endpoint_url"])
+STORAGE_OPTION = click_option(OPTIONS_BY_NAME["storage_options"])
+PROGRESS = click_option(OPTIONS_BY_NAME["progress"])
+DEBUG = click_option(OPTIONS_BY_NAME["debug"])
+QUIET = click_option(OPTIONS_BY_NAME["quiet"])
+VERBOSE = click_option(OPTIONS_BY_NAME["verbose"])
 
 
 def sectioned(name: str, sections: dict[str, tuple[str, ...]], examples: str):

@@ -4,35 +4,144 @@ reader's policy."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import click
 
 from .. import inspection
+from ..options.table import OPTIONS_BY_NAME, OptionSpec
 from ..render import split_text
 from ..split import POLICIES
 from ..split.dali import POLICIES as DALI_LAST_BATCH
 from ..split.streaming import ALGOS as STREAMING_SHUFFLES
 from .environment import environment_named
-from .help import DEBUG, PATH, Choices, sectioned
+from .help import PATH, sectioned, table_options, table_sections
 from .output import emit_json
 
-SPLIT_SECTIONS = {
-    "What to divide": ("manifest", "shard_sizes"),
-    "The training job": ("nodes", "ranks_per_node", "workers", "batch_size", "epochs"),
-    "The reader": (
-        "policy",
-        "last_batch_policy",
-        "pad_last_batch",
-        "stick_to_shard",
-        "drop_last",
-        "drop_last_batch",
-        "unbalanced",
-        "shuffle",
-        "seed",
-        "canonical_nodes",
+JOB, READER = "The training job", "The reader"  # headings of --help
+
+# ``ishard split``'s options in the order of its --help
+SPLIT_OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec(
+        "shard_sizes",
+        ("--shard-sizes",),
+        "Samples per shard instead of a manifest: 100,100,80",
+        "What to divide",
     ),
-    "Output": ("as_json", "debug", "help"),
-}
+    OptionSpec(
+        "nodes",
+        ("--nodes",),
+        "Physical nodes (Whale: worker tasks).",
+        JOB,
+        "int",
+        default=1,
+        show_default=True,
+    ),
+    OptionSpec(
+        "ranks_per_node",
+        ("--ranks-per-node",),
+        "Ranks (GPUs) per node.",
+        JOB,
+        "int",
+        default=1,
+        show_default=True,
+    ),
+    OptionSpec(
+        "workers",
+        ("--workers",),
+        "DataLoader workers per rank.",
+        JOB,
+        "int",
+        default=1,
+        show_default=True,
+    ),
+    OptionSpec(
+        "batch_size",
+        ("--batch-size",),
+        "Per-rank batch size.",
+        JOB,
+        "int",
+        default=1,
+        show_default=True,
+    ),
+    OptionSpec(
+        "epochs", ("--epochs",), "Epochs to show.", JOB, "int", default=1, show_default=True
+    ),
+    OptionSpec(
+        "policy",
+        ("--policy",),
+        "Whose way of dividing shards to show.",
+        READER,
+        "choice",
+        POLICIES,
+        "webdataset",
+    ),
+    OptionSpec(
+        "last_batch_policy",
+        ("--last-batch-policy",),
+        "dali: what a shard's last, short batch becomes (default: fill).",
+        READER,
+        "choice",
+        DALI_LAST_BATCH,
+    ),
+    # a reader's flag is unset unless given (None): the policy's own default then
+    OptionSpec(
+        "pad_last_batch",
+        ("--pad-last-batch",),
+        "dali: pad each shard to a full batch.",
+        READER,
+        "flag",
+    ),
+    OptionSpec(
+        "stick_to_shard",
+        ("--stick-to-shard",),
+        "dali: read the same shard every epoch.",
+        READER,
+        "flag",
+    ),
+    OptionSpec(
+        "drop_last",
+        ("--drop-last",),
+        "torch sampler, webdataset loader, whale io.drop_last_files.",
+        READER,
+        "flag",
+    ),
+    OptionSpec(
+        "drop_last_batch",
+        ("--drop-last-batch",),
+        "torch: the DataLoader's drop_last.",
+        READER,
+        "flag",
+    ),
+    OptionSpec("unbalanced", ("--unbalanced",), "whale: io.unbalanced_io_slicing.", READER, "flag"),
+    OptionSpec(
+        "shuffle",
+        ("--shuffle",),
+        "streaming: the shuffle algorithm (default: none).",
+        READER,
+        "choice",
+        STREAMING_SHUFFLES,
+    ),
+    OptionSpec(
+        "seed",
+        ("--seed",),
+        "streaming shuffle seed (9176), whale replication seed.",
+        READER,
+        "int",
+    ),
+    OptionSpec(
+        "canonical_nodes",
+        ("--canonical-nodes",),
+        "streaming: num_canonical_nodes.",
+        READER,
+        "int",
+    ),
+    OptionSpec(
+        "as_json", ("--json",), "Print the division as JSON.", "Output", "flag", default=False
+    ),
+    replace(OPTIONS_BY_NAME["debug"], section="Output"),
+)
+SPLIT_SECTIONS = table_sections(SPLIT_OPTIONS)
 SPLIT_EXAMPLES = """\b
 Examples:
   ishard split out/manifest.json --policy dali --nodes 2 --ranks-per-node 8
@@ -40,64 +149,9 @@ Examples:
   ishard split out/manifest.json --policy streaming --workers 4 --epochs 2 --json"""
 
 
-def _policy_choice(name: str, choices: tuple[str, ...], help: str):
-    """An option naming one of a reader policy's ``choices``, unset unless given (the policy's
-    own default then)."""
-    return click.option(name, type=Choices(choices), default=None, help=help)
-
-
 @sectioned("split", SPLIT_SECTIONS, SPLIT_EXAMPLES)
 @click.argument("manifest", required=False, type=PATH)
-@click.option(
-    "--shard-sizes", default=None, help="Samples per shard instead of a manifest: 100,100,80"
-)
-@click.option(
-    "--policy",
-    type=Choices(POLICIES),
-    default="webdataset",
-    help="Whose way of dividing shards to show.",
-)
-@click.option(
-    "--nodes", type=int, default=1, show_default=True, help="Physical nodes (Whale: worker tasks)."
-)
-@click.option(
-    "--ranks-per-node", type=int, default=1, show_default=True, help="Ranks (GPUs) per node."
-)
-@click.option(
-    "--workers", type=int, default=1, show_default=True, help="DataLoader workers per rank."
-)
-@click.option("--batch-size", type=int, default=1, show_default=True, help="Per-rank batch size.")
-@click.option("--epochs", type=int, default=1, show_default=True, help="Epochs to show.")
-@_policy_choice(
-    "--last-batch-policy",
-    DALI_LAST_BATCH,
-    "dali: what a shard's last, short batch becomes (default: fill).",
-)
-@click.option(
-    "--pad-last-batch", is_flag=True, default=None, help="dali: pad each shard to a full batch."
-)
-@click.option(
-    "--stick-to-shard", is_flag=True, default=None, help="dali: read the same shard every epoch."
-)
-@click.option(
-    "--drop-last",
-    is_flag=True,
-    default=None,
-    help="torch sampler, webdataset loader, whale io.drop_last_files.",
-)
-@click.option(
-    "--drop-last-batch", is_flag=True, default=None, help="torch: the DataLoader's drop_last."
-)
-@click.option("--unbalanced", is_flag=True, default=None, help="whale: io.unbalanced_io_slicing.")
-@_policy_choice(
-    "--shuffle", STREAMING_SHUFFLES, "streaming: the shuffle algorithm (default: none)."
-)
-@click.option(
-    "--seed", type=int, default=None, help="streaming shuffle seed (9176), whale replication seed."
-)
-@click.option("--canonical-nodes", type=int, default=None, help="streaming: num_canonical_nodes.")
-@click.option("--json", "as_json", is_flag=True, help="Print the division as JSON.")
-@DEBUG
+@table_options(SPLIT_OPTIONS)
 @environment_named
 def split_command(manifest, shard_sizes, policy, as_json, debug, **options) -> None:
     """Show how MANIFEST's shards divide over ranks, workers and epochs under a policy
