@@ -7,6 +7,7 @@ import gzip
 import hashlib
 import io
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -229,6 +230,19 @@ _STOP_SIGNALS_AT_DEFAULT = (
     "    signal.signal(s, signal.SIG_DFL)\n"
     "os.execv(sys.argv[1], sys.argv[1:])\n"
 )
+
+
+def in_private_namespace(script: str, env: dict, rc: Path, why: str) -> None:
+    """Run the shell ``script`` as root of a new user and mount namespace (``unshare``); it
+    writes its command's exit code to ``rc``. Skips the test where ``unshare`` is missing or
+    such a namespace cannot be made here (``why`` says what was wanted of it)."""
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare (util-linux) is not installed")
+    command = ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script]
+    env = {**env, "PY": sys.executable, "RC": str(rc), "PATH": "/usr/bin:/bin:/usr/sbin:/sbin"}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    if done.returncode == 99 or not rc.exists():
+        pytest.skip(f"{why} here: {done.stderr.strip()}")
 
 
 def with_stop_signals(argv) -> list[str]:

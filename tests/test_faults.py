@@ -4,14 +4,12 @@ mounted in a private mount namespace (``unshare``), so nothing outside the test 
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
-import pytest
-from conftest import make_tree
+from conftest import in_private_namespace, make_tree
 
 # four samples of ~100 KB: with 100KB shards, four shards; only about two fit in 320 KiB
 TREE = {f"s/{i}.bin": bytes([i]) * 100_000 for i in range(4)}
@@ -31,8 +29,6 @@ def run_on_small_disk(
     """Run ishard into a tmpfs of ``size`` mounted on DST (private mount namespace) that
     starts with ``seed``'s files; return (exit code, stderr, what DST held at the end —
     copied out before the namespace ends)."""
-    if shutil.which("unshare") is None:
-        pytest.skip("unshare (util-linux) is not installed")
     src = tmp_path / "src"
     if not src.exists():
         make_tree(src, TREE)
@@ -40,32 +36,18 @@ def run_on_small_disk(
     dst.mkdir(exist_ok=True)
     copy.mkdir()
     env = {
-        "PY": sys.executable,
         "SRC": str(src),
         "DST": str(dst),
         "COPY": str(copy),
         "ERR": str(tmp_path / f"{run}.err"),
-        "RC": str(tmp_path / f"{run}.rc"),
-        "PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
         "SEED": str(seed or ""),
     }
-    done = subprocess.run(
-        [
-            "unshare",
-            "--user",
-            "--map-root-user",
-            "--mount",
-            "sh",
-            "-c",
-            SCRIPT.format(size=size, extra=extra),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    in_private_namespace(
+        SCRIPT.format(size=size, extra=extra),
+        env,
+        tmp_path / f"{run}.rc",
+        "cannot mount a tmpfs in a private namespace",
     )
-    if done.returncode == 99 or not (tmp_path / f"{run}.rc").exists():
-        pytest.skip(f"cannot mount a tmpfs in a private namespace here: {done.stderr.strip()}")
     rc = int((tmp_path / f"{run}.rc").read_text())
     return rc, (tmp_path / f"{run}.err").read_text(), copy
 

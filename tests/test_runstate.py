@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import assert_error, invoke_ishard, make_tree, run_ishard
+from conftest import assert_error, in_private_namespace, invoke_ishard, make_tree, run_ishard
 
 # Every finished destination a test here leaves must pass `ishard verify --deep`.
 pytestmark = pytest.mark.usefixtures("every_destination_verifies")
@@ -344,36 +343,9 @@ echo $? > "$RC"
 def in_namespace(tmp_path: Path, setup: str, src: Path, dst: Path) -> tuple[int, str]:
     """Run ``setup`` (shell, as root of a new user+mount namespace), then ``ishard shard SRC
     DST``; return its exit code and stderr. Skips where such namespaces are unavailable."""
-    if shutil.which("unshare") is None:
-        pytest.skip("unshare (util-linux) is not installed")
     rc, err = tmp_path / "ns.rc", tmp_path / "ns.err"
-    env = {
-        "PY": sys.executable,
-        "SRC": str(src),
-        "DST": str(dst),
-        "ERR": str(err),
-        "RC": str(rc),
-        "T": str(tmp_path),
-        "PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
-    }
-    done = subprocess.run(
-        [
-            "unshare",
-            "--user",
-            "--map-root-user",
-            "--mount",
-            "sh",
-            "-c",
-            NAMESPACE.format(setup=setup),
-        ],
-        check=False,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    if done.returncode == 99 or not rc.exists():
-        pytest.skip(f"no private mount namespace here: {done.stderr.strip()}")
+    env = {"SRC": str(src), "DST": str(dst), "ERR": str(err), "T": str(tmp_path)}
+    in_private_namespace(NAMESPACE.format(setup=setup), env, rc, "no private mount namespace")
     return int(rc.read_text()), err.read_text()
 
 
