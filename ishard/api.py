@@ -1,13 +1,23 @@
 """The Python API: ``plan()`` and ``shard()`` with their keywords checked once; the planning
-is ``planning.planner``'s, the run ``run.shard``'s."""
+is ``planning.planner``'s, the run ``run.shard``'s.
+
+Each option is said once: its type in :class:`PlanKeywords` (or :class:`ShardKeywords` for
+those only a run takes), its default in ``Options``, its text in ``KEYWORD_DOCS``;
+:func:`_spelt_out` shows them as each function's own keyword-only parameters, in
+``help()``, ``inspect.signature`` and the docstring's Args."""
 
 from __future__ import annotations
 
+import inspect
 import re
-from collections.abc import Mapping, Sequence
+import sys
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
 from os import PathLike
+from typing import TypedDict, TypeVar
 
 from .errors import UsageError
+from .formats import ARCHIVE_EXTS, level_help
 from .model import WRITING_ONLY, Plan, Report
 from .options import choices
 from .options.record import Options, make_options
@@ -15,95 +25,222 @@ from .planning.planner import announce, located, make_plan
 from .progress import SILENT, Progress
 from .run.shard import shard_with
 
-__all__ = ["plan", "plan_with", "shard", "shard_with"]
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:  # pragma: no cover
+    from typing_extensions import Unpack
+
+__all__ = ["PlanKeywords", "ShardKeywords", "plan", "plan_with", "shard", "shard_with"]
 
 SHARD_ONLY = WRITING_ONLY  # shard() takes every option; plan() all but these
 DEFAULTS = Options()  # the defaults of plan() and shard(): Options' own, one place to change them
 
 
+class PlanKeywords(TypedDict, total=False):
+    """The options :func:`plan` takes, with their types (defaults: ``Options``')."""
+
+    prefix: str
+    shard_size: float | str | None  # an int is a float to type checkers
+    samples_per_shard: int | None
+    sample_key_pattern: str
+    sample_exts: str | Sequence[str]
+    missing_extension_action: choices.MissingExtensionAction
+    collapse: bool
+    ekm: str | PathLike[str] | Mapping[str, str | Sequence[str]] | None
+    ext: choices.Ext
+    shard_template: str
+    sort: str | None
+    include_hidden: bool
+    follow_symlinks: bool
+    compress_level: int | None
+    zip_compression: choices.ZipCompression
+    src_list: str | PathLike[str] | None
+    endpoint_url: str | None
+    storage_options: Mapping[str, object] | Sequence[str]
+    gzip_library: choices.GzipLibrary
+    num_shards: int | None
+    shards_multiple_of: int | None
+    member_names: choices.MemberNames
+    index: choices.Index
+    strict: bool
+    lookalike_names: str
+    tmp_dir: str | PathLike[str] | None
+    memory_limit: int | str
+
+
+class ShardKeywords(PlanKeywords, total=False):
+    """The options :func:`shard` takes: :class:`PlanKeywords` and those of a run."""
+
+    jobs: int
+    overwrite: bool
+    resume: bool
+    part_size: int | str
+    read_buffer: int | str
+    retries: int
+    checksum: choices.Checksum
+    executor: choices.Executor
+    scheduler: str | None
+
+
+KEYWORD_DOCS: dict[str, str] = {
+    "prefix": "only files whose name relative to ``src`` starts with this text.",
+    "shard_size": (
+        "where shards are cut: bytes as an int (or a whole float, ``3e9``), or a string read "
+        'as on the command line: ``"512MiB"``, ``"100KB"`` are sizes, ``"10"`` is 10 samples '
+        "per shard."
+    ),
+    "samples_per_shard": "also cut a shard at this many samples.",
+    "sample_key_pattern": (
+        'how file names become sample keys: ``"base_file_name"``, ``"full_name"``, '
+        '``"collapse_all_dir"`` or a regex whose group 1 is the key.'
+    ),
+    "sample_exts": (
+        'the extensions every sample should have: ``[".jpg", ".xml"]`` (or ``".jpg,.xml"``).'
+    ),
+    "missing_extension_action": (
+        'a sample without one of ``sample_exts``: ``"ignore"``, ``"warn"``, ``"abort"`` or '
+        '``"exclude"``.'
+    ),
+    "collapse": "let a directory's remainder move up into its parent's shards.",
+    "ekm": (
+        "an external key map routing samples to shard-name formats: a dict such as "
+        '``{"fish-%d.tar": ["^n01440764/"]}``, its JSON text, or the path of a JSON file.'
+    ),
+    "ext": " or ".join(
+        filter(
+            None, (", ".join(f'``"{e}"``' for e in ARCHIVE_EXTS[:-1]), f'``"{ARCHIVE_EXTS[-1]}"``')
+        )
+    )
+    + ".",
+    "shard_template": (
+        'shard names: ``"shard-%06d"``, ``"shard-{0000..9999}"`` or ``"shard-@0999"``.'
+    ),
+    "sort": (
+        '``"alpha:inc"``, ``"alpha:dec"``, ``"shuffle"`` or ``"shuffle:SEED"``; None keeps the '
+        "listing order."
+    ),
+    "include_hidden": 'keep files and directories whose name starts with ``"."``.',
+    "follow_symlinks": "list what symbolic links point to (inside ``src`` only).",
+    "compress_level": f"{level_help()[:-1]}; None: each format's default.",
+    "zip_compression": '``"stored"`` or ``"deflated"``.',
+    "src_list": (
+        "take the listing from an inventory file (CSV with a header, JSON Lines, Parquet, or "
+        "an S3 Inventory report's ``manifest.json``), a path or a URL."
+    ),
+    "endpoint_url": 'an S3-compatible endpoint, e.g. ``"http://127.0.0.1:8333"``.',
+    "storage_options": (
+        'passed to the filesystem: a dict, or ``"KEY=VALUE"`` strings (``"a.b=c"`` nests).'
+    ),
+    "gzip_library": (
+        'the gzip compressor for ``.tgz``: ``"auto"`` (the fastest installed), ``"isal"``, '
+        '``"zlib-ng"`` or ``"zlib"``.'
+    ),
+    "num_shards": "exactly this many shards, their sample counts differing by at most one.",
+    "shards_multiple_of": "round the shard count up to a multiple of this.",
+    "member_names": (
+        '``"original"`` (paths as listed) or ``"sample"`` (``<key>.<ext>``, one WebDataset '
+        "sample per ishard sample)."
+    ),
+    "index": '``"none"``, or ``"dali"``: a DALI index beside each ``.tar`` shard.',
+    "strict": (
+        "any warning of the plan (readers would misread it, an option has no effect) raises "
+        ":class:`ishard.StrictError` before anything is written."
+    ),
+    "lookalike_names": (
+        "member names that differ only in case or Unicode form (``A.jpg``, ``a.jpg``; "
+        'distinct files on Linux, one on macOS and Windows): ``"refuse"`` (a ``DataError``) '
+        'or ``"warn"`` (a warning of the plan, as Go ishard\'s spelling).'
+    ),
+    "tmp_dir": (
+        "the folder where the column engine spills while it sorts a big inventory "
+        "(``src_list``); None: the system's temporary folder."
+    ),
+    "memory_limit": (
+        'bytes (or ``"1GiB"``) the column engine may hold while it sorts and groups a big '
+        "inventory, past which it spills to ``tmp_dir``; 128 MiB at least."
+    ),
+    "jobs": "shards written at once; 0: the CPUs (at most 8), or 8 with a store.",
+    "overwrite": "allow a non-empty ``dst``; same-named files are replaced.",
+    "resume": (
+        "finish an interrupted run into ``dst``: keep its complete shards (checked), write "
+        "the rest."
+    ),
+    "part_size": "the multipart upload part size for store destinations (at least 5MiB).",
+    "read_buffer": "bytes fetched ahead from a store, across all writers.",
+    "retries": "retries of a failed store request after its first try (0: none).",
+    "checksum": (
+        'the algorithm of every shard\'s checksum in the manifest (``"xxh128"``, '
+        '``"blake3"``, ``"sha256"``, ``"md5"``), or ``"none"``.'
+    ),
+    "executor": '``"local"``, or ``"dask"``: shards are Dask tasks.',
+    "scheduler": (
+        'with ``executor="dask"``, a running scheduler\'s ``"tcp://HOST:PORT"`` (None: a '
+        "local cluster of ``jobs`` processes)."
+    ),
+}
+
+Function = TypeVar("Function", bound=Callable[..., object])
+_KEYWORD_ONLY = """    Every option is keyword-only and means what the command-line option of the same name
+    (dashes for underscores) means; its default is in the signature.
+
+"""
+
+
+def _spelt_out(keywords: type) -> Callable[[Function], Function]:
+    """Show the options of ``keywords`` (a TypedDict) as the function's own keyword-only
+    parameters, each with its type and ``Options``' default, before ``progress``: in
+    ``inspect.signature`` and ``help()``, and as its docstring's Args (for ``{keywords}``),
+    which a paragraph saying so opens."""
+
+    def spell(function: Function) -> Function:
+        signature = inspect.signature(function)
+        head = [p for p in signature.parameters.values() if p.name not in ("options", "progress")]
+        types = {name: ref.__forward_arg__ for name, ref in keywords.__annotations__.items()}
+        own = [
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=getattr(DEFAULTS, name),
+                annotation=kind,
+            )
+            for name, kind in types.items()
+        ]
+        progress = signature.parameters["progress"]
+        function.__signature__ = signature.replace(parameters=[*head, *own, progress])  # type: ignore[attr-defined]
+        function.__annotations__ = {
+            **{p.name: p.annotation for p in head},
+            **types,
+            "progress": progress.annotation,
+            "return": signature.return_annotation,
+        }
+        args = "\n".join(
+            textwrap.fill(
+                KEYWORD_DOCS[name],
+                96,
+                initial_indent=f"        {name}: ",
+                subsequent_indent=" " * 12,
+            )
+            for name in types
+        )
+        doc = (function.__doc__ or "").replace("{keywords}", args.lstrip())
+        function.__doc__ = doc.replace("    Args:\n", _KEYWORD_ONLY + "    Args:\n", 1)
+        return function
+
+    return spell
+
+
+@_spelt_out(PlanKeywords)
 def plan(
     src: str | PathLike[str],
     *,
-    prefix: str = DEFAULTS.prefix,
-    shard_size: float | str | None = DEFAULTS.shard_size,  # an int is a float to type checkers
-    samples_per_shard: int | None = DEFAULTS.samples_per_shard,
-    sample_key_pattern: str = DEFAULTS.sample_key_pattern,
-    sample_exts: str | Sequence[str] = DEFAULTS.sample_exts,
-    missing_extension_action: choices.MissingExtensionAction = DEFAULTS.missing_extension_action,
-    collapse: bool = DEFAULTS.collapse,
-    ekm: str | PathLike[str] | Mapping[str, str | Sequence[str]] | None = DEFAULTS.ekm,
-    ext: choices.Ext = DEFAULTS.ext,
-    shard_template: str = DEFAULTS.shard_template,
-    sort: str | None = DEFAULTS.sort,
-    include_hidden: bool = DEFAULTS.include_hidden,
-    follow_symlinks: bool = DEFAULTS.follow_symlinks,
-    compress_level: int | None = DEFAULTS.compress_level,
-    zip_compression: choices.ZipCompression = DEFAULTS.zip_compression,
-    src_list: str | PathLike[str] | None = DEFAULTS.src_list,
-    endpoint_url: str | None = DEFAULTS.endpoint_url,
-    storage_options: Mapping[str, object] | Sequence[str] = DEFAULTS.storage_options,
-    gzip_library: choices.GzipLibrary = DEFAULTS.gzip_library,
-    num_shards: int | None = DEFAULTS.num_shards,
-    shards_multiple_of: int | None = DEFAULTS.shards_multiple_of,
-    member_names: choices.MemberNames = DEFAULTS.member_names,
-    index: choices.Index = DEFAULTS.index,
-    strict: bool = DEFAULTS.strict,
-    lookalike_names: str = DEFAULTS.lookalike_names,
-    tmp_dir: str | PathLike[str] | None = DEFAULTS.tmp_dir,
-    memory_limit: int | str = DEFAULTS.memory_limit,
     progress: Progress | None = None,
+    **options: Unpack[PlanKeywords],
 ) -> Plan:
     """Plan the shards of ``src`` without writing anything (what ``--dry-run`` prints).
 
-    Every option is keyword-only and means what the command-line option of the same name
-    (dashes for underscores) means; its default is in the signature.
-
     Args:
         src: the dataset: a directory, or a URL such as ``s3://bucket/prefix``.
-        prefix: only files whose name relative to ``src`` starts with this text.
-        shard_size: where shards are cut: bytes as an int (or a whole float, ``3e9``), or a
-            string read as on the command line: ``"512MiB"``, ``"100KB"`` are sizes, ``"10"``
-            is 10 samples per shard.
-        samples_per_shard: also cut a shard at this many samples.
-        sample_key_pattern: how file names become sample keys: ``"base_file_name"``,
-            ``"full_name"``, ``"collapse_all_dir"`` or a regex whose group 1 is the key.
-        sample_exts: the extensions every sample should have: ``[".jpg", ".xml"]`` (or
-            ``".jpg,.xml"``).
-        missing_extension_action: a sample without one of ``sample_exts``: ``"ignore"``,
-            ``"warn"``, ``"abort"`` or ``"exclude"``.
-        collapse: let a directory's remainder move up into its parent's shards.
-        ekm: an external key map routing samples to shard-name formats: a dict such as
-            ``{"fish-%d.tar": ["^n01440764/"]}``, its JSON text, or the path of a JSON file.
-        ext: ``".tar"``, ``".tgz"``, ``".tar.gz"``, ``".zip"`` or ``".tar.lz4"``.
-        shard_template: shard names: ``"shard-%06d"``, ``"shard-{0000..9999}"`` or
-            ``"shard-@0999"``.
-        sort: ``"alpha:inc"``, ``"alpha:dec"``, ``"shuffle"`` or ``"shuffle:SEED"``; None keeps
-            the listing order.
-        include_hidden: keep files and directories whose name starts with ``"."``.
-        follow_symlinks: list what symbolic links point to (inside ``src`` only).
-        compress_level: gzip 0-9 (None: 6), lz4 0-9 (None: 0), zip with ``"deflated"``.
-        zip_compression: ``"stored"`` or ``"deflated"``.
-        src_list: take the listing from an inventory file (CSV with a header, JSON Lines,
-            Parquet, or an S3 Inventory report's ``manifest.json``), a path or a URL.
-        endpoint_url: an S3-compatible endpoint, e.g. ``"http://127.0.0.1:8333"``.
-        storage_options: passed to the filesystem: a dict, or ``"KEY=VALUE"`` strings
-            (``"a.b=c"`` nests).
-        gzip_library: the gzip compressor for ``.tgz``: ``"auto"`` (the fastest installed),
-            ``"isal"``, ``"zlib-ng"`` or ``"zlib"``.
-        num_shards: exactly this many shards, their sample counts differing by at most one.
-        shards_multiple_of: round the shard count up to a multiple of this.
-        member_names: ``"original"`` (paths as listed) or ``"sample"`` (``<key>.<ext>``, one
-            WebDataset sample per ishard sample).
-        index: ``"none"``, or ``"dali"``: a DALI index beside each ``.tar`` shard.
-        strict: any warning of the plan (readers would misread it, an option has no effect)
-            raises :class:`ishard.StrictError` before anything is written.
-        lookalike_names: member names that differ only in case or Unicode form (``A.jpg``,
-            ``a.jpg``; distinct files on Linux, one on macOS and Windows): ``"refuse"``
-            (a ``DataError``) or ``"warn"`` (a warning of the plan, as Go ishard's spelling).
-        tmp_dir: the folder where the column engine spills while it sorts a big inventory
-            (``src_list``); None: the system's temporary folder.
-        memory_limit: bytes (or ``"1GiB"``) the column engine may hold while it sorts and
-            groups a big inventory, past which it spills to ``tmp_dir``; 128 MiB at least.
+        {keywords}
         progress: hooks told about listing progress (a :class:`ishard.progress.Progress`);
             None: silent.
 
@@ -121,7 +258,7 @@ def plan(
         StrictError: ``strict=True`` and the plan has warnings.
         IshardError: the source cannot be listed or the data breaks an option's rule.
     """
-    opts = _checked(locals())
+    opts = _checked(options, PlanKeywords, "plan")
     return plan_with(src, opts, SILENT if progress is None else progress)
 
 
@@ -133,113 +270,21 @@ def plan_with(src: str | PathLike[str], opts: Options, progress: Progress = SILE
     return the_plan
 
 
+@_spelt_out(ShardKeywords)
 def shard(
     src: str | PathLike[str],
     dst: str | PathLike[str],
     *,
-    prefix: str = DEFAULTS.prefix,
-    shard_size: float | str | None = DEFAULTS.shard_size,  # an int is a float to type checkers
-    samples_per_shard: int | None = DEFAULTS.samples_per_shard,
-    sample_key_pattern: str = DEFAULTS.sample_key_pattern,
-    sample_exts: str | Sequence[str] = DEFAULTS.sample_exts,
-    missing_extension_action: choices.MissingExtensionAction = DEFAULTS.missing_extension_action,
-    collapse: bool = DEFAULTS.collapse,
-    ekm: str | PathLike[str] | Mapping[str, str | Sequence[str]] | None = DEFAULTS.ekm,
-    ext: choices.Ext = DEFAULTS.ext,
-    shard_template: str = DEFAULTS.shard_template,
-    sort: str | None = DEFAULTS.sort,
-    include_hidden: bool = DEFAULTS.include_hidden,
-    follow_symlinks: bool = DEFAULTS.follow_symlinks,
-    jobs: int = DEFAULTS.jobs,
-    overwrite: bool = DEFAULTS.overwrite,
-    resume: bool = DEFAULTS.resume,
-    compress_level: int | None = DEFAULTS.compress_level,
-    zip_compression: choices.ZipCompression = DEFAULTS.zip_compression,
-    src_list: str | PathLike[str] | None = DEFAULTS.src_list,
-    endpoint_url: str | None = DEFAULTS.endpoint_url,
-    storage_options: Mapping[str, object] | Sequence[str] = DEFAULTS.storage_options,
-    part_size: int | str = DEFAULTS.part_size,
-    read_buffer: int | str = DEFAULTS.read_buffer,
-    retries: int = DEFAULTS.retries,
-    checksum: choices.Checksum = DEFAULTS.checksum,
-    executor: choices.Executor = DEFAULTS.executor,
-    gzip_library: choices.GzipLibrary = DEFAULTS.gzip_library,
-    scheduler: str | None = DEFAULTS.scheduler,
-    num_shards: int | None = DEFAULTS.num_shards,
-    shards_multiple_of: int | None = DEFAULTS.shards_multiple_of,
-    member_names: choices.MemberNames = DEFAULTS.member_names,
-    index: choices.Index = DEFAULTS.index,
-    strict: bool = DEFAULTS.strict,
-    lookalike_names: str = DEFAULTS.lookalike_names,
-    tmp_dir: str | PathLike[str] | None = DEFAULTS.tmp_dir,
-    memory_limit: int | str = DEFAULTS.memory_limit,
     progress: Progress | None = None,
+    **options: Unpack[ShardKeywords],
 ) -> Report:
     """Shard ``src`` into ``dst`` and write ``dst/manifest.json`` last.
-
-    Every option is keyword-only and means what the command-line option of the same name
-    (dashes for underscores) means; its default is in the signature.
 
     Args:
         src: the dataset: a directory or a store URL (``s3://``, ``gs://``, ``ais://`` …).
         dst: where shards go, a directory (created if missing) or a store URL; it must be empty
             unless ``overwrite=True``.
-        prefix: only files whose name relative to ``src`` starts with this text.
-        shard_size: where shards are cut: bytes as an int (or a whole float, ``3e9``), or a
-            string read as on the command line: ``"512MiB"``, ``"100KB"`` are sizes, ``"10"``
-            is 10 samples per shard.
-        samples_per_shard: also cut a shard at this many samples.
-        sample_key_pattern: how file names become sample keys: ``"base_file_name"``,
-            ``"full_name"``, ``"collapse_all_dir"`` or a regex whose group 1 is the key.
-        sample_exts: the extensions every sample should have: ``[".jpg", ".xml"]`` (or
-            ``".jpg,.xml"``).
-        missing_extension_action: a sample without one of ``sample_exts``: ``"ignore"``,
-            ``"warn"``, ``"abort"`` or ``"exclude"``.
-        collapse: let a directory's remainder move up into its parent's shards.
-        ekm: an external key map routing samples to shard-name formats: a dict such as
-            ``{"fish-%d.tar": ["^n01440764/"]}``, its JSON text, or the path of a JSON file.
-        ext: ``".tar"``, ``".tgz"``, ``".tar.gz"``, ``".zip"`` or ``".tar.lz4"``.
-        shard_template: shard names: ``"shard-%06d"``, ``"shard-{0000..9999}"`` or
-            ``"shard-@0999"``.
-        sort: ``"alpha:inc"``, ``"alpha:dec"``, ``"shuffle"`` or ``"shuffle:SEED"``; None keeps
-            the listing order.
-        include_hidden: keep files and directories whose name starts with ``"."``.
-        follow_symlinks: list what symbolic links point to (inside ``src`` only).
-        compress_level: gzip 0-9 (None: 6), lz4 0-9 (None: 0), zip with ``"deflated"``.
-        zip_compression: ``"stored"`` or ``"deflated"``.
-        src_list: take the listing from an inventory file (CSV with a header, JSON Lines,
-            Parquet, or an S3 Inventory report's ``manifest.json``), a path or a URL.
-        endpoint_url: an S3-compatible endpoint, e.g. ``"http://127.0.0.1:8333"``.
-        storage_options: passed to the filesystem: a dict, or ``"KEY=VALUE"`` strings
-            (``"a.b=c"`` nests).
-        gzip_library: the gzip compressor for ``.tgz``: ``"auto"`` (the fastest installed),
-            ``"isal"``, ``"zlib-ng"`` or ``"zlib"``.
-        num_shards: exactly this many shards, their sample counts differing by at most one.
-        shards_multiple_of: round the shard count up to a multiple of this.
-        member_names: ``"original"`` (paths as listed) or ``"sample"`` (``<key>.<ext>``, one
-            WebDataset sample per ishard sample).
-        index: ``"none"``, or ``"dali"``: a DALI index beside each ``.tar`` shard.
-        strict: any warning of the plan (readers would misread it, an option has no effect)
-            raises :class:`ishard.StrictError` before anything is written.
-        lookalike_names: member names that differ only in case or Unicode form (``A.jpg``,
-            ``a.jpg``; distinct files on Linux, one on macOS and Windows): ``"refuse"``
-            (a ``DataError``) or ``"warn"`` (a warning of the plan, as Go ishard's spelling).
-        tmp_dir: the folder where the column engine spills while it sorts a big inventory
-            (``src_list``); None: the system's temporary folder.
-        memory_limit: bytes (or ``"1GiB"``) the column engine may hold while it sorts and
-            groups a big inventory, past which it spills to ``tmp_dir``; 128 MiB at least.
-        jobs: shards written at once; 0: the CPUs (at most 8), or 8 with a store.
-        overwrite: allow a non-empty ``dst``; same-named files are replaced.
-        resume: finish an interrupted run into ``dst``: keep its complete shards (checked),
-            write the rest.
-        part_size: the multipart upload part size for store destinations (at least 5MiB).
-        read_buffer: bytes fetched ahead from a store, across all writers.
-        retries: retries of a failed store request after its first try (0: none).
-        checksum: the algorithm of every shard's checksum in the manifest (``"xxh128"``,
-            ``"blake3"``, ``"sha256"``, ``"md5"``), or ``"none"``.
-        executor: ``"local"``, or ``"dask"``: shards are Dask tasks.
-        scheduler: with ``executor="dask"``, a running scheduler's ``"tcp://HOST:PORT"``
-            (None: a local cluster of ``jobs`` processes).
+        {keywords}
         progress: hooks told about listing and writing progress (a
             :class:`ishard.progress.Progress`); None: silent.
 
@@ -257,16 +302,20 @@ def shard(
         IshardError: a failure while listing or writing; complete shards stay, partial ones
             never appear under their final names.
     """
-    opts = _checked(locals())
+    opts = _checked(options, ShardKeywords, "shard")
+    sort = options.get("sort", DEFAULTS.sort)
     return shard_with(src, dst, opts, progress=SILENT if progress is None else progress, sort=sort)
 
 
-def _checked(given: dict[str, object]) -> Options:
-    """The options among a call's arguments, checked; a bad one's message names its keyword
-    (``shard_size='1.5'``) where the command line's names its flag (``--shard-size '1.5'``)."""
-    options = {k: v for k, v in given.items() if k not in ("src", "dst", "progress")}
+def _checked(given: Mapping[str, object], keywords: type, function: str) -> Options:
+    """The options of a call, checked; a keyword the function does not take is refused as
+    Python refuses it, and a bad value's message names its keyword (``shard_size='1.5'``)
+    where the command line's names its flag (``--shard-size '1.5'``)."""
+    unknown = [name for name in given if name not in keywords.__annotations__]
+    if unknown:
+        raise TypeError(f"{function}() got an unexpected keyword argument {unknown[0]!r}")
     try:
-        return make_options(**options)
+        return make_options(**given)
     except UsageError as err:
         raise UsageError(keyword_spelling(str(err))) from None
 

@@ -211,8 +211,17 @@ def test_cross_option_messages_name_keywords(tree, tmp_path):
 
 
 def test_unknown_keyword_is_a_type_error(tree):
-    with pytest.raises(TypeError, match="shard_sise"):
+    """A keyword the function does not take is refused as Python refuses one: a misspelt
+    option, and an option of a run given to ``plan``."""
+    with pytest.raises(TypeError) as err:
         ishard.plan(tree, shard_sise="1KiB")
+    assert str(err.value) == "plan() got an unexpected keyword argument 'shard_sise'"
+    with pytest.raises(TypeError) as err:
+        ishard.plan(tree, jobs=2)
+    assert str(err.value) == "plan() got an unexpected keyword argument 'jobs'"
+    with pytest.raises(TypeError, match=r"^shard\(\) got an unexpected keyword argument 'dest'$"):
+        ishard.shard(tree, tree.parent / "out", dest="x")
+    assert not (tree.parent / "out").exists()
 
 
 def test_the_command_still_names_flags(tree):
@@ -364,21 +373,21 @@ def test_reprs_are_one_short_line_of_totals(written, tree):
     assert " object at 0x" not in repr(report) + repr(plan)
 
 
-def test_choice_options_are_typed_as_their_choices():
+def test_choice_options_are_typed_as_their_choices(tmp_path):
     """Options with a fixed set of values take exactly those values, as ``typing.Literal``
-    types a type checker reads: the signature lists what the run accepts."""
+    types a type checker reads: the signature lists what the run accepts. The extension is
+    a string (formats are a registry), refused at run time unless the registry has it."""
     from typing import get_args, get_type_hints
 
     from ishard.checksums import ALGORITHMS
     from ishard.formats import ARCHIVE_EXTS
-    from ishard.planning.naming import MEMBER_NAMES
     from ishard.options.checks import EXECUTORS, INDEXES
-    from ishard.options.record import GZIP_CHOICES, ZIP_METHODS
+    from ishard.options.record import GZIP_CHOICES, ZIP_METHODS, make_options
+    from ishard.planning.naming import MEMBER_NAMES
     from ishard.planning.samples import ACTIONS
     from ishard.split import POLICIES
 
     accepted = {
-        "ext": ARCHIVE_EXTS,
         "checksum": (*ALGORITHMS, "none"),
         "missing_extension_action": ACTIONS,
         "member_names": MEMBER_NAMES,
@@ -388,6 +397,12 @@ def test_choice_options_are_typed_as_their_choices():
         "index": INDEXES,
     }
     hints = get_type_hints(ishard.shard)
+    assert hints["ext"] is str
+    for ext in ARCHIVE_EXTS:
+        assert make_options(ext=ext).ext == ext
+    with pytest.raises(ishard.UsageError) as err:
+        ishard.plan(tmp_path / "none", ext=".tra")
+    assert str(err.value).startswith("ext='.tra' is not supported — use one of .tar, .tgz")
     for name, values in accepted.items():
         assert get_args(hints[name]) == tuple(values), name
     assert get_args(get_type_hints(ishard.split)["policy"]) == POLICIES

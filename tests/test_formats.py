@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import itertools
 import os
 import subprocess
 import tarfile
@@ -781,6 +782,11 @@ def test_a_shard_name_finds_its_format_by_its_longest_extension():
     assert find_format("x.rar") is None and find_format("x.tar.rar") is None
 
 
+def continues(line: str) -> bool:
+    """A docstring's Args entry goes on in the lines indented under its first."""
+    return line.startswith(" " * 12)
+
+
 def test_the_api_and_help_name_every_format_and_its_levels():
     """The API's docstrings list every extension and each format's levels; ``--ext`` offers
     every extension and ``--compress-level``'s help each format's levels."""
@@ -793,7 +799,9 @@ def test_the_api_and_help_name_every_format_and_its_levels():
         doc = function.__doc__
         ext_line = next(line for line in doc.splitlines() if line.strip().startswith("ext:"))
         assert all(f'``"{e}"``' in ext_line for e in EXTS), ext_line
-        level_line = next(line for line in doc.splitlines() if "compress_level:" in line)
+        lines = doc.splitlines()
+        at = next(i for i, line in enumerate(lines) if "compress_level:" in line)
+        level_line = " ".join([lines[at], *itertools.takewhile(continues, lines[at + 1 :])])
         for f in FORMATS:
             if f.levels is not None:
                 assert f.name in level_line and f.name in params["compress_level"].help

@@ -1,12 +1,15 @@
 """The values an option with a fixed set of choices takes, as types: the Python API's
-signatures say them, and a type checker catches ``ext=".tra"`` before the run does
-(``make_options`` still checks every value at run time, for untyped callers)."""
+signatures say them, and a type checker catches ``checksum="md4"`` before the run does
+(``make_options`` still checks every value at run time, for untyped callers). The archive
+extension is the exception: formats are a registry, so ``Ext`` is a string checked at run time."""
 
 from __future__ import annotations
 
 from typing import Literal, TypeAlias
 
-Ext: TypeAlias = Literal[".tar", ".tgz", ".tar.gz", ".zip", ".tar.lz4"]
+# an archive's extension: one of ``formats.ARCHIVE_EXTS``, the registry's (checked at run time,
+# so that a new format is one registry entry; a type checker sees a string)
+Ext: TypeAlias = str
 Checksum: TypeAlias = Literal["xxh128", "blake3", "sha256", "md5", "none"]
 MissingExtensionAction: TypeAlias = Literal["ignore", "warn", "abort", "exclude"]
 MemberNames: TypeAlias = Literal["original", "sample"]

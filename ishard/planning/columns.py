@@ -13,9 +13,11 @@ readers give the same listing or the same error.
 from __future__ import annotations
 
 import csv
+import sys
 import tempfile
 from array import array
 from dataclasses import replace
+from typing import TypedDict
 
 from ..errors import DataError
 from ..model import EXAMPLES_KEPT, Tally
@@ -29,6 +31,11 @@ from .keys import PATTERNS, KeyFunction
 from .namecolumn import NARROW_MAX, Names
 from .rows import mtime_seconds
 from .table import FileTable, int_view
+
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:  # pragma: no cover
+    from typing_extensions import Unpack
 
 MAX_NAME = 128 << 10  # characters in a name (as the row reader's csv field limit)
 DISTINCT_TIMES = 1 << 20  # non-numeric mtimes converted by the row reader's rule, at most
@@ -57,6 +64,17 @@ _KEY_SQL = {p.key: p.sql for p in PATTERNS}
 SAMPLED_RUN, SAMPLED_RUNS = 2048, 32
 
 
+class EngineReading(TypedDict, total=False):
+    """How the engine reads an inventory, besides what it keeps: where it spills
+    (``tmp_dir``) and past how many bytes (``memory_limit``), the run's key function
+    (``key``) and whether members are named ``<key>.<extension>`` (``renamed``)."""
+
+    tmp_dir: str | None
+    memory_limit: int | None
+    key: KeyFunction | None
+    renamed: bool
+
+
 def read_inventory(
     path: str,
     kind: str,
@@ -64,10 +82,7 @@ def read_inventory(
     wanted: str | None,
     include_hidden: bool,
     tally: Tally,
-    tmp_dir: str | None = None,
-    memory_limit: int | None = None,
-    key: KeyFunction | None = None,
-    renamed: bool = False,
+    **reading: Unpack[EngineReading],
 ) -> tuple[FileTable, int]:
     """The listing an inventory names (filtered, sorted bytewise, repeated names dropped, the
     first kept) and its byte total; what the engine found of it is the table's ``handover``:
@@ -82,11 +97,13 @@ def read_inventory(
         UsageError: a Parquet inventory without name and size columns.
         DataError: the engine ran out of memory under ``memory_limit``, or of disk space.
     """
+    tmp_dir, key = reading.get("tmp_dir"), reading.get("key")
+    renamed = reading.get("renamed", False)
     import duckdb
 
     path = path.removeprefix("file://")
     spill = tempfile.mkdtemp(prefix="ishard-spill-", dir=tmp_dir)  # this run's own, private
-    memory_limit = memory_limit or engine.MEMORY_LIMIT
+    memory_limit = reading.get("memory_limit") or engine.MEMORY_LIMIT
     con = engine.connect(spill, memory_limit)
     watch = engine.SpillWatch(spill)
     try:

@@ -9,14 +9,13 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterator
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import orjson
 
 from ..errors import UsageError
 from ..model import Tally
 from ..names import combined_prefix, keep_remote_name
-from .keys import KeyFunction
 from .rows import (
     BOM,
     MAX_FIELD,
@@ -36,6 +35,11 @@ from .rows import (
     open_inventory,
 )
 from .table import FileTable
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .columns import EngineReading
 
 LOG = logging.getLogger("ishard")  # the planner chosen, with -v
 
@@ -173,10 +177,7 @@ def _by_engine(
     include_hidden: bool,
     tally: Tally,
     on_file: Callable[..., None] | None,
-    tmp_dir: str | None = None,
-    memory_limit: int | None = None,
-    key: KeyFunction | None = None,
-    renamed: bool = False,
+    reading: EngineReading,
 ) -> FileTable | None:
     """The listing read by the column engine (``columns``), or None: the engine hands it back
     to the row reader (it does not take it as it is)."""
@@ -190,10 +191,7 @@ def _by_engine(
             wanted=wanted,
             include_hidden=include_hidden,
             tally=tally,
-            tmp_dir=tmp_dir,
-            memory_limit=memory_limit,
-            key=key,
-            renamed=renamed,
+            **reading,
         )
     except Fallback:  # never for Parquet: the engine names what is wrong
         return None
@@ -232,10 +230,7 @@ def list_inventory(
     tally: Tally | None = None,
     on_file: Callable[..., None] | None = None,
     opener: Callable[[str], BinaryIO] | None = None,
-    tmp_dir: str | None = None,
-    memory_limit: int | None = None,
-    key: KeyFunction | None = None,
-    renamed: bool = False,
+    **reading: Unpack[EngineReading],
 ) -> FileTable:
     """The entries an inventory file names, filtered like a listing, sorted bytewise.
 
@@ -256,9 +251,7 @@ def list_inventory(
     planner, why, kind = choose_planner(where, wanted)
     fast = None
     if planner == "engine" and kind is not None:
-        fast = _by_engine(
-            where, kind, wanted, include_hidden, tally, on_file, tmp_dir, memory_limit, key, renamed
-        )
+        fast = _by_engine(where, kind, wanted, include_hidden, tally, on_file, reading)
         if fast is None:
             planner, why = "rows", "the column engine handed it back: it does not take it as it is"
     LOG.info("planner: %s (%s)", planner, why)
