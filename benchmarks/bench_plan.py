@@ -6,8 +6,11 @@ Inventories are generated once, deterministically, into ``--data``:
 - shapes: ``imagenet`` (an image under ``train/`` and an annotation under ``ann/`` per sample,
   written unsorted), ``sorted`` (the same names, sorted), ``dir-per-sample`` (each sample's
   two files in a folder of its own), ``deep`` (five folder levels);
-- formats: CSV with a header, its Parquet copy and JSON Lines (read by the column engine),
-  the same CSV gzipped (read row by row — the reference for the engine).
+- formats: CSV with a header, its Parquet copy, JSON Lines, each of the two text forms
+  gzip'ed, and an AWS S3 Inventory report of the same objects as AWS writes one
+  (``s3-csv``: ``manifest.json`` and headerless gzip'ed CSV data files of at most
+  ``REPORT_ROWS`` rows, keys URL-encoded; ``s3-parquet``: Parquet data files) — all read by
+  the column engine, each planning the same shards.
 
 Each is timed as ``ishard shard SRC --src-list INV --dry-run=summary`` (wall time and peak RSS by
 GNU time), next to GNU ``sort`` of the CSV (``LC_ALL=C``): the ratio says how far planning is
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gzip
+import itertools
 import json
 import os
 import random
@@ -42,7 +46,9 @@ from pathlib import Path
 from ishard.sizes import parse_size
 
 SHAPES = ("imagenet", "sorted", "dir-per-sample", "deep")
-FORMATS = ("csv", "parquet", "csv.gz", "jsonl")
+FORMATS = ("csv", "parquet", "csv.gz", "jsonl", "jsonl.gz", "s3-csv", "s3-parquet")
+REPORT_ROWS = 5_000_000  # rows per data file of an S3 Inventory report (AWS: a few GB each)
+AWS_TIME = "2023-11-14T22:13:20.000Z"  # 1700000000, as a report writes it
 
 
 def rows(shape: str, objects: int, seed: int = 1234) -> Iterator[tuple[str, int]]:
@@ -76,6 +82,10 @@ def generate(data: Path, shape: str, objects: int, formats: list[str]) -> dict[s
     """The inventory of ``shape`` as CSV and in each of ``formats``, each written unless there."""
     base = data / f"{shape}-{objects}"
     paths = {fmt: base.with_suffix(f".{fmt}") for fmt in FORMATS}
+    for fmt in ("s3-csv", "s3-parquet"):  # a report: its manifest names its data files
+        paths[fmt] = (
+            base.with_suffix(f".{fmt}") / "src" / "cfg" / "2023-11-14T00-00Z" / "manifest.json"
+        )
     for fmt in ("csv", *formats):  # the CSV first: GNU sort's input, and the others' source
         if paths[fmt].exists():
             continue
@@ -90,9 +100,15 @@ def generate(data: Path, shape: str, objects: int, formats: list[str]) -> dict[s
                     json.dumps({"name": name, "size": size, "mtime": 1700000000}) + "\n"
                     for name, size in rows(shape, objects)
                 )
-        elif fmt == "csv.gz":
-            with open(paths["csv"], "rb") as src, gzip.open(part, "wb", compresslevel=1) as out:
+        elif fmt in ("csv.gz", "jsonl.gz"):
+            plain = paths[fmt.removesuffix(".gz")]
+            if not plain.exists():
+                generate(data, shape, objects, [fmt.removesuffix(".gz")])
+            with open(plain, "rb") as src, gzip.open(part, "wb", compresslevel=1) as out:
                 shutil.copyfileobj(src, out, 1 << 20)
+        elif fmt.startswith("s3-"):
+            write_report(paths[fmt], fmt, paths["csv"], rows(shape, objects))
+            continue
         else:
             import duckdb  # the Parquet copy: DuckDB writes it (ishard only reads Parquet)
 
@@ -102,6 +118,70 @@ def generate(data: Path, shape: str, objects: int, formats: list[str]) -> dict[s
             )
         part.rename(paths[fmt])
     return paths
+
+
+def write_report(
+    manifest: Path, fmt: str, csv_path: Path, listed: Iterator[tuple[str, int]]
+) -> None:
+    """An AWS S3 Inventory report of ``listed`` (the rows of ``csv_path``) in AWS's layout:
+    ``manifest.json`` in a dated folder beside ``data/`` (CSV: headerless, every field quoted,
+    keys URL-encoded, gzip'ed; Parquet: ``key``, ``size``, ``last_modified_date`` as a
+    timestamp, written by DuckDB from the CSV), ``REPORT_ROWS`` rows a data file. Written
+    under a temporary name, renamed when whole."""
+    from urllib.parse import quote_plus
+
+    import duckdb
+
+    root = manifest.parent.parent.parent.parent
+    part = root.with_suffix(".part")
+    shutil.rmtree(part, ignore_errors=True)
+    config = part / "src" / "cfg"
+    (config / "data").mkdir(parents=True)
+    names = []
+    if fmt == "s3-csv":
+        batch: list[tuple[str, int]] = []
+        for row in itertools.chain(listed, [None]):
+            if row is not None:
+                batch.append(row)
+            if batch and (row is None or len(batch) == REPORT_ROWS):
+                names.append(f"data/{len(names):04d}-6f1a4c2e.csv.gz")
+                with gzip.open(config / names[-1], "wt", compresslevel=6, newline="") as out:
+                    out.writelines(
+                        f'"src","{quote_plus(key, safe="/")}","{size}","{AWS_TIME}"\n'
+                        for key, size in batch
+                    )
+                batch.clear()
+    else:
+        with duckdb.connect() as con:
+            total = con.execute(f"SELECT count(*) FROM read_csv('{csv_path}')").fetchone()[0]
+            for first in range(0, max(total, 1), REPORT_ROWS):
+                names.append(f"data/{len(names):04d}-6f1a4c2e.parquet")
+                con.execute(
+                    "COPY (SELECT 'src' AS bucket, name AS key, CAST(size AS BIGINT) AS size, "
+                    "TIMESTAMP '2023-11-14 22:13:20' AS last_modified_date FROM read_csv("
+                    f"'{csv_path}', header = true) LIMIT {REPORT_ROWS} OFFSET {first}) TO "
+                    f"'{config / names[-1]}' (FORMAT parquet)"
+                )
+    schema = (
+        "Bucket, Key, Size, LastModifiedDate"
+        if fmt == "s3-csv"
+        else "message s3.inventory { required binary bucket (STRING); required binary key "
+        "(STRING); optional int64 size; optional int64 last_modified_date "
+        "(TIMESTAMP(MILLIS,true));}"
+    )
+    files = [{"key": f"src/cfg/{n}", "size": (config / n).stat().st_size} for n in names]
+    (config / "2023-11-14T00-00Z").mkdir()
+    (config / "2023-11-14T00-00Z" / "manifest.json").write_text(
+        json.dumps(
+            {
+                "sourceBucket": "src",
+                "fileFormat": "CSV" if fmt == "s3-csv" else "Parquet",
+                "fileSchema": schema,
+                "files": files,
+            }
+        )
+    )
+    part.rename(root)
 
 
 def folder_mib(folder: Path) -> float:

@@ -125,20 +125,28 @@ def test_the_column_reader_agrees_with_the_row_reader_or_hands_back(
     lines = [[row[order[h]] if h in order else "e" for h in header] for row in body]
     path = tmp_path / "inventory.csv"
     write_csv(path, header, lines, blank)
+    agree_or_hand_back(
+        lambda: row_listing(path, prefix=prefix, include_hidden=hidden),
+        lambda: column_listing(path, prefix, hidden),
+    )
+
+
+def agree_or_hand_back(by_rows, by_engine) -> None:
+    """Both readers refuse, or the engine hands the listing back, or both list the same."""
     try:
-        rows_answer = row_listing(path, prefix=prefix, include_hidden=hidden)
+        rows_answer = by_rows()
     except UsageError:
         with pytest.raises((Fallback, UsageError)):
-            column_listing(path, prefix, hidden)
+            by_engine()
         event("both refuse")
         return
     try:
-        columns_answer = column_listing(path, prefix, hidden)
+        engine_answer = by_engine()
     except Fallback:
         event("handed back")
         return
-    same(columns_answer, rows_answer)
-    event(f"same listing ({'some' if len(columns_answer[0]) else 'no'} files)")
+    same(engine_answer, rows_answer)
+    event(f"same listing ({'some' if len(engine_answer[0]) else 'no'} files)")
 
 
 KEY_PARTS = ["a", "b", "a.b", "x.jpg", ".c", "c.", "..d", "é.ü", "😀.x", "a\\b.c", "n"]
@@ -1213,9 +1221,11 @@ def test_the_planner_is_chosen_in_one_place_by_name(tmp_path, monkeypatch, caplo
     parquet = tmp_path / "inv.parquet"
     parquet_from_csv(path, parquet, "name, CAST(size AS BIGINT) AS size")
     assert inventory.choose_planner(str(path), "")[::2] == ("rows", None)
-    assert inventory.choose_planner(str(parquet), "")[::2] == ("engine", "parquet")
+    planner, _, found = inventory.choose_planner(str(parquet), "")
+    assert (planner, found.kind, found.files) == ("engine", "parquet", (str(parquet),))
     monkeypatch.setenv(inventory.PLANNER, "engine")
-    assert inventory.choose_planner(str(path), "")[::2] == ("engine", "csv")
+    planner, _, found = inventory.choose_planner(str(path), "")
+    assert (planner, found.kind, found.compression) == ("engine", "csv", "none")
     assert inventory.choose_planner(str(path), None)[0] == "rows"  # no name has the prefix
     monkeypatch.setenv(inventory.PLANNER, "rows")
     assert inventory.choose_planner(str(path), "") == ("rows", "ISHARD_PLANNER=rows", None)

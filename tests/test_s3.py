@@ -1076,23 +1076,38 @@ def test_a_key_the_store_lists_garbled_is_left_out_and_reported(
     assert "ds/a/bad\ufffdx.jpg" in json.dumps(manifest, ensure_ascii=False)
 
 
-def test_a_parquet_inventory_in_a_store_is_one_line_saying_to_copy_it(
-    cli, client, s3_bucket, tmp_path
+@pytest.mark.parametrize("kind", ["parquet", "csv.gz", "jsonl.gz", "csv"])
+def test_an_inventory_in_a_store_is_read_by_the_column_engine(
+    cli, client, s3_bucket, tmp_path, kind
 ):
-    """Finding: a Parquet inventory in a bucket was read as CSV ('line 1: not UTF-8 …'). Only
-    a local Parquet file is read (by the column engine): one line says so, exit 2."""
+    """Finding: a Parquet inventory in a bucket was read as CSV ('line 1: not UTF-8 …'), and
+    then refused ('copy it to a local file'). Parquet, gzip'ed and plain inventories in a
+    store are fetched into the engine's private folder and read by it (``-v`` says so): the
+    shards are those of the same inventory as a local file, and nothing is left behind."""
     import duckdb
 
-    put(client, s3_bucket, {"ds/a/1.jpg": b"one"})
-    local = tmp_path / "inv.parquet"
-    duckdb.execute(f"COPY (SELECT 'ds/a/1.jpg' AS name, 3 AS size) TO '{local}' (FORMAT parquet)")
-    put(client, s3_bucket, {"lists/inv.parquet": local.read_bytes()})
-    url = f"s3://{s3_bucket}/lists/inv.parquet"
-    done = cli("shard", f"s3://{s3_bucket}/ds", tmp_path / "out", "--src-list", url)
-    assert done.returncode == 2 and done.stdout == "", done.stderr
-    assert done.stderr == (
-        f"ishard: error: --src-list {url!r} is a Parquet file in a store, which "
-        "ishard reads only from a local path — copy it to a local file and give "
-        "that\n"
-    )
-    assert_ok(cli("shard", f"s3://{s3_bucket}/ds", tmp_path / "out", "--src-list", local))
+    put(client, s3_bucket, LISTED)
+    rows = inventory_rows(client, s3_bucket)
+    local = tmp_path / f"inv.{kind}"
+    if kind == "parquet":
+        listed = ", ".join(f"({r['name']!r}, {r['size']})" for r in rows)
+        duckdb.execute(f"COPY (SELECT * FROM (VALUES {listed}) t(name, size)) TO '{local}' "
+                       "(FORMAT parquet)")  # fmt: skip
+    else:
+        plain = write_list(kind.removesuffix(".gz"), rows, s3_bucket, tmp_path / "plain")
+        data = plain.read_bytes().replace(b"\r\n", b"\n")  # CRLF: the row reader's
+        local.write_bytes(gzip.compress(data) if kind.endswith(".gz") else data)
+    put(client, s3_bucket, {f"lists/inv.{kind}": local.read_bytes()})
+    url = f"s3://{s3_bucket}/lists/inv.{kind}"
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    src = f"s3://{s3_bucket}/ds"
+    how = ("--dry-run=json", "--shard-size", "100KB", "--tmp-dir", spill)
+    from_store = cli("shard", src, *how, "-v", "--src-list", url)
+    from_file = cli("shard", src, *how, "--src-list", local)
+    assert from_store.returncode == 0, from_store.stderr
+    assert_ok(from_file)
+    why = "a Parquet file" if kind == "parquet" else "in a store: the column engine fetches it"
+    assert f"planner: engine ({why}" in from_store.stderr, from_store.stderr
+    assert json.loads(from_store.stdout)["shards"] == json.loads(from_file.stdout)["shards"]
+    assert list(spill.iterdir()) == []  # the fetched copy went with the engine's folder

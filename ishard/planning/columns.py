@@ -16,10 +16,11 @@ import csv
 import sys
 import tempfile
 from array import array
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TypedDict
+from typing import BinaryIO, TypedDict, TypeVar
 
-from ..errors import DataError
+from ..errors import DataError, UsageError
 from ..model import EXAMPLES_KEPT, Tally
 from ..names import HIDDEN, UNSAFE
 from ..sizes import describe_size
@@ -55,6 +56,8 @@ _BAD_ROW = (
 )
 
 
+T = TypeVar("T")
+
 # the sample keys of the built-in patterns (keys.sample_keys) in SQL, by key function
 _KEY_SQL = {p.key: p.sql for p in PATTERNS}
 
@@ -77,11 +80,12 @@ class EngineReading(TypedDict, total=False):
 
 def read_inventory(
     path: str,
-    kind: str,
+    kind: str | selects.Inventory,
     *,
     wanted: str | None,
     include_hidden: bool,
     tally: Tally,
+    opener: Callable[[str], BinaryIO] | None = None,
     **reading: Unpack[EngineReading],
 ) -> tuple[FileTable, int]:
     """The listing an inventory names (filtered, sorted bytewise, repeated names dropped, the
@@ -90,7 +94,9 @@ def read_inventory(
     names may clash on extraction (``clashes``: for ``<key>.<extension>`` names when
     ``renamed``, if ``key`` is built in). The engine holds up to ``memory_limit`` bytes
     (``engine.MEMORY_LIMIT`` when None), then spills to a private folder in ``tmp_dir``;
-    ``spilled`` is the most that folder held.
+    ``spilled`` is the most that folder held, the inventory's files fetched from a store
+    (through ``opener``) included. ``kind``: what ``selects.describe`` found at ``path`` (the
+    name messages give it), or the kind of the one local file there, uncompressed.
 
     Raises:
         Fallback: the row reader must read it (and say what is wrong, if anything is).
@@ -102,15 +108,18 @@ def read_inventory(
     import duckdb
 
     path = path.removeprefix("file://")
+    inventory = selects.Inventory(kind, (path,)) if isinstance(kind, str) else kind
     spill = tempfile.mkdtemp(prefix="ishard-spill-", dir=tmp_dir)  # this run's own, private
     memory_limit = reading.get("memory_limit") or engine.MEMORY_LIMIT
     con = engine.connect(spill, memory_limit)
     watch = engine.SpillWatch(spill)
+    local = inventory
     try:
         with watch:
+            local = selects.fetched(inventory, spill, opener)
             con.execute(
                 "CREATE TEMP TABLE raw AS SELECT coalesce(name, '') AS name, size, mtime "
-                f"FROM ({selects.source(con, path, kind)})"
+                f"FROM ({_named(inventory, local, lambda: selects.source(con, local))})"
             )
             built_in = key if key in _KEY_SQL else None
             handed, sizes, total = _listing(
@@ -123,7 +132,11 @@ def read_inventory(
         engine.close(con, spill)
         raise _out_of_room(path, memory_limit, tmp_dir, error) from None
     except (duckdb.Error, UnicodeDecodeError, csv.Error, Fallback) as error:
-        refused = parquet.refusal(con, path, error, _BAD_ROW) if kind == "parquet" else None
+        refused, failed = None, error
+        if inventory.kind == "parquet":
+            refused = _named(
+                inventory, local, lambda: parquet.refusal(con, local.files[0], failed, _BAD_ROW)
+            )
         engine.close(con, spill)
         if refused is not None:  # no row reader reads Parquet: the engine names the row
             raise refused from None
@@ -131,6 +144,24 @@ def read_inventory(
     except BaseException:
         engine.close(con, spill)
         raise
+
+
+def _named(original: selects.Inventory, local: selects.Inventory, make: Callable[[], T]) -> T:
+    """``make()``, with a refusal it raises or returns naming each of the inventory's files as
+    given (a store URL), not as the copy of it that the engine read."""
+    copies = [(c, o) for c, o in zip(local.files, original.files) if c != o]
+    try:
+        made = make()
+    except UsageError as refused:
+        raise _renamed(refused, copies) from None
+    return _renamed(made, copies) if isinstance(made, UsageError) else made  # type: ignore[return-value]
+
+
+def _renamed(error: UsageError, copies: list[tuple[str, str]]) -> UsageError:
+    text = str(error)
+    for copy, original in copies:
+        text = text.replace(copy, original)
+    return type(error)(text) if text != str(error) else error
 
 
 def _out_of_room(path: str, memory_limit: int, tmp_dir: str | None, error) -> DataError:

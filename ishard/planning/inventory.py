@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from .columns import EngineReading
+    from .selects import Inventory
 
 LOG = logging.getLogger("ishard")  # the planner chosen, with -v
 
@@ -131,52 +132,58 @@ def _rows_csv(stream, where: str) -> Iterator[tuple[str, int, int]]:
 
 
 ENGINE_FROM = 8 << 20  # inventory bytes from which the column engine reads a local file
+ENGINE_FROM_COMPRESSED = 1 << 20  # … a gzip'ed one (an S3 Inventory report's data files)
 PLANNER = "ISHARD_PLANNER"  # names the planner of an inventory, whatever its size
 PLANNERS = ("engine", "rows")
 
 
-def choose_planner(where: str, wanted: str | None) -> tuple[str, str, str | None]:
+def choose_planner(
+    where: str, wanted: str | None, opener: Callable[[str], BinaryIO] | None = None
+) -> tuple[str, str, Inventory | None]:
     """Which planner reads the inventory ``where``, by name, and why: ``"engine"`` (the column
-    engine, with the inventory's kind as ``selects.inventory_kind`` tells it) or ``"rows"``
-    (the row reader; kind None). The engine reads a local CSV or JSON Lines file from
-    ``ENGINE_FROM`` bytes on, and any Parquet file (only it does). ``$ISHARD_PLANNER`` names
-    one whatever the file's size: ``engine`` where the engine can read the file, ``rows``
-    where the row reader can (not Parquet).
+    engine, with the inventory as ``selects.describe`` finds it) or ``"rows"`` (the row reader;
+    None). The engine reads CSV and JSON Lines from ``ENGINE_FROM`` bytes on
+    (``ENGINE_FROM_COMPRESSED`` gzip'ed, and an S3 Inventory report's data files), any
+    Parquet file and any inventory in a store (whose size is known only once fetched; the
+    engine fetches it). ``$ISHARD_PLANNER`` names one whatever the size: ``engine`` where the
+    engine can read the inventory, ``rows`` where the row reader can (not Parquet).
 
     Raises:
         UsageError: ``$ISHARD_PLANNER`` names no planner.
     """
-    from .selects import inventory_kind
+    from .selects import describe
 
     named = os.environ.get(PLANNER, "").strip()
     if named not in ("", *PLANNERS):
         raise UsageError(f"{PLANNER}={named!r} names no planner — give engine or rows, or unset it")
-    path = where.removeprefix("file://")
-    kind = inventory_kind(path)
-    if kind == "parquet":
-        return "engine", "a Parquet file, which only the column engine reads", kind
-    if kind is None:
-        return "rows", "not a local CSV or JSON Lines file the column engine reads", None
+    inventory = describe(where, opener)
+    if inventory is not None and inventory.kind == "parquet":
+        return "engine", "a Parquet file, which only the column engine reads", inventory
+    if inventory is None:
+        return "rows", "not an inventory the column engine reads", None
     if wanted is None:
         return "rows", "no name can have the prefix", None
     if named:
-        return named, f"{PLANNER}={named}", kind if named == "engine" else None
-    try:
-        size = os.path.getsize(path)
-    except OSError:
-        return "rows", "its size cannot be read", None
-    if size < ENGINE_FROM:
-        return "rows", f"{size} bytes, under {ENGINE_FROM >> 20} MiB", None
-    return "engine", f"{size} bytes, from {ENGINE_FROM >> 20} MiB on", kind
+        return named, f"{PLANNER}={named}", inventory if named == "engine" else None
+    if inventory.kind == "s3-parquet":
+        return "engine", "an S3 Inventory report in Parquet", inventory
+    if inventory.nbytes is None:
+        return "engine", "in a store: the column engine fetches it", inventory
+    least = ENGINE_FROM_COMPRESSED if inventory.compressed else ENGINE_FROM
+    size = inventory.nbytes
+    if size < least:
+        return "rows", f"{size} bytes, under {least >> 20} MiB", None
+    return "engine", f"{size} bytes, from {least >> 20} MiB on", inventory
 
 
 def _by_engine(
     where: str,
-    kind: str,
+    inventory: Inventory,
     wanted: str | None,
     include_hidden: bool,
     tally: Tally,
     on_file: Callable[..., None] | None,
+    opener: Callable[[str], BinaryIO] | None,
     reading: EngineReading,
 ) -> FileTable | None:
     """The listing read by the column engine (``columns``), or None: the engine hands it back
@@ -187,10 +194,11 @@ def _by_engine(
     try:
         files, nbytes = read_inventory(
             where.removeprefix("file://"),
-            kind,
+            inventory,
             wanted=wanted,
             include_hidden=include_hidden,
             tally=tally,
+            opener=opener,
             **reading,
         )
     except Fallback:  # never for Parquet: the engine names what is wrong
@@ -248,10 +256,10 @@ def list_inventory(
     """
     tally = tally if tally is not None else Tally()
     wanted = combined_prefix(list_prefix, prefix)
-    planner, why, kind = choose_planner(where, wanted)
+    planner, why, inventory = choose_planner(where, wanted, opener)
     fast = None
-    if planner == "engine" and kind is not None:
-        fast = _by_engine(where, kind, wanted, include_hidden, tally, on_file, reading)
+    if planner == "engine" and inventory is not None:
+        fast = _by_engine(where, inventory, wanted, include_hidden, tally, on_file, opener, reading)
         if fast is None:
             planner, why = "rows", "the column engine handed it back: it does not take it as it is"
     LOG.info("planner: %s (%s)", planner, why)
@@ -259,11 +267,6 @@ def list_inventory(
         return fast
     with open_inventory(where, opener) as stream:
         head = stream.read(1 << 16).decode("utf-8", "replace")
-    if head.startswith("PAR1"):  # a store's: the engine read a local one
-        raise UsageError(
-            f"--src-list {where!r} is a Parquet file in a store, which ishard reads only from a "
-            "local path — copy it to a local file and give that"
-        )
     stripped = head.removeprefix(BOM).lstrip()
     stream = None
     if stripped.startswith("{") and '"fileSchema"' in head:

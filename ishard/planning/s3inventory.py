@@ -54,13 +54,13 @@ def _s3_parquet(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, 
     """An S3 Inventory report in Parquet: columns ``key`` (not URL-encoded, unlike CSV's),
     ``size`` and, if the report has it, ``last_modified_date``; read by the column engine a
     batch at a time, a store's data file copied to a private temporary folder first."""
-    fields = _schema_fields(re.findall(r"\b(\w+)\s*(?:\(|;)", manifest["fileSchema"]), where)
+    fields = schema_fields(re.findall(r"\b(\w+)\s*(?:\(|;)", manifest["fileSchema"]), where)
     import duckdb
 
     mtime = "epoch_ms(last_modified_date) // 1000" if "last_modified_date" in fields else "0"
     query = f"SELECT key, size, {mtime} FROM read_parquet(?)"
     for item in manifest.get("files", []):
-        data, label = _data_file(where, item["key"]), item["key"]
+        data, label = data_file(where, item["key"]), item["key"]
         with _local_copy(data, opener) as path, duckdb.connect() as con:
             try:
                 rows = con.execute(query, [path])
@@ -81,7 +81,7 @@ def _s3_orc(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int,
     """An S3 Inventory report in ORC: the columns of the Parquet form (``fileSchema`` is
     ``struct<bucket:string,key:string,size:bigint,last_modified_date:timestamp,…>``), read with
     pyarrow (the ``orc`` extra) a stripe at a time, a store's data file copied first."""
-    fields = _schema_fields(re.findall(r"(\w+)\s*:", manifest["fileSchema"]), where)
+    fields = schema_fields(re.findall(r"(\w+)\s*:", manifest["fileSchema"]), where)
     try:
         import pyarrow as pa
         from pyarrow import orc
@@ -92,7 +92,7 @@ def _s3_orc(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int,
         ) from None
     columns = ["key", "size", *(["last_modified_date"] if "last_modified_date" in fields else [])]
     for item in manifest.get("files", []):
-        data, label = _data_file(where, item["key"]), item["key"]
+        data, label = data_file(where, item["key"]), item["key"]
         with _local_copy(data, opener) as path:
             try:
                 stripes = orc.ORCFile(path)
@@ -124,7 +124,7 @@ def _orc_rows(batch, pa) -> Iterator[tuple]:
     return zip(keys, sizes, seconds)
 
 
-def _schema_fields(fields: list[str], where: str) -> set[str]:
+def schema_fields(fields: list[str], where: str) -> set[str]:
     """The column names of a Parquet or ORC report's ``fileSchema``, which must hold the key
     and the size."""
     if "key" not in fields or "size" not in fields:
@@ -172,7 +172,7 @@ def _s3_csv(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int,
     key_at, size_at = schema.index("Key"), schema.index("Size")
     mtime_at = schema.index("LastModifiedDate") if "LastModifiedDate" in schema else None
     for item in manifest.get("files", []):
-        data = _data_file(where, item["key"])
+        data = data_file(where, item["key"])
         label = f"{where}: data file {item['key']}"
         with open_inventory(data, opener) as stream:
             reader = csv_reader(stream, label)
@@ -226,7 +226,7 @@ def read_manifest(text, where: str) -> dict:
     return manifest
 
 
-def _data_file(where: str, key: object) -> str:
+def data_file(where: str, key: object) -> str:
     """Where a data file the manifest names is, inside the report's folder: the folder above
     the manifest's (AWS writes ``<config>/<date>/manifest.json`` and ``<config>/data/``). In a
     store, a key under it in the manifest's bucket; locally, the file beside the manifest, at

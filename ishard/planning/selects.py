@@ -1,14 +1,50 @@
-"""An inventory as the column engine reads it: its kind (a local CSV file with a header, JSON
-Lines or Parquet) and the SELECT of each row's name, size and mtime, as text; what it would read
+"""An inventory as the column engine reads it (an ``Inventory``: a CSV file with a header, JSON
+Lines or Parquet, gzip'ed or not, or an AWS S3 Inventory report's data files, in CSV or
+Parquet) and the SELECT of each row's name, size and mtime, as text; what it would read
 otherwise than the row reader does raises ``Fallback``."""
 
 from __future__ import annotations
 
 import csv
+import gzip
+import io
+import os
+import re
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import BinaryIO
 
 from . import parquet
 from .engine import Fallback, sql_text
-from .rows import MAX_LINE, MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS, columns_at
+from .rows import MAX_LINE, MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS, columns_at, open_inventory
+
+KINDS = ("csv", "jsonl", "parquet", "s3-csv", "s3-parquet")
+COMPRESSIONS = {".gz": "gzip"}  # by the extension, as the row reader undoes it; others: rows
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """An inventory the engine reads: its ``kind`` (one of ``KINDS``; ``s3-`` an AWS S3
+    Inventory report's data files), its data ``files`` (one, but for a report; local paths,
+    or store URLs that ``fetched`` copies first), their ``compression`` (``"none"`` or
+    ``"gzip"``), an S3 CSV report's columns (``schema``, its manifest's ``fileSchema``) and the
+    data's bytes as stored (``nbytes``; None where it is not known before it is fetched)."""
+
+    kind: str
+    files: tuple[str, ...]
+    compression: str = "none"
+    schema: tuple[str, ...] = ()
+    nbytes: int | None = None
+
+    @property
+    def compressed(self) -> bool:
+        return self.compression != "none"
+
+    @property
+    def in_store(self) -> bool:
+        return any(_in_store(f) for f in self.files)
+
 
 SCAN_BLOCK = 8 << 20
 HEAD = 1 << 16  # bytes read to tell an inventory's format (as the row reader does)
@@ -16,12 +52,21 @@ HEADER_MAX = 1 << 20  # characters of a CSV header line read (the row reader's l
 KEY_SHAPES = 256  # distinct key lists of a JSON Lines inventory's lines, at most
 
 
-def _scan_ok(path: str, kind: str) -> bool:
+def _in_store(path: str) -> bool:
+    return "://" in path and not path.startswith("file://")
+
+
+def _opened(path: str, compression: str) -> BinaryIO:
+    """The bytes of a local data file, its compression undone."""
+    return gzip.open(path, "rb") if compression == "gzip" else open(path, "rb")  # type: ignore[return-value]
+
+
+def _scan_ok(path: str, kind: str, compression: str = "none") -> bool:
     """No carriage return and no NUL byte: the two the row reader splits lines at (or reads)
     otherwise; in JSON Lines no escaped NUL either (``\\u0000``, which it reads as text)."""
     odd = (b"\r", b"\x00", b"\\u0000") if kind == "jsonl" else (b"\r", b"\x00")
     tail = b""
-    with open(path, "rb") as stream:
+    with _opened(path, compression) as stream:
         while block := stream.read(SCAN_BLOCK):
             looked = tail + block
             if any(o in looked for o in odd):
@@ -30,24 +75,82 @@ def _scan_ok(path: str, kind: str) -> bool:
     return True
 
 
-def _csv_header(path: str) -> list[str]:
-    with open(path, encoding="utf-8-sig", newline="") as stream:
-        return next(csv.reader([stream.readline(HEADER_MAX)]), [])
+def _csv_header(path: str, compression: str) -> list[str]:
+    with io.TextIOWrapper(_opened(path, compression), encoding="utf-8-sig", newline="") as text:
+        return next(csv.reader([text.readline(HEADER_MAX)]), [])
 
 
-def _source_csv(path: str, header: list[str], columns: dict[str, int | None]) -> str:
+def _read_csv(files: tuple[str, ...], fields: str, header: bool, compression: str) -> str:
+    """DuckDB's reading of CSV ``files`` as the row reader reads them, every column text."""
+    listed = "[" + ", ".join(map(sql_text, files)) + "]"
+    return (
+        f"read_csv({listed}, header = {str(header).lower()}, auto_detect = false, "
+        f"delim = ',', quote = '\"', escape = '\"', strict_mode = true, "
+        f"null_padding = false, compression = '{compression}', columns = {{{fields}}})"
+    )
+
+
+def _source_csv(inventory: Inventory, header: list[str], columns: dict[str, int | None]) -> str:
     """The SELECT of name, size and mtime (all text) from a CSV file with a header."""
     fields = ", ".join(f"'f{i}': 'VARCHAR'" for i in range(len(header)))
     pick = {what: f"f{at}" if at is not None else "NULL" for what, at in columns.items()}
     return (
         f"SELECT {pick['name']} AS name, {pick['size']} AS size, {pick['mtime']} AS mtime "
-        f"FROM read_csv({sql_text(path)}, header = true, auto_detect = false, "
-        f"delim = ',', quote = '\"', escape = '\"', strict_mode = true, "
-        f"null_padding = false, compression = 'none', columns = {{{fields}}})"
+        f"FROM {_read_csv(inventory.files, fields, True, inventory.compression)}"
     )
 
 
-def _json_keys(con, path: str) -> dict[str, str | None]:
+# an S3 Inventory CSV report's LastModifiedDate as AWS writes it (2024-01-01T00:00:05.000Z),
+# from 1970 on, with a fraction both Python 3.10's fromisoformat and 3.11's read
+_AWS_TIME = r"(19[7-9][0-9]|[2-9][0-9]{3})-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{3}|\.[0-9]{6})?Z"
+
+
+def _source_s3_csv(inventory: Inventory) -> str:
+    """The SELECT of name, size and mtime (as text) from an S3 Inventory CSV report's data
+    files: headerless, the key URL-encoded (``+`` a space, as ``unquote_plus`` reads it; a key
+    that does not decode to UTF-8 hands the listing back), an empty size 0, an AWS time
+    converted to whole seconds here (any other text as the row reader converts it)."""
+    schema = inventory.schema
+    fields = ", ".join(f"'f{i}': 'VARCHAR'" for i in range(len(schema)))
+    key, size = f"f{schema.index('Key')}", f"f{schema.index('Size')}"
+    if "LastModifiedDate" in schema:
+        m = f"f{schema.index('LastModifiedDate')}"
+        when = (
+            f"CASE WHEN regexp_full_match({m}, '{_AWS_TIME}') THEN coalesce(CAST(CAST(trunc("
+            f"epoch(TRY_CAST(replace({m}, 'Z', '') AS TIMESTAMP))) AS BIGINT) AS VARCHAR), {m}) "
+            f"ELSE {m} END"
+        )
+    else:
+        when = "NULL"
+    return (
+        f"SELECT url_decode(replace({key}, '+', ' ')) AS name, CASE WHEN {size} = '' THEN '0' "
+        f"ELSE {size} END AS size, {when} AS mtime "
+        f"FROM {_read_csv(inventory.files, fields, False, inventory.compression)}"
+    )
+
+
+def _source_s3_parquet(con, inventory: Inventory) -> str:
+    """The SELECT of name, size and mtime (as text) from an S3 Inventory Parquet report's
+    data files (``key``, ``size``, ``last_modified_date``), as the row reader takes them: a
+    missing size is 0; a missing key, a negative size, a key that is no text hand it back."""
+    listed = "[" + ", ".join(map(sql_text, inventory.files)) + "]"
+    types = dict(con.execute(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM "
+                             f"read_parquet({listed}))").fetchall())  # fmt: skip
+    if types.get("key") != "VARCHAR" or "size" not in types:
+        raise Fallback
+    when = (
+        "CAST(epoch_ms(last_modified_date) // 1000 AS VARCHAR)"
+        if "last_modified_date" in types
+        else "NULL"
+    )
+    return (
+        "SELECT key AS name, CASE WHEN key IS NULL OR size < 0 THEN NULL "
+        f"ELSE CAST(coalesce(size, 0) AS VARCHAR) END AS size, {when} AS mtime "
+        f"FROM read_parquet({listed})"
+    )
+
+
+def _json_keys(con, path: str, compression: str) -> dict[str, str | None]:
     """The key of each kind (name, size, mtime) that the row reader's ``_pick`` takes on every
     line, found from the lines' distinct key lists (``KEY_SHAPES`` at most; a key whose value
     is JSON null is still there); no mtime key: None. A name or size key that differs from
@@ -55,7 +158,8 @@ def _json_keys(con, path: str) -> dict[str, str | None]:
     kinds = {"name": NAME_COLUMNS, "size": SIZE_COLUMNS, "mtime": MTIME_COLUMNS}
     shapes = con.execute(  # the lines' key lists, all of them: intersecting each took 4x as long
         f"SELECT DISTINCT json_keys(json) FROM read_ndjson_objects({sql_text(path)}, "
-        f"maximum_object_size = {MAX_LINE - 1}) LIMIT {KEY_SHAPES + 1}"
+        f"maximum_object_size = {MAX_LINE - 1}, compression = '{compression}') "
+        f"LIMIT {KEY_SHAPES + 1}"
     ).fetchall()
     if len(shapes) > KEY_SHAPES:
         raise Fallback
@@ -72,13 +176,13 @@ def _json_keys(con, path: str) -> dict[str, str | None]:
     return picked
 
 
-def _source_jsonl(con, path: str) -> str:
+def _source_jsonl(con, path: str, compression: str) -> str:
     """The SELECT of name, size and mtime (as text) from JSON Lines, each line read as an
     object of the keys the row reader takes (``_json_keys``; a repeated key, a line that is
     no object or not JSON, a line over 1 MiB are errors). Whatever it would refuse or read
     otherwise — a name that is not a string, a size that is not an integer or a string, an
     mtime that is no number or string — makes the size NULL, which hands the listing back."""
-    keys = _json_keys(con, path)
+    keys = _json_keys(con, path, compression)
     fields = ", ".join(f"{sql_text(k)}: 'JSON'" for k in keys.values() if k is not None)
     n, s = (f'"{keys[kind]}"' for kind in ("name", "size"))
     t = "NULL" if keys["mtime"] is None else f'"{keys["mtime"]}"'
@@ -91,41 +195,170 @@ def _source_jsonl(con, path: str) -> str:
         f"WHEN json_type({s}) = 'VARCHAR' THEN {s} ->> '$' ELSE CAST({s} AS VARCHAR) END AS "
         f"size, CASE WHEN json_type({t}) = 'VARCHAR' THEN {t} ->> '$' ELSE CAST({t} AS VARCHAR) "
         f"END AS mtime FROM read_json({sql_text(path)}, format = 'newline_delimited', "
-        f"auto_detect = false, columns = {{{fields}}}, maximum_object_size = {MAX_LINE - 1})"
+        f"auto_detect = false, columns = {{{fields}}}, maximum_object_size = {MAX_LINE - 1}, "
+        f"compression = '{compression}')"
     )
+
+
+def compression_of(path: str) -> str | None:
+    """How the row reader would undo ``path``'s compression, if the engine can too: ``"none"``,
+    ``"gzip"``; None for another (``.bz2``, ``.zst`` …: the row reader reads those)."""
+    suffix = os.path.splitext(path)[1]
+    if suffix in COMPRESSIONS:
+        return COMPRESSIONS[suffix]
+    return None if suffix in (".bz2", ".xz", ".zst", ".lz4", ".zip", ".lzma", ".snappy") else "none"
+
+
+def kind_of(head: bytes) -> str | None:
+    """``"csv"``, ``"jsonl"`` or ``"parquet"`` by an inventory's first bytes (its compression
+    undone), as the row reader tells them; ``"s3"`` for an S3 Inventory manifest; None for a
+    JSON document."""
+    if head[:4] == b"PAR1":
+        return "parquet"
+    text = head.decode("utf-8", "replace")
+    if text.removeprefix("\ufeff").lstrip().startswith("{"):  # as the row reader tells JSON Lines
+        return "s3" if '"fileSchema"' in text else "jsonl"
+    return None if head[:1] == b"[" else "csv"
 
 
 def inventory_kind(path: str) -> str | None:
     """``"csv"``, ``"jsonl"`` or ``"parquet"`` for a local inventory the engine can read (a
-    JSON Lines file begins with ``{``, after white space), else None."""
-    if "://" in path and not path.startswith("file://"):
+    JSON Lines file begins with ``{``, after white space; a ``.gz`` one is read through its
+    compression), else None."""
+    if _in_store(path):
         return None
     path = path.removeprefix("file://")
+    compression = compression_of(path)
     try:
-        with open(path, "rb") as stream:
-            head = stream.read(HEAD)
-    except OSError:
+        with open(path, "rb") as raw:
+            head = raw.read(HEAD)
+            if compression == "gzip" and head[:4] != b"PAR1":
+                raw.seek(0)
+                head = gzip.GzipFile(fileobj=raw).read(HEAD)
+    except (OSError, EOFError):
         return None
-    if head[:4] == b"PAR1":
-        return "parquet"
-    if path.endswith((".gz", ".bz2", ".xz", ".zst", ".lz4", ".zip")):
-        return None
-    text = head.decode("utf-8", "replace")
-    if text.removeprefix("\ufeff").lstrip().startswith("{"):  # as the row reader tells JSON Lines
-        return None if '"fileSchema"' in text else "jsonl"  # an S3 Inventory manifest
-    return None if head[:1] == b"[" else "csv"
-
-
-def source(con, path: str, kind: str) -> str:
-    """The SELECT of the inventory's name, size and mtime, as text."""
-    if kind != "parquet" and not _scan_ok(path, kind):
-        raise Fallback
-    if kind == "jsonl":
-        return _source_jsonl(con, path)
+    kind = kind_of(head)
     if kind == "parquet":
-        return parquet.source(con, path)
-    header = _csv_header(path)
+        return kind
+    return None if compression is None or kind == "s3" else kind
+
+
+def describe(where: str, opener: Callable[[str], BinaryIO] | None = None) -> Inventory | None:
+    """The inventory at ``where`` (a local path or a store URL, read through ``opener``) as the
+    engine reads it, or None where only the row reader does (an ORC report, ``.bz2`` …)."""
+    path = where.removeprefix("file://")
+    compression = compression_of(path)
+    if compression is None:
+        return None
+    local = not _in_store(path)
+    try:
+        if local:
+            kind = inventory_kind(path)
+            if kind is not None:
+                size = os.path.getsize(path)
+                return Inventory(kind, (path,), _of(kind, compression), (), size)
+            with open(path, "rb") as stream:
+                head = stream.read(HEAD)
+        else:
+            with open_inventory(where, opener) as stream:
+                head = stream.read(HEAD)
+    except Exception:  # noqa: BLE001 - the row reader opens it again and says what is wrong
+        return None
+    kind = kind_of(head)
+    if kind == "s3":
+        return _report(where, opener)
+    if kind is None or local:
+        return None
+    return Inventory(kind, (where,), _of(kind, compression))
+
+
+def _of(kind: str, compression: str) -> str:
+    """A Parquet file's compression is its own: its bytes are read as they are."""
+    return "none" if kind == "parquet" else compression
+
+
+def _report(where: str, opener) -> Inventory | None:
+    """An S3 Inventory report (its ``manifest.json`` at ``where``) as the engine reads it: its
+    data files, in CSV (headerless, gzip'ed) or Parquet; None for ORC, or where the row reader
+    names what is wrong with it."""
+    from ..errors import UsageError
+    from .s3inventory import data_file, read_manifest, schema_fields
+
+    try:
+        with open_inventory(where, opener, "rt") as text:
+            manifest = read_manifest(text, where)
+        kind = str(manifest.get("fileFormat", "CSV")).upper()
+        items = manifest.get("files", [])
+        files = tuple(data_file(where, item["key"]) for item in items)
+        if kind == "CSV":
+            schema = tuple(c.strip() for c in manifest["fileSchema"].split(","))
+            compressions = {compression_of(f) for f in files}
+            if "Key" not in schema or "Size" not in schema or len(compressions) != 1:
+                return None
+            compression = compressions.pop()
+        elif kind == "PARQUET":
+            schema_fields(re.findall(r"\b(\w+)\s*(?:\(|;)", manifest["fileSchema"]), where)
+            schema, compression = (), "none"
+        else:
+            return None
+    except (UsageError, KeyError, TypeError, AttributeError):
+        return None  # the row reader says what is wrong
+    if not files or compression is None:
+        return None
+    sizes = [item.get("size") for item in items]
+    nbytes = sum(sizes) if all(type(n) is int and n >= 0 for n in sizes) else None
+    local = not any(map(_in_store, files))
+    if local:
+        nbytes = sum(os.path.getsize(f) for f in files)
+    return Inventory(
+        "s3-csv" if kind == "CSV" else "s3-parquet", files, compression, schema, nbytes
+    )
+
+
+def fetched(inventory: Inventory, folder: str, opener) -> Inventory:
+    """``inventory`` with each data file in a store copied into ``folder`` (private), a MiB at
+    a time, its compression kept; local files as they are."""
+    files = []
+    for number, url in enumerate(inventory.files):
+        if not _in_store(url):
+            files.append(url)
+            continue
+        path = os.path.join(folder, f"inventory-{number}{''.join(_suffixes(url))}")
+        with _raw(url, opener) as stream, open(path, "xb") as out:
+            shutil.copyfileobj(stream, out, 1 << 20)
+        files.append(path)
+    return replace(inventory, files=tuple(files))
+
+
+def _suffixes(url: str) -> Iterator[str]:
+    suffix = os.path.splitext(url)[1]
+    if suffix in COMPRESSIONS:
+        yield suffix
+
+
+def _raw(url: str, opener) -> BinaryIO:
+    """A store object's bytes as stored (its compression not undone: the engine undoes it)."""
+    if opener is None:
+        raise Fallback
+    return opener(url)
+
+
+def source(con, inventory: Inventory) -> str:
+    """The SELECT of the inventory's name, size and mtime, as text (its files local)."""
+    kind, compression = inventory.kind, inventory.compression
+    if kind == "parquet":
+        return parquet.source(con, inventory.files[0])
+    if kind == "s3-parquet":
+        return _source_s3_parquet(con, inventory)
+    if not all(_scan_ok(f, kind, compression) for f in inventory.files):
+        raise Fallback
+    if kind == "s3-csv":
+        return _source_s3_csv(inventory)
+    path = inventory.files[0]
+    if kind == "jsonl":
+        return _source_jsonl(con, path, compression)
+    header = _csv_header(path, compression)
     columns = dict(zip(("name", "size", "mtime"), columns_at(header)))
     if columns["name"] is None or columns["size"] is None:
         raise Fallback  # the row reader says what the header lacks
-    return _source_csv(path, header, columns)
+    return _source_csv(inventory, header, columns)

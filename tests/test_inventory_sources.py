@@ -1,0 +1,278 @@
+"""Every inventory source the column engine reads besides a plain local CSV, JSON Lines or
+Parquet file — gzip'ed CSV and JSON Lines, AWS S3 Inventory reports in CSV (headerless,
+gzip'ed, URL-encoded keys) and in Parquet — against the row reader: the same listing, the
+same skipped names, or a hand-back to the row reader, never a different answer."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import logging
+import os
+import random
+from pathlib import Path
+from unittest import mock
+from urllib.parse import quote_plus
+
+import duckdb
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from test_columns import agree_or_hand_back, mtimes, names, sizes, spoilt_sizes
+
+from ishard.model import Tally
+from ishard.planning import inventory, selects
+from ishard.planning.columns import read_inventory
+
+SCHEMA = "Bucket, Key, Size, LastModifiedDate, StorageClass"
+
+
+def row_listing(where: Path, prefix: str = "", include_hidden: bool = False):
+    """The row reader's answer."""
+    tally = Tally()
+    with mock.patch.dict(os.environ, {inventory.PLANNER: "rows"}):
+        files = inventory.list_inventory(
+            str(where), prefix=prefix, include_hidden=include_hidden, tally=tally
+        )
+    return files, tally.freeze()
+
+
+def engine_listing(where: Path, prefix: str = "", include_hidden: bool = False):
+    """The engine's answer, as ``selects.describe`` finds the inventory (Fallback: handed back)."""
+    found = selects.describe(str(where))
+    assert found is not None, f"the engine does not read {where}"
+    tally = Tally()
+    files, total = read_inventory(
+        str(where), found, wanted=prefix, include_hidden=include_hidden, tally=tally
+    )
+    assert total == sum(files.sizes)
+    return files, tally.freeze()
+
+
+def agree(where: Path, prefix: str = "", include_hidden: bool = False) -> None:
+    """Both readers refuse, or the engine hands back, or both list the same."""
+    agree_or_hand_back(
+        lambda: row_listing(where, prefix, include_hidden),
+        lambda: engine_listing(where, prefix, include_hidden),
+    )
+
+
+def s3_csv_report(root: Path, lines: list[list[str]], parts: int = 2) -> Path:
+    """An AWS S3 Inventory report in CSV, laid out as AWS writes it: ``lines`` (fields as
+    written, keys already encoded) over ``parts`` gzip'ed, headerless data files."""
+    config = root / "inv" / "src-bucket" / "daily"
+    (config / "data").mkdir(parents=True)
+    (config / "2024-01-02T00-00Z").mkdir()
+    files = []
+    for part in range(parts):
+        text = io.StringIO()
+        csv.writer(text, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(lines[part::parts])
+        name = f"{part}c1e5d9a-1b2c-4d3e-8f90-a1b2c3d4e5f6.csv.gz"
+        (config / "data" / name).write_bytes(gzip.compress(text.getvalue().encode()))
+        files.append({"key": f"inv/src-bucket/daily/data/{name}", "size": 1, "MD5checksum": "0"})
+    manifest = {"sourceBucket": "src-bucket", "fileFormat": "CSV", "fileSchema": SCHEMA,
+                "files": files}  # fmt: skip
+    path = config / "2024-01-02T00-00Z" / "manifest.json"
+    path.write_text(json.dumps(manifest))
+    return path
+
+
+def s3_parquet_report(root: Path, rows: list[tuple], parts: int = 2) -> Path:
+    """An AWS S3 Inventory report in Parquet: ``rows`` of (key, size, ISO time or None) over
+    ``parts`` data files, with AWS's column names and types."""
+    config = root / "inv" / "src-bucket" / "daily"
+    (config / "data").mkdir(parents=True)
+    (config / "2024-01-02T00-00Z").mkdir()
+    files = []
+    with duckdb.connect() as con:
+        for part in range(parts):
+            con.execute("CREATE OR REPLACE TABLE t (bucket VARCHAR, key VARCHAR, size BIGINT, "
+                        "last_modified_date TIMESTAMP)")  # fmt: skip
+            chunk = [list(r) for r in rows[part::parts]]
+            if chunk:
+                con.executemany(
+                    "INSERT INTO t VALUES ('src-bucket', ?, ?, CAST(? AS TIMESTAMP))", chunk
+                )
+            name = f"{part}c1e5d9a.parquet"
+            con.execute(f"COPY t TO '{config / 'data' / name}' (FORMAT parquet)")
+            files.append({"key": f"inv/src-bucket/daily/data/{name}", "size": 1})
+    manifest = {
+        "sourceBucket": "src-bucket",
+        "fileFormat": "Parquet",
+        "fileSchema": "message s3.inventory { required binary bucket (STRING); required binary "
+        "key (STRING); optional int64 size; optional int64 last_modified_date "
+        "(TIMESTAMP(MILLIS,true));}",
+        "files": files,
+    }
+    path = config / "2024-01-02T00-00Z" / "manifest.json"
+    path.write_text(json.dumps(manifest))
+    return path
+
+
+# keys as a report holds them: encoded as AWS encodes them, or any text with escapes that
+# decode to other text, to bytes that are not UTF-8, or to nothing a decoder reads
+raw_keys = st.one_of(
+    names.map(lambda n: quote_plus(n, safe="/")),
+    names.map(lambda n: quote_plus(n, safe="")),
+    st.lists(
+        st.sampled_from(
+            [
+                "a",
+                "b/",
+                "%2F",
+                "%41",
+                "+",
+                "%2B",
+                "%",
+                "%z",
+                "%4",
+                "%FF",
+                "%C3%A9",
+                "%00",
+                "%0A",
+                "%E2%82",
+                " ",
+                "é",
+                ".h",
+                "%2E%2E/",
+            ]
+        ),  # fmt: skip
+        min_size=1,
+        max_size=6,
+    ).map("".join),
+)
+aws_times = st.sampled_from(
+    [
+        "2024-01-01T00:00:05.000Z",
+        "2023-12-31T23:59:59.999Z",
+        "1970-01-01T00:00:00.000Z",
+        "2024-02-30T00:00:00.000Z",
+        "2024-01-01T00:00:05.123456Z",
+        "2024-01-01T00:00:05.5Z",
+        "2024-01-01T00:00:05Z",
+        "1969-12-31T23:59:59.500Z",
+        "2024-01-01T23:59:60.000Z",
+        "",
+        "1700000000",
+        "garbage",
+    ]
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    body=st.lists(st.tuples(raw_keys, sizes | st.just(""), aws_times), max_size=12),
+    prefix=st.sampled_from(["", "", "a", "a/", "zz"]),
+    hidden=st.booleans(),
+    repeat=st.booleans(),
+    spoil=spoilt_sizes,
+    parts=st.sampled_from([1, 2, 3]),
+)
+def test_an_s3_csv_report_reads_as_the_row_reader_reads_it(
+    tmp_path_factory, body, prefix, hidden, repeat, spoil, parts
+):
+    if repeat and body:
+        body = body + body[: len(body) // 2]  # the same keys again, later (in other files)
+    if spoil is not None and body:
+        body = body[:-1] + [(body[-1][0], spoil, body[-1][2])]
+    lines = [["src-bucket", key, size, when, "STANDARD"] for key, size, when in body]
+    agree(s3_csv_report(tmp_path_factory.mktemp("r"), lines, parts), prefix, hidden)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    body=st.lists(
+        st.tuples(
+            names | st.none(),
+            st.integers(-2, 10**12) | st.none(),
+            st.sampled_from(["2024-01-01 00:00:05.999", "1969-12-31 23:59:59.5", None]),
+        ),
+        max_size=10,
+    ),
+    prefix=st.sampled_from(["", "a", "zz"]),
+    hidden=st.booleans(),
+    parts=st.sampled_from([1, 2]),
+)
+def test_an_s3_parquet_report_reads_as_the_row_reader_reads_it(
+    tmp_path_factory, body, prefix, hidden, parts
+):
+    agree(s3_parquet_report(tmp_path_factory.mktemp("r"), body, parts), prefix, hidden)
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    body=st.lists(st.tuples(names, sizes, mtimes), max_size=12),
+    kind=st.sampled_from(["csv", "jsonl"]),
+    prefix=st.sampled_from(["", "", "a", "a/", "zz"]),
+    hidden=st.booleans(),
+    spoil=spoilt_sizes,
+)
+def test_a_gzipped_inventory_reads_as_the_row_reader_reads_it(
+    tmp_path_factory, body, kind, prefix, hidden, spoil
+):
+    if spoil is not None and body:
+        body = body[:-1] + [(body[-1][0], spoil, body[-1][2])]
+    text = io.StringIO()
+    if kind == "csv":
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(["name", "size", "mtime"])
+        writer.writerows(body)
+    else:
+        for name, size, when in body:
+            size_value = int(size) if size is not None and size.isdigit() else size
+            text.write(json.dumps({"name": name, "size": size_value, "mtime": when}) + "\n")
+    path = tmp_path_factory.mktemp("g") / f"inventory.{kind}.gz"
+    path.write_bytes(gzip.compress(text.getvalue().encode()))
+    if selects.describe(str(path)) is None:  # nothing but blank lines: no kind to tell
+        event("no kind")
+        return
+    agree(path, prefix, hidden)
+
+
+def test_big_gzipped_inventories_and_reports_go_to_the_engine(tmp_path, caplog):
+    """From 1 MiB of gzip'ed data on (a report's data files, a ``.csv.gz``), the engine reads
+    the inventory; below, the row reader; both plan the same, and ``-v`` says which read it."""
+    rng = random.Random(7)
+    body = [(f"ds/{i % 97}/{rng.getrandbits(64):016x}.jpg", str(i), "2024-01-01T00:00:05.000Z")
+            for i in range(120_000)]  # fmt: skip
+    report = s3_csv_report(
+        tmp_path / "big", [["b", quote_plus(k, safe="/"), s, t, "S"] for k, s, t in body]
+    )
+    small = s3_csv_report(tmp_path / "small", [["b", "ds/a.jpg", "1", "", "S"]])
+    text = "name,size\n" + "".join(f"{k},{s}\n" for k, s, _ in body)
+    csv_gz = tmp_path / "list.csv.gz"
+    csv_gz.write_bytes(gzip.compress(text.encode(), 9))
+    assert csv_gz.stat().st_size >= inventory.ENGINE_FROM_COMPRESSED
+    assert inventory.choose_planner(str(report), "")[0] == "engine"
+    assert inventory.choose_planner(str(csv_gz), "")[0] == "engine"
+    assert inventory.choose_planner(str(small), "")[0] == "rows"
+    with caplog.at_level(logging.INFO, logger="ishard"):
+        by_engine = inventory.list_inventory(str(report), tally=Tally())
+    assert "planner: engine (" in caplog.text and "handed it back" not in caplog.text
+    by_rows = row_listing(report)[0]
+    assert by_engine.names == by_rows.names and len(by_rows.names) == len(body)
+    assert list(by_engine.mtimes) == list(by_rows.mtimes) == [1704067205] * len(body)
+    assert inventory.list_inventory(str(csv_gz)).names == by_rows.names
+
+
+def test_an_orc_report_or_another_compression_stays_with_the_row_reader(tmp_path):
+    """What the engine does not read is the row reader's: a ``.bz2`` inventory, and a report
+    in ORC (read with pyarrow)."""
+    import bz2
+
+    path = tmp_path / "list.csv.bz2"
+    path.write_bytes(bz2.compress(b"name,size\nds/a.jpg,1\n"))
+    assert selects.describe(str(path)) is None
+    assert inventory.list_inventory(str(path)).names == ["ds/a.jpg"]
+    report = s3_parquet_report(tmp_path, [("ds/a.jpg", 1, None)])
+    manifest = json.loads(report.read_text())
+    manifest["fileFormat"] = "ORC"
+    report.write_text(json.dumps(manifest))
+    assert selects.describe(str(report)) is None
