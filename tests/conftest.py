@@ -279,6 +279,7 @@ def pytest_configure(config):
 # for a server's fixture.
 SLOW_FILES = {
     "test_claim.py", "test_columns.py", "test_dask.py", "test_dask_stops.py", "test_faults.py",
+    "test_inventory_sources.py",
     "test_gcs.py", "test_lease.py", "test_overwrite.py", "test_plan_engine.py", "test_resume.py",
     "test_runstate.py", "test_s3.py", "test_s3_faults.py", "test_s3server.py",
     "test_split_streaming_reference.py", "test_store_contract.py", "test_store_messages.py",
