@@ -56,13 +56,13 @@ def rows(shape: str, objects: int, seed: int = 1234) -> Iterator[tuple[str, int]
     rng = random.Random(seed)
     samples = objects // 2
     if shape in ("imagenet", "sorted"):
-        names = []
-        for part, ext in (("train", "JPEG"), ("ann", "xml")):
-            for i in range(samples):
-                wnid = i // 1300
-                names.append(f"{part}/n{wnid:08d}/n{wnid:08d}_{i}.{ext}")
+        names = (
+            f"{part}/n{i // 1300:08d}/n{i // 1300:08d}_{i}.{ext}"
+            for part, ext in (("train", "JPEG"), ("ann", "xml"))
+            for i in range(samples)
+        )  # streamed: 100M names are never held
         if shape == "sorted":
-            names.sort()
+            names = iter(sorted(names))
         for name in names:
             yield (
                 name,
