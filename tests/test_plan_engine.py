@@ -11,25 +11,30 @@ member names, skipped files, warnings — or the same error, option for option.
 from __future__ import annotations
 
 import csv
+import gzip
 import hashlib
 import io
 import json
 import os
 import warnings
 from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
 from unittest import mock
+from urllib.parse import quote_plus
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_inventory_sources import s3_csv_report, s3_parquet_report
 
 from ishard import api
-from ishard.planning import columns, engine, inventory, samples
 from ishard.errors import IshardError
 from ishard.formats import ARCHIVE_EXTS
+from ishard.planning import columns, engine, inventory, samples
 from ishard.planning.keys import BUILT_IN
-from ishard.planning.record import plan_record
 from ishard.planning.namecolumn import SpooledBlob
+from ishard.planning.record import plan_record
 from ishard.planning.table import ShardList
 
 FOLDERS = ["a", "b", "img", "n01", "a.x", "A", "é", "İ", "sp ace", ".hid"]
@@ -121,6 +126,39 @@ def write_inventory(path, body) -> None:
     path.write_text(out.getvalue(), encoding="utf-8")
 
 
+SOURCES = ("csv", "csv.gz", "jsonl.gz", "s3-csv", "s3-parquet")
+
+
+def write_source(folder, kind: str, body) -> Path:
+    """The inventory of ``body`` (name, size, mtime) as ``kind``: a CSV file with a header,
+    it or JSON Lines gzip'ed, or an AWS S3 Inventory report in CSV or Parquet."""
+    folder.mkdir(parents=True)
+    if kind == "s3-csv":
+        lines = [["bkt", quote_plus(name, safe="/"), size, aws_time(mtime), "STANDARD"]
+                 for name, size, mtime in body]  # fmt: skip
+        return s3_csv_report(folder, lines)
+    if kind == "s3-parquet":
+        return s3_parquet_report(folder, [(n, z, aws_time(t)[:-1]) for n, z, t in body])
+    path = folder / f"inventory.{kind}"
+    if kind == "csv":
+        write_inventory(path, body)
+        return path
+    if kind == "csv.gz":
+        write_inventory(folder / "plain.csv", body)
+        text = (folder / "plain.csv").read_bytes()
+    else:
+        text = "".join(
+            json.dumps({"name": n, "size": z, "mtime": t}) + "\n" for n, z, t in body
+        ).encode()
+    path.write_bytes(gzip.compress(text))
+    return path
+
+
+def aws_time(seconds: int) -> str:
+    """``seconds`` since 1970 as an S3 Inventory report writes a time."""
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
 def planner_named(planner: str):
     """The inventory's planner chosen by name, ``engine`` or ``rows``, while the block runs."""
     return mock.patch.dict(os.environ, {inventory.PLANNER: planner})
@@ -159,9 +197,10 @@ def outcome(src, path, options: dict, planner: str):
 
 
 def test_engine_plans_as_the_row_reader(tmp_path, monkeypatch):
-    """On random inventories and options the two readers give one plan (or one error); most of
-    the examples go through the engine (not handed back), many end in a plan of several
-    shards."""
+    """On random inventories and options the two readers give one plan (or one error), from
+    every source the engine reads (CSV, gzip'ed CSV and JSON Lines, S3 Inventory reports in
+    CSV and Parquet); most of the examples go through the engine (not handed back), many end
+    in a plan of several shards."""
     src = tmp_path / "src"
     src.mkdir()
     seen: Counter[str] = Counter()
@@ -188,10 +227,10 @@ def test_engine_plans_as_the_row_reader(tmp_path, monkeypatch):
         derandomize=True,
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
-    @given(body=inventories, options=plan_options())
-    def same_plan(body, options):
-        path = tmp_path / "inventory.csv"
-        write_inventory(path, body)
+    @given(body=inventories, options=plan_options(), source=st.sampled_from(SOURCES))
+    def same_plan(body, options, source):
+        seen[source] += 1
+        path = write_source(tmp_path / f"example-{sum(seen.values())}", source, body)
         by_engine = outcome(src, path, options, "engine")
         by_rows = outcome(src, path, options, "rows")
         assert by_engine == by_rows
@@ -207,6 +246,7 @@ def test_engine_plans_as_the_row_reader(tmp_path, monkeypatch):
     assert seen["shards"] > 50, seen
     for hint in ("grouping", "clashes", "renamable_by", "readers"):
         assert seen[hint] > 10, seen
+    assert all(seen[source] > 40 for source in SOURCES), seen
 
 
 @pytest.mark.parametrize("member_names", ["original", "sample"])
