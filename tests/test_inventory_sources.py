@@ -12,15 +12,18 @@ import json
 import logging
 import os
 import random
+from datetime import datetime, timezone
 from pathlib import Path
 from unittest import mock
 from urllib.parse import quote_plus
 
 import duckdb
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from test_columns import agree_or_hand_back, mtimes, names, sizes, spoilt_sizes
 
+from ishard.errors import UsageError
 from ishard.model import Tally
 from ishard.planning import inventory, selects
 from ishard.planning.columns import read_inventory
@@ -106,6 +109,39 @@ def s3_parquet_report(root: Path, rows: list[tuple], parts: int = 2) -> Path:
         "files": files,
     }
     path = config / "2024-01-02T00-00Z" / "manifest.json"
+    path.write_text(json.dumps(manifest))
+    return path
+
+
+def s3_orc_report(root: Path, rows: list[tuple], parts: int = 2) -> Path:
+    """The report of ``s3_parquet_report`` in ORC, its data files written by pyarrow (times
+    in milliseconds, as AWS's ORC reports hold them)."""
+    import pyarrow as pa
+    from pyarrow import orc
+
+    path = s3_parquet_report(root, rows, parts)
+    manifest = json.loads(path.read_text())
+    manifest["fileFormat"] = "ORC"
+    manifest["fileSchema"] = (
+        "struct<bucket:string,key:string,size:bigint,last_modified_date:timestamp>"
+    )
+    for part, item in enumerate(manifest["files"]):
+        (root / item["key"]).unlink()
+        item["key"] = item["key"].replace(".parquet", ".orc")
+        chunk = rows[part::parts]
+        millis = [
+            None
+            if t is None
+            else round(datetime.fromisoformat(t).replace(tzinfo=timezone.utc).timestamp() * 1000)
+            for _, _, t in chunk
+        ]
+        table = pa.table({
+            "bucket": pa.array(["src-bucket"] * len(chunk), pa.string()),
+            "key": pa.array([r[0] for r in chunk], pa.string()),
+            "size": pa.array([r[1] for r in chunk], pa.int64()),
+            "last_modified_date": pa.array(millis, pa.timestamp("ms")),
+        })  # fmt: skip
+        orc.write_table(table, str(root / item["key"]))
     path.write_text(json.dumps(manifest))
     return path
 
@@ -203,11 +239,13 @@ def test_an_s3_csv_report_reads_as_the_row_reader_reads_it(
     prefix=st.sampled_from(["", "a", "zz"]),
     hidden=st.booleans(),
     parts=st.sampled_from([1, 2]),
+    form=st.sampled_from(["parquet", "orc"]),
 )
-def test_an_s3_parquet_report_reads_as_the_row_reader_reads_it(
-    tmp_path_factory, body, prefix, hidden, parts
+def test_an_s3_parquet_or_orc_report_reads_as_the_row_reader_reads_it(
+    tmp_path_factory, body, prefix, hidden, parts, form
 ):
-    agree(s3_parquet_report(tmp_path_factory.mktemp("r"), body, parts), prefix, hidden)
+    write = s3_parquet_report if form == "parquet" else s3_orc_report
+    agree(write(tmp_path_factory.mktemp("r"), body, parts), prefix, hidden)
 
 
 @settings(
@@ -268,17 +306,45 @@ def test_big_gzipped_inventories_and_reports_go_to_the_engine(tmp_path, caplog):
     assert inventory.list_inventory(str(csv_gz)).names == by_rows.names
 
 
-def test_an_orc_report_or_another_compression_stays_with_the_row_reader(tmp_path):
+def test_another_compression_or_orc_without_pyarrow_stays_with_the_row_reader(tmp_path):
     """What the engine does not read is the row reader's: a ``.bz2`` inventory, and a report
-    in ORC (read with pyarrow)."""
+    in ORC where pyarrow (the ``orc`` extra) is not installed — the row reader then says what
+    to install."""
     import bz2
 
     path = tmp_path / "list.csv.bz2"
     path.write_bytes(bz2.compress(b"name,size\nds/a.jpg,1\n"))
     assert selects.describe(str(path)) is None
     assert inventory.list_inventory(str(path)).names == ["ds/a.jpg"]
-    report = s3_parquet_report(tmp_path, [("ds/a.jpg", 1, None)])
-    manifest = json.loads(report.read_text())
-    manifest["fileFormat"] = "ORC"
-    report.write_text(json.dumps(manifest))
-    assert selects.describe(str(report)) is None
+    report = s3_orc_report(tmp_path / "orc", [("ds/a.jpg", 1, None), ("ds/b.jpg", 2, None)])
+    assert selects.describe(str(report)).kind == "s3-orc"
+    with mock.patch.dict("sys.modules", {"pyarrow": None}):
+        assert selects.describe(str(report)) is None
+        with pytest.raises(UsageError, match=r"pip install 'ishard\[orc\]'"):
+            inventory.list_inventory(str(report))
+
+
+@pytest.mark.parametrize("form", ["s3-csv", "s3-parquet", "s3-orc", "csv.gz", "jsonl.gz"])
+def test_each_source_of_plain_rows_is_read_by_the_engine_itself(tmp_path, form):
+    """The property tests above pass on a hand-back too; here rows any reader takes are read
+    by the engine itself (no ``Fallback``), as the row reader reads them."""
+    body = [(f"ds/{c}/{i}.jpg", i * 7, "2024-01-01T00:00:05.000Z") for c in "ba" for i in range(5)]
+    if form == "s3-csv":
+        where = s3_csv_report(tmp_path, [["b", k, str(s), t, "S"] for k, s, t in body])
+    elif form in ("s3-parquet", "s3-orc"):
+        write = s3_parquet_report if form == "s3-parquet" else s3_orc_report
+        where = write(tmp_path, [(k, s, t[:-1]) for k, s, t in body])
+    else:
+        where = tmp_path / f"list.{form}"
+        lines = (
+            ["name,size,mtime\n", *(f"{k},{s},1704067205\n" for k, s, _ in body)]
+            if form == "csv.gz"
+            else [
+                json.dumps({"name": k, "size": s, "mtime": 1704067205}) + "\n" for k, s, _ in body
+            ]
+        )
+        where.write_bytes(gzip.compress("".join(lines).encode()))
+    by_engine, by_rows = engine_listing(where), row_listing(where)
+    assert by_engine[0].names == sorted(k for k, _, _ in body) == by_rows[0].names
+    assert list(by_engine[0].mtimes) == [1704067205] * len(body) == list(by_rows[0].mtimes)
+    assert list(by_engine[0].sizes) == list(by_rows[0].sizes)

@@ -26,7 +26,7 @@ from urllib.parse import quote_plus
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_inventory_sources import s3_csv_report, s3_parquet_report
+from test_inventory_sources import s3_csv_report, s3_orc_report, s3_parquet_report
 
 from ishard import api
 from ishard.errors import IshardError
@@ -126,7 +126,7 @@ def write_inventory(path, body) -> None:
     path.write_text(out.getvalue(), encoding="utf-8")
 
 
-SOURCES = ("csv", "csv.gz", "jsonl.gz", "s3-csv", "s3-parquet")
+SOURCES = ("csv", "csv.gz", "jsonl.gz", "s3-csv", "s3-parquet", "s3-orc")
 
 
 def write_source(folder, kind: str, body) -> Path:
@@ -137,8 +137,9 @@ def write_source(folder, kind: str, body) -> Path:
         lines = [["bkt", quote_plus(name, safe="/"), size, aws_time(mtime), "STANDARD"]
                  for name, size, mtime in body]  # fmt: skip
         return s3_csv_report(folder, lines)
-    if kind == "s3-parquet":
-        return s3_parquet_report(folder, [(n, z, aws_time(t)[:-1]) for n, z, t in body])
+    if kind in ("s3-parquet", "s3-orc"):
+        write = s3_parquet_report if kind == "s3-parquet" else s3_orc_report
+        return write(folder, [(n, z, aws_time(t)[:-1]) for n, z, t in body])
     path = folder / f"inventory.{kind}"
     if kind == "csv":
         write_inventory(path, body)
@@ -199,7 +200,7 @@ def outcome(src, path, options: dict, planner: str):
 def test_engine_plans_as_the_row_reader(tmp_path, monkeypatch):
     """On random inventories and options the two readers give one plan (or one error), from
     every source the engine reads (CSV, gzip'ed CSV and JSON Lines, S3 Inventory reports in
-    CSV and Parquet); most of the examples go through the engine (not handed back), many end
+    CSV, Parquet and ORC); most of the examples go through the engine (not handed back), many end
     in a plan of several shards."""
     src = tmp_path / "src"
     src.mkdir()
@@ -246,7 +247,7 @@ def test_engine_plans_as_the_row_reader(tmp_path, monkeypatch):
     assert seen["shards"] > 50, seen
     for hint in ("grouping", "clashes", "renamable_by", "readers"):
         assert seen[hint] > 10, seen
-    assert all(seen[source] > 40 for source in SOURCES), seen
+    assert all(seen[source] > 25 for source in SOURCES), seen
 
 
 @pytest.mark.parametrize("member_names", ["original", "sample"])

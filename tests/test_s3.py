@@ -562,10 +562,14 @@ def orc_inventory(rows: list[dict], bucket: str, where: Path) -> Path:
     return path
 
 
+@pytest.mark.parametrize("planner", ["rows", "engine"])
 @pytest.mark.parametrize("kind", ["s3-inventory", "s3-inventory-parquet", "s3-inventory-orc"])
-def test_s3_inventory_is_read_from_the_store(cli, client, s3_bucket, bucket2, tmp_path, kind):
+def test_s3_inventory_is_read_from_the_store(
+    cli, client, s3_bucket, bucket2, tmp_path, kind, planner
+):
     """A report left where AWS writes it (manifest and data files in the inventory's
-    destination bucket), CSV, Parquet or ORC, plans what listing the bucket plans."""
+    destination bucket), CSV, Parquet or ORC, plans what listing the bucket plans, read by
+    either planner (``$ISHARD_PLANNER``; the engine fetches the data files first)."""
     put(client, s3_bucket, LISTED)
     manifest = write_list(kind, inventory_rows(client, s3_bucket), s3_bucket, tmp_path / "inv")
     doc = json.loads(manifest.read_text())
@@ -577,10 +581,13 @@ def test_s3_inventory_is_read_from_the_store(cli, client, s3_bucket, bucket2, tm
     url = f"s3://{bucket2}/{manifest.relative_to(tmp_path / 'inv').as_posix()}"
     src = f"s3://{s3_bucket}/ds"
     listed = cli("shard", src, "--dry-run=json", "--shard-size", "100KB")
-    from_list = cli("shard", src, "--dry-run=json", "--shard-size", "100KB", "--src-list", url)
+    env = {"ISHARD_PLANNER": planner}
+    from_list = cli("shard", src, "-v", "--dry-run=json", "--shard-size", "100KB",
+                    "--src-list", url, env=env)  # fmt: skip
     assert_ok(listed)
-    assert_ok(from_list)
+    assert from_list.returncode == 0, from_list.stderr
     assert json.loads(from_list.stdout)["shards"] == json.loads(listed.stdout)["shards"]
+    assert f"planner: {planner} (" in from_list.stderr, from_list.stderr
 
 
 @pytest.mark.parametrize("key", ["secret/data.csv.gz", "inventory/../secret/data.csv.gz"])

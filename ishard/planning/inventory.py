@@ -165,8 +165,9 @@ def choose_planner(
         return "rows", "no name can have the prefix", None
     if named:
         return named, f"{PLANNER}={named}", inventory if named == "engine" else None
-    if inventory.kind == "s3-parquet":
-        return "engine", "an S3 Inventory report in Parquet", inventory
+    if inventory.kind in ("s3-parquet", "s3-orc"):
+        form = "Parquet" if inventory.kind == "s3-parquet" else "ORC"
+        return "engine", f"an S3 Inventory report in {form}", inventory
     if inventory.nbytes is None:
         return "engine", "in a store: the column engine fetches it", inventory
     least = ENGINE_FROM_COMPRESSED if inventory.compressed else ENGINE_FROM

@@ -19,7 +19,7 @@ from . import parquet
 from .engine import Fallback, sql_text
 from .rows import MAX_LINE, MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS, columns_at, open_inventory
 
-KINDS = ("csv", "jsonl", "parquet", "s3-csv", "s3-parquet")
+KINDS = ("csv", "jsonl", "parquet", "s3-csv", "s3-parquet", "s3-orc")
 COMPRESSIONS = {".gz": "gzip"}  # by the extension, as the row reader undoes it; others: rows
 
 
@@ -137,6 +137,39 @@ def _source_s3_csv(inventory: Inventory) -> str:
         f"replace({key}, '+', ' ')) ELSE {key} END AS name, CASE WHEN {size} = '' THEN '0' "
         f"ELSE {size} END AS size, {when} AS mtime "
         f"FROM {_read_csv(inventory.files, fields, False, inventory.compression)}"
+    )
+
+
+def _has_pyarrow() -> bool:
+    """Whether pyarrow (the ``orc`` extra) is there to read ORC; without it, the row reader
+    says what to install."""
+    import importlib.util
+
+    return importlib.util.find_spec("pyarrow") is not None
+
+
+def _source_s3_orc(con, inventory: Inventory) -> str:
+    """The SELECT of name, size and mtime (as text) from an S3 Inventory ORC report's data
+    files, scanned by DuckDB through a pyarrow dataset a batch at a time, as the row reader
+    takes them (``_source_s3_parquet``'s rules; a time in whole seconds toward zero; a time
+    column that is no timestamp hands it back)."""
+    import pyarrow.dataset
+
+    con.register("orc_report", pyarrow.dataset.dataset(list(inventory.files), format="orc"))
+    types = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM "
+                             "orc_report)").fetchall())  # fmt: skip
+    if types.get("key") != "VARCHAR" or "size" not in types:
+        raise Fallback
+    when = "NULL"
+    if "last_modified_date" in types:
+        if not types["last_modified_date"].startswith("TIMESTAMP"):
+            raise Fallback
+        ns = "epoch_ns(last_modified_date)"
+        when = (f"CAST(CASE WHEN {ns} >= 0 THEN {ns} // 1000000000 ELSE -((-{ns}) // "
+                "1000000000) END AS VARCHAR)")  # fmt: skip
+    return (
+        "SELECT key AS name, CASE WHEN key IS NULL OR size < 0 THEN NULL "
+        f"ELSE CAST(coalesce(size, 0) AS VARCHAR) END AS size, {when} AS mtime FROM orc_report"
     )
 
 
@@ -310,6 +343,9 @@ def _report(where: str, opener) -> Inventory | None:
         elif kind == "PARQUET":
             schema_fields(re.findall(r"\b(\w+)\s*(?:\(|;)", manifest["fileSchema"]), where)
             schema, compression = (), "none"
+        elif kind == "ORC" and _has_pyarrow():
+            schema_fields(re.findall(r"(\w+)\s*:", manifest["fileSchema"]), where)
+            schema, compression = (), "none"
         else:
             return None
     except (UsageError, KeyError, TypeError, AttributeError):
@@ -321,9 +357,7 @@ def _report(where: str, opener) -> Inventory | None:
     local = not any(map(_in_store, files))
     if local:
         nbytes = sum(os.path.getsize(f) for f in files)
-    return Inventory(
-        "s3-csv" if kind == "CSV" else "s3-parquet", files, compression, schema, nbytes
-    )
+    return Inventory(f"s3-{kind.lower()}", files, compression, schema, nbytes)
 
 
 def fetched(inventory: Inventory, folder: str, opener) -> Inventory:
@@ -361,6 +395,8 @@ def source(con, inventory: Inventory) -> str:
         return parquet.source(con, inventory.files[0])
     if kind == "s3-parquet":
         return _source_s3_parquet(con, inventory)
+    if kind == "s3-orc":
+        return _source_s3_orc(con, inventory)
     if not all(_scan_ok(f, kind, compression) for f in inventory.files):
         raise Fallback
     if kind == "s3-csv":
