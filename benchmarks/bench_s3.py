@@ -710,8 +710,8 @@ def alternate(runs: list, times: dict[str, list[float]], rounds: int) -> None:
 def listing_bench(args, s3server) -> None:
     import obstore
 
-    from ishard.store.retry import Retrier
     from ishard.store import open_store
+    from ishard.store.retry import Retrier
 
     server = s3server.S3Server()
     try:
@@ -755,8 +755,32 @@ def listing_bench(args, s3server) -> None:
             )
         speedup = base / statistics.median(times[runs[1][0]])
         print(f"verdict: ishard lists {speedup:.1f}x as fast as one paginated listing (target: 3x)")
+        seconds, peak = dry_run_peak(server, bucket)
+        print(
+            f"  a dry run planning the bucket (--dry-run=summary): {seconds:.1f} s, peak RSS "
+            f"{peak:,.0f} MiB for {len(keys):,} objects (target: at most 512 MiB at 1,000,000)"
+        )
     finally:
         server.close()
+
+
+def dry_run_peak(server, bucket: str) -> tuple[float, float]:
+    """Seconds and peak RSS (MiB, by GNU time) of ``ishard shard s3://BUCKET --dry-run=summary``."""
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": server.access_key,
+           "AWS_SECRET_ACCESS_KEY": server.secret_key}  # fmt: skip
+    with tempfile.NamedTemporaryFile(delete=False) as out:
+        pass
+    argv = [shutil.which("time") or "/usr/bin/time", "-f", "%M", "-o", out.name, sys.executable,
+            "-m", "ishard", "shard", f"s3://{bucket}", "--endpoint-url", server.endpoint_url,
+            "--dry-run=summary", "--shard-size", "512MiB", "--member-names", "original"]  # fmt: skip
+    started = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"bench_s3: the dry run failed:\n{done.stderr[-2000:]}")
+    peak = int(Path(out.name).read_text().split()[-1]) / 1024
+    os.unlink(out.name)
+    return seconds, peak
 
 
 # ---------------------------------------------------------------------------------------------
