@@ -153,9 +153,14 @@ def _source_s3_orc(con, inventory: Inventory) -> str:
     files, scanned by DuckDB through a pyarrow dataset a batch at a time, as the row reader
     takes them (``_source_s3_parquet``'s rules; a time in whole seconds toward zero; a time
     column that is no timestamp hands it back)."""
+    import pyarrow as pa
     import pyarrow.dataset
 
-    con.register("orc_report", pyarrow.dataset.dataset(list(inventory.files), format="orc"))
+    try:
+        data = pyarrow.dataset.dataset(list(inventory.files), format="orc")
+    except (pa.ArrowException, OSError):  # no ORC, or damaged: the row reader names the file
+        raise Fallback from None
+    con.register("orc_report", data)
     types = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM "
                              "orc_report)").fetchall())  # fmt: skip
     if types.get("key") != "VARCHAR" or "size" not in types:
