@@ -36,7 +36,7 @@ from ishard.run.report import plan_summary
 from ishard.sizes import parse_size
 
 GOOD = ["a", "b", "img", "x.jpg", "y.cls", "é", "sp ace", 'q,u"o', "😀", "a.b.c", "Z"]
-PARTS = GOOD * 3 + [".hid", "..", "C:", "\x01", "t\tab", "n\nl", ""]
+PARTS = GOOD * 3 + [".hid", "..", "C:", "\x01", "t\tab", "n\nl", "c\rr", "r\r\nn", ""]
 
 
 def row_listing(path, **kw):
@@ -89,15 +89,15 @@ mtimes = st.integers(0, 2 * 10**9).map(str) | st.sampled_from(
 rows = st.lists(st.tuples(names, sizes, mtimes), max_size=12)
 
 
-def write_csv(path, header, body, blank_lines=False) -> None:
+def write_csv(path, header, body, blank_lines=False, line_end="\n") -> None:
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csv.writer(out, lineterminator=line_end)
     writer.writerow(header)
     for row in body:
         writer.writerow(row)
         if blank_lines:
-            out.write("\n")
-    path.write_text(out.getvalue(), encoding="utf-8")
+            out.write(line_end)
+    path.write_bytes(out.getvalue().encode())
 
 
 @settings(
@@ -113,9 +113,10 @@ def write_csv(path, header, body, blank_lines=False) -> None:
     blank=st.booleans(),
     repeat=st.booleans(),
     spoil=spoilt_sizes,
+    line_end=st.sampled_from(["\n", "\r\n"]),  # Python's csv module writes CRLF by default
 )
 def test_the_column_reader_agrees_with_the_row_reader_or_hands_back(
-    tmp_path, body, header, prefix, hidden, blank, repeat, spoil
+    tmp_path, body, header, prefix, hidden, blank, repeat, spoil, line_end
 ):
     if repeat and body:
         body = body + body[: len(body) // 2]  # the same names again, later
@@ -124,7 +125,7 @@ def test_the_column_reader_agrees_with_the_row_reader_or_hands_back(
     order = {"name": 0, "key": 0, "Key": 0, "size": 1, "bytes": 1, "mtime": 2, "LastModified": 2}
     lines = [[row[order[h]] if h in order else "e" for h in header] for row in body]
     path = tmp_path / "inventory.csv"
-    write_csv(path, header, lines, blank)
+    write_csv(path, header, lines, blank, line_end)
     agree_or_hand_back(
         lambda: row_listing(path, prefix=prefix, include_hidden=hidden),
         lambda: column_listing(path, prefix, hidden),
@@ -1000,7 +1001,8 @@ def json_lines(draw) -> str:
         if odd == 5:
             line = draw(st.sampled_from(["", "   ", "[1]", "5", line + " x", line[:-1]]))
         lines.append(line)
-    return "\n".join(lines) + draw(st.sampled_from(["\n", "", "\n\n"]))
+    end = draw(st.sampled_from(["\n", "\r\n"]))  # CRLF ends too (a Windows editor's)
+    return end.join(lines) + draw(st.sampled_from([end, "", end + end]))
 
 
 def test_json_lines_read_by_the_engine_list_what_the_row_reader_lists(tmp_path):
@@ -1234,7 +1236,7 @@ def test_the_planner_is_chosen_in_one_place_by_name(tmp_path, monkeypatch, caplo
     with pytest.raises(UsageError, match="ISHARD_PLANNER='duckdb' names no planner"):
         inventory.choose_planner(str(path), "")
     monkeypatch.setenv(inventory.PLANNER, "engine")
-    path.write_text("name,size\na/x.jpg,1\r\n")  # a carriage return: the engine hands it back
+    path.write_text("name,size\na/x.jpg,1\rb/y.jpg,2\n")  # a lone carriage return: handed back
     with caplog.at_level(logging.INFO, logger="ishard"):
         inventory.list_inventory(str(parquet))
         inventory.list_inventory(str(path))

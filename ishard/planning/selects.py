@@ -69,14 +69,17 @@ def _opened(path: str, compression: str) -> BinaryIO:
 
 
 def _scan_ok(path: str, kind: str, compression: str = "none") -> bool:
-    """No carriage return and no NUL byte: the two the row reader splits lines at (or reads)
-    otherwise; in JSON Lines no escaped NUL either (``\\u0000``, which it reads as text)."""
-    odd = (b"\r", b"\x00", b"\\u0000") if kind == "jsonl" else (b"\r", b"\x00")
+    """No NUL byte and no carriage return but in a CRLF line end (``\\r\\n``): a lone one the
+    row reader splits lines at where DuckDB does not (or reads otherwise); in JSON Lines no
+    escaped NUL either (``\\u0000``, which it reads as text)."""
+    odd = (b"\x00", b"\\u0000") if kind == "jsonl" else (b"\x00",)
     tail = b""
     with _opened(path, compression) as stream:
         while block := stream.read(SCAN_BLOCK):
+            if block.endswith(b"\r"):  # its \n, if any, is the next block's first byte
+                block += stream.read(1)
             looked = tail + block
-            if any(o in looked for o in odd):
+            if any(o in looked for o in odd) or block.count(b"\r") != block.count(b"\r\n"):
                 return False
             tail = block[-5:]  # an escape may begin in one block and end in the next
     return True
