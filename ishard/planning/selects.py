@@ -297,7 +297,7 @@ def inventory_kind(path: str) -> str | None:
 
 def describe(where: str, opener: Callable[[str], BinaryIO] | None = None) -> Inventory | None:
     """The inventory at ``where`` (a local path or a store URL, read through ``opener``) as the
-    engine reads it, or None where only the row reader does (an ORC report, ``.bz2`` …)."""
+    engine reads it, or None where only the row reader does (``.bz2`` …, ORC without pyarrow)."""
     path = where.removeprefix("file://")
     compression = compression_of(path)
     if compression is None:
