@@ -302,6 +302,19 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture
+def engine_reads():
+    """How a property test's examples ended (``test_columns.agree_or_hand_back``: "same",
+    "handed back", "both refuse"). A hand-back always agrees, so after the test at least a
+    tenth of the examples must have been listed by the column engine itself: a source it
+    always hands back fails."""
+    from collections import Counter
+
+    seen: Counter[str] = Counter()
+    yield seen
+    assert seen["same"] >= 0.1 * sum(seen.values()) > 0, seen
+
+
+@pytest.fixture
 def every_destination_verifies(request, tmp_path):
     """After the test, every finished destination it left under ``tmp_path`` (a folder with a
     ``manifest.json`` and no run in progress) passes ``ishard verify --deep``."""

@@ -116,7 +116,7 @@ def write_csv(path, header, body, blank_lines=False, line_end="\n") -> None:
     line_end=st.sampled_from(["\n", "\r\n"]),  # Python's csv module writes CRLF by default
 )
 def test_the_column_reader_agrees_with_the_row_reader_or_hands_back(
-    tmp_path, body, header, prefix, hidden, blank, repeat, spoil, line_end
+    tmp_path, engine_reads, body, header, prefix, hidden, blank, repeat, spoil, line_end
 ):
     if repeat and body:
         body = body + body[: len(body) // 2]  # the same names again, later
@@ -129,25 +129,31 @@ def test_the_column_reader_agrees_with_the_row_reader_or_hands_back(
     agree_or_hand_back(
         lambda: row_listing(path, prefix=prefix, include_hidden=hidden),
         lambda: column_listing(path, prefix, hidden),
+        engine_reads,
     )
 
 
-def agree_or_hand_back(by_rows, by_engine) -> None:
-    """Both readers refuse, or the engine hands the listing back, or both list the same."""
+def agree_or_hand_back(by_rows, by_engine, seen: Counter | None = None) -> None:
+    """Both readers refuse, or the engine hands the listing back, or both list the same;
+    ``seen`` counts which (``engine_reads``)."""
+    seen = Counter() if seen is None else seen
     try:
         rows_answer = by_rows()
     except UsageError:
         with pytest.raises((Fallback, UsageError)):
             by_engine()
         event("both refuse")
+        seen["both refuse"] += 1
         return
     try:
         engine_answer = by_engine()
     except Fallback:
         event("handed back")
+        seen["handed back"] += 1
         return
     same(engine_answer, rows_answer)
     event(f"same listing ({'some' if len(engine_answer[0]) else 'no'} files)")
+    seen["same"] += 1
 
 
 KEY_PARTS = ["a", "b", "a.b", "x.jpg", ".c", "c.", "..d", "é.ü", "😀.x", "a\\b.c", "n"]

@@ -53,11 +53,13 @@ def engine_listing(where: Path, prefix: str = "", include_hidden: bool = False):
     return files, tally.freeze()
 
 
-def agree(where: Path, prefix: str = "", include_hidden: bool = False) -> None:
-    """Both readers refuse, or the engine hands back, or both list the same."""
+def agree(seen, where: Path, prefix: str = "", include_hidden: bool = False) -> None:
+    """Both readers refuse, or the engine hands back, or both list the same (counted in
+    ``seen``, the ``engine_reads`` fixture)."""
     agree_or_hand_back(
         lambda: row_listing(where, prefix, include_hidden),
         lambda: engine_listing(where, prefix, include_hidden),
+        seen,
     )
 
 
@@ -214,14 +216,14 @@ aws_times = st.sampled_from(
     parts=st.sampled_from([1, 2, 3]),
 )
 def test_an_s3_csv_report_reads_as_the_row_reader_reads_it(
-    tmp_path_factory, body, prefix, hidden, repeat, spoil, parts
+    tmp_path_factory, engine_reads, body, prefix, hidden, repeat, spoil, parts
 ):
     if repeat and body:
         body = body + body[: len(body) // 2]  # the same keys again, later (in other files)
     if spoil is not None and body:
         body = body[:-1] + [(body[-1][0], spoil, body[-1][2])]
     lines = [["src-bucket", key, size, when, "STANDARD"] for key, size, when in body]
-    agree(s3_csv_report(tmp_path_factory.mktemp("r"), lines, parts), prefix, hidden)
+    agree(engine_reads, s3_csv_report(tmp_path_factory.mktemp("r"), lines, parts), prefix, hidden)
 
 
 @settings(
@@ -242,10 +244,10 @@ def test_an_s3_csv_report_reads_as_the_row_reader_reads_it(
     form=st.sampled_from(["parquet", "orc"]),
 )
 def test_an_s3_parquet_or_orc_report_reads_as_the_row_reader_reads_it(
-    tmp_path_factory, body, prefix, hidden, parts, form
+    tmp_path_factory, engine_reads, body, prefix, hidden, parts, form
 ):
     write = s3_parquet_report if form == "parquet" else s3_orc_report
-    agree(write(tmp_path_factory.mktemp("r"), body, parts), prefix, hidden)
+    agree(engine_reads, write(tmp_path_factory.mktemp("r"), body, parts), prefix, hidden)
 
 
 @settings(
@@ -259,7 +261,7 @@ def test_an_s3_parquet_or_orc_report_reads_as_the_row_reader_reads_it(
     spoil=spoilt_sizes,
 )
 def test_a_gzipped_inventory_reads_as_the_row_reader_reads_it(
-    tmp_path_factory, body, kind, prefix, hidden, spoil
+    tmp_path_factory, engine_reads, body, kind, prefix, hidden, spoil
 ):
     if spoil is not None and body:
         body = body[:-1] + [(body[-1][0], spoil, body[-1][2])]
@@ -277,7 +279,7 @@ def test_a_gzipped_inventory_reads_as_the_row_reader_reads_it(
     if selects.describe(str(path)) is None:  # nothing but blank lines: no kind to tell
         event("no kind")
         return
-    agree(path, prefix, hidden)
+    agree(engine_reads, path, prefix, hidden)
 
 
 def test_big_gzipped_inventories_and_reports_go_to_the_engine(tmp_path, caplog):
