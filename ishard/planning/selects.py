@@ -121,7 +121,7 @@ _AWS_TIME = (
 def _source_s3_csv(inventory: Inventory) -> str:
     """The SELECT of name, size and mtime (as text) from an S3 Inventory CSV report's data
     files: headerless, the key URL-encoded (``+`` a space, as ``unquote_plus`` reads it; a key
-    that does not decode to UTF-8 hands the listing back), an empty size 0, an AWS time
+    that does not decode to UTF-8 or an empty one hands the listing back), an empty size 0, an AWS time
     converted to whole seconds here (any other text as the row reader converts it)."""
     schema = inventory.schema
     fields = ", ".join(f"'f{i}': 'VARCHAR'" for i in range(len(schema)))
@@ -137,7 +137,8 @@ def _source_s3_csv(inventory: Inventory) -> str:
         when = "NULL"
     return (
         f"SELECT CASE WHEN contains({key}, '%') OR contains({key}, '+') THEN url_decode("
-        f"replace({key}, '+', ' ')) ELSE {key} END AS name, CASE WHEN {size} = '' THEN '0' "
+        f"replace({key}, '+', ' ')) ELSE {key} END AS name, CASE WHEN coalesce({key}, '') = '' THEN NULL "
+        f"WHEN {size} = '' THEN '0' "
         f"ELSE {size} END AS size, {when} AS mtime "
         f"FROM {_read_csv(inventory.files, fields, False, inventory.compression)}"
     )
@@ -176,7 +177,7 @@ def _source_s3_orc(con, inventory: Inventory) -> str:
         when = (f"CAST(CASE WHEN {ns} >= 0 THEN {ns} // 1000000000 ELSE -((-{ns}) // "
                 "1000000000) END AS VARCHAR)")  # fmt: skip
     return (
-        "SELECT key AS name, CASE WHEN key IS NULL OR size < 0 THEN NULL "
+        "SELECT key AS name, CASE WHEN key IS NULL OR key = '' OR size < 0 THEN NULL "
         f"ELSE CAST(coalesce(size, 0) AS VARCHAR) END AS size, {when} AS mtime FROM orc_report"
     )
 
@@ -184,7 +185,8 @@ def _source_s3_orc(con, inventory: Inventory) -> str:
 def _source_s3_parquet(con, inventory: Inventory) -> str:
     """The SELECT of name, size and mtime (as text) from an S3 Inventory Parquet report's
     data files (``key``, ``size``, ``last_modified_date``), as the row reader takes them: a
-    missing size is 0; a missing key, a negative size, a key that is no text hand it back."""
+    missing size is 0; a missing or empty key, a negative size, a key that is no text hand it
+    back (the row reader refuses the row)."""
     listed = "[" + ", ".join(map(sql_text, inventory.files)) + "]"
     types = dict(con.execute(f"SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM "
                              f"read_parquet({listed}))").fetchall())  # fmt: skip
@@ -196,7 +198,7 @@ def _source_s3_parquet(con, inventory: Inventory) -> str:
         else "NULL"
     )
     return (
-        "SELECT key AS name, CASE WHEN key IS NULL OR size < 0 THEN NULL "
+        "SELECT key AS name, CASE WHEN key IS NULL OR key = '' OR size < 0 THEN NULL "
         f"ELSE CAST(coalesce(size, 0) AS VARCHAR) END AS size, {when} AS mtime "
         f"FROM read_parquet({listed})"
     )
