@@ -11,7 +11,7 @@ import io
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import BinaryIO
 
@@ -137,9 +137,8 @@ def _source_s3_csv(inventory: Inventory) -> str:
         when = "NULL"
     return (
         f"SELECT CASE WHEN contains({key}, '%') OR contains({key}, '+') THEN url_decode("
-        f"replace({key}, '+', ' ')) ELSE {key} END AS name, CASE WHEN coalesce({key}, '') = '' THEN NULL "
-        f"WHEN {size} = '' THEN '0' "
-        f"ELSE {size} END AS size, {when} AS mtime "
+        f"replace({key}, '+', ' ')) ELSE {key} END AS name, CASE WHEN coalesce({key}, '') = '' "
+        f"THEN NULL WHEN {size} = '' THEN '0' ELSE {size} END AS size, {when} AS mtime "
         f"FROM {_read_csv(inventory.files, fields, False, inventory.compression)}"
     )
 
@@ -372,30 +371,20 @@ def _report(where: str, opener) -> Inventory | None:
 
 def fetched(inventory: Inventory, folder: str, opener) -> Inventory:
     """``inventory`` with each data file in a store copied into ``folder`` (private), a MiB at
-    a time, its compression kept; local files as they are."""
+    a time, as stored: its compression kept, for the engine (told it) to undo; local files as
+    they are. No ``opener``: the row reader reads the store's files."""
     files = []
     for number, url in enumerate(inventory.files):
         if not _in_store(url):
             files.append(url)
             continue
-        path = os.path.join(folder, f"inventory-{number}{''.join(_suffixes(url))}")
-        with _raw(url, opener) as stream, open(path, "xb") as out:
+        if opener is None:
+            raise Fallback
+        path = os.path.join(folder, f"inventory-{number}")
+        with opener(url) as stream, open(path, "xb") as out:
             shutil.copyfileobj(stream, out, 1 << 20)
         files.append(path)
     return replace(inventory, files=tuple(files))
-
-
-def _suffixes(url: str) -> Iterator[str]:
-    suffix = os.path.splitext(url)[1]
-    if suffix in COMPRESSIONS:
-        yield suffix
-
-
-def _raw(url: str, opener) -> BinaryIO:
-    """A store object's bytes as stored (its compression not undone: the engine undoes it)."""
-    if opener is None:
-        raise Fallback
-    return opener(url)
 
 
 def source(con, inventory: Inventory) -> str:
