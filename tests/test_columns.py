@@ -31,7 +31,6 @@ from ishard.planning.keys import BUILT_IN
 from ishard.planning.selects import inventory_kind
 from ishard.errors import DataError, UsageError
 from ishard.model import Tally
-from ishard.planning.naming import EXAMPLES
 from ishard.run.report import plan_summary
 from ishard.sizes import parse_size
 
@@ -58,6 +57,14 @@ def column_listing(path, prefix="", include_hidden=False):
     )
     assert total == sum(files.sizes)
     return files, tally.freeze()
+
+
+def csv_files(path, include_hidden: bool = False, **reading):
+    """The engine's listing of the CSV inventory at ``path``, every name wanted."""
+    files, _ = read_inventory(
+        str(path), "csv", wanted="", include_hidden=include_hidden, tally=Tally(), **reading
+    )
+    return files
 
 
 def same(a, b) -> None:
@@ -191,9 +198,7 @@ def test_the_engine_groups_files_into_the_samples_python_finds(
     path = tmp_path / "inventory.csv"
     write_csv(path, ["name", "size"], [[n, str(len(n) << 31 * (len(n) % 3 == 0))] for n in body])
     key = key_function(pattern)
-    files, _ = read_inventory(
-        str(path), "csv", wanted="", include_hidden=True, tally=Tally(), key=key
-    )
+    files = csv_files(path, include_hidden=True, key=key)
     assert files.handover.grouping is not None and files.handover.grouping.key is key
     keys, sample_of = _numbered(files, key)
     starts, members, sizes = _gather(sample_of, len(keys), files.sizes)
@@ -280,9 +285,7 @@ def test_the_extraction_check_narrowed_by_the_engine_finds_what_the_whole_check_
     path = tmp_path / "inventory.csv"
     write_csv(path, ["name", "size"], [[n, "1"] for n in body])
     key = key_function(pattern)
-    files, _ = read_inventory(
-        str(path), "csv", wanted="", include_hidden=True, tally=Tally(), key=key, renamed=rename
-    )
+    files = csv_files(path, include_hidden=True, key=key, renamed=rename)
     assert files.handover.clashes is not None and files.handover.clashes.renamed == rename
     kept = samples_without(files, key, dropped)
     if rename:
@@ -351,9 +354,7 @@ def test_member_names_found_fit_by_the_engine_are_what_the_planner_finds(
     path = tmp_path / "inventory.csv"
     write_csv(path, ["name", "size"], [[n, "1"] for n in body])
     key = key_function(pattern)
-    files, _ = read_inventory(
-        str(path), "csv", wanted="", include_hidden=True, tally=Tally(), key=key, renamed=True
-    )
+    files = csv_files(path, include_hidden=True, key=key, renamed=True)
     kept = samples_without(files, key, dropped)
     fit = files.handover.renamable_by
     files.handover = replace(files.handover, renamable_by=None)
@@ -414,9 +415,7 @@ def test_the_key_check_over_the_engines_reader_keys_counts_what_the_planner_coun
     path = tmp_path / "inventory.csv"
     write_csv(path, ["name", "size"], [[n, "1"] for n in body])
     key = key_function(pattern)
-    files, _ = read_inventory(
-        str(path), "csv", wanted="", include_hidden=True, tally=Tally(), key=key
-    )
+    files = csv_files(path, include_hidden=True, key=key)
     readers = files.handover.readers
     assert readers is not None
     monkeypatch.setattr(handover, "SPAN_LEAST", span)  # 1: all fetched where files lie apart
@@ -464,15 +463,7 @@ def test_an_engine_failure_in_a_naming_hint_leaves_the_check_to_the_planner(tmp_
     write_csv(path, ["name", "size"], [["a/x.jpg", "1"], ["A/x.jpg", "2"], ["b/y.png", "3"]])
     key = key_function("full_name")
     for renamed in (False, True):
-        files, _ = read_inventory(
-            str(path),
-            "csv",
-            wanted="",
-            include_hidden=False,
-            tally=Tally(),
-            key=key,
-            renamed=renamed,
-        )
+        files = csv_files(path, key=key, renamed=renamed)
         assert files.handover.clashes is None and files.handover.renamable_by is None
         assert (
             files.handover.readers is None
@@ -493,14 +484,7 @@ def test_a_custom_key_pattern_is_grouped_by_the_planner_not_the_engine(tmp_path)
 
     path = tmp_path / "inventory.csv"
     write_csv(path, ["name", "size"], [["a/x.jpg", "1"], ["a/x.cls", "2"]])
-    files, _ = read_inventory(
-        str(path),
-        "csv",
-        wanted="",
-        include_hidden=False,
-        tally=Tally(),
-        key=key_function(r"^(.*)\.[^.]+$"),
-    )
+    files = csv_files(path, key=key_function(r"^(.*)\.[^.]+$"))
     assert files.handover.grouping is None and files.names == ["a/x.cls", "a/x.jpg"]
 
 
