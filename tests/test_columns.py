@@ -24,13 +24,13 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 import ishard
+from ishard.errors import DataError, UsageError
+from ishard.model import Tally
 from ishard.planning import columns, handover, inventory, namecolumn, samples
 from ishard.planning.columns import read_inventory
 from ishard.planning.engine import Fallback
 from ishard.planning.keys import BUILT_IN
 from ishard.planning.selects import inventory_kind
-from ishard.errors import DataError, UsageError
-from ishard.model import Tally
 from ishard.run.report import plan_summary
 from ishard.sizes import parse_size
 
@@ -383,54 +383,79 @@ READER_FILES = [
 ]
 
 
-@settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(
-    body=st.lists(
-        st.builds(
-            lambda folders, file: "/".join([*folders, file]),
-            st.lists(st.sampled_from(READER_FOLDERS), max_size=2),
-            st.sampled_from(READER_FILES),
-        ),
-        min_size=1,
-        max_size=14,
-    ),
-    pattern=st.sampled_from([*BUILT_IN, r"^(?:.*/)?([^/]+)/[^/]*$"]),
-    dropped=st.sets(st.integers(0, 16)),
-    span=st.sampled_from([1, 1 << 16]),
-    names_first=st.booleans(),
-)
 def test_the_key_check_over_the_engines_reader_keys_counts_what_the_planner_counts(
-    tmp_path, monkeypatch, body, pattern, dropped, span, names_first
+    tmp_path, monkeypatch
 ):
     """Original member names: the key check's counts and examples (dotted basenames, dotless
     or dot-leading ones, samples whose files readers key apart) from the engine's reader keys
-    and flags are the ones the planner's own check finds in the names — also for a custom
-    pattern, and with some files left out of the samples."""
+    and flags, cut as the check asks, or from the findings the engine made itself where it
+    sorted the files by sample key, are the ones the planner's own check finds in the names —
+    also for a custom pattern, and with some files left out of the samples (the engine's
+    findings are over its own samples: such a table is checked from the names). Both ways are
+    taken many times."""
     from ishard.names import wds_split
     from ishard.planning.keys import key_function
     from ishard.planning.naming import key_check
+    from ishard.planning.samples import group_table
 
-    path = tmp_path / "inventory.csv"
-    write_csv(path, ["name", "size"], [[n, "1"] for n in body])
-    key = key_function(pattern)
-    files = csv_files(path, include_hidden=True, key=key)
-    readers = files.handover.readers
-    assert readers is not None
-    monkeypatch.setattr(handover, "SPAN_LEAST", span)  # 1: all fetched where files lie apart
-    kept = samples_without(files, key, dropped)
-    if names_first:  # the names read first: the reader keys come with them, the engine closed
-        files.names[:1]
-    engine = key_check(kept)  # else before any name is read: reader keys cut from the engine
-    hashes = readers.rows(np.arange(len(files.sizes)))[0]
-    by_name = {wds_split(n)[0] for n in files.names}
-    assert len(set(hashes.tolist())) == len(by_name)  # one hash per reader key
-    files.handover = replace(files.handover, readers=None)
-    planner = key_check(kept)
-    assert engine.counts == planner.counts and list(engine.counts) == list(planner.counts)
-    assert engine.examples == planner.examples
-    event(", ".join(sorted(planner.counts)) or "nothing found")
+    seen: Counter[str] = Counter()
+
+    @settings(
+        max_examples=300,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    @given(
+        body=st.lists(
+            st.builds(
+                lambda folders, file: "/".join([*folders, file]),
+                st.lists(st.sampled_from(READER_FOLDERS), max_size=2),
+                st.sampled_from(READER_FILES),
+            ),
+            min_size=1,
+            max_size=14,
+        ),
+        pattern=st.sampled_from([*BUILT_IN, r"^(?:.*/)?([^/]+)/[^/]*$"]),
+        dropped=st.sets(st.integers(0, 16)),
+        span=st.sampled_from([1, 1 << 16]),
+        names_first=st.booleans(),
+    )
+    def same_check(body, pattern, dropped, span, names_first):
+        path = tmp_path / "inventory.csv"
+        write_csv(path, ["name", "size"], [[n, "1"] for n in body])
+        key = key_function(pattern)
+        files = csv_files(path, include_hidden=True, key=key)
+        grouping, readers = files.handover.grouping, files.handover.readers
+        found = grouping is not None and grouping.findings is not None
+        assert (readers is None) == found  # the check done by the engine, or cut as it asks
+        if found:
+            table = group_table(files, key)
+            assert table.findings is not None
+            engine = key_check(table)
+            table.findings = None  # the names tell
+            planner = key_check(table)
+            assert samples_without(files, key, dropped).findings is None
+            seen["findings"] += 1
+        else:
+            monkeypatch.setattr(handover, "SPAN_LEAST", span)  # 1: all fetched if apart
+            kept = samples_without(files, key, dropped)
+            if names_first:  # the names read first: the reader keys come with them
+                files.names[:1]
+            engine = key_check(kept)  # else before any name is read: cut from the engine
+            hashes = readers.rows(np.arange(len(files.sizes)))[0]
+            by_name = {wds_split(n)[0] for n in files.names}
+            assert len(set(hashes.tolist())) == len(by_name)  # one hash per reader key
+            files.handover = replace(files.handover, readers=None)
+            planner = key_check(kept)
+            seen["reader keys"] += 1
+        assert engine.counts == planner.counts and list(engine.counts) == list(planner.counts)
+        assert engine.examples == planner.examples
+        seen[", ".join(sorted(planner.counts)) or "nothing found"] += 1
+
+    same_check()
+    assert seen["findings"] > 50 and seen["reader keys"] > 50, dict(seen)
+    assert seen["nothing found"] < 200, dict(seen)
 
 
 def test_an_engine_failure_in_a_naming_hint_leaves_the_check_to_the_planner(tmp_path, monkeypatch):
@@ -438,8 +463,8 @@ def test_an_engine_failure_in_a_naming_hint_leaves_the_check_to_the_planner(tmp_
     the listing still comes from the engine (no hand-back to the row reader), without those
     hints, and the planner's checks then find what they always find."""
     from ishard.planning import engine
-    from ishard.planning.keys import key_function
     from ishard.planning.extraction import check_extraction_names
+    from ishard.planning.keys import key_function
     from ishard.planning.naming import key_check, sample_members
     from ishard.planning.samples import group_table
 
@@ -892,7 +917,7 @@ def test_a_spill_folder_out_of_room_is_one_line_naming_tmp_dir(tmp_path, monkeyp
     """When the disk under --tmp-dir has no room left for the engine's spill (here DuckDB's own
     bound on it, which is that disk's free space, set to 1 MiB), the run stops with one line
     naming --tmp-dir — not a fall back to the row reader."""
-    import ishard.planning.engine as engine
+    from ishard.planning import engine
 
     parquet = tmp_path / "inv.parquet"
     long_names_parquet(parquet, 400_000)
@@ -1063,7 +1088,7 @@ def test_a_plan_reads_the_names_from_the_engine_only_when_a_shard_is_read(tmp_pa
     listing) and closes the engine, its folder gone; a plan dropped unread closes it too."""
     import gc
 
-    import ishard.planning.engine as engine
+    from ishard.planning import engine
 
     path = tmp_path / "inv.csv"
     rng = random.Random(5)
@@ -1152,10 +1177,10 @@ def test_a_dry_runs_key_check_reads_only_what_it_needs_from_the_engine(
     file that readers key apart (a second dot in its basename): the plan warns with the same
     counts and example keys as over the row reader's listing, and fetches from the engine only
     those keys — not the listing's names, the samples' keys or the mtimes — and the files'
-    reader keys a span at a time where each sample's files are in a row (all at once where
-    they are apart: an image and its label in two trees)."""
-    import ishard.planning.engine as engine
-    import ishard.planning.naming as naming
+    reader keys a span at a time where each sample's files are in a row; where they are apart
+    (an image and its label in two trees) nothing at all: the engine did the check as it
+    sorted the files by sample key."""
+    from ishard.planning import engine, naming
 
     path = tmp_path / "inv.csv"
     rng = random.Random(7)
@@ -1194,8 +1219,8 @@ def test_a_dry_runs_key_check_reads_only_what_it_needs_from_the_engine(
     assert any(w.startswith(dotted) for w in planned.warnings)
     assert planned.warnings == by_rows.warnings
     keys = {name.rsplit("/", 1)[1].rsplit(".", 1)[0] for name, *_ in body}  # base_file_name
-    if apart:  # examples of the dotted and of the split samples
-        reads = {"_readers_fetched": 1, "picked": 2}
+    if apart:  # the engine found the counts and examples as it sorted the files by key
+        reads = {}
     else:
         reads = {"_reader_span": -(-len(keys) // 256), "picked": 1}
     assert Counter(asked) == {"int_fetched": 1, **reads}  # the sizes, the reader keys, examples

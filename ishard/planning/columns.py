@@ -24,10 +24,10 @@ from ..errors import DataError, UsageError
 from ..model import EXAMPLES_KEPT, Tally
 from ..names import HIDDEN, UNSAFE
 from ..sizes import describe_size
-from . import engine, parquet, selects
+from . import engine, parquet, readerkeys, selects
 from .clashes import find_clashes
 from .engine import Fallback
-from .handover import NOTHING, Grouping, Handover
+from .handover import NOTHING, Grouping, Handover, ReaderFindings
 from .keys import PATTERNS, KeyFunction
 from .namecolumn import NARROW_MAX, Names
 from .rows import mtime_seconds
@@ -125,7 +125,9 @@ def read_inventory(
             handed, sizes, total = _listing(
                 con, wanted, include_hidden, tally, built_in, renamed, watch
             )
-        readers = None if renamed else READER_KEYS  # the key check's, cut when it asks
+        # the key check's reader keys, cut when it asks (not where the engine did the check)
+        found = handed.grouping is not None and handed.grouping.findings is not None
+        readers = None if renamed or found else readerkeys.READER_KEYS
         handed = replace(handed, spilled=watch.most)
         return engine.leave_waiting(con, spill, sizes, handed, readers), total  # theirs now
     except duckdb.OutOfMemoryException as error:  # not the row reader: it takes far more
@@ -255,7 +257,7 @@ def _listing(
     if renamed and key is not None and not unrepeated and _renamable(con, _KEY_SQL[key]):
         handed = replace(handed, renamable_by=key)
     # last: the keys wait in the engine, and the naming hints need room
-    runs = _group(con, key, listed) if key is not None else None
+    runs = _group(con, key, listed, not renamed) if key is not None else None
     if runs is not None and renamed and unrepeated and _renamable(con, None):
         handed = replace(handed, renamable_by=key)
     con.execute(f"SET memory_limit = '{engine.FETCH_MEMORY >> 20}MiB'")  # the rest waits on disk
@@ -268,26 +270,42 @@ def _listing(
     return handed, sizes, total  # the names wait in the engine (read_inventory)
 
 
-def _group(con, key: KeyFunction, count: int) -> tuple[bool, int]:
+Found = tuple[bool, int, ReaderFindings | None]  # what ``_group`` found
+
+
+def _group(con, key: KeyFunction, count: int, readers: bool) -> Found:
     """The samples of ``files`` (``count`` rows) by a built-in key pattern, as runs of files:
     each key's first file and the key (``runs``, in order of first appearance); and whether
     every sample's files are in a row (``_in_a_row``), and how many keys hold a '/'. Samples
     apart, the files are sorted by key, then listing position (``by_key``: sorting spills,
     where a hash join of ten million keys under the memory limit fails), and each key's run is
-    found there."""
+    found there; when the key check wants the files' reader keys (``readers``), it is done
+    there too (``readerkeys.findings``), as the files of each sample are in a row."""
     folders = _in_a_row(con, _KEY_SQL[key], count)
     if folders is not None:
-        return True, folders
-    con.execute(  # sorted on its own: a window sorting it (OVER (ORDER BY key)) is 3x slower
-        f"CREATE TEMP TABLE by_key AS SELECT rowid AS f, {_KEY_SQL[key]} AS key FROM files "
-        "ORDER BY key, f"
-    )
+        return True, folders, None
+    import duckdb
+
+    rows = f"SELECT rowid AS f, {_KEY_SQL[key]} AS key, name FROM files"
+    sort = "CREATE TEMP TABLE by_key AS SELECT f, key{} FROM ({}) ORDER BY key, f"
+    findings = None
+    if readers:  # sorted on its own: a window sorting it (OVER (ORDER BY key)) is 3x slower
+        try:
+            con.execute(sort.format(", rk, flags", readerkeys.with_reader_keys(rows)))
+            findings = readerkeys.findings(con)
+        except duckdb.Error as error:  # out of memory or disk: the planner checks the names
+            engine.hint_failed("find what readers make of the names", error)
+            con.execute("DROP TABLE IF EXISTS by_key")
+            findings = None
+    if findings is None:
+        con.execute(sort.format("", rows))
     con.execute(  # the windows go in the table's (key) order; runs by first file, as above
         f"CREATE TEMP TABLE runs AS SELECT key, pos, lead(pos, 1, {count}) OVER () - pos AS "
         "files FROM (SELECT f, key, pos FROM (SELECT f, key, row_number() OVER () - 1 AS pos, "
         "key IS DISTINCT FROM lag(key) OVER () AS new FROM by_key) WHERE new) ORDER BY f"
     )
-    return False, con.execute("SELECT count(*) FROM runs WHERE contains(key, '/')").fetchone()[0]
+    folders = con.execute("SELECT count(*) FROM runs WHERE contains(key, '/')").fetchone()[0]
+    return False, folders, findings
 
 
 def _in_a_row(con, key_sql: str, count: int) -> int | None:
@@ -316,13 +334,13 @@ def _in_a_row(con, key_sql: str, count: int) -> int | None:
     return folders
 
 
-def _grouping(con, key: KeyFunction, count: int, found: tuple[bool, int]) -> Grouping:
+def _grouping(con, key: KeyFunction, count: int, found: Found) -> Grouping:
     """The samples ``_group`` found (``found``: its answer), fetched: numpy lays the files out
     run after run, as ``SampleTable`` holds them. The keys stay in ``runs``
     (``engine.leave_waiting``)."""
     import numpy as np
 
-    in_a_row, folders = found
+    in_a_row, folders, findings = found
     wide = count > NARROW_MAX
     kind = "BIGINT" if wide else "INTEGER"  # positions: 4 bytes each up to 2**31 files
     pos = con.execute(f"SELECT CAST(pos AS {kind}) AS pos FROM runs").fetchnumpy()["pos"]
@@ -346,7 +364,8 @@ def _grouping(con, key: KeyFunction, count: int, found: tuple[bool, int]) -> Gro
         shift = np.repeat(pos[a:b] - first[a:b], lengths[a:b])  # member i: by_key[i+s]
         shift += np.arange(first[a], first[b], dtype=shift.dtype)
         laid[first[a] : first[b]] = by_key[shift]
-    return Grouping(key, Names(), starts, members, flat=not folders)  # keys: engine.leave_waiting
+    # the keys: engine.leave_waiting
+    return Grouping(key, Names(), starts, members, flat=not folders, findings=findings)
 
 
 def _renamable(con, key_sql: str | None) -> bool:
@@ -385,20 +404,6 @@ def _renamable(con, key_sql: str | None) -> bool:
         engine.hint_failed("check the names for --member-names sample", error)
         return False
     return not bad and not twice
-
-
-# Each file's key as WebDataset readers cut it and what they make of its basename, for the
-# key check (``naming.key_check``; ``handover.ReaderKeys``), over files ``{where}``. The key, the
-# name up to the first dot of the basename, is hashed as its folder and its stem (string
-# functions: regexes over every name took 3.5x as long).
-READER_KEYS = (
-    "SELECT hash(parse_dirpath(name, 'forward_slash'), "
-    "CASE WHEN dot = 0 THEN base ELSE left(base, dot - 1) END) AS key, "
-    "CAST(dot > 1 AND contains(substr(base, dot + 1), '.') AS TINYINT) "
-    "+ 2 * CAST(dot <= 1 AS TINYINT) AS flags "
-    "FROM (SELECT name, base, instr(base, '.') AS dot FROM "
-    "(SELECT name, parse_filename(name, false, 'forward_slash') AS base FROM files {where}))"
-)
 
 
 def _odd_times(con) -> str:

@@ -8,13 +8,12 @@ import random
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..errors import UsageError
 from ..formats import ARCHIVE_EXTS
 from ..model import Sample, ShardPlan
 from ..names import sort_key
-from .namecolumn import NARROW_MAX
 from .table import int_view
 from .templates import NameTemplate
 
@@ -121,19 +120,19 @@ GREEDY_IN_PYTHON_BELOW = 64  # samples a shard: fewer, and a flat run is packed 
 CUT_WINDOW = 1 << 20  # samples whose running sums a flat cut holds at once (more if a shard needs)
 
 
-def _flat_cut(
-    order: np.ndarray, sizes: Sequence[int], bounds: Bounds, listing_order: bool
-) -> list[np.ndarray]:
-    """What ``_Cutter.run`` packs from a flat run (``order``: sample indices), found a shard at
-    a time with numpy: a shard starting at sample ``i`` ends at the first sample where the
+def _flat_cut(order: np.ndarray | None, sizes: Sequence[int], bounds: Bounds) -> list[SampleRun]:
+    """What ``_Cutter.run`` packs from a flat run (``order``: sample indices; None: every
+    sample in listing order, when each shard is a ``range`` of them, no array), found a shard
+    at a time with numpy: a shard starting at sample ``i`` ends at the first sample where the
     running size reaches the size bound (a binary search in the running sums), or at the count
     bound. Slices of ``order``; a shard of fewer than ``GREEDY_IN_PYTHON_BELOW`` samples on
     average is packed sample by sample (cheaper than a search per shard)."""
     import numpy as np
 
-    count = len(order)
+    count = len(sizes) if order is None else len(order)
+    run: Any = range(count) if order is None else order  # sliced into the shards
     weights = int_view(sizes) if isinstance(sizes, array) else np.asarray(sizes, dtype=np.int64)
-    if not listing_order:
+    if order is not None:
         weights = weights[order]  # the sizes in the run's order (a copy)
     total = int(weights.sum(dtype=np.int64))
     per_shard = bounds.count or count
@@ -142,16 +141,17 @@ def _flat_cut(
     if bounds.size is None or bounds.size <= 0 or per_shard < GREEDY_IN_PYTHON_BELOW:
         if bounds.size is None:  # by count alone: equal runs
             step = bounds.count or max(count, 1)
-            return [order[i : i + step] for i in range(0, count, step)]
+            return [run[i : i + step] for i in range(0, count, step)]
         out: list = []
-        pending, _ = _Cutter(sizes, bounds, out).run(order.tolist(), [], 0)
+        pending, _ = _Cutter(sizes, bounds, out).run(list(run), [], 0)
         return [np.asarray(shard, dtype=np.int64) for shard in (*out, pending) if shard]
-    shards, start, most, window = [], 0, bounds.count or count, CUT_WINDOW
+    shards: list[SampleRun] = []
+    start, most, window = 0, bounds.count or count, CUT_WINDOW
     lo, ends = 0, _running_sums(weights, 0, window, 0)  # the sums before samples lo, lo + 1, …
     while start < count:
         target = int(ends[start - lo]) + bounds.size
         if target > total:  # no later shard reaches the size bound: by count alone
-            shards += [order[i : i + most] for i in range(start, count, most)]
+            shards += [run[i : i + most] for i in range(start, count, most)]
             break
         if target > ends[-1]:  # it may end past the window: one from this shard on
             window = max(window, 2 * (len(ends) - 1 - (start - lo)))  # a shard may need more
@@ -159,7 +159,7 @@ def _flat_cut(
             continue
         stop = lo + int(np.searchsorted(ends, target, side="left"))
         stop = min(max(stop, start + 1), start + most, count)
-        shards.append(order[start:stop])
+        shards.append(run[start:stop])
         start = stop
     return shards
 
@@ -199,13 +199,10 @@ def cut_indices(
     if not _folders(keys, flat):  # no tree to build
         import numpy as np
 
-        as_listed = order.kind == "listing" and not order.descending
-        if as_listed:
-            wide = len(keys) > NARROW_MAX  # the shards' samples: 4 bytes each where they fit
-            run = np.arange(len(keys), dtype=np.int64 if wide else np.int32)
-        else:
-            run = np.array(_ordered(range(len(keys)), keys, order, rng), dtype=np.int64)
-        return list[SampleRun](_flat_cut(run, sizes, bounds, as_listed))
+        if order.kind == "listing" and not order.descending:  # ranges of samples: no array
+            return _flat_cut(None, sizes, bounds)
+        run = np.array(_ordered(range(len(keys)), keys, order, rng), dtype=np.int64)
+        return _flat_cut(run, sizes, bounds)
     out: list[list[int]] = []
     _Cutter(sizes, bounds, out).visit(_tree(keys), keys, order, rng, collapse, True)
     return list[SampleRun](out)

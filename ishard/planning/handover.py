@@ -17,19 +17,26 @@ from .namecolumn import Names
 # for, or of SPAN_LEAST files; past that, all of them are fetched at once
 SPAN_FACTOR, SPAN_LEAST = 4, 1 << 16
 
+# The key check's findings by kind, as the column engine codes them per file: a dot inside a
+# basename after the first, no dot or a leading one, reader keys that differ within a sample
+FINDING_BITS = {"dotted": 1, "dropped": 2, "split": 4}
+ReaderFindings = dict[str, tuple[int, list[str]]]  # by kind: samples, the first ones' keys
+
 
 class Grouping(NamedTuple):
     """Samples a listing's maker already found (the column engine, for a built-in key
     pattern): the key function, the keys in order of first appearance, and the files by
     sample (each sample's in listing order) as ``SampleTable`` holds them: ``members``, and
     where each sample's run of them starts (``starts``, one more than there are samples);
-    ``flat`` when no key holds a '/'."""
+    ``flat`` when no key holds a '/'; ``findings``: the key check's over these samples, when
+    the engine found them (``readerkeys.findings``)."""
 
     key: KeyFunction
     keys: Names
     starts: array
     members: array
     flat: bool
+    findings: ReaderFindings | None = None
 
 
 class Clashes(NamedTuple):

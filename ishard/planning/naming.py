@@ -119,10 +119,16 @@ def key_check(table: SampleTable, check: KeyCheck | None = None) -> KeyCheck:
     a file whose basename has a second dot (readers cut the key at the first), none or a
     leading one, or files whose reader keys (``wds_split``: the name up to the first dot of the
     basename) are not all the same. Samples are taken ``CHUNK`` at a time, so the check's memory
-    stays small; with the column engine's ``ReaderKeys`` the chunks are numpy arrays.
+    stays small; with the column engine's ``ReaderKeys`` the chunks are numpy arrays; with its
+    findings over the table's very samples (``table.findings``) there is nothing to look at.
     """
     check = check or KeyCheck()
     files = table.files
+    if table.findings is not None:  # the engine's, over these very samples
+        for finding, kind in zip(FINDINGS, ("dotted", "dropped", "split")):
+            if kind in table.findings:
+                check.add(finding, *table.findings[kind][::-1])
+        return check
     if files.handover.readers is not None:
         try:
             found = _key_check_columns(table, files.handover.readers, KeyCheck())

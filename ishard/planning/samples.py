@@ -33,7 +33,7 @@ def group_table(files: FileTable, key: KeyFunction) -> SampleTable:
     table = SampleTable(files)
     grouping = files.handover.grouping
     if grouping is not None and grouping.key is key:
-        _, table.keys, table.starts, table.members, table.flat = grouping
+        _, table.keys, table.starts, table.members, table.flat, table.findings = grouping
         files.handover = replace(files.handover, grouping=None)  # the table holds them now
         table.sizes = _sample_sizes(table.starts, table.members, files.sizes)
         return table

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..model import FileEntry, Sample, ShardPlan
 from ..names import wds_split
-from .handover import NOTHING, Handover
+from .handover import NOTHING, Handover, ReaderFindings
 from .namecolumn import CHUNK, Names
 
 
@@ -190,13 +190,15 @@ def _ascending(names: Names) -> bool:
 class SampleTable:
     """Samples over a FileTable: a key (kept as ``Names``), a size and a run of file indices
     per sample (``starts`` and ``members`` of 4-byte ints when gathered with numpy and every
-    value fits, else 8-byte)."""
+    value fits, else 8-byte); ``findings``: the key check's over exactly these samples, when
+    the column engine found them (a table made from another has none)."""
 
-    __slots__ = ("files", "flat", "keys", "members", "sizes", "starts")
+    __slots__ = ("files", "findings", "flat", "keys", "members", "sizes", "starts")
 
     def __init__(self, files: FileTable) -> None:
         self.files = files
         self.flat: bool | None = None  # no key holds a '/' (None: not known, look at them)
+        self.findings: ReaderFindings | None = None  # the key check's, found by the engine
         self.keys = Names()
         self.sizes = array("q")
         self.starts = array("q", [0])
@@ -273,12 +275,25 @@ class SampleTable:
 
 
 def _shard_samples(values: Any) -> Any:
-    """A shard's sample indices as compact ints: an ``array`` or a numpy array as they are
-    (a numpy array is a view of the run the shard was cut from: no copy), a list as an
-    ``array("q")``."""
-    if isinstance(values, array) or hasattr(values, "dtype"):
+    """A shard's sample indices as compact ints: a ``range`` (samples in listing order), an
+    ``array`` or a numpy array as they are (a numpy array is a view of the run the shard was
+    cut from: no copy), a list as an ``array("q")``."""
+    if isinstance(values, (range, array)) or hasattr(values, "dtype"):
         return values
     return array("q", values)
+
+
+def _shard_sums(samples: Any, sizes: Any, starts: Any) -> tuple[int, int]:
+    """The bytes and the files of a shard's ``samples``: of a range, from two slices (no
+    array as long as the range); else from its indices."""
+    import numpy as np
+
+    if isinstance(samples, range) and samples.step == 1:
+        a, b = samples.start, samples.stop
+        return int(sizes[a:b].sum(dtype=np.int64)), int(starts[b]) - int(starts[a])
+    at = np.asarray(samples, dtype=np.int64)
+    files = int(starts[at + 1].sum(dtype=np.int64)) - int(starts[at].sum(dtype=np.int64))
+    return int(sizes[at].sum(dtype=np.int64)), files
 
 
 class ShardList(Sequence[ShardPlan]):
@@ -291,26 +306,18 @@ class ShardList(Sequence[ShardPlan]):
     def __init__(
         self,
         names: list[str],
-        members: Sequence[Any],  # per shard: its samples, as ints (a list, array or numpy array)
+        members: Sequence[Any],  # per shard: its samples (a range, list, array or numpy array)
         tables: list[SampleTable],
         rename: bool = False,
     ):
-        import numpy as np
-
         self.names, self.rename = names, rename
         self._members = [_shard_samples(m) for m in members]
         self._tables = tables
-        columns: dict[int, tuple[Any, Any]] = {}  # per table: sample sizes, files a sample
-        for t in tables:
-            if id(t) not in columns:
-                starts = int_view(t.starts)
-                columns[id(t)] = (int_view(t.sizes), np.diff(starts))
         self.sizes, self.file_counts = [], []
         for m, t in zip(self._members, tables):
-            at = np.asarray(m, dtype=np.int64)
-            sizes, counts = columns[id(t)]
-            self.sizes.append(int(sizes[at].sum()))
-            self.file_counts.append(int(counts[at].sum()))
+            size, files = _shard_sums(m, int_view(t.sizes), int_view(t.starts))
+            self.sizes.append(size)
+            self.file_counts.append(files)
         self.sample_counts = [len(m) for m in self._members]
 
     def __len__(self) -> int:
