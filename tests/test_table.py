@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from array import array
+
 import pytest
 from conftest import open_files_in
 from hypothesis import given, settings
@@ -40,6 +42,7 @@ def test_names_read_back_as_the_list_they_were_made_from(names, picks, chunk, da
             chunks = [names[a:b] for a, b in zip([0, *cuts], [*cuts, len(names)])]
             column = Names.spooled(chunks)  # empty chunks among them, sometimes
             assert isinstance(column._blob, namecolumn.SpooledBlob)
+            assert isinstance(column._starts, namecolumn.SpooledStarts)
         else:
             column = Names()
             for n in names[: len(names) // 2]:
@@ -65,16 +68,18 @@ def check(column, names, picks, data):
 
 
 def test_spooled_names_are_read_by_forked_writers_and_pickle_as_their_bytes(tmp_path):
-    """Names spooled to a nameless file in the given folder: nothing of them is left there by
-    name, a forked process (a shard writer) reads them through the descriptor it inherits,
-    and pickled (sent to a Dask worker) they are the names themselves."""
+    """Names spooled to a nameless file in the given folder, where each starts to another:
+    nothing of them is left there by name, none of them is in memory, a forked process (a
+    shard writer) reads them through the descriptors it inherits, and pickled (sent to a Dask
+    worker) they are the names themselves."""
     import os
     import pickle
 
     names = [f"img/{i:05d}.jpg" for i in range(3000)] + ["é/\udcff.cls"]
     column = Names.spooled([names[:1000], [], names[1000:]], str(tmp_path))
     assert list(tmp_path.iterdir()) == []
-    assert open_files_in(tmp_path) == ["(deleted)"]
+    assert open_files_in(tmp_path) == ["(deleted)", "(deleted)"]  # the bytes, the starts
+    assert not isinstance(column._starts, array)
     read, write = os.pipe()
     child = os.fork()
     if child == 0:  # pragma: no cover (the child's)
@@ -87,7 +92,8 @@ def test_spooled_names_are_read_by_forked_writers_and_pickle_as_their_bytes(tmp_
     assert os.waitpid(child, 0)[1] == 0
     assert seen == [names[2999], names[0], names[3000]]
     copied = pickle.loads(pickle.dumps(column))
-    assert isinstance(copied._blob, bytearray) and copied == column and list(copied) == names
+    assert isinstance(copied._blob, bytearray) and isinstance(copied._starts, array)
+    assert copied == column and list(copied) == names
 
 
 def test_a_name_with_a_newline_is_refused_not_split():

@@ -335,33 +335,38 @@ def _in_a_row(con, key_sql: str, count: int) -> int | None:
 
 
 def _grouping(con, key: KeyFunction, count: int, found: Found) -> Grouping:
-    """The samples ``_group`` found (``found``: its answer), fetched: numpy lays the files out
-    run after run, as ``SampleTable`` holds them. The keys stay in ``runs``
-    (``engine.leave_waiting``)."""
+    """The samples ``_group`` found (``found``: its answer), fetched a chunk at a time: numpy
+    lays the files out run after run, as ``SampleTable`` holds them. The keys stay in
+    ``runs`` (``engine.leave_waiting``)."""
     import numpy as np
 
     in_a_row, folders, findings = found
-    wide = count > NARROW_MAX
-    kind = "BIGINT" if wide else "INTEGER"  # positions: 4 bytes each up to 2**31 files
-    pos = con.execute(f"SELECT CAST(pos AS {kind}) AS pos FROM runs").fetchnumpy()["pos"]
-    starts = array("q" if wide else "i", bytes(pos.itemsize * (len(pos) + 1)))
-    members = array(starts.typecode, bytes(pos.itemsize * count))
+    wide = count > NARROW_MAX  # positions: 4 bytes each up to 2**31 files
+    samples = con.execute("SELECT count(*) FROM runs").fetchone()[0]
+    width = 8 if wide else 4
+    starts = array("q" if wide else "i", bytes(width * (samples + 1)))
+    members = array(starts.typecode, bytes(width * count))
     first, laid = int_view(starts), int_view(members)  # where each sample's run begins, ends
     if in_a_row:  # the runs follow each other: the members are the files in listing order
-        first[:-1] = pos
+        engine.ints_into(first[:-1], con, "pos", "runs")
         first[-1] = count
         for a in range(0, count, engine.FETCHED):  # small temporaries
             b = min(a + engine.FETCHED, count)
             laid[a:b] = np.arange(a, b, dtype=laid.dtype)
         return Grouping(key, Names(), starts, members, flat=not folders)
-    by_key = con.execute(f"SELECT CAST(f AS {kind}) AS f FROM by_key").fetchnumpy()["f"]
+    by_key = np.empty(count, dtype=laid.dtype)  # each file, in key order: looked up at random
+    engine.ints_into(by_key, con, "f", "by_key")
     con.execute("DROP TABLE by_key")
-    lengths = con.execute(f"SELECT CAST(files AS {kind}) AS n FROM runs").fetchnumpy()["n"]
-    np.cumsum(lengths, out=first[1:])
-    step = engine.FETCHED  # samples laid out at a time: small temporaries
-    for a in range(0, len(lengths), step):
-        b = min(a + step, len(lengths))
-        shift = np.repeat(pos[a:b] - first[a:b], lengths[a:b])  # member i: by_key[i+s]
+    step = engine.INTS_FETCHED  # samples laid out at a time: small temporaries
+    for a in range(0, samples, step):  # where each run begins: the lengths before it summed
+        b = min(a + step, samples)
+        engine.ints_into(first[a + 1 : b + 1], con, "files", "runs", a)
+        first[a + 1 : b + 1] = np.cumsum(first[a + 1 : b + 1], dtype=np.int64) + first[a]
+    for a in range(0, samples, step):
+        b = min(a + step, samples)
+        pos = np.empty(b - a, dtype=laid.dtype)
+        engine.ints_into(pos, con, "pos", "runs", a)
+        shift = np.repeat(pos - first[a:b], np.diff(first[a : b + 1]))  # member i: by_key[i+s]
         shift += np.arange(first[a], first[b], dtype=shift.dtype)
         laid[first[a] : first[b]] = by_key[shift]
     # the keys: engine.leave_waiting

@@ -18,11 +18,12 @@ from typing import Any
 from ..errors import DataError
 from .handover import Handover, LaterReaderKeys, ReaderKeys, ReaderKeysLost
 from .namecolumn import LaterNames, Names
-from .table import FileTable, int_column
+from .table import FileTable, int_view
 
 MEMORY_LIMIT = 512 << 20  # bytes DuckDB may hold before it spills to its temporary folder
 LEAST_MEMORY_LIMIT = 128 << 20  # (--memory-limit) at 64 MiB it cannot read some Parquet files
 FETCHED = 1 << 18  # names (or keys) fetched from the engine at a time
+INTS_FETCHED = 1 << 21  # ints of a column fetched at a time (8 or 16 MB)
 FETCH_MEMORY = 64 << 20  # the engine's memory limit while Python fetches the listing
 LOG = logging.getLogger("ishard")
 SPILL_LOOK = 0.1  # seconds between two looks at the size of the engine's spill folder
@@ -237,17 +238,29 @@ def names_fetched(con, column: str, table: str, folder: str) -> Names:
 
 
 def int_fetched(con, column: str, bounds: tuple[Any, Any] | None = None) -> array:
-    """An int column of ``files`` as ``int_column`` keeps it, fetched as 4-byte ints when its
-    values fit (``bounds``: its least and most value, when known): the engine's copy is no
-    bigger than the kept one."""
+    """An int column of ``files`` as ``int_column`` keeps it — 4-byte ints when its values
+    fit (``bounds``: its least and most value, when known), else 8-byte — filled a chunk at a
+    time (``ints_into``): no temporary as long as the column."""
     least, most = (
         bounds or con.execute(f"SELECT min({column}), max({column}) FROM files").fetchone()
     )
     fits = least is None or (-(1 << 31) <= least and most < 1 << 31)
-    kind = "INTEGER" if fits else "BIGINT"
-    return int_column(
-        con.execute(f"SELECT CAST({column} AS {kind}) AS v FROM files").fetchnumpy()["v"]
-    )
+    count = con.execute("SELECT count(*) FROM files").fetchone()[0]
+    out = array("i" if fits and count else "q", bytes((4 if fits else 8) * count))
+    ints_into(int_view(out), con, column, "files")
+    return out
+
+
+def ints_into(out: Any, con, column: str, table: str, first: int = 0) -> None:
+    """Fill ``out`` (a numpy int array) with the int ``column`` of ``table``'s rows from
+    ``first`` on, in their order, ``INTS_FETCHED`` rows at a time."""
+    kind = "INTEGER" if out.dtype.itemsize == 4 else "BIGINT"
+    for start in range(0, len(out), INTS_FETCHED):
+        stop = min(start + INTS_FETCHED, len(out))
+        out[start:stop] = con.execute(
+            f"SELECT CAST({column} AS {kind}) AS v FROM {table} "
+            f"WHERE rowid >= {first + start} AND rowid < {first + stop}"
+        ).fetchnumpy()["v"]
 
 
 def fetched(con, column: str, table: str, start: int) -> list[str]:

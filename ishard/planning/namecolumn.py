@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import operator
 import os
+import sys
 import tempfile
 import threading
 from array import array
@@ -45,6 +46,45 @@ class SpooledBlob:
 
     def __reduce__(self):  # pickled (sent to a Dask worker, say) as the bytes themselves
         return bytearray, (self[0 : self._size],)
+
+
+class SpooledStarts(Sequence[int]):
+    """Where each spooled name starts (and where the last ends), 8-byte ints in a file with no
+    name, read with ``pread`` a few at a time: the starts of a hundred million names take no
+    memory either (a run reads a shard's names as a few runs of the listing, two starts a
+    run). Pickled as an ``array`` of them."""
+
+    __slots__ = ("_count", "_file")
+    typecode = "q"
+
+    def __init__(self, file: Any, count: int) -> None:
+        self._file, self._count = file, count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._count)
+            out = array("q", self._read(8 * start, 8 * max(stop - start, 0)))
+            return out if step == 1 else out[::step]
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError("name start index out of range")
+        return int.from_bytes(self._read(8 * index, 8), sys.byteorder, signed=True)
+
+    def _read(self, at: int, size: int) -> bytes:
+        data = os.pread(self._file.fileno(), size, at) if size else b""
+        while len(data) < size:  # a short read: the rest
+            part = os.pread(self._file.fileno(), size - len(data), at + len(data))
+            if not part:
+                raise OSError(f"the name starts' temporary file ends at byte {at + len(data)}")
+            data += part
+        return data
+
+    def __reduce__(self):
+        return array, ("q", self[0 : self._count].tobytes())
 
 
 class Names(Sequence[str]):
@@ -110,15 +150,24 @@ class Names(Sequence[str]):
         stays (4 or 8 bytes a name)."""
         names = cls()
         file = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 (kept open by the blob)
+        starts = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 (kept open by the starts)
+        count = 0
         try:
             for chunk in chunks:
                 if chunk:
                     file.write(names._ended(chunk))
+                    done, names._starts = names._starts, array("q", names._starts[-1:])
+                    starts.write(array("q", done[:-1]).tobytes())  # the last starts the next
+                    count += len(done) - 1
+            starts.write(array("q", names._starts).tobytes())
             file.flush()
+            starts.flush()
         except BaseException:
             file.close()
+            starts.close()
             raise
         names._blob = SpooledBlob(file, names._starts[-1])  # type: ignore[assignment]
+        names._starts = SpooledStarts(starts, count + 1)  # type: ignore[assignment]
         return names
 
     def __len__(self) -> int:
@@ -186,7 +235,7 @@ class Names(Sequence[str]):
         if isinstance(other, Names):
             other._pack()
             self._pack()
-            if self._starts != other._starts:
+            if self._starts[:] != other._starts[:]:  # as arrays (spooled starts are not)
                 return False
             return self._blob[0 : len(self._blob)] == other._blob[0 : len(other._blob)]
         if isinstance(other, (list, tuple)):
