@@ -1133,6 +1133,26 @@ def test_a_plan_reads_the_names_from_the_engine_only_when_a_shard_is_read(tmp_pa
     assert list(spill.iterdir()) == [] and open_files_in(spill) == []
 
 
+def test_names_duckdbs_own_hash_gives_one_value_are_not_clash_suspects(tmp_path):
+    """Two ImageNet-like names to which DuckDB's string hash gives the same value (found among
+    100 million such names: 400 pairs): the engine's hashes tell them apart, so neither is a
+    clash suspect — a dry run over 100 million names then never fetches them all to look."""
+    from ishard.planning.keys import key_function
+
+    pair = [
+        "train/n00015740/n00015740_20462824.JPEG",
+        "train/n00015760/n00015760_20489124.JPEG",
+    ]
+    plain = duckdb.sql(f"SELECT count(DISTINCT hash(lower(n))) FROM (VALUES ('{pair[0]}'), "
+                       f"('{pair[1]}')) t(n)").fetchall()  # fmt: skip
+    assert plain == [(1,)]  # the hash the engine does not use alone
+    path = tmp_path / "inventory.csv"
+    write_csv(path, ["name", "size"], [[pair[0], "1"], ["a/0.jpg", "2"], [pair[1], "3"]])
+    for renamed in (False, True):
+        files = csv_files(path, key=key_function("full_name"), renamed=renamed)
+        assert files.handover.clashes is not None and list(files.handover.clashes.files) == []
+
+
 def test_a_tmp_dir_with_no_room_for_the_names_is_one_line_naming_it(tmp_path, monkeypatch):
     """A run reads the names the engine kept into a file in --tmp-dir; when its disk is full,
     the run stops with one line naming --tmp-dir, before any shard is written."""

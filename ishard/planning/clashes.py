@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from array import array
 
-from .engine import hint_failed
+from .engine import hint_failed, sql_hash
 from .folding import NAME_MAX, fold_names
 from .handover import Clashes
 
@@ -83,7 +83,7 @@ def _clashes(con, key_sql: str | None, count: int) -> Clashes | None:
         "(SELECT f, lower(m) AS folded FROM members WHERE plain "
         "UNION ALL SELECT f, folded FROM odd)"
     )
-    con.execute(f"CREATE TEMP TABLE hashes AS SELECT f, hash(folded) AS h FROM {folded}")
+    con.execute(f"CREATE TEMP TABLE hashes AS SELECT f, {sql_hash('folded')} AS h FROM {folded}")
     _directories(con)
     # sorted, then compared with the row before: a sort spills, where a hash table of tens
     # of millions of folder hashes (a join's, a DISTINCT's, a GROUP BY's) runs out of memory
@@ -135,9 +135,9 @@ def _directories(con) -> None:
     )
     con.execute("DROP TABLE parents")
     con.execute(
-        "CREATE TEMP TABLE directories AS SELECT hash(array_to_string(parts[1:i], '/')) AS h "
-        "FROM (SELECT parts, unnest(range(1, len(parts) + 1)) AS i FROM "
-        "(SELECT string_split(d, '/') AS parts FROM folders))"
+        f"CREATE TEMP TABLE directories AS SELECT {sql_hash('p')} AS h FROM (SELECT "
+        "array_to_string(parts[1:i], '/') AS p FROM (SELECT parts, unnest(range(1, "
+        "len(parts) + 1)) AS i FROM (SELECT string_split(d, '/') AS parts FROM folders)))"
     )
     con.execute("DROP TABLE folders")
 

@@ -401,7 +401,8 @@ def _renamable(con, key_sql: str | None) -> bool:
     else:
         query = (
             f"SELECT count(*) FILTER (WHERE {bad_key} OR {no_ext}), count(*) - count(DISTINCT "
-            f"hash(key, lower(ext))) FROM ({extensions.format(key_sql + ' AS key')})"
+            f"{engine.sql_hash('key', 'lower(ext)')}) FROM "
+            f"({extensions.format(key_sql + ' AS key')})"
         )
     try:
         bad, twice = con.execute(query).fetchone()

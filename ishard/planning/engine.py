@@ -29,6 +29,14 @@ LOG = logging.getLogger("ishard")
 SPILL_LOOK = 0.1  # seconds between two looks at the size of the engine's spill folder
 
 
+def sql_hash(*texts: str) -> str:
+    """SQL: a 64-bit hash of the text expressions ``texts``, each also hashed reversed —
+    DuckDB's string hash alone gives structured names the same hash (100 million ImageNet-like
+    names: 400 pairs, such as ``…n00015740_20462824.jpeg`` and ``…n00015760_20489124.jpeg``;
+    with the reversed texts, none)."""
+    return f"hash({', '.join(texts)}, {', '.join(f'reverse({t})' for t in texts)})"
+
+
 def sql_text(value: str) -> str:
     """``value`` as an SQL string literal."""
     return "'" + value.replace("'", "''") + "'"
