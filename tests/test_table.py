@@ -65,6 +65,8 @@ def check(column, names, picks, data):
         assert column[i] == names[i]
         a, b = sorted(data.draw(st.lists(st.integers(-2, len(names) + 2), min_size=2, max_size=2)))
         assert column[a:b] == names[a:b] and column[::3] == names[::3]
+        joined = "\n".join(names[a:b]).encode("utf-8", "surrogateescape")
+        assert column.joined(a, b) == joined  # what the listing record digests
 
 
 def test_spooled_names_are_read_by_forked_writers_and_pickle_as_their_bytes(tmp_path):

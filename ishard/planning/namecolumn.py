@@ -173,6 +173,17 @@ class Names(Sequence[str]):
     def __len__(self) -> int:
         return len(self._starts) - 1 + len(self._pending)
 
+    def joined(self, start: int, stop: int) -> bytes:
+        """Names ``start:stop`` joined by newlines, as UTF-8 (undecodable bytes as they were
+        listed): ``"\\n".join(self[start:stop])`` encoded, straight from the buffer."""
+        if self._pending:
+            self._pack()
+        start, stop, _ = slice(start, stop).indices(len(self))
+        if start >= stop:
+            return b""
+        starts = self._starts
+        return bytes(self._blob[starts[start] : starts[stop] - 1])
+
     def _decoded(self, start: int, stop: int) -> list[str]:
         """Names ``start:stop`` (packed, ``start < stop``) with one decode."""
         starts = self._starts

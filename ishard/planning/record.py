@@ -32,7 +32,7 @@ def _listing(plan: Plan) -> FileTable | None:
 
 def _digests(files: FileTable, start: int, stop: int) -> tuple[str, str]:
     """Digests of the names, and of the sizes, mtimes and stamps, of files ``start:stop``."""
-    names = "\n".join(files.names[start:stop]).encode("utf-8", "surrogateescape")
+    names = files.names.joined(start, stop)  # the names' bytes, none decoded
     content = hashlib.blake2b(digest_size=8)
     for column in (files.sizes, files.mtimes, files.stamps):
         content.update(int64_bytes(column[start:stop]))  # as 8-byte ints, whatever the width
