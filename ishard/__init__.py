@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .api import plan, shard
 from .errors import IshardError, IshardWarning, StrictError, UsageError
-from .inspection import ls, split, verify
+from .inspection import diff, ls, split, verify
 from .model import Plan, Report
 from .readback.verify import Problem, Verification
 from .version import __version__
@@ -19,6 +19,7 @@ __all__ = [
     "UsageError",
     "Verification",
     "__version__",
+    "diff",
     "ls",
     "plan",
     "shard",

@@ -1,5 +1,6 @@
 """The Python API over what a run wrote: :func:`verify` a destination, :func:`ls` a shard,
-:func:`split` a manifest's shards over a training job (``ishard verify``, ``ls``, ``split``)."""
+:func:`split` a manifest's shards over a training job, :func:`diff` two destinations
+(``ishard verify``, ``ls``, ``split``, ``diff``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from .options import choices
 from .progress import SILENT, Progress
 from .readback import archive
 from .readback.archive import Member, ReaderSamples
+from .readback.diff import Difference
+from .readback.diff import diff as _diff
 from .readback.verify import Verification
 from .readback.verify import verify as _verify
 
@@ -56,6 +59,36 @@ def verify(
         progress=SILENT if progress is None else progress,
         endpoint_url=endpoint_url,
         storage_options=storage_options,
+    )
+
+
+def diff(
+    old: str | PathLike[str],
+    new: str | PathLike[str],
+    *,
+    endpoint_url: str | None = None,
+    storage_options: StorageOptions = None,
+) -> Difference:
+    """Compare two destinations (what ``ishard diff`` does): shards added, removed or
+    rewritten, samples added, removed, changed or moved between shards.
+
+    Args:
+        old, new: destinations of finished runs (directories or store URLs), or their
+            ``manifest.json``.
+        endpoint_url: an S3-compatible endpoint, e.g. ``"http://127.0.0.1:8333"``.
+        storage_options: passed to the filesystem: a dict, or ``"KEY=VALUE"`` strings.
+
+    Returns:
+        The :class:`Difference`; ``same`` when nothing differs. Shards both manifests list
+        with one checksum and size are not read; every other shard is read in full.
+
+    Raises:
+        UsageError: a destination does not exist.
+        IshardError: no manifest or a broken one; a damaged shard; the store cannot be
+            reached.
+    """
+    return _diff(
+        fspath(old), fspath(new), endpoint_url=endpoint_url, storage_options=storage_options
     )
 
 

@@ -1118,3 +1118,25 @@ def test_an_inventory_in_a_store_is_read_by_the_column_engine(
     assert f"planner: engine ({why}" in from_store.stderr, from_store.stderr
     assert json.loads(from_store.stdout)["shards"] == json.loads(from_file.stdout)["shards"]
     assert list(spill.iterdir()) == []  # the fetched copy went with the engine's folder
+
+
+def test_diff_compares_destinations_in_the_store_and_on_disk(cli, s3_bucket, tmp_path):
+    """``ishard diff`` over store URLs: a copy on disk of the same run is the same (exit 0);
+    after a label changed in place, the run in the store differs in exactly that sample,
+    its shard rewritten (the store's shards read back), exit 1."""
+    src = make_tree(tmp_path / "src", TREE)
+    for dst in (f"s3://{s3_bucket}/a", tmp_path / "a"):
+        assert cli("shard", src, dst, "--shard-size", "100KB").returncode == 0
+    same = cli("diff", f"s3://{s3_bucket}/a", tmp_path / "a")
+    assert same.returncode == 0, same.stderr
+    assert same.stdout.startswith("no differences: ")
+    (src / "train/003.cls").write_bytes(b"2")  # was b"0": one byte, the same size
+    assert cli("shard", src, f"s3://{s3_bucket}/b", "--shard-size", "100KB").returncode == 0
+    found = cli("diff", f"s3://{s3_bucket}/a/manifest.json", f"s3://{s3_bucket}/b", "--json")
+    assert found.returncode == 1, found.stderr
+    doc = json.loads(found.stdout)
+    changed = doc["samples"]["changed"]
+    assert [c["key"] for c in changed] == ["003"]  # base_file_name, the default pattern
+    assert doc["shards"]["rewritten"] == [changed[0]["new_shard"]]
+    assert not doc["samples"]["added"] and not doc["samples"]["removed"]
+    assert not doc["samples"]["moved"]

@@ -13,6 +13,7 @@ from ..errors import Interrupted, IshardError, UsageError
 from ..render import error_line
 from ..version import __version__
 from .braces import brace_hint, expanded_option
+from .diff import diff_command
 from .environment import environment_options, from_environment
 from .gospelling import translate as go_translate
 from .ls import ls_command
@@ -27,7 +28,7 @@ def cli() -> None:
     """Shard raw datasets into size-bounded archives whose samples never cross a shard."""
 
 
-for _command in (shard_command, split_command, ls_command, verify_command):
+for _command in (shard_command, split_command, ls_command, verify_command, diff_command):
     cli.add_command(_command)
 environment_options(cli)
 

@@ -117,6 +117,12 @@ QUIET = click_option(OPTIONS_BY_NAME["quiet"])
 VERBOSE = click_option(OPTIONS_BY_NAME["verbose"])
 
 
+def reads_stored_shards(command):
+    """The options of a command that only reads shards (``ls``, ``diff``): where the store
+    is (``--endpoint-url``, ``--storage-option``) and ``--debug``."""
+    return ENDPOINT_URL(STORAGE_OPTION(DEBUG(command)))
+
+
 def sectioned(name: str, sections: dict[str, tuple[str, ...]], examples: str):
     """``click.command`` for a command whose help has headings, examples and defaults shown."""
     return click.command(

@@ -12,7 +12,7 @@ from ..render import samples_text, warnings_text
 from ..run.report import samples_document
 from ..sizes import format_size
 from .environment import environment_named
-from .help import DEBUG, ENDPOINT_URL, PATH, STORAGE_OPTION
+from .help import PATH, reads_stored_shards
 from .output import emit_json
 
 
@@ -29,9 +29,7 @@ Examples:
     "--samples", is_flag=True, help="Group members into samples as WebDataset readers do."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the members as JSON.")
-@ENDPOINT_URL
-@STORAGE_OPTION
-@DEBUG
+@reads_stored_shards
 @environment_named
 def ls_command(archive_path, samples, as_json, debug, endpoint_url, storage_options) -> None:
     """List an archive's members with their sizes (a file, or a store URL)."""

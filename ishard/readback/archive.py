@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import tarfile
 import zipfile
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from ..errors import IshardError, SourceError, UsageError
 from ..formats import ARCHIVE_EXTS
@@ -152,6 +153,29 @@ def scan(name: str, fileobj: BinaryIO, *, read_data: bool = False) -> Iterator[M
             yield member
 
 
+def _member_streams(
+    name: str, fileobj: BinaryIO, last: list[str]
+) -> Iterator[tuple[str, int, IO[bytes]]]:
+    """(name, size, stream) of each regular-file member of archive ``name``, in archive
+    order, each stream read before the next member is asked for (forward only for tar
+    formats; a zip needs a seekable ``fileobj``); ``last[0]`` names the member being read."""
+    if read_as(name).container == "zip":
+        with zipfile.ZipFile(fileobj) as zf:
+            for entry in zf.infolist():
+                if not entry.is_dir():
+                    last[:] = [entry.filename]
+                    with zf.open(entry) as member:
+                        yield entry.filename, entry.file_size, member
+        return
+    with tarfile.open(fileobj=_decompressed(name, fileobj), mode="r|", bufsize=TAR_BUFFER) as tar:
+        for info in tar:
+            tar.members = []  # type: ignore[attr-defined]  # forward-only: keep no history
+            data = tar.extractfile(info) if info.isfile() else None
+            if data is not None:
+                last[:] = [info.name]
+                yield info.name, info.size, data
+
+
 def contents(name: str, fileobj: BinaryIO) -> Iterator[tuple[str, bytes]]:
     """(name, bytes) of each regular-file member of archive ``name``, in archive order, read
     as :func:`scan` reads (forward only for tar formats; a zip needs a seekable ``fileobj``).
@@ -161,22 +185,24 @@ def contents(name: str, fileobj: BinaryIO) -> Iterator[tuple[str, bytes]]:
     """
     last: list[str] = []
     with damage_as_error(name, last):
-        if read_as(name).container == "zip":
-            with zipfile.ZipFile(fileobj) as zf:
-                for entry in zf.infolist():
-                    if not entry.is_dir():
-                        last[:] = [entry.filename]
-                        yield entry.filename, zf.read(entry)
-            return
-        with tarfile.open(
-            fileobj=_decompressed(name, fileobj), mode="r|", bufsize=TAR_BUFFER
-        ) as tar:
-            for info in tar:
-                tar.members = []  # type: ignore[attr-defined]  # forward-only: keep no history
-                data = tar.extractfile(info) if info.isfile() else None
-                if data is not None:
-                    last[:] = [info.name]
-                    yield info.name, data.read()
+        for member, _, data in _member_streams(name, fileobj, last):
+            yield member, data.read()
+
+
+def digests(name: str, fileobj: BinaryIO) -> Iterator[tuple[Member, bytes]]:
+    """Each regular-file member of archive ``name`` with a 16-byte BLAKE2b digest of its
+    bytes, read ``READ_STEP`` bytes at a time (a member of any size in bounded memory).
+
+    Raises:
+        DamagedArchive: the archive is damaged (a ``SourceError``).
+    """
+    last: list[str] = []
+    with damage_as_error(name, last):
+        for member, size, data in _member_streams(name, fileobj, last):
+            digest = hashlib.blake2b(digest_size=16)
+            while chunk := data.read(READ_STEP):
+                digest.update(chunk)
+            yield Member(member, size), digest.digest()
 
 
 def _is_a_directory(path: str) -> UsageError:
