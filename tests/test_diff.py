@@ -121,3 +121,13 @@ def test_a_destination_that_is_not_there_is_one_line(tmp_path, which):
     args = {"old": tmp_path / "a", "new": tmp_path / "a"}
     args[which] = tmp_path / "nothing"
     assert_error(invoke_ishard("diff", args["old"], args["new"]), 2, "nothing")
+
+
+def test_a_shard_the_manifest_lists_that_is_not_there_is_one_line(tmp_path):
+    src = make_tree(tmp_path / "src", FILES)
+    shard(src, tmp_path / "a")
+    shard(src, tmp_path / "b", "--shard-size", "16KiB")  # other shards: each one is read
+    gone = sorted((tmp_path / "b").glob("*.tar"))[0]
+    gone.unlink()
+    done = invoke_ishard("diff", tmp_path / "a", tmp_path / "b")
+    assert_error(done, 1, f"shard {gone.name!r}", "is not there", "ishard verify")

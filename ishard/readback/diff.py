@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import DataError
+from ..errors import DataError, IshardError
 from ..names import wds_split
 from ..run.manifest import MANIFEST_NAME, entry_checksum, read_manifest
 from ..store import Location, parse_storage_options, resolve
@@ -130,8 +130,19 @@ def _samples(side: _Side, names: list[str]) -> Read:
     members in archive order."""
 
     def read(name: str) -> list[tuple[str, str, int, bytes]]:
-        with side.location.store.open_read(side.location.key(name)) as raw:
-            return [(side.key_of(m.name), m.name, m.size, d) for m, d in digests(name, raw)]
+        where = side.location
+        try:
+            with where.store.open_read(where.key(name)) as raw:
+                return [(side.key_of(m.name), m.name, m.size, d) for m, d in digests(name, raw)]
+        except FileNotFoundError:
+            raise DataError(
+                f"shard {name!r}, which the manifest of {where.url!r} lists, is not there — "
+                f"check the destination with ishard verify {where.url}"
+            ) from None
+        except IshardError:
+            raise
+        except Exception as err:  # noqa: BLE001 — a store's many error types, translated once
+            raise where.error(err, "destination") from None
 
     jobs = JOBS_STORE if side.location.store.capabilities.many_at_once else JOBS_LOCAL
     found: dict[str, tuple[str, list[tuple[str, int, bytes]]]] = {}
