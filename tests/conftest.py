@@ -169,6 +169,15 @@ def entry_matches(entry: dict, data: bytes) -> bool:
     return recorded is not None and shard_checksum(data, recorded[0]) == recorded[1]
 
 
+def joined_paths(parts: list[str], max_size: int):
+    """A hypothesis strategy: lists of 1 to ``max_size`` paths, each 1 to 3 of ``parts``
+    joined by '/'."""
+    from hypothesis import strategies as st
+
+    path = st.lists(st.sampled_from(parts), min_size=1, max_size=3).map("/".join)
+    return st.lists(path, min_size=1, max_size=max_size)
+
+
 def make_tree(root: Path, files: dict[str, bytes | int], mtime: int = 1_700_000_000) -> Path:
     """Create ``files`` under ``root`` (an int value means that many pseudo-random bytes)."""
     for name, content in files.items():

@@ -19,7 +19,7 @@ from unittest import mock
 import duckdb
 import numpy as np
 import pytest
-from conftest import invoke_ishard, open_files_in
+from conftest import invoke_ishard, joined_paths, open_files_in
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
@@ -170,11 +170,7 @@ KEY_PARTS = ["a", "b", "a.b", "x.jpg", ".c", "c.", "..d", "é.ü", "😀.x", "a\
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    body=st.lists(
-        st.lists(st.sampled_from(KEY_PARTS), min_size=1, max_size=3).map("/".join),
-        min_size=1,
-        max_size=14,
-    ),
+    body=joined_paths(KEY_PARTS, 14),
     pattern=st.sampled_from([*BUILT_IN, "base_name"]),
     repeat=st.booleans(),
     looked_at=st.sampled_from([(1, 1), (1, 2), (2, 3), (2048, 32)]),

@@ -13,7 +13,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import invoke_ishard, make_tree
+from conftest import invoke_ishard, joined_paths, make_tree
+from hypothesis import HealthCheck, given, settings
 
 # Every finished destination a test here leaves must pass `ishard verify --deep`.
 pytestmark = pytest.mark.usefixtures("every_destination_verifies")
@@ -117,6 +118,45 @@ def test_local_names_with_control_characters_or_escaping_backslashes_are_left_ou
         assert skipped(summary, UNSAFE)["count"] == 3
     dry = invoke_ishard("shard", *ORIGINAL, src, "--dry-run")
     assert "left out 3: unsafe name" in dry.stdout
+
+
+PARTS = ["a", "b.jpg", ".h", "t\tab", "n\nl", "b\\s", "x\\..", "C:d", "..x", "e\x1b", "z.cls"]
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(paths=joined_paths(PARTS, 12))
+def test_a_local_walk_leaves_out_exactly_the_unsafe_and_hidden_names(tmp_path_factory, paths):
+    """Trees whose folders and files have control characters, backslashes (one climbing as
+    a Windows path), drive-like and hidden names: the walk lists exactly the files no hidden
+    folder hides whose whole path is safe and whose name is not hidden, in bytewise order,
+    and counts as unsafe exactly the visited files whose whole path is not safe — whether the
+    check is made for each file or once for a folder's names."""
+    from ishard.model import Tally
+    from ishard.names import HIDDEN, UNSAFE, unsafe_name
+    from ishard.store.localwalk import Rows, list_local
+
+    root = tmp_path_factory.mktemp("tree")
+    files = set()
+    for path in paths:
+        parts = path.split("/")
+        if any("/".join(parts[: i + 1]) in files for i in range(len(parts) - 1)):
+            continue  # a file where this path needs a folder
+        if any(f.startswith(path + "/") for f in files):
+            continue  # a folder where this path needs a file
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes(b"x")
+        files.add(path)
+    visited = [f for f in files if not any(p.startswith(".") for p in f.split("/")[:-1])]
+    unsafe = [f for f in visited if unsafe_name(f)]
+    hidden = [f for f in visited if f not in unsafe and f.rsplit("/", 1)[-1].startswith(".")]
+    wanted = sorted(set(visited) - set(unsafe) - set(hidden), key=lambda n: n.encode())
+    rows, tally = Rows(), Tally()
+    list_local(str(root), rows, tally=tally)
+    assert rows.names == wanted
+    counts = {s.reason: s.count for s in tally.freeze()}
+    assert counts.get(UNSAFE, 0) == len(unsafe) and counts.get(HIDDEN, 0) == len(hidden)
 
 
 def test_gnu_tar_extracts_every_shard_inside_its_folder(tmp_path):

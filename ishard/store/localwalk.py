@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..errors import SourceError, UsageError
 from ..model import Tally
-from ..names import HIDDEN, SURROGATE, UNSAFE, unsafe_name
+from ..names import HIDDEN, SURROGATE, UNSAFE, has_control, unsafe_name
 from .base import Listing
 
 HIDDEN_DIR = "hidden directory, not entered (--include-hidden enters it)"
@@ -23,16 +23,23 @@ _MASK = (1 << 64) - 1
 _MIX = 0x9E3779B97F4A7C15  # odd: a change of the mtime alone always changes the stamp
 
 
-def _signed(value: int) -> int:
-    value &= _MASK
-    return value - (1 << 64) if value >> 63 else value
-
-
 def local_stamp(mtime_ns: int, inode: int) -> int:
     """A local file's identity beyond its size and whole-second mtime, in 64 bits: its
     nanosecond mtime and its inode, mixed (a new file under the same name, or bytes rewritten
-    within the same second, change it)."""
-    return _signed(mtime_ns * _MIX + inode)
+    within the same second, change it); a signed 64-bit value."""
+    value = (mtime_ns * _MIX + inode) & _MASK
+    return value - (1 << 64) if value >> 63 else value
+
+
+def _plain_names(rel_dir: str, children: list[os.DirEntry]) -> bool:
+    """Is no file of folder ``rel_dir`` (not the top) unsafe by its name? True when the
+    folder's own path is safe and no child's name holds a control character or a backslash:
+    then ``unsafe_name(rel_dir + name)`` is False for each (a child is never '..', and '/'
+    ends every part), so it need not be asked a file at a time."""
+    if not rel_dir or unsafe_name(rel_dir[:-1]):
+        return False
+    blob = "/".join(c.name for c in children)  # no name holds a '/'
+    return "\\" not in blob and not has_control(blob)
 
 
 def check_source_dir(src: str) -> Path:
@@ -150,9 +157,10 @@ class _LocalWalk:
         directory's name sorts as if it ended in '/'), so the listing comes out sorted
         bytewise; files are kept a directory's run at a time, without a call per file."""
         table, prefix, hidden = self.entries, self.prefix, not self.include_hidden
-        stack = [(top, self._scan(top), 0)]
+        first = self._scan(top)
+        stack = [(top, first, 0, _plain_names(top, first))]
         while stack:
-            rel_dir, children, at = stack.pop()
+            rel_dir, children, at, plain = stack.pop()
             names: list[str] = []
             sizes: list[int] = []
             mtimes: list[int] = []
@@ -164,7 +172,7 @@ class _LocalWalk:
                     if not name.startswith(prefix):
                         continue
                     if (
-                        unsafe_name(name)
+                        (not plain and unsafe_name(name))
                         or (hidden and child.name.startswith("."))
                         or child.is_symlink()
                     ):
@@ -185,8 +193,9 @@ class _LocalWalk:
                 if hidden and child.name.startswith(".") and not prefix.startswith(name):
                     self.tally.add(HIDDEN_DIR, name)  # (a prefix may name a hidden folder)
                     continue
-                stack.append((rel_dir, children, i + 1))  # go on here after it
-                stack.append((name, self._scan(name), 0))
+                stack.append((rel_dir, children, i + 1, plain))  # go on here after it
+                inside = self._scan(name)
+                stack.append((name, inside, 0, _plain_names(name, inside)))
                 break
             if names:  # this run of files, before the folder that follows them
                 table.extend(names, sizes, mtimes, stamps)
