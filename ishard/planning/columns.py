@@ -296,7 +296,7 @@ def _group(con, key: KeyFunction, count: int, readers: bool) -> Found:
         except duckdb.Error as error:  # out of memory or disk: the planner checks the names
             engine.hint_failed("find what readers make of the names", error)
             con.execute("DROP TABLE IF EXISTS by_key")
-            findings = None
+            con.execute("DROP TABLE IF EXISTS reader_hits")
     if findings is None:
         con.execute(sort.format("", rows))
     con.execute(  # the windows go in the table's (key) order; runs by first file, as above
