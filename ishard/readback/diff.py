@@ -19,9 +19,7 @@ from ..names import wds_split
 from ..run.manifest import MANIFEST_NAME, entry_checksum, read_manifest
 from ..store import Location, parse_storage_options, resolve
 from .archive import digests
-from .verify import member_key_function
-
-JOBS_LOCAL, JOBS_STORE = 4, 8  # shards read at once
+from .verify import member_key_function, shard_readers
 
 Contents = tuple[tuple[str, int, bytes], ...]  # a sample's members: name, size, digest
 
@@ -144,7 +142,7 @@ def _samples(side: _Side, names: list[str]) -> Read:
         except Exception as err:  # noqa: BLE001 — a store's many error types, translated once
             raise where.error(err, "destination") from None
 
-    jobs = JOBS_STORE if side.location.store.capabilities.many_at_once else JOBS_LOCAL
+    jobs = shard_readers(side.location)
     found: dict[str, tuple[str, list[tuple[str, int, bytes]]]] = {}
     shards: dict[str, Contents] = {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:

@@ -57,6 +57,11 @@ class Verification:
         return doc
 
 
+def shard_readers(location: Location) -> int:
+    """Shards read at once by default: 8 from a store, else the CPUs (at most 8)."""
+    return 8 if location.store.capabilities.many_at_once else min(8, os.cpu_count() or 1)
+
+
 def member_key_function(options: Mapping) -> KeyFunction:
     """A member's sample key, from the options a manifest recorded.
 
@@ -159,9 +164,7 @@ def verify(
     key_of = member_key_function(record.get("options", {})) if record and deep else None
     entries = list(zip(manifest["shardlist"], records))
     progress.verifying(len(entries), sum(e["filesize"] for e, _ in entries))
-    workers = workers or (
-        8 if location.store.capabilities.many_at_once else min(8, os.cpu_count() or 1)
-    )
+    workers = workers or shard_readers(location)
     check = _checker(location, deep, key_of, progress)
     problems: list[Problem] = []
     owner: dict[str, str] = {}
