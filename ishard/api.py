@@ -23,6 +23,7 @@ from .options import choices
 from .options.record import Options, make_options
 from .planning.planner import announce, located, make_plan
 from .progress import SILENT, Progress
+from .run.grow import holding, mode_of
 from .run.shard import shard_with
 
 if sys.version_info >= (3, 11):
@@ -74,6 +75,9 @@ class ShardKeywords(PlanKeywords, total=False):
     jobs: int
     overwrite: bool
     resume: bool
+    append: bool
+    update: bool
+    sample_index: bool
     part_size: int | str
     read_buffer: int | str
     retries: int
@@ -164,6 +168,18 @@ KEYWORD_DOCS: dict[str, str] = {
     "resume": (
         "finish an interrupted run into ``dst``: keep its complete shards (checked), write "
         "the rest."
+    ),
+    "append": (
+        "add the samples of ``src`` that the dataset in ``dst`` does not hold, in new shards "
+        "numbered on from its last; a sample it holds that changed or went is refused."
+    ),
+    "update": (
+        "as ``append``, and rewrite only the shards holding samples that changed or went (in "
+        "new shards; the replaced ones are removed once the manifest is published)."
+    ),
+    "sample_index": (
+        "write ``dst/samples.parquet``: one row per member (sample key, shard, member name, "
+        "source name, size, mtime); ``append`` and ``update`` need it."
     ),
     "part_size": "the multipart upload part size for store destinations (at least 5MiB).",
     "read_buffer": "bytes fetched ahead from a store, across all writers.",
@@ -262,10 +278,26 @@ def plan(
     return plan_with(src, opts, SILENT if progress is None else progress)
 
 
-def plan_with(src: str | PathLike[str], opts: Options, progress: Progress = SILENT) -> Plan:
+def plan_with(
+    src: str | PathLike[str],
+    opts: Options,
+    progress: Progress = SILENT,
+    dst: str | PathLike[str] | None = None,
+) -> Plan:
     """:func:`plan` under options already checked by :func:`make_options` (the command's
-    way in: its messages name flags, not keywords)."""
-    the_plan = make_plan(located(str(src), opts, "source"), opts, progress)
+    way in: its messages name flags, not keywords); with ``--append`` or ``--update``, the
+    plan of growing the dataset in ``dst`` (read, not written)."""
+    source = located(str(src), opts, "source")
+    if mode_of(opts) is None:
+        the_plan = make_plan(source, opts, progress)
+    elif dst is None:
+        raise UsageError(
+            f"--{mode_of(opts)} needs DST, the dataset to grow: ishard shard SRC DST "
+            f"--{mode_of(opts)} --dry-run"
+        )
+    else:
+        with holding(located(str(dst), opts, "destination"), opts) as found:
+            the_plan = make_plan(source, opts, progress, found.held)
     announce(the_plan, opts, progress)
     return the_plan
 

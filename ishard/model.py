@@ -36,11 +36,14 @@ OPTION_GROUPS: dict[str, tuple[str, ...]] = {
         "zip_compression",
         "checksum",
         "index",
+        "sample_index",
     ),
     "run": (  # how the run goes
         "jobs",
         "overwrite",
         "resume",
+        "append",
+        "update",
         "executor",
         "scheduler",
         "read_buffer",
@@ -59,7 +62,7 @@ WRITING_ONLY = tuple(
     o
     for o in OPTION_GROUPS["run"]
     if o not in ("strict", "lookalike_names", "tmp_dir", "memory_limit")
-) + ("checksum",)
+) + ("checksum", "sample_index")
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +186,22 @@ class Tally:
 
 
 @dataclass(frozen=True)
+class Growth:
+    """What a growing dataset's plan (``--append``, ``--update``) found in its destination:
+    the samples held there, those new in the source, changed in it or gone from it; the
+    shards rewritten (``update``: each shard that held a changed or removed sample, its
+    other samples, ``moved``, written into new shards with the rest)."""
+
+    mode: str  # "append" or "update"
+    held: int
+    added: int
+    changed: int
+    removed: int
+    moved: int
+    replaced: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Plan:
     """The complete, pure result of planning: every shard a run would write, in order.
 
@@ -197,6 +216,8 @@ class Plan:
     seed: int | None = None
     options: dict = field(default_factory=dict)
     spilled: int = 0  # the most bytes planning held in its temporary folder (--tmp-dir)
+    numbering: tuple[int, ...] = ()  # per shard template (EKM category): the next unused name
+    growth: Growth | None = None  # a growing dataset's comparison (--append, --update)
 
     def _column(self, name: str, value) -> list:
         column = getattr(self.shards, name, None)

@@ -110,6 +110,25 @@ def histogram_text(bins: list[tuple[int, int, int]], out: TextIO) -> None:
         out.write(f"  {text}  {str(count).rjust(digits)}  {bar}".rstrip() + "\n")
 
 
+def growth_text(growth: dict, dry_run: bool) -> str:
+    """What growing a dataset finds and does: one line, and the shards it replaces."""
+    line = (
+        f"{growth['mode']}: the dataset held {counted(growth['held_samples'], 'sample')}; "
+        f"{growth['new_samples']} new, {growth['changed_samples']} changed, "
+        f"{growth['removed_samples']} removed in the source"
+    )
+    replaced = growth["replaced_shards"]
+    if replaced:
+        shown_names = ", ".join(map(quoted, replaced[:5])) + (" …" if len(replaced) > 5 else "")
+        line += (
+            f"\n{'would replace' if dry_run else 'replaced'} "
+            f"{counted(len(replaced), 'shard')} holding them ({shown_names}): "
+            f"{counted(growth['moved_samples'], 'sample')} of theirs unchanged, written again "
+            "into the new shards"
+        )
+    return line
+
+
 def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
     """A short human summary of a plan or a run."""
     done = f"{'would write' if dry_run else 'wrote'} {counted(summary['shards'], 'shard')}"
@@ -122,6 +141,8 @@ def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
         f"{done}: {counted(summary['samples'], 'sample')}, {counted(summary['files'], 'file')}, "
         f"{format_size(summary['bytes'])} payload\n"
     )
+    if summary.get("growth"):
+        out.write(growth_text(summary["growth"], dry_run) + "\n")
     if summary.get("cut"):
         out.write(cut_text(summary["cut"]) + "\n")
     out.write(
@@ -151,7 +172,12 @@ def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
         )
         if summary.get("retries"):
             out.write(f"store requests retried after transient errors: {summary['retries']}\n")
-        if summary.get("removed_archives"):
+        if summary.get("removed_archives") and summary.get("growth"):
+            out.write(
+                f"removed {counted(summary['removed_archives'], 'replaced archive')}, which "
+                "the new manifest no longer lists\n"
+            )
+        elif summary.get("removed_archives"):
             out.write(
                 f"removed {counted(summary['removed_archives'], 'archive')} of the earlier "
                 "run that this run did not rewrite\n"

@@ -32,6 +32,9 @@ TAR_CODECS = {
     ".tar.lz4": (lz4.frame.compress, lz4.frame.decompress),
 }
 
+# what a finished run writes beside its shards
+DATASET_RECORDS = {"manifest.json", "samples.parquet"}
+
 
 def tar_codec(name: str):
     """(compress, decompress) of the tar format ``name`` ends in (its longest such extension)."""

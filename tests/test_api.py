@@ -29,7 +29,7 @@ def test_every_option_is_in_exactly_one_group():
 
     grouped = [name for names in OPTION_GROUPS.values() for name in names]
     assert sorted(grouped) == sorted(FIELDS)
-    assert set(SHARD_ONLY) <= set(OPTION_GROUPS["run"]) | {"checksum"}
+    assert set(SHARD_ONLY) <= set(OPTION_GROUPS["run"]) | {"checksum", "sample_index"}
     assert EXECUTION_ONLY == set(OPTION_GROUPS["run"]) | set(OPTION_GROUPS["store"])
 
 

@@ -14,6 +14,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 from conftest import (
+    DATASET_RECORDS,
     FIXTURES,
     assert_error,
     invoke_ishard,
@@ -287,7 +288,12 @@ def test_go_spelling_writes_the_same_shards_as_gnu_spelling(src, tmp_path):
     assert go.returncode == 0, go.stderr
     assert gnu.returncode == 0, gnu.stderr
     go_files, gnu_files = snapshot(go_dst), snapshot(gnu_dst)
-    assert sorted(go_files) == ["manifest.json", "prefix-0000.tar", "prefix-0001.tar"]
+    assert sorted(go_files) == [
+        "manifest.json",
+        "prefix-0000.tar",
+        "prefix-0001.tar",
+        "samples.parquet",
+    ]
     assert sorted(go_files) == sorted(gnu_files)
     for name in go_files:
         if name.endswith(".tar"):
@@ -430,7 +436,7 @@ def test_template_ending_in_the_extension_does_not_double_it(src, tmp_path, temp
         "shard", src, dst, "--shard-template", template, "--ext", ext, "--shard-size", "1KiB"
     )
     assert done.returncode == 0, done.stderr
-    made = sorted(p.name for p in dst.iterdir() if p.name != "manifest.json")
+    made = sorted(p.name for p in dst.iterdir() if p.name not in DATASET_RECORDS)
     first = template.replace("%06d", "000000").replace("{0..9}", "0").replace("%d", "0")
     assert made[0] == first and len(made) > 1, made
     assert all(n.endswith(ext) and not n.endswith(ext + ext) for n in made), made

@@ -15,13 +15,20 @@ from pathlib import Path
 
 import distributed
 import pytest
-from conftest import assert_error, invoke_ishard, make_tree, read_members, run_ishard
+from conftest import (
+    DATASET_RECORDS,
+    assert_error,
+    invoke_ishard,
+    make_tree,
+    read_members,
+    run_ishard,
+)
 from test_progress import assert_true_totals
 
 import ishard
-from ishard.run import executors
 from ishard.errors import IshardError, SourceError
 from ishard.progress import Progress
+from ishard.run import executors
 
 # 12 samples of a .jpg and a .json each, in two directories; ~60 KB payload per sample.
 TREE = {
@@ -47,7 +54,7 @@ def scheduler():
 
 
 def shard_files(dst: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(dst.iterdir()) if p.name != "manifest.json"}
+    return {p.name: p.read_bytes() for p in sorted(dst.iterdir()) if p.name not in DATASET_RECORDS}
 
 
 def tar_members(path: Path) -> dict[str, bytes]:

@@ -159,6 +159,7 @@ def test_sort_orders_samples_before_packing_into_dst_itself(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "src"]  # no out-sorted
     assert sorted(p.name for p in dst.iterdir()) == [
         "manifest.json",
+        "samples.parquet",
         "shard-000000.tar",
         "shard-000001.tar",
     ]
@@ -231,7 +232,12 @@ def test_ekm_shards_are_written_per_format_into_dst(tmp_path):
     )
     # Go: shards named fish-0 (no extension added) in <dst>-sorted, the map uploaded to dst.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "src"]
-    assert sorted(p.name for p in dst.iterdir()) == ["cats-0.zip", "fish-0.tar", "manifest.json"]
+    assert sorted(p.name for p in dst.iterdir()) == [
+        "cats-0.zip",
+        "fish-0.tar",
+        "manifest.json",
+        "samples.parquet",
+    ]
     with tarfile.open(dst / "fish-0.tar") as tar:
         assert tar.getnames() == ["a/1.jpg"]
     with zipfile.ZipFile(dst / "cats-0.zip") as zf:

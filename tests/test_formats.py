@@ -18,7 +18,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from conftest import TAR_CODECS, invoke_ishard, make_tree, tar_codec
+from conftest import DATASET_RECORDS, TAR_CODECS, invoke_ishard, make_tree, tar_codec
 
 from ishard.formats import ARCHIVE_EXTS, FORMATS
 
@@ -69,7 +69,7 @@ def source_files(src: Path) -> dict[str, bytes]:
 
 def shard_files(dst: Path) -> list[Path]:
     """The shards in ``dst`` (everything but the manifest), sorted by name."""
-    return sorted(p for p in dst.iterdir() if p.name != "manifest.json")
+    return sorted(p for p in dst.iterdir() if p.name not in DATASET_RECORDS)
 
 
 def tar_stream(path: Path) -> bytes:

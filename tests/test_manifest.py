@@ -10,8 +10,10 @@ import json
 import os
 from pathlib import Path
 
+import pyarrow.parquet
 import pytest
-from conftest import entry_matches, invoke_ishard, make_tree, recorded_checksum
+import xxhash
+from conftest import DATASET_RECORDS, entry_matches, invoke_ishard, make_tree, recorded_checksum
 from test_formats import EXTS, TREE, read_shard, sample_key, shard_files
 
 HIDDEN = {".DS_Store": b"finder", "train/.cache/0001.jpg": 10}
@@ -81,7 +83,25 @@ def test_manifest_agrees_with_the_shards_and_the_source(ext, tmp_path):
     assert all("hidden" in reason for reason in skipped)
     examples = [e for s in own["skipped"] for e in s["examples"]]
     assert ".DS_Store" in examples and any(e.startswith("train/.cache") for e in examples)
-    assert sorted(os.listdir(dst)) == sorted([p.name for p in shards] + ["manifest.json"])
+    assert sorted(os.listdir(dst)) == sorted([p.name for p in shards] + [*DATASET_RECORDS])
+
+    # the sample index: a row per member, in archive order, read with pyarrow
+    index = (dst / "samples.parquet").read_bytes()
+    rows = pyarrow.parquet.read_table(dst / "samples.parquet").to_pylist()
+    assert own["samples_index"] == {
+        "name": "samples.parquet",
+        "rows": len(rows),
+        "bytes": len(index),
+        "checksum": "xxh128:" + xxhash.xxh128(index).hexdigest(),
+    }
+    archived = [(p.name, name, len(body)) for p in shards for name, body in read_shard(p)]
+    assert [(r["shard"], r["member"], r["size"]) for r in rows] == archived
+    for r in rows:
+        assert r["key"] == sample_key(r["source"]) == sample_key(r["member"])
+        assert r["member"].rpartition(".")[2] == r["source"].rpartition(".")[2]
+        assert r["size"] == sizes(TREE)[r["source"]]
+        assert r["mtime"] == int(os.stat(src / r["source"]).st_mtime)
+    assert sorted(r["source"] for r in rows) == sorted(TREE)
 
 
 def test_manifest_counts_after_sample_exts_exclude(tmp_path):

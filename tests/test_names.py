@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import invoke_ishard, joined_paths, make_tree
+from conftest import DATASET_RECORDS, invoke_ishard, joined_paths, make_tree
 from hypothesis import HealthCheck, given, settings
 
 # Every finished destination a test here leaves must pass `ishard verify --deep`.
@@ -31,7 +31,7 @@ def members(dst: Path) -> list[str]:
         if path.name.endswith(".zip"):
             with zipfile.ZipFile(path) as zf:
                 names += zf.namelist()
-        elif path.name != "manifest.json":
+        elif path.name not in DATASET_RECORDS:
             with tarfile.open(path, encoding="utf-8", errors="surrogateescape") as tar:
                 names += tar.getnames()
     return names

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import webdataset as wds
-from conftest import VANISH, invoke_ishard, make_tree, run_ishard
+from conftest import DATASET_RECORDS, VANISH, invoke_ishard, make_tree, run_ishard
 
 # Every finished destination a test here leaves must pass `ishard verify --deep`.
 pytestmark = pytest.mark.usefixtures("every_destination_verifies")
@@ -42,7 +42,7 @@ def check_exact(folder: Path, manifest: dict, extra: set[str] = frozenset()) -> 
     reader globbing the shards reads each sample once."""
     listed = {e["url"] for e in manifest["shardlist"]}
     visible = {n for n in os.listdir(folder) if not n.startswith(".")}
-    assert visible == listed | {"manifest.json"} | set(extra)
+    assert visible == listed | DATASET_RECORDS | set(extra)
     keys = wds_keys(folder)
     assert keys == KEYS  # each sample once, no duplicates from a stale shard
     assert len(keys) == sum(e["nsamples"] for e in manifest["shardlist"])

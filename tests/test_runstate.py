@@ -13,7 +13,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import assert_error, in_private_namespace, invoke_ishard, make_tree, run_ishard
+from conftest import (
+    DATASET_RECORDS,
+    assert_error,
+    in_private_namespace,
+    invoke_ishard,
+    make_tree,
+    run_ishard,
+)
 
 # Every finished destination a test here leaves must pass `ishard verify --deep`.
 pytestmark = pytest.mark.usefixtures("every_destination_verifies")
@@ -460,8 +467,8 @@ def test_overwrite_aborts_a_killed_runs_multipart_upload(
         k.removeprefix("out/"): client.get_object(Bucket=s3_bucket, Key=k)["Body"].read()
         for k in keys
     }
-    assert {n: d for n, d in written.items() if n != "manifest.json"} == {
-        n: d for n, d in reference.items() if n != "manifest.json"
+    assert {n: d for n, d in written.items() if n not in DATASET_RECORDS} == {
+        n: d for n, d in reference.items() if n not in DATASET_RECORDS
     }
 
 

@@ -44,8 +44,14 @@ def dataset(tmp_path_factory):
     """A small local run's destination."""
     dst = tmp_path_factory.mktemp("startup") / "out"
     loaded = loaded_by("shard", FIXTURES / "imagenet", dst, "--shard-size", "100KiB", "-q")
-    assert "duckdb" not in loaded  # a small local run never needs the column engine
+    assert "duckdb" in loaded  # it writes the sample index (samples.parquet)
     return dst
+
+
+def test_a_small_local_run_without_a_sample_index_leaves_duckdb_out(tmp_path):
+    args = ("shard", FIXTURES / "imagenet", tmp_path / "out", "--no-sample-index", "-q")
+    assert "duckdb" not in loaded_by(*args)
+    assert not (tmp_path / "out" / "samples.parquet").exists()
 
 
 @pytest.mark.parametrize("args", [("--help",), ("--version",), ("shard", "--help")])

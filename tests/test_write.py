@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import entry_matches, invoke_ishard, make_tree, recorded_checksum
+from conftest import DATASET_RECORDS, entry_matches, invoke_ishard, make_tree, recorded_checksum
 from test_formats import EXTS, TREE, member_names, read_shard, shard_files
 
 import ishard
@@ -102,7 +102,7 @@ def test_successful_run_leaves_only_shards_and_manifest(ext, tmp_path):
     dst = tmp_path / "dst"
     shard_cli(src, dst, "--ext", ext, "--jobs", "4")
     listed = [entry["url"] for entry in manifest(dst)["shardlist"]]
-    assert sorted(os.listdir(dst)) == sorted(listed + ["manifest.json"])
+    assert sorted(os.listdir(dst)) == sorted(listed + [*DATASET_RECORDS])
     for name in listed:
         assert read_shard(dst / name), name  # complete and readable
     assert snapshot(src) == before, "the source was changed"
@@ -358,7 +358,7 @@ def test_overwrite_replaces_same_named_shards_and_keeps_other_files(ext, tmp_pat
     assert dict(read_shard(dst / changed))["train/a/0002.jpg"] == now
     for entry in manifest(dst)["shardlist"]:
         assert entry_matches(entry, new[entry["url"]])
-    assert sorted(os.listdir(dst)) == sorted([*new, "notes.txt", "manifest.json"])
+    assert sorted(os.listdir(dst)) == sorted([*new, "notes.txt", *DATASET_RECORDS])
 
 
 def test_failed_overwrite_run_leaves_no_manifest_that_disagrees_with_the_shards(tmp_path):

@@ -73,7 +73,7 @@ def _shard(src, dst, dry_run, progress, as_json, quiet, options) -> None:
         raise click.UsageError("missing DST — say where the shards go: ishard shard SRC DST")
     opts = make_options(**options)  # every option checked, a dry run's too
     if dry_run is not None:
-        the_plan = api.plan_with(src, opts, NoticesOnly())
+        the_plan = api.plan_with(src, opts, NoticesOnly(), dst)
         if dry_run == "json":
             emit_json(plan_document(the_plan))
             return

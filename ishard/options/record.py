@@ -91,6 +91,9 @@ class Options:
     shards_multiple_of: int | None = None
     member_names: choices.MemberNames = "sample"
     index: choices.Index = "none"
+    sample_index: bool = True
+    append: bool = False
+    update: bool = False
     strict: bool = False
     lookalike_names: str = "refuse"
     tmp_dir: str | None = None
@@ -217,6 +220,7 @@ def make_options(**kwargs) -> Options:
             "--overwrite and --resume cannot be used together — --resume finishes "
             "the interrupted run as planned, --overwrite starts over: choose one"
         )
+    _check_growth(opts)
     check_executor(opts.executor, opts.scheduler)
     tmp_dir = None if opts.tmp_dir is None else checked_tmp_dir(os.fspath(opts.tmp_dir))
     if opts.gzip_library not in GZIP_CHOICES:
@@ -387,3 +391,30 @@ def option_warnings(opts: Options, names: Sequence[str]) -> list[str]:
             flag = "--" + option.name.replace("_", "-")
             out.append(f"{flag} {value} has no effect: no shard is {spelt([*exts])}")
     return out
+
+
+def _check_growth(opts: Options) -> None:
+    """``--append`` and ``--update`` with what they can keep."""
+    if not (opts.append or opts.update):
+        return
+    flag = "--update" if opts.update else "--append"
+    if opts.append and opts.update:
+        raise UsageError(
+            "--append and --update cannot be used together — --update adds new samples too: "
+            "give --update alone"
+        )
+    if opts.overwrite:
+        raise UsageError(
+            f"{flag} and --overwrite cannot be used together — {flag} keeps the dataset and "
+            "adds to it, --overwrite replaces it: choose one"
+        )
+    if opts.num_shards is not None or opts.shards_multiple_of is not None:
+        given = "--num-shards" if opts.num_shards is not None else "--shards-multiple-of"
+        raise UsageError(
+            f"{flag} cannot keep {given}'s promise about the whole dataset (only new shards "
+            f"are written) — drop {given}, or re-shard with --overwrite"
+        )
+    if not opts.sample_index:
+        raise UsageError(
+            f"{flag} keeps the dataset's sample index up to date — drop --no-sample-index"
+        )

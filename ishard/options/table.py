@@ -222,6 +222,14 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "none",
     ),
     OptionSpec(
+        "sample_index",
+        ("--sample-index/--no-sample-index",),
+        "Write samples.parquet: each member's sample, shard and source file.",
+        READERS,
+        "switch",
+        default=True,
+    ),
+    OptionSpec(
         "checksum",
         ("--checksum",),
         "Checksum of every shard for the manifest (md5: wids' md5sum, the Go spelling's default).",
@@ -308,6 +316,23 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "resume",
         ("--resume",),
         "Finish an interrupted run into DST: keep its complete shards (checked), write the rest.",
+        RUNNING,
+        "flag",
+        default=False,
+    ),
+    OptionSpec(
+        "append",
+        ("--append",),
+        "Add SRC's samples that DST's dataset does not hold, in new shards; refuse changed "
+        "or removed ones.",
+        RUNNING,
+        "flag",
+        default=False,
+    ),
+    OptionSpec(
+        "update",
+        ("--update",),
+        "As --append, and rewrite only the shards whose samples changed or went.",
         RUNNING,
         "flag",
         default=False,

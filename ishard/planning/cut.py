@@ -271,9 +271,9 @@ def cut(
 
 
 def shard_names(
-    count: int, template: NameTemplate, ext: str, *, own_ext: bool = False
+    count: int, template: NameTemplate, ext: str, *, own_ext: bool = False, first: int = 0
 ) -> list[str]:
-    """The first ``count`` template names, each plus ``ext``.
+    """``count`` template names from the ``first``-th on, each plus ``ext``.
 
     With ``own_ext`` (EKM formats such as ``fish-%d.tar``) a name that already ends in an
     archive extension keeps it and ``ext`` is not added.
@@ -281,13 +281,14 @@ def shard_names(
     Raises:
         UsageError: the template yields fewer names than there are shards.
     """
-    if count > template.count:
+    if first + count > template.count:
+        used = f" ({first} of them used already)" if first else ""
         raise UsageError(
-            f"shard template {template.text!r} yields {template.count} name(s) but the plan "
-            f"needs {count} shards — widen its range or raise --shard-size"
+            f"shard template {template.text!r} yields {template.count} name(s){used} but the "
+            f"plan needs {count} shards — widen its range or raise --shard-size"
         )
     names = []
-    for index in range(count):
+    for index in range(first, first + count):
         name = template.name(index)
         names.append(name if own_ext and has_archive_ext(name) else name + ext)
     return names

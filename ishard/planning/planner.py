@@ -18,6 +18,7 @@ from ..store import Location, open_url, parse_storage_options, resolve
 from ..store.retry import Retrier
 from .cut import SampleRun, balance, check_unique, cut_indices, shard_names
 from .extraction import check_extraction_names
+from .growth import Held, compare
 from .inventory import list_inventory
 from .keys import key_function
 from .listing import list_source
@@ -85,28 +86,38 @@ def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> 
     return entries
 
 
-def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> Plan:
-    """List the source and plan its shards under checked options."""
+def make_plan(
+    source: Location, opts: Options, progress: Progress = SILENT, held: Held | None = None
+) -> Plan:
+    """List the source and plan its shards under checked options; with ``held`` (a growing
+    dataset's destination), only the samples it does not hold as they are now."""
     tally = Tally()
     files = _list(source, opts, tally, progress)
     ekm = opts.parsed_ekm
     warnings: list[str] = []
     key = key_function(opts.sample_key_pattern)
     groups = route_table(group_table(files, key), ekm, tally)
-    names: list[str] = []
-    members: list[SampleRun] = []
-    tables: list[SampleTable] = []
     check = KeyCheck()
     planned: list[SampleTable] = []
-    fullest = 0  # the most samples in one shard
-    for index, table in enumerate(groups):
+    for table in groups:
         table = apply_sample_exts_table(
             table, opts.sample_exts, opts.missing_extension_action, tally, warnings
         )
         planned.append(table)
         check_reader_names(table, opts.member_names == "sample", opts.index, check, key)
-        if index == len(groups) - 1:
-            files.handover = replace(files.handover, readers=None)  # checked: 9 bytes a file go
+    files.handover = replace(files.handover, readers=None)  # checked: 9 bytes a file go
+    alike = check_extraction_names(planned, opts.member_names == "sample", opts.lookalike_names)
+    growth = None
+    if held is not None:
+        rename = opts.member_names == "sample"
+        chosen, growth = compare(planned, held, rename, opts.tmp_dir, opts.memory_limit)
+        planned = [t.subset(c) for t, c in zip(planned, chosen)]
+    names: list[str] = []
+    members: list[SampleRun] = []
+    tables: list[SampleTable] = []
+    numbering: list[int] = []
+    fullest = 0  # the most samples in one shard
+    for index, table in enumerate(planned):
         cuts = cut_indices(
             table.keys, table.sizes, opts.bounds, opts.order, opts.collapse, table.flat
         )
@@ -119,16 +130,14 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
             multiple_of=opts.shards_multiple_of,
             flat=table.flat,
         )
-        if ekm is None:
-            names += shard_names(len(cuts), opts.template, opts.ext, own_ext=True)
-        else:
-            template = ekm.categories[index].template
-            names += shard_names(len(cuts), template, opts.ext, own_ext=True)
+        template = opts.template if ekm is None else ekm.categories[index].template
+        first = held.numbering[index] if held is not None else 0
+        names += shard_names(len(cuts), template, opts.ext, own_ext=True, first=first)
+        numbering.append(first + len(cuts))
         members += cuts
         tables += [table] * len(cuts)
-    check_unique(names)
-    alike = check_extraction_names(planned, opts.member_names == "sample", opts.lookalike_names)
     del planned
+    check_unique(names)
     warnings += check.warnings() + alike + option_warnings(opts, names)
     warnings += count_warning(opts, fullest)
     shards = ShardList(names, members, tables, rename=opts.member_names == "sample")
@@ -139,7 +148,7 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
         for shard_plan in shards:
             check_names(shard_plan)
     skipped = tally.freeze()
-    if not shards:
+    if not shards and held is None:
         where = f" with prefix {opts.prefix!r}" if opts.prefix else ""
         if skipped:
             found = "every file was left out: " + "; ".join(
@@ -159,6 +168,8 @@ def make_plan(source: Location, opts: Options, progress: Progress = SILENT) -> P
         seed=opts.order.seed,
         options=opts.to_dict(),
         spilled=files.handover.spilled,
+        numbering=tuple(numbering),
+        growth=growth,
     )
 
 

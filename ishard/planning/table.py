@@ -261,6 +261,43 @@ class SampleTable:
             at += count
         return tuple(out)
 
+    def member_columns(self, indices: Sequence[int], rename: bool = False) -> dict[str, Any]:
+        """The files of samples ``indices`` as columns, a row a file in archive order: each
+        file's sample key, member name (``<key>.<extension>`` with ``rename``), source name,
+        size and mtime (numpy arrays; the texts as object arrays) — what the sample index
+        records and what a growing dataset is compared by."""
+        import numpy as np
+
+        files = self.files
+        found, counts = self.rows(indices)
+        names = files.names.take(found.tolist())
+        keys = np.repeat(np.array(self.keys.take(indices), dtype=object), counts)
+        members = [f"{k}.{wds_split(n)[1]}" for k, n in zip(keys, names)] if rename else names
+        return {
+            "key": keys,
+            "member": np.array(members, dtype=object),
+            "source": np.array(names, dtype=object),
+            "size": int_view(files.sizes)[found].astype(np.int64, copy=False),
+            "mtime": int_view(files.mtimes)[found].astype(np.int64, copy=False),
+        }
+
+    def subset(self, indices: Sequence[int]) -> SampleTable:
+        """A table over the same files holding samples ``indices`` (in that order)."""
+        import numpy as np
+
+        table = SampleTable(self.files)
+        table.flat = self.flat
+        at = np.asarray(indices, dtype=np.int64)
+        rows, counts = self.rows(indices)
+        table.keys = Names()
+        table.keys.extend(self.keys.take(at.tolist()))
+        table.sizes = array("q", int_view(self.sizes)[at].astype(np.int64).tobytes())
+        starts = np.zeros(len(at) + 1, np.int64)
+        np.cumsum(counts, out=starts[1:])
+        table.starts = array("q", starts.tobytes())
+        table.members = array("q", rows.tobytes())
+        return table
+
     @classmethod
     def of(cls, samples: Iterable[Sample]) -> SampleTable:
         """A table (over a new FileTable) holding ``samples`` in order."""
@@ -327,6 +364,10 @@ class ShardList(Sequence[ShardPlan]):
     def listing(self) -> FileTable | None:
         """The listed files the shards were planned from (every table shares them)."""
         return self._tables[0].files if self._tables else None
+
+    def part(self, index: int) -> tuple[SampleTable, Any]:
+        """Shard ``index``'s table and its samples' indices in it."""
+        return self._tables[index], self._members[index]
 
     def __getitem__(self, index):
         if isinstance(index, slice):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import orjson
 
@@ -18,16 +19,37 @@ MANIFEST_NAME = "manifest.json"
 
 
 def manifest_document(
-    plan: Plan, results: Sequence[ShardResult], fingerprint: str | None = None
+    plan: Plan,
+    results: Sequence[ShardResult],
+    fingerprint: str | None = None,
+    *,
+    index: Mapping | None = None,
+    earlier: Kept | None = None,
 ) -> dict:
     """The manifest as a dict: ``shardlist`` for wids, ``ishard`` for everything else
-    (``fingerprint``: the plan's, which ``--resume`` compares). Options that only say how the
-    run went (``EXECUTION_ONLY``: jobs, resume …) are left out, so a resumed run's manifest is
-    byte for byte an uninterrupted one's."""
+    (``fingerprint``: the plan's, which ``--resume`` compares; ``index``: the sample index's
+    record; ``earlier``: a growing dataset's shards kept, listed before this run's). Options
+    that only say how the run went (``EXECUTION_ONLY``: jobs, resume …) are left out, so a
+    resumed run's manifest is byte for byte an uninterrupted one's."""
+    kept = earlier if earlier is not None else Kept((), ())
+    shardlist = [*kept.entries, *(_shard_entry(r) for r in results)]
+    records = [
+        *kept.records,
+        *(
+            {
+                "name": r.name,
+                "files": r.files,
+                "samples": r.samples,
+                "payload_bytes": r.payload,
+                **({"dali_index": r.index} if r.index else {}),
+            }
+            for r in results
+        ),
+    ]
     return {
         "__kind__": "wids-shard-index-v1",
         "wids_version": 1,
-        "shardlist": [_shard_entry(r) for r in results],
+        "shardlist": shardlist,
         "ishard": {
             "version": __version__,
             "source": plan.source,
@@ -35,28 +57,41 @@ def manifest_document(
             "seed": plan.seed,
             "fingerprint": fingerprint,
             "totals": {
-                "shards": len(results),
-                "samples": plan.sample_count,
-                "files": plan.file_count,
-                "payload_bytes": plan.size,
-                "archive_bytes": sum(r.filesize for r in results),
+                "shards": len(shardlist),
+                "samples": sum(e["nsamples"] for e in shardlist),
+                "files": sum(r["files"] for r in records),
+                "payload_bytes": sum(r["payload_bytes"] for r in records),
+                "archive_bytes": sum(e["filesize"] for e in shardlist),
             },
             "skipped": [
                 {"reason": s.reason, "count": s.count, "examples": list(s.examples)}
                 for s in plan.skipped
             ],
-            "shards": [
-                {
-                    "name": r.name,
-                    "files": r.files,
-                    "samples": r.samples,
-                    "payload_bytes": r.payload,
-                    **({"dali_index": r.index} if r.index else {}),
-                }
-                for r in results
-            ],
+            "numbering": list(plan.numbering),
+            **({"samples_index": dict(index)} if index is not None else {}),
+            "shards": records,
         },
     }
+
+
+@dataclass(frozen=True)
+class Kept:
+    """An earlier manifest's shards a growing dataset keeps: their shardlist entries and
+    ``ishard.shards`` records, as that manifest wrote them."""
+
+    entries: tuple[dict, ...]
+    records: tuple[dict, ...]
+
+    @classmethod
+    def of(cls, doc: Mapping, dropped: Iterable[str] = ()) -> Kept:
+        """The shards of manifest ``doc`` but ``dropped``."""
+        gone = set(dropped)
+        pairs = [
+            (e, r)
+            for e, r in zip(doc["shardlist"], doc["ishard"]["shards"])
+            if e["url"] not in gone
+        ]
+        return cls(tuple(e for e, _ in pairs), tuple(r for _, r in pairs))
 
 
 def entry_checksum(entry: Mapping) -> str | None:
@@ -82,10 +117,15 @@ def _shard_entry(r: ShardResult) -> dict:
 
 
 def manifest_bytes(
-    plan: Plan, results: Sequence[ShardResult], fingerprint: str | None = None
+    plan: Plan,
+    results: Sequence[ShardResult],
+    fingerprint: str | None = None,
+    *,
+    index: Mapping | None = None,
+    earlier: Kept | None = None,
 ) -> bytes:
     """The manifest as the JSON bytes written to ``DST/manifest.json``."""
-    document = manifest_document(plan, results, fingerprint)
+    document = manifest_document(plan, results, fingerprint, index=index, earlier=earlier)
     try:
         return orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
     except TypeError:  # a name that is not UTF-8 (a local file's): shown with \xNN escapes

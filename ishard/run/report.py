@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from statistics import median_low
 
-from ..model import FileEntry, Plan, Report
+from ..model import FileEntry, Growth, Plan, Report
 from ..options.record import cut_description
 
 
@@ -50,6 +50,21 @@ def plan_summary(plan: Plan) -> dict:
         "warnings": list(plan.warnings),
         "seed": plan.seed,
         **({"spilled": plan.spilled} if plan.spilled else {}),
+        **({"growth": _growth(plan.growth)} if plan.growth is not None else {}),
+    }
+
+
+def _growth(growth: Growth) -> dict:
+    """A growing dataset's comparison: samples held, new, changed, removed; the shards
+    rewritten and the held samples moved out of them into new shards."""
+    return {
+        "mode": growth.mode,
+        "held_samples": growth.held,
+        "new_samples": growth.added,
+        "changed_samples": growth.changed,
+        "removed_samples": growth.removed,
+        "moved_samples": growth.moved,
+        "replaced_shards": list(growth.replaced),
     }
 
 

@@ -97,10 +97,17 @@ def _manifest_records(
 
 
 def finished_earlier(
-    dest: Location, plan: Plan, fingerprint: str, state: RunState, retrier: Retrier
+    dest: Location,
+    plan: Plan,
+    fingerprint: str,
+    state: RunState,
+    retrier: Retrier,
+    grows: bool = False,
 ) -> dict[int, ShardResult]:
     """The shards of ``plan`` an earlier run into ``dest`` completed and that are still whole,
-    by plan index; its temp files and unfinished uploads are cleaned up.
+    by plan index; its temp files and unfinished uploads are cleaned up. A growing dataset's
+    manifest is the dataset grown, not a finished run of this plan: only the run's records
+    count.
 
     Raises:
         DataError: the earlier run planned something else (source or options changed).
@@ -108,7 +115,7 @@ def finished_earlier(
     earlier = state.earlier_fingerprint()
     if earlier is not None and earlier != fingerprint:
         raise _changed(dest, state.earlier().get("plan"), plan, "the interrupted run")
-    records = _manifest_records(dest, plan, fingerprint, retrier) or {}  # a finished run's
+    records = {} if grows else _manifest_records(dest, plan, fingerprint, retrier) or {}
     if earlier is not None:
         records.update(state.recorded())
     names = plan.shard_names

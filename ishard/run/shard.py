@@ -13,10 +13,12 @@ from os import PathLike
 from typing import Any
 
 from ..errors import IshardError
+from ..formats.dali_index import index_name
 from ..model import Plan, Report, ShardPlan, ShardResult
 from ..options.record import Options, parse_sort
 from ..planning.planner import announce, located, make_plan
 from ..planning.record import plan_record
+from ..planning.table import ShardList
 from ..progress import SILENT, Progress
 from ..store import Location
 from ..store.lease import LeaseCheck, LeaseLock
@@ -33,9 +35,11 @@ from .destination import (
     untouched,
 )
 from .executors import dask_client, write_with_dask
-from .manifest import MANIFEST_NAME, manifest_bytes, remove_manifest
+from .grow import Holding, holding, keep_held, mode_of, tell_unchanged, unchanged
+from .manifest import MANIFEST_NAME, Kept, manifest_bytes, remove_manifest
 from .replaced import earlier_archives, remove_archives, stale, tell_ignored
 from .resume import Recorder, Remaining, earlier_manifest_seed, finished_earlier
+from .sampleindex import INDEX_NAME, plan_rows, write_index
 from .state import RunState, remove_leftovers, remove_temp_files
 from .state import fingerprint as run_fingerprint
 from .write import Cancel, write_one, write_shards
@@ -63,7 +67,11 @@ def shard_with(
     # everything that can be checked before DST is touched is: a failure after the claim
     # would leave the run's records and ask for --resume or --overwrite
     was_empty = check_destination(
-        source, dest, overwrite=opts.overwrite, resume=opts.resume, retrier=retrier
+        source,
+        dest,
+        overwrite=opts.overwrite or mode_of(opts) is not None,
+        resume=opts.resume,
+        retrier=retrier,
     )
     check_name_room(dest, first_names(opts))
     with dask_client(opts.scheduler, opts.workers(remote=False), opts.executor == "dask") as client:
@@ -100,55 +108,86 @@ def _shard_claimed(
     manifest, mine = None, False
     state = RunState(dest, retrier)
     begun = state.earlier_fingerprint() is not None  # an earlier run's records: keep them
+    grows = mode_of(opts) is not None
     try:
         check_claimed(
             dest,
-            overwrite=opts.overwrite,
+            overwrite=opts.overwrite or grows,
             resume=opts.resume,
             was_empty=claim.was_empty,
             retrier=retrier,
         )
         if drawn is not None:
             opts, drawn = _shuffle_seed(opts, drawn, state, dest, progress)
-        the_plan = make_plan(source, opts, progress)
-        announce(the_plan, opts, progress, stacklevel=5)
-        check_name_room(dest, the_plan.shard_names)  # the last names may be the longest
-        fingerprint = run_fingerprint(the_plan)
-        earlier = state.earlier()  # read before a fresh start forgets it
-        recorded = state.recorded() if earlier and opts.overwrite else {}
-        old, ignored = earlier_archives(
-            dest, earlier, recorded, overwrite=opts.overwrite, retrier=retrier
-        )
-        tell_ignored(dest, ignored, progress)
-        done = finished_earlier(dest, the_plan, fingerprint, state, retrier) if opts.resume else {}
-        if not done:  # else a failed run would leave a manifest describing replaced shards
-            remove_manifest(dest, retrier)
-            state.forget_shards()
-        if opts.overwrite and not opts.resume:  # a killed run's leftovers go too
-            remove_temp_files(dest, the_plan.shard_names)
-            abort_dangling_uploads(dest, the_plan.shard_names, retrier)
-        state.begin(fingerprint, len(the_plan.shards), drawn, old, plan_record(the_plan))
-        begun = mine = True  # the records are this run's
-        todo = Remaining(the_plan.shards, done)
-        progress.planned(len(todo), sum(the_plan.shard_sizes[i] for i in todo.indices))
-        if done:
-            LOG.info("kept %d shards an earlier run completed (checked)", len(done))
-            progress.notice(
-                f"resuming: {len(done)} of {len(the_plan.shards)} shards were "
-                "already complete (checked); writing the rest"
+        with contextlib.ExitStack() as stack:
+            found = stack.enter_context(holding(dest, opts)) if grows else None
+            the_plan = make_plan(source, opts, progress, found.held if found else None)
+            announce(the_plan, opts, progress, stacklevel=5)
+            if found is not None and the_plan.growth is not None and unchanged(the_plan.growth):
+                tell_unchanged(the_plan.growth, dest, progress)
+                removed = _finish_stopped(dest, state, found, retrier) if begun else 0
+                return Report(
+                    the_plan,
+                    dest.url,
+                    (),
+                    time.monotonic() - claim.started,
+                    dest.child(MANIFEST_NAME),
+                    retrier.retries,
+                    removed=removed,
+                )
+            check_name_room(dest, the_plan.shard_names)  # the last names may be the longest
+            fingerprint = run_fingerprint(the_plan)
+            earlier = state.earlier()  # read before a fresh start forgets it
+            recorded = state.recorded() if earlier and opts.overwrite else {}
+            old, ignored = earlier_archives(
+                dest, earlier, recorded, overwrite=opts.overwrite, retrier=retrier
             )
-        recorder = Recorder(progress, the_plan.shard_names, state.record)
-        written = _write(source, dest, opts, todo, recorder, retrier, guard, client)
-        slots = [done.get(i) for i in range(len(the_plan.shards))]
-        for i, result in zip(todo.indices, written):
-            slots[i] = result
-        results = [r for r in slots if r is not None]  # every shard: kept or written
-        assert len(results) == len(slots)
-        manifest = put_file(
-            dest, MANIFEST_NAME, manifest_bytes(the_plan, results, fingerprint), retrier, guard
-        )
-        LOG.info("wrote the manifest %s", manifest)
-        removed = _remove_replaced(dest, old, the_plan, opts, retrier, progress)
+            tell_ignored(dest, ignored, progress)
+            done = (
+                finished_earlier(dest, the_plan, fingerprint, state, retrier, grows)
+                if opts.resume
+                else {}
+            )
+            if not done:  # else a failed run would leave a manifest describing replaced shards
+                if not grows:  # a growing dataset's stays: its shards are not touched
+                    remove_manifest(dest, retrier)
+                state.forget_shards()
+            if opts.overwrite and not opts.resume:  # a killed run's leftovers go too
+                remove_temp_files(dest, the_plan.shard_names)
+                abort_dangling_uploads(dest, the_plan.shard_names, retrier)
+            replaced = _replaced(the_plan, opts)
+            state.begin(
+                fingerprint,
+                len(the_plan.shards),
+                drawn,
+                sorted({*old, *replaced}),
+                plan_record(the_plan),
+            )
+            begun = mine = True  # the records are this run's
+            if found is not None:
+                keep_held(dest, found.held.index, retrier)
+            todo = Remaining(the_plan.shards, done)
+            progress.planned(len(todo), sum(the_plan.shard_sizes[i] for i in todo.indices))
+            if done:
+                LOG.info("kept %d shards an earlier run completed (checked)", len(done))
+                progress.notice(
+                    f"resuming: {len(done)} of {len(the_plan.shards)} shards were "
+                    "already complete (checked); writing the rest"
+                )
+            recorder = Recorder(progress, the_plan.shard_names, state.record)
+            written = _write(source, dest, opts, todo, recorder, retrier, guard, client)
+            slots = [done.get(i) for i in range(len(the_plan.shards))]
+            for i, result in zip(todo.indices, written):
+                slots[i] = result
+            results = [r for r in slots if r is not None]  # every shard: kept or written
+            assert len(results) == len(slots)
+            dropped = the_plan.growth.replaced if the_plan.growth is not None else ()
+            index = _write_index(dest, the_plan, opts, retrier, guard, found, dropped)
+            kept = Kept.of(found.manifest, dropped) if found is not None else None
+            document = manifest_bytes(the_plan, results, fingerprint, index=index, earlier=kept)
+            manifest = put_file(dest, MANIFEST_NAME, document, retrier, guard)
+            LOG.info("wrote the manifest %s", manifest)
+        removed = _remove_replaced(dest, [*old, *replaced], the_plan, opts, retrier, progress)
         try:
             state.clear()
         except IshardError as err:  # the dataset is complete: that is what counts
@@ -177,6 +216,58 @@ def _shard_claimed(
         kept=len(done),
         removed=removed,
         written_payload=sum(r.payload for r in written),
+    )
+
+
+def _replaced(the_plan: Plan, opts: Options) -> list[str]:
+    """The shards (and their DALI indexes) a growing dataset's plan replaces: removed once
+    the manifest that no longer lists them is published."""
+    names = list(the_plan.growth.replaced) if the_plan.growth is not None else []
+    if opts.index == "dali":
+        names += [index_name(n) for n in names if n.endswith(".tar")]
+    return names
+
+
+def _finish_stopped(dest: Location, state: RunState, found: Holding, retrier: Retrier) -> int:
+    """A growing run stopped after it published its manifest left its records and maybe
+    the shards it replaced: remove those the manifest does not list, then the records; how
+    many archives were removed."""
+    old, _ = earlier_archives(dest, state.earlier(), {}, overwrite=False, retrier=retrier)
+    listed = {e["url"] for e in found.manifest["shardlist"]}
+    listed |= {index_name(n) for n in listed}
+    removed = remove_archives(dest, [n for n in old if n not in listed], retrier)
+    state.clear()
+    return removed
+
+
+def _write_index(
+    dest: Location,
+    the_plan: Plan,
+    opts: Options,
+    retrier: Retrier,
+    guard: LeaseLock | None,
+    found: Holding | None,
+    replaced: Sequence[str],
+) -> dict | None:
+    """Write ``DST/samples.parquet`` (unless ``--no-sample-index``), before the manifest
+    that names it: a growing dataset's rows, but those of its replaced shards, then the
+    plan's; the manifest's record of it. Without one, an earlier run's index goes."""
+    if not opts.sample_index:
+        with dest.translated("destination"):
+            retrier.run(lambda: dest.store.delete([dest.key(INDEX_NAME)]))
+        return None
+    assert isinstance(the_plan.shards, ShardList)
+    return write_index(
+        dest,
+        plan_rows(the_plan.shards),
+        earlier=found.held.index if found is not None else None,
+        dropped=replaced,
+        tmp_dir=opts.tmp_dir,
+        memory_limit=opts.memory_limit,
+        retrier=retrier,
+        cleanup=Retrier(CLEANUP_RETRIES, cap=4.0),
+        part_size=opts.part_size,
+        guard=guard,
     )
 
 

@@ -1,0 +1,142 @@
+"""A growing dataset (``--append``, ``--update``): what its destination holds, read from its
+manifest and sample index and checked against this run's options, for the plan to compare
+the source with."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import orjson
+
+from ..errors import DataError, UsageError
+from ..model import EXECUTION_ONLY, Growth
+from ..options.record import Options
+from ..planning.growth import Held, private_engine
+from ..progress import Progress
+from ..sizes import counted
+from ..store import Location
+from ..store.lockrecord import STATE_DIR
+from ..store.retry import Retrier
+from ..store.sinks import put_file
+from .manifest import MANIFEST_NAME, read_manifest
+from .sampleindex import INDEX_NAME, fetch_index
+
+HELD_NAME = f"{STATE_DIR}/held.parquet"  # the index the run began from, for its --resume
+NOT_COMPARED = ("src_list",)  # a daily inventory is a new file each day
+
+
+@dataclass(frozen=True)
+class Holding:
+    """A growing destination as this run found it: its manifest and what the plan compares
+    the source with."""
+
+    manifest: dict
+    held: Held
+
+    @property
+    def index(self) -> Mapping:
+        """The manifest's record of the sample index."""
+        return self.manifest["ishard"]["samples_index"]
+
+
+def mode_of(opts: Options) -> str | None:
+    """``"append"``, ``"update"`` or None (a run that does not grow a dataset)."""
+    return "update" if opts.update else "append" if opts.append else None
+
+
+@contextmanager
+def holding(dest: Location, opts: Options) -> Iterator[Holding]:
+    """What DST holds, its index fetched into a private folder (gone at the end).
+
+    Raises:
+        UsageError: DST holds no dataset, one without a sample index, or one made with other
+            options (named, with the recorded value).
+        DataError: its index is not the one its manifest names.
+    """
+    mode = mode_of(opts)
+    assert mode is not None
+    flag = f"--{mode}"
+    try:
+        doc = read_manifest(dest)
+    except DataError:
+        raise UsageError(
+            f"{flag}: {dest.url!r} holds no finished dataset ({MANIFEST_NAME} is missing) — "
+            f"shard into it without {flag} first, or add --resume to finish its run"
+        ) from None
+    record = doc.get("ishard") or {}
+    index = record.get("samples_index")
+    if not isinstance(index, dict) or not isinstance(record.get("numbering"), list):
+        raise UsageError(
+            f"{flag}: the dataset in {dest.url!r} has no sample index ({INDEX_NAME}), which "
+            f"{flag} compares the source with — it was written by an earlier ishard or with "
+            "--no-sample-index; shard it again with --overwrite"
+        )
+    _check_options(record.get("options", {}), opts, flag, dest)
+    with private_engine(opts.tmp_dir) as (_con, folder):
+        path = _fetched(dest, index, folder)
+        shards = tuple(e["url"] for e in doc["shardlist"])
+        yield Holding(doc, Held(path, shards, tuple(record["numbering"]), mode))
+
+
+def _fetched(dest: Location, index: Mapping, folder: str) -> str:
+    """The index the manifest names, from DST; else the copy a run that stopped between
+    publishing a new index and its manifest kept in its records."""
+    try:
+        return fetch_index(dest, index, folder, INDEX_NAME)
+    except DataError as first:
+        try:
+            return fetch_index(dest, index, folder, HELD_NAME)
+        except DataError:
+            raise first from None
+
+
+def keep_held(dest: Location, path: str, retrier: Retrier) -> None:
+    """Keep the index this run compared with in its records until it ends: a run stopped
+    after it published the new index and before its manifest finds the old one there."""
+    with open(path, "rb") as f:
+        data = f.read()
+    put_file(dest, HELD_NAME, data, retrier)
+
+
+def _check_options(recorded: Mapping, opts: Options, flag: str, dest: Location) -> None:
+    """Every option that shapes the shards as the dataset was made with (its manifest's)."""
+    now = opts.to_dict()
+    for name, value in recorded.items():
+        if name in EXECUTION_ONLY or name in NOT_COMPARED or name not in now:
+            continue
+        if _same(now[name], value):
+            continue
+        spelt = "--" + name.replace("_", "-")
+        raise UsageError(
+            f"{flag}: {spelt} {_shown(now[name])} is not what the dataset in {dest.url!r} was "
+            f"made with ({_shown(value)}) — {flag} writes shards like its others: give "
+            f"{spelt} {_shown(value)}, or re-shard it with --overwrite"
+        )
+
+
+def _same(a: object, b: object) -> bool:
+    return orjson.dumps(a) == orjson.dumps(b)
+
+
+def _shown(value: object) -> str:
+    if value is None or value is False:
+        return "(not given)" if value is None else "off"
+    if value is True:
+        return "on"
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def unchanged(growth: Growth) -> bool:
+    """Does the source hold exactly the samples the dataset holds (nothing to write)?"""
+    return not (growth.added or growth.changed or growth.removed)
+
+
+def tell_unchanged(growth: Growth, dest: Location, progress: Progress) -> None:
+    progress.notice(
+        f"nothing to {growth.mode}: the dataset in {dest.url!r} holds every one of the "
+        f"source's {counted(growth.held, 'sample')} as it is; nothing was written"
+    )

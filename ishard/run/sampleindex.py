@@ -1,0 +1,155 @@
+"""The sample index, ``DST/samples.parquet``: one row per member of every shard — its sample's
+key, its shard, its name in the archive, the source file it came from with that file's size
+and mtime — written from the plan (no second pass over the bytes), before the manifest
+that names it (with its row count, size and checksum).
+
+What ``--append`` and ``--update`` compare a source with, and what any Parquet reader (DuckDB,
+pyarrow, polars) can ask which shard holds a sample."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from ..checksums import hasher, split
+from ..errors import DataError, IshardError, WriteError
+from ..planning.growth import (
+    INDEX_COLUMNS,
+    create_index_table,
+    insert_rows,
+    private_engine,
+    shard_table,
+)
+from ..planning.table import ShardList
+from ..store import Location
+from ..store.retry import Retrier
+from ..store.sinks import Guard, open_sink
+
+INDEX_NAME = "samples.parquet"
+BATCH_ROWS = 1 << 18  # members put into the engine at a time
+COPY_CHUNK = 1 << 20  # bytes of the finished file copied to the destination at a time
+INDEX_CHECKSUM = "xxh128"
+
+
+def plan_rows(shards: ShardList) -> Iterator[dict[str, Any]]:
+    """The index rows of every planned shard, in plan order, a batch of about
+    ``BATCH_ROWS`` members at a time (a shard is never split)."""
+    import numpy as np
+
+    pending: list[dict[str, Any]] = []
+    held = 0
+    for index in range(len(shards)):
+        table, samples = shards.part(index)
+        columns = table.member_columns(samples, shards.rename)
+        count = len(columns["key"])
+        columns["shard"] = np.full(count, shards.names[index], dtype=object)
+        pending.append(columns)
+        held += count
+        if held >= BATCH_ROWS:
+            yield _joined(pending)
+            pending, held = [], 0
+    if pending:
+        yield _joined(pending)
+
+
+def _joined(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    import numpy as np
+
+    return {c: np.concatenate([p[c] for p in parts]) for c, _ in INDEX_COLUMNS}
+
+
+def write_index(
+    dest: Location,
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    earlier: str | None = None,
+    dropped: Iterable[str] = (),
+    tmp_dir: str | None,
+    memory_limit: int,
+    retrier: Retrier,
+    cleanup: Retrier,
+    part_size: int,
+    guard: Guard | None = None,
+) -> dict:
+    """Write ``DST/samples.parquet``: the rows of ``earlier`` (an index file on this machine,
+    a growing dataset's), but those of the shards ``dropped``, then ``rows``; return the
+    manifest's record of it (name, rows, bytes, checksum)."""
+    with private_engine(tmp_dir, memory_limit) as (con, folder):
+        create_index_table(con, "samples")
+        if earlier is not None:
+            shard_table(con, "dropped", list(dropped))
+            con.execute(
+                "INSERT INTO samples SELECT * FROM read_parquet(?) "
+                "WHERE shard NOT IN (SELECT shard FROM dropped)",
+                [earlier],
+            )
+        for batch in rows:
+            insert_rows(con, "samples", batch)
+        (count,) = con.execute("SELECT count(*) FROM samples").fetchone()
+        path = os.path.join(folder, INDEX_NAME)
+        con.execute(
+            f"COPY samples TO '{path}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
+        )
+        con.execute("DROP TABLE samples")
+        size = os.path.getsize(path)
+        sink = open_sink(
+            dest,
+            INDEX_NAME,
+            retrier=retrier,
+            cleanup=cleanup,
+            part_size=part_size,
+            expected=size,
+            notice=lambda _text: None,
+            checksum=INDEX_CHECKSUM,
+            guard=guard,
+        )
+        try:
+            with open(path, "rb") as source:
+                while chunk := source.read(COPY_CHUNK):
+                    sink.write(chunk)
+            sink.close()
+            sink.commit()
+        except BaseException as err:
+            sink.abort()
+            if isinstance(err, OSError) and not isinstance(err, IshardError):
+                raise WriteError(
+                    f"cannot write the sample index {INDEX_NAME!r} in {dest.url!r}: "
+                    f"{err.strerror or err} — fix the destination, then run again with --resume"
+                ) from None
+            raise
+    return {"name": INDEX_NAME, "rows": int(count), "bytes": size, "checksum": sink.checksum}
+
+
+def fetch_index(dest: Location, record: Mapping, folder: str, name: str = INDEX_NAME) -> str:
+    """Copy the sample index a manifest names (``record``) from ``DST/name`` into ``folder``,
+    checked against the record's size and checksum; its path.
+
+    Raises:
+        DataError: it is missing, or not that index.
+    """
+    path = os.path.join(folder, "held.parquet")
+    algorithm, expected = split(record["checksum"])
+    digest = hasher(algorithm)
+    size = 0
+    try:
+        with dest.store.open_read(dest.key(name)) as src, open(path, "wb") as out:
+            while chunk := src.read(COPY_CHUNK):
+                out.write(chunk)
+                digest.update(chunk)
+                size += len(chunk)
+    except FileNotFoundError:
+        raise DataError(
+            f"{dest.child(name)!r} is missing, but the manifest names a sample index — run "
+            "ishard verify on the destination"
+        ) from None
+    except IshardError:
+        raise
+    except Exception as err:  # noqa: BLE001 - a store's error, translated once
+        raise dest.error(err, "destination") from None
+    if size != record["bytes"] or digest.hexdigest() != expected:
+        raise DataError(
+            f"{dest.child(name)!r} is not the sample index the manifest names (another size "
+            "or checksum) — run ishard verify on the destination"
+        )
+    return path
