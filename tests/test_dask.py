@@ -222,7 +222,11 @@ def test_a_scheduler_that_does_not_answer_leaves_dst_untouched(monkeypatch, tmp_
     assert not dst.exists()
     fixed = invoke_ishard("shard", src, dst, "--no-progress")
     assert fixed.returncode == 0, fixed.stderr
-    assert sorted(p.name for p in dst.iterdir()) == ["manifest.json", "shard-000000.tar"]
+    assert sorted(p.name for p in dst.iterdir()) == [
+        "manifest.json",
+        "samples.parquet",
+        "shard-000000.tar",
+    ]
 
 
 def test_workers_do_not_inherit_a_cancelled_run(scheduler, tmp_path):

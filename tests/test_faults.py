@@ -9,7 +9,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from conftest import in_private_namespace, make_tree
+from conftest import DATASET_RECORDS, in_private_namespace, make_tree
 
 # four samples of ~100 KB: with 100KB shards, four shards; only about two fit in 320 KiB
 TREE = {f"s/{i}.bin": bytes([i]) * 100_000 for i in range(4)}
@@ -93,4 +93,4 @@ def test_a_full_destination_fails_cleanly_and_resume_finishes(tmp_path):
     expected = {p.name: p.read_bytes() for p in reference.glob("*.tar")}
     assert len(expected) == 4
     assert {p.name: p.read_bytes() for p in final.glob("*.tar")} == expected
-    assert sorted(p.name for p in final.iterdir()) == sorted([*expected, "manifest.json"])
+    assert sorted(p.name for p in final.iterdir()) == sorted([*expected, *DATASET_RECORDS])

@@ -274,3 +274,24 @@ def test_a_killed_append_or_update_resumes_to_exactly_the_uninterrupted_result(
         fault_trials(f"kill -9 {mode}", 1, identical)
         assert identical, trial
     assert os.path.exists(reference / "samples.parquet")
+
+
+@pytest.mark.damaged_destination
+def test_verify_checks_the_sample_index_against_the_manifest(tmp_path):
+    src = make_tree(tmp_path / "src", TREE)
+    dst = tmp_path / "out"
+    assert shard(src, dst).returncode == 0
+    assert invoke_ishard("verify", dst).returncode == 0
+    index = dst / "samples.parquet"
+    data = bytearray(index.read_bytes())
+    data[len(data) // 2] ^= 1
+    index.write_bytes(bytes(data))
+    damaged = invoke_ishard("verify", dst)
+    assert damaged.returncode == 1
+    assert "samples.parquet: xxh128 is " in damaged.stdout + damaged.stderr
+    index.unlink()
+    gone = invoke_ishard("verify", dst)
+    assert gone.returncode == 1
+    assert "samples.parquet: is missing (the manifest names it as the sample index)" in (
+        gone.stdout + gone.stderr
+    )

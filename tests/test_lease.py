@@ -192,7 +192,9 @@ def test_a_paused_run_whose_lease_ran_out_publishes_nothing_after_another_run_to
     verify(s3_server, s3env, dst)
     assert finish(ref).returncode == 0
     out, expected = shards_of(client, s3_bucket, "out"), shards_of(client, s3_bucket, "ref")
-    assert out.keys() == expected.keys() and len(out) == 7  # six shards and the manifest
+    assert (
+        out.keys() == expected.keys() and len(out) == 8
+    )  # six shards, the sample index and the manifest
     manifest, expected_manifest = (json.loads(x.pop("manifest.json")) for x in (out, expected))
     assert manifest["shardlist"] == expected_manifest["shardlist"]
     assert out == expected  # nothing of A's: its two shards were replaced, no third appeared

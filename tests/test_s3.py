@@ -128,12 +128,14 @@ def split_shards(objs: dict[str, bytes], prefix: str) -> tuple[dict[str, bytes],
     """Objects under ``prefix`` as (shard name -> bytes, parsed manifest)."""
     names = {k[len(prefix) :]: v for k, v in objs.items() if k.startswith(prefix)}
     manifest = json.loads(names.pop("manifest.json"))
+    names.pop("samples.parquet", None)  # the sample index: not a shard
     return names, manifest
 
 
 def local_shards(dst: Path) -> tuple[dict[str, bytes], dict]:
     files = {p.name: p.read_bytes() for p in dst.iterdir()}
     manifest = json.loads(files.pop("manifest.json"))
+    files.pop("samples.parquet", None)  # the sample index: not a shard
     return files, manifest
 
 
@@ -979,7 +981,11 @@ def test_a_live_lock_on_a_bucket_refuses_and_an_expired_one_does_not(
         assert sorted(objects(client, s3_bucket)) == ["out/.ishard-run/lock"]
     else:
         assert_ok(result)
-        assert sorted(objects(client, s3_bucket)) == ["out/manifest.json", "out/shard-000000.tar"]
+        assert sorted(objects(client, s3_bucket)) == [
+            "out/manifest.json",
+            "out/samples.parquet",
+            "out/shard-000000.tar",
+        ]
 
 
 @pytest.mark.parametrize(
@@ -1140,3 +1146,42 @@ def test_diff_compares_destinations_in_the_store_and_on_disk(cli, s3_bucket, tmp
     assert doc["shards"]["rewritten"] == [changed[0]["new_shard"]]
     assert not doc["samples"]["added"] and not doc["samples"]["removed"]
     assert not doc["samples"]["moved"]
+
+
+def test_append_and_update_grow_a_dataset_in_the_store(cli, client, s3_bucket, tmp_path):
+    """A source and a dataset both in the store: ``--append`` adds the new objects' samples in
+    new shards (every old shard object untouched, its ETag too), ``--update`` replaces only
+    the shard holding an object rewritten in place; after each, the shards read back hold
+    exactly the source's objects and ``ishard verify --deep`` passes."""
+    put(client, s3_bucket, {f"src/{k}": v for k, v in TREE.items()})
+    src, dst = f"s3://{s3_bucket}/src", f"s3://{s3_bucket}/out"
+    assert_ok(cli("shard", src, dst, "--shard-size", "100KB"))
+    before = {o["Key"]: o["ETag"] for o in listing(client, s3_bucket, "out/")}
+    new = {
+        f"val/{i:03d}.{ext}": blob(f"new{i}{ext}", 25_000)
+        for i in (20, 21)
+        for ext in ("jpg", "cls")
+    }
+    put(client, s3_bucket, {f"src/{k}": v for k, v in new.items()})
+    grown = cli("shard", src, dst, "--shard-size", "100KB", "--append")
+    assert grown.returncode == 0, grown.stderr
+    assert "2 new, 0 changed, 0 removed" in grown.stdout
+    after = {o["Key"]: o["ETag"] for o in listing(client, s3_bucket, "out/")}
+    old_shards = {k for k in before if k.endswith(".tar")}
+    assert {k: after[k] for k in old_shards} == {k: before[k] for k in old_shards}
+    shards, manifest = split_shards(objects(client, s3_bucket, "out/"), "out/")
+    assert set(shards) > {k.removeprefix("out/") for k in old_shards}
+    expected = {f"src/{k}": v for k, v in {**TREE, **new}.items()}  # names from the bucket
+    check_shards(shards, manifest, expected)
+    assert_ok(cli("verify", dst, "--deep", "-q"))
+
+    client.put_object(Bucket=s3_bucket, Key="src/train/003.cls", Body=b"relabelled")
+    refused = cli("shard", src, dst, "--shard-size", "100KB", "--append")
+    assert refused.returncode == 1 and "e.g. '003'" in refused.stderr
+    updated = cli("shard", src, dst, "--shard-size", "100KB", "--update")
+    assert updated.returncode == 0, updated.stderr
+    shards, manifest = split_shards(objects(client, s3_bucket, "out/"), "out/")
+    check_shards(shards, manifest, {**expected, "src/train/003.cls": b"relabelled"})
+    holder = next(n for n, d in shards.items() if "src/train/003.cls" in dict(read_members(n, d)))
+    assert f"out/{holder}" not in before  # a new shard holds it; the old one is gone
+    assert_ok(cli("verify", dst, "--deep", "-q"))

@@ -82,7 +82,11 @@ def test_aws_endpoint_url_and_keys_from_the_environment(s3_server, s3_bucket, ba
     src = make_tree(tmp_path / "src", {"1.jpg": b"1"})
     result = shard_into(env, src, f"s3://{s3_bucket}/out")
     assert result.returncode == 0, result.stderr
-    assert objects(s3_server, s3_bucket, "out/") == ["out/manifest.json", "out/shard-000000.tar"]
+    assert objects(s3_server, s3_bucket, "out/") == [
+        "out/manifest.json",
+        "out/samples.parquet",
+        "out/shard-000000.tar",
+    ]
 
 
 def test_an_unknown_storage_option_is_one_line(s3_server, s3_bucket, bare_env, tmp_path):

@@ -30,7 +30,8 @@ class Problem:
     ``unreadable``, ``size``, the checksum's algorithm (``xxh128``, ``blake3``, ``sha256``,
     ``md5``: the shard's digest differs from the recorded one), ``checksum_missing`` (the
     run recorded checksums, as its options say, but this shard's entry has none), ``members``,
-    ``payload``, ``samples``, ``split_sample``, ``scattered_sample``, ``unlisted``.
+    ``payload``, ``samples``, ``split_sample``, ``scattered_sample``, ``unlisted``, ``index``
+    (the manifest's record of the sample index is malformed).
     """
 
     name: str

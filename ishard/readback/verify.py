@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..checksums import ALGORITHMS
+from ..checksums import ALGORITHMS, hasher, split
 from ..errors import DataError, UsageError
 from ..formats import ARCHIVE_EXTS
 from ..names import wds_split
@@ -185,6 +185,9 @@ def verify(
                 counted(len(shard.problems), "problem") if shard.problems else "ok",
             )
     strays, warnings = _strays(location, {e["url"] for e, _ in entries})
+    index = record.get("samples_index") if record else None
+    if isinstance(index, dict):
+        problems += _index_problems(location, index)
     if record is None:
         warnings.insert(
             0, "the manifest has no 'ishard' record: member counts and samples are not checked"
@@ -199,6 +202,42 @@ def verify(
         tuple(problems + strays),
         tuple(warnings),
     )
+
+
+def _index_problems(location: Location, index: Mapping) -> list[Problem]:
+    """The sample index the manifest names: there, with the recorded size and checksum."""
+    name = index.get("name")
+    if not isinstance(name, str) or "/" in name or not isinstance(index.get("checksum"), str):
+        return [Problem(str(name), "index", "the manifest's samples_index record is malformed")]
+    algorithm, expected = split(index["checksum"])
+    digest, size = hasher(algorithm), 0
+    try:
+        with location.store.open_read(location.key(name)) as raw:
+            while chunk := raw.read(1 << 20):
+                digest.update(chunk)
+                size += len(chunk)
+    except FileNotFoundError:
+        return [Problem(name, "missing", "is missing (the manifest names it as the sample index)")]
+    except OSError as err:
+        return [Problem(name, "unreadable", f"cannot be read: {err.strerror or err}")]
+    if size != index.get("bytes"):
+        said = index.get("bytes")
+        return [
+            Problem(name, "size", f"size is {size} bytes, the manifest says {said}", said, size)
+        ]
+    if digest.hexdigest() != expected:
+        return [
+            Problem(
+                name,
+                algorithm,
+                f"{algorithm} is {digest.hexdigest()}, the manifest says {expected} — the "
+                "sample index changed after ishard wrote it: run the ishard shard command "
+                "that wrote the dataset again with --overwrite",
+                expected,
+                digest.hexdigest(),
+            )
+        ]
+    return []
 
 
 def _checker(
