@@ -226,7 +226,9 @@ def main() -> None:
         if not args.s3:
             outcomes = trials(Local(Path(work)), args.trials, args.seed, say)
         else:
-            spec = importlib.util.spec_from_file_location("s3server", ROOT / "tests" / "s3server.py")
+            spec = importlib.util.spec_from_file_location(
+                "s3server", ROOT / "tests" / "s3server.py"
+            )
             assert spec is not None and spec.loader is not None
             s3server = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(s3server)

@@ -2,8 +2,9 @@
 index says it holds (``--append``, ``--update``), in the column engine — the samples to
 write, and the shards whose samples changed or went.
 
-A sample is held when the index has its key with exactly its files: the same member names
-from the same source names, with the same sizes and mtimes (whole seconds: rsync's quick
+A sample is held when the index has its key with exactly its files: the same source names
+(whose member names follow from them and the key, under the dataset's options), with the
+same sizes and mtimes (whole seconds: rsync's quick
 check; a file rewritten within the same second at the same size is not seen)."""
 
 from __future__ import annotations
@@ -106,7 +107,6 @@ def shard_table(con: Any, name: str, shards: Sequence[str]) -> None:
 def compare(
     tables: Sequence[SampleTable],
     held: Held,
-    rename: bool,
     tmp_dir: str | None,
     memory_limit: int,
 ) -> tuple[list[list[int]], Growth]:
@@ -125,8 +125,8 @@ def compare(
         for grp, table in enumerate(tables):
             for first in range(0, len(table), SAMPLES_AT_ONCE):
                 at = range(first, min(first + SAMPLES_AT_ONCE, len(table)))
-                columns = table.member_columns(at, rename)
-                del columns["key"]  # the same key is found from the sample's own
+                columns = table.member_columns(at)  # a member's name follows from key, source
+                del columns["key"], columns["member"]  # the key: from the sample's own
                 keys = np.array(table.keys.take(at), dtype=object)
                 starts: Any = np.asarray(table.starts[first : at.stop + 1], dtype=np.int64)
                 each = starts[1:] - starts[:-1]
@@ -191,8 +191,7 @@ WITH files AS (
     SELECT coalesce(p.key, h.key) AS key,
            p.key IS NULL OR h.key IS NULL OR p.size <> h.size OR p.mtime <> h.mtime
                AS differs
-    FROM planned p FULL OUTER JOIN held h
-        ON p.key = h.key AND p.source = h.source AND p.member = h.member
+    FROM planned p FULL OUTER JOIN held h ON p.key = h.key AND p.source = h.source
 ),
 keyed AS (SELECT key, bool_or(differs) AS differs FROM files GROUP BY key),
 planned_keys AS (SELECT DISTINCT grp, sample, key FROM planned),

@@ -109,8 +109,7 @@ def make_plan(
     alike = check_extraction_names(planned, opts.member_names == "sample", opts.lookalike_names)
     growth = None
     if held is not None:
-        rename = opts.member_names == "sample"
-        chosen, growth = compare(planned, held, rename, opts.tmp_dir, opts.memory_limit)
+        chosen, growth = compare(planned, held, opts.tmp_dir, opts.memory_limit)
         planned = [t.subset(c) for t, c in zip(planned, chosen)]
     names: list[str] = []
     members: list[SampleRun] = []
