@@ -21,7 +21,8 @@ from ..model import EXAMPLES_KEPT, Growth
 from ..names import quoted, shown
 from ..sizes import counted
 from .engine import MEMORY_LIMIT, connect, sql_text
-from .table import SampleTable
+from .namecolumn import Names
+from .table import SampleTable, int_view
 
 # the sample index's columns, in order, with their SQL types
 INDEX_COLUMNS = (
@@ -32,7 +33,7 @@ INDEX_COLUMNS = (
     ("size", "BIGINT"),
     ("mtime", "BIGINT"),
 )
-SAMPLES_AT_ONCE = 1 << 17  # samples put into the engine at a time
+NAMES_AT_ONCE = 1 << 20  # names (or keys) put into the engine in one blob
 
 
 @dataclass(frozen=True)
@@ -121,22 +122,7 @@ def compare(
     import numpy as np
 
     with private_engine(tmp_dir, memory_limit) as (con, _folder):
-        create_index_table(con, "planned", (("grp", "INTEGER"), ("sample", "BIGINT")))
-        for grp, table in enumerate(tables):
-            for first in range(0, len(table), SAMPLES_AT_ONCE):
-                at = range(first, min(first + SAMPLES_AT_ONCE, len(table)))
-                columns = table.member_columns(at)  # a member's name follows from key, source
-                del columns["key"], columns["member"]  # the key: from the sample's own
-                keys = np.array(table.keys.take(at), dtype=object)
-                starts: Any = np.asarray(table.starts[first : at.stop + 1], dtype=np.int64)
-                each = starts[1:] - starts[:-1]
-                rows = {
-                    "grp": np.full(len(columns["size"]), grp, np.int32),
-                    "sample": np.repeat(np.arange(first, at.stop, dtype=np.int64), each),
-                    "key": np.repeat(keys, each),
-                    **columns,
-                }
-                insert_rows(con, "planned", rows)
+        _load_planned(con, tables)
         shard_table(con, "listed_shards", held.shards)
         con.execute(
             f"CREATE TEMP TABLE held AS SELECT * FROM read_parquet({sql_text(held.index)}) "
@@ -182,27 +168,99 @@ def compare(
     return chosen, growth
 
 
+def _load_planned(con: Any, tables: Sequence[SampleTable]) -> None:
+    """The planned samples as tables: ``files`` (file, and its two hashes, ``_FILE_HASHES``)
+    of the listing, ``members`` (grp, sample, file) and ``keys`` (grp, sample, key); the
+    listing's names and the samples' keys go in as blobs of names that the engine splits
+    (no Python string a name), the rest as int columns."""
+    import numpy as np
+
+    files = tables[0].files  # every group's samples are of one listing
+    con.execute("CREATE TEMP TABLE files (file BIGINT, h0 UBIGINT, h1 UBIGINT)")
+    con.execute("CREATE TEMP TABLE keys (grp INTEGER, sample BIGINT, key VARCHAR)")
+    con.execute("CREATE TEMP TABLE members (grp INTEGER, sample BIGINT, file BIGINT)")
+    sizes, mtimes = int_view(files.sizes), int_view(files.mtimes)
+    for first, text in _blobs(files.names):
+        stop = first + text.count("\n") + 1
+        con.register(
+            "attributes",
+            {
+                "file": np.arange(first, stop, dtype=np.int64),
+                "size": sizes[first:stop].astype(np.int64),
+                "mtime": mtimes[first:stop].astype(np.int64),
+            },
+        )
+        con.execute(
+            f"INSERT INTO files SELECT file, {', '.join(_FILE_HASHES)} FROM "
+            f"({_SPLIT.format(name='source')}) JOIN attributes USING (file)",
+            [first, text],
+        )
+        con.unregister("attributes")
+    for grp, table in enumerate(tables):
+        for first, text in _blobs(table.keys):
+            con.execute(
+                f"INSERT INTO keys SELECT {grp}, file, key FROM ({_SPLIT.format(name='key')})",
+                [first, text],
+            )
+        starts = int_view(table.starts).astype(np.int64, copy=False)
+        con.register(
+            "batch",
+            {
+                "grp": np.full(len(table.members), grp, np.int32),
+                "sample": np.repeat(np.arange(len(table), dtype=np.int64), np.diff(starts)),
+                "file": int_view(table.members).astype(np.int64, copy=False),
+            },
+        )
+        con.execute("INSERT INTO members SELECT grp, sample, file FROM batch")
+        con.unregister("batch")
+
+
+# the rows of a blob of names split: ``file`` (its row, from the first parameter on) and
+# ``{name}``, from the second parameter, the blob
+_SPLIT = (
+    "SELECT ? + i - 1 AS file, n AS {name} FROM (SELECT generate_subscripts(l, 1) AS i, "
+    "unnest(l) AS n FROM (SELECT string_split(?, chr(10)) AS l))"
+)
+
+
+def _blobs(names: Names) -> Iterator[tuple[int, str]]:
+    """``names`` a blob of ``NAMES_AT_ONCE`` at a time, joined by newlines, with the row of
+    its first; names that are not UTF-8 with ``\\xNN`` escapes, as the manifest shows them."""
+    for first in range(0, len(names), NAMES_AT_ONCE):
+        raw = names.joined(first, min(first + NAMES_AT_ONCE, len(names)))
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = "\n".join(shown(n) for n in raw.decode("utf-8", "surrogateescape").split("\n"))
+        yield first, text
+
+
+_FILE_HASHES = (  # each file's name, size and mtime, hashed twice
+    "hash(source, size, mtime)",
+    "hash(mtime, size, source, 7)",
+)
+# A sample's files in two 64-bit sums over them (the order of its files does not matter),
+# and how many there are: two samples with the same key, the same count and both sums hold
+# the same files, but for a chance of about 2^-100 per changed sample.
+_SAMPLE_FILES = ", ".join(f"sum({h}) AS h{i}" for i, h in enumerate(_FILE_HASHES))
+_SAMPLE_FILES += ", count(*) AS n"
 # Each key's verdict: 'new' (planned, not held), 'removed' (held, not planned), 'changed'
-# (both, but some file differs or is on one side only) or 'held'; with its group and sample
-# where planned, and its shard where held.
-_VERDICTS = """
+# (both, with other files: one added, gone, or of another size or mtime) or 'held'; with its
+# group and sample where planned, and its shard where held.
+_VERDICTS = f"""
 CREATE TEMP TABLE verdicts AS
-WITH files AS (
-    SELECT coalesce(p.key, h.key) AS key,
-           p.key IS NULL OR h.key IS NULL OR p.size <> h.size OR p.mtime <> h.mtime
-               AS differs
-    FROM planned p FULL OUTER JOIN held h ON p.key = h.key AND p.source = h.source
+WITH planned_samples AS (
+    SELECT grp, sample, sum(h0) AS h0, sum(h1) AS h1, count(*) AS n
+    FROM members JOIN files USING (file) GROUP BY grp, sample
 ),
-keyed AS (SELECT key, bool_or(differs) AS differs FROM files GROUP BY key),
-planned_keys AS (SELECT DISTINCT grp, sample, key FROM planned),
-held_keys AS (SELECT key, min(shard) AS shard FROM held GROUP BY key)
+p AS (SELECT * FROM planned_samples JOIN keys USING (grp, sample)),
+h AS (SELECT key, min(shard) AS shard, {_SAMPLE_FILES} FROM held GROUP BY key)
 SELECT coalesce(p.key, h.key) AS key, p.grp, p.sample, h.shard,
        CASE WHEN h.key IS NULL THEN 'new'
             WHEN p.key IS NULL THEN 'removed'
-            WHEN k.differs THEN 'changed'
+            WHEN p.h0 <> h.h0 OR p.h1 <> h.h1 OR p.n <> h.n THEN 'changed'
             ELSE 'held' END AS verdict
-FROM planned_keys p FULL OUTER JOIN held_keys h ON p.key = h.key
-JOIN keyed k ON k.key = coalesce(p.key, h.key)
+FROM p FULL OUTER JOIN h ON p.key = h.key
 """
 
 

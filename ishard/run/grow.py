@@ -19,11 +19,12 @@ from ..sizes import counted
 from ..store import Location
 from ..store.lockrecord import STATE_DIR
 from ..store.retry import Retrier
-from ..store.sinks import put_file
+from ..store.sinks import put_local_file
 from .manifest import MANIFEST_NAME, read_manifest
 from .sampleindex import INDEX_NAME, fetch_index
 
-HELD_NAME = f"{STATE_DIR}/held.parquet"  # the index the run began from, for its --resume
+HELD_NAME = f"{STATE_DIR}/held.parquet"
+CLEANUP_RETRIES = 11  # aborting an upload after a failure: about 40 s of patience  # the index the run began from, for its --resume
 NOT_COMPARED = ("src_list",)  # a daily inventory is a new file each day
 
 
@@ -92,12 +93,14 @@ def _fetched(dest: Location, index: Mapping, folder: str) -> str:
             raise first from None
 
 
-def keep_held(dest: Location, path: str, retrier: Retrier) -> None:
-    """Keep the index this run compared with in its records until it ends: a run stopped
-    after it published the new index and before its manifest finds the old one there."""
-    with open(path, "rb") as f:
-        data = f.read()
-    put_file(dest, HELD_NAME, data, retrier)
+def keep_held(dest: Location, path: str, retrier: Retrier, opts: Options) -> None:
+    """Keep the index this run compared with in its records until it ends (streamed, not
+    held in memory): a run stopped after it published the new index and before its manifest
+    finds the old one there."""
+    cleanup = Retrier(CLEANUP_RETRIES, cap=4.0)
+    put_local_file(
+        dest, HELD_NAME, path, retrier=retrier, cleanup=cleanup, part_size=opts.part_size
+    )
 
 
 def _check_options(recorded: Mapping, opts: Options, flag: str, dest: Location) -> None:

@@ -165,7 +165,7 @@ def _shard_claimed(
             )
             begun = mine = True  # the records are this run's
             if found is not None:
-                keep_held(dest, found.held.index, retrier)
+                keep_held(dest, found.held.index, retrier, opts)
             todo = Remaining(the_plan.shards, done)
             progress.planned(len(todo), sum(the_plan.shard_sizes[i] for i in todo.indices))
             if done:

@@ -33,6 +33,9 @@ class ObjectInfo:
     stamp: int = 0
 
 
+COPY_CHUNK = 1 << 20  # bytes of a local file written to a store at a time
+
+
 def store_stamp(info: dict) -> int:
     """An object's identity beyond its size, in 64 bits: its ETag and modification time as the
     store lists them (0 when it lists neither)."""
@@ -313,6 +316,22 @@ class Store(ABC):
     def find(self, prefix: str, retrier: Retrier | None = None) -> list[str]:
         """The keys under the folder ``prefix`` (recursively), each request retried by
         ``retrier`` (None: tried once)."""
+
+    def put_from(self, key: str, path: str, upload: Upload) -> None:
+        """Write the file ``path`` of this machine under ``key`` whole and atomically, a chunk
+        at a time (a run's record too big to hold in memory): through a sink, committed once
+        complete."""
+        sink = self.sink(key, upload)
+        sink.use_checksum("none")
+        try:
+            with open(path, "rb") as source:
+                while chunk := source.read(COPY_CHUNK):
+                    sink.write(chunk)
+            sink.close()
+            sink.commit()
+        except BaseException:
+            sink.abort()
+            raise
 
     # -- shards -----------------------------------------------------------------------------
     @abstractmethod

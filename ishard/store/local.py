@@ -247,6 +247,19 @@ class LocalStore(Store):
             os.close(fd)
         return None
 
+    def put_from(self, key: str, path: str, upload: Upload) -> None:
+        """As :meth:`put`, from the file ``path`` a chunk at a time: a new temp file in the
+        key's folder (opened through the folder's descriptor, never through a link), renamed
+        over the key."""
+        folder, _, base = key.rpartition("/")
+        fd = self._open_dir(folder, create=True)
+        assert fd is not None  # made if missing
+        try:
+            with open(path, "rb") as source:
+                localstate.write(fd, base, source, f".{base}.{os.getpid()}{TEMP_SUFFIX}")
+        finally:
+            os.close(fd)
+
     def delete(self, keys: Iterable[str], retrier: Retrier | None = None) -> None:
         """Unlink these files (a link itself, never what it points to; never a folder)."""
         for key in keys:

@@ -8,6 +8,7 @@ import shutil
 import stat
 import sys
 from pathlib import Path
+from typing import BinaryIO
 
 from ..errors import UsageError
 from .base import NotRegular
@@ -144,9 +145,10 @@ def kind(mode: int) -> str | None:
     return next((what for test, what in _KINDS if test(mode)), "not a plain file")
 
 
-def write(dir_fd: int, name: str, data: bytes, temp: str) -> None:
-    """Write ``name`` in ``dir_fd`` whole: a new temp file (``O_EXCL``, so never through a link)
-    renamed over it (a rename replaces a link, it does not follow it)."""
+def write(dir_fd: int, name: str, data: bytes | BinaryIO, temp: str) -> None:
+    """Write ``name`` in ``dir_fd`` whole — ``data``, or what an open file gives a MiB at a
+    time: a new temp file (``O_EXCL``, so never through a link) renamed over it (a rename
+    replaces a link, it does not follow it)."""
     try:
         os.unlink(temp, dir_fd=dir_fd)  # a killed run's, of the same pid
     except FileNotFoundError:
@@ -159,7 +161,10 @@ def write(dir_fd: int, name: str, data: bytes, temp: str) -> None:
     )
     try:
         with open(fd, "wb", closefd=False) as f:
-            f.write(data)
+            if isinstance(data, (bytes, bytearray, memoryview)):
+                f.write(data)
+            else:
+                shutil.copyfileobj(data, f, 1 << 20)
     except BaseException:  # a full disk, or a stop signal: no temp file left behind
         os.close(fd)
         os.unlink(temp, dir_fd=dir_fd)

@@ -218,6 +218,24 @@ def put_file(
     return where
 
 
+def put_local_file(
+    location: Location,
+    name: str,
+    path: str,
+    *,
+    retrier: Retrier,
+    cleanup: Retrier,
+    part_size: int,
+    guard: Guard | None = None,
+) -> str:
+    """Write the file ``path`` of this machine (a run's record too big to hold in memory) to
+    a destination whole and atomically, a chunk at a time; return where it went."""
+    upload = Upload(retrier, cleanup, part_size, os.path.getsize(path), lambda _text: None, guard)
+    with location.translated("destination"):
+        retrier.run(lambda: location.store.put_from(location.key(name), path, upload))
+    return location.child(name)
+
+
 def open_sink(
     location: Location,
     name: str,
