@@ -28,6 +28,7 @@ from urllib.parse import quote_plus
 import pytest
 from conftest import assert_error, checksum_fields, make_tree, run_ishard, stem
 from conftest import read_members as shard_members
+from test_grow import read_webdataset, read_wids
 
 import ishard
 from ishard.formats import ARCHIVE_EXTS
@@ -1174,6 +1175,16 @@ def test_append_and_update_grow_a_dataset_in_the_store(cli, client, s3_bucket, t
     expected = {f"src/{k}": v for k, v in {**TREE, **new}.items()}  # names from the bucket
     check_shards(shards, manifest, expected)
     assert_ok(cli("verify", dst, "--deep", "-q"))
+    # the shards as downloaded, read with webdataset and wids (through the manifest)
+    fetched = tmp_path / "fetched"
+    fetched.mkdir()
+    for key, data in objects(client, s3_bucket, "out/").items():
+        (fetched / key.removeprefix("out/")).write_bytes(data)
+    listed = [e["url"] for e in manifest["shardlist"]]
+    by_webdataset = read_webdataset(fetched, listed)
+    by_wids = read_wids(fetched / "manifest.json", tmp_path / "cache")
+    assert by_webdataset == by_wids
+    assert sum(len(files) for files in by_wids.values()) == len(expected)
 
     client.put_object(Bucket=s3_bucket, Key="src/train/003.cls", Body=b"relabelled")
     refused = cli("shard", src, dst, "--shard-size", "100KB", "--append")
