@@ -55,13 +55,13 @@ class Local:
     def __init__(self, work: Path) -> None:
         self.work = work
 
-    def put_source(self, files: dict[str, bytes]) -> str:
+    def put_source(self, source: str, files: dict[str, bytes]) -> str:
         for name, data in files.items():
-            path = self.work / "src" / name
+            path = self.work / source / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
             os.utime(path, (1_700_000_000, 1_700_000_000))
-        return str(self.work / "src")
+        return str(self.work / source)
 
     def dst(self, name: str) -> str:
         return str(self.work / name)
@@ -93,10 +93,10 @@ class S3:
         self.client = server.client()
         server.make_bucket(BUCKET)
 
-    def put_source(self, files: dict[str, bytes]) -> str:
+    def put_source(self, source: str, files: dict[str, bytes]) -> str:
         for name, data in files.items():
-            self.client.put_object(Bucket=BUCKET, Key=f"src/{name}", Body=data)
-        return f"s3://{BUCKET}/src"
+            self.client.put_object(Bucket=BUCKET, Key=f"{source}/{name}", Body=data)
+        return f"s3://{BUCKET}/{source}"
 
     def dst(self, name: str) -> str:
         return f"s3://{BUCKET}/{name}"
@@ -169,27 +169,30 @@ def after_kill(left: dict[str, bytes], old: dict[str, bytes], new: dict[str, byt
 
 
 def trials(place, count: int, seed: int, say: Callable[[str], None]) -> Counter:
-    source = place.put_source(tree(400))
-    dataset = place.dst("dataset")
-    ishard(place, "shard", source, dataset, *COMMON)
-    place.put_source(tree(12, first=1000))  # new samples
-    old = place.files(dataset)
-    outcomes: Counter = Counter()
-    references = {}
-    rng = random.Random(seed)
+    """Per mode, a source and its dataset; the source grows (new samples; for ``--update`` a
+    label fixed in place too) and an uninterrupted run over a copy is the reference; then
+    the trials, the modes taking turns."""
+    cases = {}
     for mode in ("--append", "--update"):
-        reference = place.dst(f"reference{mode}")
-        place.copy(dataset, reference)
+        name = mode.strip("-")
+        source = place.put_source(f"src-{name}", tree(400))
+        dataset = place.dst(f"dataset-{name}")
+        ishard(place, "shard", source, dataset, *COMMON)
+        old = place.files(dataset)
+        place.put_source(f"src-{name}", tree(12, first=1000))  # new samples
         if mode == "--update":
-            place.put_source({"d1/00001.cls": b"fixed"})  # changed in place: update only
+            place.put_source(f"src-{name}", {"d1/00001.cls": b"fixed"})  # changed in place
+        reference = place.dst(f"reference-{name}")
+        place.copy(dataset, reference)
         started = time.monotonic()
         ishard(place, "shard", source, reference, *COMMON, mode)
-        references[mode] = (place.files(reference), time.monotonic() - started)
-        place.put_source({"d1/00001.cls": b"1"})  # as it was (its mtime too)
+        whole = time.monotonic() - started
+        cases[mode] = (source, dataset, old, place.files(reference), whole)
+    outcomes: Counter = Counter()
+    rng = random.Random(seed)
     for trial in range(count):
         mode = ("--append", "--update")[trial % 2]
-        place.put_source({"d1/00001.cls": b"fixed" if mode == "--update" else b"1"})
-        expected, whole = references[mode]
+        source, dataset, old, expected, whole = cases[mode]
         target = place.dst(f"trial{trial}")
         place.copy(dataset, target)
         run = subprocess.Popen(
@@ -203,8 +206,7 @@ def trials(place, count: int, seed: int, say: Callable[[str], None]) -> Counter:
         run.wait()
         after = after_kill(place.files(target), old, expected)
         ishard(place, "shard", source, target, *COMMON, mode, "--resume")
-        resumed = place.files(target)
-        if resumed != expected:
+        if place.files(target) != expected:
             sys.exit(f"kill_grow: trial {trial} ({mode}): --resume differs from the reference")
         outcomes[f"{mode}: {after}, resumed byte-identical"] += 1
         say(f"trial {trial}: {mode}, {after}, resumed byte-identical")
