@@ -295,3 +295,19 @@ def test_verify_checks_the_sample_index_against_the_manifest(tmp_path):
     assert "samples.parquet: is missing (the manifest names it as the sample index)" in (
         gone.stdout + gone.stderr
     )
+
+
+def test_update_of_a_removal_alone_drops_its_shard_and_writes_none(tmp_path):
+    """A shard whose only sample went is removed and nothing is written in its place; the
+    other shards stay byte for byte, and no warning speaks of shards that were not cut."""
+    src = make_tree(tmp_path / "src", {f"a/{i:03d}.jpg": 3_000 for i in range(6)})
+    dst = tmp_path / "out"
+    assert shard(src, dst, "--shard-size", "1").returncode == 0
+    before = shards_of(dst)
+    (src / "a/002.jpg").unlink()
+    done = shard(src, dst, "--shard-size", "1", "--update")
+    assert done.returncode == 0, done.stderr
+    assert "0 new, 0 changed, 1 removed" in done.stdout and "warning" not in done.stderr
+    assert shards_of(dst) == {n: d for n, d in before.items() if n != "shard-000002.tar"}
+    assert [e["url"] for e in manifest(dst)["shardlist"]] == sorted(shards_of(dst))
+    assert index_rows(dst) == archived_rows(dst)

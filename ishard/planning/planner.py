@@ -138,7 +138,7 @@ def make_plan(
     del planned
     check_unique(names)
     warnings += check.warnings() + alike + option_warnings(opts, names)
-    warnings += count_warning(opts, fullest)
+    warnings += count_warning(opts, fullest) if names else []  # no shard: nothing to say
     shards = ShardList(names, members, tables, rename=opts.member_names == "sample")
     del members
     if opts.index == "dali":
