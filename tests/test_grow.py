@@ -311,3 +311,17 @@ def test_update_of_a_removal_alone_drops_its_shard_and_writes_none(tmp_path):
     assert shards_of(dst) == {n: d for n, d in before.items() if n != "shard-000002.tar"}
     assert [e["url"] for e in manifest(dst)["shardlist"]] == sorted(shards_of(dst))
     assert index_rows(dst) == archived_rows(dst)
+
+
+def test_the_compared_index_is_kept_in_the_run_records_never_through_a_link(grown, tmp_path):
+    """The copy of the index a growing run keeps in ``.ishard-run/held.parquet`` replaces a
+    link planted under that name; what the link points to is not written."""
+    src, dst, _ = grown
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"mine")
+    (dst / ".ishard-run").mkdir()
+    (dst / ".ishard-run" / "held.parquet").symlink_to(victim)
+    done = shard(src, dst, "--append")
+    assert done.returncode == 0, done.stderr
+    assert victim.read_bytes() == b"mine"
+    assert not (dst / ".ishard-run").exists()
