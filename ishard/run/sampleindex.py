@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ..checksums import hasher, split
+from ..checksums import digest_of, hasher, split
 from ..errors import DataError, IshardError, WriteError
 from ..planning.growth import (
     INDEX_COLUMNS,
@@ -24,7 +24,7 @@ from ..planning.growth import (
 from ..planning.table import ShardList
 from ..store import Location
 from ..store.retry import Retrier
-from ..store.sinks import Guard, open_sink
+from ..store.sinks import Guard, put_local_file
 
 INDEX_NAME = "samples.parquet"
 BATCH_ROWS = 1 << 18  # members put into the engine at a time
@@ -93,32 +93,26 @@ def write_index(
         )
         con.execute("DROP TABLE samples")
         size = os.path.getsize(path)
-        sink = open_sink(
-            dest,
-            INDEX_NAME,
-            retrier=retrier,
-            cleanup=cleanup,
-            part_size=part_size,
-            expected=size,
-            notice=lambda _text: None,
-            checksum=INDEX_CHECKSUM,
-            guard=guard,
-        )
+        with open(path, "rb") as written:
+            checksum = digest_of(written, INDEX_CHECKSUM)
         try:
-            with open(path, "rb") as source:
-                while chunk := source.read(COPY_CHUNK):
-                    sink.write(chunk)
-            sink.close()
-            sink.commit()
-        except BaseException as err:
-            sink.abort()
-            if isinstance(err, OSError) and not isinstance(err, IshardError):
-                raise WriteError(
-                    f"cannot write the sample index {INDEX_NAME!r} in {dest.url!r}: "
-                    f"{err.strerror or err} — fix the destination, then run again with --resume"
-                ) from None
-            raise
-    return {"name": INDEX_NAME, "rows": int(count), "bytes": size, "checksum": sink.checksum}
+            put_local_file(
+                dest,
+                INDEX_NAME,
+                path,
+                retrier=retrier,
+                cleanup=cleanup,
+                part_size=part_size,
+                guard=guard,
+            )
+        except OSError as err:
+            if isinstance(err, IshardError):
+                raise
+            raise WriteError(
+                f"cannot write the sample index {INDEX_NAME!r} in {dest.url!r}: "
+                f"{err.strerror or err} — fix the destination, then run again with --resume"
+            ) from None
+    return {"name": INDEX_NAME, "rows": int(count), "bytes": size, "checksum": checksum}
 
 
 def fetch_index(dest: Location, record: Mapping, folder: str, name: str = INDEX_NAME) -> str:
