@@ -66,10 +66,9 @@ def private_engine(
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def create_index_table(con: Any, name: str, extra: Sequence[tuple[str, str]] = ()) -> None:
-    """An empty table of the index's columns (``extra`` ones first)."""
-    columns = [*extra, *INDEX_COLUMNS]
-    con.execute(f"CREATE TABLE {name} ({', '.join(f'{c} {t}' for c, t in columns)})")
+def create_index_table(con: Any, name: str) -> None:
+    """An empty table of the index's columns."""
+    con.execute(f"CREATE TABLE {name} ({', '.join(f'{c} {t}' for c, t in INDEX_COLUMNS)})")
 
 
 def insert_rows(con: Any, table: str, columns: Mapping[str, Any]) -> None:
