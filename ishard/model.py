@@ -278,6 +278,18 @@ class ShardResult:
     payload: int
     index: str | None = None  # the DALI index written beside the shard (``--index dali``)
     etag: str | None = None  # the object's ETag on an S3 destination (checked by --resume)
+    offsets: bytes | None = None  # each member's header and data offset (``packed``)
+    frames: bytes | None = None  # a seekable shard's sample frame starts, then its end (int64)
+
+
+def packed(headers: list[int], data: list[int]) -> bytes:
+    """Members' header and data offsets as a ``ShardResult`` carries them: int64 pairs."""
+    from array import array
+
+    pairs = array("q", bytes(16 * len(headers)))
+    pairs[0::2] = array("q", headers)
+    pairs[1::2] = array("q", data)
+    return pairs.tobytes()
 
 
 @dataclass(frozen=True)

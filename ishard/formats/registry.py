@@ -18,6 +18,14 @@ class ArchiveWriter(Protocol):
     def add(self, name: str, size: int, mtime: int, source: BinaryIO) -> None:
         """Append one member whose ``size`` bytes are read from ``source``."""
 
+    def sample(self) -> None:
+        """A new sample begins (called before its first member)."""
+
+    def layout(self) -> tuple[list[int], list[int], list[int] | None]:
+        """Where each member's header and data start (in the shard, or in the tar stream a
+        compressor takes), and where each sample's frames start in the shard and the last
+        ends, for a format cut into frames (else None)."""
+
     def close(self) -> None:
         """Finish the archive (end blocks, central directory, compressor flush)."""
 
@@ -61,12 +69,33 @@ class Format:
     options: tuple[str, ...] = ()  # the options only it reads (a warning when unused)
     identity: Identity | None = None
     utf8_names: bool = False  # member names must be UTF-8
+    seekable: bool = False  # each sample in frames of its own, found through a seek table
 
     def takes_level(self, options: object) -> bool:
         """Does ``--compress-level`` change this format's bytes under ``options``?"""
         if self.levels is None:
             return False
         return self.level_when is None or getattr(options, self.level_when[0]) == self.level_when[1]
+
+
+def _seekable_zstd(sink: Sink, settings: Settings) -> ArchiveWriter:
+    from .zstd import SeekableZstdSink  # its library is loaded by the runs that write it
+
+    return TarWriter(SeekableZstdSink(sink, settings.level))  # type: ignore[arg-type]
+
+
+def _open_zstd(fileobj: BinaryIO) -> BinaryIO:
+    from .zstd import open_zstd
+
+    return open_zstd(fileobj)
+
+
+def _zstd_name(options: Mapping) -> str:
+    if not str(options.get("ext", "")).endswith(".tar.zst"):
+        return "none"
+    from .zstd import zstd_library
+
+    return zstd_library()
 
 
 def _same(fileobj: BinaryIO) -> BinaryIO:
@@ -113,6 +142,17 @@ FORMATS: tuple[Format, ...] = (
         open_lz4,
         levels=range(10),
         default_level=0,
+    ),
+    Format(
+        "zstd",
+        (".tar.zst",),
+        "tar",
+        _seekable_zstd,
+        _open_zstd,
+        levels=range(1, 23),
+        default_level=3,
+        identity=Identity("zstd", "zstd library", _zstd_name),
+        seekable=True,
     ),
 )
 ARCHIVE_EXTS = tuple(e for f in FORMATS for e in f.exts)  # every extension ishard writes

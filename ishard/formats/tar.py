@@ -193,7 +193,9 @@ class TarWriter:
         self._view = memoryview(bytearray(FLUSH_AT))
         self._pos = 0
         self.offset = 0
+        self.header_offsets: list[int] = []
         self.data_offsets: list[int] = []
+        self._boundary: Callable[[], None] | None = getattr(sink, "boundary", None)
         self._mtime, self._mtime_field, self._mtime_sum = -1, b"", 0
         can_copy = getattr(sink, "can_copy", None)
         copy_from = getattr(sink, "copy_from", None)  # a local file's kernel copy
@@ -295,8 +297,15 @@ class TarWriter:
         if more:
             raise _grew(name, size)
 
+    def sample(self) -> None:
+        """A new sample begins: a sink that cuts frames (seekable zstd) starts one here."""
+        if self._boundary is not None:
+            self._flush()
+            self._boundary()
+
     def add(self, name: str, size: int, mtime: int, source: BinaryIO) -> None:
         """Append a regular file of ``size`` bytes read from ``source``."""
+        self.header_offsets.append(self.offset)
         self._header(name, size, mtime)
         self.data_offsets.append(self.offset)
         fd = _fileno(source)
@@ -312,8 +321,15 @@ class TarWriter:
         if pad:
             self._put(_ZEROS[:pad])
 
+    def layout(self) -> tuple[list[int], list[int], list[int] | None]:
+        """Where each member's header and data start in the tar stream, and where each
+        sample's frames start in the shard (then where the last one ends), when the sink cuts
+        frames."""
+        return self.header_offsets, self.data_offsets, getattr(self._sink, "starts", None)
+
     def close(self) -> None:
         """Write the two zero end blocks and close the sink."""
+        self.sample()  # the end blocks are no sample's: a frame of their own
         self._put(END)
         self._flush()
         self._sink.close()

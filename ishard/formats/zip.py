@@ -62,6 +62,8 @@ class ZipWriter:
         self._method = zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED
         self._level = level if deflate else None
         self._zip = zipfile.ZipFile(self._stream, "w", allowZip64=True)
+        self._headers: list[int] = []
+        self._data: list[int] = []
 
     def add(self, name: str, size: int, mtime: int, source: BinaryIO) -> None:
         """Append a regular file of ``size`` bytes read from ``source``."""
@@ -81,8 +83,17 @@ class ZipWriter:
         info.external_attr = 0o100644 << 16
         info.create_system = 3
         info.file_size = size
+        self._headers.append(self._stream.tell())
         with self._zip.open(info, "w", force_zip64=size >= zipfile.ZIP64_LIMIT) as member:
+            self._data.append(self._stream.tell())
             read_exactly(source, size, name, member)
+
+    def sample(self) -> None:
+        """A new sample begins: nothing to do in a zip."""
+
+    def layout(self) -> tuple[list[int], list[int], None]:
+        """Where each member's local header and (stored or deflated) data start."""
+        return self._headers, self._data, None
 
     def close(self) -> None:
         """Write the central directory and close the sink."""

@@ -32,6 +32,10 @@ INDEX_COLUMNS = (
     ("source", "VARCHAR"),
     ("size", "BIGINT"),
     ("mtime", "BIGINT"),
+    ("header_offset", "BIGINT"),  # where the member's header starts: in the shard, or in
+    ("data_offset", "BIGINT"),  # the tar stream inside a compressed one; then its bytes
+    ("frame_offset", "BIGINT"),  # a seekable shard's frames holding the member's sample:
+    ("frame_size", "BIGINT"),  # where they start in the shard and how many bytes they take
 )
 NAMES_AT_ONCE = 1 << 20  # names (or keys) put into the engine in one blob
 

@@ -3,6 +3,7 @@ to write, and recording each shard as it finishes."""
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Callable, Sequence
 
@@ -131,10 +132,43 @@ def finished_earlier(
             files[i],
             sizes[i],
             etag=r.get("etag"),
+            offsets=_unpacked(r.get("offsets")),
+            frames=_unpacked(r.get("frames")),
         )
         for i, r in sorted(records.items())
         if i < len(names) and r.get("name") == names[i] and still_complete(dest, r, retrier)
     }
+
+
+def _unpacked(text: object) -> bytes | None:
+    """Offsets a run record keeps as base64 text (``RunState.record``)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return base64.b64decode(text, validate=True)
+    except ValueError:
+        return None
+
+
+def with_offsets(
+    dest: Location, done: dict[int, ShardResult], planned: int, retrier: Retrier
+) -> tuple[dict[int, ShardResult], dict | None]:
+    """The kept shards the sample index can be written with, and the index to keep as it is:
+    a finished run's manifest records no offsets, but names the index that has them — kept
+    when every shard is (and it is still there); otherwise a kept shard without offsets is
+    written again (its writer reports them)."""
+    lacking = [i for i, r in done.items() if r.offsets is None]
+    if not lacking:
+        return done, None
+    if len(lacking) == len(done) == planned:
+        data = manifest_data(dest, retrier)
+        try:
+            record = orjson.loads(data or b"null")["ishard"]["samples_index"]
+            if dest.store.stat(dest.key(record["name"])).size == record["bytes"]:
+                return done, record
+        except (orjson.JSONDecodeError, KeyError, TypeError, FileNotFoundError):
+            pass
+    return {i: r for i, r in done.items() if r.offsets is not None}, None
 
 
 class Remaining(Sequence[ShardPlan]):

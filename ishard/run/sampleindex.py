@@ -1,7 +1,8 @@
 """The sample index, ``DST/samples.parquet``: one row per member of every shard — its sample's
 key, its shard, its name in the archive, the source file it came from with that file's size
-and mtime — written from the plan (no second pass over the bytes), before the manifest
-that names it (with its row count, size and checksum).
+and mtime, where its header and data start, and for a seekable shard the byte range of its
+sample's frames — written from the plan and what the writers reported (no second pass over
+the bytes), before the manifest that names it (with its row count, size and checksum).
 
 What ``--append`` and ``--update`` compare a source with, and what any Parquet reader (DuckDB,
 pyarrow, polars) can ask which shard holds a sample."""
@@ -9,11 +10,12 @@ pyarrow, polars) can ask which shard holds a sample."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..checksums import digest_of, hasher, split
 from ..errors import DataError, IshardError, WriteError
+from ..model import ShardResult
 from ..planning.growth import (
     INDEX_COLUMNS,
     create_index_table,
@@ -32,9 +34,10 @@ COPY_CHUNK = 1 << 20  # bytes of the finished file copied to the destination at 
 INDEX_CHECKSUM = "xxh128"
 
 
-def plan_rows(shards: ShardList) -> Iterator[dict[str, Any]]:
+def plan_rows(shards: ShardList, results: Sequence[ShardResult]) -> Iterator[dict[str, Any]]:
     """The index rows of every planned shard, in plan order, a batch of about
-    ``BATCH_ROWS`` members at a time (a shard is never split)."""
+    ``BATCH_ROWS`` members at a time (a shard is never split); ``results`` are the shards
+    as written (or kept), with the offsets their writers reported."""
     import numpy as np
 
     pending: list[dict[str, Any]] = []
@@ -44,6 +47,7 @@ def plan_rows(shards: ShardList) -> Iterator[dict[str, Any]]:
         columns = table.member_columns(samples, shards.rename)
         count = len(columns["key"])
         columns["shard"] = np.full(count, shards.names[index], dtype=object)
+        columns.update(_layout_columns(results[index], columns["key"]))
         pending.append(columns)
         held += count
         if held >= BATCH_ROWS:
@@ -51,6 +55,35 @@ def plan_rows(shards: ShardList) -> Iterator[dict[str, Any]]:
             pending, held = [], 0
     if pending:
         yield _joined(pending)
+
+
+def _layout_columns(result: ShardResult, keys: Any) -> dict[str, Any]:
+    """A shard's offset columns from its writer's report (``ShardResult.offsets``, ``frames``):
+    each member's header and data offsets; each member's sample's frames, whose starts are
+    reported a sample at a time (samples are runs of one key), the next start ending them."""
+    import numpy as np
+
+    count = len(keys)
+    if result.offsets is None or len(result.offsets) != 16 * count:
+        raise WriteError(
+            f"the writer of shard {result.name!r} reported no offsets for its "
+            f"{count} members — run again with --resume"
+        )
+    pairs = np.frombuffer(result.offsets, dtype="<i8").reshape(count, 2)
+    columns: dict[str, Any] = {"header_offset": pairs[:, 0], "data_offset": pairs[:, 1]}
+    if result.frames is None:
+        nothing = np.full(count, None, dtype=object)
+        return {**columns, "frame_offset": nothing, "frame_size": nothing}
+    starts = np.frombuffer(result.frames, dtype="<i8")
+    first = np.ones(count, dtype=bool)
+    first[1:] = keys[1:] != keys[:-1]
+    sample = np.cumsum(first) - 1  # each member's sample, by position in the shard
+    samples = int(sample[-1]) + 1 if count else 0
+    if len(starts) != samples + 1:
+        raise WriteError(f"the writer of shard {result.name!r} reported frames of other samples")
+    columns["frame_offset"] = starts[sample]
+    columns["frame_size"] = starts[sample + 1] - starts[sample]
+    return columns
 
 
 def _joined(parts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -79,8 +112,8 @@ def write_index(
         create_index_table(con, "samples")
         if earlier is not None:
             shard_table(con, "dropped", list(dropped))
-            con.execute(
-                "INSERT INTO samples SELECT * FROM read_parquet(?) "
+            con.execute(  # by name: an index written before offsets were kept has none
+                "INSERT INTO samples BY NAME SELECT * FROM read_parquet(?) "
                 "WHERE shard NOT IN (SELECT shard FROM dropped)",
                 [earlier],
             )

@@ -38,7 +38,7 @@ from .executors import dask_client, write_with_dask
 from .grow import Holding, holding, keep_held, mode_of, tell_unchanged, unchanged
 from .manifest import MANIFEST_NAME, Kept, manifest_bytes, remove_manifest
 from .replaced import earlier_archives, remove_archives, stale, tell_ignored
-from .resume import Recorder, Remaining, earlier_manifest_seed, finished_earlier
+from .resume import Recorder, Remaining, earlier_manifest_seed, finished_earlier, with_offsets
 from .sampleindex import INDEX_NAME, plan_rows, write_index
 from .state import RunState, remove_leftovers, remove_temp_files
 from .state import fingerprint as run_fingerprint
@@ -148,6 +148,9 @@ def _shard_claimed(
                 if opts.resume
                 else {}
             )
+            kept_index = None
+            if opts.sample_index:
+                done, kept_index = with_offsets(dest, done, len(the_plan.shards), retrier)
             if not done:  # else a failed run would leave a manifest describing replaced shards
                 if not grows:  # a growing dataset's stays: its shards are not touched
                     remove_manifest(dest, retrier)
@@ -182,7 +185,9 @@ def _shard_claimed(
             results = [r for r in slots if r is not None]  # every shard: kept or written
             assert len(results) == len(slots)
             dropped = the_plan.growth.replaced if the_plan.growth is not None else ()
-            index = _write_index(dest, the_plan, opts, retrier, guard, found, dropped)
+            index = kept_index or _write_index(
+                dest, the_plan, results, opts, retrier, guard, found, dropped
+            )
             kept = Kept.of(found.manifest, dropped) if found is not None else None
             document = manifest_bytes(the_plan, results, fingerprint, index=index, earlier=kept)
             manifest = put_file(dest, MANIFEST_NAME, document, retrier, guard)
@@ -243,6 +248,7 @@ def _finish_stopped(dest: Location, state: RunState, found: Holding, retrier: Re
 def _write_index(
     dest: Location,
     the_plan: Plan,
+    results: Sequence[ShardResult],
     opts: Options,
     retrier: Retrier,
     guard: LeaseLock | None,
@@ -259,7 +265,7 @@ def _write_index(
     assert isinstance(the_plan.shards, ShardList)
     return write_index(
         dest,
-        plan_rows(the_plan.shards),
+        plan_rows(the_plan.shards, results),
         earlier=found.held.index if found is not None else None,
         dropped=replaced,
         tmp_dir=opts.tmp_dir,

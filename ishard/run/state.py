@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Iterable
 
@@ -108,6 +109,10 @@ class RunState:
         record = {"name": result.name, "filesize": result.filesize, "checksum": result.checksum}
         if result.etag is not None:
             record["etag"] = result.etag
+        for field in ("offsets", "frames"):  # what the sample index is written with
+            value = getattr(result, field)
+            if value is not None:
+                record[field] = base64.b64encode(value).decode("ascii")
         self._put(f"{DONE_DIR}/{index:09d}.json", orjson.dumps(record))
 
     def _done_names(self) -> list[str]:

@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import threading
+from array import array
 from collections.abc import Callable, Sequence
 from concurrent.futures import (
     FIRST_EXCEPTION,
@@ -20,14 +21,13 @@ from concurrent.futures import (
 )
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Protocol, cast
+from typing import Protocol
 
 from .. import signals
 from ..errors import Interrupted, IshardError, WriteError
 from ..formats import open_writer
 from ..formats.dali_index import dali_index, index_name
-from ..formats.tar import TarWriter
-from ..model import ShardPlan, ShardResult
+from ..model import ShardPlan, ShardResult, packed
 from ..progress import Progress
 
 REPORT_EVERY = 4 << 20
@@ -71,17 +71,21 @@ def write_one(
     try:
         writer = open_writer(shard.name, sink, **settings)
         pending = 0
-        for entry, stream in reader.read(shard.members()):
+        firsts = _sample_starts(shard)
+        for i, (entry, stream) in enumerate(reader.read(shard.members())):
             if cancel.is_set():
                 raise _Cancelled
+            if i in firsts:
+                writer.sample()
             writer.add(entry.arcname, entry.size, entry.mtime, stream)
             pending += entry.size
             if pending >= REPORT_EVERY:
                 progress.wrote(pending)
                 pending = 0
         writer.close()
+        headers, data, frames = writer.layout()
         if dali:  # committed before the shard: a visible shard always has its index
-            index = _put_index(shard, cast(TarWriter, writer).data_offsets, open_sink)
+            index = _put_index(shard, data, open_sink)
         sink.commit()
         progress.wrote(pending)
     except BaseException as err:
@@ -103,9 +107,20 @@ def write_one(
         shard.size,
         index,
         getattr(sink, "etag", None),
+        packed(headers, data),
+        None if frames is None else array("q", frames).tobytes(),
     )
     progress.shard_done(result)
     return result
+
+
+def _sample_starts(shard: ShardPlan) -> set[int]:
+    """The member indices where each sample of ``shard`` begins."""
+    starts, at = set(), 0
+    for sample in shard.samples:
+        starts.add(at)
+        at += len(sample.files)
+    return starts
 
 
 @dataclass(frozen=True)
