@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .api import plan, shard
 from .errors import IshardError, IshardWarning, StrictError, UsageError
-from .inspection import diff, ls, split, verify
+from .inspection import diff, find, ls, read_sample, split, verify
 from .model import Plan, Report
 from .readback.verify import Problem, Verification
 from .version import __version__
@@ -20,8 +20,10 @@ __all__ = [
     "Verification",
     "__version__",
     "diff",
+    "find",
     "ls",
     "plan",
+    "read_sample",
     "shard",
     "split",
     "verify",

@@ -1,6 +1,7 @@
 """The Python API over what a run wrote: :func:`verify` a destination, :func:`ls` a shard,
-:func:`split` a manifest's shards over a training job, :func:`diff` two destinations
-(``ishard verify``, ``ls``, ``split``, ``diff``)."""
+:func:`split` a manifest's shards over a training job, :func:`diff` two destinations,
+:func:`find` samples and :func:`read_sample` one (``ishard verify``, ``ls``, ``split``,
+``diff``, ``find``, ``cat``)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from typing import Literal, overload
 from .options import choices
 from .progress import SILENT, Progress
 from .readback import archive
+from .readback import lookup as _lookup
 from .readback.archive import Member, ReaderSamples
 from .readback.diff import Difference
 from .readback.diff import diff as _diff
+from .readback.lookup import Found, MemberPlace
 from .readback.verify import Verification
 from .readback.verify import verify as _verify
 
@@ -227,3 +230,49 @@ def split(
             "give a MANIFEST or --shard-sizes, one of them — e.g. ishard split DST/manifest.json"
         )
     return describe(sizes, policy, world, **opts)
+
+
+def find(
+    dst: str | PathLike[str],
+    keys: Sequence[str],
+    *,
+    endpoint_url: str | None = None,
+    storage_options: StorageOptions = None,
+) -> tuple[list[Found], list[str]]:
+    """Where each sample of ``keys`` is in ``dst``'s shards, from ``dst/samples.parquet``
+    (what ``ishard find`` does): the samples found, in the order asked, and the keys the
+    index does not hold. Each :class:`Found` names the shard, its members with their header
+    and data offsets and sizes, and the byte range of the shard that holds the sample
+    (``start``, ``end``; None for a ``.tgz``, ``.tar.lz4`` or deflated ``.zip``, which have
+    no random access).
+
+    Raises:
+        UsageError: no manifest, or a manifest that names no sample index.
+        DataError: the index is not the one the manifest names.
+    """
+    return _lookup.find(
+        fspath(dst), keys, endpoint_url=endpoint_url, storage_options=storage_options
+    )
+
+
+def read_sample(
+    dst: str | PathLike[str],
+    found: Found,
+    *,
+    endpoint_url: str | None = None,
+    storage_options: StorageOptions = None,
+) -> list[tuple[MemberPlace, bytes]]:
+    """The members of a sample :func:`find` found, with their bytes, read with one ranged
+    read of its shard (a seekable ``.tar.zst``'s frames decompressed), or for a format
+    without random access by reading the shard forward to it.
+
+    Raises:
+        DataError: the shard does not hold the member where the index says.
+    """
+    return _lookup.read_sample(
+        fspath(dst), found, endpoint_url=endpoint_url, storage_options=storage_options
+    )
+
+
+extract = _lookup.extract
+write_tar = _lookup.write_tar

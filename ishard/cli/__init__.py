@@ -15,6 +15,7 @@ from ..version import __version__
 from .braces import brace_hint, expanded_option
 from .diff import diff_command
 from .environment import environment_options, from_environment
+from .find import cat_command, find_command
 from .gospelling import translate as go_translate
 from .ls import ls_command
 from .shard import shard_command
@@ -28,7 +29,15 @@ def cli() -> None:
     """Shard raw datasets into size-bounded archives whose samples never cross a shard."""
 
 
-for _command in (shard_command, split_command, ls_command, verify_command, diff_command):
+for _command in (
+    shard_command,
+    split_command,
+    ls_command,
+    verify_command,
+    diff_command,
+    find_command,
+    cat_command,
+):
     cli.add_command(_command)
 environment_options(cli)
 

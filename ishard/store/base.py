@@ -256,6 +256,11 @@ class Store(ABC):
             return self.has_objects(key.rstrip("/") + "/")
 
     # -- reading ----------------------------------------------------------------------------
+    def descriptor(self, key: str) -> int | None:
+        """A descriptor of the local file ``key`` opened for reading (no link followed), for a
+        reader that takes a path (``/proc/self/fd/N``); None where objects are not files."""
+        return None
+
     #: an event loop (in its own thread) that runs :meth:`read_async`; None: use threads
     loop: asyncio.AbstractEventLoop | None = None
 

@@ -190,6 +190,9 @@ class LocalStore(Store):
             os.close(dir_fd)
         return _regular(fd, key)
 
+    def descriptor(self, key: str) -> int | None:
+        return self._open(key)
+
     def read(self, key: str, start: int = -1, end: int = -1) -> bytes:
         fd = self._open(key)
         try:
