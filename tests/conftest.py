@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import lz4.frame
+import zstandard
 import pytest
 
 pytest_plugins = ["s3server", "azurite", "gcs_emulator"]
@@ -30,6 +31,12 @@ TAR_CODECS = {
     ".tgz": (gzip.compress, gzip.decompress),
     ".tar.gz": (gzip.compress, gzip.decompress),
     ".tar.lz4": (lz4.frame.compress, lz4.frame.decompress),
+    ".tar.zst": (
+        lambda data: zstandard.ZstdCompressor().compress(data),
+        lambda data: zstandard.ZstdDecompressor()  # every frame; the seek table passed over
+        .stream_reader(io.BytesIO(data), read_across_frames=True)
+        .read(),
+    ),
 }
 
 # what a finished run writes beside its shards

@@ -128,7 +128,7 @@ WRONG = [
     ("num_shards", 2.0, "an int"),
     ("shards_multiple_of", 0, "at least 1"),
     ("compress_level", "5", "an int"),
-    ("compress_level", 12, "0 to 9"),
+    ("compress_level", 23, "0 to 22"),
     ("shard_size", 1.5, "whole number of bytes"),
     ("shard_size", False, "bytes as an int"),
     ("shard_size", "1.5", "fraction of a byte"),

@@ -980,7 +980,7 @@ def test_help_groups_options_shows_choices_and_examples():
                     "  Examples:"):  # fmt: skip
         assert f"\n{heading}" in text, heading
     assert "Other options" not in text  # every option has its group
-    assert "--ext [.tar|.tgz|.tar.gz|.zip|.tar.lz4]" in text
+    assert "--ext [.tar|.tgz|.tar.gz|.zip|.tar.lz4|.tar.zst]" in text
     assert "--dry-run [=files|show_keys|json|summary]" in text
     assert "[env var: ISHARD_CHECKSUM; default: xxh128]" in " ".join(text.split())
     assert text.index("What to shard:") < text.index("--prefix") < text.index("Grouping")

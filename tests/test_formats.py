@@ -10,6 +10,7 @@ import gzip
 import io
 import itertools
 import os
+import re
 import subprocess
 import tarfile
 import time
@@ -720,7 +721,7 @@ def test_gzip_library_not_installed_is_exit_2_with_the_install_command(tmp_path)
 # ---------------------------------------------------------------- the registry of formats
 
 # (lowest, highest, default) --compress-level of each format that takes one, by its extension
-LEVELS = {".tgz": (0, 9, 6), ".zip": (0, 9, None), ".tar.lz4": (0, 9, 0)}
+LEVELS = {".tgz": (0, 9, 6), ".zip": (0, 9, None), ".tar.lz4": (0, 9, 0), ".tar.zst": (1, 22, 3)}
 
 
 def test_the_tests_read_every_format_and_know_every_level_range():
@@ -778,6 +779,7 @@ def test_a_shard_name_finds_its_format_by_its_longest_extension():
         ".tar.gz": ".tgz",
         ".zip": ".zip",
         ".tar.lz4": ".tar.lz4",
+        ".tar.zst": ".tar.zst",
     }
     assert find_format("x.rar") is None and find_format("x.tar.rar") is None
 
@@ -797,7 +799,7 @@ def test_the_api_and_help_name_every_format_and_its_levels():
     assert tuple(params["ext"].type.choices) == EXTS
     for function in (ishard.plan, ishard.shard):
         doc = function.__doc__
-        ext_line = next(line for line in doc.splitlines() if line.strip().startswith("ext:"))
+        ext_line = re.split(r"\n {8}(?=\S)", doc[doc.index("ext:") :])[0]  # to the next one
         assert all(f'``"{e}"``' in ext_line for e in EXTS), ext_line
         lines = doc.splitlines()
         at = next(i for i, line in enumerate(lines) if "compress_level:" in line)

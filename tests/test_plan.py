@@ -366,6 +366,7 @@ OWN_EXT = [
     ("fish-%d.tar", ".zip", "fish-0.tar"),  # the format's own extension wins
     ("fish-%d.tar.gz", ".tar", "fish-0.tar.gz"),
     ("fish-%d.tar.lz4", ".tar", "fish-0.tar.lz4"),
+    ("fish-%d.tar.zst", ".tar", "fish-0.tar.zst"),
     ("fish-%d.zip", ".tar", "fish-0.zip"),
     ("fish-%d.tgz", ".tar", "fish-0.tgz"),
     ("fish-%d", ".tar", "fish-0.tar"),
@@ -444,7 +445,7 @@ def test_unknown_option():
         ({"sort": "shuffle:-1"}, "'shuffle:-1'"),
         ({"sort": "shuffle:x"}, "'shuffle:x'"),
         ({"sort": "random"}, "'random'"),
-        ({"compress_level": 10}, "10"),
+        ({"compress_level": 23}, "23"),
         ({"compress_level": -1}, "-1"),
         ({"compress_level": "high"}, "'high'"),
         ({"shard_size": "abc"}, "'abc'"),

@@ -90,7 +90,9 @@ def insert_rows(con: Any, table: str, columns: Mapping[str, Any]) -> None:
             import numpy as np
 
             escaped = {
-                k: np.array([shown(v) for v in c], dtype=object) if c.dtype == object else c
+                k: np.array([v if v is None else shown(v) for v in c], dtype=object)
+                if c.dtype == object
+                else c
                 for k, c in columns.items()
             }
             con.register("batch", escaped)

@@ -4,7 +4,9 @@ to write, and recording each shard as it finishes."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import logging
+import tempfile
 from collections.abc import Callable, Sequence
 
 import orjson
@@ -18,6 +20,7 @@ from ..store import Location
 from ..store.retry import Retrier
 from ..store.sinks import abort_dangling_uploads
 from .manifest import MANIFEST_NAME, entry_checksum
+from .sampleindex import INDEX_NAME, fetch_index, recorded_offsets
 from .state import RunState, recorded_checksum, remove_temp_files, still_complete
 
 LOG = logging.getLogger("ishard")
@@ -151,24 +154,33 @@ def _unpacked(text: object) -> bytes | None:
 
 
 def with_offsets(
-    dest: Location, done: dict[int, ShardResult], planned: int, retrier: Retrier
-) -> tuple[dict[int, ShardResult], dict | None]:
-    """The kept shards the sample index can be written with, and the index to keep as it is:
-    a finished run's manifest records no offsets, but names the index that has them — kept
-    when every shard is (and it is still there); otherwise a kept shard without offsets is
-    written again (its writer reports them)."""
-    lacking = [i for i, r in done.items() if r.offsets is None]
+    dest: Location, done: dict[int, ShardResult], retrier: Retrier, tmp_dir: str | None
+) -> dict[int, ShardResult]:
+    """The kept shards the sample index can be written with. A finished run's manifest
+    records no offsets, but names the index that has them: they are taken from it; a kept
+    shard it has no rows for is written again (its writer reports them)."""
+    lacking = {r.name: i for i, r in done.items() if r.offsets is None}
     if not lacking:
-        return done, None
-    if len(lacking) == len(done) == planned:
-        data = manifest_data(dest, retrier)
-        try:
-            record = orjson.loads(data or b"null")["ishard"]["samples_index"]
-            if dest.store.stat(dest.key(record["name"])).size == record["bytes"]:
-                return done, record
-        except (orjson.JSONDecodeError, KeyError, TypeError, FileNotFoundError):
-            pass
-    return {i: r for i, r in done.items() if r.offsets is not None}, None
+        return done
+    found: dict = {}
+    data = manifest_data(dest, retrier)
+    try:
+        record = orjson.loads(data or b"null")["ishard"]["samples_index"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        record = None
+    if isinstance(record, dict):
+        with tempfile.TemporaryDirectory(prefix="ishard-", dir=tmp_dir) as folder:
+            try:
+                path = fetch_index(dest, record, folder, record.get("name", INDEX_NAME))
+            except (DataError, KeyError, TypeError):
+                path = None
+            if path is not None:
+                found = recorded_offsets(path, list(lacking))
+    kept = {i: r for i, r in done.items() if r.offsets is not None}
+    for name, i in lacking.items():
+        if name in found:
+            kept[i] = dataclasses.replace(done[i], offsets=found[name][0], frames=found[name][1])
+    return dict(sorted(kept.items()))
 
 
 class Remaining(Sequence[ShardPlan]):

@@ -148,6 +148,37 @@ def write_index(
     return {"name": INDEX_NAME, "rows": int(count), "bytes": size, "checksum": checksum}
 
 
+def recorded_offsets(path: str, shards: Sequence[str]) -> dict[str, tuple[bytes, bytes | None]]:
+    """The offsets of ``shards`` as their writers reported them (``ShardResult.offsets``,
+    ``frames``), from the index file at ``path``; a shard it has no offsets for is left out."""
+    import duckdb
+    import numpy as np
+
+    found: dict[str, tuple[bytes, bytes | None]] = {}
+    with private_engine(None, 256 << 20) as (con, _):
+        shard_table(con, "wanted", list(shards))
+        try:
+            rows = con.execute(
+                "SELECT shard, list(header_offset ORDER BY header_offset), "
+                "list(data_offset ORDER BY header_offset), "
+                "list(DISTINCT frame_offset ORDER BY frame_offset) "
+                "FILTER (WHERE frame_offset IS NOT NULL), "
+                "max(frame_offset + frame_size), count(*) - count(data_offset) "
+                "FROM read_parquet(?) WHERE shard IN (SELECT shard FROM wanted) GROUP BY shard",
+                [path],
+            ).fetchall()
+        except duckdb.BinderException:  # an index written before offsets were kept
+            return found
+    for shard, headers, data, frames, end, unknown in rows:
+        if unknown:
+            continue
+        pairs = np.empty((len(headers), 2), dtype="<i8")
+        pairs[:, 0], pairs[:, 1] = headers, data
+        starts = None if end is None else np.array([*frames, end], dtype="<i8").tobytes()
+        found[shard] = (pairs.tobytes(), starts)
+    return found
+
+
 def fetch_index(dest: Location, record: Mapping, folder: str, name: str = INDEX_NAME) -> str:
     """Copy the sample index a manifest names (``record``) from ``DST/name`` into ``folder``,
     checked against the record's size and checksum; its path.

@@ -148,9 +148,8 @@ def _shard_claimed(
                 if opts.resume
                 else {}
             )
-            kept_index = None
             if opts.sample_index:
-                done, kept_index = with_offsets(dest, done, len(the_plan.shards), retrier)
+                done = with_offsets(dest, done, retrier, opts.tmp_dir)
             if not done:  # else a failed run would leave a manifest describing replaced shards
                 if not grows:  # a growing dataset's stays: its shards are not touched
                     remove_manifest(dest, retrier)
@@ -185,9 +184,7 @@ def _shard_claimed(
             results = [r for r in slots if r is not None]  # every shard: kept or written
             assert len(results) == len(slots)
             dropped = the_plan.growth.replaced if the_plan.growth is not None else ()
-            index = kept_index or _write_index(
-                dest, the_plan, results, opts, retrier, guard, found, dropped
-            )
+            index = _write_index(dest, the_plan, results, opts, retrier, guard, found, dropped)
             kept = Kept.of(found.manifest, dropped) if found is not None else None
             document = manifest_bytes(the_plan, results, fingerprint, index=index, earlier=kept)
             manifest = put_file(dest, MANIFEST_NAME, document, retrier, guard)
