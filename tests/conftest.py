@@ -33,9 +33,11 @@ TAR_CODECS = {
     ".tar.lz4": (lz4.frame.compress, lz4.frame.decompress),
     ".tar.zst": (
         lambda data: zstandard.ZstdCompressor().compress(data),
-        lambda data: zstandard.ZstdDecompressor()  # every frame; the seek table passed over
-        .stream_reader(io.BytesIO(data), read_across_frames=True)
-        .read(),
+        lambda data: (
+            zstandard.ZstdDecompressor()  # every frame; the seek table passed over
+            .stream_reader(io.BytesIO(data), read_across_frames=True)
+            .read()
+        ),
     ),
 }
 
