@@ -148,13 +148,16 @@ def tool_list(path: Path, verbose: bool = False) -> list[str]:
         out = run_tool("bash", "-c", script, "_", str(path)).stdout
     elif path.name.endswith((".tgz", ".tar.gz")):
         out = run_tool("tar", "-z" + flag[1:], str(path)).stdout
+    elif path.name.endswith(".tar.zst"):
+        out = run_tool("tar", "--zstd", flag, str(path)).stdout
     else:
         out = run_tool("tar", flag, str(path)).stdout
     return out.decode("utf-8").splitlines()
 
 
 def tool_extract(path: Path, dest: Path, allow: tuple[bytes, ...] = ()) -> None:
-    """Extract a shard into ``dest`` with GNU tar, ``lz4 -dc | tar -x`` or unzip."""
+    """Extract a shard into ``dest`` with GNU tar (``--zstd`` too), ``lz4 -dc | tar -x`` or
+    unzip."""
     dest.mkdir(parents=True, exist_ok=True)
     if path.name.endswith(".zip"):
         run_tool("unzip", "-t", "-q", str(path))
@@ -164,6 +167,8 @@ def tool_extract(path: Path, dest: Path, allow: tuple[bytes, ...] = ()) -> None:
         run_tool("bash", "-c", script, "_", str(path), str(dest), allow=allow)
     elif path.name.endswith((".tgz", ".tar.gz")):
         run_tool("tar", "-xzf", str(path), "-C", str(dest), allow=allow)
+    elif path.name.endswith(".tar.zst"):
+        run_tool("tar", "--zstd", "-xf", str(path), "-C", str(dest), allow=allow)
     else:
         run_tool("tar", "-xf", str(path), "-C", str(dest), allow=allow)
 

@@ -1196,3 +1196,40 @@ def test_append_and_update_grow_a_dataset_in_the_store(cli, client, s3_bucket, t
     holder = next(n for n, d in shards.items() if "src/train/003.cls" in dict(read_members(n, d)))
     assert f"out/{holder}" not in before  # a new shard holds it; the old one is gone
     assert_ok(cli("verify", dst, "--deep", "-q"))
+
+
+@pytest.mark.parametrize("ext", [".tar", ".tar.zst"])
+def test_cat_reads_a_sample_from_the_store_with_one_ranged_get(
+    cli, s3_server, s3_bucket, tmp_path, ext
+):
+    """``ishard find`` and ``ishard cat`` on a dataset in the store: the sample's files hold
+    the source's bytes, and reading it took one GET of its shard, with a Range header (seen
+    at a proxy in front of the server)."""
+    from s3server import S3Proxy
+
+    src = make_tree(tmp_path / "src", TREE)
+    dst = f"s3://{s3_bucket}/out"
+    assert_ok(cli("shard", src, dst, "--ext", ext, "--shard-size", "100KB"))
+    found = cli("find", dst, "012", "--json")
+    assert found.returncode == 0, found.stderr
+    (sample,) = json.loads(found.stdout)["samples"]
+    seen: list = []
+    proxy = S3Proxy(
+        s3_server.endpoint_url, after=lambda request, status: seen.append((request, status))
+    )
+    try:
+        out = tmp_path / "one"
+        done = cli(
+            "cat", dst, "012", "-o", out, "--endpoint-url", proxy.endpoint_url, endpoint=False
+        )
+    finally:
+        proxy.close()
+    assert done.returncode == 0, done.stderr
+    for name in ("val/012.jpg", "val/012.cls"):
+        assert (out / name).read_bytes() == TREE[name]
+    shard_gets = [r for r, _ in seen if r.method == "GET" and r.key == f"out/{sample['shard']}"]
+    assert len(shard_gets) == 1
+    start, end = sample["range"]
+    assert shard_gets[0].headers.get("Range", shard_gets[0].headers.get("range")) == (
+        f"bytes={start}-{end - 1}"
+    )
