@@ -5,6 +5,7 @@ readers), and samples read out through ``cat`` compared with the source files.""
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import random
@@ -120,16 +121,17 @@ def test_every_index_row_points_at_its_member_in_the_shard(ext, tmp_path):
                     assert part[at : at + r["size"]] == source_bytes(src, r["source"])
 
 
-@pytest.mark.parametrize("ext", EXTS)
+@pytest.mark.parametrize("ext", [*EXTS, ".zip deflated"])
 def test_cat_reads_a_random_sample_out_of_its_shard(ext, tmp_path):
     """``ishard cat`` of random samples: the tar stream it prints (read with tarfile) and the
     files it writes with ``-o`` hold the source's bytes; ``find --json`` names the shard and
     members as the index does."""
     src = make_tree(tmp_path / "src", TREE)
     dst = tmp_path / "dst"
+    ext, _, deflated = ext.partition(" ")
     done = invoke_ishard(
         "shard", src, dst, "--ext", ext, "--shard-size", "20KiB", "--no-progress",
-        "--member-names", "original",
+        "--member-names", "original", *(["--zip-compression", "deflated"] if deflated else []),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     rows = index_rows(dst)
@@ -140,6 +142,8 @@ def test_cat_reads_a_random_sample_out_of_its_shard(ext, tmp_path):
         assert found.returncode == 0, found.stderr
         (sample,) = json.loads(found.stdout)["samples"]
         assert sample["shard"] == next(iter(members.values()))["shard"]
+        has_range = ext in (".tar", ".tar.zst") or (ext == ".zip" and not deflated)
+        assert (sample["range"] is not None) == has_range
         assert [m["member"] for m in sample["members"]] == list(members)
         streamed = subprocess.run(
             [*invoke_command(), "cat", str(dst), key], capture_output=True, check=True
@@ -224,7 +228,8 @@ def test_a_tar_zst_shard_reads_with_zstd_tar_and_webdataset(tmp_path):
     listed = subprocess.run(
         ["tar", "--zstd", "-tf", str(shard)], capture_output=True, check=True, text=True
     ).stdout.split()
-    assert listed == [m.name for m in tarfile.open(fileobj=io.BytesIO(plain)).getmembers()]
+    with tarfile.open(fileobj=io.BytesIO(plain)) as tar:
+        assert listed == [m.name for m in tar.getmembers()]
     dataset = webdataset.WebDataset(f"pipe:zstd -dc {shard}", shardshuffle=False)
     samples = {s["__key__"]: s for s in dataset}
     expected_keys = {Path(name).stem for name in TREE}  # members named <sample key>.<ext>
@@ -232,3 +237,30 @@ def test_a_tar_zst_shard_reads_with_zstd_tar_and_webdataset(tmp_path):
     for name in TREE:
         key, ext = Path(name).stem, Path(name).suffix[1:]
         assert samples[key][ext] == source_bytes(src, name)
+
+
+def test_a_sample_larger_than_a_frame_spans_frames_that_cat_reads_whole(tmp_path, monkeypatch):
+    """A frame holds at most ``FRAME_MAX`` bytes of the tar stream (the seek table's fields are
+    32-bit): a larger sample takes several, its index range covers them all, and ``cat`` reads
+    it whole. (The bound is lowered here so a small file crosses it.)"""
+    import ishard
+    from ishard.formats import zstd
+
+    monkeypatch.setattr(zstd, "FRAME_MAX", 100_000)
+    src = make_tree(tmp_path / "src", TREE)
+    dst = tmp_path / "dst"
+    ishard.shard(src, dst, ext=".tar.zst", shard_size="64MiB", jobs=1)
+    (shard,) = shard_files(dst)
+    data = shard.read_bytes()
+    frames = seek_table(data)
+    samples = {r["key"] for r in index_rows(dst)}
+    assert len(frames) > len(samples) + 1  # big.bin's 1.3 MB took several frames
+    assert all(d <= 100_000 for _, d in frames)
+    found, missing = ishard.find(dst, ["big"])
+    assert missing == []
+    (sample,) = found
+    assert sample.frames
+    starts = list(itertools.accumulate([c for c, _ in frames], initial=0))
+    assert starts.index(sample.end) - starts.index(sample.start) > 1  # whole frames, several
+    ((member, body),) = ishard.read_sample(dst, sample)
+    assert member.member == "big.bin" and body == source_bytes(src, "train/big.bin")

@@ -12,6 +12,7 @@ import contextlib
 import io
 import os
 import tempfile
+import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -22,7 +23,7 @@ from ..formats.registry import read_as
 from ..run.manifest import read_manifest
 from ..run.sampleindex import fetch_index
 from ..store import Location, parse_storage_options, resolve
-from .archive import contents
+from .archive import contents, damage_as_error
 
 BLOCK = 512
 FIND_BATCH = 1 << 16  # keys looked up in one query
@@ -242,12 +243,23 @@ def _read_forward(location: Location, key: str, found: Found) -> list[tuple[Memb
     wanted = {m.member: m for m in found.members}
     got: dict[str, bytes] = {}
     with location.store.open_read(key) as raw:
+        if read_as(found.shard).container == "zip":  # its directory, then its members alone
+            with damage_as_error(found.shard), zipfile.ZipFile(raw) as zf:
+                listed = set(zf.namelist())
+                got = {name: zf.read(name) for name in wanted if name in listed}
+            return _all_of(location, found, got)
         for name, data in contents(found.shard, raw):
             if name in wanted:
                 got[name] = data
                 if len(got) == len(wanted):
                     break
-    if len(got) != len(wanted):
+    return _all_of(location, found, got)
+
+
+def _all_of(
+    location: Location, found: Found, got: dict[str, bytes]
+) -> list[tuple[MemberPlace, bytes]]:
+    if len(got) != len(found.members):
         raise DataError(
             f"shard {location.child(found.shard)!r} does not hold every member of sample "
             f"{found.key!r} the sample index names — run ishard verify on the destination"
