@@ -325,7 +325,8 @@ class TarWriter:
         """Where each member's header and data start in the tar stream, and where each
         sample's frames start in the shard (then where the last one ends), when the sink cuts
         frames."""
-        return self.header_offsets, self.data_offsets, getattr(self._sink, "starts", None)
+        frames = getattr(self._sink, "frame_starts", None) if self._boundary else None
+        return self.header_offsets, self.data_offsets, frames
 
     def close(self) -> None:
         """Write the two zero end blocks and close the sink."""

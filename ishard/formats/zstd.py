@@ -46,7 +46,7 @@ class SeekableZstdSink:
     """Compresses into frames that end where ``boundary()`` is called (and every
     ``FRAME_MAX`` bytes), then writes the seek table on ``close()``.
 
-    ``starts`` holds the compressed offset of each boundary: where the frame that begins
+    ``frame_starts`` holds the compressed offset of each boundary: where the frame that begins
     there starts in the shard."""
 
     def __init__(self, out: Sink, level: int) -> None:
@@ -57,7 +57,7 @@ class SeekableZstdSink:
         self._packed = 0  # compressed bytes of the frame in progress
         self._taken = 0  # decompressed bytes of the frame in progress
         self.offset = 0  # compressed bytes written before the frame in progress
-        self.starts: list[int] = []
+        self.frame_starts: list[int] = []
 
     def _emit(self, data: bytes) -> None:
         if data:
@@ -75,7 +75,7 @@ class SeekableZstdSink:
     def boundary(self) -> None:
         """End the frame in progress: what is written next starts a frame of its own."""
         self._end_frame()
-        self.starts.append(self.offset)
+        self.frame_starts.append(self.offset)
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         """Compress and pass on."""
@@ -96,34 +96,3 @@ class SeekableZstdSink:
         body = entries + footer
         self._out.write(struct.pack("<II", SKIPPABLE_MAGIC, len(body)) + body)
         self._out.close()
-
-
-def seek_table(tail: bytes) -> list[tuple[int, int]] | None:
-    """The (compressed, decompressed) sizes of every frame, from the last bytes of a seekable
-    archive (``tail``, at least the whole seek table); None when it has none or ``tail`` is
-    too short to hold it (``table_size`` says how much is needed)."""
-    if len(tail) < FOOTER.size:
-        return None
-    count, descriptor, magic = FOOTER.unpack_from(tail, len(tail) - FOOTER.size)
-    if magic != SEEKABLE_MAGIC:
-        return None
-    width = ENTRY.size + (4 if descriptor & 0x80 else 0)
-    need = 8 + count * width + FOOTER.size
-    if len(tail) < need:
-        return None
-    start = len(tail) - need + 8
-    return [
-        struct.unpack_from("<II", tail, start + i * width)  # type: ignore[misc]
-        for i in range(count)
-    ]
-
-
-def table_size(tail: bytes) -> int:
-    """The bytes the seek table takes at the end of an archive, from its last 9 bytes (0 when
-    it has none)."""
-    if len(tail) < FOOTER.size:
-        return 0
-    count, descriptor, magic = FOOTER.unpack_from(tail, len(tail) - FOOTER.size)
-    if magic != SEEKABLE_MAGIC:
-        return 0
-    return 8 + count * (ENTRY.size + (4 if descriptor & 0x80 else 0)) + FOOTER.size
