@@ -17,10 +17,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+import orjson
+
 from ..checksums import digest_of, split
 from ..errors import DataError, UsageError
 from ..formats.registry import read_as
-from ..run.manifest import read_manifest
+from ..run.manifest import MANIFEST_NAME, read_manifest
 from ..run.sampleindex import fetch_index
 from ..store import Location, parse_storage_options, resolve
 from .archive import contents, damage_as_error
@@ -83,7 +85,16 @@ def _destination(dst: str, endpoint_url: str | None, storage_options) -> Locatio
 
 
 def _index_record(location: Location) -> tuple[dict, dict]:
-    manifest = read_manifest(location)
+    """The manifest's ishard record and its sample index record; the manifest is parsed, not
+    checked entry by entry (a lookup reads no shard list), unless it cannot be read, for
+    ``read_manifest``'s error."""
+    data = location.read_file(MANIFEST_NAME)
+    try:
+        manifest = orjson.loads(data) if data is not None else None
+    except orjson.JSONDecodeError:
+        manifest = None
+    if not isinstance(manifest, dict):
+        manifest = read_manifest(location)
     record = manifest.get("ishard") or {}
     index = record.get("samples_index")
     if not isinstance(index, dict):

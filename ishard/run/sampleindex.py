@@ -121,8 +121,10 @@ def write_index(
             insert_rows(con, "samples", batch)
         (count,) = con.execute("SELECT count(*) FROM samples").fetchone()
         path = os.path.join(folder, INDEX_NAME)
+        con.execute("SET threads = 1")  # row groups compressed in parallel vary in bytes
         con.execute(
-            f"COPY samples TO '{path}' (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)"
+            f"COPY samples TO '{path}' (FORMAT parquet, COMPRESSION zstd, PARQUET_VERSION V2, "
+            "ROW_GROUP_SIZE 122880)"
         )
         con.execute("DROP TABLE samples")
         size = os.path.getsize(path)
