@@ -39,7 +39,7 @@ from .grow import Holding, holding, keep_held, mode_of, tell_unchanged, unchange
 from .manifest import MANIFEST_NAME, Kept, manifest_bytes, remove_manifest
 from .replaced import earlier_archives, remove_archives, stale, tell_ignored
 from .resume import Recorder, Remaining, earlier_manifest_seed, finished_earlier, with_offsets
-from .sampleindex import INDEX_NAME, plan_rows, write_index
+from .sampleindex import INDEX_NAME, load_engine, plan_rows, write_index
 from .state import RunState, remove_leftovers, remove_temp_files
 from .state import fingerprint as run_fingerprint
 from .write import Cancel, write_one, write_shards
@@ -332,6 +332,7 @@ def _write(
             settings=settings,
             progress=progress,
             processes=source.store.capabilities.forkable and dest.store.capabilities.forkable,
+            meanwhile=load_engine if opts.sample_index else None,
         )
     finally:
         reader.close()

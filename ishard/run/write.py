@@ -202,8 +202,11 @@ def write_shards(
     settings: dict,
     progress: Progress,
     processes: bool = False,
+    meanwhile: Callable[[], object] | None = None,
 ) -> list[ShardResult]:
     """Write every shard (``jobs`` at a time); results come back in plan order.
+    ``meanwhile`` runs in the calling thread once the writers have started (forked), while
+    they write: what the run needs next (the sample index's engine, loaded).
 
     With ``processes`` (for CPU-bound work: local to local, compression) and more than one job,
     the writers are forked processes, each writing whole shards, so they run beside each other
@@ -219,7 +222,7 @@ def write_shards(
     jobs = max(1, min(jobs, len(shards)))
     batch = Batch(shards, reader, open_sink, settings)
     if processes and jobs > 1 and FORK is not None:
-        return _write_in_processes(batch, jobs, progress)
+        return _write_in_processes(batch, jobs, progress, meanwhile)
     cancel = threading.Event()
 
     def write(index: int) -> ShardResult:  # the shard's members are built only when it starts
@@ -231,6 +234,8 @@ def write_shards(
     ):
         try:
             futures = [pool.submit(write, i) for i in range(len(shards))]
+            if meanwhile is not None:
+                meanwhile()
         except BaseException:  # Ctrl-C while submitting: the pool must not finish the rest
             cancel.set()
             raise
@@ -301,7 +306,9 @@ def _forking(pool: ProcessPoolExecutor, token: int) -> Future:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
-def _write_in_processes(batch: Batch, jobs: int, progress: Progress) -> list[ShardResult]:
+def _write_in_processes(
+    batch: Batch, jobs: int, progress: Progress, meanwhile: Callable[[], object] | None
+) -> list[ShardResult]:
     assert FORK is not None  # processes are used only where fork is (see write_shards)
     flag = FORK.RawValue("b", 0)
     counter = FORK.Value("q", 0)
@@ -354,6 +361,8 @@ def _write_in_processes(batch: Batch, jobs: int, progress: Progress) -> list[Sha
                 relay_thread.start()  # after the fork: the writers inherit no extra thread
                 for f in futures:
                     f.add_done_callback(finished)
+                if meanwhile is not None:  # after the fork too: the writers load none of it
+                    meanwhile()
             except BaseException:  # Ctrl-C while submitting: the pool must not finish the rest
                 cancel()
                 raise
