@@ -97,12 +97,22 @@ def _index_record(location: Location) -> tuple[dict, dict]:
         manifest = read_manifest(location)
     record = manifest.get("ishard") or {}
     index = record.get("samples_index")
+    if isinstance(index, dict) and not _plain_name(index.get("name")):
+        raise DataError(
+            f"{location.child(MANIFEST_NAME)!r} names a sample index outside the destination "
+            f"({index.get('name')!r}) — run ishard verify on the destination"
+        )
     if not isinstance(index, dict):
         raise UsageError(
-            f"{location.child('manifest.json')!r} names no sample index (written by a run with "
+            f"{location.child(MANIFEST_NAME)!r} names no sample index (written by a run with "
             "--no-sample-index, or by an older ishard) — shard again to write one"
         )
     return record, index
+
+
+def _plain_name(name: object) -> bool:
+    """A file name right in the destination: no folder, no ``..``, no NUL."""
+    return isinstance(name, str) and name not in ("", ".", "..") and not set(name) & {"/", "\0"}
 
 
 @contextlib.contextmanager
@@ -167,7 +177,7 @@ def _found(key: str, rows: list[tuple], stored_zip: bool) -> Found:
         )
     fmt = read_as(shard)
     first, last = places[0], places[-1]
-    if fmt.seekable:
+    if fmt.seekable and rows[0][7] is not None:
         return Found(key, shard, places, rows[0][7], rows[0][7] + rows[0][8], True)
     if fmt.name == "tar":
         end = last.data_offset + last.size + (-last.size % BLOCK)

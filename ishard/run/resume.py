@@ -168,10 +168,10 @@ def with_offsets(
         record = orjson.loads(data or b"null")["ishard"]["samples_index"]
     except (orjson.JSONDecodeError, KeyError, TypeError):
         record = None
-    if isinstance(record, dict):
+    if isinstance(record, dict) and record.get("name") == INDEX_NAME:
         with tempfile.TemporaryDirectory(prefix="ishard-", dir=tmp_dir) as folder:
             try:
-                path = fetch_index(dest, record, folder, record.get("name", INDEX_NAME))
+                path = fetch_index(dest, record, folder)
             except (DataError, KeyError, TypeError):
                 path = None
             if path is not None:
