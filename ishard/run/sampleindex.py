@@ -9,6 +9,7 @@ pyarrow, polars) can ask which shard holds a sample."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -34,17 +35,13 @@ COPY_CHUNK = 1 << 20  # bytes of the finished file copied to the destination at 
 INDEX_CHECKSUM = "xxh128"
 
 
-def load_engine() -> None:
-    """Load the column engine the index is written with (about 0.1 s), while the shards are
-    written, rather than after them."""
-    import duckdb  # noqa: F401
-    import numpy  # noqa: F401
+PLAN_COLUMNS = ("key", "shard", "member", "source", "size", "mtime")  # the plan's part of a row
+LAYOUT_COLUMNS = ("header_offset", "data_offset", "frame_offset", "frame_size")  # the writers'
 
 
-def plan_rows(shards: ShardList, results: Sequence[ShardResult]) -> Iterator[dict[str, Any]]:
-    """The index rows of every planned shard, in plan order, a batch of about
-    ``BATCH_ROWS`` members at a time (a shard is never split); ``results`` are the shards
-    as written (or kept), with the offsets their writers reported."""
+def plan_rows(shards: ShardList) -> Iterator[dict[str, Any]]:
+    """The plan's part of the index rows of every shard (``PLAN_COLUMNS``), in plan order, a
+    batch of about ``BATCH_ROWS`` members at a time (a shard is never split)."""
     import numpy as np
 
     pending: list[dict[str, Any]] = []
@@ -54,23 +51,36 @@ def plan_rows(shards: ShardList, results: Sequence[ShardResult]) -> Iterator[dic
         columns = table.member_columns(samples, shards.rename)
         count = len(columns["key"])
         columns["shard"] = np.full(count, shards.names[index], dtype=object)
-        columns.update(_layout_columns(results[index], columns["key"]))
         pending.append(columns)
         held += count
         if held >= BATCH_ROWS:
-            yield _joined(pending)
+            yield _joined(pending, PLAN_COLUMNS)
             pending, held = [], 0
     if pending:
-        yield _joined(pending)
+        yield _joined(pending, PLAN_COLUMNS)
 
 
-def _layout_columns(result: ShardResult, keys: Any) -> dict[str, Any]:
-    """A shard's offset columns from its writer's report (``ShardResult.offsets``, ``frames``):
-    each member's header and data offsets; each member's sample's frames, whose starts are
-    reported a sample at a time (samples are runs of one key), the next start ending them."""
+def layout_rows(results: Sequence[ShardResult], counts: Sequence[int]) -> Iterator[dict[str, Any]]:
+    """The writers' part of the index rows (``LAYOUT_COLUMNS``) of every shard, in plan order:
+    what each reported in ``ShardResult.offsets`` and ``frames`` (``counts``: each shard's
+    members), a batch of about ``BATCH_ROWS`` members at a time."""
+    pending: list[dict[str, Any]] = []
+    held = 0
+    for result, count in zip(results, counts):
+        pending.append(_layout_columns(result, count))
+        held += count
+        if held >= BATCH_ROWS:
+            yield _joined(pending, LAYOUT_COLUMNS)
+            pending, held = [], 0
+    if pending:
+        yield _joined(pending, LAYOUT_COLUMNS)
+
+
+def _layout_columns(result: ShardResult, count: int) -> dict[str, Any]:
+    """A shard's offset columns from its writer's report: each member's header and data
+    offsets, and the frames of its sample (none but in a seekable shard)."""
     import numpy as np
 
-    count = len(keys)
     if result.offsets is None or len(result.offsets) != 16 * count:
         raise WriteError(
             f"the writer of shard {result.name!r} reported no offsets for its "
@@ -81,22 +91,92 @@ def _layout_columns(result: ShardResult, keys: Any) -> dict[str, Any]:
     if result.frames is None:
         nothing = np.full(count, None, dtype=object)
         return {**columns, "frame_offset": nothing, "frame_size": nothing}
-    starts = np.frombuffer(result.frames, dtype="<i8")
-    first = np.ones(count, dtype=bool)
-    first[1:] = keys[1:] != keys[:-1]
-    sample = np.cumsum(first) - 1  # each member's sample, by position in the shard
-    samples = int(sample[-1]) + 1 if count else 0
-    if len(starts) != samples + 1:
-        raise WriteError(f"the writer of shard {result.name!r} reported frames of other samples")
-    columns["frame_offset"] = starts[sample]
-    columns["frame_size"] = starts[sample + 1] - starts[sample]
-    return columns
+    if len(result.frames) != 16 * count:
+        raise WriteError(f"the writer of shard {result.name!r} reported frames of other members")
+    frames = np.frombuffer(result.frames, dtype="<i8").reshape(count, 2)
+    return {**columns, "frame_offset": frames[:, 0], "frame_size": frames[:, 1]}
 
 
-def _joined(parts: list[dict[str, Any]]) -> dict[str, Any]:
+def _joined(parts: list[dict[str, Any]], names: Sequence[str]) -> dict[str, Any]:
     import numpy as np
 
-    return {c: np.concatenate([p[c] for p in parts]) for c, _ in INDEX_COLUMNS}
+    return {c: np.concatenate([p[c] for p in parts]) for c in names}
+
+
+class IndexWriter:
+    """A run's sample index: the plan's part of every row put into a column engine of its own
+    while the shards are written (``prepare``, a batch a step, so the run can stop between
+    them), the writers' offsets set beside them and the file published after (``write``).
+    Closed with the run (``close``)."""
+
+    def __init__(self, shards: ShardList, tmp_dir: str | None, memory_limit: int) -> None:
+        self._shards = shards
+        self._engine = contextlib.ExitStack()
+        self._opened: tuple[Any, str] | None = None
+        self._args = (tmp_dir, memory_limit)
+        self._ready = False
+
+    def _open(self) -> tuple[Any, str]:
+        if self._opened is None:
+            self._opened = self._engine.enter_context(private_engine(*self._args))
+        return self._opened
+
+    def prepare(self) -> Iterator[None]:
+        """Put the plan's rows into the engine, yielding after each batch."""
+        con, _ = self._open()
+        self._ready = False
+        con.execute("DROP TABLE IF EXISTS planned")
+        columns = ", ".join(f"{c} {t}" for c, t in INDEX_COLUMNS if c in PLAN_COLUMNS)
+        con.execute(f"CREATE TABLE planned ({columns})")
+        yield
+        for batch in plan_rows(self._shards):
+            insert_rows(con, "planned", batch)
+            yield
+        self._ready = True
+
+    def write(
+        self,
+        dest: Location,
+        results: Sequence[ShardResult],
+        *,
+        earlier: str | None,
+        dropped: Iterable[str],
+        **publish: Any,
+    ) -> dict:
+        """Write ``DST/samples.parquet`` (``write_index``): a growing dataset's rows from
+        ``earlier`` but those of the shards ``dropped``, then the plan's beside the offsets
+        in ``results`` (the plan's shards, written or kept); the manifest's record of it."""
+        if not self._ready:  # not done while the shards were written (or stopped halfway)
+            for _ in self.prepare():
+                pass
+        con, folder = self._open()
+        columns = ", ".join(f"{c} {t}" for c, t in INDEX_COLUMNS if c in LAYOUT_COLUMNS)
+        con.execute(f"CREATE OR REPLACE TABLE layout ({columns})")
+        for batch in layout_rows(results, self._shards.file_counts):
+            insert_rows(con, "layout", batch)
+        create_index_table(con, "samples")
+        _insert_earlier(con, earlier, dropped)
+        con.execute("INSERT INTO samples SELECT * FROM planned POSITIONAL JOIN layout")
+        con.execute("DROP TABLE planned")
+        con.execute("DROP TABLE layout")
+        return _publish(con, folder, dest, **publish)
+
+    def close(self) -> None:
+        """Close the engine and remove its folder."""
+        self._engine.close()
+
+
+def _insert_earlier(con: Any, earlier: str | None, dropped: Iterable[str]) -> None:
+    """A growing dataset's index rows (``earlier``, a file on this machine) but those of the
+    shards ``dropped``, into ``samples``."""
+    if earlier is None:
+        return
+    shard_table(con, "dropped", list(dropped))
+    con.execute(  # by name: an index written before offsets were kept has none
+        "INSERT INTO samples BY NAME SELECT * FROM read_parquet(?) "
+        "WHERE shard NOT IN (SELECT shard FROM dropped)",
+        [earlier],
+    )
 
 
 def write_index(
@@ -107,53 +187,60 @@ def write_index(
     dropped: Iterable[str] = (),
     tmp_dir: str | None,
     memory_limit: int,
+    **publish: Any,
+) -> dict:
+    """Write ``DST/samples.parquet``: the rows of ``earlier`` (an index file on this machine,
+    a growing dataset's), but those of the shards ``dropped``, then ``rows`` (every column);
+    return the manifest's record of it (name, rows, bytes, checksum)."""
+    with private_engine(tmp_dir, memory_limit) as (con, folder):
+        create_index_table(con, "samples")
+        _insert_earlier(con, earlier, dropped)
+        for batch in rows:
+            insert_rows(con, "samples", batch)
+        return _publish(con, folder, dest, **publish)
+
+
+def _publish(
+    con: Any,
+    folder: str,
+    dest: Location,
+    *,
     retrier: Retrier,
     cleanup: Retrier,
     part_size: int,
     guard: Guard | None = None,
 ) -> dict:
-    """Write ``DST/samples.parquet``: the rows of ``earlier`` (an index file on this machine,
-    a growing dataset's), but those of the shards ``dropped``, then ``rows``; return the
-    manifest's record of it (name, rows, bytes, checksum)."""
-    with private_engine(tmp_dir, memory_limit) as (con, folder):
-        create_index_table(con, "samples")
-        if earlier is not None:
-            shard_table(con, "dropped", list(dropped))
-            con.execute(  # by name: an index written before offsets were kept has none
-                "INSERT INTO samples BY NAME SELECT * FROM read_parquet(?) "
-                "WHERE shard NOT IN (SELECT shard FROM dropped)",
-                [earlier],
-            )
-        for batch in rows:
-            insert_rows(con, "samples", batch)
-        (count,) = con.execute("SELECT count(*) FROM samples").fetchone()
-        path = os.path.join(folder, INDEX_NAME)
-        con.execute("SET threads = 1")  # row groups compressed in parallel vary in bytes
-        con.execute(
-            f"COPY samples TO '{path}' (FORMAT parquet, COMPRESSION zstd, PARQUET_VERSION V2, "
-            "ROW_GROUP_SIZE 122880)"
+    """Write table ``samples`` to Parquet in ``folder``, then to ``DST/samples.parquet``; its
+    record for the manifest."""
+    (count,) = con.execute("SELECT count(*) FROM samples").fetchone()
+    path = os.path.join(folder, INDEX_NAME)
+    con.execute("SET threads = 1")  # row groups compressed in parallel vary in bytes
+    con.execute(
+        f"COPY samples TO '{path}' (FORMAT parquet, COMPRESSION zstd, PARQUET_VERSION V2, "
+        "ROW_GROUP_SIZE 122880)"
+    )
+    con.execute("DROP TABLE samples")
+    size = os.path.getsize(path)
+    with open(path, "rb") as written:
+        checksum = digest_of(written, INDEX_CHECKSUM)
+    try:
+        put_local_file(
+            dest,
+            INDEX_NAME,
+            path,
+            retrier=retrier,
+            cleanup=cleanup,
+            part_size=part_size,
+            guard=guard,
         )
-        con.execute("DROP TABLE samples")
-        size = os.path.getsize(path)
-        with open(path, "rb") as written:
-            checksum = digest_of(written, INDEX_CHECKSUM)
-        try:
-            put_local_file(
-                dest,
-                INDEX_NAME,
-                path,
-                retrier=retrier,
-                cleanup=cleanup,
-                part_size=part_size,
-                guard=guard,
-            )
-        except OSError as err:
-            if isinstance(err, IshardError):
-                raise
-            raise WriteError(
-                f"cannot write the sample index {INDEX_NAME!r} in {dest.url!r}: "
-                f"{err.strerror or err} — fix the destination, then run again with --resume"
-            ) from None
+    except OSError as err:
+        if isinstance(err, IshardError):
+            raise
+        raise WriteError(
+            f"cannot write the sample index {INDEX_NAME!r} in {dest.url!r}: "
+            f"{err.strerror or err} — fix the destination, then run again with --resume"
+        ) from None
+    os.remove(path)
     return {"name": INDEX_NAME, "rows": int(count), "bytes": size, "checksum": checksum}
 
 
@@ -161,7 +248,6 @@ def recorded_offsets(path: str, shards: Sequence[str]) -> dict[str, tuple[bytes,
     """The offsets of ``shards`` as their writers reported them (``ShardResult.offsets``,
     ``frames``), from the index file at ``path``; a shard it has no offsets for is left out."""
     import duckdb
-    import numpy as np
 
     found: dict[str, tuple[bytes, bytes | None]] = {}
     with private_engine(None, 256 << 20) as (con, _):
@@ -170,22 +256,29 @@ def recorded_offsets(path: str, shards: Sequence[str]) -> dict[str, tuple[bytes,
             rows = con.execute(
                 "SELECT shard, list(header_offset ORDER BY header_offset), "
                 "list(data_offset ORDER BY header_offset), "
-                "list(DISTINCT frame_offset ORDER BY frame_offset) "
-                "FILTER (WHERE frame_offset IS NOT NULL), "
-                "max(frame_offset + frame_size), count(*) - count(data_offset) "
+                "list(frame_offset ORDER BY header_offset), "
+                "list(frame_size ORDER BY header_offset), count(*) - count(data_offset) "
                 "FROM read_parquet(?) WHERE shard IN (SELECT shard FROM wanted) GROUP BY shard",
                 [path],
             ).fetchall()
         except duckdb.BinderException:  # an index written before offsets were kept
             return found
-    for shard, headers, data, frames, end, unknown in rows:
+    for shard, headers, data, frame_offsets, frame_sizes, unknown in rows:
         if unknown:
             continue
-        pairs = np.empty((len(headers), 2), dtype="<i8")
-        pairs[:, 0], pairs[:, 1] = headers, data
-        starts = None if end is None else np.array([*frames, end], dtype="<i8").tobytes()
-        found[shard] = (pairs.tobytes(), starts)
+        frames = None
+        if all(f is not None for f in frame_offsets):
+            frames = _pairs(frame_offsets, frame_sizes)
+        found[shard] = (_pairs(headers, data), frames)
     return found
+
+
+def _pairs(first: Sequence[int], second: Sequence[int]) -> bytes:
+    import numpy as np
+
+    pairs = np.empty((len(first), 2), dtype="<i8")
+    pairs[:, 0], pairs[:, 1] = first, second
+    return pairs.tobytes()
 
 
 def fetch_index(dest: Location, record: Mapping, folder: str, name: str = INDEX_NAME) -> str:

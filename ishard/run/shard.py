@@ -39,7 +39,7 @@ from .grow import Holding, holding, keep_held, mode_of, tell_unchanged, unchange
 from .manifest import MANIFEST_NAME, Kept, manifest_bytes, remove_manifest
 from .replaced import earlier_archives, remove_archives, stale, tell_ignored
 from .resume import Recorder, Remaining, earlier_manifest_seed, finished_earlier, with_offsets
-from .sampleindex import INDEX_NAME, load_engine, plan_rows, write_index
+from .sampleindex import INDEX_NAME, IndexWriter
 from .state import RunState, remove_leftovers, remove_temp_files
 from .state import fingerprint as run_fingerprint
 from .write import Cancel, write_one, write_shards
@@ -177,14 +177,21 @@ def _shard_claimed(
                     "already complete (checked); writing the rest"
                 )
             recorder = Recorder(progress, the_plan.shard_names, state.record)
-            written = _write(source, dest, opts, todo, recorder, retrier, guard, client)
+            index_writer = None
+            if opts.sample_index:
+                assert isinstance(the_plan.shards, ShardList)
+                index_writer = IndexWriter(the_plan.shards, opts.tmp_dir, opts.memory_limit)
+                stack.callback(index_writer.close)
+            written = _write(
+                source, dest, opts, todo, recorder, retrier, guard, client, index_writer
+            )
             slots = [done.get(i) for i in range(len(the_plan.shards))]
             for i, result in zip(todo.indices, written):
                 slots[i] = result
             results = [r for r in slots if r is not None]  # every shard: kept or written
             assert len(results) == len(slots)
             dropped = the_plan.growth.replaced if the_plan.growth is not None else ()
-            index = _write_index(dest, the_plan, results, opts, retrier, guard, found, dropped)
+            index = _write_index(dest, index_writer, results, opts, retrier, guard, found, dropped)
             kept = Kept.of(found.manifest, dropped) if found is not None else None
             document = manifest_bytes(the_plan, results, fingerprint, index=index, earlier=kept)
             manifest = put_file(dest, MANIFEST_NAME, document, retrier, guard)
@@ -244,7 +251,7 @@ def _finish_stopped(dest: Location, state: RunState, found: Holding, retrier: Re
 
 def _write_index(
     dest: Location,
-    the_plan: Plan,
+    index_writer: IndexWriter | None,
     results: Sequence[ShardResult],
     opts: Options,
     retrier: Retrier,
@@ -252,21 +259,18 @@ def _write_index(
     found: Holding | None,
     replaced: Sequence[str],
 ) -> dict | None:
-    """Write ``DST/samples.parquet`` (unless ``--no-sample-index``), before the manifest
+    """Write ``DST/samples.parquet`` (none with ``--no-sample-index``), before the manifest
     that names it: a growing dataset's rows, but those of its replaced shards, then the
     plan's; the manifest's record of it. Without one, an earlier run's index goes."""
-    if not opts.sample_index:
+    if index_writer is None:
         with dest.translated("destination"):
             retrier.run(lambda: dest.store.delete([dest.key(INDEX_NAME)]))
         return None
-    assert isinstance(the_plan.shards, ShardList)
-    return write_index(
+    return index_writer.write(
         dest,
-        plan_rows(the_plan.shards, results),
+        results,
         earlier=found.held.index if found is not None else None,
         dropped=replaced,
-        tmp_dir=opts.tmp_dir,
-        memory_limit=opts.memory_limit,
         retrier=retrier,
         cleanup=Retrier(CLEANUP_RETRIES, cap=4.0),
         part_size=opts.part_size,
@@ -305,9 +309,11 @@ def _write(
     retrier: Retrier,
     guard: LeaseLock | None = None,
     client: Any = None,
+    index_writer: IndexWriter | None = None,
 ) -> list[ShardResult]:
     """Write ``shards`` with the chosen executor (``client``: Dask's, connected before DST
-    was claimed); results in their order."""
+    was claimed); results in their order. The sample index's plan rows go into its engine
+    meanwhile (not beside Dask: its client is busy feeding the cluster)."""
     if opts.executor == "dask":
         lease = guard.for_workers() if guard is not None else None
         task = functools.partial(
@@ -332,7 +338,7 @@ def _write(
             settings=settings,
             progress=progress,
             processes=source.store.capabilities.forkable and dest.store.capabilities.forkable,
-            meanwhile=load_engine if opts.sample_index else None,
+            meanwhile=index_writer.prepare if index_writer is not None else None,
         )
     finally:
         reader.close()

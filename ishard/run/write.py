@@ -10,8 +10,7 @@ import os
 import signal
 import sys
 import threading
-from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import (
     FIRST_EXCEPTION,
     Future,
@@ -71,7 +70,8 @@ def write_one(
     try:
         writer = open_writer(shard.name, sink, **settings)
         pending = 0
-        firsts = _sample_starts(shard)
+        counts = [len(sample.files) for sample in shard.samples]
+        firsts = set(itertools.accumulate(counts[:-1], initial=0))
         for i, (entry, stream) in enumerate(reader.read(shard.members())):
             if cancel.is_set():
                 raise _Cancelled
@@ -108,19 +108,18 @@ def write_one(
         index,
         getattr(sink, "etag", None),
         packed(headers, data),
-        None if frames is None else array("q", frames).tobytes(),
+        None if frames is None else _member_frames(frames, counts),
     )
     progress.shard_done(result)
     return result
 
 
-def _sample_starts(shard: ShardPlan) -> set[int]:
-    """The member indices where each sample of ``shard`` begins."""
-    starts, at = set(), 0
-    for sample in shard.samples:
-        starts.add(at)
-        at += len(sample.files)
-    return starts
+def _member_frames(starts: list[int], counts: list[int]) -> bytes:
+    """Each member's sample's frames (offset, size), from where each sample's frames start
+    (and the last ends) and how many members each sample has."""
+    offsets = [starts[s] for s, n in enumerate(counts) for _ in range(n)]
+    sizes = [starts[s + 1] - starts[s] for s, n in enumerate(counts) for _ in range(n)]
+    return packed(offsets, sizes)
 
 
 @dataclass(frozen=True)
@@ -154,6 +153,21 @@ def _put_index(shard: ShardPlan, offsets: list[int], open_sink: Callable) -> str
         sink.abort()
         raise
     return name
+
+
+def _meanwhile(steps: Callable[[], Iterator[object]] | None, futures: list[Future]) -> None:
+    """Take ``steps`` one after another while the writers work, until they end, a writer
+    fails or a stop signal comes (``_collect`` then deals with it)."""
+    if steps is None:
+        return
+    try:
+        for _ in steps():
+            if signals.stopping() or any(
+                f.done() and not f.cancelled() and f.exception() is not None for f in futures
+            ):
+                return
+    except Exception:  # noqa: BLE001 - done again, and told, after the shards
+        return
 
 
 def _collect(futures: list[Future], cancel: Callable[[], None]) -> list[ShardResult]:
@@ -202,11 +216,13 @@ def write_shards(
     settings: dict,
     progress: Progress,
     processes: bool = False,
-    meanwhile: Callable[[], object] | None = None,
+    meanwhile: Callable[[], Iterator[object]] | None = None,
 ) -> list[ShardResult]:
     """Write every shard (``jobs`` at a time); results come back in plan order.
-    ``meanwhile`` runs in the calling thread once the writers have started (forked), while
-    they write: what the run needs next (the sample index's engine, loaded).
+    ``meanwhile``'s steps run in the calling thread once the writers have started (forked),
+    while they write: work the run needs next (the sample index's plan rows). Between steps
+    the run looks for a failure or a stop signal; an error of its own is left for the caller
+    to meet again (``meanwhile`` is optional work done early).
 
     With ``processes`` (for CPU-bound work: local to local, compression) and more than one job,
     the writers are forked processes, each writing whole shards, so they run beside each other
@@ -234,8 +250,7 @@ def write_shards(
     ):
         try:
             futures = [pool.submit(write, i) for i in range(len(shards))]
-            if meanwhile is not None:
-                meanwhile()
+            _meanwhile(meanwhile, futures)
         except BaseException:  # Ctrl-C while submitting: the pool must not finish the rest
             cancel.set()
             raise
@@ -307,7 +322,7 @@ def _forking(pool: ProcessPoolExecutor, token: int) -> Future:
 
 
 def _write_in_processes(
-    batch: Batch, jobs: int, progress: Progress, meanwhile: Callable[[], object] | None
+    batch: Batch, jobs: int, progress: Progress, meanwhile: Callable[[], Iterator[object]] | None
 ) -> list[ShardResult]:
     assert FORK is not None  # processes are used only where fork is (see write_shards)
     flag = FORK.RawValue("b", 0)
@@ -361,8 +376,7 @@ def _write_in_processes(
                 relay_thread.start()  # after the fork: the writers inherit no extra thread
                 for f in futures:
                     f.add_done_callback(finished)
-                if meanwhile is not None:  # after the fork too: the writers load none of it
-                    meanwhile()
+                _meanwhile(meanwhile, futures)  # after the fork: the writers inherit none of it
             except BaseException:  # Ctrl-C while submitting: the pool must not finish the rest
                 cancel()
                 raise
