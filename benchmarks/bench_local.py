@@ -584,6 +584,29 @@ def target(what: str, value: float, limit: float, at_most: bool = True) -> str:
     return f"target: {what} = {value:.2f} ({sign} {limit:g} wanted): {'met' if met else 'NOT met'}"
 
 
+def tree_location(args: argparse.Namespace) -> tuple[Params, Path]:
+    """The tree's parameters from the options (``--small``: 2,000 files, 50 MiB) and where it
+    is: ``--data``, or a folder under the temp dir named by the parameters."""
+    if args.small:
+        args.files, args.total_gib = 2_000, 50 / 1024
+    p = Params(args.files, int(args.total_gib * GIB), args.wnids, args.jpeg_kib << 10, args.seed)
+    if args.data is None:
+        tag = f"imagenet-f{p.files}-b{p.total_bytes}-w{p.wnids}-j{args.jpeg_kib}-s{p.seed}"
+        args.data = Path(tempfile.gettempdir()) / "ishard-bench" / tag
+    return p, args.data.resolve()
+
+
+def tell_other_cpu(other_before: float | None, wall_before: float) -> None:
+    """Print how busy other processes kept the machine since ``other_before`` (CPU seconds
+    from ``other_cpu_seconds``), with a warning when the figures are noisy."""
+    if other_before is None:
+        return
+    share = ((other_cpu_seconds() or 0.0) - other_before) / (time.perf_counter() - wall_before)
+    print(f"other processes used {share:.2f} CPUs on average while timing")
+    if share > 0.25:
+        print("warning: the machine was busy with other work while timing — numbers are noisy")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument(
@@ -644,13 +667,7 @@ def main(argv: list[str] | None = None) -> None:
         webdataset_job(Path(data_dir), Path(out_dir), int(nbytes))
         return
 
-    if args.small:
-        args.files, args.total_gib = 2_000, 50 / 1024
-    p = Params(args.files, int(args.total_gib * GIB), args.wnids, args.jpeg_kib << 10, args.seed)
-    if args.data is None:
-        tag = f"imagenet-f{p.files}-b{p.total_bytes}-w{p.wnids}-j{args.jpeg_kib}-s{p.seed}"
-        args.data = Path(tempfile.gettempdir()) / "ishard-bench" / tag
-    data = args.data.resolve()
+    p, data = tree_location(args)
     marker = data.with_name(data.name + ".bench.json")
     work = data.with_name(data.name + "-bench-out")  # beside the data: same filesystem
 
@@ -863,11 +880,7 @@ def main(argv: list[str] | None = None) -> None:
     for t in everything:
         clear(t.out)
 
-    if other_before is not None:
-        share = ((other_cpu_seconds() or 0.0) - other_before) / (time.perf_counter() - wall_before)
-        print(f"other processes used {share:.2f} CPUs on average while timing")
-        if share > 0.25:
-            print("warning: the machine was busy with other work while timing — numbers are noisy")
+    tell_other_cpu(other_before, wall_before)
     print(f"\n{len(names):,} files, {total / MIB:,.0f} MiB, shard size {args.shard_size}\n")
     print_table(tools, len(names), total, tar_tool, "tar")
     print()

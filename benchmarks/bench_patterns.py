@@ -24,8 +24,8 @@ from pathlib import Path
 
 import regex
 
-from ishard.planning.ekm import MAX_EKM_PATTERNS, parse_ekm
 from ishard.errors import UsageError
+from ishard.planning.ekm import MAX_EKM_PATTERNS, parse_ekm
 from ishard.planning.keys import key_function, sample_key
 
 PATTERNS = (r"^(.*)_\d+\.\w+$", r".*/([^/]+)/[^/]+$")

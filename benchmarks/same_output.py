@@ -19,10 +19,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib.util
-import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
