@@ -264,3 +264,19 @@ def test_a_sample_larger_than_a_frame_spans_frames_that_cat_reads_whole(tmp_path
     assert starts.index(sample.end) - starts.index(sample.start) > 1  # whole frames, several
     ((member, body),) = ishard.read_sample(dst, sample)
     assert member.member == "big.bin" and body == source_bytes(src, "train/big.bin")
+
+
+def test_find_refuses_an_index_the_manifest_names_outside_the_destination(tmp_path):
+    """A manifest edited to name ``../elsewhere.parquet`` as its index: nothing outside DST is
+    read; one line, exit 1."""
+    src = make_tree(tmp_path / "src", TREE)
+    dst = tmp_path / "dst"
+    assert invoke_ishard("shard", src, dst, "--no-progress").returncode == 0
+    (tmp_path / "elsewhere.parquet").write_bytes((dst / "samples.parquet").read_bytes())
+    manifest = json.loads((dst / "manifest.json").read_bytes())
+    manifest["ishard"]["samples_index"]["name"] = "../elsewhere.parquet"
+    (dst / "manifest.json").write_text(json.dumps(manifest))
+    done = invoke_ishard("find", dst, "0001")
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert "names a sample index outside the destination ('../elsewhere.parquet')" in done.stderr
