@@ -280,3 +280,26 @@ def test_find_refuses_an_index_the_manifest_names_outside_the_destination(tmp_pa
     assert done.returncode == 1
     assert done.stdout == ""
     assert "names a sample index outside the destination ('../elsewhere.parquet')" in done.stderr
+
+
+@pytest.mark.parametrize("ext", [".tar", ".tar.zst"])
+def test_cat_refuses_a_shard_changed_since_it_was_indexed(ext, tmp_path):
+    """A shard rewritten in place (its bytes where the index points now another's): ``cat``
+    says so in one line, exit 1, and writes nothing."""
+    src = make_tree(tmp_path / "src", TREE)
+    dst = tmp_path / "dst"
+    done = invoke_ishard("shard", src, dst, "--ext", ext, "--no-progress")
+    assert done.returncode == 0, done.stderr
+    (row,) = [r for r in index_rows(dst) if r["key"] == "0005"][:1]
+    shard = dst / row["shard"]
+    data = bytearray(shard.read_bytes())
+    at = row["frame_offset"] if ext == ".tar.zst" else row["header_offset"]
+    data[at : at + 64] = bytes(64)
+    shard.write_bytes(bytes(data))
+    out = tmp_path / "out"
+    refused = invoke_ishard("cat", dst, "0005", "-o", out)
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("ishard: error: shard ")
+    assert "where the sample index says — run ishard verify on the destination" in refused.stderr
+    assert len(refused.stderr.splitlines()) == 1
+    assert not out.exists()

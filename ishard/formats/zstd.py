@@ -37,9 +37,26 @@ def open_zstd(fileobj: BinaryIO) -> BinaryIO:
     return zstd.ZstdFile(fileobj, "rb")  # type: ignore[return-value]
 
 
-def decompress(data: bytes) -> bytes:
-    """One or more whole frames, decompressed."""
-    return zstd.decompress(data)
+def decompress(data: bytes, size: int) -> bytes:
+    """One or more whole frames that hold ``size`` bytes, decompressed, never more than that.
+
+    Raises:
+        ValueError: they are not whole frames of that many bytes.
+    """
+    out = bytearray()
+    rest = data
+    try:
+        while rest:
+            frame = zstd.ZstdDecompressor()
+            out += frame.decompress(rest, max_length=size - len(out) + 1)
+            if len(out) > size or not frame.eof:
+                raise ValueError("the frames hold more or less than their sample")
+            rest = frame.unused_data
+    except zstd.ZstdError as err:
+        raise ValueError(str(err)) from None
+    if len(out) != size:
+        raise ValueError("the frames hold more or less than their sample")
+    return bytes(out)
 
 
 class SeekableZstdSink:

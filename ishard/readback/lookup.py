@@ -233,8 +233,11 @@ def read_sample(
     if found.frames:
         from ..formats.zstd import decompress
 
-        data = decompress(data)
-        base = found.members[0].header_offset
+        base, last = found.members[0].header_offset, found.members[-1]
+        try:  # the sample's part of the tar stream: headers, data, padding, and no more
+            data = decompress(data, last.data_offset + last.size + (-last.size % BLOCK) - base)
+        except ValueError:
+            data = b""  # told below, as any other bytes that are not the sample
     else:
         base = found.start
     out = []
