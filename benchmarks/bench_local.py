@@ -118,7 +118,7 @@ def plan_tree(p: Params) -> tuple[list[tuple[str, int, int]], bytes]:
     return files, pool
 
 
-def _body(name: str, size: int, offset: int, pool: memoryview) -> list[bytes | memoryview]:
+def file_body(name: str, size: int, offset: int, pool: memoryview) -> list[bytes | memoryview]:
     """A file's bytes: a short header naming the file (so no two files are equal), then pool."""
     if name.endswith(".xml"):
         head = f'<?xml version="1.0"?>\n<annotation><filename>{name}</filename>\n'.encode()
@@ -141,7 +141,7 @@ def generate(data: Path, p: Params) -> None:
             made.add(parent)
         fd = os.open(data / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            for part in _body(name, size, offset, pool):
+            for part in file_body(name, size, offset, pool):
                 view = memoryview(part)
                 while view:
                     view = view[os.write(fd, view) :]
