@@ -47,7 +47,7 @@ def dataset(tmp_path_factory):
     root = tmp_path_factory.mktemp("resume")
     src = make_tree(root / "src", TREE)
     reference = {}
-    for ext in (".tar", ".tgz"):
+    for ext in (".tar", ".tgz", ".tar.zst"):
         done = invoke_ishard("shard", src, root / f"ref{ext}", *COMMON, "--ext", ext)
         assert done.returncode == 0, done.stderr
         reference[ext] = snapshot(root / f"ref{ext}")
@@ -105,9 +105,9 @@ def test_killed_runs_resume_to_exactly_the_uninterrupted_output(dataset, tmp_pat
     whole = time.monotonic() - started
     interrupted = 0
     for trial in range(TRIALS):
-        ext = (".tar", ".tgz")[trial % 2]
-        jobs = ("1", "2")[trial // 2 % 2]
-        recovery = RECOVERIES[trial % 3]
+        ext = (".tar", ".tgz", ".tar.zst")[trial % 3]  # the sample index's offsets and
+        jobs = ("1", "2")[trial // 2 % 2]  # frames resumed from the run records too
+        recovery = RECOVERIES[trial // 3 % 3]
         dst = tmp_path / f"trial{trial}"
         interrupted += kill_at_random(src, dst, whole, rng, "--ext", ext, "--jobs", jobs)
         left = visible(dst)
