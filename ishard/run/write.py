@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import gc
 import itertools
@@ -33,7 +32,6 @@ from ..progress import Progress
 REPORT_EVERY = 4 << 20
 RELAY_EVERY = 0.25  # seconds between progress reports relayed from writer processes
 PR_SET_PDEATHSIG = 1  # prctl(2)
-LOWEST_PRIORITY = 19  # the nice value of work done beside the writers
 ORPHAN_CHECK = 1024  # a writer process checks every this many members that ishard still runs
 # Writer processes are forked, so they inherit the plan, reader and sink factory instead of
 # having them pickled; only Linux's fork is both cheap and safe enough for that.
@@ -157,60 +155,19 @@ def _put_index(shard: ShardPlan, offsets: list[int], open_sink: Callable) -> str
     return name
 
 
-class _Meanwhile:
-    """``steps`` taken in a thread of its own at the lowest priority while the writers work,
-    so they have the CPU first; stopped between two steps when the run stops. An error of
-    its own ends it quietly: the work is done again, and the error told, after the shards."""
-
-    def __init__(self, steps: Callable[[], Iterator[object]]) -> None:
-        self._steps = steps
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ishard-meanwhile", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        with contextlib.suppress(OSError, AttributeError):  # Linux: a thread's own nice value
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LOWEST_PRIORITY)
-        try:
-            for _ in self._steps():
-                if self._stop.is_set():
-                    return
-        except Exception:  # noqa: BLE001 - see the class
-            return
-
-    def end(self, stop: bool) -> None:
-        """Wait for the steps (told to stop first with ``stop``), a tick at a time.
-
-        Raises:
-            Interrupted: a stop signal came while waiting.
-        """
-        if stop:
-            self._stop.set()
-        while self._thread.is_alive():
-            self._thread.join(signals.TICK)
-            if not stop and signals.stopping():
-                self._stop.set()
-                self._thread.join()
-                raise Interrupted(signals.received(), signals.name())
-
-
-def _collect_with(
-    futures: list[Future],
-    cancel: Callable[[], None],
-    meanwhile: Callable[[], Iterator[object]] | None,
-) -> list[ShardResult]:
-    """``_collect``, with ``meanwhile``'s steps taken beside the writers, and ended with them
-    (waited for when all went well)."""
-    beside = _Meanwhile(meanwhile) if meanwhile is not None else None
+def _meanwhile(steps: Callable[[], Iterator[object]] | None, futures: list[Future]) -> None:
+    """Take ``steps`` one after another while the writers work, until they end, a writer
+    fails or a stop signal comes (``_collect`` then deals with it)."""
+    if steps is None:
+        return
     try:
-        results = _collect(futures, cancel)
-    except BaseException:
-        if beside is not None:
-            beside.end(stop=True)
-        raise
-    if beside is not None:
-        beside.end(stop=False)
-    return results
+        for _ in steps():
+            if signals.stopping() or any(
+                f.done() and not f.cancelled() and f.exception() is not None for f in futures
+            ):
+                return
+    except Exception:  # noqa: BLE001 - done again, and told, after the shards
+        return
 
 
 def _collect(futures: list[Future], cancel: Callable[[], None]) -> list[ShardResult]:
@@ -262,9 +219,10 @@ def write_shards(
     meanwhile: Callable[[], Iterator[object]] | None = None,
 ) -> list[ShardResult]:
     """Write every shard (``jobs`` at a time); results come back in plan order.
-    ``meanwhile``'s steps run in a thread of their own at the lowest priority once the writers
-    have started (forked), while they write: work the run needs next (the sample index's plan
-    rows), optional work done early (see ``_Meanwhile``).
+    ``meanwhile``'s steps run in the calling thread once the writers have started (forked),
+    while they write: work the run needs next (the sample index's plan rows). Between steps
+    the run looks for a failure or a stop signal; an error of its own is left for the caller
+    to meet again (``meanwhile`` is optional work done early).
 
     With ``processes`` (for CPU-bound work: local to local, compression) and more than one job,
     the writers are forked processes, each writing whole shards, so they run beside each other
@@ -292,10 +250,11 @@ def write_shards(
     ):
         try:
             futures = [pool.submit(write, i) for i in range(len(shards))]
+            _meanwhile(meanwhile, futures)
         except BaseException:  # Ctrl-C while submitting: the pool must not finish the rest
             cancel.set()
             raise
-        return _collect_with(futures, cancel.set, meanwhile)
+        return _collect(futures, cancel.set)
 
 
 class _ChildCancel:
@@ -417,10 +376,11 @@ def _write_in_processes(
                 relay_thread.start()  # after the fork: the writers inherit no extra thread
                 for f in futures:
                     f.add_done_callback(finished)
+                _meanwhile(meanwhile, futures)  # after the fork: the writers inherit none of it
             except BaseException:  # Ctrl-C while submitting: the pool must not finish the rest
                 cancel()
                 raise
-            return _collect_with(futures, cancel, meanwhile)  # after the fork: no thread inherited
+            return _collect(futures, cancel)
     finally:
         gc.unfreeze()
         _RUNS.pop(token, None)
