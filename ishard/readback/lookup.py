@@ -23,7 +23,7 @@ from ..checksums import digest_of, split
 from ..errors import DataError, UsageError
 from ..formats.registry import read_as
 from ..run.manifest import MANIFEST_NAME, read_manifest
-from ..run.sampleindex import fetch_index
+from ..run.sampleindex import check_index, fetch_index
 from ..store import Location, parse_storage_options, resolve
 from .archive import contents, damage_as_error
 
@@ -132,11 +132,7 @@ def _index_file(location: Location, index: Mapping) -> Iterator[str]:
             size = os.fstat(fd).st_size
             with open(fd, "rb", closefd=False) as f:
                 digest = digest_of(f, split(index["checksum"])[0])
-            if size != index["bytes"] or digest != index["checksum"]:
-                raise DataError(
-                    f"{location.child(index['name'])!r} is not the sample index the manifest "
-                    "names (another size or checksum) — run ishard verify on the destination"
-                )
+            check_index(location, index, index["name"], size, digest)
             yield f"/proc/self/fd/{fd}"
         finally:
             os.close(fd)

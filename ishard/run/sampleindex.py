@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ..checksums import digest_of, hasher, split
+from ..checksums import digest_of, hasher, split, tagged
 from ..errors import DataError, IshardError, WriteError
 from ..model import ShardResult
 from ..planning.growth import (
@@ -289,7 +289,7 @@ def fetch_index(dest: Location, record: Mapping, folder: str, name: str = INDEX_
         DataError: it is missing, or not that index.
     """
     path = os.path.join(folder, "held.parquet")
-    algorithm, expected = split(record["checksum"])
+    algorithm = split(record["checksum"])[0]
     digest = hasher(algorithm)
     size = 0
     try:
@@ -307,9 +307,19 @@ def fetch_index(dest: Location, record: Mapping, folder: str, name: str = INDEX_
         raise
     except Exception as err:  # noqa: BLE001 - a store's error, translated once
         raise dest.error(err, "destination") from None
-    if size != record["bytes"] or digest.hexdigest() != expected:
+    check_index(dest, record, name, size, tagged(algorithm, digest.hexdigest()))
+    return path
+
+
+def check_index(dest: Location, record: Mapping, name: str, size: int, checksum: str) -> None:
+    """Is the index file ``name`` (of ``size`` bytes, ``checksum`` as ``algorithm:hex``) the
+    one the manifest's ``record`` names?
+
+    Raises:
+        DataError: another size or checksum.
+    """
+    if size != record["bytes"] or checksum != record["checksum"]:
         raise DataError(
             f"{dest.child(name)!r} is not the sample index the manifest names (another size "
             "or checksum) — run ishard verify on the destination"
         )
-    return path
