@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from .model import Tally
 
@@ -103,3 +104,10 @@ def wds_split(name: str) -> tuple[str, str]:
     a basename with no dot gives (name, "")."""
     dot = name.find(".", name.rfind("/") + 1)
     return (name, "") if dot < 0 else (name[:dot], name[dot + 1 :])
+
+
+def sample_members(keys: Iterable[str], names: Iterable[str]) -> list[str]:
+    """Files ``names`` named by their samples' ``keys``: ``<key>.<extension>``, the extension
+    as ``wds_split`` takes it (what ``--member-names sample`` writes); a list built in one
+    pass, without a call a name (it names every file of a plan)."""
+    return [k + "." + n.rpartition("/")[2].partition(".")[2] for k, n in zip(keys, names)]

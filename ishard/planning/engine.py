@@ -46,14 +46,15 @@ class Fallback(Exception):
     """The engine does not take this inventory as it is: read it row by row."""
 
 
-def connect(spill: str, memory_limit: int):
+def connect(spill: str, memory_limit: int, threads: int | None = None):
     """A DuckDB connection of its own, holding up to ``memory_limit`` bytes and spilling the
-    rest to ``spill`` (a private folder), insertion order kept."""
+    rest to ``spill`` (a private folder), insertion order kept; ``threads`` (default: one a
+    core, up to 8)."""
     import duckdb
 
     con = duckdb.connect(
         config={
-            "threads": max(1, min(os.cpu_count() or 1, 8)),
+            "threads": threads or max(1, min(os.cpu_count() or 1, 8)),
             "memory_limit": f"{max(memory_limit, LEAST_MEMORY_LIMIT) >> 20}MiB",
             "temp_directory": spill,
             "preserve_insertion_order": True,

@@ -55,14 +55,14 @@ class Held:
 
 @contextmanager
 def private_engine(
-    tmp_dir: str | None, memory_limit: int = MEMORY_LIMIT
+    tmp_dir: str | None, memory_limit: int = MEMORY_LIMIT, threads: int | None = None
 ) -> Iterator[tuple[Any, str]]:
     """A column engine of its own with a private folder in ``tmp_dir`` (its spills and any
     file made with it): the connection and the folder, both gone at the end."""
     folder = tempfile.mkdtemp(prefix="ishard-", dir=tmp_dir)
     con = None
     try:
-        con = connect(folder, memory_limit)
+        con = connect(folder, memory_limit, threads)
         yield con, folder
     finally:
         if con is not None:

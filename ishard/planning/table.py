@@ -9,7 +9,7 @@ from itertools import islice
 from typing import Any
 
 from ..model import FileEntry, Sample, ShardPlan
-from ..names import wds_split
+from ..names import sample_members
 from .handover import NOTHING, Handover, ReaderFindings
 from .namecolumn import CHUNK, Names
 
@@ -253,7 +253,7 @@ class SampleTable:
         columns = [names, sizes.tolist(), mtimes.tolist()]
         if rename:
             each = (k for k, count in zip(keys, counts) for _ in range(count))
-            columns.append([f"{k}.{wds_split(n)[1]}" for k, n in zip(each, names)])
+            columns.append(sample_members(each, names))
         entries = list(map(FileEntry, *columns))
         out, at = [], 0
         for i, key, count in zip(indices, keys, counts):
@@ -272,7 +272,7 @@ class SampleTable:
         found, counts = self.rows(indices)
         names = files.names.take(found.tolist())
         keys = np.repeat(np.array(self.keys.take(indices), dtype=object), counts)
-        members = [f"{k}.{wds_split(n)[1]}" for k, n in zip(keys, names)] if rename else names
+        members = sample_members(keys, names) if rename else names
         return {
             "key": keys,
             "member": np.array(members, dtype=object),

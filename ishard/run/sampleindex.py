@@ -33,6 +33,12 @@ INDEX_NAME = "samples.parquet"
 BATCH_ROWS = 1 << 18  # members put into the engine at a time
 COPY_CHUNK = 1 << 20  # bytes of the finished file copied to the destination at a time
 INDEX_CHECKSUM = "xxh128"
+# Parquet format 2 (delta-encoded offsets and names), zstd at level 1 and no dictionaries: as
+# small as level 3 with them, in two thirds of the time (docs/performance.md)
+PARQUET_OPTIONS = (
+    "FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL 1, PARQUET_VERSION V2, "
+    "ROW_GROUP_SIZE 122880, DICTIONARY_SIZE_LIMIT 1"
+)
 
 
 PLAN_COLUMNS = ("key", "shard", "member", "source", "size", "mtime")  # the plan's part of a row
@@ -63,22 +69,25 @@ def plan_rows(shards: ShardList) -> Iterator[dict[str, Any]]:
 def layout_rows(results: Sequence[ShardResult], counts: Sequence[int]) -> Iterator[dict[str, Any]]:
     """The writers' part of the index rows (``LAYOUT_COLUMNS``) of every shard, in plan order:
     what each reported in ``ShardResult.offsets`` and ``frames`` (``counts``: each shard's
-    members), a batch of about ``BATCH_ROWS`` members at a time."""
+    members), a batch of about ``BATCH_ROWS`` members at a time; without the frame columns
+    when no shard has frames (they are then null)."""
+    seekable = any(r.frames is not None for r in results)
+    names = LAYOUT_COLUMNS if seekable else LAYOUT_COLUMNS[:2]
     pending: list[dict[str, Any]] = []
     held = 0
     for result, count in zip(results, counts):
-        pending.append(_layout_columns(result, count))
+        pending.append(_layout_columns(result, count, seekable))
         held += count
         if held >= BATCH_ROWS:
-            yield _joined(pending, LAYOUT_COLUMNS)
+            yield _joined(pending, names)
             pending, held = [], 0
     if pending:
-        yield _joined(pending, LAYOUT_COLUMNS)
+        yield _joined(pending, names)
 
 
-def _layout_columns(result: ShardResult, count: int) -> dict[str, Any]:
+def _layout_columns(result: ShardResult, count: int, seekable: bool) -> dict[str, Any]:
     """A shard's offset columns from its writer's report: each member's header and data
-    offsets, and the frames of its sample (none but in a seekable shard)."""
+    offsets, and (``seekable``) the frames of its sample, null where it reported none."""
     import numpy as np
 
     if result.offsets is None or len(result.offsets) != 16 * count:
@@ -88,6 +97,8 @@ def _layout_columns(result: ShardResult, count: int) -> dict[str, Any]:
         )
     pairs = np.frombuffer(result.offsets, dtype="<i8").reshape(count, 2)
     columns: dict[str, Any] = {"header_offset": pairs[:, 0], "data_offset": pairs[:, 1]}
+    if not seekable:
+        return columns
     if result.frames is None:
         nothing = np.full(count, None, dtype=object)
         return {**columns, "frame_offset": nothing, "frame_size": nothing}
@@ -118,7 +129,9 @@ class IndexWriter:
 
     def _open(self) -> tuple[Any, str]:
         if self._opened is None:
-            self._opened = self._engine.enter_context(private_engine(*self._args))
+            # one thread: the writers have the cores while the plan's rows go in, and the
+            # file is written by one (row groups compressed in parallel vary in bytes)
+            self._opened = self._engine.enter_context(private_engine(*self._args, threads=1))
         return self._opened
 
     def prepare(self) -> Iterator[None]:
@@ -154,12 +167,16 @@ class IndexWriter:
         con.execute(f"CREATE OR REPLACE TABLE layout ({columns})")
         for batch in layout_rows(results, self._shards.file_counts):
             insert_rows(con, "layout", batch)
+        joined = "(SELECT * FROM planned POSITIONAL JOIN layout)"
+        if earlier is None:  # the file straight from the two tables
+            count = sum(self._shards.file_counts)
+            return _publish(con, folder, dest, joined, count, ("planned", "layout"), **publish)
         create_index_table(con, "samples")
         _insert_earlier(con, earlier, dropped)
-        con.execute("INSERT INTO samples SELECT * FROM planned POSITIONAL JOIN layout")
+        con.execute(f"INSERT INTO samples SELECT * FROM {joined}")
         con.execute("DROP TABLE planned")
         con.execute("DROP TABLE layout")
-        return _publish(con, folder, dest, **publish)
+        return _publish(con, folder, dest, "samples", None, ("samples",), **publish)
 
     def close(self) -> None:
         """Close the engine and remove its folder."""
@@ -197,29 +214,32 @@ def write_index(
         _insert_earlier(con, earlier, dropped)
         for batch in rows:
             insert_rows(con, "samples", batch)
-        return _publish(con, folder, dest, **publish)
+        return _publish(con, folder, dest, "samples", None, ("samples",), **publish)
 
 
 def _publish(
     con: Any,
     folder: str,
     dest: Location,
+    rows: str,
+    count: int | None,
+    tables: Sequence[str],
     *,
     retrier: Retrier,
     cleanup: Retrier,
     part_size: int,
     guard: Guard | None = None,
 ) -> dict:
-    """Write table ``samples`` to Parquet in ``folder``, then to ``DST/samples.parquet``; its
-    record for the manifest."""
-    (count,) = con.execute("SELECT count(*) FROM samples").fetchone()
+    """Write ``rows`` (a table, or a query in parentheses, of ``count`` rows: None to count
+    them) to Parquet in ``folder``, drop the ``tables`` it was made of, then put the file in
+    ``DST/samples.parquet``; its record for the manifest."""
+    if count is None:
+        (count,) = con.execute(f"SELECT count(*) FROM {rows}").fetchall()[0]
     path = os.path.join(folder, INDEX_NAME)
     con.execute("SET threads = 1")  # row groups compressed in parallel vary in bytes
-    con.execute(
-        f"COPY samples TO '{path}' (FORMAT parquet, COMPRESSION zstd, PARQUET_VERSION V2, "
-        "ROW_GROUP_SIZE 122880)"
-    )
-    con.execute("DROP TABLE samples")
+    con.execute(f"COPY {rows} TO '{path}' ({PARQUET_OPTIONS})")
+    for table in tables:  # their memory is not held while the file is sent
+        con.execute(f"DROP TABLE {table}")
     size = os.path.getsize(path)
     with open(path, "rb") as written:
         checksum = digest_of(written, INDEX_CHECKSUM)
