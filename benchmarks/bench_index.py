@@ -68,21 +68,39 @@ MEMBERS_PER_SHARD = 1_000  # part 2: two members a sample, so 500 samples a shar
 CLASSES = 1_000  # part 2: ImageNet's class count
 BLOCK = 512
 
-# Runs ishard's command line with the index's last step timed (IndexWriter.write: what is
-# left once the shards are written; the plan rows went in while they were): its seconds go to
-# the file named by $BENCH_INDEX_TIMES (one line a call). Only for the extra runs.
+# Runs ishard's command line with the index's two steps timed: IndexWriter.prepare (the plan's
+# rows put into the engine, loading it first, while the shards are written: the CPU seconds of
+# the run's thread in its steps) and IndexWriter.write (what is left once the shards are
+# written). Lines "prepare CPU" and "write WALL" go to the file named by $BENCH_INDEX_TIMES.
+# Only for the extra runs.
 TIMED_WRITE_INDEX = """\
 import os, sys, time
 from ishard.run.sampleindex import IndexWriter
-inner = IndexWriter.write
+inner_write, inner_prepare = IndexWriter.write, IndexWriter.prepare
+def tell(line):
+    with open(os.environ["BENCH_INDEX_TIMES"], "a") as f:
+        f.write(line + "\\n")
 def write(*args, **kwargs):
     began = time.perf_counter()
     try:
-        return inner(*args, **kwargs)
+        return inner_write(*args, **kwargs)
     finally:
-        with open(os.environ["BENCH_INDEX_TIMES"], "a") as f:
-            f.write(f"{time.perf_counter() - began}\\n")
-IndexWriter.write = write
+        tell(f"write {time.perf_counter() - began}")
+def prepare(self):
+    cpu, steps = 0.0, inner_prepare(self)
+    try:
+        while True:
+            began = time.thread_time()
+            try:
+                next(steps)
+            except StopIteration:
+                return
+            finally:
+                cpu += time.thread_time() - began
+            yield
+    finally:
+        tell(f"prepare {cpu}")
+IndexWriter.write, IndexWriter.prepare = write, prepare
 from ishard.cli import main
 main(sys.argv[1:])
 """
@@ -173,7 +191,7 @@ def part_shard(args: argparse.Namespace) -> None:
     tell_other_cpu(other_before, wall_before)
 
     # The index's own time, from inside the process (not the timed runs: an extra wrapper).
-    inside: list[tuple[float, float]] = []
+    inside: list[tuple[float, float, float]] = []
     times_file = work / "write_index.times"
     for _ in range(args.inner_runs):
         clear(shards)
@@ -186,7 +204,9 @@ def part_shard(args: argparse.Namespace) -> None:
             stderr=subprocess.DEVNULL,
             env={**os.environ, "BENCH_INDEX_TIMES": str(times_file)},
         )
-        inside.append((float(times_file.read_text().split()[0]), time.perf_counter() - began))
+        told = dict(line.split() for line in times_file.read_text().splitlines())
+        run = time.perf_counter() - began
+        inside.append((float(told["prepare"]), float(told["write"]), run))
     clear(shards)
 
     print(f"\n{len(sizes):,} files, {total / MIB:,.0f} MiB, shard size {args.shard_size}\n")
@@ -197,10 +217,13 @@ def part_shard(args: argparse.Namespace) -> None:
         f"({index_bytes / len(sizes):.1f} B a member; tar headers {BLOCK * len(sizes):,} B, "
         f"manifest {manifest_bytes:,} B)"
     )
-    spent = [w for w, _ in inside]
+    spent = [w for _, w, _ in inside]
     print(
-        f"IndexWriter.write inside the process ({args.inner_runs} runs): "
-        + ", ".join(f"{w:.3f} s of {run:.2f} s" for w, run in inside)
+        f"inside the process ({args.inner_runs} runs): IndexWriter.prepare, beside the "
+        "writers, "
+        + ", ".join(f"{p:.3f}" for p, _, _ in inside)
+        + " CPU s; IndexWriter.write, after them, "
+        + ", ".join(f"{w:.3f} s of {run:.2f} s" for _, w, run in inside)
         + f"; median {statistics.median(spent):.3f} s = "
         f"{statistics.median(spent) / without.median:.1%} of the no-index run's median"
     )

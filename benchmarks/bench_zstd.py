@@ -2,8 +2,14 @@
 """Seekable ``.tar.zst`` shards: writing them against ``tar -cf - | zstd -3 -T0``, and reading
 one sample back out of a 1 GiB shard.
 
-Part 1 shards bench_local.py's ImageNet-like tree (the same generator, parameters and default
-location under the temp dir: made once, reused after) with ``ishard shard --ext .tar.zst
+Both parts use a copy of bench_local.py's ImageNet-like tree (the same generator, parameters
+and default location under the temp dir: made once, reused after) whose files keep their
+names, sizes and headers but draw their bodies' bytes on their own, as photos do: bench_local's
+bodies are slices of one 16 MiB random pool, which one zstd stream finds again across files
+(a compression no real dataset of images offers and per-sample frames cannot have);
+``--pool-bodies`` runs on bench_local's tree as it is.
+
+Part 1 shards the tree with ``ishard shard --ext .tar.zst
 --compress-level 3`` and bench_local's other options (``--shard-size 512MiB --overwrite
 --no-progress --member-names original``), against GNU tar piped into the zstd command at the
 same level on every core (the reference: one frame stream, no per-sample frames, no seek
@@ -25,7 +31,7 @@ compared with its source file.
     python benchmarks/bench_zstd.py --rounds 3 --reads 200 --read-rounds 5
     python benchmarks/bench_zstd.py --skip-write       # part 2 only
     python benchmarks/bench_zstd.py --profile          # also profile read_sample (part 2)
-    python benchmarks/bench_zstd.py --fresh-bodies --skip-read   # on files that share no bytes
+    python benchmarks/bench_zstd.py --pool-bodies --skip-read    # on bench_local's tree as it is
 """
 
 from __future__ import annotations
@@ -290,8 +296,8 @@ def part_read(args, data: Path, sizes: dict[str, int], work: Path) -> None:
             raw = os.pread(fd, f.end - f.start, f.start)
         finally:
             os.close(fd)
-        plain = decompress(raw)
-        base = f.members[0].header_offset
+        base, last = f.members[0].header_offset, f.members[-1]
+        plain = decompress(raw, last.data_offset + last.size + (-last.size % 512) - base)
         return [plain[m.data_offset - base : m.data_offset - base + m.size] for m in f.members]
 
     wrong = 0
@@ -384,10 +390,10 @@ def main() -> None:
     ap.add_argument("--skip-read", action="store_true", help="skip part 2")
     ap.add_argument("--profile", action="store_true", help="profile read_sample (part 2)")
     ap.add_argument(
-        "--fresh-bodies",
+        "--pool-bodies",
         action="store_true",
-        help="use a copy of the tree whose files share no bytes (as real JPEGs): every body "
-        "its own random bytes instead of a slice of the 16 MiB pool",
+        help="use bench_local's tree as it is, its bodies slices of one 16 MiB random pool "
+        "(default: a copy whose files share no bytes, as photos: each body its own bytes)",
     )
     args = ap.parse_args()
     for tool in ("tar", "zstd"):
@@ -397,7 +403,7 @@ def main() -> None:
     print(machine_line())
     print(f"data: {data}")
     ensure_data(data, data.with_name(data.name + ".bench.json"), p)
-    if args.fresh_bodies:
+    if not args.pool_bodies:
         data = fresh_tree(data, p)
         print(f"data: {data} (the same names and sizes, each body its own random bytes)")
     started = time.perf_counter()
