@@ -303,3 +303,18 @@ def test_cat_refuses_a_shard_changed_since_it_was_indexed(ext, tmp_path):
     assert "where the sample index says — run ishard verify on the destination" in refused.stderr
     assert len(refused.stderr.splitlines()) == 1
     assert not out.exists()
+
+
+def test_the_index_is_written_through_a_tmp_dir_whose_name_holds_a_quote(tmp_path):
+    """The engine's folder (under ``--tmp-dir``) is named in the SQL that writes the file: a
+    quote in it must be written as one, not end the string."""
+    src = make_tree(tmp_path / "src", TREE)
+    tmp = tmp_path / "it's tmp"
+    tmp.mkdir()
+    dst = tmp_path / "dst"
+    done = invoke_ishard("shard", src, dst, "--tmp-dir", tmp, "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert sorted({row["key"] for row in index_rows(dst)}) == sorted(
+        {name.rsplit("/", 1)[1].split(".")[0] for name in TREE}
+    )
+    assert list(tmp.iterdir()) == []  # the engine's folder went with the run
