@@ -137,8 +137,12 @@ def write_with_dask(
     progress: Progress,
     client: Any = None,
     cleanup: Callable[[list[str]], object] | None = None,
+    meanwhile: Callable[[], Iterator[object]] | None = None,
 ) -> list[ShardResult]:
     """Run ``task(shard, cancel)`` for every shard on Dask workers; results in plan order.
+    ``meanwhile``'s steps are taken while the client waits for the workers, one between two
+    looks at the shards in flight (work the run needs next; one that fails is left for its
+    owner to meet again after the shards).
 
     ``client`` is the run's (``dask_client``); without one, one is opened here. Without
     ``scheduler`` a local cluster of ``workers`` processes (one thread each) is started
@@ -162,12 +166,14 @@ def write_with_dask(
     if client is None:
         with dask_client(scheduler, workers) as own:
             return write_with_dask(shards, task, scheduler=scheduler, workers=workers,
-                                   progress=progress, client=own, cleanup=cleanup)  # fmt: skip
+                                   progress=progress, client=own, cleanup=cleanup,
+                                   meanwhile=meanwhile)  # fmt: skip
     cluster = getattr(client, "cluster", None)
     where = str(scheduler or getattr(cluster, "scheduler_address", ""))
     with signals.deferred():
         results = _gather(client, shards, task, _window(client, scheduler, workers), progress,
-                          _Workers(client, where, own=scheduler is None))  # fmt: skip
+                          _Workers(client, where, own=scheduler is None),
+                          meanwhile() if meanwhile is not None else None)  # fmt: skip
     if cleanup is not None:
         cleanup([r.name for r in results])
     return results
@@ -180,8 +186,10 @@ def _gather(
     window: int,
     progress: Progress,
     watch: _Workers,
+    steps: Iterator[object] | None,
 ) -> list[ShardResult]:
-    """Submit a window of shards at a time and collect their results, a tick at a time."""
+    """Submit a window of shards at a time and collect their results, a tick at a time; while
+    none has finished, take one of ``steps`` instead of waiting."""
     name = f"ishard-cancel-{uuid.uuid4().hex}"
     cancel = DaskCancel(name)
     results: list[ShardResult | None] = [None] * len(shards)
@@ -204,7 +212,10 @@ def _gather(
             finished = [f for f in waiting if f.done()]
             if not finished:
                 watch.check(len(shards) - written)
-                _wait_any(list(waiting))
+                if steps is not None:
+                    steps = _step(steps)
+                else:
+                    _wait_any(list(waiting))
             for future in finished:
                 result = _result(future)
                 if result is None:
@@ -248,6 +259,18 @@ def _result(future) -> ShardResult | None:
         f"the Dask scheduler dropped a shard's task ({future.status}) — complete shards were "
         "kept: run again with --resume"
     )
+
+
+def _step(steps: Iterator[object]) -> Iterator[object] | None:
+    """Take one of ``steps``; None once they are done, or failed (their owner does the work
+    again, and tells what failed, after the shards)."""
+    try:
+        next(steps)
+    except StopIteration:
+        return None
+    except Exception:  # noqa: BLE001 - met again after the shards
+        return None
+    return steps
 
 
 def _wait_any(futures: list) -> None:

@@ -313,7 +313,7 @@ def _write(
 ) -> list[ShardResult]:
     """Write ``shards`` with the chosen executor (``client``: Dask's, connected before DST
     was claimed); results in their order. The sample index's plan rows go into its engine
-    meanwhile (not beside Dask: its client is busy feeding the cluster)."""
+    meanwhile."""
     if opts.executor == "dask":
         lease = guard.for_workers() if guard is not None else None
         task = functools.partial(
@@ -327,6 +327,7 @@ def _write(
             progress=progress,
             client=client,
             cleanup=functools.partial(remove_leftovers, dest, retrier),
+            meanwhile=index_writer.prepare if index_writer is not None else None,
         )
     reader, sink_for, settings = _writer_parts(source, dest, opts, retrier, progress.notice, guard)
     try:
