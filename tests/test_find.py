@@ -318,3 +318,23 @@ def test_the_index_is_written_through_a_tmp_dir_whose_name_holds_a_quote(tmp_pat
         {name.rsplit("/", 1)[1].split(".")[0] for name in TREE}
     )
     assert list(tmp.iterdir()) == []  # the engine's folder went with the run
+
+
+def test_rows_put_in_a_few_at_a_time_give_the_same_index(tmp_path, monkeypatch):
+    """The plan's rows and the writers' offsets reach the engine a batch of whole shards at a
+    time; batches of one or two shards (many of them, both kinds, frames included) give the
+    very file one batch gives."""
+    from ishard.run import sampleindex
+
+    src = make_tree(tmp_path / "src", TREE)
+    files = {}
+    for batch in (sampleindex.BATCH_ROWS, 4):
+        monkeypatch.setattr(sampleindex, "BATCH_ROWS", batch)
+        dst = tmp_path / f"dst-{batch}"
+        args = ("shard", src, dst, "--ext", ".tar.zst", "--shard-size", "20KiB", "--no-progress")
+        done = invoke_ishard(*args)
+        assert done.returncode == 0, done.stderr
+        assert len(shard_files(dst)) > 3
+        files[batch] = (dst / "samples.parquet").read_bytes()
+    assert len(set(files.values())) == 1
+    assert len(index_rows(tmp_path / "dst-4")) == len(TREE)

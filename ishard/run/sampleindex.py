@@ -51,20 +51,15 @@ def plan_rows(shards: ShardList) -> Iterator[dict[str, Any]]:
     batch of about ``BATCH_ROWS`` members at a time (a shard is never split)."""
     import numpy as np
 
-    pending: list[dict[str, Any]] = []
-    held = 0
-    for index in range(len(shards)):
-        table, samples = shards.part(index)
-        columns = table.member_columns(samples, shards.rename)
-        count = len(columns["key"])
-        columns["shard"] = np.full(count, shards.names[index], dtype=object)
-        pending.append(columns)
-        held += count
-        if held >= BATCH_ROWS:
-            yield _joined(pending, PLAN_COLUMNS)
-            pending, held = [], 0
-    if pending:
-        yield _joined(pending, PLAN_COLUMNS)
+    def each_shard() -> Iterator[dict[str, Any]]:
+        for index in range(len(shards)):
+            table, samples = shards.part(index)
+            columns = table.member_columns(samples, shards.rename)
+            count = len(columns["key"])
+            columns["shard"] = np.full(count, shards.names[index], dtype=object)
+            yield columns
+
+    return _batched(each_shard(), PLAN_COLUMNS)
 
 
 def layout_rows(results: Sequence[ShardResult], counts: Sequence[int]) -> Iterator[dict[str, Any]]:
@@ -73,12 +68,20 @@ def layout_rows(results: Sequence[ShardResult], counts: Sequence[int]) -> Iterat
     members), a batch of about ``BATCH_ROWS`` members at a time; without the frame columns
     when no shard has frames (they are then null)."""
     seekable = any(r.frames is not None for r in results)
-    names = LAYOUT_COLUMNS if seekable else LAYOUT_COLUMNS[:2]
+    return _batched(
+        (_layout_columns(r, count, seekable) for r, count in zip(results, counts)),
+        LAYOUT_COLUMNS if seekable else LAYOUT_COLUMNS[:2],
+    )
+
+
+def _batched(parts: Iterable[dict[str, Any]], names: Sequence[str]) -> Iterator[dict[str, Any]]:
+    """Columns ``names`` of ``parts`` (a shard's each) joined into batches of about
+    ``BATCH_ROWS`` rows, whole parts each."""
     pending: list[dict[str, Any]] = []
     held = 0
-    for result, count in zip(results, counts):
-        pending.append(_layout_columns(result, count, seekable))
-        held += count
+    for part in parts:
+        pending.append(part)
+        held += len(part[names[0]])
         if held >= BATCH_ROWS:
             yield _joined(pending, names)
             pending, held = [], 0
