@@ -18,6 +18,7 @@ from .. import signals
 from ..errors import Interrupted, IshardError, UsageError, WriteError
 from ..model import ShardPlan, ShardResult
 from ..progress import Progress
+from .write import take_step
 
 CONNECT_SECONDS = 20
 NO_WORKERS_SECONDS = 10.0  # a cluster without workers this long fails the run (see _Workers)
@@ -213,7 +214,7 @@ def _gather(
             if not finished:
                 watch.check(len(shards) - written)
                 if steps is not None:
-                    steps = _step(steps)
+                    steps = take_step(steps)
                 else:
                     _wait_any(list(waiting))
             for future in finished:
@@ -259,18 +260,6 @@ def _result(future) -> ShardResult | None:
         f"the Dask scheduler dropped a shard's task ({future.status}) — complete shards were "
         "kept: run again with --resume"
     )
-
-
-def _step(steps: Iterator[object]) -> Iterator[object] | None:
-    """Take one of ``steps``; None once they are done, or failed (their owner does the work
-    again, and tells what failed, after the shards)."""
-    try:
-        next(steps)
-    except StopIteration:
-        return None
-    except Exception:  # noqa: BLE001 - met again after the shards
-        return None
-    return steps
 
 
 def _wait_any(futures: list) -> None:

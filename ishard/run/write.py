@@ -155,19 +155,31 @@ def _put_index(shard: ShardPlan, offsets: list[int], open_sink: Callable) -> str
     return name
 
 
+def take_step(steps: Iterator[object]) -> Iterator[object] | None:
+    """Take one of ``steps`` (work done while the shards are written); None once they are
+    done, or one failed (their owner does the work again, and tells what failed, after the
+    shards)."""
+    try:
+        next(steps)
+    except StopIteration:
+        return None
+    except Exception:  # noqa: BLE001 - met again after the shards
+        return None
+    return steps
+
+
 def _meanwhile(steps: Callable[[], Iterator[object]] | None, futures: list[Future]) -> None:
     """Take ``steps`` one after another while the writers work, until they end, a writer
     fails or a stop signal comes (``_collect`` then deals with it)."""
     if steps is None:
         return
-    try:
-        for _ in steps():
-            if signals.stopping() or any(
-                f.done() and not f.cancelled() and f.exception() is not None for f in futures
-            ):
-                return
-    except Exception:  # noqa: BLE001 - done again, and told, after the shards
-        return
+    taking: Iterator[object] | None = steps()
+    while taking is not None:
+        taking = take_step(taking)
+        if signals.stopping() or any(
+            f.done() and not f.cancelled() and f.exception() is not None for f in futures
+        ):
+            return
 
 
 def _collect(futures: list[Future], cancel: Callable[[], None]) -> list[ShardResult]:
