@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
@@ -16,7 +17,9 @@ if TYPE_CHECKING:
     from ..model import Tally
     from .retry import Retrier
 
-Role = Literal["source", "destination", "archive", "--src-list"]
+# whose bytes a store was used for: only a destination is written, every other role is read
+# (``dataset``: a finished run's manifest, index and shards, read back)
+Role = Literal["source", "destination", "archive", "--src-list", "dataset"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +103,12 @@ class Refused(Exception):
 
 class NotRegular(OSError):
     """A name that holds something other than a regular file (a link, a FIFO, a directory),
-    which is never read."""
+    which is never read: ``strerror`` says what it is (``a FIFO``), ``filename`` names it."""
+
+    @classmethod
+    def named(cls, what: str, name: str | None) -> NotRegular:
+        """``what`` (``a FIFO``) found under ``name`` (None: the store's root)."""
+        return cls(errno.EINVAL, what, name) if name else cls(errno.EINVAL, what)
 
 
 class Unconditional(Exception):
@@ -405,7 +413,7 @@ def storage_error(
     kind: str, err: BaseException, where: str, role: str, reached: Reached = Reached()
 ) -> IshardError:
     """The message for a failure of ``kind`` (see :meth:`Store.classify`)."""
-    failure = SourceError if role == "source" else WriteError
+    failure = WriteError if role == "destination" else SourceError
     which = CREDENTIALS.get(reached.scheme, "the credentials (--storage-option)")
     token = (
         f"; a session token is set ({reached.token}): check it, or unset it if the keys need none"
@@ -414,10 +422,10 @@ def storage_error(
     )
     answer = f" ({reached.answer})" if reached.answer else ""
     if kind == "missing":
-        return UsageError(
-            f"{role} {where!r} does not exist (no such bucket or path) — create "
-            "it first or fix the URL"
+        fix = (
+            "create it first or fix the URL" if role in ("source", "destination") else "fix the URL"
         )
+        return UsageError(f"{role} {where!r} does not exist (no such bucket or path) — {fix}")
     if kind == "denied":
         return failure(
             f"access to {role} {where!r} was denied{answer} — check the credentials ({which}) "
