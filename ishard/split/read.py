@@ -31,7 +31,7 @@ class ReadSample(NamedTuple):
 
 
 def read_manifest(
-    url: str, storage_options: dict | None = None, endpoint_url: str | None = None
+    url: str, storage_options=None, endpoint_url: str | None = None
 ) -> tuple[list[str], list[int], str]:
     """Shard URLs (next to the manifest), samples per shard and the key pattern used.
 

@@ -213,6 +213,10 @@ class Store(ABC):
             self.has_objects("")
         except FileNotFoundError:
             return False
+        except Exception as err:  # a client's own error for a missing bucket (a 404 listing)
+            if self.classify(err) == "missing":
+                return False
+            raise
         return True
 
     def within(self, prefix: str, other: Store, other_prefix: str) -> bool:
