@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO, Literal, Protocol
 
-from ..errors import IshardError, SourceError, UsageError, WriteError
+from ..errors import IshardError, OutOfMemory, SourceError, UsageError, WriteError
 
 if TYPE_CHECKING:
     import asyncio
@@ -384,6 +384,8 @@ class Store(ABC):
         ``IshardError`` is already one: it is returned as it is."""
         if isinstance(err, IshardError):
             return err
+        if isinstance(err, MemoryError):
+            return out_of_memory(where or self.url, role)
         return storage_error(self.classify(err), err, where or self.url, role, Reached(self.scheme))
 
 
@@ -411,6 +413,12 @@ class Reached:
     endpoint: str | None = None
     token: str | None = None
     answer: str | None = None
+
+
+def out_of_memory(where: str, role: str) -> OutOfMemory:
+    """A ``MemoryError`` met while using ``where`` as ``role``: no store's failure."""
+    verb = "writing" if role == "destination" else "reading"
+    return OutOfMemory(f"while {verb} {role} {where!r}")
 
 
 def storage_error(
