@@ -309,19 +309,3 @@ def test_a_lock_removed_mid_run_is_said_to_be_removed(s3_server, s3_bucket, tmp_
         proxy.close()
     line = assert_error(result, 1, "was removed", f"{dst}/{LOCK}")
     assert "paused or cut off" not in line
-
-
-# ---------------------------------------------------------------- keys too long
-
-
-def test_a_template_making_keys_over_1024_bytes_is_refused_when_planning(
-    s3_server, s3_bucket, tmp_path
-):
-    src = make_tree(tmp_path / "src", TREE)
-    template = "x" * 1000 + "-%06d"
-    result = run_ishard(
-        "shard", src, f"s3://{s3_bucket}/out", "--shard-template", template,
-        "--endpoint-url", s3_server.endpoint_url, env=s3_env(s3_server),
-    )  # fmt: skip
-    assert_error(result, 2, "bytes", "1024")
-    assert s3_server.client().list_objects_v2(Bucket=s3_bucket).get("KeyCount", 0) == 0
