@@ -44,6 +44,20 @@ class WriteError(IshardError, OSError):
     exit_code = 1
 
 
+class OutOfMemory(IshardError, MemoryError):
+    """This process could not get the memory it asked for (a failure while running)."""
+
+    exit_code = 1
+    MESSAGE = (
+        "out of memory{what} — free memory on this machine, or ask for less at once: a lower "
+        "--memory-limit, fewer --jobs or --workers, a smaller --read-buffer (ishard shard), "
+        "fewer keys at a time (ishard cat)"
+    )
+
+    def __init__(self, what: str = "") -> None:
+        super().__init__(self.MESSAGE.format(what=f" {what}" if what else ""))
+
+
 class Interrupted(IshardError):
     """The run was stopped (Ctrl-C, SIGTERM or SIGHUP); nothing partial was left behind. The
     exit code is the shell's for the signal: 130 (SIGINT), 143 (SIGTERM), 129 (SIGHUP)."""

@@ -166,6 +166,8 @@ def split(
     shuffle: choices.StreamingShuffle | None = None,
     seed: int | None = None,
     canonical_nodes: int | None = None,
+    endpoint_url: str | None = None,
+    storage_options: StorageOptions = None,
 ) -> dict:
     """How a run's shards divide over ranks, workers and epochs under a reader's rule (what
     ``ishard split --json`` prints). Every keyword means the option of the same name.
@@ -191,6 +193,8 @@ def split(
         shuffle: streaming: the shuffle algorithm (None: no shuffle).
         seed: the streaming shuffle's seed, or whale's replication seed.
         canonical_nodes: streaming: ``num_canonical_nodes``.
+        endpoint_url: an S3-compatible endpoint, as for :func:`ishard.shard`.
+        storage_options: ``KEY=VALUE`` strings or a dict for the store of ``manifest``.
 
     Returns:
         A JSON-ready dict: per epoch, rank and worker, the sample ids read, batches,
@@ -222,7 +226,7 @@ def split(
         },
     )
     if manifest is not None and shard_sizes is None:
-        sizes = read_manifest(fspath(manifest))[1]
+        sizes = read_manifest(fspath(manifest), storage_options, endpoint_url)[1]
     elif shard_sizes is not None and manifest is None:
         sizes = parse_shard_sizes(shard_sizes)
     else:

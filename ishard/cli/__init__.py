@@ -9,7 +9,7 @@ import traceback
 import click
 
 from .. import signals
-from ..errors import Interrupted, IshardError, UsageError
+from ..errors import Interrupted, IshardError, OutOfMemory, UsageError
 from ..render import error_line
 from ..version import __version__
 from .braces import brace_hint, expanded_option
@@ -109,6 +109,11 @@ def main(argv: list[str] | None = None) -> None:
             message += f" — see '{ctx.command_path if ctx else 'ishard'} --help'"
         error_line(message)
         sys.exit(err.exit_code)
+    except MemoryError:
+        if debug:
+            traceback.print_exc()
+        error_line(str(OutOfMemory()))
+        sys.exit(OutOfMemory.exit_code)
     except Exception as err:  # an unexpected failure: still one line unless --debug
         if debug:
             raise

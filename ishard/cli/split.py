@@ -139,6 +139,8 @@ SPLIT_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "as_json", ("--json",), "Print the division as JSON.", "Output", "flag", default=False
     ),
+    replace(OPTIONS_BY_NAME["endpoint_url"], section="Where the manifest is"),
+    replace(OPTIONS_BY_NAME["storage_options"], section="Where the manifest is"),
     replace(OPTIONS_BY_NAME["debug"], section="Output"),
 )
 SPLIT_SECTIONS = table_sections(SPLIT_OPTIONS)
@@ -146,7 +148,8 @@ SPLIT_EXAMPLES = """\b
 Examples:
   ishard split out/manifest.json --policy dali --nodes 2 --ranks-per-node 8
   ishard split --shard-sizes 100,100,80 --nodes 2 --batch-size 10
-  ishard split out/manifest.json --policy streaming --workers 4 --epochs 2 --json"""
+  ishard split out/manifest.json --policy streaming --workers 4 --epochs 2 --json
+  ishard split s3://shards/imagenet/ --endpoint-url http://127.0.0.1:9000 --nodes 2"""
 
 
 @sectioned("split", SPLIT_SECTIONS, SPLIT_EXAMPLES)
@@ -155,7 +158,7 @@ Examples:
 @environment_named
 def split_command(manifest, shard_sizes, policy, as_json, debug, **options) -> None:
     """Show how MANIFEST's shards divide over ranks, workers and epochs under a policy
-    (MANIFEST: a manifest.json, or the DST folder that holds one)."""
+    (MANIFEST: a manifest.json, or the DST folder or store URL that holds one)."""
     doc = inspection.split(manifest, shard_sizes=shard_sizes, policy=policy, **options)
     if as_json:
         emit_json(doc)

@@ -33,6 +33,7 @@ from .rows import (
     line_blocks,
     mtime_seconds,
     open_inventory,
+    read_head,
 )
 from .table import FileTable
 
@@ -266,8 +267,7 @@ def list_inventory(
     LOG.info("planner: %s (%s)", planner, why)
     if fast is not None:
         return fast
-    with open_inventory(where, opener) as stream:
-        head = stream.read(1 << 16).decode("utf-8", "replace")
+    head = read_head(where, opener, 1 << 16).decode("utf-8", "replace")
     stripped = head.removeprefix(BOM).lstrip()
     stream = None
     if stripped.startswith("{") and '"fileSchema"' in head:

@@ -56,6 +56,36 @@ def open_inventory(url: str, opener: Callable[[str], BinaryIO] | None = None, mo
         raise UsageError(f"--src-list {redacted(url)!r} cannot be opened: {err}") from None
 
 
+_CODECS = {"gz": "gzip", "bz2": "bzip2", "xz": "xz", "zst": "zstd", "lz4": "lz4"}
+
+
+def read_head(url: str, opener: Callable[[str], BinaryIO] | None, size: int) -> bytes:
+    """The first ``size`` bytes of the inventory ``url``, its compression undone.
+
+    Raises:
+        UsageError: it is empty, or its compression cannot be undone (named with the file).
+    """
+    try:
+        with open_inventory(url, opener) as stream:
+            head = stream.read(size)
+    except (OSError, EOFError, ValueError) as err:  # not gzip, cut short, damaged
+        if isinstance(err, IshardError):
+            raise
+        ext = url.rpartition(".")[2]
+        raise UsageError(
+            f"--src-list {redacted(url)!r} is not {_CODECS.get(ext, ext)} or is damaged "
+            f"({err or type(err).__name__}) — give the inventory itself, or compress it whole "
+            f"(its name's .{ext} says it is)"
+        ) from None
+    if not head:
+        kind = "a Parquet file" if ".parquet" in url.lower() else "an inventory"
+        raise UsageError(
+            f"--src-list {redacted(url)!r} is empty (0 bytes), not {kind} — give an inventory: "
+            "CSV with a header such as 'name,size', JSON Lines or Parquet"
+        )
+    return head
+
+
 def bad_row(where: str, number: int, what: str, unit: str = "line") -> UsageError:
     return UsageError(f"--src-list {where!r} {unit} {number}: {what}")
 

@@ -16,9 +16,10 @@ from typing import Any
 
 from ..errors import DataError, IshardError
 from ..names import wds_split
-from ..run.manifest import MANIFEST_NAME, entry_checksum, read_manifest
-from ..store import Location, parse_storage_options, resolve
+from ..run.manifest import entry_checksum, read_manifest
+from ..store import Location
 from .archive import digests
+from .dataset import ROLE, dataset
 from .verify import member_key_function, shard_readers
 
 Contents = tuple[tuple[str, int, bytes], ...]  # a sample's members: name, size, digest
@@ -96,14 +97,7 @@ class _Side:
 
 def _side(url: str, endpoint_url: str | None, storage_options) -> _Side:
     """A destination, or the destination of a ``manifest.json`` named directly."""
-    if url.rstrip("/").endswith("/" + MANIFEST_NAME) or url == MANIFEST_NAME:
-        url = url.rstrip("/")[: -len(MANIFEST_NAME)] or "."
-    location = resolve(
-        url,
-        endpoint_url=endpoint_url,
-        role="destination",
-        storage_options=parse_storage_options(storage_options),
-    )
+    location = dataset(url, endpoint_url=endpoint_url, storage_options=storage_options)
     manifest = read_manifest(location)
     record = manifest.get("ishard")
     key_of = (
@@ -140,7 +134,7 @@ def _samples(side: _Side, names: list[str]) -> Read:
         except IshardError:
             raise
         except Exception as err:  # noqa: BLE001 — a store's many error types, translated once
-            raise where.error(err, "destination") from None
+            raise where.error(err, ROLE) from None
 
     jobs = shard_readers(side.location)
     found: dict[str, tuple[str, list[tuple[str, int, bytes]]]] = {}

@@ -24,8 +24,9 @@ from ..errors import DataError, UsageError
 from ..formats.registry import read_as
 from ..run.manifest import MANIFEST_NAME, read_manifest
 from ..run.sampleindex import check_index, fetch_index
-from ..store import Location, parse_storage_options, resolve
+from ..store import Location
 from .archive import contents, damage_as_error
+from .dataset import ROLE, dataset
 
 BLOCK = 512
 FIND_BATCH = 1 << 16  # keys looked up in one query
@@ -76,19 +77,14 @@ class Found:
 
 
 def _destination(dst: str, endpoint_url: str | None, storage_options) -> Location:
-    return resolve(
-        str(dst),
-        endpoint_url=endpoint_url,
-        role="destination",
-        storage_options=parse_storage_options(storage_options),
-    )
+    return dataset(dst, endpoint_url=endpoint_url, storage_options=storage_options)
 
 
 def _index_record(location: Location) -> tuple[dict, dict]:
     """The manifest's ishard record and its sample index record; the manifest is parsed, not
     checked entry by entry (a lookup reads no shard list), unless it cannot be read, for
     ``read_manifest``'s error."""
-    data = location.read_file(MANIFEST_NAME)
+    data = location.read_file(MANIFEST_NAME, role=ROLE)
     try:
         manifest = orjson.loads(data) if data is not None else None
     except orjson.JSONDecodeError:
@@ -122,7 +118,7 @@ def _index_file(location: Location, index: Mapping) -> Iterator[str]:
     copied to a temporary folder first."""
     fd = None
     if os.path.isdir("/proc/self/fd"):
-        with location.translated("destination"):
+        with location.translated(ROLE):
             try:
                 fd = location.store.descriptor(location.key(index["name"]))
             except FileNotFoundError:
@@ -222,7 +218,7 @@ def read_sample(
     """
     location = _destination(dst, endpoint_url, storage_options)
     key = location.key(found.shard)
-    with location.translated("destination"):
+    with location.translated(ROLE):
         if found.start is None or found.end is None:
             return _read_forward(location, key, found)
         data = location.store.read(key, found.start, found.end)

@@ -221,7 +221,7 @@ def check_shard(
                 Problem(
                     name,
                     "not_regular",
-                    f"is not a regular file ({err}) — verify "
+                    f"is not a regular file ({err.strerror or err}) — verify "
                     "reads only regular files; put the shard itself back",
                 )
             ],

@@ -18,9 +18,10 @@ from ..planning.keys import KeyFunction, key_function, sample_key
 from ..progress import SILENT, Progress
 from ..run.manifest import MANIFEST_NAME, entry_checksum, read_manifest
 from ..sizes import counted
-from ..store import Location, parse_storage_options, resolve
+from ..store import Location
 from ..store.retry import Retrier
 from ..store.sinks import TEMP_SUFFIX
+from .dataset import ROLE, dataset
 from .shard import Problem, ShardCheck, check_shard
 
 LOG = logging.getLogger("ishard")
@@ -152,12 +153,7 @@ def verify(
         IshardError: no manifest or a broken one; the store cannot be reached.
     """
     workers = jobs_option(jobs)
-    location = resolve(
-        str(dst),
-        endpoint_url=endpoint_url,
-        role="destination",
-        storage_options=parse_storage_options(storage_options),
-    )
+    location = dataset(dst, endpoint_url=endpoint_url, storage_options=storage_options)
     manifest = read_manifest(location)
     record = manifest.get("ishard")
     records = record["shards"] if record else [None] * len(manifest["shardlist"])
@@ -252,7 +248,7 @@ def _checker(
         try:
             return retrier.run(lambda: check_shard(location, entry, record, deep, key_of, progress))
         except Exception as err:  # noqa: BLE001 - a store's error, translated once
-            raise location.error(err, "destination") from None
+            raise location.error(err, ROLE) from None
 
     return check
 

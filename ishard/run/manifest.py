@@ -182,9 +182,9 @@ def read_manifest(dst: Location) -> dict:
                 f"cannot read {where!r}: {err.strerror or err} — it must be the "
                 "manifest file ishard wrote, readable by you"
             ) from None
-        raise dst.error(err, "destination") from None
+        raise dst.error(err, "dataset") from None
     except Exception as err:  # noqa: BLE001 - a store's error, translated once
-        raise dst.error(err, "destination") from None
+        raise dst.error(err, "dataset") from None
     return check_manifest(data, where)
 
 

@@ -330,7 +330,7 @@ def fetch_index(dest: Location, record: Mapping, folder: str, name: str = INDEX_
     except IshardError:
         raise
     except Exception as err:  # noqa: BLE001 - a store's error, translated once
-        raise dest.error(err, "destination") from None
+        raise dest.error(err, "dataset") from None
     check_index(dest, record, name, size, tagged(algorithm, digest.hexdigest()))
     return path
 

@@ -6,20 +6,21 @@ from __future__ import annotations
 
 import bisect
 import os
-import posixpath
 import sys
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
-from ishard.errors import IshardError, SourceError, UsageError
+from ishard.errors import SourceError, UsageError
 from ishard.planning.keys import extension, key_function, sample_key
 from ishard.readback.archive import contents
+from ishard.readback.dataset import ROLE, dataset
 from ishard.run.manifest import MANIFEST_NAME, check_manifest
+from ishard.run.manifest import read_manifest as read_dataset_manifest
 from ishard.split import POLICIES
 from ishard.split import webdataset as wds
 from ishard.split._check import index, positive
 from ishard.split.world import World, offsets, policy_options, worker_ids
-from ishard.store import open_url
+from ishard.store import open_url, split_url
 
 
 class ReadSample(NamedTuple):
@@ -30,30 +31,34 @@ class ReadSample(NamedTuple):
 
 
 def read_manifest(
-    url: str, storage_options: dict | None = None
+    url: str, storage_options=None, endpoint_url: str | None = None
 ) -> tuple[list[str], list[int], str]:
     """Shard URLs (next to the manifest), samples per shard and the key pattern used.
 
+    ``url``: a manifest.json, or the folder (or store prefix) a run wrote, which holds one.
+
     Raises:
-        UsageError: a local manifest path that does not exist (a folder stands for its
-            manifest.json).
-        SourceError: the manifest cannot be read.
+        UsageError: a local manifest path that does not exist, a folder without one.
+        IshardError: the manifest cannot be read (worded as a read of it).
         DataError: it is not an ishard manifest (checked as ``ishard verify`` checks it).
     """
-    url = _manifest_path(url)
-    try:
-        with open_url(url, storage_options=storage_options) as f:
-            data = f.read()
-    except IshardError:
-        raise
-    except OSError as err:
-        raise SourceError(
-            f"cannot read manifest {url!r}: {err} — give a manifest.json written by ishard shard"
-        ) from None
-    doc = check_manifest(data, url)
-    base = posixpath.dirname(url) if "://" in url else os.path.dirname(os.path.abspath(url))
-    join = posixpath.join if "://" in url else os.path.join
-    urls = [join(base, e["url"]) for e in doc["shardlist"]]
+    given = _manifest_path(url)
+    where = dataset(given, endpoint_url=endpoint_url, storage_options=storage_options)
+    local = split_url(given)[0] is None
+    if local and os.path.basename(given) != MANIFEST_NAME:  # a manifest under another name
+        try:
+            with open(given, "rb") as f:
+                doc = check_manifest(f.read(), given)
+        except OSError as err:
+            raise where.error(err, ROLE) from None
+    else:
+        doc = read_dataset_manifest(where)
+    # shards lie beside the manifest (a local one's named by absolute paths)
+    if local:
+        folder = os.path.dirname(os.path.abspath(given))
+        urls = [os.path.join(folder, e["url"]) for e in doc["shardlist"]]
+    else:
+        urls = [where.child(e["url"]) for e in doc["shardlist"]]
     counts = [int(e["nsamples"]) for e in doc["shardlist"]]
     record = doc.get("ishard") or {}
     pattern = record.get("options", {}).get("sample_key_pattern", "base_file_name")
@@ -62,12 +67,12 @@ def read_manifest(
 
 def _manifest_path(url: str) -> str:
     """A local manifest's path: ``url`` itself, or ``url/manifest.json`` for the folder a run
-    wrote (what ``ishard verify`` takes).
+    wrote (what ``ishard verify`` takes); a store URL as it is.
 
     Raises:
         UsageError: no such file, or a folder without a manifest.json.
     """
-    if "://" in url or os.path.isfile(url):
+    if split_url(url)[0] is not None or os.path.isfile(url):
         return url
     if os.path.isdir(url):
         inside = os.path.join(url, MANIFEST_NAME)

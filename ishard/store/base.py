@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO, Literal, Protocol
 
-from ..errors import IshardError, SourceError, UsageError, WriteError
+from ..errors import IshardError, OutOfMemory, SourceError, UsageError, WriteError
 
 if TYPE_CHECKING:
     import asyncio
@@ -16,7 +17,9 @@ if TYPE_CHECKING:
     from ..model import Tally
     from .retry import Retrier
 
-Role = Literal["source", "destination", "archive", "--src-list"]
+# whose bytes a store was used for: only a destination is written, every other role is read
+# (``dataset``: a finished run's manifest, index and shards, read back)
+Role = Literal["source", "destination", "archive", "--src-list", "dataset"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +103,12 @@ class Refused(Exception):
 
 class NotRegular(OSError):
     """A name that holds something other than a regular file (a link, a FIFO, a directory),
-    which is never read."""
+    which is never read: ``strerror`` says what it is (``a FIFO``), ``filename`` names it."""
+
+    @classmethod
+    def named(cls, what: str, name: str | None) -> NotRegular:
+        """``what`` (``a FIFO``) found under ``name`` (None: the store's root)."""
+        return cls(errno.EINVAL, what, name) if name else cls(errno.EINVAL, what)
 
 
 class Unconditional(Exception):
@@ -205,6 +213,10 @@ class Store(ABC):
             self.has_objects("")
         except FileNotFoundError:
             return False
+        except Exception as err:  # a client's own error for a missing bucket (a 404 listing)
+            if self.classify(err) == "missing":
+                return False
+            raise
         return True
 
     def within(self, prefix: str, other: Store, other_prefix: str) -> bool:
@@ -372,6 +384,8 @@ class Store(ABC):
         ``IshardError`` is already one: it is returned as it is."""
         if isinstance(err, IshardError):
             return err
+        if isinstance(err, MemoryError):
+            return out_of_memory(where or self.url, role)
         return storage_error(self.classify(err), err, where or self.url, role, Reached(self.scheme))
 
 
@@ -401,11 +415,17 @@ class Reached:
     answer: str | None = None
 
 
+def out_of_memory(where: str, role: str) -> OutOfMemory:
+    """A ``MemoryError`` met while using ``where`` as ``role``: no store's failure."""
+    verb = "writing" if role == "destination" else "reading"
+    return OutOfMemory(f"while {verb} {role} {where!r}")
+
+
 def storage_error(
     kind: str, err: BaseException, where: str, role: str, reached: Reached = Reached()
 ) -> IshardError:
     """The message for a failure of ``kind`` (see :meth:`Store.classify`)."""
-    failure = SourceError if role == "source" else WriteError
+    failure = WriteError if role == "destination" else SourceError
     which = CREDENTIALS.get(reached.scheme, "the credentials (--storage-option)")
     token = (
         f"; a session token is set ({reached.token}): check it, or unset it if the keys need none"
@@ -414,10 +434,10 @@ def storage_error(
     )
     answer = f" ({reached.answer})" if reached.answer else ""
     if kind == "missing":
-        return UsageError(
-            f"{role} {where!r} does not exist (no such bucket or path) — create "
-            "it first or fix the URL"
+        fix = (
+            "create it first or fix the URL" if role in ("source", "destination") else "fix the URL"
         )
+        return UsageError(f"{role} {where!r} does not exist (no such bucket or path) — {fix}")
     if kind == "denied":
         return failure(
             f"access to {role} {where!r} was denied{answer} — check the credentials ({which}) "

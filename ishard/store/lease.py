@@ -24,6 +24,7 @@ from .lockrecord import (
     lock_problem,
     lost,
     refuse_if_held,
+    removed,
     run_owner,
 )
 from .retry import Retrier
@@ -65,7 +66,7 @@ class LeaseLock:
         self._owner = run_owner()
         self._mutex = threading.RLock()
         self._etag: str | None = None
-        self._lost = False
+        self._lost: LeaseLost | None = None  # how this run lost the lease, once it has
         self.conditional = self._store.capabilities.conditional
         current, etag = self._read()
         if current is not None:
@@ -170,14 +171,13 @@ class LeaseLock:
         """
         with self._mutex:
             if self._lost:
-                raise lost(self._dest.url, self.lease)
+                raise self._lost
             sent, record = clock(), self._record()
             if self.conditional:
                 try:
                     self._etag = self._put(record, ("match", self._etag or _NO_ETAG))
-                except _Taken:
-                    self._lost = True
-                    raise lost(self._dest.url, self.lease) from None
+                except _Taken as taken:
+                    raise self._losing(taken.current) from None
             else:
                 self._check_id()
                 self._write(record)
@@ -187,8 +187,16 @@ class LeaseLock:
     def _check_id(self) -> None:
         current, _ = self._read()
         if not current or current.get("id") != self._owner["id"]:
-            self._lost = True
-            raise lost(self._dest.url, self.lease)
+            raise self._losing(current)
+
+    def _losing(self, current: dict | None) -> LeaseLost:
+        """The lease is lost: the lock now holds ``current`` (None: it was removed)."""
+        self._lost = (
+            lost(self._dest.url, self.lease)
+            if current is not None
+            else removed(self._dest.url, self._dest.child(LOCK_NAME))
+        )
+        return self._lost
 
     def _renewing(self) -> None:
         while not self._stop.wait(self.lease / RENEW_EVERY):
@@ -208,7 +216,7 @@ class LeaseLock:
         """
         with self._mutex:
             if self._lost:
-                raise lost(self._dest.url, self.lease)
+                raise self._lost
             fresh = clock() - self._confirmed < self.lease / FRESH_FOR
             if fresh and self.conditional:
                 return self._confirmed
@@ -281,7 +289,7 @@ class LeaseCheck:
             data, _ = Retrier().run(lambda: dest.store.get(dest.key(LOCK_NAME)))
             record = orjson.loads(data)
         except FileNotFoundError:
-            record = {}
+            raise removed(self.url, dest.child(LOCK_NAME)) from None
         except orjson.JSONDecodeError:
             record = {}
         except Exception as err:  # noqa: BLE001 - any other failure: one line

@@ -175,7 +175,7 @@ class LocalStore(Store):
             NotRegular: a link, a FIFO, a directory … under that name (never read).
         """
         if not key:
-            return _regular(os.open(self.root, _FILE_FLAGS & ~os.O_NOFOLLOW), self.root)
+            return _regular(os.open(self.root, _FILE_FLAGS & ~os.O_NOFOLLOW), None)
         folder, _, base = key.rpartition("/")
         dir_fd = self._open_dir(folder)
         if dir_fd is None:
@@ -184,7 +184,7 @@ class LocalStore(Store):
             fd = os.open(base, _FILE_FLAGS, dir_fd=dir_fd)
         except OSError as err:
             if err.errno == errno.ELOOP:
-                raise NotRegular("a symbolic link") from None
+                raise NotRegular.named("a symbolic link", key) from None
             raise
         finally:
             os.close(dir_fd)
@@ -359,12 +359,13 @@ def _unlink(dir_fd: int, name: str) -> None:
         pass
 
 
-def _regular(fd: int, name: str) -> int:
-    """``fd`` if it is a regular file (made blocking again), else closed and ``NotRegular``."""
+def _regular(fd: int, name: str | None) -> int:
+    """``fd`` if it is a regular file (made blocking again), else closed and ``NotRegular``
+    naming ``name`` (None: the root)."""
     what = localstate.kind(os.fstat(fd).st_mode)
     if what is not None:
         os.close(fd)
-        raise NotRegular(what)
+        raise NotRegular.named(what, name)
     os.set_blocking(fd, True)
     return fd
 

@@ -45,9 +45,12 @@ class Location:
         """Where an output file ``name`` goes, as a user would write it (path or URL)."""
         return self.store.url_of(self.key(name))
 
-    def read_file(self, name: str, retrier: Retrier | None = None) -> bytes | None:
+    def read_file(
+        self, name: str, retrier: Retrier | None = None, role: str = "destination"
+    ) -> bytes | None:
         """The small output file ``name`` (the manifest, a run record) whole; None if missing
-        (locally also a link or a non-file under its name, which is never followed)."""
+        (locally also a link or a non-file under its name, which is never followed); a
+        failure is worded as the store's for ``role``."""
         run = retrier.run if retrier is not None else (lambda call: call())
         try:
             return run(lambda: self.store.get(self.key(name)))[0]
@@ -56,7 +59,7 @@ class Location:
         except IshardError:
             raise
         except Exception as err:  # noqa: BLE001 - a store's error, translated once
-            raise self.error(err, "destination") from None
+            raise self.error(err, role) from None
 
     @contextmanager
     def translated(self, role: str) -> Iterator[None]:

@@ -171,6 +171,16 @@ def lost(url: str, lease: float) -> LeaseLost:
     )
 
 
+def removed(url: str, lock: str) -> LeaseLost:
+    """The lock this run held was deleted while the run held it (not by a run of ishard,
+    which removes only its own lock)."""
+    return LeaseLost(
+        f"this run's lock {lock!r} was removed by someone else while the run was writing into "
+        f"{url!r} — this run stopped and published nothing more; make sure no other ishard run "
+        f"writes there and nobody removes a live run's lock, then run again with --resume"
+    )
+
+
 def late(url: str, what: str) -> IshardError:
     return IshardError(
         f"{what} was published in {url!r} after this run's lease on it may have run out (the "

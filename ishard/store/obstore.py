@@ -19,6 +19,7 @@ from .base import (
     Store,
     Unconditional,
     Upload,
+    out_of_memory,
     storage_error,
     store_stamp,
 )
@@ -363,6 +364,8 @@ class ObstoreStore(RemoteStore):
         own error code and message, where the requests went, and no secret."""
         if isinstance(err, IshardError):
             return err
+        if isinstance(err, MemoryError):
+            return out_of_memory(where or self.url, role)
         code, message = answer(str(err))
         reached = Reached(
             self.scheme,
