@@ -186,11 +186,12 @@ def test_a_numbering_ahead_of_the_listed_shards_is_taken(dataset):
 @pytest.mark.parametrize("mode", ["--append", "--update"])
 def test_a_file_at_the_next_shard_name_stops_the_run_and_is_left_alone(dataset, mode):
     src, dst = dataset
-    make_tree(src, {"d/99.jpg": 10, "d/99.cls": 1}, mtime=1_700_000_500)
+    new = {f"d/{i}.{ext}": 10 for i in (98, 99) for ext in ("jpg", "cls")}
+    make_tree(src, new, mtime=1_700_000_500)
     (dst / "shard-000005.tar").write_bytes(b"the user's own file")
     before = snapshot(dst)
     done = shard(src, dst, mode)
-    assert_error(done, 1, "'shard-000005.tar'", "manifest.json does not list")
+    assert_error(done, 1, "shard-000005.tar' is already there", "manifest.json does not list")
     assert snapshot(dst) == before
 
 
@@ -281,3 +282,42 @@ def test_an_index_holding_a_sample_in_two_shards_is_refused(dataset):
     done = shard(src, dst, "--update")
     assert_error(done, 1, "samples.parquet", "9 samples", "manifest.json", "10", "ishard verify")
     assert snapshot(dst) == before
+
+
+def test_an_object_at_the_next_shard_name_in_a_bucket_stops_the_run(s3_server, s3_bucket, tmp_path):
+    """In a store the destination is listed once for the new names: an object of someone
+    else's there stops the run, and is left as it was, as is every object of the dataset."""
+    from conftest import run_ishard
+
+    env = {
+        k: v
+        for k, v in __import__("os").environ.items()
+        if not k.startswith(("AWS_", "AIS_")) and "proxy" not in k.lower()
+    }
+    env.update(
+        AWS_ACCESS_KEY_ID=s3_server.access_key,
+        AWS_SECRET_ACCESS_KEY=s3_server.secret_key,
+        AWS_EC2_METADATA_DISABLED="true",
+        NO_PROXY="127.0.0.1,localhost",
+    )
+    src = make_tree(tmp_path / "src", TREE)
+    dst = f"s3://{s3_bucket}/data"
+    args = (*COMMON, "--endpoint-url", s3_server.endpoint_url)
+    done = run_ishard("shard", src, dst, *args, env=env)
+    assert done.returncode == 0, done.stderr
+    new = {f"d/{i}.{ext}": 10 for i in (98, 99) for ext in ("jpg", "cls")}
+    make_tree(src, new, mtime=1_700_000_500)
+    client = s3_server.client()
+    client.put_object(Bucket=s3_bucket, Key="data/shard-000005.tar", Body=b"not ishard's")
+
+    def objects() -> dict[str, bytes]:
+        listed = client.list_objects_v2(Bucket=s3_bucket).get("Contents", [])
+        return {
+            o["Key"]: client.get_object(Bucket=s3_bucket, Key=o["Key"])["Body"].read()
+            for o in listed
+        }
+
+    before = objects()
+    grown = run_ishard("shard", src, dst, *args, "--append", env=env)
+    assert_error(grown, 1, "shard-000005.tar' is already there", "manifest.json does not list")
+    assert objects() == before

@@ -5,9 +5,10 @@ the source with."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 
 import orjson
 
@@ -20,7 +21,7 @@ from ..sizes import counted
 from ..store import Location
 from ..store.lockrecord import STATE_DIR
 from ..store.retry import Retrier
-from ..store.sinks import put_local_file
+from ..store.sinks import name_taken, put_local_file
 from .manifest import MANIFEST_NAME, read_manifest
 from .sampleindex import INDEX_NAME, fetch_index
 
@@ -129,6 +130,28 @@ def checked_numbering(numbering: object, opts: Options) -> tuple[int, ...]:
         f"need {want} from 0 to the names each yields (the next unused name of each) — run "
         "ishard verify on the destination, or re-shard it with --overwrite"
     )
+
+
+def check_free(dest: Location, names: Sequence[str], retrier: Retrier) -> None:
+    """Nothing is at any of ``names`` (a growing dataset's new shards, which the manifest does
+    not list): a file or object there is someone's, never written over. Locally each name is
+    looked up; in a store DST is listed once.
+
+    Raises:
+        DataError: naming the first one found.
+    """
+    store = dest.store
+    with dest.translated("destination"):
+        if store.capabilities.folders:
+            found = next(
+                (n for n in names if retrier.run(partial(store.exists, dest.key(n)))), None
+            )
+        else:
+            wanted = {dest.key(n): n for n in names}
+            listed = (o.key for page in store.pages(dest.key(""), retrier) for o in page)
+            found = next((wanted[k] for k in listed if k in wanted), None)
+    if found is not None:
+        raise name_taken(dest.child(found))
 
 
 def _fetched(dest: Location, index: Mapping, folder: str) -> str:
