@@ -77,6 +77,7 @@ class ShardKeywords(PlanKeywords, total=False):
     resume: bool
     append: bool
     update: bool
+    max_remove: int | str
     sample_index: bool
     part_size: int | str
     read_buffer: int | str
@@ -176,6 +177,11 @@ KEYWORD_DOCS: dict[str, str] = {
     "update": (
         "as ``append``, and rewrite only the shards holding samples that changed or went (in "
         "new shards; the replaced ones are removed once the manifest is published)."
+    ),
+    "max_remove": (
+        "the most an ``update`` may remove, in percent of the dataset's samples (changed "
+        'samples do not count), or ``"all"``; past it, a ``DataError`` before anything is '
+        "written."
     ),
     "sample_index": (
         "write ``dst/samples.parquet``: one row per member (sample key, shard, member name, "

@@ -44,6 +44,7 @@ OPTION_GROUPS: dict[str, tuple[str, ...]] = {
         "resume",
         "append",
         "update",
+        "max_remove",
         "executor",
         "scheduler",
         "read_buffer",

@@ -70,6 +70,22 @@ def positive_int(
     return int(value)
 
 
+MAX_REMOVE = 50  # --max-remove's default: an --update removes at most half the samples
+
+
+def max_remove_percent(value: int | str) -> int:
+    """``--max-remove``: a whole percent from 0 to 100, or ``all`` (100)."""
+    if isinstance(value, str) and value.strip().lower() == "all":
+        return 100
+    text = str(value).strip().removesuffix("%").strip()
+    if isinstance(value, bool) or not DIGITS.fullmatch(text) or int(text) > 100:
+        raise UsageError(
+            f"--max-remove {str(value)!r} is not a share of the dataset — give a whole percent "
+            "from 0 to 100 (50), or all"
+        )
+    return int(text)
+
+
 JOBS_DEFAULT = "the default (the CPUs, at most 8; 8 with an object store)"
 
 

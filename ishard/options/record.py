@@ -28,6 +28,7 @@ from ..store.location import parse_storage_options
 from . import choices
 from .checks import (
     DIGITS,
+    MAX_REMOVE,
     check_balance,
     check_executor,
     check_naming,
@@ -36,6 +37,7 @@ from .checks import (
     checked_storage_options,
     checked_tmp_dir,
     jobs_option,
+    max_remove_percent,
     memory_limit_bytes,
     part_size_bytes,
     positive_int,
@@ -94,6 +96,7 @@ class Options:
     sample_index: bool = True
     append: bool = False
     update: bool = False
+    max_remove: int | str = MAX_REMOVE  # checked: a whole percent, 100 for "all"
     strict: bool = False
     lookalike_names: str = "refuse"
     tmp_dir: str | None = None
@@ -269,6 +272,7 @@ def make_options(**kwargs) -> Options:
             "compress_level": None if level is None else int(level),
             "part_size": part_size_bytes(opts.part_size),
             "read_buffer": parse_size(opts.read_buffer, option="--read-buffer"),
+            "max_remove": max_remove_percent(opts.max_remove),
             "retries": positive_int(opts.retries, "--retries", allow_none=False, least=0),
             "storage_options": checked_storage_options(opts.storage_options),
             "prefix": opts.prefix or "",
@@ -319,6 +323,7 @@ _KINDS: dict[str, tuple[tuple[type, ...], str]] = {
     "src_list": ((str, os.PathLike), "a path, a URL or None"),
     "tmp_dir": ((str, os.PathLike), "a directory path or None"),
     "memory_limit": ((int, str), "an int (bytes) or a string such as '1GiB'"),
+    "max_remove": ((int, str), "a whole percent from 0 to 100 (an int), or 'all'"),
     "storage_options": ((Mapping, list, tuple, str), "a dict, or a list of 'KEY=VALUE' strings"),
 }
 

@@ -338,6 +338,16 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         default=False,
     ),
     OptionSpec(
+        "max_remove",
+        ("--max-remove",),
+        "With --update: refuse to remove more than this share of the dataset's samples "
+        "(a percent, or all), as when the source is an empty mount.",
+        RUNNING,
+        default="50",
+        show_default=True,
+        metavar="PERCENT|all",
+    ),
+    OptionSpec(
         "jobs",
         ("--jobs",),
         "Shards written at once (default, or 0: CPUs, at most 8; 8 with an object store).",

@@ -43,14 +43,17 @@ NAMES_AT_ONCE = 1 << 20  # names (or keys) put into the engine in one blob
 @dataclass(frozen=True)
 class Held:
     """What a growing destination holds: its sample index (a Parquet file on this machine),
-    the shards its manifest lists (rows of any other shard are not the dataset's), the next
-    unused name of each shard template, and what this run may do: ``append`` (new samples
-    only) or ``update`` (changed and removed samples too)."""
+    the shards its manifest lists with the samples and files it says each holds (the index
+    must agree), the next unused name of each shard template, and what this run may do:
+    ``append`` (new samples only) or ``update`` (changed and removed samples too, but no
+    more than ``max_remove`` percent of the samples removed)."""
 
     index: str
     shards: tuple[str, ...]
     numbering: tuple[int, ...]
     mode: str
+    counts: tuple[tuple[int, int], ...] = ()  # per listed shard: (samples, files)
+    max_remove: int = 100
 
 
 @contextmanager
@@ -129,6 +132,7 @@ def compare(
     with private_engine(tmp_dir, memory_limit) as (con, _folder):
         _load_planned(con, tables)
         shard_table(con, "listed_shards", held.shards)
+        check_index_rows(con, held)
         con.execute(
             f"CREATE TEMP TABLE held AS SELECT * FROM read_parquet({sql_text(held.index)}) "
             "WHERE shard IN (SELECT shard FROM listed_shards)"
@@ -141,6 +145,7 @@ def compare(
         changed, removed = counts.get("changed", 0), counts.get("removed", 0)
         if held.mode == "append" and (changed or removed):
             raise DataError(_refusal(con, changed, removed))
+        check_removal(removed, held_count, held.max_remove)
         replaced = [
             r[0]
             for r in con.execute(
@@ -267,6 +272,92 @@ SELECT coalesce(p.key, h.key) AS key, p.grp, p.sample, h.shard,
             ELSE 'held' END AS verdict
 FROM p FULL OUTER JOIN h ON p.key = h.key
 """
+
+
+def check_new_names(names: Sequence[str], held: Held) -> None:
+    """A growing dataset's new shards are named on from the manifest's numbering: none may be
+    a name the manifest lists (a numbering behind its shards would write over one).
+
+    Raises:
+        DataError: naming the numbering and the shard it would write over.
+    """
+    listed = set(held.shards)
+    taken = next((n for n in names if n in listed), None)
+    if taken is None:
+        return
+    raise DataError(
+        f"manifest.json's ishard.numbering is {list(held.numbering)}, which names this run's "
+        f"new shard {quoted(taken)}, but manifest.json lists a shard of that name already — "
+        "run ishard verify on the destination, or re-shard it with --overwrite"
+    )
+
+
+def check_removal(removed: int, held: int, max_remove: int) -> None:
+    """An ``--update`` removes at most ``max_remove`` percent of the dataset's samples (those
+    that go; changed ones are written again): more is refused, as an empty or half-mounted
+    source would ask (rsync's ``--max-delete``)."""
+    if removed * 100 <= held * max_remove:
+        return
+    share = removed * 100 / held
+    needed = -(-removed * 100 // held)  # the least whole percent that allows it
+    raise DataError(
+        f"--update would remove {removed:,} of the dataset's {held:,} samples ({share:.3g} %), "
+        f"more than --max-remove {max_remove} % — check the source is complete, or give "
+        f"--max-remove {needed} / all"
+    )
+
+
+def check_index_rows(con: Any, held: Held) -> None:
+    """The sample index's rows held against the manifest before growth acts on them: every
+    row's shard one the manifest lists, each listed shard with the samples (keys) and files
+    (rows) the manifest says, no sample in two shards — two aggregate queries.
+
+    Raises:
+        DataError: naming ``samples.parquet``, what it says and what the manifest says.
+    """
+    import numpy as np
+
+    source = f"read_parquet({sql_text(held.index)})"
+    counts = np.array(held.counts or [(0, 0)] * len(held.shards), dtype=np.int64).reshape(-1, 2)
+    con.register(
+        "said",
+        {
+            "shard": np.array(list(held.shards), dtype=object),
+            "samples": counts[:, 0],
+            "files": counts[:, 1],
+        },
+    )
+    try:
+        found = con.execute(
+            "SELECT coalesce(f.shard, s.shard), f.files IS NULL, s.files IS NULL, "
+            "coalesce(f.samples, 0), coalesce(f.files, 0), s.samples, s.files "
+            "FROM (SELECT shard, count(DISTINCT key) AS samples, count(*) AS files "
+            f"FROM {source} GROUP BY shard) f FULL OUTER JOIN said s ON f.shard = s.shard "
+            "WHERE f.files IS NULL OR s.files IS NULL OR f.samples <> s.samples "
+            "OR f.files <> s.files ORDER BY 3 DESC, 2, 1 LIMIT 1"
+        ).fetchall()
+    finally:
+        con.unregister("said")
+    fix = "run ishard verify on the destination, or re-shard it with --overwrite"
+    if found:
+        shard, no_rows, unlisted, samples, files, said_samples, said_files = found[0]
+        if unlisted:
+            named = f"shard {quoted(shown(shard))}" if isinstance(shard, str) else "no shard"
+            raise DataError(
+                f"samples.parquet has rows of {named}, which manifest.json does not list — {fix}"
+            )
+        held_says = "no rows" if no_rows else f"{counted(samples, 'sample')} in {files} rows"
+        raise DataError(
+            f"samples.parquet has {held_says} of shard {quoted(shard)}, where manifest.json "
+            f"says {counted(said_samples, 'sample')}, {counted(said_files, 'file')} — {fix}"
+        )
+    keys = int(con.execute(f"SELECT count(DISTINCT key) FROM {source}").fetchone()[0])
+    total = int(counts[:, 0].sum())
+    if keys != total:
+        raise DataError(
+            f"samples.parquet holds {counted(keys, 'sample')} (distinct keys), where "
+            f"manifest.json's shards hold {total} — {fix}"
+        )
 
 
 def _refusal(con: Any, changed: int, removed: int) -> str:

@@ -18,7 +18,7 @@ from ..store import Location, open_url, parse_storage_options, resolve
 from ..store.retry import Retrier
 from .cut import SampleRun, balance, check_unique, cut_indices, shard_names
 from .extraction import check_extraction_names
-from .growth import Held, compare
+from .growth import Held, check_new_names, compare
 from .inventory import list_inventory
 from .keys import key_function
 from .listing import list_source
@@ -108,6 +108,8 @@ def make_plan(
     files.handover = replace(files.handover, readers=None)  # checked: 9 bytes a file go
     alike = check_extraction_names(planned, opts.member_names == "sample", opts.lookalike_names)
     growth = None
+    if not any(len(t) for t in planned):  # an empty mount grows nothing: refused as a fresh run
+        raise DataError(_nothing_to_shard(source, opts, tally.freeze()))
     if held is not None:
         chosen, growth = compare(planned, held, opts.tmp_dir, opts.memory_limit)
         planned = [t.subset(c) for t, c in zip(planned, chosen)]
@@ -137,6 +139,8 @@ def make_plan(
         tables += [table] * len(cuts)
     del planned
     check_unique(names)
+    if held is not None:
+        check_new_names(names, held)
     warnings += check.warnings() + alike + option_warnings(opts, names)
     warnings += count_warning(opts, fullest) if names else []  # no shard: nothing to say
     shards = ShardList(names, members, tables, rename=opts.member_names == "sample")
@@ -147,18 +151,6 @@ def make_plan(
         for shard_plan in shards:
             check_names(shard_plan)
     skipped = tally.freeze()
-    if not shards and held is None:
-        where = f" with prefix {opts.prefix!r}" if opts.prefix else ""
-        if skipped:
-            found = "every file was left out: " + "; ".join(
-                f"{s.count} {s.reason}" for s in skipped
-            )
-        else:
-            found = "no file matches the prefix" if opts.prefix else "the source has no files"
-        raise DataError(
-            f"nothing to shard under {source.url!r}{where}: {found} — check the source, --prefix "
-            "and the filtering options"
-        )
     return Plan(
         source=source.url,
         shards=shards,
@@ -169,6 +161,20 @@ def make_plan(
         spilled=files.handover.spilled,
         numbering=tuple(numbering),
         growth=growth,
+    )
+
+
+def _nothing_to_shard(source: Location, opts: Options, skipped: tuple) -> str:
+    """The refusal of a listing that gives no sample (an empty or unmounted source, or every
+    file left out), said alike by a fresh run and a growing one."""
+    where = f" with prefix {opts.prefix!r}" if opts.prefix else ""
+    if skipped:
+        found = "every file was left out: " + "; ".join(f"{s.count} {s.reason}" for s in skipped)
+    else:
+        found = "no file matches the prefix" if opts.prefix else "the source has no files"
+    return (
+        f"nothing to shard under {source.url!r}{where}: {found} — check the source, --prefix "
+        "and the filtering options"
     )
 
 

@@ -4,9 +4,11 @@ the source with."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import json
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 
 import orjson
 
@@ -19,7 +21,7 @@ from ..sizes import counted
 from ..store import Location
 from ..store.lockrecord import STATE_DIR
 from ..store.retry import Retrier
-from ..store.sinks import put_local_file
+from ..store.sinks import name_taken, put_local_file
 from .manifest import MANIFEST_NAME, read_manifest
 from .sampleindex import INDEX_NAME, fetch_index
 
@@ -68,17 +70,88 @@ def holding(dest: Location, opts: Options) -> Iterator[Holding]:
         ) from None
     record = doc.get("ishard") or {}
     index = record.get("samples_index")
-    if not isinstance(index, dict) or not isinstance(record.get("numbering"), list):
+    if not isinstance(index, dict):
         raise UsageError(
             f"{flag}: the dataset in {dest.url!r} has no sample index ({INDEX_NAME}), which "
             f"{flag} compares the source with — it was written by an earlier ishard or with "
             "--no-sample-index; shard it again with --overwrite"
         )
     _check_options(record.get("options", {}), opts, flag, dest)
+    numbering = checked_numbering(record.get("numbering"), opts)
     with private_engine(opts.tmp_dir) as (_con, folder):
         path = _fetched(dest, index, folder)
         shards = tuple(e["url"] for e in doc["shardlist"])
-        yield Holding(doc, Held(path, shards, tuple(record["numbering"]), mode))
+        counts = _said_counts(doc)
+        held = Held(path, shards, numbering, mode, counts, int(opts.max_remove))
+        yield Holding(doc, held)
+
+
+def _said_counts(doc: Mapping) -> tuple[tuple[int, int], ...]:
+    """Per shard the manifest lists: the samples and files it says the shard holds (what
+    the sample index must agree with); -1 where it says nothing readable."""
+
+    def whole(value: object) -> int:
+        return value if isinstance(value, int) and not isinstance(value, bool) else -1
+
+    records = doc.get("ishard", {}).get("shards")
+    records = records if isinstance(records, list) else []
+    records += [{}] * (len(doc["shardlist"]) - len(records))
+    return tuple(
+        (whole(e.get("nsamples")), whole(r.get("files") if isinstance(r, dict) else None))
+        for e, r in zip(doc["shardlist"], records)
+    )
+
+
+def checked_numbering(numbering: object, opts: Options) -> tuple[int, ...]:
+    """The manifest's ``ishard.numbering`` as a claim: a whole number from 0 to its template's
+    count of names, one per shard template this run's options make (the template, or each
+    ``--ekm`` format's). Whether the names it gives are free is checked once they are planned
+    (``planning.growth.check_new_names``).
+
+    Raises:
+        DataError: it is something else, named with the fix.
+    """
+    ekm = opts.parsed_ekm
+    templates = [opts.template] if ekm is None else [c.template for c in ekm.categories]
+    if (
+        isinstance(numbering, list)
+        and len(numbering) == len(templates)
+        and all(
+            isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= t.count
+            for n, t in zip(numbering, templates)
+        )
+    ):
+        return tuple(numbering)
+    shown = json.dumps(numbering)
+    shown = shown if len(shown) <= 80 else shown[:76] + " ..."
+    want = counted(len(templates), "whole number")
+    raise DataError(
+        f"{MANIFEST_NAME}'s ishard.numbering is {shown}, where this dataset's shard templates "
+        f"need {want} from 0 to the names each yields (the next unused name of each) — run "
+        "ishard verify on the destination, or re-shard it with --overwrite"
+    )
+
+
+def check_free(dest: Location, names: Sequence[str], retrier: Retrier) -> None:
+    """Nothing is at any of ``names`` (a growing dataset's new shards, which the manifest does
+    not list): a file or object there is someone's, never written over. Locally each name is
+    looked up; in a store DST is listed once.
+
+    Raises:
+        DataError: naming the first one found.
+    """
+    store = dest.store
+    with dest.translated("destination"):
+        if store.capabilities.folders:
+            found = next(
+                (n for n in names if retrier.run(partial(store.exists, dest.key(n)))), None
+            )
+        else:
+            wanted = {dest.key(n): n for n in names}
+            listed = (o.key for page in store.pages(dest.key(""), retrier) for o in page)
+            found = next((wanted[k] for k in listed if k in wanted), None)
+    if found is not None:
+        raise name_taken(dest.child(found))
 
 
 def _fetched(dest: Location, index: Mapping, folder: str) -> str:

@@ -35,7 +35,15 @@ from .destination import (
     untouched,
 )
 from .executors import dask_client, write_with_dask
-from .grow import Holding, holding, keep_held, mode_of, tell_unchanged, unchanged
+from .grow import (
+    Holding,
+    check_free,
+    holding,
+    keep_held,
+    mode_of,
+    tell_unchanged,
+    unchanged,
+)
 from .manifest import MANIFEST_NAME, Kept, manifest_bytes, remove_manifest
 from .replaced import earlier_archives, remove_archives, stale, tell_ignored
 from .resume import Recorder, Remaining, earlier_manifest_seed, finished_earlier, with_offsets
@@ -137,6 +145,7 @@ def _shard_claimed(
                 )
             check_name_room(dest, the_plan.shard_names)  # the last names may be the longest
             fingerprint = run_fingerprint(the_plan)
+            exclusive = _free_names(dest, the_plan, opts, state, fingerprint, retrier)
             earlier = state.earlier()  # read before a fresh start forgets it
             recorded = state.recorded() if earlier and opts.overwrite else {}
             old, ignored = earlier_archives(
@@ -183,7 +192,15 @@ def _shard_claimed(
                 index_writer = IndexWriter(the_plan.shards, opts.tmp_dir, opts.memory_limit)
                 stack.callback(index_writer.close)
             written = _write(
-                source, dest, opts, todo, recorder, retrier, guard, client, index_writer
+                source,
+                dest,
+                opts,
+                todo,
+                recorder,
+                retrier,
+                _Publish(guard, exclusive),
+                client,
+                index_writer,
             )
             slots = [done.get(i) for i in range(len(the_plan.shards))]
             for i, result in zip(todo.indices, written):
@@ -231,10 +248,40 @@ def _shard_claimed(
 def _replaced(the_plan: Plan, opts: Options) -> list[str]:
     """The shards (and their DALI indexes) a growing dataset's plan replaces: removed once
     the manifest that no longer lists them is published."""
-    names = list(the_plan.growth.replaced) if the_plan.growth is not None else []
+    return _with_indexes(the_plan.growth.replaced if the_plan.growth is not None else (), opts)
+
+
+def _free_names(
+    dest: Location,
+    the_plan: Plan,
+    opts: Options,
+    state: RunState,
+    fingerprint: str,
+    retrier: Retrier,
+) -> bool:
+    """Whether the run's shards must go to free names, checked free now: a growing dataset's
+    new names, unless this very plan's stopped run (its records say so) published some."""
+    exclusive = mode_of(opts) is not None and state.earlier_fingerprint() != fingerprint
+    if exclusive:
+        check_free(dest, _with_indexes(the_plan.shard_names, opts), retrier)
+    return exclusive
+
+
+def _with_indexes(shards: Sequence[str], opts: Options) -> list[str]:
+    """These shard names and, with ``--index dali``, their DALI indexes'."""
+    names = list(shards)
     if opts.index == "dali":
         names += [index_name(n) for n in names if n.endswith(".tar")]
     return names
+
+
+@dataclass(frozen=True)
+class _Publish:
+    """How the run's shards are published: under the destination's lease (``guard``; None for
+    a local flock, which cannot be lost), and ``exclusive``ly (never over a name taken)."""
+
+    guard: LeaseLock | None = None
+    exclusive: bool = False
 
 
 def _finish_stopped(dest: Location, state: RunState, found: Holding, retrier: Retrier) -> int:
@@ -307,17 +354,23 @@ def _write(
     shards: Sequence[ShardPlan],
     progress: Progress,
     retrier: Retrier,
-    guard: LeaseLock | None = None,
+    publish: _Publish,
     client: Any = None,
     index_writer: IndexWriter | None = None,
 ) -> list[ShardResult]:
     """Write ``shards`` with the chosen executor (``client``: Dask's, connected before DST
     was claimed); results in their order. The sample index's plan rows go into its engine
     meanwhile."""
+    guard = publish.guard
     if opts.executor == "dask":
         lease = guard.for_workers() if guard is not None else None
         task = functools.partial(
-            _write_on_worker, src=source.url, dst=dest.url, opts=opts, lease=lease
+            _write_on_worker,
+            src=source.url,
+            dst=dest.url,
+            opts=opts,
+            lease=lease,
+            exclusive=publish.exclusive,
         )
         return write_with_dask(
             shards,
@@ -329,7 +382,9 @@ def _write(
             cleanup=functools.partial(remove_leftovers, dest, retrier),
             meanwhile=index_writer.prepare if index_writer is not None else None,
         )
-    reader, sink_for, settings = _writer_parts(source, dest, opts, retrier, progress.notice, guard)
+    reader, sink_for, settings = _writer_parts(
+        source, dest, opts, retrier, progress.notice, guard, publish.exclusive
+    )
     try:
         return write_shards(
             shards,
@@ -382,6 +437,7 @@ def _writer_parts(
     retrier: Retrier,
     notice: Callable[[str], None],
     guard: Guard | None = None,
+    exclusive: bool = False,
 ) -> tuple[Reader, Callable, dict]:
     """The reader of member bytes, the shard sink factory and the archive writer settings."""
     cleanup = Retrier(CLEANUP_RETRIES, cap=4.0)
@@ -404,6 +460,7 @@ def _writer_parts(
             notice=notice,
             checksum=opts.checksum,
             guard=guard,
+            exclusive=exclusive,
         )
 
     settings = {
@@ -423,6 +480,7 @@ def _write_on_worker(
     dst: str,
     opts: Options,
     lease: LeaseCheck | None = None,
+    exclusive: bool = False,
 ) -> ShardResult:
     """One shard, written by a Dask worker: it opens SRC and DST itself (through fsspec), and
     re-reads the run's lease before it commits."""
@@ -430,7 +488,7 @@ def _write_on_worker(
     dest = located(dst, opts, "destination")
     guard = lease.bind(dest) if lease is not None else None
     reader, sink_for, settings = _writer_parts(
-        source, dest, opts, Retrier(opts.retries), SILENT.notice, guard
+        source, dest, opts, Retrier(opts.retries), SILENT.notice, guard, exclusive
     )
     try:
         return write_one(shard_plan, reader, sink_for, settings, cancel, SILENT)

@@ -130,7 +130,9 @@ class Guard(Protocol):
 class Upload:
     """How a shard is written to a store: ``retrier`` for its requests, ``cleanup`` (patient)
     for aborting it, ``part_size`` and ``expected`` bytes for a multipart upload, ``notice`` to
-    tell a user what is being waited for, ``guard`` the destination's lease (None: none)."""
+    tell a user what is being waited for, ``guard`` the destination's lease (None: none);
+    ``exclusive``: the name must be free when the shard is published (a growing dataset's
+    new shard), never written over."""
 
     retrier: Retrier
     cleanup: Retrier
@@ -138,6 +140,7 @@ class Upload:
     expected: int
     notice: Callable[[str], None]
     guard: Guard | None = None
+    exclusive: bool = False
 
 
 class Sink(Protocol):

@@ -12,7 +12,7 @@ from .base import Guard, Mode, ObjectInfo, Unconditional, Upload, store_stamp
 from .registry import Backend, register
 from .remote import RemoteStore
 from .retry import run_with
-from .sinks import TEMP_SUFFIX, Hashing, guarded
+from .sinks import TEMP_SUFFIX, Hashing, guarded, name_taken
 
 if TYPE_CHECKING:
     from .retry import Retrier
@@ -166,7 +166,7 @@ class FsspecStore(RemoteStore):
 
     # -- shards -----------------------------------------------------------------------------
     def sink(self, key: str, upload: Upload):
-        return FsspecSink(self, key, upload.guard)
+        return FsspecSink(self, key, upload.guard, upload.exclusive)
 
     # -- errors -----------------------------------------------------------------------------
     def classify(self, err: BaseException) -> str:
@@ -220,8 +220,11 @@ class FsspecSink(Hashing):
     """A shard written through an fsspec filesystem under a hidden temp name beside its own,
     moved to its name on commit; removed again on failure."""
 
-    def __init__(self, store: FsspecStore, key: str, guard: Guard | None = None) -> None:
+    def __init__(
+        self, store: FsspecStore, key: str, guard: Guard | None = None, exclusive: bool = False
+    ) -> None:
         super().__init__()
+        self._exclusive = exclusive  # published only where its name is free (looked up)
         folder, _, base = key.rpartition("/")
         temp = (
             f"{folder}/.{base}.{os.getpid()}{TEMP_SUFFIX}"
@@ -246,6 +249,8 @@ class FsspecSink(Hashing):
 
         def publish() -> None:
             self._file.close()
+            if self._exclusive and self._store.fs.exists(self._path):
+                raise name_taken(self.url)
             self._store.fs.mv(self._temp, self._path)
 
         try:

@@ -290,7 +290,7 @@ class LocalStore(Store):
 
     # -- shards -----------------------------------------------------------------------------
     def sink(self, key: str, upload: Upload):
-        return LocalSink(self.path(key))
+        return LocalSink(self.path(key), upload.exclusive)
 
     def remove_temp_files(self, keys: list[str]) -> int:
         """Remove the hidden temp files of killed writers in these shards' folders."""

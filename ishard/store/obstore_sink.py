@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import IshardError
-from .sinks import Hashing, guarded
+from .sinks import Hashing, guarded, name_taken
 
 if TYPE_CHECKING:
     import asyncio
@@ -40,6 +40,8 @@ class Bucket(Protocol):
 
     def error(self, err: BaseException, role: str, where: str | None = None) -> IshardError: ...
 
+    def exists(self, key: str) -> bool: ...
+
     def abort_uploads(self, keys: Iterable[str], retrier: Retrier) -> int: ...
 
 
@@ -62,6 +64,7 @@ class ObstoreSink(Hashing):
     def __init__(self, store: Bucket, key: str, upload: Upload) -> None:
         super().__init__()
         self._store, self._key, self._guard = store, key, upload.guard
+        self._exclusive = upload.exclusive  # published only where its name is free
         self._retrier, self._cleanup, self._notice = upload.retrier, upload.cleanup, upload.notice
         self.url, self.etag = store.url_of(key), None
         self._part = max(
@@ -153,7 +156,13 @@ class ObstoreSink(Hashing):
 
     def commit(self) -> None:
         """Complete the upload (or PUT a small shard): only now does the object exist, and only
-        while this run holds the destination's lease."""
+        while this run holds the destination's lease; an exclusive one only where no object
+        has its name (asked just before: a multipart upload takes no condition)."""
+        if self._exclusive:
+            with self._store_errors():
+                taken = self._retrier.run(lambda: self._store.exists(self._key))
+            if taken:
+                raise name_taken(self.url)
         if self._upload is None:
             import obstore
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..checksums import DEFAULT as DEFAULT_CHECKSUM
 from ..checksums import Hasher, digest_of, hasher, tagged
-from ..errors import WriteError
+from ..errors import DataError, WriteError
 from .base import Guard, Upload
 from .retry import Retrier
 
@@ -66,6 +66,42 @@ def _write_failed(where: str, err: OSError) -> WriteError:
     )
 
 
+# a hard link of a file to a new name fails here: no links on this file system (FAT, some
+# network and FUSE ones), or not for this user; the name is then looked up just before the
+# rename, which leaves a moment in which a file put there is written over
+NO_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EMLINK, errno.EXDEV)
+
+
+def name_taken(where: str) -> DataError:
+    """The refusal to publish a new shard over something already at its name."""
+    return DataError(
+        f"{where!r} is already there, and manifest.json does not list it — ishard does not "
+        "write over it: move it away, then run again (add --resume if this run wrote shards)"
+    )
+
+
+def publish_new(temp: Path, final: Path) -> None:
+    """Give the complete file ``temp`` the name ``final`` only if nothing is there: a hard
+    link made (atomic, and it fails on an existing name), then the temp name unlinked; where
+    the file system makes no links, a look at the name just before the rename.
+
+    Raises:
+        DataError: something is at ``final`` (left as it is).
+    """
+    try:
+        os.link(temp, final, follow_symlinks=False)
+    except FileExistsError:
+        raise name_taken(str(final)) from None
+    except OSError as err:
+        if err.errno not in NO_LINKS:
+            raise
+        if os.path.lexists(final):
+            raise name_taken(str(final)) from None
+        os.replace(temp, final)
+        return
+    os.unlink(temp)
+
+
 def temp_path(final: Path) -> Path:
     """The hidden name a local shard is written under until it is complete."""
     return final.with_name(f".{final.name}.{os.getpid()}{TEMP_SUFFIX}")
@@ -105,8 +141,9 @@ class Hashing:
 class LocalSink(Hashing):
     """A shard written to a hidden temp file beside its final name; renamed on commit."""
 
-    def __init__(self, final: Path) -> None:
+    def __init__(self, final: Path, exclusive: bool = False) -> None:
         super().__init__()
+        self.exclusive = exclusive  # published only where its name is free
         self._after: str | None = None  # hashed once written, from the page cache
         self._digest: str | None = None
         self.final, self.temp = final, temp_path(final)
@@ -195,7 +232,10 @@ class LocalSink(Hashing):
             fd = os.open(self.temp, os.O_RDONLY | os.O_NOFOLLOW)
             with os.fdopen(fd, "rb", buffering=0) as written:
                 self._digest = digest_of(written, self._after)
-        os.replace(self.temp, self.final)
+        if self.exclusive:
+            publish_new(self.temp, self.final)
+        else:
+            os.replace(self.temp, self.final)
 
     def abort(self) -> None:
         """Remove the partial shard."""
@@ -244,14 +284,14 @@ def open_sink(
     notice: Callable[[str], None],
     checksum: str = DEFAULT_CHECKSUM,
     guard: Guard | None = None,
+    exclusive: bool = False,
 ):
     """The sink for one shard at a destination (hashing its bytes with ``checksum`` unless it
     is ``"none"``; on a store, committed only while ``guard``, the destination's lease,
-    confirms it)."""
+    confirms it; ``exclusive``: published only where nothing is at its name)."""
+    upload = Upload(retrier, cleanup, part_size, expected, notice, guard, exclusive)
     with location.translated("destination"):
-        sink = location.store.sink(
-            location.key(name), Upload(retrier, cleanup, part_size, expected, notice, guard)
-        )
+        sink = location.store.sink(location.key(name), upload)
     sink.use_checksum(checksum)
     return sink
 
