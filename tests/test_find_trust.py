@@ -6,6 +6,7 @@ but the member each row names, and prints no terminal escape."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -241,3 +242,25 @@ def test_an_index_of_other_column_types_is_refused_in_one_line(column, kind, tmp
     asked = "1" if column == "key" else "01"
     assert_error(invoke_ishard("find", dst, asked), 1, "samples.parquet", "verify")
     assert_error(invoke_ishard("cat", dst, asked, "-o", tmp_path / "out"), 1, "samples.parquet")
+
+
+@pytest.mark.parametrize("ext", [".tar", ".tar.zst", ".tar.gz"])
+def test_a_sample_whose_names_are_not_utf8_is_found_and_read(ext, tmp_path):
+    """A local file name with a byte that is not UTF-8: the index holds it escaped (``\\xff``);
+    ``find`` looks the key up as the index holds it, and ``cat -o`` writes the member under its
+    own name with its bytes (the header's name, not the escaped one)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / os.fsdecode(b"caf\xff.jpg")).write_bytes(b"jpeg bytes")
+    (src / os.fsdecode(b"caf\xff.cls")).write_bytes(b"7")
+    dst = tmp_path / "dst"
+    done = invoke_ishard("shard", src, dst, "--ext", ext, "--member-names", "original")
+    assert done.returncode == 0, done.stderr
+    key = os.fsdecode(b"caf\xff")
+    found, missing = ishard.find(dst, key)
+    assert missing == [] and [f.key for f in found] == [key]
+    read = {m.member: body for m, body in ishard.read_sample(dst, found[0])}
+    assert read == {os.fsdecode(b"caf\xff.cls"): b"7", os.fsdecode(b"caf\xff.jpg"): b"jpeg bytes"}
+    done = invoke_ishard("cat", dst, key, "-o", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / os.fsdecode(b"caf\xff.jpg")).read_bytes() == b"jpeg bytes"

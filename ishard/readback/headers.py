@@ -10,7 +10,7 @@ import tarfile
 from collections.abc import Mapping
 from typing import Protocol
 
-from ..names import quoted
+from ..names import quoted, shown
 
 _LOCAL = struct.Struct("<4sHHHHHIIIHH")  # a zip's local file header, 30 bytes
 _LOCAL_MAGIC = b"PK\x03\x04"
@@ -37,10 +37,11 @@ class Place(Protocol):
     def size(self) -> int: ...
 
 
-def tar_mismatch(data: bytes, base: int, place: Place) -> str | None:
+def tar_mismatch(data: bytes, base: int, place: Place) -> tuple[str | None, str]:
     """What the tar header(s) at ``place.header_offset`` (``data`` starts at ``base`` of the
-    tar stream) say that the index does not: None when they name the member, with its size
-    and its data where the index says."""
+    tar stream) say that the index does not (None when they name the member, with its size
+    and its data where the index says), and the member's name as the header has it (the
+    index holds a name that is not UTF-8 with ``\\xNN`` escapes)."""
     stream = io.BytesIO(data)
     stream.seek(place.header_offset - base)
     try:
@@ -49,15 +50,16 @@ def tar_mismatch(data: bytes, base: int, place: Place) -> str | None:
     except (tarfile.TarError, EOFError, ValueError, UnicodeError):
         info = None
     if info is None:
-        return f"has no tar header at offset {place.header_offset}"
-    return _compared(
+        return f"has no tar header at offset {place.header_offset}", place.member
+    differs = _compared(
         {
-            "names": (info.name, place.member),
+            "names": (shown(info.name), shown(place.member)),
             "says it is a": ("file" if info.isreg() else "link or folder", "file"),
             "says size": (info.size, place.size),
             "puts its data at offset": (base + info.offset_data, place.data_offset),
         }
     )
+    return differs, info.name
 
 
 def zip_mismatch(data: bytes, base: int, place: Place) -> str | None:

@@ -9,6 +9,7 @@ entered in the middle: their samples are found by reading the shard forward."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import os
 import tempfile
@@ -20,7 +21,7 @@ from typing import Any, BinaryIO
 from ..checksums import digest_of, split
 from ..errors import DataError, UsageError
 from ..formats.registry import read_as
-from ..names import quoted
+from ..names import quoted, shown
 from ..run.manifest import MANIFEST_NAME, check_manifest, read_manifest
 from ..run.sampleindex import check_index, fetch_index
 from ..store import Location, parse_storage_options, resolve
@@ -216,14 +217,15 @@ def find(
     options = record.get("options")
     compression = options.get("zip_compression") if isinstance(options, dict) else None
     claims = Claims(location.child(index["name"]), shards, compression != "deflated")
-    unique = list(dict.fromkeys(wanted))
+    # a key that is not UTF-8 (a local file's undecodable bytes) is held with \xNN escapes
+    stored = {k: shown(k) for k in dict.fromkeys(wanted)}
     with _index_file(location, index) as path:
-        rows = _query(path, unique, claims.where)
+        rows = _query(path, list(dict.fromkeys(stored.values())), claims.where)
     by_key: dict[str, list[tuple]] = {}
     for row in rows:
         by_key.setdefault(row[0], []).append(row)
-    found = [_found(k, by_key[k], claims) for k in unique if k in by_key]
-    return found, [k for k in unique if k not in by_key]
+    found = [_found(k, by_key[s], claims) for k, s in stored.items() if s in by_key]
+    return found, [k for k, s in stored.items() if s not in by_key]
 
 
 def read_sample(
@@ -273,7 +275,7 @@ def _from_frames(
     except ValueError:
         data = leading(frames, span + BLOCK)  # as far as the headers go, told below
         for m in found.members:
-            if tar_mismatch(data, base, m) is not None:
+            if tar_mismatch(data, base, m)[0] is not None:
                 _member(location, found, data, base, m)
         raise DataError(
             f"shard {location.child(found.shard)!r} does not hold sample {quoted(found.key)} "
@@ -288,17 +290,18 @@ def _member(
 ) -> tuple[MemberPlace, bytes]:
     """A member's bytes out of ``data`` (the shard's, or its tar stream's, from ``base``),
     once its header says what its row does."""
+    name = member.member
     if read_as(found.shard).container == "zip" and not found.frames:
         differs = zip_mismatch(data, base, member)
     else:
-        differs = tar_mismatch(data, base, member)
+        differs, name = tar_mismatch(data, base, member)
     at = member.data_offset - base
     body = data[at : at + member.size]
     if differs is None and len(body) != member.size:
         differs = f"ends the shard after {len(body)} of its {member.size} bytes"
     if differs is not None:
         raise _not_held(location, found, member, differs)
-    return member, body
+    return dataclasses.replace(member, member=name), body
 
 
 def _not_held(location: Location, found: Found, member: MemberPlace, detail: str) -> DataError:
@@ -310,35 +313,38 @@ def _not_held(location: Location, found: Found, member: MemberPlace, detail: str
 
 
 def _read_forward(location: Location, key: str, found: Found) -> list[tuple[MemberPlace, bytes]]:
-    wanted = {m.member: m for m in found.members}
-    got: dict[str, bytes] = {}
+    wanted = {shown(m.member): m for m in found.members}
+    got: dict[str, tuple[str, bytes]] = {}
     with location.store.open_read(key) as raw:
         if read_as(found.shard).container == "zip":  # its directory, then its members alone
             with damage_as_error(found.shard), zipfile.ZipFile(raw) as zf:
                 listed = set(zf.namelist())
-                got = {name: zf.read(name) for name in wanted if name in listed}
+                got = {name: (name, zf.read(name)) for name in wanted if name in listed}
             return _all_of(location, found, got)
         for name, data in contents(found.shard, raw):
-            if name in wanted:
-                got[name] = data
+            if shown(name) in wanted:  # the index holds a name that is not UTF-8 escaped
+                got[shown(name)] = (name, data)
                 if len(got) == len(wanted):
                     break
     return _all_of(location, found, got)
 
 
 def _all_of(
-    location: Location, found: Found, got: dict[str, bytes]
+    location: Location, found: Found, got: dict[str, tuple[str, bytes]]
 ) -> list[tuple[MemberPlace, bytes]]:
     if len(got) != len(found.members):
         raise DataError(
             f"shard {location.child(found.shard)!r} does not hold every member of sample "
             f"{found.key!r} the sample index names — run ishard verify on the destination"
         )
+    out = []
     for m in found.members:
-        if len(got[m.member]) != m.size:
-            detail = f"holds {len(got[m.member])} bytes (the index says {m.size})"
+        name, data = got[shown(m.member)]
+        if len(data) != m.size:
+            detail = f"holds {len(data)} bytes (the index says {m.size})"
             raise _not_held(location, found, m, detail)
-    return [(m, got[m.member]) for m in found.members]
+        out.append((dataclasses.replace(m, member=name), data))
+    return out
 
 
 def write_tar(out: BinaryIO, samples: Sequence[list[tuple[MemberPlace, bytes]]]) -> None:
