@@ -27,14 +27,14 @@ def sample_keys(keys: object) -> list[str]:
         return [keys]
     if isinstance(keys, (bytes, bytearray, memoryview)) or not isinstance(keys, Iterable):
         raise UsageError(
-            f"keys must be a sample key (a str) or an iterable of them, not a "
+            f"keys must be a sample key (a str) or an iterable of them, got "
             f"{type(keys).__name__} — e.g. find(dst, ['n01440764_10026'])"
         )
     every = list(keys)
     for key in every:
         if not isinstance(key, str):
             raise UsageError(
-                f"keys holds {key!r}, a {type(key).__name__}: each must be a sample key (a "
+                f"keys holds {key!r} ({type(key).__name__}): each must be a sample key (a "
                 "str) — give the keys as text"
             )
     return every
