@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from os import PathLike, fspath
 from typing import Literal, overload
 
@@ -238,21 +238,24 @@ def split(
 
 def find(
     dst: str | PathLike[str],
-    keys: Sequence[str],
+    keys: str | Iterable[str],
     *,
     endpoint_url: str | None = None,
     storage_options: StorageOptions = None,
 ) -> tuple[list[Found], list[str]]:
     """Where each sample of ``keys`` is in ``dst``'s shards, from ``dst/samples.parquet``
     (what ``ishard find`` does): the samples found, in the order asked, and the keys the
-    index does not hold. Each :class:`Found` names the shard, its members with their header
+    index does not hold. ``keys`` is one sample key or an iterable of them. Each sample's rows
+    are checked before they are returned: a shard the manifest lists, one shard a sample,
+    offsets and sizes inside it. Each :class:`Found` names the shard, its members with their header
     and data offsets and sizes, and the byte range of the shard that holds the sample
     (``start``, ``end``; None for a ``.tgz``, ``.tar.lz4`` or deflated ``.zip``, which have
     no random access).
 
     Raises:
-        UsageError: no manifest, or a manifest that names no sample index.
-        DataError: the index is not the one the manifest names.
+        UsageError: ``keys`` is not a key (``str``) or keys; no manifest, or a manifest that
+            names no sample index.
+        DataError: the index is not the one the manifest names, or says what cannot be so.
     """
     return _lookup.find(
         fspath(dst), keys, endpoint_url=endpoint_url, storage_options=storage_options
@@ -271,7 +274,9 @@ def read_sample(
     without random access by reading the shard forward to it.
 
     Raises:
-        DataError: the shard does not hold the member where the index says.
+        UsageError: ``found`` is not a sample :func:`find` found.
+        DataError: the shard does not hold the member where the index says (its header
+            names another member or size, or the bytes run short).
     """
     return _lookup.read_sample(
         fspath(dst), found, endpoint_url=endpoint_url, storage_options=storage_options

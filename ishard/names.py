@@ -50,6 +50,19 @@ def shown(name: str) -> str:
     return SURROGATE.sub(_escape, name)
 
 
+_TERMINAL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printed(name: str) -> str:
+    """``name`` fit for a line of text on a terminal: :func:`shown`, and every C0, DEL and C1
+    control character (an escape sequence, a newline) written ``\\xNN``, so a name read from
+    a record anyone could write neither drives the terminal nor splits the line."""
+    name = shown(name)
+    if not _TERMINAL.search(name):
+        return name
+    return _TERMINAL.sub(lambda m: f"\\x{ord(m.group()):02x}", name)
+
+
 def quoted(name: str, code_points: bool = False) -> str:
     """``repr(name)`` with undecodable bytes shown as ``\\xNN`` (as Python shows bytes); with
     ``code_points``, every character past ASCII escaped too (``'caf\\xe9'``, ``'cafe\\u0301'``:

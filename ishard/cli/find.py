@@ -9,7 +9,7 @@ import click
 
 from .. import inspection
 from ..errors import DataError, UsageError
-from ..names import shown
+from ..names import printed
 from ..readback.lookup import Found
 from .environment import environment_named
 from .help import PATH, reads_stored_shards
@@ -43,8 +43,8 @@ def _line(found: Found) -> str:
         if found.start is not None
         else "no byte range (read forward)"
     )
-    members = ", ".join(shown(m.member) for m in found.members)
-    return f"{shown(found.key)}  {shown(found.shard)}  {where}  {members}"
+    members = ", ".join(printed(m.member) for m in found.members)
+    return f"{printed(found.key)}  {printed(found.shard)}  {where}  {members}"
 
 
 KEYS_FROM = click.option(

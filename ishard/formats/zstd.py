@@ -8,6 +8,7 @@ which the plan record names (``zstd_library``)."""
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import sys
 from typing import BinaryIO
@@ -57,6 +58,21 @@ def decompress(data: bytes, size: int) -> bytes:
     if len(out) != size:
         raise ValueError("the frames hold more or less than their sample")
     return bytes(out)
+
+
+def leading(data: bytes, size: int) -> bytes:
+    """What frames that are not ``size`` bytes decompress to, up to ``size`` bytes and up to
+    the first damage (to tell which member's header differs from its record)."""
+    out = bytearray()
+    rest = data
+    with contextlib.suppress(zstd.ZstdError):
+        while rest and len(out) < size:
+            frame = zstd.ZstdDecompressor()
+            out += frame.decompress(rest, max_length=size - len(out))
+            if not frame.eof:
+                break
+            rest = frame.unused_data
+    return bytes(out[:size])
 
 
 class SeekableZstdSink:

@@ -9,24 +9,26 @@ entered in the middle: their samples are found by reading the shard forward."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import os
 import tempfile
 import zipfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
-
-import orjson
 
 from ..checksums import digest_of, split
 from ..errors import DataError, UsageError
 from ..formats.registry import read_as
-from ..run.manifest import MANIFEST_NAME, read_manifest
+from ..names import quoted, shown
+from ..run.manifest import MANIFEST_NAME, check_manifest, read_manifest
 from ..run.sampleindex import check_index, fetch_index
 from ..store import Location
 from .archive import contents, damage_as_error
 from .dataset import ROLE, dataset
+from .headers import DESCRIPTOR_BYTES, tar_mismatch, zip_mismatch
+from .indexrows import Claims, sample_keys
 
 BLOCK = 512
 FIND_BATCH = 1 << 16  # keys looked up in one query
@@ -56,6 +58,7 @@ class Found:
     start: int | None
     end: int | None
     frames: bool  # the range is zstd frames (decompressed, they start at the first header)
+    shard_size: int | None = None  # the shard's size, as the manifest records it
 
     def as_json(self) -> dict[str, Any]:
         """The sample as ``ishard find --json`` prints it."""
@@ -80,18 +83,17 @@ def _destination(dst: str, endpoint_url: str | None, storage_options) -> Locatio
     return dataset(dst, endpoint_url=endpoint_url, storage_options=storage_options)
 
 
-def _index_record(location: Location) -> tuple[dict, dict]:
-    """The manifest's ishard record and its sample index record; the manifest is parsed, not
-    checked entry by entry (a lookup reads no shard list), unless it cannot be read, for
-    ``read_manifest``'s error."""
+def _index_record(location: Location) -> tuple[dict, dict, dict[str, int]]:
+    """The manifest's ishard record, its sample index record and its shards (name → recorded
+    size: the only shards a lookup reads); ``read_manifest``'s error where it cannot be read."""
     data = location.read_file(MANIFEST_NAME, role=ROLE)
-    try:
-        manifest = orjson.loads(data) if data is not None else None
-    except orjson.JSONDecodeError:
-        manifest = None
-    if not isinstance(manifest, dict):
+    if data is not None:
+        manifest = check_manifest(data, location.child(MANIFEST_NAME))
+    else:
         manifest = read_manifest(location)
-    record = manifest.get("ishard") or {}
+    shards = {e["url"]: e["filesize"] for e in manifest["shardlist"]}
+    record = manifest.get("ishard")
+    record = record if isinstance(record, dict) else {}
     index = record.get("samples_index")
     if isinstance(index, dict) and not _plain_name(index.get("name")):
         raise DataError(
@@ -103,7 +105,7 @@ def _index_record(location: Location) -> tuple[dict, dict]:
             f"{location.child(MANIFEST_NAME)!r} names no sample index (written by a run with "
             "--no-sample-index, or by an older ishard) — shard again to write one"
         )
-    return record, index
+    return record, index, shards
 
 
 def _plain_name(name: object) -> bool:
@@ -137,7 +139,19 @@ def _index_file(location: Location, index: Mapping) -> Iterator[str]:
         yield fetch_index(location, index, folder, index["name"])
 
 
-def _query(path: str, keys: Sequence[str]) -> list[tuple]:
+def _query(path: str, keys: Sequence[str], where: str) -> list[tuple]:
+    import duckdb
+
+    try:
+        return _rows(path, keys)
+    except duckdb.Error as err:
+        raise DataError(
+            f"{where!r} cannot be read as a sample index ({str(err).splitlines()[0]}) — run "
+            "ishard verify on the destination"
+        ) from None
+
+
+def _rows(path: str, keys: Sequence[str]) -> list[tuple]:
     import duckdb
     import numpy as np
 
@@ -159,51 +173,55 @@ def _query(path: str, keys: Sequence[str]) -> list[tuple]:
         con.close()
 
 
-def _found(key: str, rows: list[tuple], stored_zip: bool) -> Found:
+def _found(key: str, rows: list[tuple], claims: Claims) -> Found:
+    claims.check(key, rows)  # before anything is read: the shard, offsets and sizes
     shard = rows[0][1]
+    size = claims.shards[shard]
     places = tuple(MemberPlace(r[2], r[3], r[4], r[5], r[6]) for r in rows)
-    if any(p.header_offset is None for p in places):
-        raise UsageError(
-            "the sample index has no offsets (written by an older ishard) — shard again "
-            "to write one"
-        )
     fmt = read_as(shard)
     first, last = places[0], places[-1]
     if fmt.seekable and rows[0][7] is not None:
-        return Found(key, shard, places, rows[0][7], rows[0][7] + rows[0][8], True)
+        return Found(key, shard, places, rows[0][7], rows[0][7] + rows[0][8], True, size)
     if fmt.name == "tar":
         end = last.data_offset + last.size + (-last.size % BLOCK)
-        return Found(key, shard, places, first.header_offset, end, False)
-    if fmt.container == "zip" and stored_zip:
-        return Found(key, shard, places, first.header_offset, last.data_offset + last.size, False)
-    return Found(key, shard, places, None, None, False)
+        return Found(key, shard, places, first.header_offset, end, False, size)
+    if fmt.container == "zip" and claims.stored_zip:
+        end = last.data_offset + last.size
+        return Found(key, shard, places, first.header_offset, end, False, size)
+    return Found(key, shard, places, None, None, False, size)
 
 
 def find(
     dst: str,
-    keys: Sequence[str],
+    keys: str | Iterable[str],
     *,
     endpoint_url: str | None = None,
     storage_options=None,
 ) -> tuple[list[Found], list[str]]:
-    """The samples ``keys`` name, from ``dst``'s sample index (in the order asked), and the
-    keys it does not hold.
+    """The samples ``keys`` name (one key, or an iterable of them), from ``dst``'s sample
+    index (in the order asked), and the keys it does not hold. Each sample's rows are held
+    against the manifest first: a shard it lists, offsets and sizes inside it.
 
     Raises:
-        UsageError: ``dst`` has no manifest or its manifest names no index.
-        DataError: the index is not the one the manifest names.
+        UsageError: ``keys`` is not a key or keys; ``dst`` has no manifest or its manifest
+            names no index.
+        DataError: the index is not the one the manifest names, or says what cannot be.
     """
+    wanted = sample_keys(keys)
     location = _destination(dst, endpoint_url, storage_options)
-    record, index = _index_record(location)
-    stored_zip = record.get("options", {}).get("zip_compression", "stored") != "deflated"
-    unique = list(dict.fromkeys(keys))
+    record, index, shards = _index_record(location)
+    options = record.get("options")
+    compression = options.get("zip_compression") if isinstance(options, dict) else None
+    claims = Claims(location.child(index["name"]), shards, compression != "deflated")
+    # a key that is not UTF-8 (a local file's undecodable bytes) is held with \xNN escapes
+    stored = {k: shown(k) for k in dict.fromkeys(wanted)}
     with _index_file(location, index) as path:
-        rows = _query(path, unique)
+        rows = _query(path, list(dict.fromkeys(stored.values())), claims.where)
     by_key: dict[str, list[tuple]] = {}
     for row in rows:
         by_key.setdefault(row[0], []).append(row)
-    found = [_found(k, by_key[k], stored_zip) for k in unique if k in by_key]
-    return found, [k for k in unique if k not in by_key]
+    found = [_found(k, by_key[s], claims) for k, s in stored.items() if s in by_key]
+    return found, [k for k, s in stored.items() if s not in by_key]
 
 
 def read_sample(
@@ -211,76 +229,118 @@ def read_sample(
 ) -> list[tuple[MemberPlace, bytes]]:
     """The members of a found sample with their bytes: one ranged read of the shard where its
     format allows (its frames decompressed for a seekable shard), else the shard read forward
-    to the sample.
+    to the sample. Each member's header is held against its row (name, size, where its data
+    starts).
 
     Raises:
+        UsageError: ``found`` is not a sample :func:`find` found.
         DataError: the bytes read are not the sample the index says (the shard was changed).
     """
+    if not isinstance(found, Found):
+        raise UsageError(
+            f"found must be a sample ishard.find found, not a {type(found).__name__} — e.g. "
+            "read_sample(dst, find(dst, key)[0][0])"
+        )
     location = _destination(dst, endpoint_url, storage_options)
     key = location.key(found.shard)
     with location.translated(ROLE):
         if found.start is None or found.end is None:
             return _read_forward(location, key, found)
-        data = location.store.read(key, found.start, found.end)
+        end = found.end
+        if not found.frames and read_as(found.shard).container == "zip":
+            end += DESCRIPTOR_BYTES  # the last member's data descriptor, where it has one
+            end = end if found.shard_size is None else min(end, found.shard_size)
+        data = location.store.read(key, found.start, end)
     if found.frames:
-        from ..formats.zstd import decompress
+        return _from_frames(location, found, data)
+    return [_member(location, found, data, found.start, m) for m in found.members]
 
-        base, last = found.members[0].header_offset, found.members[-1]
-        try:  # the sample's part of the tar stream: headers, data, padding, and no more
-            data = decompress(data, last.data_offset + last.size + (-last.size % BLOCK) - base)
-        except ValueError:
-            data = b""  # told below, as any other bytes that are not the sample
+
+def _from_frames(
+    location: Location, found: Found, frames: bytes
+) -> list[tuple[MemberPlace, bytes]]:
+    """The members out of a sample's zstd frames: exactly its part of the tar stream
+    (headers, data, padding); else the first member whose header differs from its row, or
+    the frames named."""
+    from ..formats.zstd import decompress, leading
+
+    base, last = found.members[0].header_offset, found.members[-1]
+    span = last.data_offset + last.size + (-last.size % BLOCK) - base
+    try:
+        data = decompress(frames, span)
+    except ValueError:
+        data = leading(frames, span + BLOCK)  # as far as the headers go, told below
+        for m in found.members:
+            if tar_mismatch(data, base, m)[0] is not None:
+                _member(location, found, data, base, m)
+        raise DataError(
+            f"shard {location.child(found.shard)!r} does not hold sample {quoted(found.key)} "
+            f"where the sample index says (its frames do not decompress to the {span} bytes "
+            "its members take) — run ishard verify on the destination"
+        ) from None
+    return [_member(location, found, data, base, m) for m in found.members]
+
+
+def _member(
+    location: Location, found: Found, data: bytes, base: int, member: MemberPlace
+) -> tuple[MemberPlace, bytes]:
+    """A member's bytes out of ``data`` (the shard's, or its tar stream's, from ``base``),
+    once its header says what its row does."""
+    name = member.member
+    if read_as(found.shard).container == "zip" and not found.frames:
+        differs = zip_mismatch(data, base, member)
     else:
-        base = found.start
-    out = []
-    for m in found.members:
-        at = m.data_offset - base
-        body = data[at : at + m.size]
-        if at < 0 or len(body) != m.size or not _named(data, m, base, found.shard):
-            raise DataError(
-                f"shard {location.child(found.shard)!r} does not hold member {m.member!r} where "
-                "the sample index says — run ishard verify on the destination"
-            )
-        out.append((m, body))
-    return out
+        differs, name = tar_mismatch(data, base, member)
+    at = member.data_offset - base
+    body = data[at : at + member.size]
+    if differs is None and len(body) != member.size:
+        differs = f"ends the shard after {len(body)} of its {member.size} bytes"
+    if differs is not None:
+        raise _not_held(location, found, member, differs)
+    return dataclasses.replace(member, member=name), body
 
 
-def _named(data: bytes, member: MemberPlace, base: int, shard: str) -> bool:
-    """Does the header at the member's offset carry its name? (a cheap check that the shard
-    is the one indexed: a tar's plain ustar name or a pax path, a zip's local header name)."""
-    head = data[member.header_offset - base : member.data_offset - base]
-    name = member.member.encode("utf-8", "surrogateescape")
-    if read_as(shard).container == "zip":
-        return head[30 : 30 + len(name)] == name
-    return name in head or name.rpartition(b"/")[2] in head
+def _not_held(location: Location, found: Found, member: MemberPlace, detail: str) -> DataError:
+    return DataError(
+        f"shard {location.child(found.shard)!r}: member {quoted(member.member)} {detail}, so "
+        "the shard does not hold it where the sample index says — run ishard verify on the "
+        "destination"
+    )
 
 
 def _read_forward(location: Location, key: str, found: Found) -> list[tuple[MemberPlace, bytes]]:
-    wanted = {m.member: m for m in found.members}
-    got: dict[str, bytes] = {}
+    wanted = {shown(m.member): m for m in found.members}
+    got: dict[str, tuple[str, bytes]] = {}
     with location.store.open_read(key) as raw:
         if read_as(found.shard).container == "zip":  # its directory, then its members alone
             with damage_as_error(found.shard), zipfile.ZipFile(raw) as zf:
                 listed = set(zf.namelist())
-                got = {name: zf.read(name) for name in wanted if name in listed}
+                got = {name: (name, zf.read(name)) for name in wanted if name in listed}
             return _all_of(location, found, got)
         for name, data in contents(found.shard, raw):
-            if name in wanted:
-                got[name] = data
+            if shown(name) in wanted:  # the index holds a name that is not UTF-8 escaped
+                got[shown(name)] = (name, data)
                 if len(got) == len(wanted):
                     break
     return _all_of(location, found, got)
 
 
 def _all_of(
-    location: Location, found: Found, got: dict[str, bytes]
+    location: Location, found: Found, got: dict[str, tuple[str, bytes]]
 ) -> list[tuple[MemberPlace, bytes]]:
     if len(got) != len(found.members):
         raise DataError(
             f"shard {location.child(found.shard)!r} does not hold every member of sample "
             f"{found.key!r} the sample index names — run ishard verify on the destination"
         )
-    return [(m, got[m.member]) for m in found.members]
+    out = []
+    for m in found.members:
+        name, data = got[shown(m.member)]
+        if len(data) != m.size:
+            detail = f"holds {len(data)} bytes (the index says {m.size})"
+            raise _not_held(location, found, m, detail)
+        out.append((dataclasses.replace(m, member=name), data))
+    return out
 
 
 def write_tar(out: BinaryIO, samples: Sequence[list[tuple[MemberPlace, bytes]]]) -> None:
