@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from ..checksums import digest_of, split
+from ..checksums import digest_of, member_checksum, split
 from ..errors import DataError, UsageError
 from ..formats.registry import read_as
 from ..run.manifest import MANIFEST_NAME, read_manifest
@@ -41,6 +41,7 @@ class MemberPlace:
     data_offset: int
     size: int
     mtime: int
+    checksum: int | None = None  # the xxh3-64 of its bytes (None: an index without them)
 
 
 @dataclass(frozen=True)
@@ -148,12 +149,16 @@ def _query(path: str, keys: Sequence[str]) -> list[tuple]:
     con = duckdb.connect()
     try:
         rows: list[tuple] = []
+        columns = {
+            r[0] for r in con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [path]).fetchall()
+        }
+        sums = "xxh3_64" if "xxh3_64" in columns else "NULL"  # an index of an older ishard
         for start in range(0, len(keys), FIND_BATCH):
             wanted = {"key": np.array(keys[start : start + FIND_BATCH], dtype=object)}
             con.register("wanted", wanted)
             rows += con.execute(
                 "SELECT key, shard, member, header_offset, data_offset, size, mtime, "
-                "frame_offset, frame_size FROM read_parquet(?) "
+                f"frame_offset, frame_size, {sums} FROM read_parquet(?) "
                 "WHERE key IN (SELECT key FROM wanted) ORDER BY key, shard, header_offset",
                 [path],
             ).fetchall()
@@ -165,7 +170,7 @@ def _query(path: str, keys: Sequence[str]) -> list[tuple]:
 
 def _found(key: str, rows: list[tuple], stored_zip: bool) -> Found:
     shard = rows[0][1]
-    places = tuple(MemberPlace(r[2], r[3], r[4], r[5], r[6]) for r in rows)
+    places = tuple(MemberPlace(r[2], r[3], r[4], r[5], r[6], r[9]) for r in rows)
     if any(p.header_offset is None for p in places):
         raise UsageError(
             "the sample index has no offsets (written by an older ishard) — shard again "
@@ -245,8 +250,22 @@ def read_sample(
                 f"shard {location.child(found.shard)!r} does not hold member {m.member!r} where "
                 "the sample index says — run ishard verify on the destination"
             )
-        out.append((m, body))
+        out.append((m, _checked(location, found, m, body)))
     return out
+
+
+def _checked(location: Location, found: Found, member: MemberPlace, body: bytes) -> bytes:
+    """``body``, when it is the member's bytes the index has the checksum of.
+
+    Raises:
+        DataError: other bytes (the shard changed after it was indexed)."""
+    if member.checksum is not None and member_checksum(body) != member.checksum:
+        raise DataError(
+            f"bytes of member {member.member!r} in shard {location.child(found.shard)!r} are "
+            "not those indexed (the shard changed after it was written) — run ishard verify "
+            "on the destination"
+        )
+    return body
 
 
 def _named(data: bytes, member: MemberPlace, base: int, shard: str) -> bool:
@@ -284,7 +303,7 @@ def _all_of(
             f"shard {location.child(found.shard)!r} does not hold every member of sample "
             f"{found.key!r} the sample index names — run ishard verify on the destination"
         )
-    return [(m, got[m.member]) for m in found.members]
+    return [(m, _checked(location, found, m, got[m.member])) for m in found.members]
 
 
 def write_tar(out: BinaryIO, samples: Sequence[list[tuple[MemberPlace, bytes]]]) -> None:
