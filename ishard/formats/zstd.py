@@ -163,6 +163,7 @@ class FrameWalk:
         self.error: str | None = None
         self._pos = 0
         self._buf = bytearray()
+        self._skipped = 0  # bytes passed over of the ones asked for
         self._steps = self._walk()
         self._want: tuple[int, bool] | None = next(self._steps)
 
@@ -181,8 +182,6 @@ class FrameWalk:
             if (len(self._buf) if keep else self._skipped) == n:
                 got, self._buf, self._skipped = bytes(self._buf), bytearray(), 0
                 self._want = self._steps.send(got)
-
-    _skipped = 0
 
     def finish(self) -> str | None:
         """What is wrong with the stream's frames, once it ended (None: nothing)."""
