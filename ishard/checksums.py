@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import hashlib
-from typing import BinaryIO, Final, Protocol
+from typing import Any, BinaryIO, Final, Protocol
 
 ALGORITHMS = ("xxh128", "blake3", "sha256", "md5")
 DEFAULT: Final = "xxh128"  # the native spelling's; the Go spelling keeps md5 (wids' md5sum)
+MEMBER_CHECKSUM: Final = "xxh3_64"  # the sample index's column of each member's hash
 CHUNK = 8 << 20  # bytes read at a time when a finished shard is hashed again
 
 
@@ -30,6 +31,21 @@ def hasher(algorithm: str) -> Hasher:
     if algorithm in ("sha256", "md5"):
         return hashlib.new(algorithm)
     raise ValueError(f"unknown checksum algorithm {algorithm!r}")
+
+
+def member_hasher() -> Any:
+    """A new hash of one member's bytes, as the sample index keeps it (``MEMBER_CHECKSUM``:
+    xxh3-64, whatever ``--checksum`` says; ``intdigest()`` its value)."""
+    import xxhash
+
+    return xxhash.xxh3_64()
+
+
+def member_checksum(data: bytes | memoryview) -> int:
+    """The xxh3-64 of one member's bytes (``member_hasher``'s value for them)."""
+    import xxhash
+
+    return xxhash.xxh3_64_intdigest(data)
 
 
 def tagged(algorithm: str, hexdigest: str) -> str:

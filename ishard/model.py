@@ -281,6 +281,7 @@ class ShardResult:
     etag: str | None = None  # the object's ETag on an S3 destination (checked by --resume)
     offsets: bytes | None = None  # each member's header and data offset (``packed``)
     frames: bytes | None = None  # a seekable shard's sample frame starts, then its end (int64)
+    sums: bytes | None = None  # each member's xxh3-64, as its bytes were written (``packed_sums``)
 
 
 def packed(headers: list[int], data: list[int]) -> bytes:
@@ -291,6 +292,13 @@ def packed(headers: list[int], data: list[int]) -> bytes:
     pairs[0::2] = array("q", headers)
     pairs[1::2] = array("q", data)
     return pairs.tobytes()
+
+
+def packed_sums(sums: list[int]) -> bytes:
+    """Members' xxh3-64 checksums as a ``ShardResult`` carries them: uint64s."""
+    from array import array
+
+    return array("Q", sums).tobytes()
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import io
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tarfile
@@ -93,7 +94,11 @@ def write_members(path: Path, members: list[tuple[str, bytes]]) -> None:
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     raw = buf.getvalue()
-    path.write_bytes(tar_codec(path.name)[0](raw))
+    packed = tar_codec(path.name)[0](raw)
+    if path.name.endswith(".tar.zst"):  # one frame, and the seek table --deep reads
+        table = struct.pack("<II", len(packed), len(raw)) + struct.pack("<IBI", 1, 0, 0x8F92EAB1)
+        packed += struct.pack("<II", 0x184D2A5E, len(table)) + table
+    path.write_bytes(packed)
 
 
 def fix_manifest(dst: Path, *names: str) -> None:

@@ -65,13 +65,22 @@ Examples:
 @click.argument("keys", nargs=-1)
 @KEYS_FROM
 @click.option("--json", "as_json", is_flag=True, help="Print the samples as JSON.")
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Also read each found sample out of its shard and check its members' bytes against "
+    "the checksums the index holds (exit 1 naming the first that differs).",
+)
 @reads_stored_shards
 @environment_named
-def find_command(dst, keys, keys_from, as_json, debug, **options) -> int:
+def find_command(dst, keys, keys_from, as_json, verify, debug, **options) -> int:
     """Which shard, members and byte range hold each sample KEY, from DST/samples.parquet;
-    exit 1 when a key is not there."""
+    exit 1 when a key is not there. Only the index is read, unless --verify."""
     wanted = _keys(keys, keys_from)
     found, missing = inspection.find(dst, wanted, **options)
+    if verify:
+        for f in found:
+            inspection.read_sample(dst, f, **options)
     if as_json:
         emit_json({"samples": [f.as_json() for f in found], "missing": missing})
     else:

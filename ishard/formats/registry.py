@@ -26,6 +26,9 @@ class ArchiveWriter(Protocol):
         compressor takes), and where each sample's frames start in the shard and the last
         ends, for a format cut into frames (else None)."""
 
+    def checksums(self) -> list[int]:
+        """Each member's xxh3-64, taken as its bytes went into the archive."""
+
     def close(self) -> None:
         """Finish the archive (end blocks, central directory, compressor flush)."""
 

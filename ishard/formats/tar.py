@@ -7,7 +7,8 @@ import struct
 from collections.abc import Callable
 from typing import BinaryIO
 
-from ..errors import SourceError, WriteError
+from ..checksums import member_hasher
+from ..errors import SourceError
 from .compress import Sink
 
 BLOCK = 512
@@ -19,7 +20,6 @@ MODE = b"0000644\0"
 ZERO8 = b"0000000\0"
 MAGIC = b"ustar\x0000"
 PAX_NAME = b"././@PaxHeader"
-KERNEL_MIN = 64 << 10  # members this large are copied file to file in the kernel, when allowed
 # The plain ustar header as one struct: name, mode+uid+gid, size, mtime, checksum, typeflag,
 # (linkname), magic+version, (uname, gname), devmajor+devminor, prefix, (padding).
 _USTAR = struct.Struct("100s24s12s12s8s1s100x8s64x16s155s12x")
@@ -184,8 +184,9 @@ class TarWriter:
     Headers, padding and member bytes gather in one reused buffer that goes to the sink in
     writes of about ``FLUSH_AT`` bytes (``sink.write`` gets a memoryview of it, which it must
     not keep). A source with a ``fileno()`` is read through that descriptor, straight into the
-    buffer; when the sink can also copy from a descriptor (``can_copy()``: a local file with no
-    checksum to compute), members of ``KERNEL_MIN`` bytes or more are copied in the kernel.
+    buffer. Each member's bytes are hashed there, on their way into the archive
+    (``checksums()``, the sample index's): so no member is copied in the kernel, where its
+    bytes would pass by unseen.
     """
 
     def __init__(self, sink: Sink) -> None:
@@ -197,11 +198,8 @@ class TarWriter:
         self.data_offsets: list[int] = []
         self._boundary: Callable[[], None] | None = getattr(sink, "boundary", None)
         self._mtime, self._mtime_field, self._mtime_sum = -1, b"", 0
-        can_copy = getattr(sink, "can_copy", None)
-        copy_from = getattr(sink, "copy_from", None)  # a local file's kernel copy
-        self._copy: Callable[[int, int], int] | None = (
-            copy_from if can_copy is not None and can_copy() else None
-        )
+        self.sums: list[int] = []
+        self._hash = member_hasher()
 
     def _flush(self) -> None:
         if self._pos:
@@ -218,6 +216,10 @@ class TarWriter:
                 return
         self._view[self._pos : self._pos + n] = data
         self._pos += n
+
+    def _hashed_put(self, data: bytes | bytearray | memoryview) -> None:
+        self._hash.update(data)
+        self._put(data)
 
     def _header(self, name: str, size: int, mtime: int) -> None:
         """``member_header``'s bytes; its common case (one plain ustar block) packed straight
@@ -275,27 +277,11 @@ class TarWriter:
                 if left:
                     raise _shrank(name, size, size - left)
                 return
+            self._hash.update(view[self._pos : self._pos + n])
             self._pos += n
             left -= n
             if left == 0:
                 return
-
-    def _copy_fd(self, fd: int, size: int, name: str) -> None:
-        """Copy the member in the kernel; then check the file ends where it was listed to."""
-        self._flush()
-        copy = self._copy
-        assert copy is not None  # called only when the sink copies (see add)
-        try:
-            copied = copy(fd, size)
-            more = os.pread(fd, 1, size) if copied == size else b""
-        except WriteError:
-            raise
-        except OSError as err:
-            raise _unreadable(name, err) from None
-        if copied < size:
-            raise _shrank(name, size, copied)
-        if more:
-            raise _grew(name, size)
 
     def sample(self) -> None:
         """A new sample begins: a sink that cuts frames (seekable zstd) starts one here."""
@@ -309,13 +295,13 @@ class TarWriter:
         self._header(name, size, mtime)
         self.data_offsets.append(self.offset)
         fd = _fileno(source)
+        self._hash.reset()
         if fd < 0:
-            read_exactly(source, size, name, _Into(self._put))
+            read_exactly(source, size, name, _Into(self._hashed_put))
             self.offset -= size  # _put counted the bytes; counted once below
-        elif self._copy is not None and size >= KERNEL_MIN:
-            self._copy_fd(fd, size, name)
         else:
             self._read_fd(fd, size, name)
+        self.sums.append(self._hash.intdigest())
         self.offset += size
         pad = -size % BLOCK
         if pad:
@@ -327,6 +313,10 @@ class TarWriter:
         frames."""
         frames = getattr(self._sink, "frame_starts", None) if self._boundary else None
         return self.header_offsets, self.data_offsets, frames
+
+    def checksums(self) -> list[int]:
+        """Each member's xxh3-64, taken as its bytes went into the archive."""
+        return self.sums
 
     def close(self) -> None:
         """Write the two zero end blocks and close the sink."""

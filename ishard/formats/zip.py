@@ -7,6 +7,7 @@ import time
 import zipfile
 from typing import BinaryIO
 
+from ..checksums import member_hasher
 from ..errors import UsageError
 from .compress import Sink
 from .tar import read_exactly
@@ -45,6 +46,20 @@ class _Stream(io.RawIOBase):
         pass
 
 
+class _Hashed:
+    """A member being written, hashed on the way (the sample index's checksum of it)."""
+
+    def __init__(self, member) -> None:
+        self._member, self.hash = member, member_hasher()
+
+    def write(self, data) -> None:
+        self.hash.update(data)
+        self._member.write(data)
+
+    def close(self) -> None:
+        """Closed by its ``with``."""
+
+
 def dos_time(mtime: int) -> tuple[int, int, int, int, int, int]:
     """UTC calendar time for a zip entry, clamped to the range zip can hold."""
     if mtime < 315532800:  # 1980-01-01
@@ -64,6 +79,7 @@ class ZipWriter:
         self._zip = zipfile.ZipFile(self._stream, "w", allowZip64=True)
         self._headers: list[int] = []
         self._data: list[int] = []
+        self._sums: list[int] = []
 
     def add(self, name: str, size: int, mtime: int, source: BinaryIO) -> None:
         """Append a regular file of ``size`` bytes read from ``source``."""
@@ -86,7 +102,9 @@ class ZipWriter:
         self._headers.append(self._stream.tell())
         with self._zip.open(info, "w", force_zip64=size >= zipfile.ZIP64_LIMIT) as member:
             self._data.append(self._stream.tell())
-            read_exactly(source, size, name, member)
+            hashed = _Hashed(member)
+            read_exactly(source, size, name, hashed)
+        self._sums.append(hashed.hash.intdigest())
 
     def sample(self) -> None:
         """A new sample begins: nothing to do in a zip."""
@@ -94,6 +112,10 @@ class ZipWriter:
     def layout(self) -> tuple[list[int], list[int], None]:
         """Where each member's local header and (stored or deflated) data start."""
         return self._headers, self._data, None
+
+    def checksums(self) -> list[int]:
+        """Each member's xxh3-64, taken as its bytes went into the archive."""
+        return self._sums
 
     def close(self) -> None:
         """Write the central directory and close the sink."""

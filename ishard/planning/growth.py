@@ -36,6 +36,7 @@ INDEX_COLUMNS = (
     ("data_offset", "BIGINT"),  # the tar stream inside a compressed one; then its bytes
     ("frame_offset", "BIGINT"),  # a seekable shard's frames holding the member's sample:
     ("frame_size", "BIGINT"),  # where they start in the shard and how many bytes they take
+    ("xxh3_64", "UBIGINT"),  # the member's bytes' xxh3-64, taken as they were written
 )
 NAMES_AT_ONCE = 1 << 20  # names (or keys) put into the engine in one blob
 

@@ -14,13 +14,22 @@ from typing import IO, BinaryIO
 
 from ..errors import IshardError, SourceError, UsageError
 from ..formats import ARCHIVE_EXTS
+from ..formats.compress import FormatDamage
 from ..formats.registry import read_as
 from ..names import wds_split
 from ..store import parse_storage_options, resolve
 
 READ_STEP = 1 << 20  # bytes per read when member data is read back
 TAR_BUFFER = 1 << 20
-DAMAGE = (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError, RuntimeError, OSError)
+DAMAGE = (
+    tarfile.TarError,
+    zipfile.BadZipFile,
+    zlib.error,
+    EOFError,
+    RuntimeError,
+    OSError,
+    FormatDamage,
+)
 
 
 @dataclass(frozen=True)

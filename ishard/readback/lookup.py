@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from ..checksums import digest_of, split
+from ..checksums import digest_of, member_checksum, split
 from ..errors import DataError, UsageError
 from ..formats.registry import read_as
 from ..names import quoted, shown
@@ -44,6 +44,7 @@ class MemberPlace:
     data_offset: int
     size: int
     mtime: int
+    checksum: int | None = None  # the xxh3-64 of its bytes (None: an index without them)
 
 
 @dataclass(frozen=True)
@@ -158,12 +159,16 @@ def _rows(path: str, keys: Sequence[str]) -> list[tuple]:
     con = duckdb.connect()
     try:
         rows: list[tuple] = []
+        columns = {
+            r[0] for r in con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [path]).fetchall()
+        }
+        sums = "xxh3_64" if "xxh3_64" in columns else "NULL"  # an index of an older ishard
         for start in range(0, len(keys), FIND_BATCH):
             wanted = {"key": np.array(keys[start : start + FIND_BATCH], dtype=object)}
             con.register("wanted", wanted)
             rows += con.execute(
                 "SELECT key, shard, member, header_offset, data_offset, size, mtime, "
-                "frame_offset, frame_size FROM read_parquet(?) "
+                f"frame_offset, frame_size, {sums} FROM read_parquet(?) "
                 "WHERE key IN (SELECT key FROM wanted) ORDER BY key, shard, header_offset",
                 [path],
             ).fetchall()
@@ -177,7 +182,7 @@ def _found(key: str, rows: list[tuple], claims: Claims) -> Found:
     claims.check(key, rows)  # before anything is read: the shard, offsets and sizes
     shard = rows[0][1]
     size = claims.shards[shard]
-    places = tuple(MemberPlace(r[2], r[3], r[4], r[5], r[6]) for r in rows)
+    places = tuple(MemberPlace(r[2], r[3], r[4], r[5], r[6], r[9]) for r in rows)
     fmt = read_as(shard)
     first, last = places[0], places[-1]
     if fmt.seekable and rows[0][7] is not None:
@@ -297,7 +302,21 @@ def _member(
         differs = f"ends the shard after {len(body)} of its {member.size} bytes"
     if differs is not None:
         raise _not_held(location, found, member, differs)
-    return dataclasses.replace(member, member=name), body
+    return dataclasses.replace(member, member=name), _checked(location, found, member, body)
+
+
+def _checked(location: Location, found: Found, member: MemberPlace, body: bytes) -> bytes:
+    """``body``, when it is the member's bytes the index has the checksum of.
+
+    Raises:
+        DataError: other bytes (the shard changed after it was indexed)."""
+    if member.checksum is not None and member_checksum(body) != member.checksum:
+        raise DataError(
+            f"bytes of member {quoted(member.member)} in shard {location.child(found.shard)!r} "
+            "are not those indexed (the shard changed after it was written) — run ishard "
+            "verify on the destination"
+        )
+    return body
 
 
 def _not_held(location: Location, found: Found, member: MemberPlace, detail: str) -> DataError:
@@ -339,7 +358,7 @@ def _all_of(
         if len(data) != m.size:
             detail = f"holds {len(data)} bytes (the index says {m.size})"
             raise _not_held(location, found, m, detail)
-        out.append((dataclasses.replace(m, member=name), data))
+        out.append((dataclasses.replace(m, member=name), _checked(location, found, m, data)))
     return out
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from ..checksums import hasher, split
 from ..formats.registry import read_as
@@ -17,6 +17,9 @@ from ..run.manifest import entry_checksum
 from ..store import Location
 from ..store.base import NotRegular
 from .archive import DamagedArchive, Member, scan
+
+if TYPE_CHECKING:
+    from ..formats.zstd import FrameWalk
 
 READ_STEP = 1 << 20
 REPORT_EVERY = 4 << 20  # bytes read between progress reports
@@ -30,7 +33,8 @@ class Problem:
     ``unreadable``, ``size``, the checksum's algorithm (``xxh128``, ``blake3``, ``sha256``,
     ``md5``: the shard's digest differs from the recorded one), ``checksum_missing`` (the
     run recorded checksums, as its options say, but this shard's entry has none), ``members``,
-    ``payload``, ``samples``, ``split_sample``, ``scattered_sample``, ``unlisted``, ``index``
+    ``payload``, ``samples``, ``split_sample``, ``scattered_sample``, ``unlisted``, ``index``,
+    ``seek_table`` (a ``.tar.zst``'s seek table does not describe its frames; ``--deep``)
     (the manifest's record of the sample index is malformed).
     """
 
@@ -50,6 +54,7 @@ class _Tap(io.RawIOBase):
         super().__init__()
         self._raw, self._progress = raw, progress
         self._hash = hasher(algorithm) if algorithm else None
+        self.frames: FrameWalk | None = None  # a seekable shard's frames, walked (--deep)
         self.count = self._pending = 0
         self.error: Exception | None = None
         self._ended = False
@@ -72,6 +77,8 @@ class _Tap(io.RawIOBase):
         self._pending += n
         if self._hash is not None:
             self._hash.update(data)
+        if self.frames is not None:
+            self.frames.feed(data)
         if self._pending >= REPORT_EVERY or not n:
             self._progress.verified(self._pending)
             self._pending = 0
@@ -240,6 +247,10 @@ def check_shard(
     fix = "" if algorithm else CHANGED_FIX
     _compare(problems, name, "size", "size", entry["filesize"], size, " bytes", fix)
     tap = _Tap(raw, algorithm, progress)
+    if deep and read_as(name).seekable:
+        from ..formats.zstd import FrameWalk
+
+        tap.frames = FrameWalk()
     with raw:
         try:
             shard = _check_members(
@@ -253,10 +264,25 @@ def check_shard(
             _drain_quietly(tap)
     if algorithm is not None and tap.error is None:
         _compare(problems, name, algorithm, algorithm, expected, tap.hexdigest, fix=CHANGED_FIX)
+    if not any(p.kind == "unreadable" for p in shard.problems):  # else told as unreadable
+        problems += _seek_table(name, tap)
     shard.problems[:0] = problems
     shard.nbytes = tap.count
     progress.shard_verified(name)
     return shard
+
+
+def _seek_table(name: str, tap: _Tap) -> list[Problem]:
+    """A problem when a seekable shard's seek table does not describe the frames it holds
+    (what a reader of one sample trusts to find that sample's frames)."""
+    if tap.frames is None or tap.error is not None:
+        return []
+    from ..formats.zstd import seek_table_problem
+
+    detail = seek_table_problem(tap.frames)
+    if detail is None:
+        return []
+    return [Problem(name, "seek_table", f"seek table is wrong: {detail}{CHANGED_FIX}")]
 
 
 def _drain_quietly(tap: _Tap) -> None:

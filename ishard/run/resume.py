@@ -137,6 +137,7 @@ def finished_earlier(
             etag=r.get("etag"),
             offsets=_unpacked(r.get("offsets")),
             frames=_unpacked(r.get("frames")),
+            sums=_unpacked(r.get("sums")),
         )
         for i, r in sorted(records.items())
         if i < len(names) and r.get("name") == names[i] and still_complete(dest, r, retrier)
@@ -179,7 +180,8 @@ def with_offsets(
     kept = {i: r for i, r in done.items() if r.offsets is not None}
     for name, i in lacking.items():
         if name in found:
-            kept[i] = dataclasses.replace(done[i], offsets=found[name][0], frames=found[name][1])
+            offsets, frames, sums = found[name]
+            kept[i] = dataclasses.replace(done[i], offsets=offsets, frames=frames, sums=sums)
     return dict(sorted(kept.items()))
 
 

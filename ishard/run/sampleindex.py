@@ -16,7 +16,7 @@ from typing import Any
 
 from ..checksums import digest_of, hasher, split, tagged
 from ..errors import DataError, IshardError, WriteError
-from ..model import ShardResult
+from ..model import ShardResult, packed_sums
 from ..planning.engine import sql_text
 from ..planning.growth import (
     INDEX_COLUMNS,
@@ -43,7 +43,8 @@ PARQUET_OPTIONS = (
 
 
 PLAN_COLUMNS = ("key", "shard", "member", "source", "size", "mtime")  # the plan's part of a row
-LAYOUT_COLUMNS = ("header_offset", "data_offset", "frame_offset", "frame_size")  # the writers'
+# the writers' part: offsets, frames, each member's checksum
+LAYOUT_COLUMNS = ("header_offset", "data_offset", "frame_offset", "frame_size", "xxh3_64")
 
 
 def plan_rows(shards: ShardList) -> Iterator[dict[str, Any]]:
@@ -70,7 +71,7 @@ def layout_rows(results: Sequence[ShardResult], counts: Sequence[int]) -> Iterat
     seekable = any(r.frames is not None for r in results)
     return _batched(
         (_layout_columns(r, count, seekable) for r, count in zip(results, counts)),
-        LAYOUT_COLUMNS if seekable else LAYOUT_COLUMNS[:2],
+        LAYOUT_COLUMNS if seekable else (*LAYOUT_COLUMNS[:2], LAYOUT_COLUMNS[-1]),
     )
 
 
@@ -100,7 +101,11 @@ def _layout_columns(result: ShardResult, count: int, seekable: bool) -> dict[str
             f"{count} members — run again with --resume"
         )
     pairs = np.frombuffer(result.offsets, dtype="<i8").reshape(count, 2)
-    columns: dict[str, Any] = {"header_offset": pairs[:, 0], "data_offset": pairs[:, 1]}
+    columns: dict[str, Any] = {
+        "header_offset": pairs[:, 0],
+        "data_offset": pairs[:, 1],
+        "xxh3_64": _sums_column(result, count),
+    }
     if not seekable:
         return columns
     if result.frames is None:
@@ -110,6 +115,18 @@ def _layout_columns(result: ShardResult, count: int, seekable: bool) -> dict[str
         raise WriteError(f"the writer of shard {result.name!r} reported frames of other members")
     frames = np.frombuffer(result.frames, dtype="<i8").reshape(count, 2)
     return {**columns, "frame_offset": frames[:, 0], "frame_size": frames[:, 1]}
+
+
+def _sums_column(result: ShardResult, count: int) -> Any:
+    """A shard's members' checksums as its writer reported them; null where it reported none
+    (a shard kept from a run before they were taken)."""
+    import numpy as np
+
+    if result.sums is None:
+        return np.full(count, None, dtype=object)
+    if len(result.sums) != 8 * count:
+        raise WriteError(f"the writer of shard {result.name!r} reported checksums of other members")
+    return np.frombuffer(result.sums, dtype="<u8")
 
 
 def _joined(parts: list[dict[str, Any]], names: Sequence[str]) -> dict[str, Any]:
@@ -268,32 +285,42 @@ def _publish(
     return {"name": INDEX_NAME, "rows": int(count), "bytes": size, "checksum": checksum}
 
 
-def recorded_offsets(path: str, shards: Sequence[str]) -> dict[str, tuple[bytes, bytes | None]]:
+Recorded = tuple[bytes, bytes | None, bytes | None]  # offsets, frames, sums (``ShardResult``)
+
+
+def recorded_offsets(path: str, shards: Sequence[str]) -> dict[str, Recorded]:
     """The offsets of ``shards`` as their writers reported them (``ShardResult.offsets``,
-    ``frames``), from the index file at ``path``; a shard it has no offsets for is left out."""
+    ``frames``, ``sums``), from the index file at ``path``; a shard it has no offsets for is
+    left out (an index without checksums gives none)."""
     import duckdb
 
-    found: dict[str, tuple[bytes, bytes | None]] = {}
+    found: dict[str, Recorded] = {}
     with private_engine(None, 256 << 20) as (con, _):
         shard_table(con, "wanted", list(shards))
+        names = {
+            r[0] for r in con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [path]).fetchall()
+        }
+        sums = "xxh3_64" if "xxh3_64" in names else "NULL::UBIGINT"
         try:
             rows = con.execute(
                 "SELECT shard, list(header_offset ORDER BY header_offset), "
                 "list(data_offset ORDER BY header_offset), "
                 "list(frame_offset ORDER BY header_offset), "
-                "list(frame_size ORDER BY header_offset), count(*) - count(data_offset) "
+                f"list(frame_size ORDER BY header_offset), list({sums} ORDER BY header_offset), "
+                "count(*) - count(data_offset) "
                 "FROM read_parquet(?) WHERE shard IN (SELECT shard FROM wanted) GROUP BY shard",
                 [path],
             ).fetchall()
         except duckdb.BinderException:  # an index written before offsets were kept
             return found
-    for shard, headers, data, frame_offsets, frame_sizes, unknown in rows:
+    for shard, headers, data, frame_offsets, frame_sizes, checksums, unknown in rows:
         if unknown:
             continue
         frames = None
         if all(f is not None for f in frame_offsets):
             frames = _pairs(frame_offsets, frame_sizes)
-        found[shard] = (_pairs(headers, data), frames)
+        known = all(c is not None for c in checksums)
+        found[shard] = (_pairs(headers, data), frames, packed_sums(checksums) if known else None)
     return found
 
 

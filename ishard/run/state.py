@@ -109,7 +109,7 @@ class RunState:
         record = {"name": result.name, "filesize": result.filesize, "checksum": result.checksum}
         if result.etag is not None:
             record["etag"] = result.etag
-        for field in ("offsets", "frames"):  # what the sample index is written with
+        for field in ("offsets", "frames", "sums"):  # what the sample index is written with
             value = getattr(result, field)
             if value is not None:
                 record[field] = base64.b64encode(value).decode("ascii")

@@ -26,7 +26,7 @@ from .. import signals
 from ..errors import Interrupted, IshardError, WriteError
 from ..formats import open_writer
 from ..formats.dali_index import dali_index, index_name
-from ..model import ShardPlan, ShardResult, packed
+from ..model import ShardPlan, ShardResult, packed, packed_sums
 from ..progress import Progress
 
 REPORT_EVERY = 4 << 20
@@ -109,6 +109,7 @@ def write_one(
         getattr(sink, "etag", None),
         packed(headers, data),
         None if frames is None else _member_frames(frames, counts),
+        packed_sums(writer.checksums()),
     )
     progress.shard_done(result)
     return result

@@ -1,4 +1,4 @@
-"""A local directory: descriptor reads, kernel copies, forked writers, and no link ever followed."""
+"""A local directory: descriptor reads, forked writers, and no link ever followed."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..checksums import DEFAULT as DEFAULT_CHECKSUM
-from ..checksums import Hasher, digest_of, hasher, tagged
+from ..checksums import Hasher, hasher, tagged
 from ..errors import DataError, WriteError
 from .base import Guard, Upload
 from .retry import Retrier
@@ -28,8 +28,6 @@ WRITE_FIX = {
 MIN_PART = 5 << 20  # S3's smallest part (but the last)
 MAX_PARTS = 10_000
 PARTS_IN_FLIGHT = 2  # per shard: part_size * (this + 1) bytes of memory at most
-COPY_STEP = 64 << 20  # bytes per kernel copy call: Ctrl-C and cancellation act between calls
-PLAIN_STEP = 1 << 20  # user-space copy: read/write in pieces of this size
 
 
 def guarded(guard: Guard | None, what: str, publish: Callable[[], object]):
@@ -40,23 +38,6 @@ def guarded(guard: Guard | None, what: str, publish: Callable[[], object]):
     out = publish()
     guard.committed(confirmed, what)
     return out
-
-
-def _copy_file_range(src: int, dst: int, count: int) -> int:
-    return os.copy_file_range(src, dst, count)
-
-
-def _sendfile(src: int, dst: int, count: int) -> int:
-    return os.sendfile(dst, src, None, count)
-
-
-# Ways to copy file to file inside the kernel, best first; each is dropped for a shard once it
-# fails (EXDEV across file systems, ENOSYS, EINVAL on file systems without support …).
-KERNEL_COPIES = tuple(
-    f
-    for f, name in ((_copy_file_range, "copy_file_range"), (_sendfile, "sendfile"))
-    if hasattr(os, name)
-)
 
 
 def _write_failed(where: str, err: OSError) -> WriteError:
@@ -144,11 +125,7 @@ class LocalSink(Hashing):
     def __init__(self, final: Path, exclusive: bool = False) -> None:
         super().__init__()
         self.exclusive = exclusive  # published only where its name is free
-        self._after: str | None = None  # hashed once written, from the page cache
-        self._digest: str | None = None
         self.final, self.temp = final, temp_path(final)
-        self._kernel = 0  # index of the kernel copy to try first (see KERNEL_COPIES)
-        self._plain: memoryview | None = None
         try:
             self._fd = os.open(self.temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except OSError as err:
@@ -166,59 +143,6 @@ class LocalSink(Hashing):
         except OSError as err:
             raise _write_failed(str(self.final), err) from None
 
-    @property
-    def checksum(self) -> str | None:
-        return self._digest if self._after else super().checksum
-
-    def can_copy(self) -> bool:
-        """Whether ``copy_from`` may be used — asked by a plain tar writer, before it writes.
-        It may: the shard is then hashed once complete, read back from the page cache, so its
-        members are still copied in the kernel (0.67× GNU tar's time against 0.91× hashing
-        every byte on its way, xxh128, ``benchmarks/bench_local.py``). A writer that never
-        asks (a compressor's, a zip's) has every byte pass through it, hashed on the way."""
-        if self.hash is not None and self.size == 0:
-            self._after, self.hash = self.algorithm, None
-        return self.hash is None
-
-    def copy_from(self, fd: int, count: int) -> int:
-        """Append up to ``count`` bytes of the open file ``fd`` (from its offset), copied in the
-        kernel where the system allows it, else through a buffer; fewer only where that file
-        ends first.
-
-        Raises:
-            WriteError: the shard cannot be written.
-            OSError: the source file cannot be read.
-        """
-        done = 0
-        while done < count:
-            step = min(count - done, COPY_STEP)
-            n = 0
-            while self._kernel < len(KERNEL_COPIES):
-                try:
-                    n = KERNEL_COPIES[self._kernel](fd, self._fd, step)
-                    break
-                except OSError:
-                    self._kernel += 1
-            if n == 0:  # no kernel way left, or the file ends (some file systems copy nothing)
-                n = self._copy_plain(fd, step)
-                if n == 0:
-                    break
-            done += n
-        self.size += done
-        return done
-
-    def _copy_plain(self, fd: int, count: int) -> int:
-        if self._plain is None:
-            self._plain = memoryview(bytearray(PLAIN_STEP))
-        n = os.readv(fd, [self._plain[: min(count, PLAIN_STEP)]])
-        view = self._plain[:n]
-        try:
-            while view:
-                view = view[os.write(self._fd, view) :]
-        except OSError as err:
-            raise _write_failed(str(self.final), err) from None
-        return n
-
     def close(self) -> None:
         """All bytes are written."""
         if self._fd >= 0:
@@ -228,10 +152,6 @@ class LocalSink(Hashing):
     def commit(self) -> None:
         """Give the complete shard its final name."""
         self.close()
-        if self._after is not None:
-            fd = os.open(self.temp, os.O_RDONLY | os.O_NOFOLLOW)
-            with os.fdopen(fd, "rb", buffering=0) as written:
-                self._digest = digest_of(written, self._after)
         if self.exclusive:
             publish_new(self.temp, self.final)
         else:
