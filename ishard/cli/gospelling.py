@@ -170,8 +170,7 @@ def _rewritten(
                 out.append(f"--dry-run={argv[i]}")
                 i += 1
             else:
-                if i < len(argv):
-                    _not_a_mistyped_mode(argv[i])
+                _not_a_mistyped_mode(argv[i : i + 1])
                 out.append("--dry-run=text" if any(map(_go_spelt, argv)) else "--dry-run=shards")
         elif flag is None:
             out.append(arg)
@@ -187,14 +186,15 @@ def _rewritten(
     return out
 
 
-def _not_a_mistyped_mode(word: str) -> None:
-    """Refuse the word after a bare ``--dry-run`` that is a near miss of a mode
-    (``sumary``): it would be taken as DST and the wrong plan printed. A path (a ``/`` or a
-    ``:`` in it), an option, or a name that exists is DST as ever.
+def _not_a_mistyped_mode(after: list[str]) -> None:
+    """Refuse the word after a bare ``--dry-run`` (``after``: it, or nothing) that is a near
+    miss of a mode (``sumary``): it would be taken as DST and the wrong plan printed. A path
+    (a ``/`` or a ``:`` in it), an option, or a name that exists is DST as ever.
 
     Raises:
         UsageError: naming the word and the mode it is close to (exit 2).
     """
+    word = after[0] if after else "-"
     if word.startswith("-") or "/" in word or ":" in word or os.path.lexists(word):
         return
     near = difflib.get_close_matches(word.lower(), DRY_RUN_MODES, 1, cutoff=0.8)
