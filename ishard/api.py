@@ -23,6 +23,7 @@ from .options import choices
 from .options.record import Options, make_options
 from .planning.planner import announce, located, make_plan
 from .progress import SILENT, Progress
+from .run.destination import check_as_run, check_name_room
 from .run.grow import holding, mode_of
 from .run.shard import shard_with
 
@@ -292,18 +293,25 @@ def plan_with(
 ) -> Plan:
     """:func:`plan` under options already checked by :func:`make_options` (the command's
     way in: its messages name flags, not keywords); with ``--append`` or ``--update``, the
-    plan of growing the dataset in ``dst`` (read, not written)."""
+    plan of growing the dataset in ``dst``. A ``dst`` is looked at as the run would look at
+    it, and refused as the run would refuse it (not empty, held by a live run, no dataset to
+    grow …); nothing is created or written there."""
     source = located(str(src), opts, "source")
+    dest = None if dst is None else located(str(dst), opts, "destination")
+    if dest is not None:
+        check_as_run(source, dest, opts)  # what the run would refuse, refused now
     if mode_of(opts) is None:
         the_plan = make_plan(source, opts, progress)
-    elif dst is None:
+    elif dest is None:
         raise UsageError(
             f"--{mode_of(opts)} needs DST, the dataset to grow: ishard shard SRC DST "
             f"--{mode_of(opts)} --dry-run"
         )
     else:
-        with holding(located(str(dst), opts, "destination"), opts) as found:
+        with holding(dest, opts) as found:
             the_plan = make_plan(source, opts, progress, found.held)
+    if dest is not None:
+        check_name_room(dest, the_plan.shard_names)  # the last names may be the longest
     announce(the_plan, opts, progress)
     return the_plan
 

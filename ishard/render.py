@@ -68,18 +68,6 @@ def _shard_rows(plan: Plan) -> list[tuple[str, str, int, int]]:
     )
 
 
-def plan_headers(plan: Plan, out: TextIO) -> None:
-    """One line per shard: name, payload size, samples and files (no member lines)."""
-    rows = _shard_rows(plan)
-    width = max((len(r[0]) for r in rows), default=0)
-    right = max((len(r[1]) for r in rows), default=0)
-    out.writelines(
-        f"{name.ljust(width)}  {size.rjust(right)}  {counted(samples, 'sample')}, "
-        f"{counted(files, 'file')}\n"
-        for name, size, samples, files in rows
-    )
-
-
 def shard_table(plan: Plan, out: TextIO) -> None:
     """The bare dry run's table: one row per shard (name, samples, files, payload)."""
     rows = [(name, str(n), str(f), size) for name, size, n, f in _shard_rows(plan)]

@@ -523,11 +523,13 @@ def test_dry_run_show_keys_text_is_exact(mixed, tmp_path):
 
 
 def test_dry_run_writes_nothing_into_an_existing_non_empty_destination(mixed, tmp_path):
+    """(Without --overwrite the dry run refuses it as the run does: tests/test_dry_run.py.)"""
     dst = make_tree(tmp_path / "out", {"old.tar": b"x"})
     before_src, before_dst = snapshot(mixed), snapshot(dst)
     result = invoke_ishard(
-        "shard", mixed, dst, "--dry-run=files", "--shard-size", "200B", "--member-names", "original"
-    )
+        "shard", mixed, dst, "--dry-run=files", "--shard-size", "200B", "--member-names",
+        "original", "--overwrite",
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[:2] == ["shard-000000.tar  227B", "    a/1.jpg       100B"]

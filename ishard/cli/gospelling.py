@@ -4,6 +4,7 @@ into ours with Go's meanings kept, and Go's refusals where a word only means som
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from collections.abc import Collection, Sequence
 
@@ -169,6 +170,7 @@ def _rewritten(
                 out.append(f"--dry-run={argv[i]}")
                 i += 1
             else:
+                _not_a_mistyped_mode(argv[i : i + 1])
                 out.append("--dry-run=text" if any(map(_go_spelt, argv)) else "--dry-run=shards")
         elif flag is None:
             out.append(arg)
@@ -182,6 +184,26 @@ def _rewritten(
                 value, i = argv[i], i + 1
             out += _go_valued(arg, flag[0], value, buckets)
     return out
+
+
+def _not_a_mistyped_mode(after: list[str]) -> None:
+    """Refuse the word after a bare ``--dry-run`` (``after``: it, or nothing) that is a near
+    miss of a mode (``sumary``): it would be taken as DST and the wrong plan printed. A path
+    (a ``/`` or a ``:`` in it), an option, or a name that exists is DST as ever.
+
+    Raises:
+        UsageError: naming the word and the mode it is close to (exit 2).
+    """
+    word = after[0] if after else "-"
+    if word.startswith("-") or "/" in word or ":" in word or os.path.lexists(word):
+        return
+    near = difflib.get_close_matches(word.lower(), DRY_RUN_MODES, 1, cutoff=0.8)
+    if near:
+        raise UsageError(
+            f"{word!r} after --dry-run is no dry-run mode, and no file or folder by that name "
+            f"exists — did you mean --dry-run={near[0]}? (a new destination of that name: "
+            f"write ./{word})"
+        )
 
 
 def _go_bool(name: str, value: str | None) -> list[str]:

@@ -9,13 +9,13 @@ import click
 
 from .. import api
 from ..errors import IshardWarning, UsageError
+from ..model import Plan
 from ..options.record import make_options
 from ..options.table import SHARD_OPTIONS
 from ..render import (
     NoticesOnly,
     histogram_text,
     make_progress,
-    plan_headers,
     plan_text,
     shard_table,
     summary_text,
@@ -30,6 +30,7 @@ SHARD_SECTIONS = table_sections(SHARD_OPTIONS)
 SHARD_EXAMPLES = """\b
 Examples:
   ishard shard data/ --dry-run                          # the plan, a line per shard
+  ishard shard data/ out/ --dry-run=summary             # the totals; out/ checked as the run would
   ishard shard data/ out/ --shard-size 512MiB --sample-exts .jpg,.json
   ishard shard s3://raw/imagenet/ s3://shards/imagenet/ --ext .tar.lz4
   ishard shard data/ out/ --resume                      # finish an interrupted run
@@ -73,21 +74,7 @@ def _shard(src, dst, dry_run, progress, as_json, quiet, options) -> None:
         raise click.UsageError("missing DST — say where the shards go: ishard shard SRC DST")
     opts = make_options(**options)  # every option checked, a dry run's too
     if dry_run is not None:
-        the_plan = api.plan_with(src, opts, NoticesOnly(), dst)
-        if dry_run == "json":
-            emit_json(plan_document(the_plan))
-            return
-        if quiet:
-            return
-        if dry_run == "shards":
-            shard_table(the_plan, sys.stdout)
-        elif dry_run == "summary":
-            plan_headers(the_plan, sys.stdout)
-        else:
-            plan_text(the_plan, dry_run == "show_keys", sys.stdout)
-        summary_text(plan_summary(the_plan), sys.stdout, dry_run=True)
-        if dry_run == "shards":
-            histogram_text(size_histogram(the_plan.shard_sizes), sys.stdout)
+        _dry_run(api.plan_with(src, opts, NoticesOnly(), dst), dry_run, as_json, quiet)
         return
     bar = make_progress(progress)
     try:
@@ -99,3 +86,23 @@ def _shard(src, dst, dry_run, progress, as_json, quiet, options) -> None:
         emit_json(summary)
     elif not quiet:
         summary_text(summary, sys.stdout, dry_run=False)
+
+
+def _dry_run(the_plan: Plan, mode: str, as_json: bool, quiet: bool) -> None:
+    """Print the plan as ``mode`` asks: ``shards`` a row per shard, the totals and a histogram;
+    ``summary`` the totals alone; ``files``/``text``/``show_keys`` every member. ``--json``
+    prints the summary as JSON (what a run's ``--json`` prints), or with a mode that lists
+    members the whole plan (``--dry-run=json``'s)."""
+    if mode == "json" or as_json:
+        whole = mode not in ("shards", "summary")
+        emit_json(plan_document(the_plan) if whole else plan_summary(the_plan))
+        return
+    if quiet:
+        return
+    if mode == "shards":
+        shard_table(the_plan, sys.stdout)
+    elif mode != "summary":
+        plan_text(the_plan, mode == "show_keys", sys.stdout)
+    summary_text(plan_summary(the_plan), sys.stdout, dry_run=True)
+    if mode == "shards":
+        histogram_text(size_histogram(the_plan.shard_sizes), sys.stdout)

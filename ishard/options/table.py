@@ -298,8 +298,9 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "dry_run",
         ("--dry-run",),
-        "Print the plan, write nothing: a line per shard and a histogram; =files adds every "
-        "member, =show_keys their sample keys, =json all as JSON, =summary the totals.",
+        "Print the plan, write nothing (a DST given is checked as the run checks it): a line "
+        "per shard and a histogram; =files adds every member, =show_keys their sample keys, "
+        "=json all as JSON, =summary the totals alone.",
         RUNNING,
         flag_value="shards",
         metavar="[=files|show_keys|json|summary]",
@@ -399,7 +400,7 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "as_json",
         ("--json",),
-        "Print the summary as one JSON object on stdout.",
+        "Print the summary as one JSON object on stdout (a dry run's: the plan's).",
         RUNNING,
         "flag",
         default=False,

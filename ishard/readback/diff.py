@@ -127,10 +127,7 @@ def _samples(side: _Side, names: list[str]) -> Read:
             with where.store.open_read(where.key(name)) as raw:
                 return [(side.key_of(m.name), m.name, m.size, d) for m, d in digests(name, raw)]
         except FileNotFoundError:
-            raise DataError(
-                f"shard {name!r}, which the manifest of {where.url!r} lists, is not there — "
-                f"check the destination with ishard verify {where.url}"
-            ) from None
+            raise _not_there(name, where) from None
         except IshardError:
             raise
         except Exception as err:  # noqa: BLE001 — a store's many error types, translated once
@@ -154,6 +151,39 @@ def _samples(side: _Side, names: list[str]) -> Read:
     return samples, shards
 
 
+def _not_there(name: str, where: Location) -> DataError:
+    return DataError(
+        f"shard {name!r}, which the manifest of {where.url!r} lists, is not there — "
+        f"check the destination with ishard verify {where.url}"
+    )
+
+
+def _check_there(side: _Side, names: list[str]) -> None:
+    """Each of ``names``, shards ``side``'s manifest lists and that are not read, is there:
+    a manifest's promise says nothing of a shard deleted since.
+
+    Raises:
+        DataError: naming the first one missing, in manifest order.
+    """
+    where = side.location
+
+    def there(name: str) -> bool:
+        try:
+            where.store.stat(where.key(name))
+        except FileNotFoundError:
+            return False
+        except IshardError:
+            raise
+        except Exception as err:  # noqa: BLE001 — a store's many error types, translated once
+            raise where.error(err, "destination") from None
+        return True
+
+    with ThreadPoolExecutor(max_workers=shard_readers(where)) as pool:
+        for name, found in zip(names, pool.map(there, names)):
+            if not found:
+                raise _not_there(name, where)
+
+
 def diff(
     old: str, new: str, *, endpoint_url: str | None = None, storage_options=None
 ) -> Difference:
@@ -161,11 +191,14 @@ def diff(
 
     Raises:
         UsageError: a destination does not exist.
-        DataError: no manifest, a broken one, or a sample in two shards of one side.
+        DataError: no manifest, a broken one, a shard a manifest lists that is not there, or
+            a sample in two shards of one side.
         IshardError: a damaged shard; the store cannot be reached.
     """
     a, b = _side(old, endpoint_url, storage_options), _side(new, endpoint_url, storage_options)
     same = {n for n in a.shards if n in b.shards and _unchanged(a.shards[n], b.shards[n])}
+    for side in (a, b):
+        _check_there(side, [n for n in side.shards if n in same])
     read_a = [n for n in a.shards if n not in same]
     read_b = [n for n in b.shards if n not in same]
     (before, old_shards), (after, new_shards) = _samples(a, read_a), _samples(b, read_b)

@@ -14,6 +14,7 @@ from ..store import Location
 from ..store.lease import LeaseLock
 from ..store.lockrecord import LOCK_NAME, STATE_DIR
 from ..store.retry import Retrier
+from .grow import mode_of
 from .manifest import MANIFEST_NAME
 
 NOT_EMPTY = "use an empty destination, or --overwrite to replace same-named shards"
@@ -65,6 +66,42 @@ def check_destination(
     if has_objects and not overwrite and STATE_DIR not in marks:
         _refuse_not_empty(dst, resume, bool(marks))
     return not has_objects
+
+
+def check_before_claim(source: Location, dest: Location, opts: Options, retrier: Retrier) -> bool:
+    """Everything a run checks of DST before it takes DST's lock (:func:`check_destination`
+    as the run's options ask, the first shard names' length); whether DST was found empty."""
+    was_empty = check_destination(
+        source,
+        dest,
+        overwrite=opts.overwrite or mode_of(opts) is not None,
+        resume=opts.resume,
+        retrier=retrier,
+    )
+    check_name_room(dest, first_names(opts))
+    return was_empty
+
+
+def check_as_run(source: Location, dest: Location, opts: Options) -> None:
+    """A dry run's look at DST: what the run with these options would refuse before it plans
+    (:func:`check_before_claim`, a live run's lock, :func:`check_claimed`), in its words and
+    exit codes, reading only — nothing is created, taken or written.
+
+    Raises:
+        UsageError: as :func:`check_before_claim` and :func:`check_claimed` (exit 2).
+        IshardError: a live run holds DST, or the store cannot be reached (exit 1).
+    """
+    retrier = Retrier(opts.retries)
+    if check_before_claim(source, dest, opts, retrier):
+        return  # empty or missing: no lock, nothing another run left
+    dest.store.check_unlocked(dest, retrier)
+    check_claimed(
+        dest,
+        overwrite=opts.overwrite or mode_of(opts) is not None,
+        resume=opts.resume,
+        was_empty=False,
+        retrier=retrier,
+    )
 
 
 def check_claimed(

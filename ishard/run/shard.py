@@ -27,10 +27,9 @@ from ..store.readers import Reader, open_reader
 from ..store.retry import Retrier
 from ..store.sinks import Guard, abort_dangling_uploads, open_sink, put_file
 from .destination import (
+    check_before_claim,
     check_claimed,
-    check_destination,
     check_name_room,
-    first_names,
     still_held,
     untouched,
 )
@@ -74,14 +73,7 @@ def shard_with(
     retrier = Retrier(opts.retries)
     # everything that can be checked before DST is touched is: a failure after the claim
     # would leave the run's records and ask for --resume or --overwrite
-    was_empty = check_destination(
-        source,
-        dest,
-        overwrite=opts.overwrite or mode_of(opts) is not None,
-        resume=opts.resume,
-        retrier=retrier,
-    )
-    check_name_room(dest, first_names(opts))
+    was_empty = check_before_claim(source, dest, opts, retrier)
     with dask_client(opts.scheduler, opts.workers(remote=False), opts.executor == "dask") as client:
         created = dest.store.make_root()
         lock = acquire(dest, retrier)

@@ -369,6 +369,11 @@ class Store(ABC):
         """Take the destination for this run (a ``release()``-able lock; where the run
         publishes through a store, also its ``Guard``)."""
 
+    @abstractmethod
+    def check_unlocked(self, location, retrier: Retrier) -> None:
+        """Refuse, as :meth:`lock` would, a destination a live run holds; read only, nothing
+        taken or written (a dry run's look)."""
+
     def abort_uploads(self, keys: Iterable[str], retrier: Retrier) -> int:
         """Abort unfinished uploads a killed run left for these keys; return how many."""
         return 0

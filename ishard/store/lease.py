@@ -44,6 +44,36 @@ class _Taken(Exception):
         self.current = current
 
 
+def _read_lock(dest: Location, retrier: Retrier) -> tuple[dict | None, str | None]:
+    """``dest``'s lock record (``{}`` if unreadable, None if absent) and its ETag."""
+    store, key = dest.store, dest.key(LOCK_NAME)
+    try:
+        data, etag = retrier.run(lambda: store.get(key))
+    except FileNotFoundError:
+        return None, None
+    except IshardError:
+        raise
+    except Exception as err:  # noqa: BLE001 - a store's error, translated once
+        raise dest.error(err, "destination") from None
+    try:
+        record = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        record = {}
+    return (record if isinstance(record, dict) else {}), etag
+
+
+def check_lease(dest: Location, retrier: Retrier) -> None:
+    """Refuse ``dest`` as :class:`LeaseLock` would before taking it (a live, malformed or
+    implausible lock), reading the lock only.
+
+    Raises:
+        IshardError: naming the lock and what to do.
+    """
+    current, _ = _read_lock(dest, retrier)
+    if current is not None:
+        refuse_if_held(dest, current)
+
+
 class LeaseLock:
     """An object ``DST/.ishard-run/lock`` holding this run's id and an expiry time, renewed
     every third of the lease (``$ISHARD_LEASE_SECONDS``, 60 s by default); a crashed run's lease
@@ -98,19 +128,7 @@ class LeaseLock:
     # -- requests ---------------------------------------------------------------------------
     def _read(self) -> tuple[dict | None, str | None]:
         """The lock's record (``{}`` if unreadable, None if absent) and its ETag."""
-        try:
-            data, etag = self._retrier.run(lambda: self._store.get(self._key))
-        except FileNotFoundError:
-            return None, None
-        except IshardError:
-            raise
-        except Exception as err:  # noqa: BLE001 - a store's error, translated once
-            raise self._dest.error(err, "destination") from None
-        try:
-            record = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            record = {}
-        return (record if isinstance(record, dict) else {}), etag
+        return _read_lock(self._dest, self._retrier)
 
     def _record(self) -> dict:
         return {**self._owner, "expires": time.time() + self.lease}

@@ -312,6 +312,12 @@ class LocalStore(Store):
 
         return LocalLock(location)
 
+    def check_unlocked(self, location, retrier: Retrier) -> None:
+        """Is the lock file ``flock``-ed (a live run holds it)? Read only."""
+        from .lock import check_flock
+
+        check_flock(location)
+
     # -- errors -----------------------------------------------------------------------------
     def classify(self, err: BaseException) -> str:
         if isinstance(err, FileNotFoundError):

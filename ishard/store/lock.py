@@ -50,12 +50,8 @@ class LocalLock:
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            try:
-                owner = orjson.loads(os.pread(self._fd, 4096, 0) or b"{}")
-            except orjson.JSONDecodeError:
-                owner = {}
+            owner = _owner(self._fd)
             os.close(self._fd)
-            owner = owner if isinstance(owner, dict) else {}  # only shown: flock decides
             raise busy(dest, owner, "a run that was killed holds no lock") from None
         info = orjson.dumps(run_owner())
         os.ftruncate(self._fd, 0)
@@ -65,6 +61,62 @@ class LocalLock:
     def release(self) -> None:
         """Give the lock up (its file goes with the run's other records)."""
         os.close(self._fd)
+
+
+def check_flock(dest: Location) -> None:
+    """Refuse ``dest`` as :class:`LocalLock` would when a live run holds its lock: a shared
+    ``flock`` tried and given back at once on the lock file opened read only; nothing is
+    created (a dry run's look).
+
+    Raises:
+        IshardError: a run holds the lock (exit 1), named as :class:`LocalLock` names it.
+        UsageError: the run state or the lock is a link or of another kind.
+    """
+    fd = _lock_file(dest)
+    if fd is None:
+        return
+    try:
+        if localstate.kind(os.fstat(fd).st_mode) is not None:  # a FIFO planted there
+            raise localstate.not_ours(dest.root, LOCK_NAME)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise busy(dest, _owner(fd), "a run that was killed holds no lock") from None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _lock_file(dest: Location) -> int | None:
+    """The lock file in the real ``DST/.ishard-run``, opened read only; None if missing."""
+    folder = None
+    try:
+        folder = localstate.open_dir(dest.root, STATE_DIR, create=False)
+        if folder is None:
+            return None
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        return os.open("lock", flags, dir_fd=folder)
+    except FileNotFoundError:
+        return None  # no DST, or no lock in it: nothing holds it
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise localstate.not_ours(dest.root, LOCK_NAME) from None
+        raise IshardError(
+            f"cannot read the run lock {str(Path(dest.root) / LOCK_NAME)!r}: {err.strerror} — "
+            "check that the destination is readable"
+        ) from None
+    finally:
+        if folder is not None:
+            os.close(folder)
+
+
+def _owner(fd: int) -> dict:
+    """The run a lock file names (only shown: ``flock`` decides)."""
+    try:
+        owner = orjson.loads(os.pread(fd, 4096, 0) or b"{}")
+    except orjson.JSONDecodeError:
+        owner = {}
+    return owner if isinstance(owner, dict) else {}
 
 
 def acquire(dest: Location, retrier: Retrier | None = None):

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from ..names import combined_prefix, keep_remote_name
 from .base import Listing, SourceListing, Store
-from .lease import LeaseLock
+from .lease import LeaseLock, check_lease
 from .readers import prefetching_reader
 
 if TYPE_CHECKING:
@@ -56,6 +56,10 @@ class RemoteStore(Store):
     def lock(self, location, retrier: Retrier):
         """A lease on an object (``lease.LeaseLock``)."""
         return LeaseLock(location, retrier)
+
+    def check_unlocked(self, location, retrier: Retrier) -> None:
+        """The lease object read and judged as ``LeaseLock`` judges it before taking it."""
+        check_lease(location, retrier)
 
 
 def _there(store: Store, key: str, retrier: Retrier) -> bool:
