@@ -15,6 +15,7 @@ from pathlib import Path
 import distributed
 import pytest
 from conftest import assert_error, make_tree, run_ishard
+from s3server import S3Proxy
 
 TREE = {"a/1.jpg": b"1" * 600, "a/1.cls": b"7", "b/2.jpg": b"2" * 500, "b/2.cls": b"8"}
 
@@ -55,6 +56,36 @@ def test_a_shard_name_the_store_refuses_is_its_refusal_not_an_unreachable_store(
     assert "length" in line, line
     listed = s3_server.client().list_objects_v2(Bucket=s3_bucket).get("Contents", [])
     assert not [o["Key"] for o in listed if "xxxx" in o["Key"]]
+
+
+def test_a_read_the_store_refuses_is_its_refusal_of_a_read_of_the_dataset(
+    s3_server, s3_bucket, tmp_path
+):
+    """The same 4xx answer to a read command's request (every GET of the manifest answered
+    400, as a store answers a request it does not take): a refused read of the dataset, not
+    "cannot reach" nor a write."""
+    src = make_tree(tmp_path / "src", TREE)
+    env = s3_env(s3_server)
+    dst = f"s3://{s3_bucket}/ds"
+    ran = run_ishard("shard", src, dst, "--no-progress", "--endpoint-url",
+                     s3_server.endpoint_url, env=env)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+
+    def refuse(request):
+        if request.method == "GET" and request.key.endswith("manifest.json"):
+            body = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InvalidRequest'
+                    b"</Code><Message>Not taken here.</Message></Error>")  # fmt: skip
+            return 400, [("Content-Type", "application/xml")], body
+        return None
+
+    proxy = S3Proxy(s3_server.endpoint_url, refuse)
+    try:
+        result = run_ishard("verify", dst, "--endpoint-url", proxy.endpoint_url, env=env)
+    finally:
+        proxy.close()
+    line = assert_error(result, 1, "the store refused a read of dataset", "400",
+                        "InvalidRequest: Not taken here.")  # fmt: skip
+    assert "cannot reach" not in line and "write" not in line, line
 
 
 # ---------------------------------------------------------------- the Dask scheduler lost
