@@ -191,7 +191,7 @@ def _scheduler_kept(client, where: str, *, own: bool) -> Iterator[None]:
         yield
     except Interrupted:
         raise
-    except BaseException:
+    except Exception:  # whatever distributed raised for it (a stop signal is no Exception)
         if client.status == "running":
             raise
         fix = "" if own else "start the scheduler and its workers again, then "
