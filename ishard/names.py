@@ -73,6 +73,15 @@ def quoted(name: str, code_points: bool = False) -> str:
     return _REPR_SURROGATE.sub(lambda m: m.group(1) or f"\\x{m.group(2)}", text)
 
 
+def abridged(name: str, limit: int = 120) -> str:
+    """``name`` with its middle left out (``…``) past ``limit`` characters: its start and its
+    end, where long names tell themselves apart, stay."""
+    if len(name) <= limit:
+        return name
+    head = limit * 2 // 3
+    return f"{name[:head]}…{name[len(name) - (limit - head - 1) :]}"
+
+
 def printable(value):
     """A JSON-ready copy of ``value`` (dicts, lists, tuples, strings) with every string
     :func:`shown`."""

@@ -41,9 +41,10 @@ def _distributed():
 
 def _client(scheduler: str | None, workers: int):
     distributed = _distributed()
-    # the client's own warnings (a result it could not fetch and has computed again) are not
-    # the user's to act on: ishard says what failed, in one line
-    logging.getLogger("distributed.client").setLevel(logging.ERROR)
+    # the client's own reports (a result it could not fetch and has computed again, a lost
+    # scheduler it tried to reach again, with tracebacks) are not the user's to act on: ishard
+    # says what failed, in one line
+    logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
     asyncio_log = logging.getLogger("asyncio")
     if not any(isinstance(f, _AbandonedFetch) for f in asyncio_log.filters):
         asyncio_log.addFilter(_AbandonedFetch())
@@ -171,13 +172,33 @@ def write_with_dask(
                                    meanwhile=meanwhile)  # fmt: skip
     cluster = getattr(client, "cluster", None)
     where = str(scheduler or getattr(cluster, "scheduler_address", ""))
-    with signals.deferred():
+    with signals.deferred(), _scheduler_kept(client, where, own=scheduler is None):
         results = _gather(client, shards, task, _window(client, scheduler, workers), progress,
                           _Workers(client, where, own=scheduler is None),
                           meanwhile() if meanwhile is not None else None)  # fmt: skip
     if cleanup is not None:
         cleanup([r.name for r in results])
     return results
+
+
+@contextlib.contextmanager
+def _scheduler_kept(client, where: str, *, own: bool) -> Iterator[None]:
+    """Any failure while the client has lost its scheduler (killed, restarted, the network
+    gone) told as that: distributed cancels every task of the run when the connection drops,
+    and its errors (a task cancelled, ``FuturesCancelledError``, no workers found) name no
+    cause. A stop signal stays itself."""
+    try:
+        yield
+    except Interrupted:
+        raise
+    except Exception:  # whatever distributed raised for it (a stop signal is no Exception)
+        if client.status == "running":
+            raise
+        fix = "" if own else "start the scheduler and its workers again, then "
+        raise WriteError(
+            f"lost the Dask scheduler at {where} while writing shards (it stopped, or the "
+            f"network to it failed) — complete shards were kept: {fix}run again with --resume"
+        ) from None
 
 
 def _gather(

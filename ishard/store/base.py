@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO, Literal, Protocol
 
 from ..errors import IshardError, OutOfMemory, SourceError, UsageError, WriteError
+from ..names import abridged
 
 if TYPE_CHECKING:
     import asyncio
@@ -383,7 +384,8 @@ class Store(ABC):
     def classify(self, err: BaseException) -> str:
         """What ``err`` means: ``missing``, ``denied``, ``rejected`` (the credentials were
         refused), ``credentials`` (none found), ``refused`` (a condition that did not hold),
-        ``unsupported`` or ``unreachable``."""
+        ``invalid`` (any other 4xx answer but 408 and 429: the store refused the request as
+        made, a name it does not take, say), ``unsupported`` or ``unreachable``."""
 
     def error(self, err: BaseException, role: str, where: str | None = None) -> IshardError:
         """The one-line error a user sees for ``err`` met while using this store as ``role``
@@ -441,6 +443,7 @@ def storage_error(
         else ""
     )
     answer = f" ({reached.answer})" if reached.answer else ""
+    where = abridged(where)
     if kind == "missing":
         fix = (
             "create it first or fix the URL" if role in ("source", "destination") else "fix the URL"
@@ -458,8 +461,25 @@ def storage_error(
     if kind == "credentials":
         return failure(f"no credentials found for {role} {where!r} — set {which}")
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    if kind in REFUSALS:  # the store answered: no network failure
+        said = "; ".join(filter(None, (text, reached.answer)))
+        action = "the write of" if role == "destination" else f"a read of {role}"
+        return failure(f"the store refused {action} {where!r} ({said}) — {REFUSALS[kind]}")
     at = f" at {reached.endpoint}" if reached.endpoint else ""
     return failure(
         f"cannot reach {role} {where!r}{at}: {text} — check the endpoint and the "
         "network, then run again"
     )
+
+
+# What to do when the store answered a request with a refusal (a 4xx or 501 answer), by kind
+# (see :meth:`Store.classify`)
+REFUSALS = {
+    "invalid": "check the object's name (its length and characters: a store may take less "
+    "than S3's 1,024 bytes a key, or 255 bytes a part between slashes) and the store options "
+    "(--storage-option), then run again",
+    "refused": "a condition of the request did not hold (another writer changed the object "
+    "meanwhile): check that no other run writes there, then run again",
+    "unsupported": "the store does not implement this request — use a store that does, or "
+    "check the endpoint (--endpoint-url)",
+}

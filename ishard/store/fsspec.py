@@ -11,7 +11,7 @@ from ..errors import IshardError, UsageError
 from .base import Guard, Mode, ObjectInfo, Unconditional, Upload, store_stamp
 from .registry import Backend, register
 from .remote import RemoteStore
-from .retry import run_with
+from .retry import http_status, refused_request, run_with
 from .sinks import TEMP_SUFFIX, Hashing, guarded, name_taken
 
 if TYPE_CHECKING:
@@ -170,13 +170,14 @@ class FsspecStore(RemoteStore):
 
     # -- errors -----------------------------------------------------------------------------
     def classify(self, err: BaseException) -> str:
-        if isinstance(err, FileNotFoundError):
+        status = http_status(err)
+        if isinstance(err, FileNotFoundError) or status == 404:
             return "missing"
-        if isinstance(err, PermissionError):
+        if isinstance(err, PermissionError) or status in (401, 403):
             return "denied"
         if type(err).__name__ in ("NoCredentialsError", "PartialCredentialsError"):
             return "credentials"
-        return "unreachable"
+        return "invalid" if refused_request(status) else "unreachable"
 
 
 def _filesystem(url: str, scheme: str, protocol: str | None, options: dict, role: str):

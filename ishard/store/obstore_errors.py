@@ -10,7 +10,7 @@ from typing import TypeVar
 from ..errors import IshardError
 from ..names import has_control, quoted
 from .registry import backend
-from .retry import http_status
+from .retry import http_status, refused_request
 
 T = TypeVar("T")
 # obstore's exceptions that another try cannot change
@@ -63,7 +63,7 @@ def classify(err: BaseException) -> str:
         return "refused"
     if isinstance(err, ex.NotSupportedError) or status == 501:
         return "unsupported"
-    return "unreachable"
+    return "invalid" if refused_request(status) else "unreachable"
 
 
 # the store's answers that say the credentials themselves were refused

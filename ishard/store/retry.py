@@ -34,6 +34,12 @@ def http_status(err: BaseException) -> int | None:
     return next((s for b in backends() if (s := b.status(err)) is not None), None)
 
 
+def refused_request(status: int | None) -> bool:
+    """A 4xx answer but a timeout (408) or throttling (429): the store refused the request as
+    it was made, and another try of it would be refused alike."""
+    return status is not None and 400 <= status < 500 and status not in (408, 429)
+
+
 def run_with(retrier: Retrier | None, call: Callable[[], T]) -> T:
     """``call()`` through ``retrier`` (None: tried once)."""
     return call() if retrier is None else retrier.run(call)
@@ -49,9 +55,7 @@ def is_transient(err: BaseException) -> bool:
     ):
         return False
     status = http_status(err)
-    if status in PERMANENT_STATUS or (
-        status is not None and 400 <= status < 500 and status not in (408, 429)
-    ):
+    if status in PERMANENT_STATUS or refused_request(status):
         return False
     return isinstance(err, Exception)
 
