@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import tarfile
 import zipfile
 from dataclasses import dataclass
@@ -43,6 +44,36 @@ TAR_CODECS = {
 
 # what a finished run writes beside its shards
 DATASET_RECORDS = {"manifest.json", "samples.parquet"}
+
+
+WAIT = 120.0  # seconds: a bound for what must happen, never a synchronisation
+
+
+def poll(what: str, check, bound: float = WAIT):
+    """Wait (polling) until ``check()`` is truthy; fail after ``bound`` seconds."""
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def s3_env(s3_server, key: str | None = None, secret: str | None = None) -> dict[str, str]:
+    """This environment for a process that reaches the test S3 server with its keys (or
+    ``key``/``secret``) and nothing else: no AWS or AIStore settings, no proxy, no config."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("AWS_", "AIS_")) and "proxy" not in k.lower()}  # fmt: skip
+    env.update(
+        AWS_ACCESS_KEY_ID=key or s3_server.access_key,
+        AWS_SECRET_ACCESS_KEY=secret or s3_server.secret_key,
+        AWS_CONFIG_FILE=os.devnull,
+        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+        AWS_EC2_METADATA_DISABLED="true",
+        NO_PROXY="127.0.0.1,localhost",
+    )
+    return env
 
 
 def tar_codec(name: str):

@@ -19,7 +19,7 @@ import threading
 import time
 
 import pytest
-from conftest import assert_error, make_tree, run_ishard, with_stop_signals
+from conftest import assert_error, make_tree, poll, run_ishard, with_stop_signals
 from s3server import S3Proxy, slow_down
 from test_s3 import blob, listing, objects, put, uploads
 
@@ -73,17 +73,6 @@ def start_ishard(endpoint: str, env: dict, *args, **extra_env) -> subprocess.Pop
 def finish(run: subprocess.Popen) -> subprocess.CompletedProcess:
     out, err = run.communicate(timeout=WAIT)
     return subprocess.CompletedProcess(run.args, run.returncode, out, err)
-
-
-def poll(what: str, check, bound: float = WAIT):
-    """Wait (polling) until ``check()`` is truthy; fail after ``bound`` seconds."""
-    deadline = time.monotonic() + bound
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def verify(s3_server, env: dict, *dsts: str) -> None:

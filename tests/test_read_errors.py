@@ -13,10 +13,10 @@ import sys
 import threading
 
 import pytest
-from conftest import assert_error, invoke_ishard, make_tree, run_ishard
+from conftest import WAIT, assert_error, invoke_ishard, make_tree, poll, run_ishard, s3_env
 from localserver import free_port
 from s3server import S3Proxy
-from test_lease import LOCK, WAIT, finish, poll, start_ishard
+from test_lease import LOCK, finish, start_ishard
 
 TREE = {"a/1.jpg": b"1" * 300, "a/1.cls": b"7", "a/2.jpg": b"2" * 200, "a/2.cls": b"8"}
 DUMP_MARKS = ("Generic {", "source:", "Error {", "Custom {", "kind:", "ErrorKind", "Some(")
@@ -114,20 +114,6 @@ def test_every_read_command_takes_the_store_options(command):
 
 
 # ---------------------------------------------------------------- stores
-
-
-def s3_env(s3_server, key: str | None = None, secret: str | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AWS_", "AIS_")) and "proxy" not in k.lower()}  # fmt: skip
-    env.update(
-        AWS_ACCESS_KEY_ID=key or s3_server.access_key,
-        AWS_SECRET_ACCESS_KEY=secret or s3_server.secret_key,
-        AWS_CONFIG_FILE=os.devnull,
-        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
-        AWS_EC2_METADATA_DISABLED="true",
-        NO_PROXY="127.0.0.1",
-    )
-    return env
 
 
 @pytest.fixture(scope="module")

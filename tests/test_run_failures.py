@@ -9,29 +9,14 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import distributed
 import pytest
-from conftest import assert_error, make_tree, run_ishard
+from conftest import WAIT, assert_error, make_tree, poll, run_ishard, s3_env
 from s3server import S3Proxy
 
 TREE = {"a/1.jpg": b"1" * 600, "a/1.cls": b"7", "b/2.jpg": b"2" * 500, "b/2.cls": b"8"}
-
-
-def s3_env(s3_server) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AWS_", "AIS_")) and "proxy" not in k.lower()}  # fmt: skip
-    env.update(
-        AWS_ACCESS_KEY_ID=s3_server.access_key,
-        AWS_SECRET_ACCESS_KEY=s3_server.secret_key,
-        AWS_CONFIG_FILE=os.devnull,
-        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
-        AWS_EC2_METADATA_DISABLED="true",
-        NO_PROXY="127.0.0.1",
-    )
-    return env
 
 
 # ---------------------------------------------------------------- a store's 4xx answer
@@ -91,21 +76,9 @@ def test_a_read_the_store_refuses_is_its_refusal_of_a_read_of_the_dataset(
 # ---------------------------------------------------------------- the Dask scheduler lost
 
 HOLD = str(Path(__file__).with_name("dask_hold.py"))
-WAIT = 120  # seconds: a bound for what must happen, never a synchronisation
 # 6 samples of ~60 KB: with 120KB shards 3 shards (.tar: same bytes from any writer)
 DASK_TREE = {f"d/{i:03d}.jpg": 60_000 + 97 * i for i in range(6)}
 DASK_ARGS = ("--shard-size", "120KB", "--no-progress", "--executor", "dask")
-
-
-def poll(what: str, check, bound: float = WAIT):
-    """Wait (polling) until ``check()`` is truthy; fail after ``bound`` seconds."""
-    deadline = time.monotonic() + bound
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

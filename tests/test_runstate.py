@@ -20,6 +20,7 @@ from conftest import (
     invoke_ishard,
     make_tree,
     run_ishard,
+    s3_env,
 )
 
 # Every finished destination a test here leaves must pass `ishard verify --deep`.
@@ -390,24 +391,6 @@ def test_a_destination_inside_the_source_through_a_bind_mount_is_refused(tmp_pat
     ]
     assert sorted(p.name for p in src.iterdir()) == ["a", "b"]  # nothing written into SRC
     assert sorted(p.name for p in (src / "a").iterdir()) == ["1.jpg"]
-
-
-def s3_env(s3_server) -> dict[str, str]:
-    """This environment with the test server's credentials, no other AWS settings, no proxy."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("AWS_") and k.lower() not in ("http_proxy", "https_proxy", "all_proxy")
-    }
-    env.update(
-        AWS_ACCESS_KEY_ID=s3_server.access_key,
-        AWS_SECRET_ACCESS_KEY=s3_server.secret_key,
-        AWS_CONFIG_FILE=os.devnull,
-        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
-        AWS_EC2_METADATA_DISABLED="true",
-        NO_PROXY="127.0.0.1,localhost",
-    )
-    return env
 
 
 def test_resume_notices_an_object_rewritten_with_the_same_size(s3_server, s3_bucket, tmp_path):
