@@ -401,7 +401,7 @@ def test_checksum_none_writes_the_same_shards_and_no_checksum(ext, tmp_path, ref
 @pytest.mark.parametrize("action", ACTIONS)
 @pytest.mark.parametrize("victim", VICTIMS)
 @pytest.mark.parametrize("jobs", [1, 4])
-def test_kernel_copy_still_sees_a_source_changed_after_listing(
+def test_source_changed_after_listing_is_seen_without_a_checksum(
     jobs, victim, action, tmp_path, reference
 ):
     change, words = ACTIONS[action]
@@ -421,61 +421,15 @@ def test_kernel_copy_still_sees_a_source_changed_after_listing(
     assert_clean_failure(dst, reference(".tar"), victim)
 
 
-def _fails(src: int, dst: int, count: int) -> int:
-    raise OSError(18, "Invalid cross-device link")
-
-
-def _copies_nothing(src: int, dst: int, count: int) -> int:
-    return 0  # what some file systems answer for a copy they do not support
-
-
-@pytest.mark.parametrize(
-    "copies",
-    [(), (_fails,), (_copies_nothing, _fails), (_fails, None)],
-    ids=["none", "exdev", "zero-then-exdev", "exdev-then-real"],
-)
-def test_kernel_copy_falls_back_to_plain_copies_with_the_same_bytes(
-    copies, tmp_path, reference, monkeypatch
-):
-    from ishard.store import sinks
-
-    calls = []
-
-    def counted(real):
-        def copy(src: int, dst: int, count: int) -> int:
-            calls.append(count)
-            return real(src, dst, count)
-
-        return copy
-
-    chain = tuple(counted(c or sinks.KERNEL_COPIES[0]) for c in copies)
-    monkeypatch.setattr(sinks, "KERNEL_COPIES", chain)
-    src = make_tree(tmp_path / "src", TREE)
-    shard(src, tmp_path / "dst", shard_size="4KiB", jobs=1, checksum="none")
-    assert shard_bytes(tmp_path / "dst") == reference(".tar")
-    assert bool(calls) == bool(copies)
-
-
 @pytest.mark.parametrize("algorithm", ["xxh128", "blake3", "sha256", "md5", "none"])
-def test_kernel_copies_with_any_checksum_and_the_digest_is_of_the_file(
-    algorithm, tmp_path, monkeypatch, reference
+def test_any_checksum_writes_the_same_shards_and_the_digest_is_of_the_file(
+    algorithm, tmp_path, reference
 ):
-    """A local shard's big members are copied in the kernel whatever the checksum; the digest
-    (taken from the finished file) is the file's."""
-    from ishard.store import sinks
-
-    calls = []
-    real = sinks.KERNEL_COPIES
-
-    def copy(src: int, dst: int, count: int) -> int:
-        calls.append(count)
-        return real[0](src, dst, count)
-
-    monkeypatch.setattr(sinks, "KERNEL_COPIES", (copy, *real[1:]))
+    """Whatever the checksum, a local shard holds the same bytes (its big member included),
+    and the digest recorded is the finished file's."""
     src = make_tree(tmp_path / "src", TREE)
     dst = tmp_path / "dst"
     shard(src, dst, shard_size="4KiB", jobs=1, checksum=algorithm)
-    assert calls == [TREE["big/0005.bin"]]
     assert shard_bytes(dst) == reference(".tar")
     for entry in manifest(dst)["shardlist"]:
         data = (dst / entry["url"]).read_bytes()
