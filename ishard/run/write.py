@@ -24,9 +24,10 @@ from typing import Protocol
 
 from .. import signals
 from ..errors import Interrupted, IshardError, WriteError
-from ..formats import open_writer
 from ..formats.dali_index import dali_index, index_name
+from ..formats.registry import Settings, writer
 from ..model import ShardPlan, ShardResult, packed, packed_sums
+from ..options.record import Options
 from ..progress import Progress
 
 REPORT_EVERY = 4 << 20
@@ -52,23 +53,39 @@ class _Cancelled(Exception):
     """Another shard failed or the user interrupted: stop this one quietly."""
 
 
+@dataclass(frozen=True)
+class WriterSettings:
+    """How every shard of a run is written, built once from the options (:meth:`of`): the
+    settings its format's archive writer takes, and whether a DALI index goes beside each
+    ``.tar``."""
+
+    archive: Settings
+    dali_index: bool = False
+
+    @classmethod
+    def of(cls, opts: Options) -> WriterSettings:
+        """The settings ``opts`` ask for."""
+        archive = Settings(
+            opts.compress_level, opts.zip_compression == "deflated", opts.gzip_library
+        )
+        return cls(archive, opts.index == "dali")
+
+
 def write_one(
     shard: ShardPlan,
     reader,
     open_sink: Callable,
-    settings: dict,
+    settings: WriterSettings,
     cancel: Cancel,
     progress: Progress,
 ) -> ShardResult:
     """Write one shard: reader → archive writer → sink, then commit; abort on any failure."""
     if cancel.is_set():
         raise _Cancelled
-    settings = dict(settings)
-    dali = settings.pop("dali_index", False)
     sink = open_sink(shard)
-    writer = index = None
+    archive = index = None
     try:
-        writer = open_writer(shard.name, sink, **settings)
+        archive = writer(shard.name, sink, settings.archive)
         pending = 0
         counts = [len(sample.files) for sample in shard.samples]
         firsts = set(itertools.accumulate(counts[:-1], initial=0))
@@ -76,21 +93,21 @@ def write_one(
             if cancel.is_set():
                 raise _Cancelled
             if i in firsts:
-                writer.sample()
-            writer.add(entry.arcname, entry.size, entry.mtime, stream)
+                archive.sample()
+            archive.add(entry.arcname, entry.size, entry.mtime, stream)
             pending += entry.size
             if pending >= REPORT_EVERY:
                 progress.wrote(pending)
                 pending = 0
-        writer.close()
-        headers, data, frames = writer.layout()
-        if dali:  # committed before the shard: a visible shard always has its index
+        archive.close()
+        headers, data, frames = archive.layout()
+        if settings.dali_index:  # committed before the shard: a visible shard always has its index
             index = _put_index(shard, data, open_sink)
         sink.commit()
         progress.wrote(pending)
     except BaseException as err:
-        if writer is not None:
-            writer.abort()
+        if archive is not None:
+            archive.abort()
         sink.abort()
         if isinstance(err, OSError) and not isinstance(err, IshardError):
             raise WriteError(
@@ -109,7 +126,7 @@ def write_one(
         getattr(sink, "etag", None),
         packed(headers, data),
         None if frames is None else _member_frames(frames, counts),
-        packed_sums(writer.checksums()),
+        packed_sums(archive.checksums()),
     )
     progress.shard_done(result)
     return result
@@ -131,7 +148,7 @@ class Batch:
     shards: Sequence[ShardPlan]
     reader: object
     open_sink: Callable
-    settings: dict
+    settings: WriterSettings
 
     def write(self, index: int, cancel: Cancel, progress: Progress) -> ShardResult:
         """Write shard ``index`` (``write_one``)."""
@@ -226,7 +243,7 @@ def write_shards(
     open_sink: Callable,
     *,
     jobs: int,
-    settings: dict,
+    settings: WriterSettings,
     progress: Progress,
     processes: bool = False,
     meanwhile: Callable[[], Iterator[object]] | None = None,
