@@ -351,40 +351,61 @@ def _forking(pool: ProcessPoolExecutor, token: int) -> Future:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
+class _Relay:
+    """Relays to ``progress`` the bytes forked writers add to a shared ``counter``: every
+    ``RELAY_EVERY`` seconds from a thread of its own, and before each finished shard is told
+    (so its last bytes come first)."""
+
+    def __init__(self, counter, progress: Progress) -> None:
+        self._counter, self._progress = counter, progress
+        self._lock = threading.Lock()
+        self._relayed = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ishard-progress", daemon=True)
+
+    def now(self) -> None:
+        """Relay what the writers counted since the last time."""
+        with self._lock:
+            now = self._counter.value
+            if now > self._relayed:
+                self._progress.wrote(now - self._relayed)
+                self._relayed = now
+
+    def _run(self) -> None:
+        while not self._stop.wait(RELAY_EVERY):
+            self.now()
+        self.now()
+
+    def finished(self, future: Future) -> None:
+        """A shard's writer returned: its last bytes, then the shard, told."""
+        if not future.cancelled() and future.exception() is None:
+            self.now()  # the writer counted the shard's last bytes before it returned
+            self._progress.shard_done(future.result())
+
+    def start(self) -> None:
+        """Start relaying (after the fork: the writers inherit no extra thread)."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Relay the last bytes and stop."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
 def _write_in_processes(
     batch: Batch, jobs: int, progress: Progress, meanwhile: Callable[[], Iterator[object]] | None
 ) -> list[ShardResult]:
     assert FORK is not None  # processes are used only where fork is (see write_shards)
     flag = FORK.RawValue("b", 0)
     counter = FORK.Value("q", 0)
-    stop = threading.Event()
-    relaying = threading.Lock()
-    relayed = 0
-
-    def relay_now() -> None:
-        nonlocal relayed
-        with relaying:
-            now = counter.value
-            if now > relayed:
-                progress.wrote(now - relayed)
-                relayed = now
-
-    def relay() -> None:
-        while not stop.wait(RELAY_EVERY):
-            relay_now()
-        relay_now()
-
-    def finished(future: Future) -> None:
-        if not future.cancelled() and future.exception() is None:
-            relay_now()  # the writer counted the shard's last bytes before it returned
-            progress.shard_done(future.result())
+    relay = _Relay(counter, progress)
 
     def cancel() -> None:
         flag.value = 1
 
     token = next(_TOKENS)
     _RUNS[token] = batch
-    relay_thread = threading.Thread(target=relay, name="ishard-progress", daemon=True)
     # Objects that exist now are never collected in the writers: a collection there would
     # touch (and so copy) every page of the inherited plan.
     gc.freeze()
@@ -403,9 +424,9 @@ def _write_in_processes(
                 futures += [
                     pool.submit(_write_forked, token, i) for i in range(1, len(batch.shards))
                 ]
-                relay_thread.start()  # after the fork: the writers inherit no extra thread
+                relay.start()  # after the fork: the writers inherit no extra thread
                 for f in futures:
-                    f.add_done_callback(finished)
+                    f.add_done_callback(relay.finished)
                 _meanwhile(meanwhile, futures)  # after the fork: the writers inherit none of it
             except BaseException:  # Ctrl-C while submitting: the pool must not finish the rest
                 cancel()
@@ -414,6 +435,4 @@ def _write_in_processes(
     finally:
         gc.unfreeze()
         _RUNS.pop(token, None)
-        stop.set()
-        if relay_thread.is_alive():
-            relay_thread.join()
+        relay.stop()
