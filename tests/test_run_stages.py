@@ -14,8 +14,8 @@ import ishard
 from ishard.options.record import make_options
 from ishard.run import shard as run
 from ishard.run.write import WriterSettings
-from ishard.store.lock import acquire
 from ishard.store.location import resolve
+from ishard.store.lock import acquire
 
 STAGES = (
     "recheck",
