@@ -12,8 +12,8 @@ same command with the index's last step (``IndexWriter.write``) timed inside the
 
 Part 2 builds a 10,000,000-member index without any files behind it: batches of synthetic
 columns (ImageNet-like names, two members a sample, 1,000 members a shard, offsets as a tar
-lays them out: a 512-byte header, then the data padded to 512) fed to
-``ishard.run.sampleindex.write_index`` in a child process whose peak RSS GNU time reports
+lays them out: a 512-byte header, then the data padded to 512) written by ``write_index``
+(the index's engine and its publishing, ``IndexWriter.write``'s last step) in a child process whose peak RSS GNU time reports
 (beside a child that only makes the same batches: the generator's own share). It writes the
 manifest those 10,000 shards would have, through ``ishard.run.manifest.manifest_bytes``,
 naming the index, and compares the index's size with the metadata a tar dataset carries
@@ -350,13 +350,26 @@ OPTIONS = {
 }
 
 
+def write_index(dest, rows, *, tmp_dir: str, memory_limit: int, **publish) -> dict:
+    """Write ``DST/samples.parquet`` from ``rows`` (batches of every column) as a run publishes
+    its index (``sampleindex._publish``); the manifest's record of it."""
+    from ishard.planning.growth import create_index_table, insert_rows, private_engine
+    from ishard.run.sampleindex import _publish  # the run's own last step, timed alone
+
+    with private_engine(tmp_dir, memory_limit) as (con, folder):
+        create_index_table(con, "samples")
+        for batch in rows:
+            insert_rows(con, "samples", batch)
+        return _publish(con, folder, dest, "samples", None, ("samples",), **publish)
+
+
 def build_index(dest: Path, members: int, seed: int, only_generate: bool) -> None:
     """The child of part 2: write the index (or only make its batches) and the manifest;
     prints one JSON line of what it took."""
     from ishard.model import Plan, ShardResult
     from ishard.planning.engine import MEMORY_LIMIT
     from ishard.run.manifest import MANIFEST_NAME, manifest_bytes
-    from ishard.run.sampleindex import BATCH_ROWS, write_index
+    from ishard.run.sampleindex import BATCH_ROWS
     from ishard.store import resolve
     from ishard.store.retry import Retrier
 

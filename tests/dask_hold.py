@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 
-from ishard.run import shard as run
+from ishard.run import writers as run
 
 _real = getattr(run.write_one, "real", run.write_one)  # the preload may run twice
 

@@ -16,7 +16,7 @@ from ishard.formats import ARCHIVE_EXTS
 from ishard.model import FileEntry, Sample, ShardPlan
 from ishard.names import HIDDEN
 from ishard.options.record import DEFAULT_SHARD_SIZE, make_options
-from ishard.planning.cut import Bounds, Order, check_unique, cut, name_shards
+from ishard.planning.cut import Bounds, Order, check_unique, cut, shard_names
 from ishard.planning.templates import parse_template
 from ishard.store.localwalk import HIDDEN_DIR, SYMLINK
 
@@ -316,40 +316,35 @@ def test_shuffle_stays_within_directories_without_collapse():
 # --- naming ------------------------------------------------------------------------------------
 
 
-def test_name_shards_in_template_order_with_ext():
-    groups = [[mk("a", 3)], [mk("b", 4), mk("c", 5)]]
-    shards = name_shards(groups, parse_template("shard-%06d"), ".tar")
-    assert shards == [
-        ShardPlan("shard-000000.tar", (mk("a", 3),), 3),
-        ShardPlan("shard-000001.tar", (mk("b", 4), mk("c", 5)), 9),
-    ]
-    assert shards[1].file_count == 2
-    assert [f.name for f in shards[1].members()] == ["b.bin", "c.bin"]
+def test_shard_names_in_template_order_with_ext():
+    names = shard_names(2, parse_template("shard-%06d"), ".tar")
+    assert names == ["shard-000000.tar", "shard-000001.tar"]
+    shard = ShardPlan(names[1], (mk("b", 4), mk("c", 5)), 9)
+    assert shard.file_count == 2
+    assert [f.name for f in shard.members()] == ["b.bin", "c.bin"]
 
 
-def test_name_shards_bash_and_at():
-    groups = [[mk(str(i), 1)] for i in range(3)]
-    assert [s.name for s in name_shards(groups, parse_template("p{0000..50..8}"), ".zip")] == [
+def test_shard_names_bash_and_at():
+    assert shard_names(3, parse_template("p{0000..50..8}"), ".zip") == [
         "p0000.zip",
         "p0008.zip",
         "p0016.zip",
     ]
-    assert [s.name for s in name_shards(groups, parse_template("x@02"), ".tgz")] == [
+    assert shard_names(3, parse_template("x@02"), ".tgz") == [
         "x00.tgz",
         "x01.tgz",
         "x02.tgz",
     ]
 
 
-def test_name_shards_too_few_names_says_how_many_needed():
-    groups = [[mk(str(i), 1)] for i in range(5)]
+def test_shard_names_too_few_names_says_how_many_needed():
     with pytest.raises(UsageError) as err:
-        name_shards(groups, parse_template("s{0..3}"), ".tar")
+        shard_names(5, parse_template("s{0..3}"), ".tar")
     assert "5 shards" in str(err.value)
     assert "yields 4" in str(err.value)
     with pytest.raises(UsageError, match="needs 2 shards"):
-        name_shards(groups[:2], parse_template("single"), ".tar")
-    assert [s.name for s in name_shards(groups[:4], parse_template("s{0..3}"), ".tar")] == [
+        shard_names(2, parse_template("single"), ".tar")
+    assert shard_names(4, parse_template("s{0..3}"), ".tar") == [
         "s0.tar",
         "s1.tar",
         "s2.tar",
@@ -357,8 +352,8 @@ def test_name_shards_too_few_names_says_how_many_needed():
     ]
 
 
-def test_name_shards_no_groups():
-    assert name_shards([], parse_template("single"), ".tar") == []
+def test_shard_names_no_shards():
+    assert shard_names(0, parse_template("single"), ".tar") == []
 
 
 OWN_EXT = [
@@ -375,9 +370,9 @@ OWN_EXT = [
 
 
 @pytest.mark.parametrize(("fmt", "ext", "first"), OWN_EXT)
-def test_name_shards_own_ext(fmt, ext, first):
-    got = name_shards([[mk("a", 1)]], parse_template(fmt), ext, own_ext=True)
-    assert got[0].name == first
+def test_shard_names_own_ext(fmt, ext, first):
+    got = shard_names(1, parse_template(fmt), ext, own_ext=True)
+    assert got[0] == first
 
 
 def test_every_archive_extension_has_an_own_ext_case():
@@ -385,8 +380,8 @@ def test_every_archive_extension_has_an_own_ext_case():
 
 
 def test_without_own_ext_ext_is_always_appended():
-    got = name_shards([[mk("a", 1)]], parse_template("fish-%d.tar"), ".tar")
-    assert got[0].name == "fish-0.tar.tar"
+    got = shard_names(1, parse_template("fish-%d.tar"), ".tar")
+    assert got[0] == "fish-0.tar.tar"
 
 
 def test_check_unique():

@@ -15,10 +15,11 @@ from ishard.planning.samples import (
     INCOMPLETE,
     REPEATED,
     WARNINGS_SHOWN,
-    apply_sample_exts,
-    group,
-    route,
+    apply_sample_exts_table,
+    group_table,
+    route_table,
 )
+from ishard.planning.table import FileTable, SampleTable
 
 BASE = key_function("base_file_name")
 FULL = key_function("full_name")
@@ -31,6 +32,26 @@ def fe(name: str, size: int = 1) -> FileEntry:
 def sample(key: str, *names: str, size: int = 1) -> Sample:
     files = tuple(fe(n, size) for n in names)
     return Sample(key, files, size * len(files))
+
+
+def _plain(table: SampleTable) -> list[Sample]:
+    return [table.sample(i) for i in range(len(table))]
+
+
+def group(entries, key) -> list[Sample]:
+    """The planner's grouping (``group_table``), in plain values."""
+    return _plain(group_table(FileTable.of(entries), key))
+
+
+def route(samples, ekm, tally: Tally) -> list[list[Sample]]:
+    """The planner's EKM routing (``route_table``), in plain values."""
+    return [_plain(t) for t in route_table(SampleTable.of(samples), ekm, tally)]
+
+
+def apply_sample_exts(samples, wanted, action, tally: Tally, warnings: list[str]) -> list[Sample]:
+    """The planner's ``--sample-exts`` actions (``apply_sample_exts_table``), in plain values."""
+    table = apply_sample_exts_table(SampleTable.of(samples), wanted, action, tally, warnings)
+    return _plain(table)
 
 
 def counts(tally: Tally) -> dict[str, int]:

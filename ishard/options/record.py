@@ -123,8 +123,8 @@ class Options:
         return parse_sort(self.sort)
 
     def workers(self, remote: bool) -> int:
-        """How many shards are written at once: CPUs locally, more when a store is involved."""
-        return self.jobs or (8 if remote else min(8, os.cpu_count() or 1))
+        """How many shards are written at once: ``--jobs``, else :func:`default_workers`."""
+        return self.jobs or default_workers(remote)
 
     def to_dict(self) -> dict:
         """The options as plain JSON-ready values (for the manifest); storage option values,
@@ -132,6 +132,12 @@ class Options:
         values = asdict(self)
         values["storage_options"] = sorted(parse_storage_options(self.storage_options))
         return values
+
+
+def default_workers(remote: bool) -> int:
+    """Shards worked on at once unless ``--jobs`` says: 8 when a store is involved (its
+    requests wait on the network), else one a CPU, at most 8."""
+    return 8 if remote else min(8, os.cpu_count() or 1)
 
 
 def cut_description(options: dict) -> dict:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..errors import UsageError
 from ..formats import ARCHIVE_EXTS
-from ..model import Sample, ShardPlan
+from ..model import Sample
 from ..names import sort_key
 from .table import int_view
 from .templates import NameTemplate
@@ -292,14 +292,6 @@ def shard_names(
         name = template.name(index)
         names.append(name if own_ext and has_archive_ext(name) else name + ext)
     return names
-
-
-def name_shards(
-    groups: Sequence[list[Sample]], template: NameTemplate, ext: str, *, own_ext: bool = False
-) -> list[ShardPlan]:
-    """:func:`shard_names` applied to groups of sample values."""
-    names = shard_names(len(groups), template, ext, own_ext=own_ext)
-    return [ShardPlan(n, tuple(g), sum(s.size for s in g)) for n, g in zip(names, groups)]
 
 
 def check_unique(names: Sequence) -> None:

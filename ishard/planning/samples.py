@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from itertools import islice
 
 from ..errors import DataError
-from ..model import FileEntry, Sample, Tally
+from ..model import Tally
 from .ekm import Ekm
 from .keys import KeyFunction, extension, sample_keys
 from .namecolumn import Names
@@ -213,29 +213,3 @@ def apply_sample_exts_table(
             f"... and {offenders - WARNINGS_SHOWN} more samples that do not match --sample-exts"
         )
     return kept
-
-
-def _samples(table: SampleTable) -> list[Sample]:
-    return [table.sample(i) for i in range(len(table))]
-
-
-def group(entries: Iterable[FileEntry], key: KeyFunction) -> list[Sample]:
-    """:func:`group_table` on plain values."""
-    return _samples(group_table(FileTable.of(entries), key))
-
-
-def route(samples: list[Sample], ekm: Ekm | None, tally: Tally) -> list[list[Sample]]:
-    """:func:`route_table` on plain values."""
-    if ekm is None:
-        return [samples]
-    return [_samples(t) for t in route_table(SampleTable.of(samples), ekm, tally)]
-
-
-def apply_sample_exts(
-    samples: list[Sample], wanted: Sequence[str], action: str, tally: Tally, warnings: list[str]
-) -> list[Sample]:
-    """:func:`apply_sample_exts_table` on plain values."""
-    if not wanted or action == "ignore":
-        return samples
-    table = SampleTable.of(samples)
-    return _samples(apply_sample_exts_table(table, wanted, action, tally, warnings))

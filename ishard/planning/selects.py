@@ -41,10 +41,6 @@ class Inventory:
     def compressed(self) -> bool:
         return self.compression != "none"
 
-    @property
-    def in_store(self) -> bool:
-        return any(_in_store(f) for f in self.files)
-
 
 SCAN_BLOCK = 8 << 20
 HEAD = 1 << 16  # bytes read to tell an inventory's format (as the row reader does)

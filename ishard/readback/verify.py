@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -13,7 +12,7 @@ from ..checksums import ALGORITHMS, hasher, split
 from ..errors import DataError, UsageError
 from ..formats import ARCHIVE_EXTS
 from ..names import wds_split
-from ..options.record import jobs_option
+from ..options.record import default_workers, jobs_option
 from ..planning.keys import KeyFunction, key_function, sample_key
 from ..progress import SILENT, Progress
 from ..run.manifest import MANIFEST_NAME, entry_checksum, read_manifest
@@ -59,8 +58,8 @@ class Verification:
 
 
 def shard_readers(location: Location) -> int:
-    """Shards read at once by default: 8 from a store, else the CPUs (at most 8)."""
-    return 8 if location.store.capabilities.many_at_once else min(8, os.cpu_count() or 1)
+    """Shards read at once by default: as many as a run writes to this place."""
+    return default_workers(location.store.capabilities.many_at_once)
 
 
 def member_key_function(options: Mapping) -> KeyFunction:

@@ -11,7 +11,7 @@ from ..names import quoted
 from ..options.record import Options
 from ..planning.cut import shard_names
 from ..store import Location
-from ..store.lease import LeaseLock
+from ..store.base import Guard
 from ..store.lockrecord import LOCK_NAME, STATE_DIR
 from ..store.retry import Retrier
 from .grow import mode_of
@@ -230,7 +230,7 @@ def _abridged(name: str) -> str:
     return quoted(name if len(name) <= 60 else f"{name[:40]}...{name[-17:]}")
 
 
-def still_held(guard: LeaseLock | None) -> bool:
+def still_held(guard: Guard | None) -> bool:
     """Does this run still hold DST (a lease another run took over: what is there is that
     run's, nothing of it is removed)? A local lock cannot be lost."""
     if guard is None:

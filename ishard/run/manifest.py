@@ -212,14 +212,7 @@ def check_manifest(data: bytes, where: str) -> dict:
     if not isinstance(doc, dict) or not isinstance(doc.get("shardlist"), list):
         raise bad("no 'shardlist' list")
     for i, entry in enumerate(doc["shardlist"]):
-        if not (
-            isinstance(entry, dict)
-            and _is_name(entry.get("url"))
-            and _is_count(entry.get("filesize"))
-            and _is_count(entry.get("nsamples"))
-            and isinstance(entry.get("md5sum", ""), str)
-            and _is_checksum(entry.get("checksum", "md5:"))
-        ):
+        if not _is_entry(entry):
             raise bad(
                 f"shardlist entry {i} needs a relative 'url', whole-number 'filesize' "
                 "and 'nsamples', and a checksum (if any) as 'algorithm:hex' of a known "
@@ -232,16 +225,33 @@ def check_manifest(data: bytes, where: str) -> dict:
     if not isinstance(shards, list) or len(shards) != len(doc["shardlist"]):
         raise bad("'ishard.shards' does not list one record per shardlist entry")
     for entry, rec in zip(doc["shardlist"], shards):
-        if not (
-            isinstance(rec, dict)
-            and rec.get("name") == entry["url"]
-            and _is_count(rec.get("files"))
-            and _is_count(rec.get("payload_bytes"))
-        ):
+        if not _is_record_of(rec, entry["url"]):
             raise bad(f"'ishard.shards' has no files and payload_bytes for {entry['url']!r}")
     if not isinstance(record.get("options", {}), dict):
         raise bad("'ishard.options.record' is not an object")
     return doc
+
+
+def _is_entry(entry: object) -> bool:
+    """A ``shardlist`` entry: a name in DST, whole-number size and count, checksums if any."""
+    return (
+        isinstance(entry, dict)
+        and _is_name(entry.get("url"))
+        and _is_count(entry.get("filesize"))
+        and _is_count(entry.get("nsamples"))
+        and isinstance(entry.get("md5sum", ""), str)
+        and _is_checksum(entry.get("checksum", "md5:"))
+    )
+
+
+def _is_record_of(record: object, name: str) -> bool:
+    """An ``ishard.shards`` record of shard ``name``: whole-number files and payload bytes."""
+    return (
+        isinstance(record, dict)
+        and record.get("name") == name
+        and _is_count(record.get("files"))
+        and _is_count(record.get("payload_bytes"))
+    )
 
 
 def _is_checksum(value: object) -> bool:

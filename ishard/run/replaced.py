@@ -168,9 +168,10 @@ def remove_archives(dest: Location, names: Iterable[str], retrier: Retrier) -> i
     return len(present)
 
 
-def tell_ignored(dest: Location, names: list[str], progress: Progress) -> None:
+def tell_ignored(dest: Location, names: list[str], progress: Progress, stacklevel: int = 2) -> None:
     """Warn (once) of the names an earlier run's manifest or records list that are no
-    archive ishard could have written: ``--overwrite`` leaves them alone."""
+    archive ishard could have written: ``--overwrite`` leaves them alone. ``stacklevel``: the
+    frame the ``IshardWarning`` names, counted from here (the caller of ``shard()``)."""
     if not names:
         return
     some = ", ".join(map(repr, names[:5])) + (f" and {len(names) - 5} more" * (len(names) > 5))
@@ -180,4 +181,4 @@ def tell_ignored(dest: Location, names: list[str], progress: Progress) -> None:
         "they are left alone, not removed"
     )
     progress.warning(line)
-    warn(line, IshardWarning, stacklevel=5)  # the caller of shard()
+    warn(line, IshardWarning, stacklevel=stacklevel)

@@ -177,7 +177,7 @@ class IndexWriter:
         dropped: Iterable[str],
         **publish: Any,
     ) -> dict:
-        """Write ``DST/samples.parquet`` (``write_index``): a growing dataset's rows from
+        """Write ``DST/samples.parquet``: a growing dataset's rows from
         ``earlier`` but those of the shards ``dropped``, then the plan's beside the offsets
         in ``results`` (the plan's shards, written or kept); the manifest's record of it."""
         if not self._ready:  # not done while the shards were written (or stopped halfway)
@@ -215,27 +215,6 @@ def _insert_earlier(con: Any, earlier: str | None, dropped: Iterable[str]) -> No
         "WHERE shard NOT IN (SELECT shard FROM dropped)",
         [earlier],
     )
-
-
-def write_index(
-    dest: Location,
-    rows: Iterable[Mapping[str, Any]],
-    *,
-    earlier: str | None = None,
-    dropped: Iterable[str] = (),
-    tmp_dir: str | None,
-    memory_limit: int,
-    **publish: Any,
-) -> dict:
-    """Write ``DST/samples.parquet``: the rows of ``earlier`` (an index file on this machine,
-    a growing dataset's), but those of the shards ``dropped``, then ``rows`` (every column);
-    return the manifest's record of it (name, rows, bytes, checksum)."""
-    with private_engine(tmp_dir, memory_limit) as (con, folder):
-        create_index_table(con, "samples")
-        _insert_earlier(con, earlier, dropped)
-        for batch in rows:
-            insert_rows(con, "samples", batch)
-        return _publish(con, folder, dest, "samples", None, ("samples",), **publish)
 
 
 def _publish(

@@ -4,28 +4,26 @@ as it was where nothing was begun."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from os import PathLike
 from typing import Any
 
 from ..errors import IshardError
 from ..formats.dali_index import index_name
-from ..model import Plan, Report, ShardPlan, ShardResult
+from ..model import Plan, Report, ShardResult
 from ..options.record import Options, parse_sort
 from ..planning.planner import announce, located, make_plan
 from ..planning.record import plan_record
 from ..planning.table import ShardList
 from ..progress import SILENT, Progress
 from ..store import Location
-from ..store.lease import LeaseCheck, LeaseLock
+from ..store.base import Lock
 from ..store.lock import acquire
-from ..store.readers import Reader, open_reader
 from ..store.retry import Retrier
-from ..store.sinks import Guard, abort_dangling_uploads, open_sink, put_file
+from ..store.sinks import abort_dangling_uploads, put_file
 from .destination import (
     check_before_claim,
     check_claimed,
@@ -33,7 +31,7 @@ from .destination import (
     still_held,
     untouched,
 )
-from .executors import dask_client, write_with_dask
+from .executors import dask_client
 from .grow import (
     Holding,
     check_free,
@@ -47,13 +45,14 @@ from .manifest import MANIFEST_NAME, Kept, manifest_bytes, remove_manifest
 from .replaced import earlier_archives, remove_archives, stale, tell_ignored
 from .resume import Recorder, Remaining, earlier_manifest_seed, finished_earlier, with_offsets
 from .sampleindex import INDEX_NAME, IndexWriter
-from .state import RunState, remove_leftovers, remove_temp_files
+from .state import RunState, remove_temp_files
 from .state import fingerprint as run_fingerprint
-from .write import Cancel, write_one, write_shards
+from .writers import CLEANUP_RETRIES, Publish, write_planned
 
 LOG = logging.getLogger("ishard")  # what a run does, a line per step (`ishard -v` shows it)
-
-CLEANUP_RETRIES = 11  # aborting uploads after a failure: about 40 s of patience
+# A warning told by a stage is the caller's of shard(): warn ← its teller ← the stage ← Run.go
+# ← shard_with ← api.shard ← the caller.
+CALLER = 6
 
 
 def shard_with(
@@ -78,163 +77,300 @@ def shard_with(
         created = dest.store.make_root()
         lock = acquire(dest, retrier)
         claim = _Claim(lock, created, was_empty, retrier, started)
-        return _shard_claimed(source, dest, opts, progress, claim, drawn, client)
+        return Run(source, dest, opts, progress, claim, drawn, client).go()
 
 
 @dataclass(frozen=True)
 class _Claim:
     """A run's hold on DST: its lock, whether it made DST, whether DST was empty before."""
 
-    lock: Any
+    lock: Lock
     created: bool
     was_empty: bool
     retrier: Retrier
     started: float
 
 
-def _shard_claimed(
-    source: Location,
-    dest: Location,
-    opts: Options,
-    progress: Progress,
-    claim: _Claim,
-    drawn: int | None,
-    client: Any,
-) -> Report:
-    """The run, once DST is locked: check DST again, plan, write, record; then the lock is
-    released and, where nothing was begun, DST left as it was."""
-    lock, created, retrier = claim.lock, claim.created, claim.retrier
-    guard = lock if isinstance(lock, LeaseLock) else None  # a local flock cannot be lost
-    manifest, mine = None, False
-    state = RunState(dest, retrier)
-    begun = state.earlier_fingerprint() is not None  # an earlier run's records: keep them
-    grows = mode_of(opts) is not None
-    try:
-        check_claimed(
-            dest,
-            overwrite=opts.overwrite or grows,
-            resume=opts.resume,
-            was_empty=claim.was_empty,
-            retrier=retrier,
-        )
-        if drawn is not None:
-            opts, drawn = _shuffle_seed(opts, drawn, state, dest, progress)
-        with contextlib.ExitStack() as stack:
-            found = stack.enter_context(holding(dest, opts)) if grows else None
-            the_plan = make_plan(source, opts, progress, found.held if found else None)
-            announce(the_plan, opts, progress, stacklevel=5)
-            if found is not None and the_plan.growth is not None and unchanged(the_plan.growth):
-                tell_unchanged(the_plan.growth, dest, progress)
-                removed = _finish_stopped(dest, state, found, retrier) if begun else 0
-                return Report(
-                    the_plan,
-                    dest.url,
-                    (),
-                    time.monotonic() - claim.started,
-                    dest.child(MANIFEST_NAME),
-                    retrier.retries,
-                    removed=removed,
-                )
-            check_name_room(dest, the_plan.shard_names)  # the last names may be the longest
-            fingerprint = run_fingerprint(the_plan)
-            exclusive = _free_names(dest, the_plan, opts, state, fingerprint, retrier)
-            earlier = state.earlier()  # read before a fresh start forgets it
-            recorded = state.recorded() if earlier and opts.overwrite else {}
-            old, ignored = earlier_archives(
-                dest, earlier, recorded, overwrite=opts.overwrite, retrier=retrier
-            )
-            tell_ignored(dest, ignored, progress)
-            done = (
-                finished_earlier(dest, the_plan, fingerprint, state, retrier, grows)
-                if opts.resume
-                else {}
-            )
-            if opts.sample_index:
-                done = with_offsets(dest, done, retrier, opts.tmp_dir)
-            if not done:  # else a failed run would leave a manifest describing replaced shards
-                if not grows:  # a growing dataset's stays: its shards are not touched
-                    remove_manifest(dest, retrier)
-                state.forget_shards()
-            if opts.overwrite and not opts.resume:  # a killed run's leftovers go too
-                remove_temp_files(dest, the_plan.shard_names)
-                abort_dangling_uploads(dest, the_plan.shard_names, retrier)
-            replaced = _replaced(the_plan, opts)
-            state.begin(
-                fingerprint,
-                len(the_plan.shards),
-                drawn,
-                sorted({*old, *replaced}),
-                plan_record(the_plan),
-            )
-            begun = mine = True  # the records are this run's
-            if found is not None:
-                keep_held(dest, found.held.index, retrier, opts)
-            todo = Remaining(the_plan.shards, done)
-            progress.planned(len(todo), sum(the_plan.shard_sizes[i] for i in todo.indices))
-            if done:
-                LOG.info("kept %d shards an earlier run completed (checked)", len(done))
-                progress.notice(
-                    f"resuming: {len(done)} of {len(the_plan.shards)} shards were "
-                    "already complete (checked); writing the rest"
-                )
-            recorder = Recorder(progress, the_plan.shard_names, state.record)
-            index_writer = None
-            if opts.sample_index:
-                assert isinstance(the_plan.shards, ShardList)
-                index_writer = IndexWriter(the_plan.shards, opts.tmp_dir, opts.memory_limit)
-                stack.callback(index_writer.close)
-            written = _write(
-                source,
-                dest,
-                opts,
-                todo,
-                recorder,
-                retrier,
-                _Publish(guard, exclusive),
-                client,
-                index_writer,
-            )
-            slots = [done.get(i) for i in range(len(the_plan.shards))]
-            for i, result in zip(todo.indices, written):
-                slots[i] = result
-            results = [r for r in slots if r is not None]  # every shard: kept or written
-            assert len(results) == len(slots)
-            dropped = the_plan.growth.replaced if the_plan.growth is not None else ()
-            index = _write_index(dest, index_writer, results, opts, retrier, guard, found, dropped)
-            kept = Kept.of(found.manifest, dropped) if found is not None else None
-            document = manifest_bytes(the_plan, results, fingerprint, index=index, earlier=kept)
-            manifest = put_file(dest, MANIFEST_NAME, document, retrier, guard)
-            LOG.info("wrote the manifest %s", manifest)
-        removed = _remove_replaced(dest, [*old, *replaced], the_plan, opts, retrier, progress)
+class Run:
+    """One run once DST is locked, its stages in order (:meth:`go`): :meth:`recheck`,
+    :meth:`seed`, :meth:`plan` (or grow), :meth:`decide` (resume, or nothing changed),
+    :meth:`begin`, :meth:`write` (the sample index meanwhile), :meth:`publish` (the index, then
+    the manifest), :meth:`remove_replaced`, :meth:`leave`. What a stage finds, the next takes
+    from here."""
+
+    def __init__(
+        self,
+        source: Location,
+        dest: Location,
+        opts: Options,
+        progress: Progress,
+        claim: _Claim,
+        drawn: int | None,
+        client: Any,
+    ) -> None:
+        self.source, self.dest, self.opts, self.progress = source, dest, opts, progress
+        self.claim, self.drawn, self.client = claim, drawn, client
+        self.retrier = claim.retrier
+        self.state = RunState(dest, claim.retrier)
+        self.grows = mode_of(opts) is not None
+        self.begun = True  # an earlier run's records are there (kept) until read otherwise
+        self.mine = False  # the records are this run's
+        self.manifest: str | None = None
+        self.the_plan: Plan
+        self.found: Holding | None = None
+        self.fingerprint = ""
+        self.exclusive = False
+        self.old: list[str] = []  # the earlier run's archives, removed once this one is done
+        self.replaced: list[str] = []  # a growing dataset's shards this run replaces
+        self.done: dict[int, ShardResult] = {}  # shards an earlier run completed (checked)
+        self.todo: Remaining | None = None
+        self.index_writer: IndexWriter | None = None
+        self.written: list[ShardResult] = []
+        self.results: list[ShardResult] = []
+        self.removed = 0
+
+    def go(self) -> Report:
+        """The stages in order; the lock is released and, where nothing was begun, DST left
+        as it was, however they end."""
         try:
-            state.clear()
-        except IshardError as err:  # the dataset is complete: that is what counts
-            progress.notice(
-                f"the dataset is complete, but this run's records in "
-                f"{dest.url!r} could not be removed ({err}); they do no harm"
-            )
-    finally:
-        try:  # under the lock still: the next run's records are never the ones removed
-            # nothing begun; or this run's records alone in a DST it found empty: both go
-            leave = not begun or (mine and manifest is None and claim.was_empty)
-            if leave and still_held(guard) and (not begun or untouched(dest, retrier)):
-                with contextlib.suppress(IshardError):
-                    state.clear()
-                if created:
-                    dest.store.remove_root_if_empty()
+            self.begun = self.state.earlier_fingerprint() is not None
+            self.recheck()
+            self.seed()
+            with contextlib.ExitStack() as stack:
+                self.plan(stack)
+                if not self.decide():
+                    return self.report()
+                self.begin()
+                self.write(stack)
+                self.publish()
+            self.remove_replaced()
         finally:
-            lock.release()
-    return Report(
-        the_plan,
-        dest.url,
-        tuple(results),
-        time.monotonic() - claim.started,
-        manifest,
-        retrier.retries,
-        kept=len(done),
-        removed=removed,
-        written_payload=sum(r.payload for r in written),
-    )
+            self.leave()
+        return self.report()
+
+    def recheck(self) -> None:
+        """DST again, under the lock: the first check could not see a run that finished
+        between it and the lock."""
+        check_claimed(
+            self.dest,
+            overwrite=self.opts.overwrite or self.grows,
+            resume=self.opts.resume,
+            was_empty=self.claim.was_empty,
+            retrier=self.retrier,
+        )
+
+    def seed(self) -> None:
+        """An unseeded shuffle's seed: a resumed run's recorded one, or the one drawn; told."""
+        if self.drawn is not None:
+            self.opts, self.drawn = _shuffle_seed(
+                self.opts, self.drawn, self.state, self.dest, self.progress
+            )
+
+    def plan(self, stack: contextlib.ExitStack) -> None:
+        """Plan the run: a growing dataset's from what DST holds (fetched for as long as the
+        run lasts); the plan's warnings told (under ``strict``, the run stops here)."""
+        if self.grows:
+            self.found = stack.enter_context(holding(self.dest, self.opts))
+        held = self.found.held if self.found is not None else None
+        self.the_plan = make_plan(self.source, self.opts, self.progress, held)
+        announce(self.the_plan, self.opts, self.progress, stacklevel=CALLER)
+
+    def decide(self) -> bool:
+        """What is left to do: nothing when a growing dataset's source did not change (a
+        stopped run's leftovers are removed); else which shards an earlier run completed
+        (``--resume``, checked), and which earlier archives this run replaces."""
+        growth = self.the_plan.growth
+        if self.found is not None and growth is not None and unchanged(growth):
+            tell_unchanged(growth, self.dest, self.progress)
+            if self.begun:
+                self.removed = _finish_stopped(self.dest, self.state, self.found, self.retrier)
+            return False
+        check_name_room(self.dest, self.the_plan.shard_names)  # the last names may be longest
+        self.fingerprint = run_fingerprint(self.the_plan)
+        self.exclusive = self._free_names()
+        earlier = self.state.earlier()  # read before a fresh start forgets it
+        recorded = self.state.recorded() if earlier and self.opts.overwrite else {}
+        self.old, ignored = earlier_archives(
+            self.dest, earlier, recorded, overwrite=self.opts.overwrite, retrier=self.retrier
+        )
+        tell_ignored(self.dest, ignored, self.progress, stacklevel=CALLER)
+        if self.opts.resume:
+            self.done = finished_earlier(
+                self.dest, self.the_plan, self.fingerprint, self.state, self.retrier, self.grows
+            )
+        if self.opts.sample_index:
+            self.done = with_offsets(self.dest, self.done, self.retrier, self.opts.tmp_dir)
+        return True
+
+    def begin(self) -> None:
+        """Record the run in DST before any shard is written: an earlier manifest goes (unless
+        shards are kept), a killed run's leftovers too, and the run's records are written."""
+        if not self.done:  # else a failed run would leave a manifest describing replaced shards
+            if not self.grows:  # a growing dataset's stays: its shards are not touched
+                remove_manifest(self.dest, self.retrier)
+            self.state.forget_shards()
+        names = self.the_plan.shard_names
+        if self.opts.overwrite and not self.opts.resume:  # a killed run's leftovers go too
+            remove_temp_files(self.dest, names)
+            abort_dangling_uploads(self.dest, names, self.retrier)
+        self.replaced = _replaced(self.the_plan, self.opts)
+        self.state.begin(
+            self.fingerprint,
+            len(self.the_plan.shards),
+            self.drawn,
+            sorted({*self.old, *self.replaced}),
+            plan_record(self.the_plan),
+        )
+        self.begun = self.mine = True  # the records are this run's
+        if self.found is not None:
+            keep_held(self.dest, self.found.held.index, self.retrier, self.opts)
+
+    def write(self, stack: contextlib.ExitStack) -> None:
+        """Write the shards not done yet, each recorded as it is published; the sample
+        index's plan rows are prepared meanwhile."""
+        plan, progress = self.the_plan, self.progress
+        self.todo = todo = Remaining(plan.shards, self.done)
+        progress.planned(len(todo), sum(plan.shard_sizes[i] for i in todo.indices))
+        if self.done:
+            LOG.info("kept %d shards an earlier run completed (checked)", len(self.done))
+            progress.notice(
+                f"resuming: {len(self.done)} of {len(plan.shards)} shards were "
+                "already complete (checked); writing the rest"
+            )
+        recorder = Recorder(progress, plan.shard_names, self.state.record)
+        if self.opts.sample_index:
+            assert isinstance(plan.shards, ShardList)
+            self.index_writer = IndexWriter(plan.shards, self.opts.tmp_dir, self.opts.memory_limit)
+            stack.callback(self.index_writer.close)
+        self.written = write_planned(
+            self.source,
+            self.dest,
+            self.opts,
+            todo,
+            recorder,
+            retrier=self.retrier,
+            publish=Publish(self.claim.lock, self.exclusive),
+            client=self.client,
+            meanwhile=self.index_writer.prepare if self.index_writer is not None else None,
+        )
+
+    def publish(self) -> None:
+        """Publish the dataset: the sample index, then the manifest that names it (kept and
+        written shards in plan order)."""
+        assert self.todo is not None
+        slots = [self.done.get(i) for i in range(len(self.the_plan.shards))]
+        for i, result in zip(self.todo.indices, self.written):
+            slots[i] = result
+        self.results = [r for r in slots if r is not None]  # every shard: kept or written
+        assert len(self.results) == len(slots)
+        growth = self.the_plan.growth
+        dropped = growth.replaced if growth is not None else ()
+        index = self._write_index(dropped)
+        kept = Kept.of(self.found.manifest, dropped) if self.found is not None else None
+        document = manifest_bytes(
+            self.the_plan, self.results, self.fingerprint, index=index, earlier=kept
+        )
+        guard = self.claim.lock.guard
+        self.manifest = put_file(self.dest, MANIFEST_NAME, document, self.retrier, guard)
+        LOG.info("wrote the manifest %s", self.manifest)
+
+    def remove_replaced(self) -> None:
+        """Remove the earlier archives this run did not rewrite (the manifest no longer lists
+        them), then the run's records; a failure of either is a notice: the dataset is
+        complete."""
+        names = stale(
+            [*self.old, *self.replaced], self.the_plan.shard_names, self.opts.index == "dali"
+        )
+        try:
+            self.removed = remove_archives(self.dest, names, self.retrier)
+        except (IshardError, OSError) as err:
+            self.progress.notice(
+                f"the dataset is complete, but archives of the earlier run that this "
+                f"run did not rewrite could not all be removed from {self.dest.url!r} "
+                f"({err}); they are not in manifest.json — remove them by hand"
+            )
+        try:
+            self.state.clear()
+        except IshardError as err:  # the dataset is complete: that is what counts
+            self.progress.notice(
+                f"the dataset is complete, but this run's records in "
+                f"{self.dest.url!r} could not be removed ({err}); they do no harm"
+            )
+
+    def leave(self) -> None:
+        """Under the lock still (the next run's records are never the ones removed): where
+        nothing was begun, or this run's records stand alone in a DST it found empty, they go
+        (and DST, if the run made it); then the lock is released."""
+        try:
+            mine_alone = self.mine and self.manifest is None and self.claim.was_empty
+            leave = not self.begun or mine_alone
+            guard = self.claim.lock.guard
+            if (
+                leave
+                and still_held(guard)
+                and (not self.begun or untouched(self.dest, self.retrier))
+            ):
+                with contextlib.suppress(IshardError):
+                    self.state.clear()
+                if self.claim.created:
+                    self.dest.store.remove_root_if_empty()
+        finally:
+            self.claim.lock.release()
+
+    def report(self) -> Report:
+        """What the run did (with nothing to do: the dataset as it was)."""
+        if self.todo is None:
+            return Report(
+                self.the_plan,
+                self.dest.url,
+                (),
+                time.monotonic() - self.claim.started,
+                self.dest.child(MANIFEST_NAME),
+                self.retrier.retries,
+                removed=self.removed,
+            )
+        assert self.manifest is not None
+        return Report(
+            self.the_plan,
+            self.dest.url,
+            tuple(self.results),
+            time.monotonic() - self.claim.started,
+            self.manifest,
+            self.retrier.retries,
+            kept=len(self.done),
+            removed=self.removed,
+            written_payload=sum(r.payload for r in self.written),
+        )
+
+    def _free_names(self) -> bool:
+        """Whether the run's shards must go to free names, checked free now: a growing
+        dataset's new names, unless this very plan's stopped run (its records say so)
+        published some."""
+        exclusive = self.grows and self.state.earlier_fingerprint() != self.fingerprint
+        if exclusive:
+            check_free(self.dest, _with_indexes(self.the_plan.shard_names, self.opts), self.retrier)
+        return exclusive
+
+    def _write_index(self, replaced: Sequence[str]) -> dict | None:
+        """Write ``DST/samples.parquet`` (none with ``--no-sample-index``), before the
+        manifest that names it: a growing dataset's rows, but those of its replaced shards,
+        then the plan's; the manifest's record of it. Without one, an earlier run's index
+        goes."""
+        dest, retrier = self.dest, self.retrier
+        if self.index_writer is None:
+            with dest.translated("destination"):
+                retrier.run(lambda: dest.store.delete([dest.key(INDEX_NAME)]))
+            return None
+        return self.index_writer.write(
+            dest,
+            self.results,
+            earlier=self.found.held.index if self.found is not None else None,
+            dropped=replaced,
+            retrier=retrier,
+            cleanup=Retrier(CLEANUP_RETRIES, cap=4.0),
+            part_size=self.opts.part_size,
+            guard=self.claim.lock.guard,
+        )
 
 
 def _replaced(the_plan: Plan, opts: Options) -> list[str]:
@@ -243,37 +379,12 @@ def _replaced(the_plan: Plan, opts: Options) -> list[str]:
     return _with_indexes(the_plan.growth.replaced if the_plan.growth is not None else (), opts)
 
 
-def _free_names(
-    dest: Location,
-    the_plan: Plan,
-    opts: Options,
-    state: RunState,
-    fingerprint: str,
-    retrier: Retrier,
-) -> bool:
-    """Whether the run's shards must go to free names, checked free now: a growing dataset's
-    new names, unless this very plan's stopped run (its records say so) published some."""
-    exclusive = mode_of(opts) is not None and state.earlier_fingerprint() != fingerprint
-    if exclusive:
-        check_free(dest, _with_indexes(the_plan.shard_names, opts), retrier)
-    return exclusive
-
-
 def _with_indexes(shards: Sequence[str], opts: Options) -> list[str]:
     """These shard names and, with ``--index dali``, their DALI indexes'."""
     names = list(shards)
     if opts.index == "dali":
         names += [index_name(n) for n in names if n.endswith(".tar")]
     return names
-
-
-@dataclass(frozen=True)
-class _Publish:
-    """How the run's shards are published: under the destination's lease (``guard``; None for
-    a local flock, which cannot be lost), and ``exclusive``ly (never over a name taken)."""
-
-    guard: LeaseLock | None = None
-    exclusive: bool = False
 
 
 def _finish_stopped(dest: Location, state: RunState, found: Holding, retrier: Retrier) -> int:
@@ -286,110 +397,6 @@ def _finish_stopped(dest: Location, state: RunState, found: Holding, retrier: Re
     removed = remove_archives(dest, [n for n in old if n not in listed], retrier)
     state.clear()
     return removed
-
-
-def _write_index(
-    dest: Location,
-    index_writer: IndexWriter | None,
-    results: Sequence[ShardResult],
-    opts: Options,
-    retrier: Retrier,
-    guard: LeaseLock | None,
-    found: Holding | None,
-    replaced: Sequence[str],
-) -> dict | None:
-    """Write ``DST/samples.parquet`` (none with ``--no-sample-index``), before the manifest
-    that names it: a growing dataset's rows, but those of its replaced shards, then the
-    plan's; the manifest's record of it. Without one, an earlier run's index goes."""
-    if index_writer is None:
-        with dest.translated("destination"):
-            retrier.run(lambda: dest.store.delete([dest.key(INDEX_NAME)]))
-        return None
-    return index_writer.write(
-        dest,
-        results,
-        earlier=found.held.index if found is not None else None,
-        dropped=replaced,
-        retrier=retrier,
-        cleanup=Retrier(CLEANUP_RETRIES, cap=4.0),
-        part_size=opts.part_size,
-        guard=guard,
-    )
-
-
-def _remove_replaced(
-    dest: Location,
-    old: list[str],
-    the_plan: Plan,
-    opts: Options,
-    retrier: Retrier,
-    progress: Progress,
-) -> int:
-    """Remove the earlier run's archives this run did not rewrite (its manifest is written:
-    they are no part of the dataset any more); how many were removed."""
-    names = stale(old, the_plan.shard_names, opts.index == "dali")
-    try:
-        return remove_archives(dest, names, retrier)
-    except (IshardError, OSError) as err:
-        progress.notice(
-            f"the dataset is complete, but archives of the earlier run that this "
-            f"run did not rewrite could not all be removed from {dest.url!r} "
-            f"({err}); they are not in manifest.json — remove them by hand"
-        )
-        return 0
-
-
-def _write(
-    source: Location,
-    dest: Location,
-    opts: Options,
-    shards: Sequence[ShardPlan],
-    progress: Progress,
-    retrier: Retrier,
-    publish: _Publish,
-    client: Any = None,
-    index_writer: IndexWriter | None = None,
-) -> list[ShardResult]:
-    """Write ``shards`` with the chosen executor (``client``: Dask's, connected before DST
-    was claimed); results in their order. The sample index's plan rows go into its engine
-    meanwhile."""
-    guard = publish.guard
-    if opts.executor == "dask":
-        lease = guard.for_workers() if guard is not None else None
-        task = functools.partial(
-            _write_on_worker,
-            src=source.url,
-            dst=dest.url,
-            opts=opts,
-            lease=lease,
-            exclusive=publish.exclusive,
-        )
-        return write_with_dask(
-            shards,
-            task,
-            scheduler=opts.scheduler,
-            workers=opts.workers(remote=False),
-            progress=progress,
-            client=client,
-            cleanup=functools.partial(remove_leftovers, dest, retrier),
-            meanwhile=index_writer.prepare if index_writer is not None else None,
-        )
-    reader, sink_for, settings = _writer_parts(
-        source, dest, opts, retrier, progress.notice, guard, publish.exclusive
-    )
-    try:
-        return write_shards(
-            shards,
-            reader,
-            sink_for,
-            jobs=_jobs(opts, source, dest),
-            settings=settings,
-            progress=progress,
-            processes=source.store.capabilities.forkable and dest.store.capabilities.forkable,
-            meanwhile=index_writer.prepare if index_writer is not None else None,
-        )
-    finally:
-        reader.close()
 
 
 def _drawn_seed(sort: object, opts: Options) -> int | None:
@@ -415,74 +422,3 @@ def _shuffle_seed(
         f"--sort shuffle:{drawn} repeats the order)"
     )
     return opts, drawn
-
-
-def _jobs(opts: Options, source: Location, dest: Location) -> int:
-    many = source.store.capabilities.many_at_once or dest.store.capabilities.many_at_once
-    return opts.workers(remote=many)
-
-
-def _writer_parts(
-    source: Location,
-    dest: Location,
-    opts: Options,
-    retrier: Retrier,
-    notice: Callable[[str], None],
-    guard: Guard | None = None,
-    exclusive: bool = False,
-) -> tuple[Reader, Callable, dict]:
-    """The reader of member bytes, the shard sink factory and the archive writer settings."""
-    cleanup = Retrier(CLEANUP_RETRIES, cap=4.0)
-    reader = open_reader(
-        source,
-        retrier,
-        jobs=_jobs(opts, source, dest),
-        budget=opts.read_buffer,
-        follow_symlinks=opts.follow_symlinks,
-    )
-
-    def sink_for(shard_plan: ShardPlan):
-        return open_sink(
-            dest,
-            shard_plan.name,
-            retrier=retrier,
-            cleanup=cleanup,
-            part_size=opts.part_size,
-            expected=shard_plan.size,
-            notice=notice,
-            checksum=opts.checksum,
-            guard=guard,
-            exclusive=exclusive,
-        )
-
-    settings = {
-        "compress_level": opts.compress_level,
-        "zip_deflate": opts.zip_compression == "deflated",
-        "gzip_library": opts.gzip_library,
-        "dali_index": opts.index == "dali",
-    }
-    return reader, sink_for, settings
-
-
-def _write_on_worker(
-    shard_plan: ShardPlan,
-    cancel: Cancel,
-    *,
-    src: str,
-    dst: str,
-    opts: Options,
-    lease: LeaseCheck | None = None,
-    exclusive: bool = False,
-) -> ShardResult:
-    """One shard, written by a Dask worker: it opens SRC and DST itself (through fsspec), and
-    re-reads the run's lease before it commits."""
-    source = located(src, opts, "source")
-    dest = located(dst, opts, "destination")
-    guard = lease.bind(dest) if lease is not None else None
-    reader, sink_for, settings = _writer_parts(
-        source, dest, opts, Retrier(opts.retries), SILENT.notice, guard, exclusive
-    )
-    try:
-        return write_one(shard_plan, reader, sink_for, settings, cancel, SILENT)
-    finally:
-        reader.close()

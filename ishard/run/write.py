@@ -24,9 +24,10 @@ from typing import Protocol
 
 from .. import signals
 from ..errors import Interrupted, IshardError, WriteError
-from ..formats import open_writer
 from ..formats.dali_index import dali_index, index_name
+from ..formats.registry import Settings, writer
 from ..model import ShardPlan, ShardResult, packed, packed_sums
+from ..options.record import Options
 from ..progress import Progress
 
 REPORT_EVERY = 4 << 20
@@ -52,23 +53,39 @@ class _Cancelled(Exception):
     """Another shard failed or the user interrupted: stop this one quietly."""
 
 
+@dataclass(frozen=True)
+class WriterSettings:
+    """How every shard of a run is written, built once from the options (:meth:`of`): the
+    settings its format's archive writer takes, and whether a DALI index goes beside each
+    ``.tar``."""
+
+    archive: Settings
+    dali_index: bool = False
+
+    @classmethod
+    def of(cls, opts: Options) -> WriterSettings:
+        """The settings ``opts`` ask for."""
+        archive = Settings(
+            opts.compress_level, opts.zip_compression == "deflated", opts.gzip_library
+        )
+        return cls(archive, opts.index == "dali")
+
+
 def write_one(
     shard: ShardPlan,
     reader,
     open_sink: Callable,
-    settings: dict,
+    settings: WriterSettings,
     cancel: Cancel,
     progress: Progress,
 ) -> ShardResult:
     """Write one shard: reader → archive writer → sink, then commit; abort on any failure."""
     if cancel.is_set():
         raise _Cancelled
-    settings = dict(settings)
-    dali = settings.pop("dali_index", False)
     sink = open_sink(shard)
-    writer = index = None
+    archive = index = None
     try:
-        writer = open_writer(shard.name, sink, **settings)
+        archive = writer(shard.name, sink, settings.archive)
         pending = 0
         counts = [len(sample.files) for sample in shard.samples]
         firsts = set(itertools.accumulate(counts[:-1], initial=0))
@@ -76,21 +93,21 @@ def write_one(
             if cancel.is_set():
                 raise _Cancelled
             if i in firsts:
-                writer.sample()
-            writer.add(entry.arcname, entry.size, entry.mtime, stream)
+                archive.sample()
+            archive.add(entry.arcname, entry.size, entry.mtime, stream)
             pending += entry.size
             if pending >= REPORT_EVERY:
                 progress.wrote(pending)
                 pending = 0
-        writer.close()
-        headers, data, frames = writer.layout()
-        if dali:  # committed before the shard: a visible shard always has its index
+        archive.close()
+        headers, data, frames = archive.layout()
+        if settings.dali_index:  # committed before the shard: a visible shard always has its index
             index = _put_index(shard, data, open_sink)
         sink.commit()
         progress.wrote(pending)
     except BaseException as err:
-        if writer is not None:
-            writer.abort()
+        if archive is not None:
+            archive.abort()
         sink.abort()
         if isinstance(err, OSError) and not isinstance(err, IshardError):
             raise WriteError(
@@ -109,7 +126,7 @@ def write_one(
         getattr(sink, "etag", None),
         packed(headers, data),
         None if frames is None else _member_frames(frames, counts),
-        packed_sums(writer.checksums()),
+        packed_sums(archive.checksums()),
     )
     progress.shard_done(result)
     return result
@@ -131,7 +148,7 @@ class Batch:
     shards: Sequence[ShardPlan]
     reader: object
     open_sink: Callable
-    settings: dict
+    settings: WriterSettings
 
     def write(self, index: int, cancel: Cancel, progress: Progress) -> ShardResult:
         """Write shard ``index`` (``write_one``)."""
@@ -226,7 +243,7 @@ def write_shards(
     open_sink: Callable,
     *,
     jobs: int,
-    settings: dict,
+    settings: WriterSettings,
     progress: Progress,
     processes: bool = False,
     meanwhile: Callable[[], Iterator[object]] | None = None,
@@ -334,40 +351,61 @@ def _forking(pool: ProcessPoolExecutor, token: int) -> Future:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
+class _Relay:
+    """Relays to ``progress`` the bytes forked writers add to a shared ``counter``: every
+    ``RELAY_EVERY`` seconds from a thread of its own, and before each finished shard is told
+    (so its last bytes come first)."""
+
+    def __init__(self, counter, progress: Progress) -> None:
+        self._counter, self._progress = counter, progress
+        self._lock = threading.Lock()
+        self._relayed = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ishard-progress", daemon=True)
+
+    def now(self) -> None:
+        """Relay what the writers counted since the last time."""
+        with self._lock:
+            now = self._counter.value
+            if now > self._relayed:
+                self._progress.wrote(now - self._relayed)
+                self._relayed = now
+
+    def _run(self) -> None:
+        while not self._stop.wait(RELAY_EVERY):
+            self.now()
+        self.now()
+
+    def finished(self, future: Future) -> None:
+        """A shard's writer returned: its last bytes, then the shard, told."""
+        if not future.cancelled() and future.exception() is None:
+            self.now()  # the writer counted the shard's last bytes before it returned
+            self._progress.shard_done(future.result())
+
+    def start(self) -> None:
+        """Start relaying (after the fork: the writers inherit no extra thread)."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Relay the last bytes and stop."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
 def _write_in_processes(
     batch: Batch, jobs: int, progress: Progress, meanwhile: Callable[[], Iterator[object]] | None
 ) -> list[ShardResult]:
     assert FORK is not None  # processes are used only where fork is (see write_shards)
     flag = FORK.RawValue("b", 0)
     counter = FORK.Value("q", 0)
-    stop = threading.Event()
-    relaying = threading.Lock()
-    relayed = 0
-
-    def relay_now() -> None:
-        nonlocal relayed
-        with relaying:
-            now = counter.value
-            if now > relayed:
-                progress.wrote(now - relayed)
-                relayed = now
-
-    def relay() -> None:
-        while not stop.wait(RELAY_EVERY):
-            relay_now()
-        relay_now()
-
-    def finished(future: Future) -> None:
-        if not future.cancelled() and future.exception() is None:
-            relay_now()  # the writer counted the shard's last bytes before it returned
-            progress.shard_done(future.result())
+    relay = _Relay(counter, progress)
 
     def cancel() -> None:
         flag.value = 1
 
     token = next(_TOKENS)
     _RUNS[token] = batch
-    relay_thread = threading.Thread(target=relay, name="ishard-progress", daemon=True)
     # Objects that exist now are never collected in the writers: a collection there would
     # touch (and so copy) every page of the inherited plan.
     gc.freeze()
@@ -386,9 +424,9 @@ def _write_in_processes(
                 futures += [
                     pool.submit(_write_forked, token, i) for i in range(1, len(batch.shards))
                 ]
-                relay_thread.start()  # after the fork: the writers inherit no extra thread
+                relay.start()  # after the fork: the writers inherit no extra thread
                 for f in futures:
-                    f.add_done_callback(finished)
+                    f.add_done_callback(relay.finished)
                 _meanwhile(meanwhile, futures)  # after the fork: the writers inherit none of it
             except BaseException:  # Ctrl-C while submitting: the pool must not finish the rest
                 cancel()
@@ -397,6 +435,4 @@ def _write_in_processes(
     finally:
         gc.unfreeze()
         _RUNS.pop(token, None)
-        stop.set()
-        if relay_thread.is_alive():
-            relay_thread.join()
+        relay.stop()

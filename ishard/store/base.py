@@ -16,11 +16,8 @@ if TYPE_CHECKING:
     import asyncio
 
     from ..model import Tally
+    from .lease import LeaseCheck
     from .retry import Retrier
-
-# whose bytes a store was used for: only a destination is written, every other role is read
-# (``dataset``: a finished run's manifest, index and shards, read back)
-Role = Literal["source", "destination", "archive", "--src-list", "dataset"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +122,20 @@ class Guard(Protocol):
     def confirm(self) -> float: ...
 
     def committed(self, confirmed: float, what: str) -> None: ...
+
+
+class Lock(Protocol):
+    """A run's hold on its destination (``Store.lock``), released at the end. A lock that can
+    be lost while the run lasts (a lease on a store) is its own ``guard``, confirmed before
+    each publication; one that cannot (a local ``flock``) has none."""
+
+    @property
+    def guard(self) -> Guard | None: ...
+
+    def for_workers(self) -> LeaseCheck | None:
+        """What a Dask worker checks before it commits a shard (None: nothing to check)."""
+
+    def release(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -366,9 +377,8 @@ class Store(ABC):
         return 0
 
     @abstractmethod
-    def lock(self, location, retrier: Retrier):
-        """Take the destination for this run (a ``release()``-able lock; where the run
-        publishes through a store, also its ``Guard``)."""
+    def lock(self, location, retrier: Retrier) -> Lock:
+        """Take the destination for this run."""
 
     @abstractmethod
     def check_unlocked(self, location, retrier: Retrier) -> None:

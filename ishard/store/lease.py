@@ -258,6 +258,11 @@ class LeaseLock:
         except LeaseLost:
             raise late(self._dest.url, what) from None
 
+    @property
+    def guard(self) -> LeaseLock:
+        """This lease: it can be lost, so every publication is confirmed under it."""
+        return self
+
     def for_workers(self) -> LeaseCheck:
         """What a Dask worker needs to check this lease itself before it commits."""
         return LeaseCheck(self._dest.url, self._owner["id"], self.lease)

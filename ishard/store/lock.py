@@ -20,7 +20,10 @@ if TYPE_CHECKING:
 
 
 class LocalLock:
-    """``flock`` on ``DST/.ishard-run/lock``: the kernel releases it when the process dies."""
+    """``flock`` on ``DST/.ishard-run/lock``: the kernel releases it when the process dies.
+    It cannot be lost while the run lasts, so nothing is confirmed under it (no ``guard``)."""
+
+    guard = None
 
     def __init__(self, dest: Location) -> None:
         path = Path(dest.root) / LOCK_NAME
@@ -57,6 +60,9 @@ class LocalLock:
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, info, 0)
         self._path = path
+
+    def for_workers(self) -> None:
+        """Nothing for a Dask worker to check: the lock cannot be lost."""
 
     def release(self) -> None:
         """Give the lock up (its file goes with the run's other records)."""

@@ -102,10 +102,6 @@ class Hashing:
         self.algorithm = None if algorithm == "none" else algorithm
         self.hash = None if self.algorithm is None else hasher(self.algorithm)
 
-    def skip_checksum(self) -> None:
-        """Count bytes only (``--checksum none``); call before anything is written."""
-        self.use_checksum("none")
-
     @property
     def checksum(self) -> str | None:
         """``algorithm:hex`` of the bytes written so far, or None when skipped."""
