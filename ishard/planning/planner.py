@@ -108,7 +108,7 @@ def make_plan(
     files.handover = replace(files.handover, readers=None)  # checked: 9 bytes a file go
     alike = check_extraction_names(planned, opts.member_names == "sample", opts.lookalike_names)
     growth = None
-    if not any(len(t) for t in planned):  # an empty mount grows nothing: refused as a fresh run
+    if held is not None and not any(len(t) for t in planned):  # an empty mount grows nothing
         raise DataError(_nothing_to_shard(source, opts, tally.freeze()))
     if held is not None:
         chosen, growth = compare(planned, held, opts.tmp_dir, opts.memory_limit)
@@ -151,6 +151,8 @@ def make_plan(
         for shard_plan in shards:
             check_names(shard_plan)
     skipped = tally.freeze()
+    if not shards and held is None:  # a fresh run: after the cut, whose count rules speak first
+        raise DataError(_nothing_to_shard(source, opts, skipped))
     return Plan(
         source=source.url,
         shards=shards,
