@@ -22,7 +22,7 @@ from ..planning.table import ShardList
 from ..progress import SILENT, Progress
 from ..store import Location
 from ..store.lease import LeaseCheck, LeaseLock
-from ..store.lock import acquire
+from ..store.lockrecord import acquire
 from ..store.readers import Reader, open_reader
 from ..store.retry import Retrier
 from ..store.sinks import Guard, abort_dangling_uploads, open_sink, put_file
