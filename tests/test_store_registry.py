@@ -26,7 +26,9 @@ class FolderBucket(FsspecStore):
     def open_bucket(cls, url, kind, bucket, endpoint_url, options, role):
         import fsspec
 
-        store = cls(url, fsspec.filesystem("file", auto_mkdir=True), f"{cls.FOLDER}/{bucket}", "ais")
+        store = cls(
+            url, fsspec.filesystem("file", auto_mkdir=True), f"{cls.FOLDER}/{bucket}", "ais"
+        )
         store.bucket_name = bucket
         return store
 
