@@ -14,7 +14,7 @@ import pytest
 from conftest import assert_error, invoke_ishard, make_tree, run_ishard, snapshot
 
 from ishard.store import resolve
-from ishard.store.lock import acquire
+from ishard.store.lockrecord import acquire
 
 # twelve samples of an image and a label each: a few shards at 8KiB
 FILES: dict[str, bytes | int] = {}

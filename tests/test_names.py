@@ -135,7 +135,7 @@ def test_a_local_walk_leaves_out_exactly_the_unsafe_and_hidden_names(tmp_path_fa
     check is made for each file or once for a folder's names."""
     from ishard.model import Tally
     from ishard.names import HIDDEN, UNSAFE, unsafe_name
-    from ishard.store.localwalk import Rows, list_local
+    from ishard.store.local.walk import Rows, list_local
 
     root = tmp_path_factory.mktemp("tree")
     files = set()

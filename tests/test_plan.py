@@ -18,7 +18,7 @@ from ishard.names import HIDDEN
 from ishard.options.record import DEFAULT_SHARD_SIZE, make_options
 from ishard.planning.cut import Bounds, Order, check_unique, cut, shard_names
 from ishard.planning.templates import parse_template
-from ishard.store.localwalk import HIDDEN_DIR, SYMLINK
+from ishard.store.local.walk import HIDDEN_DIR, SYMLINK
 
 
 def mk(key: str, size: int) -> Sample:

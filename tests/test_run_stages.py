@@ -15,7 +15,7 @@ from ishard.options.record import make_options
 from ishard.run import shard as run
 from ishard.run.write import WriterSettings
 from ishard.store.location import resolve
-from ishard.store.lock import acquire
+from ishard.store.lockrecord import acquire
 
 STAGES = (
     "recheck",

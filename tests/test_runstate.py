@@ -460,7 +460,7 @@ def test_a_state_tree_is_removed_without_following_links_on_any_python(tmp_path)
     the tree goes, a link inside it goes as a link, what it points to stays."""
     import os
 
-    from ishard.store.localstate import remove_tree_walking
+    from ishard.store.local.state import remove_tree_walking
 
     outside = tmp_path / "outside"
     outside.mkdir()

@@ -4,8 +4,8 @@ listings from inventory files (``--src-list``) on the local disk."""
 from __future__ import annotations
 
 import csv
-import gzip
 import datetime
+import gzip
 import io
 import json
 import sys
@@ -565,7 +565,7 @@ def test_the_local_walk_yields_names_in_bytewise_order_without_sorting(tmp_path)
     before 'a/b', 'a-b' before 'a/', an undecodable byte after every ASCII name."""
     import os
 
-    from ishard.store.localwalk import _LocalWalk
+    from ishard.store.local.walk import _LocalWalk
 
     names = ["a.txt", "a/b.jpg", "a/a/c.jpg", "a-b/c.jpg", "ab/x.jpg", "é/y.jpg", "z.jpg",
              "A.jpg", "a/b/c.jpg", "a0", "a/.hid/x"]  # fmt: skip

@@ -9,9 +9,9 @@ import os
 import pytest
 from conftest import make_tree, run_ishard
 
-from ishard.store.retry import Retrier
 from ishard.store import resolve
-from ishard.store.s3uploads import S3RequestError, abort_open_uploads
+from ishard.store.obstore.s3uploads import S3RequestError, abort_open_uploads
+from ishard.store.retry import Retrier
 
 
 @pytest.fixture

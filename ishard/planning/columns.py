@@ -24,6 +24,7 @@ from ..errors import DataError, UsageError
 from ..model import EXAMPLES_KEPT, Tally
 from ..names import HIDDEN, UNSAFE
 from ..sizes import describe_size
+from ..store import Location
 from . import engine, parquet, readerkeys, selects
 from .clashes import find_clashes
 from .engine import Fallback
@@ -107,7 +108,8 @@ def read_inventory(
     renamed = reading.get("renamed", False)
     import duckdb
 
-    path = path.removeprefix("file://")
+    on_disk = Location.local_path(path)
+    path = path if on_disk is None else on_disk
     inventory = selects.Inventory(kind, (path,)) if isinstance(kind, str) else kind
     spill = tempfile.mkdtemp(prefix="ishard-spill-", dir=tmp_dir)  # this run's own, private
     memory_limit = reading.get("memory_limit") or engine.MEMORY_LIMIT

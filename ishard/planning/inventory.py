@@ -195,7 +195,7 @@ def _by_engine(
 
     try:
         files, nbytes = read_inventory(
-            where.removeprefix("file://"),
+            where,
             inventory,
             wanted=wanted,
             include_hidden=include_hidden,

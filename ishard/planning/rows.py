@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from ..errors import IshardError, UsageError
+from ..store import Location
 from ..store.urls import redacted
 
 NAME_COLUMNS = ("name", "key", "Key", "path", "object")
@@ -36,7 +37,7 @@ def open_inventory(url: str, opener: Callable[[str], BinaryIO] | None = None, mo
 
     text = {"encoding": "utf-8", "newline": ""} if mode == "rt" else {}
     try:
-        if opener is None or "://" not in url:
+        if opener is None or Location.local_path(url) is not None:
             return fsspec.open(url, mode, compression="infer", **text).open()
         stream = opener(url)
         compression = infer_compression(url)

@@ -19,6 +19,7 @@ from urllib.parse import unquote_plus
 
 from ..errors import UsageError
 from ..names import quoted, unsafe_name
+from ..store import Location
 from .rows import (
     MAX_LINE,
     MAX_SIZE,
@@ -149,8 +150,9 @@ def _parquet_row(key, size, seconds, where: str, data: str, number: int) -> tupl
 @contextlib.contextmanager
 def _local_copy(data: str, opener) -> Iterator[str]:
     """A local path of ``data``: itself, or a store object copied into a private folder."""
-    if opener is None or "://" not in data:
-        yield data.removeprefix("file://")
+    local = Location.local_path(data)
+    if opener is None or local is not None:
+        yield data if local is None else local
         return
     folder = tempfile.mkdtemp(prefix="ishard-inventory-")
     try:
@@ -233,14 +235,15 @@ def data_file(where: str, key: object) -> str:
     ``key`` under its folder, or in ``../data/``, which no symbolic link may lead out of."""
     if not isinstance(key, str) or unsafe_name(key):  # absolute, a '..' part, a control char
         raise _outside(where, key, "")
-    if "://" in where and not where.startswith("file://"):
+    local = Location.local_path(where)
+    if local is None:
         scheme, _, rest = where.partition("://")
         bucket, _, manifest_key = rest.partition("/")
         report = posixpath.dirname(posixpath.dirname(manifest_key))
         if report and not key.startswith(report + "/"):
             raise _outside(where, key, f"{scheme}://{bucket}/{report}/")
         return f"{scheme}://{bucket}/{key}"
-    here = Path(where.removeprefix("file://")).parent
+    here = Path(local).parent
     report = os.path.realpath(here.parent)
     for candidate in (here / Path(key).name, here / key, here.parent / "data" / Path(key).name):
         if candidate.exists():

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import BinaryIO
 
+from ..store import Location
 from . import parquet
 from .engine import Fallback, sql_text
 from .rows import MAX_LINE, MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS, columns_at, open_inventory
@@ -49,7 +50,7 @@ KEY_SHAPES = 256  # distinct key lists of a JSON Lines inventory's lines, at mos
 
 
 def _in_store(path: str) -> bool:
-    return "://" in path and not path.startswith("file://")
+    return Location.local_path(path) is None
 
 
 def _opened(path: str, compression: str) -> BinaryIO:
@@ -274,9 +275,10 @@ def inventory_kind(path: str) -> str | None:
     """``"csv"``, ``"jsonl"`` or ``"parquet"`` for a local inventory the engine can read (a
     JSON Lines file begins with ``{``, after white space; a ``.gz`` one is read through its
     compression), else None."""
-    if _in_store(path):
+    local = Location.local_path(path)
+    if local is None:
         return None
-    path = path.removeprefix("file://")
+    path = local
     compression = compression_of(path)
     try:
         with open(path, "rb") as raw:
@@ -295,11 +297,12 @@ def inventory_kind(path: str) -> str | None:
 def describe(where: str, opener: Callable[[str], BinaryIO] | None = None) -> Inventory | None:
     """The inventory at ``where`` (a local path or a store URL, read through ``opener``) as the
     engine reads it, or None where only the row reader does (``.bz2`` …, ORC without pyarrow)."""
-    path = where.removeprefix("file://")
+    local_path = Location.local_path(where)
+    path = where if local_path is None else local_path
     compression = compression_of(path)
     if compression is None:
         return None
-    local = not _in_store(path)
+    local = local_path is not None
     try:
         if local:
             kind = inventory_kind(path)

@@ -17,7 +17,7 @@ from ..planning.templates import parse_template
 from ..progress import Progress
 from ..sizes import counted
 from ..store import Location
-from ..store.localstate import NotRegularRecord
+from ..store.local.state import NotRegularRecord
 from ..store.retry import Retrier
 from .manifest import MANIFEST_NAME
 from .resume import manifest_data

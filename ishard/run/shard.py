@@ -21,7 +21,7 @@ from ..planning.table import ShardList
 from ..progress import SILENT, Progress
 from ..store import Location
 from ..store.base import Lock
-from ..store.lock import acquire
+from ..store.lockrecord import acquire
 from ..store.retry import Retrier
 from ..store.sinks import abort_dangling_uploads, put_file
 from .destination import (

@@ -20,7 +20,7 @@ from ishard.split import POLICIES
 from ishard.split import webdataset as wds
 from ishard.split._check import index, positive
 from ishard.split.world import World, offsets, policy_options, worker_ids
-from ishard.store import open_url, split_url
+from ishard.store import Location, open_url
 
 
 class ReadSample(NamedTuple):
@@ -44,7 +44,7 @@ def read_manifest(
     """
     given = _manifest_path(url)
     where = dataset(given, endpoint_url=endpoint_url, storage_options=storage_options)
-    local = split_url(given)[0] is None
+    local = Location.local_path(given) is not None
     if local and os.path.basename(given) != MANIFEST_NAME:  # a manifest under another name
         try:
             with open(given, "rb") as f:
@@ -72,7 +72,7 @@ def _manifest_path(url: str) -> str:
     Raises:
         UsageError: no such file, or a folder without a manifest.json.
     """
-    if split_url(url)[0] is not None or os.path.isfile(url):
+    if Location.local_path(url) is None or os.path.isfile(url):
         return url
     if os.path.isdir(url):
         inside = os.path.join(url, MANIFEST_NAME)

@@ -2,7 +2,7 @@
 
 from . import fsspec, local, obstore  # noqa: F401 - each registers its backend
 from .base import ObjectInfo, Refused, Store, Unconditional
-from .location import Location, open_store, open_url, parse_storage_options, resolve, split_url
+from .location import Location, open_store, open_url, parse_storage_options, resolve
 
 __all__ = [
     "Location",
@@ -14,5 +14,4 @@ __all__ = [
     "open_url",
     "parse_storage_options",
     "resolve",
-    "split_url",
 ]

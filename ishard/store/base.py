@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, BinaryIO, Literal, Protocol
 
 from ..errors import IshardError, OutOfMemory, SourceError, UsageError, WriteError
 from ..names import abridged
+from . import registry
 
 if TYPE_CHECKING:
     import asyncio
@@ -409,19 +410,6 @@ class Store(ABC):
         return storage_error(self.classify(err), err, where or self.url, role, Reached(self.scheme))
 
 
-# What each store's user sets for credentials (the advice of a message about them).
-CREDENTIALS = {
-    "s3": "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or --storage-option "
-    "key=… secret=…",
-    "gs": "GOOGLE_APPLICATION_CREDENTIALS (a service-account key file), --storage-option "
-    "service_account=…, or `gcloud auth application-default login`",
-    "az": "AZURE_STORAGE_ACCOUNT_NAME with AZURE_STORAGE_ACCOUNT_KEY or a SAS token "
-    "(AZURE_STORAGE_SAS_KEY), --storage-option account_key=… or sas_key=…, or `az login` "
-    "with --storage-option use_azure_cli=true",
-}
-CONTAINER = {"s3": "bucket", "gs": "bucket", "az": "container"}
-
-
 @dataclass(frozen=True)
 class Reached:
     """How a store was reached, for a message: ``scheme`` (``s3``, ``gs``, ``az``, … which
@@ -446,7 +434,8 @@ def storage_error(
 ) -> IshardError:
     """The message for a failure of ``kind`` (see :meth:`Store.classify`)."""
     failure = WriteError if role == "destination" else SourceError
-    which = CREDENTIALS.get(reached.scheme, "the credentials (--storage-option)")
+    known = registry.kind(reached.scheme)
+    which = known.credentials if known else "the credentials (--storage-option)"
     token = (
         f"; a session token is set ({reached.token}): check it, or unset it if the keys need none"
         if reached.token
@@ -462,7 +451,7 @@ def storage_error(
     if kind == "denied":
         return failure(
             f"access to {role} {where!r} was denied{answer} — check the credentials ({which}) "
-            f"and the {CONTAINER.get(reached.scheme, 'store')}'s permissions{token}"
+            f"and the {known.container if known else 'store'}'s permissions{token}"
         )
     if kind == "rejected":
         return failure(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -10,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import IshardError, UsageError
 from . import registry
-from .base import CREDENTIALS, Store
+from .base import Store
 from .urls import check_endpoint, redacted
 
 if TYPE_CHECKING:
@@ -74,6 +73,14 @@ class Location:
         """``err`` as the one-line error a user sees (``Store.error`` naming this URL)."""
         return self.store.error(err, role, self.url)
 
+    @staticmethod
+    def local_path(url: str) -> str | None:
+        """The path of this machine ``url`` names (a path as it is, a ``file://`` URL's path),
+        or None where a store holds it: what every module outside ``store/`` asks of a path or
+        URL before it opens one itself."""
+        scheme, rest = split_url(url)
+        return rest if scheme is None else None
+
 
 def split_url(url: str) -> tuple[str | None, str]:
     """``("s3", "bucket/key")`` for a URL, ``(None, path)`` for a local path."""
@@ -88,7 +95,7 @@ def split_url(url: str) -> tuple[str | None, str]:
 def _bucket_kind(scheme: str) -> str | None:
     """The kind of bucket (``s3``, ``gs``, ``az``) a URL scheme names; None: no bucket's."""
     served = registry.serving(scheme)
-    return served.schemes[scheme] if served is not None and served.bucket is not None else None
+    return served.kind_of(scheme) if served is not None and served.bucket is not None else None
 
 
 def parse_storage_options(items: tuple[str, ...] | list[str] | dict | None) -> dict:
@@ -122,18 +129,6 @@ def parse_storage_options(items: tuple[str, ...] | list[str] | dict | None) -> d
     return out
 
 
-def _ais_endpoint(url: str, endpoint_url: str | None, role: str) -> str:
-    if endpoint_url:
-        return endpoint_url
-    endpoint = os.environ.get("AIS_ENDPOINT")
-    if not endpoint:
-        raise UsageError(
-            f"{role} {url!r} is an AIStore bucket but no endpoint is known — set "
-            "AIS_ENDPOINT=http://HOST:PORT or pass --endpoint-url http://HOST:PORT/s3"
-        )
-    return check_endpoint(endpoint, "AIS_ENDPOINT").rstrip("/") + "/s3"
-
-
 def _refuse_credentials(url: str, scheme: str, rest: str, role: str) -> None:
     """A URL with credentials before an ``@`` is refused, shown without them: a bucket name
     has no ``@``, and credentials in a URL would be printed wherever the URL is (a bare user
@@ -142,7 +137,8 @@ def _refuse_credentials(url: str, scheme: str, rest: str, role: str) -> None:
     kind = _bucket_kind(scheme)
     if not at or (kind is None and ":" not in userinfo):
         return
-    fix = CREDENTIALS.get(kind or "", "--storage-option (the filesystem's own settings)")
+    known = registry.kind(kind or "")
+    fix = known.credentials if known else "--storage-option (the filesystem's own settings)"
     raise UsageError(
         f"{role} {redacted(url)!r} holds credentials before its '@' — ishard takes none "
         f"from a URL (it would show them): give them as {fix}, and the URL without them"
@@ -158,9 +154,11 @@ def resolve(
 ) -> Location:
     """Turn a path or URL into a Location with its store ready to use.
 
-    S3, GCS and Azure go through obstore; ``ais://bucket/prefix`` is AIStore through its S3 API
-    at ``$AIS_ENDPOINT/s3`` (or ``--endpoint-url``); the storage option ``backend=fsspec`` sends
-    a bucket through fsspec (s3fs, gcsfs, adlfs) instead; any other scheme is fsspec's.
+    Each scheme goes to the backend that serves it (``registry.serving``): S3, GCS and Azure
+    to obstore, and ``ais://bucket/prefix`` too, AIStore through its S3 API at
+    ``$AIS_ENDPOINT/s3`` (or ``--endpoint-url``), unless a backend claims ``ais``; the storage
+    option ``backend=fsspec`` sends a bucket through fsspec (s3fs, gcsfs, adlfs) instead; any
+    other scheme is fsspec's.
 
     Raises:
         UsageError: an unknown scheme, a missing backend (with the install hint), no endpoint
@@ -183,8 +181,9 @@ def resolve(
     if kind is None:
         other = _opener(registry.opening("other").other)
         return Location(url, other(url, scheme, endpoint_url, options, role))
-    if scheme == "ais":
-        endpoint_url = _ais_endpoint(url, endpoint_url, role)
+    reaches = registry.serving(scheme)
+    if reaches is not None and scheme in reaches.endpoints:  # ais:// → AIStore's S3 gateway
+        endpoint_url = reaches.endpoints[scheme](url, endpoint_url, role)
     # a trailing '/' stays: s3://b/data/ lists data/… only, not data-old/… as well
     bucket, _, prefix = rest.lstrip("/").partition("/")
     if not bucket:

@@ -1,4 +1,4 @@
-"""The lock's record and words: the run-state folder, the lock object, its checks, the lease's length and clock, the messages."""
+"""The lock's record and words: taking it, the run-state folder, the lock object, its checks, the lease's length and clock, the messages."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import IshardError, UsageError
 from ..names import quoted
+from .retry import Retrier
 
 if TYPE_CHECKING:
     from .location import Location
@@ -203,3 +204,13 @@ def _dead_here(owner: dict) -> bool:
     except OSError:
         return False
     return False
+
+
+def acquire(dest: Location, retrier: Retrier | None = None):
+    """Lock ``dest`` for this run (store requests retried by ``retrier``).
+
+    Raises:
+        IshardError: another live run holds the lock (exit 1), naming it and what to do.
+        UsageError: ``$ISHARD_LEASE_SECONDS`` is not a number of seconds (object stores).
+    """
+    return dest.store.lock(dest, retrier or Retrier())

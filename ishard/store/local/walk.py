@@ -7,10 +7,10 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import SourceError, UsageError
-from ..model import Tally
-from ..names import HIDDEN, SURROGATE, UNSAFE, has_control, unsafe_name
-from .base import Listing
+from ...errors import SourceError, UsageError
+from ...model import Tally
+from ...names import HIDDEN, SURROGATE, UNSAFE, has_control, unsafe_name
+from ..base import Listing
 
 HIDDEN_DIR = "hidden directory, not entered (--include-hidden enters it)"
 SYMLINK = "symbolic link, not followed (--follow-symlinks follows it)"

@@ -1,4 +1,4 @@
-"""One run at a time per destination: a lock a crashed run does not leave stuck."""
+"""One run at a time per local destination: ``flock``, which a crashed run does not leave stuck."""
 
 from __future__ import annotations
 
@@ -10,13 +10,12 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from ..errors import IshardError
-from . import localstate
-from .lockrecord import LOCK_NAME, STATE_DIR, busy, run_owner
-from .retry import Retrier
+from ...errors import IshardError
+from ..lockrecord import LOCK_NAME, STATE_DIR, busy, run_owner
+from . import state as localstate
 
 if TYPE_CHECKING:
-    from .location import Location
+    from ..location import Location
 
 
 class LocalLock:
@@ -123,13 +122,3 @@ def _owner(fd: int) -> dict:
     except orjson.JSONDecodeError:
         owner = {}
     return owner if isinstance(owner, dict) else {}
-
-
-def acquire(dest: Location, retrier: Retrier | None = None):
-    """Lock ``dest`` for this run (store requests retried by ``retrier``).
-
-    Raises:
-        IshardError: another live run holds the lock (exit 1), naming it and what to do.
-        UsageError: ``$ISHARD_LEASE_SECONDS`` is not a number of seconds (object stores).
-    """
-    return dest.store.lock(dest, retrier or Retrier())

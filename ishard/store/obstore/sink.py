@@ -9,15 +9,15 @@ from concurrent.futures import Future, TimeoutError
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import IshardError
-from .sinks import Hashing, guarded, name_taken
+from ...errors import IshardError
+from ..sinks import Hashing, guarded, name_taken
 
 if TYPE_CHECKING:
     import asyncio
     from collections.abc import Iterable
 
-    from .base import Upload
-    from .retry import Retrier
+    from ..base import Upload
+    from ..retry import Retrier
 
 MIN_PART = 5 << 20  # S3's smallest part (but the last)
 MAX_PARTS = 10_000

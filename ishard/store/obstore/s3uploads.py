@@ -19,7 +19,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .retry import Retrier
+    from ..retry import Retrier
 
 _NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 _EMPTY = hashlib.sha256(b"").hexdigest()

@@ -9,8 +9,8 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
-from ..errors import IshardError, SourceError, UsageError
-from .base import (
+from ...errors import IshardError, SourceError, UsageError
+from ..base import (
     Capabilities,
     Mode,
     ObjectInfo,
@@ -23,8 +23,11 @@ from .base import (
     storage_error,
     store_stamp,
 )
+from ..registry import Backend, backend, register
+from ..remote import RemoteStore
+from ..retry import run_with
 from .credentials import NoCredentials, store_config
-from .obstore_errors import (
+from .errors import (
     PERMANENT,
     Reason,
     Unlistable,
@@ -34,17 +37,15 @@ from .obstore_errors import (
     scrubbed,
     status_of,
 )
-from .registry import Backend, backend, register
-from .remote import RemoteStore
-from .retry import run_with
+from .settings import KINDS, ais_endpoint
 
 if TYPE_CHECKING:
     import asyncio
 
-    from .retry import Retrier
+    from ..retry import Retrier
 
 BUCKET_SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "az": "az", "abfs": "az",
-                  "abfss": "az", "ais": "s3"}  # fmt: skip
+                  "abfss": "az"}  # fmt: skip
 PAGE = 1000  # keys per listing request (S3's most)
 T = TypeVar("T")
 LISTERS = 16  # folders listed at once when a listing is split by folder
@@ -341,7 +342,7 @@ class ObstoreStore(RemoteStore):
 
     # -- shards -----------------------------------------------------------------------------
     def sink(self, key: str, upload: Upload):
-        from .obstore_sink import ObstoreSink
+        from .sink import ObstoreSink
 
         return ObstoreSink(self, key, upload)
 
@@ -378,7 +379,7 @@ class ObstoreStore(RemoteStore):
 
 
 def _once():
-    from .retry import Retrier
+    from ..retry import Retrier
 
     return Retrier(0)
 
@@ -460,7 +461,10 @@ register(
     Backend(
         "obstore",
         schemes=BUCKET_SCHEMES,
+        fallbacks={"ais": "s3"},  # AIStore through its S3 gateway, until a backend of its own
         bucket=ObstoreStore.open_bucket,
+        endpoints={"ais": ais_endpoint},
+        kinds=KINDS,
         permanent=PERMANENT,
         status=status_of,
     )

@@ -7,10 +7,10 @@ from collections.abc import Callable
 from functools import wraps
 from typing import TypeVar
 
-from ..errors import IshardError
-from ..names import has_control, quoted
-from .registry import backend
-from .retry import http_status, refused_request
+from ...errors import IshardError
+from ...names import has_control, quoted
+from ..registry import backend
+from ..retry import http_status, refused_request
 
 T = TypeVar("T")
 # obstore's exceptions that another try cannot change

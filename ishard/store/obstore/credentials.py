@@ -8,9 +8,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
-from ..version import __version__
-from .urls import check_store_urls, service_endpoint
+from ...errors import UsageError
+from ...version import __version__
+from .settings import check_store_urls, service_endpoint
 
 # s3fs-style storage options (what users of ishard's fsspec days wrote) → obstore's keys.
 S3_ALIASES: dict[str, str | None] = {

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from typing import BinaryIO
 
-from ..errors import UsageError
-from .base import NotRegular
-from .lockrecord import STATE_DIR
+from ...errors import UsageError
+from ..base import NotRegular
+from ..lockrecord import STATE_DIR
 
 # The run state's own entries and the kind each must be (anything else was planted there).
 ENTRIES = {"done": stat.S_ISDIR, "run.json": stat.S_ISREG, "lock": stat.S_ISREG}

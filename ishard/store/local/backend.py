@@ -10,9 +10,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from ..errors import IshardError, SourceError, UsageError, WriteError
-from . import localstate
-from .base import (
+from ...errors import IshardError, SourceError, UsageError, WriteError
+from ..base import (
     Capabilities,
     Listing,
     Mode,
@@ -23,13 +22,14 @@ from .base import (
     Unconditional,
     Upload,
 )
-from .localwalk import check_source_dir, list_local
-from .registry import Backend, register
-from .retry import run_with
-from .sinks import TEMP_SUFFIX, WRITE_FIX, LocalSink
+from ..registry import Backend, register
+from ..retry import run_with
+from ..sinks import TEMP_SUFFIX, WRITE_FIX, LocalSink
+from . import state as localstate
+from .walk import check_source_dir, list_local
 
 if TYPE_CHECKING:
-    from .retry import Retrier
+    from ..retry import Retrier
 
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -207,7 +207,7 @@ class LocalStore(Store):
         self, location, retrier: Retrier, *, jobs: int, budget: int, follow_symlinks: bool = False
     ):
         """Files opened one after another under the source path rule (``readers.LocalReader``)."""
-        from .readers import LocalReader
+        from ..readers import LocalReader
 
         return LocalReader(location, follow_symlinks)
 
