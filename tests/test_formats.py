@@ -24,7 +24,7 @@ from conftest import DATASET_RECORDS, TAR_CODECS, invoke_ishard, make_tree, tar_
 from ishard.formats import ARCHIVE_EXTS, FORMATS
 
 EXTS = ARCHIVE_EXTS  # every extension of every format ishard writes
-TAR_EXTS = tuple(e for f in FORMATS if f.container == "tar" for e in f.exts)
+TAR_EXTS = tuple(e for f in FORMATS if f.container.name == "tar" for e in f.exts)
 MTIME = 1_700_000_000  # make_tree's default mtime
 # Members are checked against the source tree by path: these runs keep source paths.
 ORIGINAL = ("--member-names", "original")
@@ -733,7 +733,7 @@ def test_the_tests_read_every_format_and_know_every_level_range():
     """A format added to the registry needs a reader here (TAR_CODECS, or zipfile for a zip)
     and its level range written down in LEVELS."""
     assert set(TAR_EXTS) == set(TAR_CODECS)
-    assert all(e.endswith(".zip") for f in FORMATS if f.container == "zip" for e in f.exts)
+    assert all(e.endswith(".zip") for f in FORMATS if f.container.name == "zip" for e in f.exts)
     levelled = {
         f.exts[0]: (f.levels[0], f.levels[-1], f.default_level) for f in FORMATS if f.levels
     }

@@ -478,7 +478,7 @@ def test_a_manifest_stripped_of_its_checksums_fails_when_its_options_recorded_th
 
 
 @pytest.mark.damaged_destination
-@pytest.mark.parametrize("ext", tuple(f.exts[0] for f in REGISTRY if f.container == "tar"))
+@pytest.mark.parametrize("ext", tuple(f.exts[0] for f in REGISTRY if f.container.name == "tar"))
 def test_deep_finds_a_damaged_header_that_ends_tar_reading_early(shards, ext):
     """A damaged member header past the first makes tar readers stop there as if the archive
     ended. With the manifest's checksums and record gone, nothing recorded can tell; --deep

@@ -1,39 +1,55 @@
-"""Archive writers behind one small protocol: ``add(name, size, mtime, source)`` then ``close()``."""
+"""The archive formats as records: writers behind one small protocol (``add(name, size, mtime,
+source)`` then ``close()``), and what reading a shard back needs of its format."""
 
 from __future__ import annotations
 
 from ..errors import UsageError
 from ..model import ShardPlan
 from .compress import Sink
+from .reading import Container, FormatDamage
 from .registry import (
     ARCHIVE_EXTS,
     FORMATS,
     ArchiveWriter,
     Format,
     Settings,
+    extensions,
     exts_reading,
     find_format,
     format_of,
     level_help,
     level_range,
     level_targets,
+    register,
+    registered,
     spelt,
+    unregister,
     writer,
 )
+from .tarread import TAR
+from .zipread import ZIP
 
 __all__ = [
     "ARCHIVE_EXTS",
     "FORMATS",
+    "TAR",
+    "ZIP",
     "ArchiveWriter",
+    "Container",
     "Format",
+    "FormatDamage",
     "check_names",
+    "extensions",
     "exts_reading",
     "format_of",
     "level_help",
     "level_range",
     "level_targets",
     "open_writer",
+    "register",
+    "registered",
     "spelt",
+    "unregister",
 ]
 
 

@@ -15,10 +15,6 @@ import lz4.frame
 from ..errors import UsageError
 
 
-class FormatDamage(Exception):
-    """A reading filter met bytes its format cannot hold (a damaged compressed stream)."""
-
-
 class Sink(Protocol):
     """Anything bytes can be written to, then closed."""
 

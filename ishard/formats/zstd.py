@@ -14,7 +14,8 @@ import sys
 from collections.abc import Generator
 from typing import BinaryIO
 
-from .compress import FormatDamage, Sink
+from .compress import Sink
+from .reading import FormatDamage
 
 if sys.version_info >= (3, 14):
     from compression import zstd

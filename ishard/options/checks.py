@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 
 from ..errors import UsageError
-from ..formats import ARCHIVE_EXTS
+from ..formats import extensions
 from ..planning.engine import LEAST_MEMORY_LIMIT
 from ..planning.engine import MEMORY_LIMIT as DEFAULT_MEMORY_LIMIT
 from ..planning.naming import MEMBER_NAMES
@@ -134,7 +134,7 @@ def check_template_ext(template: NameTemplate, ext: str) -> None:
     """A template ending in an archive extension: ``ext`` itself (kept, never doubled) or
     another one, refused."""
     tail = template.gaps[-1]
-    own = max((e for e in ARCHIVE_EXTS if tail.endswith(e)), key=len, default=None)
+    own = max((e for e in extensions() if tail.endswith(e)), key=len, default=None)
     if own is not None and own != ext:
         raise UsageError(
             f"--shard-template {template.text!r} ends in {own!r} but --ext is {ext!r} — "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal, TypeAlias
 
-# an archive's extension: one of ``formats.ARCHIVE_EXTS``, the registry's (checked at run time,
+# an archive's extension: one of ``formats.extensions()``, the registry's (checked at run time,
 # so that a new format is one registry entry; a type checker sees a string)
 Ext: TypeAlias = str
 Checksum: TypeAlias = Literal["xxh128", "blake3", "sha256", "md5", "none"]

@@ -14,7 +14,7 @@ from typing import Any
 from ..checksums import ALGORITHMS
 from ..checksums import DEFAULT as DEFAULT_CHECKSUM
 from ..errors import UsageError
-from ..formats import ARCHIVE_EXTS, FORMATS, exts_reading, level_range, level_targets, spelt
+from ..formats import extensions, exts_reading, level_range, level_targets, registered, spelt
 from ..formats.compress import GZIP_LIBRARIES, gzip_library
 from ..planning.cut import Bounds, Order
 from ..planning.ekm import Ekm, parse_ekm
@@ -214,9 +214,9 @@ def make_options(**kwargs) -> Options:
             f"--missing-extension-action {opts.missing_extension_action!r} is not an action — "
             f"use one of {', '.join(ACTIONS)}"
         )
-    if opts.ext not in ARCHIVE_EXTS:
+    if opts.ext not in extensions():
         raise UsageError(
-            f"--ext {opts.ext!r} is not supported — use one of {', '.join(ARCHIVE_EXTS)}"
+            f"--ext {opts.ext!r} is not supported — use one of {', '.join(extensions())}"
         )
     if opts.zip_compression not in ZIP_METHODS:
         raise UsageError(f"--zip-compression {opts.zip_compression!r} must be stored or deflated")
@@ -391,7 +391,7 @@ def option_warnings(opts: Options, names: Sequence[str]) -> list[str]:
         return any(n.endswith(exts) for n in names)
 
     out = []
-    levelled = (e for f in FORMATS if f.takes_level(opts) for e in f.exts)
+    levelled = (e for f in registered() if f.takes_level(opts) for e in f.exts)
     if opts.compress_level is not None and not some(*levelled):
         out.append(
             f"--compress-level {opts.compress_level} has no effect: no shard is {level_targets()}"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..errors import UsageError
-from ..formats import ARCHIVE_EXTS
+from ..formats import extensions
 from ..model import Sample
 from ..names import sort_key
 from .table import int_view
@@ -309,4 +309,4 @@ def check_unique(names: Sequence) -> None:
 
 def has_archive_ext(name: str) -> bool:
     """Does ``name`` already end in an archive extension ishard writes?"""
-    return name.endswith(ARCHIVE_EXTS)
+    return name.endswith(extensions())

@@ -9,7 +9,7 @@ from itertools import accumulate
 
 import orjson
 
-from ..formats.registry import IDENTITIES, identities
+from ..formats.registry import identities, identity_fields
 from ..model import EXECUTION_ONLY, Plan
 from ..names import quoted, shown
 from ..sizes import describe_size, format_size
@@ -113,7 +113,7 @@ def _option_changes(earlier: dict, now: dict) -> list[str]:
     if old.get("sort") == new.get("sort") and earlier.get("seed") != now["seed"]:
         changes.append(f"shuffle seed {earlier.get('seed')} → {now['seed']}")
     facts = (("source", "source"), ("ishard", "ishard version"))
-    for key, what in facts + tuple((i.key, i.label) for i in IDENTITIES):
+    for key, what in facts + tuple((i.key, i.label) for i in identity_fields()):
         if key in earlier and earlier[key] != now[key]:
             changes.append(f"{what} {quoted(str(earlier[key]))} → {quoted(str(now[key]))}")
     return changes

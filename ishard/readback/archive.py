@@ -2,34 +2,18 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import tarfile
-import zipfile
-import zlib
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, BinaryIO
 
 from ..errors import IshardError, SourceError, UsageError
-from ..formats import ARCHIVE_EXTS
-from ..formats.compress import FormatDamage
+from ..formats import extensions
+from ..formats.reading import READ_STEP, Entry, PlacedDamage
 from ..formats.registry import read_as
 from ..names import wds_split
 from ..store import parse_storage_options, resolve
-
-READ_STEP = 1 << 20  # bytes per read when member data is read back
-TAR_BUFFER = 1 << 20
-DAMAGE = (
-    tarfile.TarError,
-    zipfile.BadZipFile,
-    zlib.error,
-    EOFError,
-    RuntimeError,
-    OSError,
-    FormatDamage,
-)
 
 
 @dataclass(frozen=True)
@@ -48,7 +32,7 @@ class DamagedArchive(SourceError):
         self.reason = reason
 
 
-def _read_all(stream: BinaryIO | _Tail) -> int:
+def _read_all(stream: IO[bytes]) -> int:
     """Read ``stream`` to its end (checks run as the bytes go by); the byte count."""
     total = 0
     while chunk := stream.read(READ_STEP):
@@ -56,145 +40,92 @@ def _read_all(stream: BinaryIO | _Tail) -> int:
     return total
 
 
-def _read_member(archive: str, member: str, size: int, opener) -> None:
+def _read_member(archive: str, entry: Entry, damage: tuple[type[BaseException], ...]) -> None:
     """Read one member's bytes in full; any damage is named after the member."""
+    member, size, opener = entry
     try:
         with opener() as data:
             got = _read_all(data)
-    except DAMAGE as err:
+    except damage as err:
         raise DamagedArchive(archive, f"member {member!r}: {err or type(err).__name__}") from None
     if got != size:
         raise DamagedArchive(archive, f"member {member!r} holds {got} of its {size} bytes")
 
 
-def _decompressed(name: str, fileobj: BinaryIO) -> BinaryIO:
-    return read_as(name).read(fileobj)
-
-
-class _Tail:
-    """A tar stream read through: where its last byte that is not zero was, so that what
-    follows the archive's end can be checked."""
-
-    def __init__(self, stream: BinaryIO) -> None:
-        self._stream = stream
-        self.position = 0
-        self.last_data = 0  # one past the last non-zero byte read
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._stream.read(size)
-        kept = len(data.rstrip(b"\0"))
-        if kept:
-            self.last_data = self.position + kept
-        self.position += len(data)
-        return data
-
-
-def _tar_members(name: str, fileobj: BinaryIO, read_data: bool) -> Iterator[Member]:
-    stream = _Tail(_decompressed(name, fileobj))
-    with tarfile.open(fileobj=stream, mode="r|", bufsize=TAR_BUFFER) as tar:  # type: ignore[call-overload]
-        for info in tar:
-            tar.members = []  # type: ignore[attr-defined]  # forward-only: keep no history
-            if not info.isfile():
-                continue
-            if read_data:
-                _read_member(name, info.name, info.size, functools.partial(tar.extractfile, info))
-            yield Member(info.name, info.size)
-        end = tar.offset  # where tarfile stopped: the end-of-archive block, or a bad header
-    if read_data:
-        _read_all(stream)  # the compressed formats check their trailer (CRC, length) at the end
-        if stream.last_data > end:  # tarfile stops quietly at a damaged header past the first
-            raise DamagedArchive(
-                name,
-                f"the member header at byte {end} is damaged: tar readers stop there, and "
-                f"{stream.last_data - end} bytes after it hold data",
-            )
-
-
-def _zip_members(name: str, fileobj: BinaryIO, read_data: bool) -> Iterator[Member]:
-    with zipfile.ZipFile(fileobj) as zf:
-        for info in zf.infolist():
-            if info.is_dir():
-                continue
-            if read_data:  # zipfile checks the CRC-32 and length at the end
-                _read_member(name, info.filename, info.file_size, functools.partial(zf.open, info))
-            yield Member(info.filename, info.file_size)
-
-
 @contextmanager
 def damage_as_error(name: str, where: list[str] | None = None) -> Iterator[None]:
-    """Turn any sign of a damaged archive ``name`` into a one-line ``DamagedArchive``;
-    ``where[0]``, if given, names the last member read well."""
+    """Turn any sign of a damaged archive ``name`` (as its format names damage) into a
+    one-line ``DamagedArchive``; ``where[0]``, if given, names the last member read well."""
     try:
         yield
     except SourceError:
         raise
-    except DAMAGE as err:
+    except PlacedDamage as err:
+        raise DamagedArchive(name, str(err)) from None
+    except read_as(name).damage_errors as err:
         reason = str(err) or type(err).__name__
         if where:
             reason += f" (after member {where[0]!r})"
         raise DamagedArchive(name, reason) from None
 
 
+def _entries(
+    name: str, fileobj: BinaryIO, whole: bool = False, only: Collection[str] | None = None
+) -> Iterator[Entry]:
+    fmt = read_as(name)
+    return fmt.container.members(fmt.opened(fileobj), whole, only)
+
+
 def scan(name: str, fileobj: BinaryIO, *, read_data: bool = False) -> Iterator[Member]:
     """Yield the regular-file members of archive ``name`` (format from its extension).
 
-    Tar formats (``.tar``, ``.tgz``/``.tar.gz``, ``.tar.lz4``) are read forward only, in bounded
-    memory; a zip needs a seekable ``fileobj``.
+    A tar format is read forward only, in bounded memory; a container that seeks (a zip) needs
+    a seekable ``fileobj``.
 
     Args:
         name: the archive's file name; its extension says the format.
         fileobj: the archive's bytes.
         read_data: also read every member's bytes in full: a member shorter than its header
-            says, a bad zip CRC-32 or a bad gzip/lz4 trailer is then an error too.
+            says, a bad zip CRC-32 or a bad compressed stream's trailer is then an error too.
 
     Raises:
         DamagedArchive: the archive is damaged (a ``SourceError``).
     """
     last: list[str] = []
+    damage = read_as(name).damage_errors
     with damage_as_error(name, last):
-        read = (
-            _zip_members(name, fileobj, read_data)
-            if read_as(name).container == "zip"
-            else _tar_members(name, fileobj, read_data)
-        )
-        for member in read:
-            last[:] = [member.name]
-            yield member
+        for entry in _entries(name, fileobj, whole=read_data):
+            if read_data:
+                _read_member(name, entry, damage)
+            last[:] = [entry[0]]
+            yield Member(entry[0], entry[1])
 
 
 def _member_streams(
-    name: str, fileobj: BinaryIO, last: list[str]
+    name: str, fileobj: BinaryIO, last: list[str], only: Collection[str] | None = None
 ) -> Iterator[tuple[str, int, IO[bytes]]]:
-    """(name, size, stream) of each regular-file member of archive ``name``, in archive
-    order, each stream read before the next member is asked for (forward only for tar
-    formats; a zip needs a seekable ``fileobj``); ``last[0]`` names the member being read."""
-    if read_as(name).container == "zip":
-        with zipfile.ZipFile(fileobj) as zf:
-            for entry in zf.infolist():
-                if not entry.is_dir():
-                    last[:] = [entry.filename]
-                    with zf.open(entry) as member:
-                        yield entry.filename, entry.file_size, member
-        return
-    with tarfile.open(fileobj=_decompressed(name, fileobj), mode="r|", bufsize=TAR_BUFFER) as tar:
-        for info in tar:
-            tar.members = []  # type: ignore[attr-defined]  # forward-only: keep no history
-            data = tar.extractfile(info) if info.isfile() else None
-            if data is not None:
-                last[:] = [info.name]
-                yield info.name, info.size, data
+    """(name, size, stream) of each regular-file member of archive ``name`` (or those
+    ``only`` names, where the container can pick them), in archive order, each stream read
+    before the next member is asked for; ``last[0]`` names the member being read."""
+    for member, size, opener in _entries(name, fileobj, only=only):
+        last[:] = [member]
+        with opener() as data:
+            yield member, size, data
 
 
-def contents(name: str, fileobj: BinaryIO) -> Iterator[tuple[str, bytes]]:
+def contents(
+    name: str, fileobj: BinaryIO, only: Collection[str] | None = None
+) -> Iterator[tuple[str, bytes]]:
     """(name, bytes) of each regular-file member of archive ``name``, in archive order, read
-    as :func:`scan` reads (forward only for tar formats; a zip needs a seekable ``fileobj``).
+    as :func:`scan` reads; ``only``: at least these members (a container that seeks reads
+    them alone).
 
     Raises:
         DamagedArchive: the archive is damaged (a ``SourceError``).
     """
     last: list[str] = []
     with damage_as_error(name, last):
-        for member, _, data in _member_streams(name, fileobj, last):
+        for member, _, data in _member_streams(name, fileobj, last, only):
             yield member, data.read()
 
 
@@ -240,12 +171,13 @@ def members(
         storage_options=parse_storage_options(storage_options),
     )
     store, key = location.store, location.prefix
+    exts = extensions()
     # a store has no directories, only prefixes: ask only when the name is no archive's
-    if (store.capabilities.folders or not path.endswith(ARCHIVE_EXTS)) and store.is_folder(key):
+    if (store.capabilities.folders or not path.endswith(exts)) and store.is_folder(key):
         raise _is_a_directory(path)
-    if not path.endswith(ARCHIVE_EXTS):
+    if not path.endswith(exts):
         raise UsageError(
-            f"{path!r} is not an archive ishard reads — give a file ending in {', '.join(ARCHIVE_EXTS)}"
+            f"{path!r} is not an archive ishard reads — give a file ending in {', '.join(exts)}"
         )
     try:
         with store.open_read(key) as raw, damage_as_error(path):

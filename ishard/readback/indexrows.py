@@ -11,7 +11,6 @@ from ..errors import DataError, UsageError
 from ..formats.registry import read_as
 from ..names import quoted
 
-BLOCK = 512
 # a row as lookup's query selects it
 KEY, SHARD, MEMBER, HEADER, DATA, SIZE, MTIME, FRAME_OFFSET, FRAME_SIZE = range(9)
 NUMBERS = {"header_offset": HEADER, "data_offset": DATA, "size": SIZE, "mtime": MTIME}
@@ -42,12 +41,13 @@ def sample_keys(keys: object) -> list[str]:
 
 class Claims:
     """The checks of one sample's rows: ``where`` names the index in the errors, ``shards``
-    is the manifest's shard list (name → recorded size)."""
+    is the manifest's shard list (name → recorded size), ``options`` the run's recorded
+    options (how its format's samples are reached may depend on them)."""
 
-    def __init__(self, where: str, shards: Mapping[str, int], stored_zip: bool) -> None:
+    def __init__(self, where: str, shards: Mapping[str, int], options: Mapping) -> None:
         self.where = where
         self.shards = shards
-        self.stored_zip = stored_zip
+        self.options = options
 
     def _bad(self, key: str, what: str) -> DataError:
         return DataError(
@@ -72,7 +72,7 @@ class Claims:
             )
         self._numbers(key, rows)
         self._inside(key, shard, rows)
-        if read_as(shard).seekable:
+        if read_as(shard).reach(self.options) == "frames":
             self._frames(key, shard, rows)
 
     def _shard(self, key: str, rows: Sequence[tuple]) -> str:
@@ -114,18 +114,18 @@ class Claims:
                 )  # fmt: skip
 
     def _inside(self, key: str, shard: str, rows: Sequence[tuple]) -> None:
-        """Members one after another, and (where the offsets are the shard's own: a plain
-        ``.tar``, a ``.zip``) inside the shard's recorded size."""
+        """Members one after another, and (where the offsets are the shard's own: a format
+        with no reading filter, a ``.tar``, a ``.zip``) inside the shard's recorded size."""
         fmt = read_as(shard)
-        tar = fmt.container == "tar"
+        ranged = fmt.reach(self.options) == "range"
         end = 0
         for row in rows:
             if row[HEADER] < end:
                 raise self._bad(key, f"has member {quoted(row[MEMBER])} inside the one before it")
-            end = row[DATA] + row[SIZE] + (-row[SIZE] % BLOCK if tar else 0)
-            if fmt.name == "tar" or (fmt.container == "zip" and self.stored_zip):
+            end = row[DATA] + fmt.container.padded(row[SIZE])
+            if ranged:
                 last = end
-            elif fmt.container == "zip":  # a deflated member's size is not its bytes here
+            elif fmt.read is None:  # the member's size is not its bytes here (deflated)
                 last = row[DATA]
             else:
                 continue

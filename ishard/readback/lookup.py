@@ -1,10 +1,11 @@
 """Find samples through a destination's sample index, and read one out of its shard with a
 ranged read (``ishard find``, ``ishard cat``).
 
-Where a sample's bytes lie in its shard: in a ``.tar`` or a stored ``.zip`` from its first
-member's header to the end of its last member's data (a tar's padding included); in a
-seekable ``.tar.zst`` its frames. A ``.tgz``, a ``.tar.lz4`` or a deflated ``.zip`` cannot be
-entered in the middle: their samples are found by reading the shard forward."""
+How a sample's bytes are reached is its format record's to say (``Format.reach``): a byte
+range from its first member's header to the end of its last member's data, padding included
+(a ``.tar``, a stored ``.zip``); its own frames (a seekable ``.tar.zst``); or, for a format that
+cannot be entered in the middle (a ``.tgz``, a ``.tar.lz4``, a deflated ``.zip``), the shard
+read forward to it."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import dataclasses
 import io
 import os
 import tempfile
-import zipfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -25,12 +25,10 @@ from ..names import quoted, shown
 from ..run.manifest import MANIFEST_NAME, check_manifest, read_manifest
 from ..run.sampleindex import check_index, fetch_index
 from ..store import Location
-from .archive import contents, damage_as_error
+from .archive import contents
 from .dataset import ROLE, dataset
-from .headers import DESCRIPTOR_BYTES, tar_mismatch, zip_mismatch
 from .indexrows import Claims, sample_keys
 
-BLOCK = 512
 FIND_BATCH = 1 << 16  # keys looked up in one query
 
 
@@ -184,15 +182,12 @@ def _found(key: str, rows: list[tuple], claims: Claims) -> Found:
     size = claims.shards[shard]
     places = tuple(MemberPlace(r[2], r[3], r[4], r[5], r[6], r[9]) for r in rows)
     fmt = read_as(shard)
-    first, last = places[0], places[-1]
-    if fmt.seekable and rows[0][7] is not None:
+    reach = fmt.reach(claims.options)
+    if reach == "frames" and rows[0][7] is not None:
         return Found(key, shard, places, rows[0][7], rows[0][7] + rows[0][8], True, size)
-    if fmt.name == "tar":
-        end = last.data_offset + last.size + (-last.size % BLOCK)
-        return Found(key, shard, places, first.header_offset, end, False, size)
-    if fmt.container == "zip" and claims.stored_zip:
-        end = last.data_offset + last.size
-        return Found(key, shard, places, first.header_offset, end, False, size)
+    if reach == "range":
+        end = places[-1].data_offset + fmt.container.padded(places[-1].size)
+        return Found(key, shard, places, places[0].header_offset, end, False, size)
     return Found(key, shard, places, None, None, False, size)
 
 
@@ -216,8 +211,9 @@ def find(
     location = _destination(dst, endpoint_url, storage_options)
     record, index, shards = _index_record(location)
     options = record.get("options")
-    compression = options.get("zip_compression") if isinstance(options, dict) else None
-    claims = Claims(location.child(index["name"]), shards, compression != "deflated")
+    claims = Claims(
+        location.child(index["name"]), shards, options if isinstance(options, dict) else {}
+    )
     # a key that is not UTF-8 (a local file's undecodable bytes) is held with \xNN escapes
     stored = {k: shown(k) for k in dict.fromkeys(wanted)}
     with _index_file(location, index) as path:
@@ -252,8 +248,9 @@ def read_sample(
         if found.start is None or found.end is None:
             return _read_forward(location, key, found)
         end = found.end
-        if not found.frames and read_as(found.shard).container == "zip":
-            end += DESCRIPTOR_BYTES  # the last member's data descriptor, where it has one
+        trailer = 0 if found.frames else read_as(found.shard).container.trailer
+        if trailer:  # what follows the last member's data, where it has any (a zip's descriptor)
+            end += trailer
             end = end if found.shard_size is None else min(end, found.shard_size)
         data = location.store.read(key, found.start, end)
     if found.frames:
@@ -267,16 +264,21 @@ def _from_frames(
     """The members out of a sample's zstd frames: exactly its part of the tar stream
     (headers, data, padding); else the first member whose header differs from its row, or
     the frames named."""
-    from ..formats.zstd import decompress, leading
-
+    fmt = read_as(found.shard)
+    walk = fmt.frames
+    if walk is None:
+        raise UsageError(
+            f"found says sample {quoted(found.key)} is in frames, but shard {found.shard!r} is "
+            "not cut into frames — give a sample ishard.find found"
+        )
     base, last = found.members[0].header_offset, found.members[-1]
-    span = last.data_offset + last.size + (-last.size % BLOCK) - base
+    span = last.data_offset + fmt.container.padded(last.size) - base
     try:
-        data = decompress(frames, span)
+        data = walk.decompress(frames, span)
     except ValueError:
-        data = leading(frames, span + BLOCK)  # as far as the headers go, told below
+        data = walk.leading(frames, span + fmt.container.block)  # as far as the headers go
         for m in found.members:
-            if tar_mismatch(data, base, m)[0] is not None:
+            if fmt.container.mismatch(data, base, m)[0] is not None:
                 _member(location, found, data, base, m)
         raise DataError(
             f"shard {location.child(found.shard)!r} does not hold sample {quoted(found.key)} "
@@ -291,11 +293,7 @@ def _member(
 ) -> tuple[MemberPlace, bytes]:
     """A member's bytes out of ``data`` (the shard's, or its tar stream's, from ``base``),
     once its header says what its row does."""
-    name = member.member
-    if read_as(found.shard).container == "zip" and not found.frames:
-        differs = zip_mismatch(data, base, member)
-    else:
-        differs, name = tar_mismatch(data, base, member)
+    differs, name = read_as(found.shard).container.mismatch(data, base, member)
     at = member.data_offset - base
     body = data[at : at + member.size]
     if differs is None and len(body) != member.size:
@@ -331,12 +329,7 @@ def _read_forward(location: Location, key: str, found: Found) -> list[tuple[Memb
     wanted = {shown(m.member): m for m in found.members}
     got: dict[str, tuple[str, bytes]] = {}
     with location.store.open_read(key) as raw:
-        if read_as(found.shard).container == "zip":  # its directory, then its members alone
-            with damage_as_error(found.shard), zipfile.ZipFile(raw) as zf:
-                listed = set(zf.namelist())
-                got = {name: (name, zf.read(name)) for name in wanted if name in listed}
-            return _all_of(location, found, got)
-        for name, data in contents(found.shard, raw):
+        for name, data in contents(found.shard, raw, only=wanted):
             if shown(name) in wanted:  # the index holds a name that is not UTF-8 escaped
                 got[shown(name)] = (name, data)
                 if len(got) == len(wanted):

@@ -7,9 +7,10 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO
+from typing import BinaryIO
 
 from ..checksums import hasher, split
+from ..formats.reading import FrameWalker
 from ..formats.registry import read_as
 from ..planning.keys import KeyFunction
 from ..progress import Progress
@@ -17,9 +18,6 @@ from ..run.manifest import entry_checksum
 from ..store import Location
 from ..store.base import NotRegular
 from .archive import DamagedArchive, Member, scan
-
-if TYPE_CHECKING:
-    from ..formats.zstd import FrameWalk
 
 READ_STEP = 1 << 20
 REPORT_EVERY = 4 << 20  # bytes read between progress reports
@@ -54,7 +52,7 @@ class _Tap(io.RawIOBase):
         super().__init__()
         self._raw, self._progress = raw, progress
         self._hash = hasher(algorithm) if algorithm else None
-        self.frames: FrameWalk | None = None  # a seekable shard's frames, walked (--deep)
+        self.frames: FrameWalker | None = None  # a seekable shard's frames, walked (--deep)
         self.count = self._pending = 0
         self.error: Exception | None = None
         self._ended = False
@@ -110,8 +108,9 @@ def _open(dst: Location, name: str) -> tuple[BinaryIO, int]:
 
 
 def _members(name: str, raw: BinaryIO, tap: _Tap, deep: bool) -> list[Member]:
-    """Every member, read from one pass over the bytes (a zip is hashed first: it seeks)."""
-    if read_as(name).container == "zip":
+    """Every member, read from one pass over the bytes (a container that seeks, a zip, is
+    hashed first)."""
+    if read_as(name).container.seeks:
         tap.drain()
         raw.seek(0)
         return list(scan(name, raw, read_data=deep))
@@ -247,10 +246,9 @@ def check_shard(
     fix = "" if algorithm else CHANGED_FIX
     _compare(problems, name, "size", "size", entry["filesize"], size, " bytes", fix)
     tap = _Tap(raw, algorithm, progress)
-    if deep and read_as(name).seekable:
-        from ..formats.zstd import FrameWalk
-
-        tap.frames = FrameWalk()
+    frames = read_as(name).frames
+    if deep and frames is not None:
+        tap.frames = frames.walk()
     with raw:
         try:
             shard = _check_members(
@@ -275,11 +273,10 @@ def check_shard(
 def _seek_table(name: str, tap: _Tap) -> list[Problem]:
     """A problem when a seekable shard's seek table does not describe the frames it holds
     (what a reader of one sample trusts to find that sample's frames)."""
-    if tap.frames is None or tap.error is not None:
+    frames = read_as(name).frames
+    if frames is None or tap.frames is None or tap.error is not None:
         return []
-    from ..formats.zstd import seek_table_problem
-
-    detail = seek_table_problem(tap.frames)
+    detail = frames.problem(tap.frames)
     if detail is None:
         return []
     return [Problem(name, "seek_table", f"seek table is wrong: {detail}{CHANGED_FIX}")]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..checksums import ALGORITHMS, hasher, split
 from ..errors import DataError, UsageError
-from ..formats import ARCHIVE_EXTS
+from ..formats import extensions
 from ..names import wds_split
 from ..options.record import default_workers, jobs_option
 from ..planning.keys import KeyFunction, key_function, sample_key
@@ -113,7 +113,7 @@ def _strays(dst: Location, listed: set[str]) -> tuple[list[Problem], list[str]]:
                 f"leftover temp file {name!r} from an interrupted run — safe to "
                 "delete once no ishard run writes to this destination"
             )
-        elif name.endswith(ARCHIVE_EXTS):
+        elif name.endswith(extensions()):
             problems.append(
                 Problem(
                     name,

@@ -10,7 +10,7 @@ from warnings import warn
 import orjson
 
 from ..errors import IshardWarning, UsageError
-from ..formats import ARCHIVE_EXTS
+from ..formats import extensions
 from ..formats.dali_index import index_name
 from ..names import shown
 from ..planning.templates import parse_template
@@ -23,7 +23,6 @@ from .manifest import MANIFEST_NAME
 from .resume import manifest_data
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_EXTS = "|".join(map(re.escape, ARCHIVE_EXTS))
 
 
 def _flat(name: object) -> bool:
@@ -46,14 +45,16 @@ def _shapes(options: object) -> list[re.Pattern] | None:
     if not isinstance(options, dict) or options.get("ekm"):
         return None
     text, ext = options.get("shard_template"), options.get("ext")
-    if not isinstance(text, str) or ext not in ARCHIVE_EXTS:
+    exts = extensions()
+    if not isinstance(text, str) or ext not in exts:
         return None
     try:
         gaps = parse_template(text).gaps
     except UsageError:
         return None
     stem = "[0-9]+".join(map(re.escape, gaps))
-    return [re.compile(stem + re.escape(ext)), re.compile(f"{stem}(?:{_EXTS})")]
+    any_ext = "|".join(map(re.escape, exts))
+    return [re.compile(stem + re.escape(ext)), re.compile(f"{stem}(?:{any_ext})")]
 
 
 def _archive(name: object, shapes: list[re.Pattern] | None) -> bool:
@@ -61,7 +62,7 @@ def _archive(name: object, shapes: list[re.Pattern] | None) -> bool:
     return (
         isinstance(name, str)
         and _flat(name)
-        and name.endswith(ARCHIVE_EXTS)
+        and name.endswith(extensions())
         and (shapes is None or any(p.fullmatch(name) for p in shapes))
     )
 
