@@ -2,7 +2,8 @@
 is ``planning.planner``'s, the run ``run.shard``'s.
 
 Each option is said once: its type in :class:`PlanKeywords` (or :class:`ShardKeywords` for
-those only a run takes), its default in ``Options``, its text in ``KEYWORD_DOCS``;
+those only a run takes), its default in ``Options``, its text in its record of the option table
+(``options.table``);
 :func:`_spelt_out` shows them as each function's own keyword-only parameters, in
 ``help()``, ``inspect.signature`` and the docstring's Args."""
 
@@ -17,10 +18,10 @@ from os import PathLike
 from typing import TypedDict, TypeVar
 
 from .errors import UsageError
-from .formats import ARCHIVE_EXTS, level_help
 from .model import WRITING_ONLY, Plan, Report
 from .options import choices
 from .options.record import Options, make_options
+from .options.table import keyword_docs
 from .planning.planner import announce, located, make_plan
 from .progress import SILENT, Progress
 from .run.destination import check_as_run, check_name_room
@@ -88,120 +89,6 @@ class ShardKeywords(PlanKeywords, total=False):
     scheduler: str | None
 
 
-KEYWORD_DOCS: dict[str, str] = {
-    "prefix": "only files whose name relative to ``src`` starts with this text.",
-    "shard_size": (
-        "where shards are cut: bytes as an int (or a whole float, ``3e9``), or a string read "
-        'as on the command line: ``"512MiB"``, ``"100KB"`` are sizes, ``"10"`` is 10 samples '
-        "per shard."
-    ),
-    "samples_per_shard": "also cut a shard at this many samples.",
-    "sample_key_pattern": (
-        'how file names become sample keys: ``"base_file_name"``, ``"full_name"``, '
-        '``"collapse_all_dir"`` or a regex whose group 1 is the key.'
-    ),
-    "sample_exts": (
-        'the extensions every sample should have: ``[".jpg", ".xml"]`` (or ``".jpg,.xml"``).'
-    ),
-    "missing_extension_action": (
-        'a sample without one of ``sample_exts``: ``"ignore"``, ``"warn"``, ``"abort"`` or '
-        '``"exclude"``.'
-    ),
-    "collapse": "let a directory's remainder move up into its parent's shards.",
-    "ekm": (
-        "an external key map routing samples to shard-name formats: a dict such as "
-        '``{"fish-%d.tar": ["^n01440764/"]}``, its JSON text, or the path of a JSON file.'
-    ),
-    "ext": " or ".join(
-        filter(
-            None, (", ".join(f'``"{e}"``' for e in ARCHIVE_EXTS[:-1]), f'``"{ARCHIVE_EXTS[-1]}"``')
-        )
-    )
-    + ".",
-    "shard_template": (
-        'shard names: ``"shard-%06d"``, ``"shard-{0000..9999}"`` or ``"shard-@0999"``.'
-    ),
-    "sort": (
-        '``"alpha:inc"``, ``"alpha:dec"``, ``"shuffle"`` or ``"shuffle:SEED"``; None keeps the '
-        "listing order."
-    ),
-    "include_hidden": 'keep files and directories whose name starts with ``"."``.',
-    "follow_symlinks": "list what symbolic links point to (inside ``src`` only).",
-    "compress_level": f"{level_help()[:-1]}; None: each format's default.",
-    "zip_compression": '``"stored"`` or ``"deflated"``.',
-    "src_list": (
-        "take the listing from an inventory file (CSV with a header, JSON Lines, Parquet, or "
-        "an S3 Inventory report's ``manifest.json``), a path or a URL."
-    ),
-    "endpoint_url": 'an S3-compatible endpoint, e.g. ``"http://127.0.0.1:8333"``.',
-    "storage_options": (
-        'passed to the filesystem: a dict, or ``"KEY=VALUE"`` strings (``"a.b=c"`` nests).'
-    ),
-    "gzip_library": (
-        'the gzip compressor for ``.tgz``: ``"auto"`` (the fastest installed), ``"isal"``, '
-        '``"zlib-ng"`` or ``"zlib"``.'
-    ),
-    "num_shards": "exactly this many shards, their sample counts differing by at most one.",
-    "shards_multiple_of": "round the shard count up to a multiple of this.",
-    "member_names": (
-        '``"original"`` (paths as listed) or ``"sample"`` (``<key>.<ext>``, one WebDataset '
-        "sample per ishard sample)."
-    ),
-    "index": '``"none"``, or ``"dali"``: a DALI index beside each ``.tar`` shard.',
-    "strict": (
-        "any warning of the plan (readers would misread it, an option has no effect) raises "
-        ":class:`ishard.StrictError` before anything is written."
-    ),
-    "lookalike_names": (
-        "member names that differ only in case or Unicode form (``A.jpg``, ``a.jpg``; "
-        'distinct files on Linux, one on macOS and Windows): ``"refuse"`` (a ``DataError``) '
-        'or ``"warn"`` (a warning of the plan, as Go ishard\'s spelling).'
-    ),
-    "tmp_dir": (
-        "the folder where the column engine spills while it sorts a big inventory "
-        "(``src_list``); None: the system's temporary folder."
-    ),
-    "memory_limit": (
-        'bytes (or ``"1GiB"``) the column engine may hold while it sorts and groups a big '
-        "inventory, past which it spills to ``tmp_dir``; 128 MiB at least."
-    ),
-    "jobs": "shards written at once; 0: the CPUs (at most 8), or 8 with a store.",
-    "overwrite": "allow a non-empty ``dst``; same-named files are replaced.",
-    "resume": (
-        "finish an interrupted run into ``dst``: keep its complete shards (checked), write "
-        "the rest."
-    ),
-    "append": (
-        "add the samples of ``src`` that the dataset in ``dst`` does not hold, in new shards "
-        "numbered on from its last; a sample it holds that changed or went is refused."
-    ),
-    "update": (
-        "as ``append``, and rewrite only the shards holding samples that changed or went (in "
-        "new shards; the replaced ones are removed once the manifest is published)."
-    ),
-    "max_remove": (
-        "the most an ``update`` may remove, in percent of the dataset's samples (changed "
-        'samples do not count), or ``"all"``; past it, a ``DataError`` before anything is '
-        "written."
-    ),
-    "sample_index": (
-        "write ``dst/samples.parquet``: one row per member (sample key, shard, member name, "
-        "source name, size, mtime); ``append`` and ``update`` need it."
-    ),
-    "part_size": "the multipart upload part size for store destinations (at least 5MiB).",
-    "read_buffer": "bytes fetched ahead from a store, across all writers.",
-    "retries": "retries of a failed store request after its first try (0: none).",
-    "checksum": (
-        'the algorithm of every shard\'s checksum in the manifest (``"xxh128"``, '
-        '``"blake3"``, ``"sha256"``, ``"md5"``), or ``"none"``.'
-    ),
-    "executor": '``"local"``, or ``"dask"``: shards are Dask tasks.',
-    "scheduler": (
-        'with ``executor="dask"``, a running scheduler\'s ``"tcp://HOST:PORT"`` (None: a '
-        "local cluster of ``jobs`` processes)."
-    ),
-}
-
 Function = TypeVar("Function", bound=Callable[..., object])
 _KEYWORD_ONLY = """    Every option is keyword-only and means what the command-line option of the same name
     (dashes for underscores) means; its default is in the signature.
@@ -236,9 +123,10 @@ def _spelt_out(keywords: type) -> Callable[[Function], Function]:
             "progress": progress.annotation,
             "return": signature.return_annotation,
         }
+        docs = keyword_docs()
         args = "\n".join(
             textwrap.fill(
-                KEYWORD_DOCS[name],
+                docs[name],
                 96,
                 initial_indent=f"        {name}: ",
                 subsequent_indent=" " * 12,

@@ -9,6 +9,7 @@ import re
 from collections.abc import Collection, Sequence
 
 from ..errors import UsageError
+from ..options import table
 from ..options.record import GO_SHARD_SIZE
 from ..planning.keys import go_pattern
 from ..sizes import MAX_COUNT
@@ -16,39 +17,26 @@ from ..sizes import MAX_COUNT
 # --dry-run's modes: the native spelling's bare --dry-run is "shards" (a row per shard and a
 # histogram), Go's -dry_run is "text" (Go's listing of every member), which "files" names too
 DRY_RUN_MODES = ("shards", "files", "text", "show_keys", "json", "summary")
-# Go ishard's flag spellings -> ours; src_bck and dst_bck become the two positional arguments.
-GO_FLAGS = {
-    "shard_size": "--shard-size",
-    "max_shard_size": "--shard-size",
-    "sample_key_pattern": "--sample-key-pattern",
-    "sample_exts": "--sample-exts",
-    "missing_extension_action": "--missing-extension-action",
-    "ekm": "--ekm",
-    "ext": "--ext",
-    "shard_template": "--shard-template",
-    "sort": "--sort",
-    "prefix": "--prefix",
-    "samples_per_shard": "--samples-per-shard",
-    "jobs": "--jobs",
-    "src_list": "--src-list",
-    "endpoint_url": "--endpoint-url",
-    "checksum": "--checksum",
-    "executor": "--executor",
-    "scheduler": "--scheduler",
-    "num_shards": "--num-shards",
-    "shards_multiple_of": "--shards-multiple-of",
-}
-GO_BOOLS = {
-    "collapse": ("--collapse", "--no-collapse"),
-    "progress": ("--progress", "--no-progress"),
-    "include_hidden": ("--include-hidden", None),
-    "follow_symlinks": ("--follow-symlinks", None),
-    "overwrite": ("--overwrite", None),
-    "resume": ("--resume", None),
-    "json": ("--json", None),
-    "debug": ("--debug", None),
-    "strict": ("--strict", None),
-}
+# Go ishard's flag spellings -> ours, read from the option table's records (``go=``);
+# src_bck and dst_bck become the two positional arguments.
+
+
+def _go_flags() -> dict[str, str]:
+    """Go's valued flags (``shard_size``) and our long flag for each."""
+    return {go: o.flags[-1] for go, o in table.go_spellings().items() if o.kind not in _BOOLS}
+
+
+def _go_bools() -> dict[str, tuple[str, str | None]]:
+    """Go's bool flags and our spellings of on and off (off: None when we have none)."""
+    out: dict[str, tuple[str, str | None]] = {}
+    for go, o in table.go_spellings().items():
+        if o.kind in _BOOLS:
+            on, _, off = o.flags[-1].partition("/")
+            out[go] = (on, off or None)
+    return out
+
+
+_BOOLS = ("flag", "switch")
 GO_BUCKETS = ("src_bck", "dst_bck")
 TRUE, FALSE = ("", "true", "1", "t"), ("false", "0", "f")
 
@@ -74,7 +62,7 @@ def _undefined_go_flag(
         return None  # -x, -qv: click's short options
     if before is not None and before in valued:
         return None  # --prefix -a_b: a value that starts with a dash
-    go = difflib.get_close_matches(name, [*GO_FLAGS, *GO_BOOLS, *GO_BUCKETS, "dry_run"], 1)
+    go = difflib.get_close_matches(name, [*_go_flags(), *_go_bools(), *GO_BUCKETS, "dry_run"], 1)
     mine = difflib.get_close_matches(name.replace("_", "-"), ours, 1)
     near = [f"-{g}" for g in go] + [f"--{o}" for o in mine]
     if "-" in name:  # -shard-size: ours, with one dash too few
@@ -93,7 +81,7 @@ def _go_flag(arg: str) -> tuple[str, str | None] | None:
     if not arg.startswith("-") or arg.startswith("---") or arg == "-":
         return None
     name, eq, value = arg.lstrip("-").partition("=")
-    if name in GO_FLAGS or name in GO_BOOLS or name in (*GO_BUCKETS, "dry_run"):
+    if name in _go_flags() or name in _go_bools() or name in (*GO_BUCKETS, "dry_run"):
         if arg.startswith("--") and "_" not in name and name not in ("ekm", "ext", "sort"):
             return None  # already our spelling
         return name, value if eq else None
@@ -174,7 +162,7 @@ def _rewritten(
                 out.append("--dry-run=text" if any(map(_go_spelt, argv)) else "--dry-run=shards")
         elif flag is None:
             out.append(arg)
-        elif flag[0] in GO_BOOLS:
+        elif flag[0] in _go_bools():
             out += _go_bool(*flag)
         elif flag[0] == "dry_run":
             out += _go_dry_run(flag[1])
@@ -208,7 +196,7 @@ def _not_a_mistyped_mode(after: list[str]) -> None:
 
 def _go_bool(name: str, value: str | None) -> list[str]:
     """Our spelling of Go's bool flag ``-name`` or ``-name=value``."""
-    on, off = GO_BOOLS[name]
+    on, off = _go_bools()[name]
     given = (value or "").lower()
     if given in TRUE:
         return [on]
@@ -246,7 +234,7 @@ def _go_valued(arg: str, name: str, value: str | None, buckets: dict[str, str]) 
         value = go_pattern(value)
     elif name in ("shard_size", "max_shard_size"):
         value = _go_shard_size(name, value)
-    return [f"{GO_FLAGS[name]}={value}"]
+    return [f"{_go_flags()[name]}={value}"]
 
 
 def _go_defaults(out: list[str]) -> None:
@@ -269,7 +257,7 @@ def _bool_then_word(name: str, word: str) -> None:
     """Refuse Go's bool flag followed by what looks like its value (``-dry_run show_keys``,
     ``-collapse true``): Go's flag package takes the word for an argument and stops reading
     flags there, so it never means what it seems to."""
-    if name != "dry_run" and name not in GO_BOOLS:
+    if name != "dry_run" and name not in _go_bools():
         return
     modes = DRY_RUN_MODES if name == "dry_run" else ()
     if word in modes or word.lower() in (*TRUE[1:], *FALSE):

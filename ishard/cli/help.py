@@ -10,6 +10,7 @@ import click
 from click.shell_completion import CompletionItem
 
 from ..options.table import OPTIONS_BY_NAME, OptionSpec
+from .environment import EARLIER_VARIABLES
 
 # A path or URL argument: any text, completed as a file name by the shell
 PATH = click.Path(path_type=str)
@@ -65,7 +66,13 @@ class SectionedCommand(click.Command):
 
 def click_option(spec: OptionSpec):
     """The click option of one record of an option table (``options.table``)."""
-    settings: dict[str, Any] = {"help": spec.help, "show_default": spec.show_default}
+    earlier = EARLIER_VARIABLES.get(spec.env)
+    settings: dict[str, Any] = {
+        "help": spec.help,
+        "show_default": spec.show_default,
+        "envvar": [spec.env, earlier] if earlier else spec.env,
+        "show_envvar": True,
+    }
     if spec.kind == "flag":
         settings["is_flag"] = True
         if spec.default is not False:  # None: unset unless given

@@ -48,6 +48,14 @@ class OptionSpec:
     show_default: bool | None = None
     flag_value: str | None = None
     metavar: str | None = None
+    api: str = ""  # its text in the API's docstrings (an option of a run's)
+    go: tuple[str, ...] = ()  # its Go ishard spellings (-shard_size), if Go has it
+
+    @property
+    def env(self) -> str:
+        """Its environment variable: ``ISHARD_`` and its long name (``ISHARD_SHARD_SIZE``)."""
+        long = next((f for f in self.flags if f.startswith("--")), f"--{self.name}")
+        return "ISHARD_" + long[2:].split("/")[0].replace("-", "_").upper()
 
     @property
     def group(self) -> str | None:
@@ -78,6 +86,8 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         WHAT,
         default="",
         show_default=False,
+        api="only files whose name relative to ``src`` starts with this text.",
+        go=("prefix",),
     ),
     OptionSpec(
         "src_list",
@@ -85,6 +95,9 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "Take the listing from an inventory file (CSV with header, JSON Lines, Parquet, an S3 "
         "Inventory report's manifest.json: CSV, Parquet, or ORC with ishard[orc]).",
         WHAT,
+        api="take the listing from an inventory file (CSV with a header, JSON Lines, Parquet, or "
+        "an S3 Inventory report's ``manifest.json``), a path or a URL.",
+        go=("src_list",),
     ),
     OptionSpec(
         "include_hidden",
@@ -93,6 +106,8 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         WHAT,
         "flag",
         default=False,
+        api='keep files and directories whose name starts with ``"."``.',
+        go=("include_hidden",),
     ),
     OptionSpec(
         "follow_symlinks",
@@ -101,6 +116,8 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         WHAT,
         "flag",
         default=False,
+        api="list what symbolic links point to (inside ``src`` only).",
+        go=("follow_symlinks",),
     ),
     OptionSpec(
         "sample_key_pattern",
@@ -109,12 +126,17 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         SAMPLES,
         default="base_file_name",
         show_default=True,
+        api='how file names become sample keys: ``"base_file_name"``, ``"full_name"``, '
+        '``"collapse_all_dir"`` or a regex whose group 1 is the key.',
+        go=("sample_key_pattern",),
     ),
     OptionSpec(
         "sample_exts",
         ("--sample-exts",),
         "Extensions every sample should have: .jpg,.xml",
         SAMPLES,
+        api='the extensions every sample should have: ``[".jpg", ".xml"]`` (or ``".jpg,.xml"``).',
+        go=("sample_exts",),
     ),
     OptionSpec(
         "missing_extension_action",
@@ -124,8 +146,19 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "choice",
         ACTIONS,
         "ignore",
+        api='a sample without one of ``sample_exts``: ``"ignore"``, ``"warn"``, ``"abort"`` or '
+        '``"exclude"``.',
+        go=("missing_extension_action",),
     ),
-    OptionSpec("ekm", ("--ekm",), "External key map: a JSON file or inline JSON.", SAMPLES),
+    OptionSpec(
+        "ekm",
+        ("--ekm",),
+        "External key map: a JSON file or inline JSON.",
+        SAMPLES,
+        api="an external key map routing samples to shard-name formats: a dict such as "
+        '``{"fish-%d.tar": ["^n01440764/"]}``, its JSON text, or the path of a JSON file.',
+        go=("ekm",),
+    ),
     OptionSpec(
         "collapse",
         ("--collapse/--no-collapse",),
@@ -133,6 +166,8 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         SAMPLES,
         "switch",
         default=False,
+        api="let a directory's remainder move up into its parent's shards.",
+        go=("collapse",),
     ),
     OptionSpec(
         "shard_size",
@@ -142,6 +177,10 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         CUTTING,
         default=f"{DEFAULT_SHARD_SIZE >> 20}MiB",
         show_default=True,
+        api="where shards are cut: bytes as an int (or a whole float, ``3e9``), or a string read "
+        'as on the command line: ``"512MiB"``, ``"100KB"`` are sizes, ``"10"`` is 10 samples '
+        "per shard.",
+        go=("shard_size", "max_shard_size"),
     ),
     OptionSpec(
         "samples_per_shard",
@@ -149,6 +188,8 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "Also cut a shard at this many samples (with a size as --shard-size).",
         CUTTING,
         "int",
+        api="also cut a shard at this many samples.",
+        go=("samples_per_shard",),
     ),
     OptionSpec(
         "num_shards",
@@ -156,6 +197,8 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "Exactly N shards whose sample counts differ by at most one (flat keys or --collapse).",
         CUTTING,
         "int",
+        api="exactly this many shards, their sample counts differing by at most one.",
+        go=("num_shards",),
     ),
     OptionSpec(
         "shards_multiple_of",
@@ -164,6 +207,8 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "--collapse).",
         CUTTING,
         "int",
+        api="round the shard count up to a multiple of this.",
+        go=("shards_multiple_of",),
     ),
     OptionSpec(
         "sort",
@@ -172,6 +217,9 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         CUTTING,
         "choice",
         ("alpha:inc", "alpha:dec", "shuffle", "shuffle:SEED"),
+        api='``"alpha:inc"``, ``"alpha:dec"``, ``"shuffle"`` or ``"shuffle:SEED"``; None keeps the '
+        "listing order.",
+        go=("sort",),
     ),
     OptionSpec(
         "shard_template",
@@ -180,9 +228,34 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         CUTTING,
         default="shard-%06d",
         show_default=True,
+        api='shard names: ``"shard-%06d"``, ``"shard-{0000..9999}"`` or ``"shard-@0999"``.',
+        go=("shard_template",),
     ),
-    OptionSpec("ext", ("--ext",), "Archive format.", ARCHIVES, "choice", ARCHIVE_EXTS, ".tar"),
-    OptionSpec("compress_level", ("--compress-level",), level_help(), ARCHIVES, "int"),
+    OptionSpec(
+        "ext",
+        ("--ext",),
+        "Archive format.",
+        ARCHIVES,
+        "choice",
+        ARCHIVE_EXTS,
+        ".tar",
+        api=" or ".join(
+            filter(
+                None,
+                (", ".join(f'``"{e}"``' for e in ARCHIVE_EXTS[:-1]), f'``"{ARCHIVE_EXTS[-1]}"``'),
+            )
+        )
+        + ".",
+        go=("ext",),
+    ),
+    OptionSpec(
+        "compress_level",
+        ("--compress-level",),
+        level_help(),
+        ARCHIVES,
+        "int",
+        api=f"{level_help()[:-1]}; None: each format's default.",
+    ),
     OptionSpec(
         "gzip_library",
         ("--gzip-library",),
@@ -192,6 +265,8 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "choice",
         ("auto", *GZIP_LIBRARIES),
         "auto",
+        api='the gzip compressor for ``.tgz``: ``"auto"`` (the fastest installed), ``"isal"``, '
+        '``"zlib-ng"`` or ``"zlib"``.',
     ),
     OptionSpec(
         "zip_compression",
@@ -201,6 +276,7 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "choice",
         ZIP_METHODS,
         "stored",
+        api='``"stored"`` or ``"deflated"``.',
     ),
     OptionSpec(
         "member_names",
@@ -211,6 +287,8 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "choice",
         MEMBER_NAMES,
         "sample",
+        api='``"original"`` (paths as listed) or ``"sample"`` (``<key>.<ext>``, one WebDataset '
+        "sample per ishard sample).",
     ),
     OptionSpec(
         "index",
@@ -220,6 +298,7 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "choice",
         INDEXES,
         "none",
+        api='``"none"``, or ``"dali"``: a DALI index beside each ``.tar`` shard.',
     ),
     OptionSpec(
         "sample_index",
@@ -228,6 +307,8 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         READERS,
         "switch",
         default=True,
+        api="write ``dst/samples.parquet``: one row per member (sample key, shard, member name, "
+        "source name, size, mtime); ``append`` and ``update`` need it.",
     ),
     OptionSpec(
         "checksum",
@@ -237,6 +318,9 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "choice",
         (*ALGORITHMS, "none"),
         "xxh128",
+        api='the algorithm of every shard\'s checksum in the manifest (``"xxh128"``, '
+        '``"blake3"``, ``"sha256"``, ``"md5"``), or ``"none"``.',
+        go=("checksum",),
     ),
     OptionSpec(
         "lookalike_names",
@@ -247,6 +331,9 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "choice",
         LOOKALIKES,
         "refuse",
+        api="member names that differ only in case or Unicode form (``A.jpg``, ``a.jpg``; "
+        'distinct files on Linux, one on macOS and Windows): ``"refuse"`` (a ``DataError``) '
+        'or ``"warn"`` (a warning of the plan, as Go ishard\'s spelling).',
     ),
     OptionSpec(
         "strict",
@@ -255,12 +342,17 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         READERS,
         "flag",
         default=False,
+        api="any warning of the plan (readers would misread it, an option has no effect) raises "
+        ":class:`ishard.StrictError` before anything is written.",
+        go=("strict",),
     ),
     OptionSpec(
         "endpoint_url",
         ("--endpoint-url",),
         "S3-compatible endpoint, e.g. http://127.0.0.1:8333 (ais:// uses $AIS_ENDPOINT/s3).",
         STORES,
+        api='an S3-compatible endpoint, e.g. ``"http://127.0.0.1:8333"``.',
+        go=("endpoint_url",),
     ),
     OptionSpec(
         "storage_options",
@@ -269,6 +361,7 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "a.b=c nests).",
         STORES,
         "repeated",
+        api='passed to the filesystem: a dict, or ``"KEY=VALUE"`` strings (``"a.b=c"`` nests).',
     ),
     OptionSpec(
         "part_size",
@@ -277,6 +370,7 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         STORES,
         default="16MiB",
         show_default=True,
+        api="the multipart upload part size for store destinations (at least 5MiB).",
     ),
     OptionSpec(
         "read_buffer",
@@ -285,6 +379,7 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         STORES,
         default="256MiB",
         show_default=True,
+        api="bytes fetched ahead from a store, across all writers.",
     ),
     OptionSpec(
         "retries",
@@ -294,6 +389,7 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "int",
         default=5,
         show_default=True,
+        api="retries of a failed store request after its first try (0: none).",
     ),
     OptionSpec(
         "dry_run",
@@ -312,6 +408,8 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         RUNNING,
         "flag",
         default=False,
+        api="allow a non-empty ``dst``; same-named files are replaced.",
+        go=("overwrite",),
     ),
     OptionSpec(
         "resume",
@@ -320,6 +418,9 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         RUNNING,
         "flag",
         default=False,
+        api="finish an interrupted run into ``dst``: keep its complete shards (checked), write "
+        "the rest.",
+        go=("resume",),
     ),
     OptionSpec(
         "append",
@@ -329,6 +430,8 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         RUNNING,
         "flag",
         default=False,
+        api="add the samples of ``src`` that the dataset in ``dst`` does not hold, in new shards "
+        "numbered on from its last; a sample it holds that changed or went is refused.",
     ),
     OptionSpec(
         "update",
@@ -337,6 +440,8 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         RUNNING,
         "flag",
         default=False,
+        api="as ``append``, and rewrite only the shards holding samples that changed or went (in "
+        "new shards; the replaced ones are removed once the manifest is published).",
     ),
     OptionSpec(
         "max_remove",
@@ -347,6 +452,9 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         default="50",
         show_default=True,
         metavar="PERCENT|all",
+        api="the most an ``update`` may remove, in percent of the dataset's samples (changed "
+        'samples do not count), or ``"all"``; past it, a ``DataError`` before anything is '
+        "written.",
     ),
     OptionSpec(
         "jobs",
@@ -356,6 +464,8 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "int",
         default=0,
         show_default=False,
+        api="shards written at once; 0: the CPUs (at most 8), or 8 with a store.",
+        go=("jobs",),
     ),
     OptionSpec(
         "executor",
@@ -365,6 +475,8 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "choice",
         EXECUTORS,
         "local",
+        api='``"local"``, or ``"dask"``: shards are Dask tasks.',
+        go=("executor",),
     ),
     OptionSpec(
         "scheduler",
@@ -372,6 +484,9 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "With --executor dask: tcp://HOST:PORT of a running Dask scheduler (default: a local "
         "cluster of --jobs processes).",
         RUNNING,
+        api='with ``executor="dask"``, a running scheduler\'s ``"tcp://HOST:PORT"`` (None: a '
+        "local cluster of ``jobs`` processes).",
+        go=("scheduler",),
     ),
     OptionSpec(
         "tmp_dir",
@@ -380,6 +495,8 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "system's, $TMPDIR).",
         RUNNING,
         "path",
+        api="the folder where the column engine spills while it sorts a big inventory "
+        "(``src_list``); None: the system's temporary folder.",
     ),
     OptionSpec(
         "memory_limit",
@@ -389,6 +506,8 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         RUNNING,
         default="512MiB",
         show_default=True,
+        api='bytes (or ``"1GiB"``) the column engine may hold while it sorts and groups a big '
+        "inventory, past which it spills to ``tmp_dir``; 128 MiB at least.",
     ),
     OptionSpec(
         "progress",
@@ -396,6 +515,7 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "Show progress (default: when stderr is a terminal).",
         RUNNING,
         "switch",
+        go=("progress",),
     ),
     OptionSpec(
         "as_json",
@@ -404,6 +524,7 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         RUNNING,
         "flag",
         default=False,
+        go=("json",),
     ),
     OptionSpec(
         "quiet",
@@ -423,6 +544,18 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "flag",
         default=False,
     ),
-    OptionSpec("debug", ("--debug",), "Show tracebacks.", RUNNING, "flag", default=False),
+    OptionSpec(
+        "debug", ("--debug",), "Show tracebacks.", RUNNING, "flag", default=False, go=("debug",)
+    ),
 )
 OPTIONS_BY_NAME = {o.name: o for o in SHARD_OPTIONS}
+
+
+def keyword_docs() -> dict[str, str]:
+    """The API's text of each option of a run, by keyword, from the table."""
+    return {o.name: o.api for o in SHARD_OPTIONS if o.api}
+
+
+def go_spellings() -> dict[str, OptionSpec]:
+    """Each Go ishard spelling of an option (``max_shard_size``) and its record."""
+    return {go: o for o in SHARD_OPTIONS for go in o.go}
