@@ -28,6 +28,7 @@ BRANCHES = (
     ast.match_case,
 )
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+ALLOW_LIST = ".ci/complexity-allow.txt"
 
 
 def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
@@ -76,7 +77,7 @@ def main() -> int:
     """Print each function over the bounds and each stale allow-list entry; 1 if any."""
     here = pathlib.Path(__file__).resolve().parent
     found = over_bounds(here.parent)
-    allow = allowed(here / "complexity-allow.txt")
+    allow = allowed(here.parent / ALLOW_LIST)
     failures = [
         f"{name} ({what}): over {MAX_LINES} lines or complexity {MAX_COMPLEXITY}"
         " — cut it into named steps"
@@ -84,10 +85,11 @@ def main() -> int:
         if name not in allow
     ]
     failures += [
-        f"{name}: listed in .ci/complexity-allow.txt but within the bounds"
-        " — remove its line"
+        f"{name}: listed in {ALLOW_LIST} but within the bounds — remove its line"
         for name in sorted(allow - found.keys())
     ]
+    for name in sorted(allow & found.keys()):
+        print(f"complexity: {name} still over the bounds (allowed for now, {ALLOW_LIST})")
     for line in failures:
         print(f"complexity: {line}", file=sys.stderr)
     return 1 if failures else 0
