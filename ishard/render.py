@@ -151,31 +151,36 @@ def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
             f"shuffle seed: {summary['seed']} (pass --sort shuffle:{summary['seed']} to repeat)\n"
         )
     if not dry_run:
-        seconds = summary["seconds"]
-        rate = format_size(summary["bytes_per_second"] or 0)
-        out.write(
-            f"archives: {format_size(summary['archive_bytes'])} in "
-            f"{shown(summary['destination'])} "
-            f"({seconds:.2f}s, {rate}/s); manifest {shown(summary['manifest'])}\n"
-        )
-        if summary.get("retries"):
-            out.write(f"store requests retried after transient errors: {summary['retries']}\n")
-        if summary.get("removed_archives") and summary.get("growth"):
-            out.write(
-                f"removed {counted(summary['removed_archives'], 'replaced archive')}, which "
-                "the new manifest no longer lists\n"
-            )
-        elif summary.get("removed_archives"):
-            out.write(
-                f"removed {counted(summary['removed_archives'], 'archive')} of the earlier "
-                "run that this run did not rewrite\n"
-            )
+        _written_text(summary, out)
     if summary["warnings"]:
         told = "the plan" if dry_run else "writing"
         out.write(
             f"{counted(len(summary['warnings']), 'warning')} (on stderr too, before {told}):\n"
         )
         out.writelines(f"  {line}\n" for line in summary["warnings"])
+
+
+def _written_text(summary: dict, out: TextIO) -> None:
+    """What a run that wrote says of its archives, retries and the archives it removed."""
+    seconds = summary["seconds"]
+    rate = format_size(summary["bytes_per_second"] or 0)
+    out.write(
+        f"archives: {format_size(summary['archive_bytes'])} in "
+        f"{shown(summary['destination'])} "
+        f"({seconds:.2f}s, {rate}/s); manifest {shown(summary['manifest'])}\n"
+    )
+    if summary.get("retries"):
+        out.write(f"store requests retried after transient errors: {summary['retries']}\n")
+    if summary.get("removed_archives") and summary.get("growth"):
+        out.write(
+            f"removed {counted(summary['removed_archives'], 'replaced archive')}, which "
+            "the new manifest no longer lists\n"
+        )
+    elif summary.get("removed_archives"):
+        out.write(
+            f"removed {counted(summary['removed_archives'], 'archive')} of the earlier "
+            "run that this run did not rewrite\n"
+        )
 
 
 def cut_text(cut: dict) -> str:

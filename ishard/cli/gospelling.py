@@ -141,37 +141,57 @@ def _rewritten(
     while i < len(argv):
         arg = argv[i]
         i += 1
-        flag = _go_flag(arg)
         if arg == "--":
             out += argv[i - 1 :]
             break
-        if flag is None and arg in ("-help", "--help"):
-            arg = "--help"  # Go's flag package knows -help too
-        elif flag is None:
-            undefined = _undefined_go_flag(arg, argv[i - 2] if i > 1 else None, ours, valued)
-            if undefined is not None:
-                raise undefined
-        if flag is not None and flag[1] is None and _go_spelt(arg) and i < len(argv):
+        flag = _go_flag(arg)
+        if flag is None:
+            arg = _plain_word(arg, argv[i - 2] if i > 1 else None, ours, valued)
+        elif flag[1] is None and _go_spelt(arg) and i < len(argv):
             _bool_then_word(flag[0], argv[i])
-        if arg == "--dry-run" or (flag is not None and flag == ("dry_run", None)):
-            if i < len(argv) and argv[i] in DRY_RUN_MODES:  # '--dry-run show_keys'
-                out.append(f"--dry-run={argv[i]}")
-                i += 1
-            else:
-                _not_a_mistyped_mode(argv[i : i + 1])
-                out.append("--dry-run=text" if any(map(_go_spelt, argv)) else "--dry-run=shards")
+        if arg == "--dry-run" or flag == ("dry_run", None):
+            words, i = _dry_run_words(argv, i)
         elif flag is None:
-            out.append(arg)
-        elif flag[0] in _go_bools():
-            out += _go_bool(*flag)
-        elif flag[0] == "dry_run":
-            out += _go_dry_run(flag[1])
+            words = [arg]
         else:
-            value: str | None = flag[1]
-            if value is None and i < len(argv):
-                value, i = argv[i], i + 1
-            out += _go_valued(arg, flag[0], value, buckets)
+            words, i = _go_words(arg, flag, argv, i, buckets)
+        out += words
     return out
+
+
+def _plain_word(arg: str, before: str | None, ours: Sequence[str], valued: Collection[str]) -> str:
+    """A word that is no Go flag, as it is (``-help`` as ``--help``: Go's flag package knows
+    it too), unless it is a mistyped Go flag (``before``: the word before it, or None)."""
+    if arg in ("-help", "--help"):
+        return "--help"
+    undefined = _undefined_go_flag(arg, before, ours, valued)
+    if undefined is not None:
+        raise undefined
+    return arg
+
+
+def _dry_run_words(argv: list[str], i: int) -> tuple[list[str], int]:
+    """A bare dry run flag at ``argv[i - 1]`` in our spelling, taking the mode after it
+    (``--dry-run show_keys``) if one follows; and the index of the next word."""
+    if i < len(argv) and argv[i] in DRY_RUN_MODES:
+        return [f"--dry-run={argv[i]}"], i + 1
+    _not_a_mistyped_mode(argv[i : i + 1])
+    return ["--dry-run=text" if any(map(_go_spelt, argv)) else "--dry-run=shards"], i
+
+
+def _go_words(
+    arg: str, flag: tuple[str, str | None], argv: list[str], i: int, buckets: dict[str, str]
+) -> tuple[list[str], int]:
+    """The Go flag ``arg`` (``flag``: its name and ``=value`` or None) in our spelling, taking
+    its value from ``argv[i]`` where it needs one; and the index of the next word."""
+    name, value = flag
+    if name in _go_bools():
+        return _go_bool(name, value), i
+    if name == "dry_run":
+        return _go_dry_run(value), i
+    if value is None and i < len(argv):
+        value, i = argv[i], i + 1
+    return _go_valued(arg, name, value, buckets), i
 
 
 def _not_a_mistyped_mode(after: list[str]) -> None:

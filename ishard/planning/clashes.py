@@ -63,41 +63,10 @@ def find_clashes(con, key_sql: str | None, count: int) -> Clashes | None:
 
 
 def _clashes(con, key_sql: str | None, count: int) -> Clashes | None:
-    named = "SELECT rowid AS f, name AS m FROM files" if key_sql is None else _RENAMED
-    con.execute(  # a table, not a view: each name's member name is worked out once
-        f"CREATE TEMP TABLE members AS SELECT f, m, {_plain('m')} AS plain "
-        f"FROM ({named.format(key_sql)})"
-    )
-    odd = con.execute("SELECT count(*) FROM members WHERE NOT plain").fetchone()[0]
-    if odd > max(count // ODD_SHARE, ODD_ANYWAY):
+    folded = _folded_members(con, key_sql, count)
+    if folded is None:
         return None
-    con.execute("CREATE TEMP TABLE odd (f BIGINT, folded VARCHAR)")
-    if odd:
-        rows = con.execute("SELECT f, m FROM members WHERE NOT plain").fetchnumpy()
-        con.execute(
-            "INSERT INTO odd SELECT unnest($1::BIGINT[]), unnest($2::VARCHAR[])",
-            [rows["f"].tolist(), fold_names(rows["m"].tolist())],
-        )
-        del rows
-    folded = (
-        "(SELECT f, lower(m) AS folded FROM members WHERE plain "
-        "UNION ALL SELECT f, folded FROM odd)"
-    )
-    con.execute(f"CREATE TEMP TABLE hashes AS SELECT f, {sql_hash('folded')} AS h FROM {folded}")
-    _directories(con)
-    # sorted, then compared with the row before: a sort spills, where a hash table of tens
-    # of millions of folder hashes (a join's, a DISTINCT's, a GROUP BY's) runs out of memory
-    con.execute(
-        "CREATE TEMP TABLE by_hash AS SELECT h, file FROM (SELECT h, true AS file FROM hashes "
-        "UNION ALL SELECT h, false FROM directories) ORDER BY h, file"  # folders first
-    )
-    con.execute("DROP TABLE directories")
-    con.execute(
-        "CREATE TEMP TABLE repeated AS SELECT h, before_file AS twice, NOT before_file AS folder "
-        "FROM (SELECT h, file, lag(h) OVER () AS before, lag(file) OVER () AS before_file "
-        "FROM by_hash) WHERE file AND h = before"
-    )
-    con.execute("DROP TABLE by_hash")
+    _repeated_hashes(con, folded)
     suspects = _fetched_positions(
         con, "SELECT f FROM hashes WHERE h IN (SELECT h FROM repeated WHERE twice)"
     )
@@ -116,6 +85,52 @@ def _clashes(con, key_sql: str | None, count: int) -> Clashes | None:
         f"(strlen(m) > length(m) AND regexp_matches(m, '[^/]{{{(NAME_MAX + 1) // 4},}}')))",
     )
     return Clashes(key_sql is not None, array("q", sorted(set(suspects))))
+
+
+def _folded_members(con, key_sql: str | None, count: int) -> str | None:
+    """The tables ``members`` (each file's member name, and whether it is plain ASCII) and
+    ``odd`` (the others folded in Python); the query of every member name folded, or None when
+    too many of ``count`` names are not plain to fold them one by one."""
+    named = "SELECT rowid AS f, name AS m FROM files" if key_sql is None else _RENAMED
+    con.execute(  # a table, not a view: each name's member name is worked out once
+        f"CREATE TEMP TABLE members AS SELECT f, m, {_plain('m')} AS plain "
+        f"FROM ({named.format(key_sql)})"
+    )
+    odd = con.execute("SELECT count(*) FROM members WHERE NOT plain").fetchone()[0]
+    if odd > max(count // ODD_SHARE, ODD_ANYWAY):
+        return None
+    con.execute("CREATE TEMP TABLE odd (f BIGINT, folded VARCHAR)")
+    if odd:
+        rows = con.execute("SELECT f, m FROM members WHERE NOT plain").fetchnumpy()
+        con.execute(
+            "INSERT INTO odd SELECT unnest($1::BIGINT[]), unnest($2::VARCHAR[])",
+            [rows["f"].tolist(), fold_names(rows["m"].tolist())],
+        )
+        del rows
+    return (
+        "(SELECT f, lower(m) AS folded FROM members WHERE plain "
+        "UNION ALL SELECT f, folded FROM odd)"
+    )
+
+
+def _repeated_hashes(con, folded: str) -> None:
+    """The tables ``hashes`` (each file's folded member name hashed) and ``repeated`` (a hash
+    met before: ``twice`` for another file's, ``folder`` for a folder's)."""
+    con.execute(f"CREATE TEMP TABLE hashes AS SELECT f, {sql_hash('folded')} AS h FROM {folded}")
+    _directories(con)
+    # sorted, then compared with the row before: a sort spills, where a hash table of tens
+    # of millions of folder hashes (a join's, a DISTINCT's, a GROUP BY's) runs out of memory
+    con.execute(
+        "CREATE TEMP TABLE by_hash AS SELECT h, file FROM (SELECT h, true AS file FROM hashes "
+        "UNION ALL SELECT h, false FROM directories) ORDER BY h, file"  # folders first
+    )
+    con.execute("DROP TABLE directories")
+    con.execute(
+        "CREATE TEMP TABLE repeated AS SELECT h, before_file AS twice, NOT before_file AS folder "
+        "FROM (SELECT h, file, lag(h) OVER () AS before, lag(file) OVER () AS before_file "
+        "FROM by_hash) WHERE file AND h = before"
+    )
+    con.execute("DROP TABLE by_hash")
 
 
 def _directories(con) -> None:

@@ -193,6 +193,20 @@ def _listing(
     watch: engine.SpillWatch,
 ) -> tuple[Handover, array, int]:
     """What the engine found of the listing (a ``Handover``), its sizes and their total."""
+    keep, skip = _kept_sql(wanted, include_hidden)
+    odd, left_out, skipped = _checked_rows(con, keep, skip, tally)
+    _sorted_files(con, keep if left_out else None, skip if skipped else None, odd, watch)
+    handed = _handover(con, key, renamed)
+    total, *bounds = con.execute(
+        "SELECT coalesce(sum(size), 0), min(size), max(size) FROM files"
+    ).fetchone()
+    sizes = engine.int_fetched(con, "size", (bounds[0], bounds[1]))
+    return handed, sizes, total  # the names wait in the engine (read_inventory)
+
+
+def _kept_sql(wanted: str | None, include_hidden: bool) -> tuple[str, str]:
+    """SQL of the rows under the prefix ``wanted`` (``keep``) and of why a row is skipped
+    (``skip``: NULL, 'unsafe' or 'hidden')."""
     keep = (  # no prefix any name can have (None): none kept, but every row still checked
         f"starts_with(name, {engine.sql_text(wanted)}) AND name <> '' AND NOT ends_with(name, '/')"
         if wanted is not None
@@ -203,6 +217,12 @@ def _listing(
         + ("" if include_hidden else f" WHEN {_HIDDEN} THEN 'hidden'")
         + " END"
     )
+    return keep, skip
+
+
+def _checked_rows(con, keep: str, skip: str, tally: Tally) -> tuple[bool, bool, bool]:
+    """One pass over ``raw``: falls back on a bad row, tallies what is skipped; whether an
+    mtime has a fraction, a row is left out by ``keep``, a row is skipped."""
     reasons = {"unsafe": UNSAFE, "hidden": HIDDEN}
     skipped = ", ".join(  # for each reason: how many, the first few, where the first is
         f"count(*) FILTER (WHERE skip = '{why}'), min_by(name, rn, {EXAMPLES_KEPT}) FILTER "
@@ -224,14 +244,22 @@ def _listing(
     )
     for _, why, count, examples in found:  # in the order each reason first turns up
         tally.add_many(reasons[why], count, examples)
+    return bool(odd), bool(left_out), bool(found)
+
+
+def _sorted_files(
+    con, keep: str | None, skip: str | None, odd: bool, watch: engine.SpillWatch
+) -> None:
+    """The table ``files`` from ``raw``: the rows ``keep`` keeps (None: all) and ``skip`` does
+    not skip (None: none skipped), sorted by name, each name once (its first row)."""
     when = (  # every mtime whole seconds or none (the common case): cast, no pattern per row
         f"CASE WHEN mtime IS NULL OR mtime = '' THEN 0 WHEN {_WHOLE_SECONDS} "
         f"THEN CAST(mtime AS BIGINT) ELSE {_odd_times(con)} END"
         if odd
         else "CASE WHEN mtime IS NULL OR mtime = '' THEN 0 ELSE CAST(mtime AS BIGINT) END"
     )
-    kept = [keep] if left_out else []  # a sort under a filter took 2.7x as long at 100M
-    kept += [f"({skip}) IS NULL"] if found else []  # nothing skipped: no pattern per row
+    kept = [keep] if keep is not None else []  # a sort under a filter took 2.7x as long at 100M
+    kept += [f"({skip}) IS NULL"] if skip is not None else []  # nothing skipped: no pattern per row
     con.execute(
         f"CREATE TEMP TABLE files AS SELECT name, CAST(size AS BIGINT) AS size, {when} AS mtime "
         f"FROM raw {'WHERE ' + ' AND '.join(kept) if kept else ''} ORDER BY name, rowid"
@@ -248,6 +276,11 @@ def _listing(
         )
         con.execute("DROP TABLE files")
         con.execute("ALTER TABLE listed RENAME TO files")
+
+
+def _handover(con, key: KeyFunction | None, renamed: bool) -> Handover:
+    """What the engine tells the planner of ``files``: member names that may clash, whether
+    the key renames them without a clash, the samples' grouping."""
     handed = NOTHING
     listed = con.execute("SELECT count(*) FROM files").fetchone()[0]
     if not renamed or key is not None:
@@ -265,11 +298,7 @@ def _listing(
     con.execute(f"SET memory_limit = '{engine.FETCH_MEMORY >> 20}MiB'")  # the rest waits on disk
     if key is not None and runs is not None:
         handed = replace(handed, grouping=_grouping(con, key, listed, runs))
-    total, *bounds = con.execute(
-        "SELECT coalesce(sum(size), 0), min(size), max(size) FROM files"
-    ).fetchone()
-    sizes = engine.int_fetched(con, "size", (bounds[0], bounds[1]))
-    return handed, sizes, total  # the names wait in the engine (read_inventory)
+    return handed
 
 
 Found = tuple[bool, int, ReaderFindings | None]  # what ``_group`` found

@@ -235,6 +235,21 @@ def parse_ekm(value: str) -> Ekm:
             over ``MAX_EKM_BYTES`` or ``MAX_EKM_PATTERNS``.
     """
     where, text = _read(value)
+    doc = _document(where, text)
+    seen: set[str] = set()
+    categories: list[Category] = []
+    owner: list[int] = []
+    for fmt, patterns in doc.items():
+        category = _category(where, fmt, patterns, seen)
+        owner += [len(categories)] * len(category.patterns)
+        categories.append(category)
+    matcher = _matcher(where, [p for c in categories for p in c.patterns])
+    return Ekm(where, tuple(categories), tuple(owner), matcher)
+
+
+def _document(where: str, text: str) -> dict:
+    """The EKM's JSON object (comments stripped), checked: no format twice, not empty, at most
+    ``MAX_EKM_PATTERNS`` patterns."""
     try:
         doc = json.loads(strip_comments(text), object_pairs_hook=_no_repeats)
     except _Repeated as err:
@@ -250,33 +265,35 @@ def parse_ekm(value: str) -> Ekm:
     count = _pattern_count(doc)
     if count > MAX_EKM_PATTERNS:
         raise _too_big(where, f"{count} patterns, over the limit of {MAX_EKM_PATTERNS}")
-    seen: set[str] = set()
-    categories: list[Category] = []
-    owner: list[int] = []
-    for fmt, patterns in doc.items():
-        if isinstance(patterns, str):
-            patterns = [patterns]
-        if (
-            not isinstance(patterns, list)
-            or not patterns
-            or not all(isinstance(p, str) for p in patterns)
-        ):
-            raise UsageError(f"{where}: {fmt!r} must map to a list of regex strings")
-        template = parse_template(fmt, f"{where}: format")
-        if not template.ranges:
-            raise UsageError(
-                f"{where}: format {fmt!r} has no number range — write e.g. 'fish-%d.tar'"
-            )
-        for p in patterns:
-            if p in seen:
-                raise UsageError(f"{where}: regex {p!r} is listed more than once")
-            seen.add(p)
-        owner += [len(categories)] * len(patterns)
-        categories.append(Category(template, tuple(patterns)))
-    patterns = [p for c in categories for p in c.patterns]
+    return doc
+
+
+def _category(where: str, fmt: str, patterns: object, seen: set[str]) -> Category:
+    """The format ``fmt`` with its regexes (one string or a list), checked: a number range in
+    the format, each regex new (``seen``: the regexes of the formats before, added to)."""
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    if (
+        not isinstance(patterns, list)
+        or not patterns
+        or not all(isinstance(p, str) for p in patterns)
+    ):
+        raise UsageError(f"{where}: {fmt!r} must map to a list of regex strings")
+    template = parse_template(fmt, f"{where}: format")
+    if not template.ranges:
+        raise UsageError(f"{where}: format {fmt!r} has no number range — write e.g. 'fish-%d.tar'")
+    for p in patterns:
+        if p in seen:
+            raise UsageError(f"{where}: regex {p!r} is listed more than once")
+        seen.add(p)
+    return Category(template, tuple(patterns))
+
+
+def _matcher(where: str, patterns: list[str]) -> _Matcher:
+    """Every regex of the EKM compiled with RE2 to be searched together."""
     encoded = [p.encode("utf-8", "surrogatepass") for p in patterns]
     try:
-        matcher = _Matcher(encoded)
+        return _Matcher(encoded)
     except _BadPattern as err:
         index, reason = err.args
         raise UsageError(
@@ -289,4 +306,3 @@ def parse_ekm(value: str) -> Ekm:
             f"patterns too heavy to search together (more than {MAX_SETS} "
             "RE2 sets; e.g. thousands of \\pL or long counted repeats)",
         ) from None
-    return Ekm(where, tuple(categories), tuple(owner), matcher)

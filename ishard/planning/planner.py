@@ -20,7 +20,7 @@ from .cut import SampleRun, balance, check_unique, cut_indices, shard_names
 from .extraction import check_extraction_names
 from .growth import Held, check_new_names, compare
 from .inventory import list_inventory
-from .keys import key_function
+from .keys import KeyFunction, key_function
 from .listing import list_source
 from .naming import KeyCheck, check_index_shards, check_reader_names
 from .samples import apply_sample_exts_table, group_table, route_table
@@ -93,18 +93,10 @@ def make_plan(
     dataset's destination), only the samples it does not hold as they are now."""
     tally = Tally()
     files = _list(source, opts, tally, progress)
-    ekm = opts.parsed_ekm
     warnings: list[str] = []
     key = key_function(opts.sample_key_pattern)
-    groups = route_table(group_table(files, key), ekm, tally)
     check = KeyCheck()
-    planned: list[SampleTable] = []
-    for table in groups:
-        table = apply_sample_exts_table(
-            table, opts.sample_exts, opts.missing_extension_action, tally, warnings
-        )
-        planned.append(table)
-        check_reader_names(table, opts.member_names == "sample", opts.index, check, key)
+    planned = _sample_tables(files, key, opts, tally, warnings, check)
     files.handover = replace(files.handover, readers=None)  # checked: 9 bytes a file go
     alike = check_extraction_names(planned, opts.member_names == "sample", opts.lookalike_names)
     growth = None
@@ -113,30 +105,7 @@ def make_plan(
     if held is not None:
         chosen, growth = compare(planned, held, opts.tmp_dir, opts.memory_limit)
         planned = [t.subset(c) for t, c in zip(planned, chosen)]
-    names: list[str] = []
-    members: list[SampleRun] = []
-    tables: list[SampleTable] = []
-    numbering: list[int] = []
-    fullest = 0  # the most samples in one shard
-    for index, table in enumerate(planned):
-        cuts = cut_indices(
-            table.keys, table.sizes, opts.bounds, opts.order, opts.collapse, table.flat
-        )
-        fullest = max(fullest, *map(len, cuts), 0)
-        cuts = balance(
-            cuts,
-            table.keys,
-            opts.collapse,
-            num_shards=opts.num_shards,
-            multiple_of=opts.shards_multiple_of,
-            flat=table.flat,
-        )
-        template = opts.template if ekm is None else ekm.categories[index].template
-        first = held.numbering[index] if held is not None else 0
-        names += shard_names(len(cuts), template, opts.ext, own_ext=True, first=first)
-        numbering.append(first + len(cuts))
-        members += cuts
-        tables += [table] * len(cuts)
+    names, members, tables, numbering, fullest = _cut(planned, opts, held)
     del planned
     check_unique(names)
     if held is not None:
@@ -164,6 +133,60 @@ def make_plan(
         numbering=tuple(numbering),
         growth=growth,
     )
+
+
+def _sample_tables(
+    files: FileTable,
+    key: KeyFunction,
+    opts: Options,
+    tally: Tally,
+    warnings: list[str],
+    check: KeyCheck,
+) -> list[SampleTable]:
+    """The listed files as samples, one table per EKM category (or one), their extensions
+    applied and the names readers make of them checked (``check`` and ``warnings`` told)."""
+    groups = route_table(group_table(files, key), opts.parsed_ekm, tally)
+    planned: list[SampleTable] = []
+    for table in groups:
+        table = apply_sample_exts_table(
+            table, opts.sample_exts, opts.missing_extension_action, tally, warnings
+        )
+        planned.append(table)
+        check_reader_names(table, opts.member_names == "sample", opts.index, check, key)
+    return planned
+
+
+def _cut(
+    planned: list[SampleTable], opts: Options, held: Held | None
+) -> tuple[list[str], list[SampleRun], list[SampleTable], list[int], int]:
+    """The shards of each table: their names, samples and tables, the numbering each table's
+    shards reach, and the most samples in one shard."""
+    ekm = opts.parsed_ekm
+    names: list[str] = []
+    members: list[SampleRun] = []
+    tables: list[SampleTable] = []
+    numbering: list[int] = []
+    fullest = 0  # the most samples in one shard
+    for index, table in enumerate(planned):
+        cuts = cut_indices(
+            table.keys, table.sizes, opts.bounds, opts.order, opts.collapse, table.flat
+        )
+        fullest = max(fullest, *map(len, cuts), 0)
+        cuts = balance(
+            cuts,
+            table.keys,
+            opts.collapse,
+            num_shards=opts.num_shards,
+            multiple_of=opts.shards_multiple_of,
+            flat=table.flat,
+        )
+        template = opts.template if ekm is None else ekm.categories[index].template
+        first = held.numbering[index] if held is not None else 0
+        names += shard_names(len(cuts), template, opts.ext, own_ext=True, first=first)
+        numbering.append(first + len(cuts))
+        members += cuts
+        tables += [table] * len(cuts)
+    return names, members, tables, numbering, fullest
 
 
 def _nothing_to_shard(source: Location, opts: Options, skipped: tuple) -> str:

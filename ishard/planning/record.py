@@ -151,17 +151,9 @@ def _listing_changes(old: dict, files: FileTable) -> str | None:
         if b - a == count and _digests(files, a, b) == (names_digest, content_digest):
             continue
         if count == 1:  # a one-name run: exactly what happened to that name, and what is new
-            here = a < b and shown(names[a]) == first
-            if not here:
-                gone.add([first])
-            elif _digests(files, a, a + 1)[1] != content_digest:
-                changed.add([names[a]])
-            new.add(names[a + 1 if here else a : b])
+            _one_name_run(files, a, b, first, content_digest, (new, gone, changed))
         else:
-            last = shown(names[b - 1]) if b > a else first
-            same = b - a == count and _digests(files, a, b)[0] == names_digest
-            what = f"contents of {count} files" if same else f"{count} → {b - a} files"
-            ranges.append(f"{what} from {first} to {last}")
+            ranges.append(_run_text(files, a, b, first, count, names_digest))
     details = [
         _examples(k, c.names, c.count)
         for k, c in (("new", new), ("gone", gone), ("changed", changed))
@@ -175,6 +167,35 @@ def _listing_changes(old: dict, files: FileTable) -> str | None:
     return _totals(old.get("files"), len(names), old.get("bytes"), sum(files.sizes)) + (
         f" ({'; '.join(details)})" if details else ""
     )
+
+
+def _one_name_run(
+    files: FileTable,
+    a: int,
+    b: int,
+    first: str,
+    content_digest: str,
+    kinds: tuple[_Kind, _Kind, _Kind],
+) -> None:
+    """Tell ``kinds`` (new, gone, changed) what became of the run of one name ``first``, now
+    the names ``a:b`` of ``files``."""
+    new, gone, changed = kinds
+    names = files.names
+    here = a < b and shown(names[a]) == first
+    if not here:
+        gone.add([first])
+    elif _digests(files, a, a + 1)[1] != content_digest:
+        changed.add([names[a]])
+    new.add(names[a + 1 if here else a : b])
+
+
+def _run_text(files: FileTable, a: int, b: int, first: str, count: int, names_digest: str) -> str:
+    """``contents of 3 files from a to c`` or ``3 → 4 files from a to d``: how the run of
+    ``count`` names from ``first``, now the names ``a:b`` of ``files``, differs."""
+    last = shown(files.names[b - 1]) if b > a else first
+    same = b - a == count and _digests(files, a, b)[0] == names_digest
+    what = f"contents of {count} files" if same else f"{count} → {b - a} files"
+    return f"{what} from {first} to {last}"
 
 
 def _totals(

@@ -334,7 +334,7 @@ def _report(where: str, opener) -> Inventory | None:
     data files, in CSV (headerless, gzip'ed) or Parquet; None for ORC, or where the row reader
     names what is wrong with it."""
     from ..errors import UsageError
-    from .s3inventory import data_file, read_manifest, schema_fields
+    from .s3inventory import data_file, read_manifest
 
     try:
         with open_inventory(where, opener, "rt") as text:
@@ -342,20 +342,10 @@ def _report(where: str, opener) -> Inventory | None:
         kind = str(manifest.get("fileFormat", "CSV")).upper()
         items = manifest.get("files", [])
         files = tuple(data_file(where, item["key"]) for item in items)
-        if kind == "CSV":
-            schema = tuple(c.strip() for c in manifest["fileSchema"].split(","))
-            compressions = {compression_of(f) for f in files}
-            if "Key" not in schema or "Size" not in schema or len(compressions) != 1:
-                return None
-            compression = compressions.pop()
-        elif kind == "PARQUET":
-            schema_fields(re.findall(r"\b(\w+)\s*(?:\(|;)", manifest["fileSchema"]), where)
-            schema, compression = (), "none"
-        elif kind == "ORC" and _has_pyarrow():
-            schema_fields(re.findall(r"(\w+)\s*:", manifest["fileSchema"]), where)
-            schema, compression = (), "none"
-        else:
+        layout = _report_layout(kind, manifest, files, where)
+        if layout is None:
             return None
+        schema, compression = layout
     except (UsageError, KeyError, TypeError, AttributeError):
         return None  # the row reader says what is wrong
     if not files or compression is None:
@@ -366,6 +356,32 @@ def _report(where: str, opener) -> Inventory | None:
     if local:
         nbytes = sum(os.path.getsize(f) for f in files)
     return Inventory(f"s3-{kind.lower()}", files, compression, schema, nbytes)
+
+
+def _report_layout(
+    kind: str, manifest: dict, files: tuple[str, ...], where: str
+) -> tuple[tuple[str, ...], str | None] | None:
+    """The columns (CSV's; none for the others) and compression of a report's data files in
+    ``kind`` (CSV, PARQUET, ORC); None where the engine leaves them to the row reader.
+
+    Raises:
+        UsageError, KeyError, TypeError, AttributeError: a report the row reader refuses.
+    """
+    from .s3inventory import schema_fields
+
+    if kind == "CSV":
+        schema = tuple(c.strip() for c in manifest["fileSchema"].split(","))
+        compressions = {compression_of(f) for f in files}
+        if "Key" not in schema or "Size" not in schema or len(compressions) != 1:
+            return None
+        return schema, compressions.pop()
+    if kind == "PARQUET":
+        schema_fields(re.findall(r"\b(\w+)\s*(?:\(|;)", manifest["fileSchema"]), where)
+        return (), "none"
+    if kind == "ORC" and _has_pyarrow():
+        schema_fields(re.findall(r"(\w+)\s*:", manifest["fileSchema"]), where)
+        return (), "none"
+    return None
 
 
 def fetched(inventory: Inventory, folder: str, opener) -> Inventory:

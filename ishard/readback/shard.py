@@ -207,18 +207,11 @@ def _sample_runs(
     return keys, problems
 
 
-def check_shard(
-    dst: Location,
-    entry: Mapping,
-    record: Mapping | None,
-    deep: bool,
-    key_of: KeyFunction | None,
-    progress: Progress,
-) -> ShardCheck:
-    """Every check of one shard that needs only that shard."""
-    name = entry["url"]
+def _opened(dst: Location, name: str) -> tuple[BinaryIO, int] | ShardCheck:
+    """The shard's bytes and its size, or the check of a shard that is missing, not a regular
+    file or cannot be read (a store's passing error is raised: the caller retries)."""
     try:
-        raw, size = _open(dst, name)
+        return _open(dst, name)
     except FileNotFoundError:
         return ShardCheck([Problem(name, "missing", "is missing (the manifest lists it)")], None)
     except NotRegular as err:
@@ -239,6 +232,22 @@ def check_shard(
         return ShardCheck(
             [Problem(name, "unreadable", f"cannot be read: {err.strerror or err}")], None
         )
+
+
+def check_shard(
+    dst: Location,
+    entry: Mapping,
+    record: Mapping | None,
+    deep: bool,
+    key_of: KeyFunction | None,
+    progress: Progress,
+) -> ShardCheck:
+    """Every check of one shard that needs only that shard."""
+    name = entry["url"]
+    opened = _opened(dst, name)
+    if isinstance(opened, ShardCheck):
+        return opened
+    raw, size = opened
     problems: list[Problem] = []
     recorded = entry_checksum(entry)
     algorithm, expected = split(recorded) if recorded else (None, None)

@@ -127,39 +127,10 @@ def store_config(
     """
     flat = _flatten(options)
     profile = flat.pop("profile", None)
-    client: dict[str, Any] = {
-        "user_agent": f"ishard/{__version__}",
-        "connect_timeout": "10s",
-        "timeout": "300s",
-        "pool_max_idle_per_host": "256",
-    }
-    for key in CLIENT_KEYS:
-        if key in flat:
-            value = flat.pop(key)
-            # botocore's timeouts are numbers of seconds; obstore's are durations
-            client[key] = (
-                f"{value}s"
-                if key.endswith("timeout")
-                and isinstance(value, (int, float))
-                and not isinstance(value, bool)
-                else value
-            )
+    client = _client(flat)
     for key in NOT_OBSTORE:
         flat.pop(key, None)
-    aliases: dict[str, str | None] = {"s3": S3_ALIASES, "gs": GCS_ALIASES, "az": AZURE_ALIASES}[
-        scheme
-    ]
-    config: dict = {}
-    origins: dict[str, str] = {}  # where each setting came from, as a message names it
-    for key, value in flat.items():
-        name = aliases.get(key, key)
-        if name is None:
-            raise UsageError(
-                f"--storage-option {key} is not taken for {scheme}:// — give "
-                "account_name=… and account_key=… (or sas_key=…) instead"
-            )
-        config[name] = value
-        origins[name] = f"--storage-option {key}"
+    config, origins = _named(scheme, flat)
     provider, signing = None, None
     if scheme == "s3":
         provider, signing = _s3(config, origins, endpoint_url, profile)
@@ -180,6 +151,48 @@ def store_config(
         "endpoint": service_endpoint(scheme, config),
         "token": origins.get("session_token") if config.get("session_token") else None,
     }
+
+
+def _client(flat: dict) -> dict[str, Any]:
+    """obstore's client options: ishard's defaults, and those of ``flat`` (taken out of it)."""
+    client: dict[str, Any] = {
+        "user_agent": f"ishard/{__version__}",
+        "connect_timeout": "10s",
+        "timeout": "300s",
+        "pool_max_idle_per_host": "256",
+    }
+    for key in CLIENT_KEYS:
+        if key in flat:
+            value = flat.pop(key)
+            # botocore's timeouts are numbers of seconds; obstore's are durations
+            client[key] = (
+                f"{value}s"
+                if key.endswith("timeout")
+                and isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                else value
+            )
+    return client
+
+
+def _named(scheme: str, flat: dict) -> tuple[dict, dict[str, str]]:
+    """The storage options ``flat`` under obstore's names for ``scheme``, and where each
+    setting came from, as a message names it."""
+    aliases: dict[str, str | None] = {"s3": S3_ALIASES, "gs": GCS_ALIASES, "az": AZURE_ALIASES}[
+        scheme
+    ]
+    config: dict = {}
+    origins: dict[str, str] = {}
+    for key, value in flat.items():
+        name = aliases.get(key, key)
+        if name is None:
+            raise UsageError(
+                f"--storage-option {key} is not taken for {scheme}:// — give "
+                "account_name=… and account_key=… (or sas_key=…) instead"
+            )
+        config[name] = value
+        origins[name] = f"--storage-option {key}"
+    return config, origins
 
 
 # obstore's names of the S3 endpoint; ``aws_endpoint_url_s3`` wins over the others there, so
@@ -214,13 +227,7 @@ def _s3(config: dict, origins: dict, endpoint_url: str | None, profile: str | No
     env = os.environ
     keys = ("access_key_id", "secret_access_key")
     from_env = env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY")
-    stored = (
-        {}
-        if (all(k in config for k in keys) or (from_env and not profile))
-        else _profile(profile)
-        if (profile or env.get("AWS_PROFILE") or _has_shared_files())
-        else {}
-    )
+    stored = _stored(config, keys, bool(from_env), profile)
     named = profile or env.get("AWS_PROFILE") or env.get("AWS_DEFAULT_PROFILE") or "default"
     _s3_endpoint(config, origins, endpoint_url, stored, named)
     if "region" not in config:
@@ -232,22 +239,8 @@ def _s3(config: dict, origins: dict, endpoint_url: str | None, profile: str | No
         )
     provider = None
     if not all(k in config for k in keys) and not config.get("skip_signature"):
-        if from_env and not profile:
-            config["access_key_id"] = env["AWS_ACCESS_KEY_ID"]
-            config["secret_access_key"] = env["AWS_SECRET_ACCESS_KEY"]
-            if env.get("AWS_SESSION_TOKEN"):
-                config["session_token"] = env["AWS_SESSION_TOKEN"]
-                origins["session_token"] = "AWS_SESSION_TOKEN"
-        elif stored.get("aws_access_key_id") and stored.get("aws_secret_access_key"):
-            config["access_key_id"] = stored["aws_access_key_id"]
-            config["secret_access_key"] = stored["aws_secret_access_key"]
-            if stored.get("aws_session_token"):
-                config["session_token"] = stored["aws_session_token"]
-                origins["session_token"] = f"aws_session_token of the AWS profile {named!r}"
-        else:
-            provider = _boto3_provider(profile)
-            if provider is None and not _other_sources():
-                raise NoCredentials  # obstore would ask the instance metadata service
+        own = bool(from_env and not profile)
+        provider = _s3_credentials(config, origins, stored, own, profile, named)
     if config.get("endpoint"):
         config.setdefault("virtual_hosted_style_request", False)
     config.setdefault("conditional_put", "etag")
@@ -260,6 +253,48 @@ def _s3(config: dict, origins: dict, endpoint_url: str | None, profile: str | No
         "provider": provider,
     }
     return provider, signing
+
+
+def _stored(config: dict, keys: tuple[str, str], from_env: bool, profile: str | None) -> dict:
+    """The AWS profile's settings, read only where they may be wanted: no keys given in
+    ``config`` nor by the environment (``from_env``, unless a ``profile`` is named), and a
+    profile named or shared files there."""
+    if all(k in config for k in keys) or (from_env and not profile):
+        return {}
+    if profile or os.environ.get("AWS_PROFILE") or _has_shared_files():
+        return _profile(profile)
+    return {}
+
+
+def _s3_credentials(
+    config: dict, origins: dict, stored: dict, from_env: bool, profile: str | None, named: str
+) -> Any:
+    """S3 credentials into ``config``: the environment's (``from_env``), the AWS profile's
+    (``stored``, of the profile ``named``), else boto3's credential chain as the provider
+    returned (None for none).
+
+    Raises:
+        NoCredentials: no source of credentials at all.
+    """
+    env = os.environ
+    if from_env:
+        config["access_key_id"] = env["AWS_ACCESS_KEY_ID"]
+        config["secret_access_key"] = env["AWS_SECRET_ACCESS_KEY"]
+        if env.get("AWS_SESSION_TOKEN"):
+            config["session_token"] = env["AWS_SESSION_TOKEN"]
+            origins["session_token"] = "AWS_SESSION_TOKEN"
+    elif stored.get("aws_access_key_id") and stored.get("aws_secret_access_key"):
+        config["access_key_id"] = stored["aws_access_key_id"]
+        config["secret_access_key"] = stored["aws_secret_access_key"]
+        if stored.get("aws_session_token"):
+            config["session_token"] = stored["aws_session_token"]
+            origins["session_token"] = f"aws_session_token of the AWS profile {named!r}"
+    else:
+        provider = _boto3_provider(profile)
+        if provider is None and not _other_sources():
+            raise NoCredentials  # obstore would ask the instance metadata service
+        return provider
+    return None
 
 
 class NoCredentials(Exception):
