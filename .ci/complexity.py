@@ -1,9 +1,8 @@
 """Fail when a function in ishard/ grows past what a reader holds in mind.
 
 Bounds: a body (docstring aside) of at most 50 lines and a cyclomatic complexity of at most 20,
-counting boolean operators as radon does (ruff's C901 does not count `and`/`or`).
-`.ci/complexity-allow.txt` names functions still over the bounds while they are being cut; an
-entry that is no longer over them fails the run too, so the list cannot go stale.
+counting boolean operators as radon does (ruff's C901 does not count `and`/`or`). Nothing is
+exempt: a function over a bound is cut into named steps.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ BRANCHES = (
     ast.match_case,
 )
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-ALLOW_LIST = ".ci/complexity-allow.txt"
 
 
 def body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
@@ -65,34 +63,17 @@ def over_bounds(root: pathlib.Path) -> dict[str, str]:
     return found
 
 
-def allowed(path: pathlib.Path) -> set[str]:
-    """The entries of the allow-list: one `path::name` a line, `#` starts a comment."""
-    if not path.exists():
-        return set()
-    entries = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
-    return {entry for entry in entries if entry}
-
-
 def main() -> int:
-    """Print each function over the bounds and each stale allow-list entry; 1 if any."""
+    """Print each function over the bounds; 1 if any."""
     here = pathlib.Path(__file__).resolve().parent
     found = over_bounds(here.parent)
-    allow = allowed(here.parent / ALLOW_LIST)
-    failures = [
-        f"{name} ({what}): over {MAX_LINES} lines or complexity {MAX_COMPLEXITY}"
-        " — cut it into named steps"
-        for name, what in found.items()
-        if name not in allow
-    ]
-    failures += [
-        f"{name}: listed in {ALLOW_LIST} but within the bounds — remove its line"
-        for name in sorted(allow - found.keys())
-    ]
-    for name in sorted(allow & found.keys()):
-        print(f"complexity: {name} still over the bounds (allowed for now, {ALLOW_LIST})")
-    for line in failures:
-        print(f"complexity: {line}", file=sys.stderr)
-    return 1 if failures else 0
+    for name, what in found.items():
+        print(
+            f"complexity: {name} ({what}): over {MAX_LINES} lines or complexity "
+            f"{MAX_COMPLEXITY} — cut it into named steps",
+            file=sys.stderr,
+        )
+    return 1 if found else 0
 
 
 if __name__ == "__main__":

@@ -200,44 +200,14 @@ def make_options(**kwargs) -> Options:
         UsageError: an unknown option, a value of the wrong type (named by its keyword: such
             a value comes only from Python) or a bad value, named with how to fix it.
     """
-    known = Options.__dataclass_fields__
-    for name in kwargs:
-        if name not in known:
-            raise UsageError(f"unknown option {name!r} — known options: {', '.join(known)}")
-    values = {k: v for k, v in kwargs.items() if v is not None or k == "samples_per_shard"}
-    opts = Options(**{k: _typed(k, v) for k, v in values.items()})
+    opts = _given(kwargs)
     target = shard_target(opts.shard_size, opts.samples_per_shard)
     pattern = ALIASES.get(opts.sample_key_pattern, opts.sample_key_pattern)
     check_pattern(opts.sample_key_pattern)  # a typo or a bad regex fails here, before listing
-    if opts.missing_extension_action not in ACTIONS:
-        raise UsageError(
-            f"--missing-extension-action {opts.missing_extension_action!r} is not an action — "
-            f"use one of {', '.join(ACTIONS)}"
-        )
-    if opts.ext not in extensions():
-        raise UsageError(
-            f"--ext {opts.ext!r} is not supported — use one of {', '.join(extensions())}"
-        )
-    if opts.zip_compression not in ZIP_METHODS:
-        raise UsageError(f"--zip-compression {opts.zip_compression!r} must be stored or deflated")
-    if str(opts.checksum).lower() not in CHECKSUMS:
-        raise UsageError(
-            f"--checksum {opts.checksum!r} is not a checksum — use one of {', '.join(CHECKSUMS)}"
-        )
-    if opts.overwrite and opts.resume:
-        raise UsageError(
-            "--overwrite and --resume cannot be used together — --resume finishes "
-            "the interrupted run as planned, --overwrite starts over: choose one"
-        )
-    _check_growth(opts)
-    check_executor(opts.executor, opts.scheduler)
+    _check_choices(opts)
+    _check_run_mode(opts)
     tmp_dir = None if opts.tmp_dir is None else checked_tmp_dir(os.fspath(opts.tmp_dir))
-    if opts.gzip_library not in GZIP_CHOICES:
-        raise UsageError(
-            f"--gzip-library {opts.gzip_library!r} must be one of {', '.join(GZIP_CHOICES)}"
-        )
-    if opts.gzip_library != "auto" and opts.ext in exts_reading("gzip_library"):
-        gzip_library(6, opts.gzip_library)  # not installed: say so before listing
+    _check_gzip_library(opts)
     balance = check_balance(
         opts.num_shards,
         opts.shards_multiple_of,
@@ -248,24 +218,11 @@ def make_options(**kwargs) -> Options:
     )
     check_naming(opts.member_names, opts.index, opts.ext)
     check_lookalikes(opts.lookalike_names)
-    level, levels = opts.compress_level, level_range(opts.ext)
-    if level is not None and (not DIGITS.fullmatch(str(level)) or int(level) not in levels):
-        raise UsageError(
-            f"--compress-level {level!r} must be a whole number from {levels[0]} to {levels[-1]}"
-        )
+    level = _checked_level(opts)
     check_template_ext(opts.template, opts.ext)  # also parses: a bad template fails here
-    if opts.ekm is not None and not opts.ekm.strip():  # as Go ishard: no silent "no map"
-        raise UsageError(
-            f"--ekm {opts.ekm!r} is empty — give a JSON file (--ekm map.json) or inline JSON "
-            """(--ekm '{"fish-%d.tar": ["^n01440764/"]}'), or leave --ekm out for no key map"""
-        )
+    _check_ekm_given(opts)
     ekm = opts.parsed_ekm
-    order = parse_sort(opts.sort)
-    sort = opts.sort
-    if order.kind == "shuffle" and order.seed is None:
-        sort = f"shuffle:{secrets.randbits(63)}"  # recorded, so the run can be repeated
-    elif order.kind == "alpha":
-        sort = "alpha:dec" if order.descending else "alpha:inc"
+    sort = _recorded_sort(opts.sort)
     checked = Options(
         **{
             **asdict(opts),
@@ -275,7 +232,7 @@ def make_options(**kwargs) -> Options:
             "sample_exts": checked_exts(opts.sample_exts),
             "sort": sort,
             "jobs": jobs_option(opts.jobs),
-            "compress_level": None if level is None else int(level),
+            "compress_level": level,
             "part_size": part_size_bytes(opts.part_size),
             "read_buffer": parse_size(opts.read_buffer, option="--read-buffer"),
             "max_remove": max_remove_percent(opts.max_remove),
@@ -291,6 +248,88 @@ def make_options(**kwargs) -> Options:
     )
     checked.__dict__["parsed_ekm"] = ekm  # the cached_property's slot: parsed once per run
     return checked
+
+
+def _given(kwargs: dict) -> Options:
+    """The keywords as an ``Options`` (each value of the type its option takes), unknown names
+    refused; an option given as None is left at its default (``samples_per_shard`` but)."""
+    known = Options.__dataclass_fields__
+    for name in kwargs:
+        if name not in known:
+            raise UsageError(f"unknown option {name!r} — known options: {', '.join(known)}")
+    values = {k: v for k, v in kwargs.items() if v is not None or k == "samples_per_shard"}
+    return Options(**{k: _typed(k, v) for k, v in values.items()})
+
+
+def _check_choices(opts: Options) -> None:
+    """The options that take one of a set of values: --missing-extension-action, --ext,
+    --zip-compression, --checksum."""
+    if opts.missing_extension_action not in ACTIONS:
+        raise UsageError(
+            f"--missing-extension-action {opts.missing_extension_action!r} is not an action — "
+            f"use one of {', '.join(ACTIONS)}"
+        )
+    if opts.ext not in extensions():
+        raise UsageError(
+            f"--ext {opts.ext!r} is not supported — use one of {', '.join(extensions())}"
+        )
+    if opts.zip_compression not in ZIP_METHODS:
+        raise UsageError(f"--zip-compression {opts.zip_compression!r} must be stored or deflated")
+    if str(opts.checksum).lower() not in CHECKSUMS:
+        raise UsageError(
+            f"--checksum {opts.checksum!r} is not a checksum — use one of {', '.join(CHECKSUMS)}"
+        )
+
+
+def _check_run_mode(opts: Options) -> None:
+    """How the run goes: --overwrite or --resume (not both), growth, the executor."""
+    if opts.overwrite and opts.resume:
+        raise UsageError(
+            "--overwrite and --resume cannot be used together — --resume finishes "
+            "the interrupted run as planned, --overwrite starts over: choose one"
+        )
+    _check_growth(opts)
+    check_executor(opts.executor, opts.scheduler)
+
+
+def _check_gzip_library(opts: Options) -> None:
+    """--gzip-library: one of its choices, and installed where the format reads it."""
+    if opts.gzip_library not in GZIP_CHOICES:
+        raise UsageError(
+            f"--gzip-library {opts.gzip_library!r} must be one of {', '.join(GZIP_CHOICES)}"
+        )
+    if opts.gzip_library != "auto" and opts.ext in exts_reading("gzip_library"):
+        gzip_library(6, opts.gzip_library)  # not installed: say so before listing
+
+
+def _checked_level(opts: Options) -> int | None:
+    """--compress-level as a whole number within the format's range (None: not given)."""
+    level, levels = opts.compress_level, level_range(opts.ext)
+    if level is not None and (not DIGITS.fullmatch(str(level)) or int(level) not in levels):
+        raise UsageError(
+            f"--compress-level {level!r} must be a whole number from {levels[0]} to {levels[-1]}"
+        )
+    return None if level is None else int(level)
+
+
+def _check_ekm_given(opts: Options) -> None:
+    """An --ekm given empty is refused, as Go ishard refuses it: no silent "no map"."""
+    if opts.ekm is not None and not opts.ekm.strip():
+        raise UsageError(
+            f"--ekm {opts.ekm!r} is empty — give a JSON file (--ekm map.json) or inline JSON "
+            """(--ekm '{"fish-%d.tar": ["^n01440764/"]}'), or leave --ekm out for no key map"""
+        )
+
+
+def _recorded_sort(sort: str | None) -> str | None:
+    """--sort as the manifest records it: a shuffle's drawn seed (so the run can be
+    repeated), alpha's direction spelt out."""
+    order = parse_sort(sort)
+    if order.kind == "shuffle" and order.seed is None:
+        return f"shuffle:{secrets.randbits(63)}"
+    if order.kind == "alpha":
+        return "alpha:dec" if order.descending else "alpha:inc"
+    return sort
 
 
 _TEXT = (str,)
