@@ -13,8 +13,7 @@ from ..options.record import Options
 from ..planning.planner import located
 from ..progress import SILENT, Progress
 from ..store import Location
-from ..store.base import Guard, Lock
-from ..store.lease import LeaseCheck
+from ..store.base import Guard, Lock, WorkerCheck
 from ..store.readers import Reader, open_reader
 from ..store.retry import Retrier
 from ..store.sinks import open_sink
@@ -144,7 +143,7 @@ def write_on_worker(
     src: str,
     dst: str,
     opts: Options,
-    lease: LeaseCheck | None = None,
+    lease: WorkerCheck | None = None,
     exclusive: bool = False,
 ) -> ShardResult:
     """One shard, written by a Dask worker: it opens SRC and DST itself (through fsspec), and

@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     import asyncio
 
     from ..model import Tally
-    from .lease import LeaseCheck
     from .retry import Retrier
 
 
@@ -125,6 +124,13 @@ class Guard(Protocol):
     def committed(self, confirmed: float, what: str) -> None: ...
 
 
+class WorkerCheck(Protocol):
+    """What a Dask worker checks before it commits a shard: bound to the worker's own location
+    of DST, then a ``Guard`` (a lease's ``LeaseCheck``)."""
+
+    def bind(self, dest) -> Guard: ...
+
+
 class Lock(Protocol):
     """A run's hold on its destination (``Store.lock``), released at the end. A lock that can
     be lost while the run lasts (a lease on a store) is its own ``guard``, confirmed before
@@ -133,7 +139,7 @@ class Lock(Protocol):
     @property
     def guard(self) -> Guard | None: ...
 
-    def for_workers(self) -> LeaseCheck | None:
+    def for_workers(self) -> WorkerCheck | None:
         """What a Dask worker checks before it commits a shard (None: nothing to check)."""
 
     def release(self) -> None: ...
