@@ -264,10 +264,7 @@ def fault_trials():
     whole under final names right after the fault) for the end-of-run summary."""
 
     def record(kind: str, trials: int, identical: int, whole: int = 0) -> None:
-        done = _FAULT_TRIALS.setdefault(kind, [0, 0, 0])
-        done[0] += trials
-        done[1] += identical
-        done[2] += whole
+        _add_fault_trials({kind: [trials, identical, whole]})
 
     return record
 
@@ -301,6 +298,26 @@ def with_stop_signals(argv) -> list[str]:
     """``argv`` (its first item a program's path) run with the stop signals at their defaults
     (the same process: exec keeps its pid and session)."""
     return [sys.executable, "-c", _STOP_SIGNALS_AT_DEFAULT, *map(str, argv)]
+
+
+def _add_fault_trials(counts: dict[str, list[int]]) -> None:
+    for kind, numbers in counts.items():
+        done = _FAULT_TRIALS.setdefault(kind, [0, 0, 0])
+        for i, n in enumerate(numbers):
+            done[i] += n
+
+
+def pytest_sessionfinish(session):
+    # a pytest-xdist worker hands its counts to the controller, which prints the summary
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["fault_trials"] = dict(_FAULT_TRIALS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    # on the pytest-xdist controller: a worker is done; add its fault-trial counts
+    _add_fault_trials(getattr(node, "workeroutput", {}).get("fault_trials", {}))
 
 
 def pytest_terminal_summary(terminalreporter):
