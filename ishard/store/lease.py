@@ -208,10 +208,13 @@ class LeaseLock:
             raise self._losing(current)
 
     def _losing(self, current: dict | None) -> LeaseLost:
-        """The lease is lost: the lock now holds ``current`` (None: it was removed)."""
+        """The lease is lost: the lock now holds ``current`` (None: it is gone — removed by
+        someone while the lease was this run's, or by a run that took over once it ran out
+        and has finished)."""
+        ran_out = clock() - self._confirmed >= self.lease
         self._lost = (
             lost(self._dest.url, self.lease)
-            if current is not None
+            if current is not None or ran_out
             else removed(self._dest.url, self._dest.child(LOCK_NAME))
         )
         return self._lost
