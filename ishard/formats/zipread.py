@@ -96,7 +96,7 @@ def _extra_fields(extra: bytes) -> Mapping[int, bytes]:
     return fields
 
 
-# zipfile raises RuntimeError (NotImplementedError among them) for a method or an encryption
+# zipfile raises RuntimeError (or its subclass for what is not implemented) for a method or an encryption
 # flag it cannot read: damage too in a shard ishard wrote stored or deflated
 ZIP = Container(
     "zip",
