@@ -40,12 +40,7 @@ class LocalLock:
                 os.close(self._fd)
                 raise localstate.not_ours(dest.root, LOCK_NAME)
         except OSError as err:
-            if err.errno == errno.ELOOP:
-                raise localstate.not_ours(dest.root, LOCK_NAME) from None
-            raise IshardError(
-                f"cannot create the run lock {str(path)!r}: {err.strerror} — "
-                "check that the destination is writable"
-            ) from None
+            raise _lock_failure(dest, err, "create", "writable") from None
         finally:
             if folder is not None:
                 os.close(folder)
@@ -104,12 +99,7 @@ def _lock_file(dest: Location) -> int | None:
     except FileNotFoundError:
         return None  # no DST, or no lock in it: nothing holds it
     except OSError as err:
-        if err.errno == errno.ELOOP:
-            raise localstate.not_ours(dest.root, LOCK_NAME) from None
-        raise IshardError(
-            f"cannot read the run lock {str(Path(dest.root) / LOCK_NAME)!r}: {err.strerror} — "
-            "check that the destination is readable"
-        ) from None
+        raise _lock_failure(dest, err, "read", "readable") from None
     finally:
         if folder is not None:
             os.close(folder)
@@ -122,3 +112,14 @@ def _owner(fd: int) -> dict:
     except orjson.JSONDecodeError:
         owner = {}
     return owner if isinstance(owner, dict) else {}
+
+
+def _lock_failure(dest: Location, err: OSError, doing: str, able: str) -> IshardError:
+    """The lock file could not be opened: a link planted at its name is not ours; anything
+    else is named with the error and what the destination must be."""
+    if err.errno == errno.ELOOP:
+        return localstate.not_ours(dest.root, LOCK_NAME)
+    return IshardError(
+        f"cannot {doing} the run lock {str(Path(dest.root) / LOCK_NAME)!r}: {err.strerror} — "
+        f"check that the destination is {able}"
+    )
