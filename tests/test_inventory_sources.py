@@ -25,8 +25,9 @@ from test_columns import agree_or_hand_back, mtimes, names, sizes, spoilt_sizes
 
 from ishard.errors import UsageError
 from ishard.model import Tally
-from ishard.planning import inventory, selects
-from ishard.planning.columns import read_inventory
+from ishard.planning import inventory
+from ishard.planning.engine import selects
+from ishard.planning.engine.columns import read_inventory
 
 SCHEMA = "Bucket, Key, Size, LastModifiedDate, StorageClass"
 

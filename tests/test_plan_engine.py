@@ -1,6 +1,6 @@
 """The whole plan through the column engine against the whole plan through the row reader.
 
-The engine (``ishard.planning.columns``) does more than list: it groups files by a built-in key
+The engine (``ishard.planning.engine.columns``) does more than list: it groups files by a built-in key
 pattern, marks the files whose member names may clash on extraction, decides whether every
 file can be named ``<key>.<extension>``, and hands the key check each file's reader key. Each
 of those only narrows or replaces work the planner does over the row reader's listing, so
@@ -31,7 +31,8 @@ from test_inventory_sources import s3_csv_report, s3_orc_report, s3_parquet_repo
 from ishard import api
 from ishard.errors import IshardError
 from ishard.formats import ARCHIVE_EXTS
-from ishard.planning import columns, engine, inventory, samples
+from ishard.planning import inventory, samples
+from ishard.planning.engine import columns, connection
 from ishard.planning.keys import BUILT_IN
 from ishard.planning.namecolumn import SpooledBlob
 from ishard.planning.record import plan_record
@@ -210,7 +211,7 @@ def test_engine_plans_as_the_row_reader(tmp_path, monkeypatch):
     def watched(*args, **kwargs):
         try:
             found = real(*args, **kwargs)
-        except engine.Fallback:
+        except connection.Fallback:
             seen["handed back"] += 1
             raise
         seen["engine"] += 1

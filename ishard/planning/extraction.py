@@ -1,5 +1,6 @@
 """Member names that cannot be extracted as distinct files into one folder (users extract every
-shard of a run into one): found over the whole plan before anything is written."""
+shard of a run into one): found over the whole plan before anything is written; the folding
+rule it shares with the column engine's clash marks (``engine.clashes``)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,31 @@ from bisect import bisect_left
 
 from ..errors import DataError, UsageError
 from ..names import quoted
-from .folding import NAME_MAX, folded_names
 from .naming import member_chunks
 from .table import SampleTable
+
+NAME_MAX = 255  # bytes in a path part most file systems allow
+
+
+def folded_names(chunk: list[str]) -> tuple[list[str], str]:
+    """The names as an extracting file system may see them: repeated slashes and '.' parts
+    gone, Unicode composed (NFC), lower case (macOS and Windows ignore case by default); as a
+    list and as lines of one string."""
+    blob = "\n".join(chunk)
+    if not blob.isascii():
+        blob = unicodedata.normalize("NFC", blob)
+    blob = blob.lower()
+    lines = blob.split("\n")
+    if "//" in blob or "./" in blob or blob.endswith("/.") or "/.\n" in blob:
+        lines = [posixpath.normpath(n) for n in lines]  # no '..' parts: unsafe names are gone
+        blob = "\n".join(lines)
+    return lines, blob
+
+
+def fold_names(names: list[str]) -> list[str]:
+    """The names as the extraction check folds them (see ``folded_names``)."""
+    return folded_names(names)[0]
+
 
 # What to do with member names that differ only in case or Unicode form (``A.jpg``, ``a.jpg``):
 # distinct files on Linux, one on macOS and Windows. The native spelling refuses them; Go
@@ -75,7 +98,7 @@ def check_extraction_names(
     distinct directory).
 
     When the column engine listed the files, it has found the few that may clash
-    (``ishard.planning.clashes``): only those are looked at.
+    (``engine.clashes``): only those are looked at.
 
     Returns:
         The warning about look-alike names (``lookalikes="warn"``), or nothing.

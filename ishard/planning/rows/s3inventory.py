@@ -7,29 +7,25 @@ from __future__ import annotations
 import contextlib
 import csv
 import itertools
-import json
 import os
-import posixpath
 import re
 import shutil
 import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import unquote_plus
 
-from ..errors import UsageError
-from ..names import quoted, unsafe_name
-from ..store import Location
-from .rows import (
-    MAX_LINE,
+from ...errors import UsageError
+from ...store import Location
+from ..rowrules import (
     MAX_SIZE,
     checked_name,
     checked_size,
-    csv_error,
-    csv_reader,
+    data_file,
     mtime_seconds,
     open_inventory,
+    schema_fields,
 )
+from .lines import csv_error, csv_reader
 
 
 def report_rows(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int, int]]:
@@ -125,16 +121,6 @@ def _orc_rows(batch, pa) -> Iterator[tuple]:
     return zip(keys, sizes, seconds)
 
 
-def schema_fields(fields: list[str], where: str) -> set[str]:
-    """The column names of a Parquet or ORC report's ``fileSchema``, which must hold the key
-    and the size."""
-    if "key" not in fields or "size" not in fields:
-        raise UsageError(
-            f"--src-list {where!r}: the inventory must include the Key and Size fields"
-        )
-    return set(fields)
-
-
 def _parquet_row(key, size, seconds, where: str, data: str, number: int) -> tuple[str, int, int]:
     if not isinstance(key, str) or not isinstance(size, (int, type(None))) or (size or 0) < 0:
         raise UsageError(
@@ -212,55 +198,3 @@ def _s3_row(
     if size > MAX_SIZE:  # a UsageError (a ValueError): not caught above
         checked_size(size, f"{where}: data file {data}", number)
     return checked_name(key, f"{where}: data file {data}", number), size, mtime
-
-
-def read_manifest(text, where: str) -> dict:
-    try:
-        manifest = json.loads(text.read(MAX_LINE * 16))
-    except ValueError as err:  # UnicodeDecodeError too
-        manifest = f"{err}"
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("fileSchema"), str):
-        why = manifest if isinstance(manifest, str) else "no fileSchema"
-        raise UsageError(
-            f"--src-list {where!r} is not an S3 Inventory manifest ({why}) — use "
-            "the manifest.json AWS wrote"
-        )
-    return manifest
-
-
-def data_file(where: str, key: object) -> str:
-    """Where a data file the manifest names is, inside the report's folder: the folder above
-    the manifest's (AWS writes ``<config>/<date>/manifest.json`` and ``<config>/data/``). In a
-    store, a key under it in the manifest's bucket; locally, the file beside the manifest, at
-    ``key`` under its folder, or in ``../data/``, which no symbolic link may lead out of."""
-    if not isinstance(key, str) or unsafe_name(key):  # absolute, a '..' part, a control char
-        raise _outside(where, key, "")
-    local = Location.local_path(where)
-    if local is None:
-        scheme, _, rest = where.partition("://")
-        bucket, _, manifest_key = rest.partition("/")
-        report = posixpath.dirname(posixpath.dirname(manifest_key))
-        if report and not key.startswith(report + "/"):
-            raise _outside(where, key, f"{scheme}://{bucket}/{report}/")
-        return f"{scheme}://{bucket}/{key}"
-    here = Path(local).parent
-    report = os.path.realpath(here.parent)
-    for candidate in (here / Path(key).name, here / key, here.parent / "data" / Path(key).name):
-        if candidate.exists():
-            if os.path.commonpath([report, os.path.realpath(candidate)]) != report:
-                raise _outside(where, key, report + os.sep)
-            return str(candidate)
-    raise UsageError(
-        f"--src-list {where!r} names data file {quoted(key)}, which is not beside it — copy "
-        "the inventory's data/ files next to manifest.json"
-    )
-
-
-def _outside(where: str, key: object, report: str) -> UsageError:
-    """A data file the manifest names outside its report (``report``: the report's folder)."""
-    place = f"outside the report's folder {report!r}" if report else "outside the report"
-    shown = quoted(key) if isinstance(key, str) else repr(key)[:80]
-    return UsageError(
-        f"--src-list {where!r} names data file {shown}, which lies {place} — ishard reads only "
-        "the data files of the report itself: use the manifest.json AWS wrote, in its place"
-    )

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from array import array
 
-from .engine import hint_failed, sql_hash
-from .folding import NAME_MAX, fold_names
-from .handover import Clashes
+from ..extraction import NAME_MAX, fold_names
+from ..handover import Clashes
+from .connection import hint_failed, sql_hash
 
 ODD_SHARE = 4  # one name in this many folded in Python (or ODD_ANYWAY), else the check is whole
 ODD_ANYWAY = 1 << 16

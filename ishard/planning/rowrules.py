@@ -1,17 +1,21 @@
-"""An inventory row's rules, which every reader of ``--src-list`` shares (the row readers, the
-column engine, S3 Inventory reports): the columns that name a file, its size and mtime, the
-limits of a line, a field and a size, an inventory opened and read a line at a time, a name
-and a size checked and an mtime read, and the one line that names a row it refuses."""
+"""An inventory's rules, which both of its planners share (the row reader, ``rows/``, and the
+column engine, ``engine/``): the columns that name a file, its size and mtime, the limits of
+a line, a field and a size, an inventory opened (an S3 Inventory report's manifest read, and
+where its data files are), a name and a size checked and an mtime read, and the one line
+that names a row it refuses."""
 
 from __future__ import annotations
 
-import csv
 import io
-import itertools
-from collections.abc import Callable, Iterator
+import json
+import os
+import posixpath
+from collections.abc import Callable
+from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import IshardError, UsageError
+from ..names import quoted, unsafe_name
 from ..store import Location
 from ..store.urls import redacted
 
@@ -57,89 +61,8 @@ def open_inventory(url: str, opener: Callable[[str], BinaryIO] | None = None, mo
         raise UsageError(f"--src-list {redacted(url)!r} cannot be opened: {err}") from None
 
 
-_CODECS = {"gz": "gzip", "bz2": "bzip2", "xz": "xz", "zst": "zstd", "lz4": "lz4"}
-
-
-def read_head(url: str, opener: Callable[[str], BinaryIO] | None, size: int) -> bytes:
-    """The first ``size`` bytes of the inventory ``url``, its compression undone.
-
-    Raises:
-        UsageError: it is empty, or its compression cannot be undone (named with the file).
-    """
-    try:
-        with open_inventory(url, opener) as stream:
-            head = stream.read(size)
-    except (OSError, EOFError, ValueError) as err:  # not gzip, cut short, damaged
-        if isinstance(err, IshardError):
-            raise
-        ext = url.rpartition(".")[2]
-        raise UsageError(
-            f"--src-list {redacted(url)!r} is not {_CODECS.get(ext, ext)} or is damaged "
-            f"({err or type(err).__name__}) — give the inventory itself, or compress it whole "
-            f"(its name's .{ext} says it is)"
-        ) from None
-    if not head:
-        kind = "a Parquet file" if ".parquet" in url.lower() else "an inventory"
-        raise UsageError(
-            f"--src-list {redacted(url)!r} is empty (0 bytes), not {kind} — give an inventory: "
-            "CSV with a header such as 'name,size', JSON Lines or Parquet"
-        )
-    return head
-
-
 def bad_row(where: str, number: int, what: str, unit: str = "line") -> UsageError:
     return UsageError(f"--src-list {where!r} {unit} {number}: {what}")
-
-
-def line_blocks(stream, where: str) -> Iterator[tuple[int, list[str]]]:
-    """Lines of a binary stream in blocks (with the number of each block's first line), read
-    a MiB at a time and split and decoded in C; a line over ``MAX_LINE`` bytes (an inventory
-    without newlines) or one that is not UTF-8 stops the run at once, naming its number."""
-    number, tail = 1, b""
-    while True:
-        try:
-            data = stream.read(MAX_LINE)
-        except (OSError, EOFError, ValueError) as err:  # a damaged .gz, a failed store read
-            raise UsageError(
-                f"--src-list {where!r} cannot be read after line {number - 1}: {err}"
-            ) from None
-        lines = (tail + data).splitlines(keepends=True)
-        tail = b""
-        if data and lines and not lines[-1].endswith(b"\n"):  # it may go on in the next block
-            tail = lines.pop()
-        if len(tail) > MAX_LINE or max(map(len, lines), default=0) > MAX_LINE:
-            long = next((i for i, x in enumerate(lines) if len(x) > MAX_LINE), len(lines))
-            raise bad_row(
-                where,
-                number + long,
-                f"longer than {MAX_LINE >> 20} MiB (no end of "
-                "line) — an inventory has one file per line; check that this is one",
-            )
-        try:
-            text = list(map(bytes.decode, lines))
-        except UnicodeDecodeError:
-            _not_utf8(lines, where, number)
-            raise
-        if text:
-            if number == 1:  # a byte order mark (Excel's "CSV UTF-8") is no part of line 1
-                text[0] = text[0].removeprefix(BOM)
-            yield number, text
-            number += len(text)
-        if not data:
-            return
-
-
-def _not_utf8(lines: list[bytes], where: str, number: int) -> None:
-    for i, raw in enumerate(lines):
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise bad_row(
-                where,
-                number + i,
-                f"not UTF-8 (byte {raw[err.start]:#04x} at column "
-                f"{err.start + 1}) — write the inventory as UTF-8",
-            ) from None
 
 
 def checked_name(value, where: str, number: int, unit: str = "line", hint: str = NAME_HINT) -> str:
@@ -235,23 +158,63 @@ def columns_at(fields: list[str]) -> tuple[int | None, int | None, int | None]:
     return name, size, mtime
 
 
-def csv_reader(stream, where: str):
-    """A csv reader over the stream's lines (see ``line_blocks``); csv's own field limit
-    (128 KiB) bounds a quoted field that runs over many lines. ``reader.line_num`` is the
-    number of the line a record ends on."""
-    return csv.reader(
-        itertools.chain.from_iterable(lines for _, lines in line_blocks(stream, where))
-    )
-
-
-def csv_error(err: csv.Error, reader, where: str) -> UsageError:
-    if "field limit" in str(err):
-        return bad_row(
-            where,
-            reader.line_num,
-            f"a field is longer than {MAX_FIELD >> 10} KiB "
-            "— an inventory names one file per line; check that this is one",
+def read_manifest(text, where: str) -> dict:
+    try:
+        manifest = json.loads(text.read(MAX_LINE * 16))
+    except ValueError as err:  # UnicodeDecodeError too
+        manifest = f"{err}"
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("fileSchema"), str):
+        why = manifest if isinstance(manifest, str) else "no fileSchema"
+        raise UsageError(
+            f"--src-list {where!r} is not an S3 Inventory manifest ({why}) — use "
+            "the manifest.json AWS wrote"
         )
-    return bad_row(
-        where, reader.line_num, f"not CSV ({err}) — write one 'name,size' record per line"
+    return manifest
+
+
+def data_file(where: str, key: object) -> str:
+    """Where a data file the manifest names is, inside the report's folder: the folder above
+    the manifest's (AWS writes ``<config>/<date>/manifest.json`` and ``<config>/data/``). In a
+    store, a key under it in the manifest's bucket; locally, the file beside the manifest, at
+    ``key`` under its folder, or in ``../data/``, which no symbolic link may lead out of."""
+    if not isinstance(key, str) or unsafe_name(key):  # absolute, a '..' part, a control char
+        raise _outside(where, key, "")
+    local = Location.local_path(where)
+    if local is None:
+        scheme, _, rest = where.partition("://")
+        bucket, _, manifest_key = rest.partition("/")
+        report = posixpath.dirname(posixpath.dirname(manifest_key))
+        if report and not key.startswith(report + "/"):
+            raise _outside(where, key, f"{scheme}://{bucket}/{report}/")
+        return f"{scheme}://{bucket}/{key}"
+    here = Path(local).parent
+    report = os.path.realpath(here.parent)
+    for candidate in (here / Path(key).name, here / key, here.parent / "data" / Path(key).name):
+        if candidate.exists():
+            if os.path.commonpath([report, os.path.realpath(candidate)]) != report:
+                raise _outside(where, key, report + os.sep)
+            return str(candidate)
+    raise UsageError(
+        f"--src-list {where!r} names data file {quoted(key)}, which is not beside it — copy "
+        "the inventory's data/ files next to manifest.json"
     )
+
+
+def _outside(where: str, key: object, report: str) -> UsageError:
+    """A data file the manifest names outside its report (``report``: the report's folder)."""
+    place = f"outside the report's folder {report!r}" if report else "outside the report"
+    shown = quoted(key) if isinstance(key, str) else repr(key)[:80]
+    return UsageError(
+        f"--src-list {where!r} names data file {shown}, which lies {place} — ishard reads only "
+        "the data files of the report itself: use the manifest.json AWS wrote, in its place"
+    )
+
+
+def schema_fields(fields: list[str], where: str) -> set[str]:
+    """The column names of a Parquet or ORC report's ``fileSchema``, which must hold the key
+    and the size."""
+    if "key" not in fields or "size" not in fields:
+        raise UsageError(
+            f"--src-list {where!r}: the inventory must include the Key and Size fields"
+        )
+    return set(fields)

@@ -10,9 +10,9 @@ import re
 from decimal import Decimal
 from typing import NamedTuple
 
-from ..errors import UsageError
-from .engine import Fallback, sql_text
-from .rows import Written, bad_row, checked_name, checked_size, found_columns
+from ...errors import UsageError
+from ..rowrules import Written, bad_row, checked_name, checked_size, found_columns
+from .connection import Fallback, sql_text
 
 NAME_HINT = "give each file's name as text (a string column)"
 SIZE_HINT = "give each file's size in bytes (an integer column)"

@@ -16,13 +16,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import DataError
-from ..model import EXAMPLES_KEPT, Growth
-from ..names import quoted, shown
-from ..sizes import counted
-from .engine import MEMORY_LIMIT, connect, sql_text
-from .namecolumn import Names
-from .table import SampleTable, int_view
+from ...errors import DataError
+from ...model import EXAMPLES_KEPT, Growth
+from ...names import quoted, shown
+from ...sizes import counted
+from ..namecolumn import Names
+from ..table import SampleTable, int_view
+from . import MEMORY_LIMIT
+from .connection import connect, sql_text
 
 # the sample index's columns, in order, with their SQL types
 INDEX_COLUMNS = (

@@ -9,9 +9,9 @@ label in two trees), it finds the key check's counts and first examples itself
 
 from __future__ import annotations
 
-from .engine import FETCHED, sql_hash
-from .handover import FINDING_BITS, ReaderFindings
-from .naming import EXAMPLES
+from ..handover import FINDING_BITS, ReaderFindings
+from ..naming import EXAMPLES
+from .connection import FETCHED, sql_hash
 
 # string functions: regexes over every name took 3.5x as long
 _COLUMNS = (

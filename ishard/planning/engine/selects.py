@@ -15,10 +15,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import BinaryIO
 
-from ..store import Location
+from ...store import Location
+from ..rowrules import (
+    MAX_LINE,
+    MTIME_COLUMNS,
+    NAME_COLUMNS,
+    SIZE_COLUMNS,
+    columns_at,
+    open_inventory,
+)
 from . import parquet
-from .engine import Fallback, sql_text
-from .rows import MAX_LINE, MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS, columns_at, open_inventory
+from .connection import Fallback, sql_text
 
 KINDS = ("csv", "jsonl", "parquet", "s3-csv", "s3-parquet", "s3-orc")
 COMPRESSIONS = {".gz": "gzip"}  # by the extension, as the row reader undoes it; others: rows
@@ -333,8 +340,8 @@ def _report(where: str, opener) -> Inventory | None:
     """An S3 Inventory report (its ``manifest.json`` at ``where``) as the engine reads it: its
     data files, in CSV (headerless, gzip'ed) or Parquet; None for ORC, or where the row reader
     names what is wrong with it."""
-    from ..errors import UsageError
-    from .s3inventory import data_file, read_manifest
+    from ...errors import UsageError
+    from ..rowrules import data_file, read_manifest
 
     try:
         with open_inventory(where, opener, "rt") as text:
@@ -367,7 +374,7 @@ def _report_layout(
     Raises:
         UsageError, KeyError, TypeError, AttributeError: a report the row reader refuses.
     """
-    from .s3inventory import schema_fields
+    from ..rowrules import schema_fields
 
     if kind == "CSV":
         schema = tuple(c.strip() for c in manifest["fileSchema"].split(","))

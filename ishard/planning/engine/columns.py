@@ -20,19 +20,19 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import BinaryIO, TypedDict, TypeVar
 
-from ..errors import DataError, UsageError
-from ..model import EXAMPLES_KEPT, Tally
-from ..names import HIDDEN, UNSAFE
-from ..sizes import describe_size
-from ..store import Location
-from . import engine, parquet, readerkeys, selects
+from ...errors import DataError, UsageError
+from ...model import EXAMPLES_KEPT, Tally
+from ...names import HIDDEN, UNSAFE
+from ...sizes import describe_size
+from ...store import Location
+from ..handover import NOTHING, Grouping, Handover, ReaderFindings
+from ..keys import PATTERNS, KeyFunction
+from ..namecolumn import NARROW_MAX, Names
+from ..rowrules import mtime_seconds
+from ..table import FileTable, int_view
+from . import MEMORY_LIMIT, connection, parquet, readerkeys, selects
 from .clashes import find_clashes
-from .engine import Fallback
-from .handover import NOTHING, Grouping, Handover, ReaderFindings
-from .keys import PATTERNS, KeyFunction
-from .namecolumn import NARROW_MAX, Names
-from .rows import mtime_seconds
-from .table import FileTable, int_view
+from .connection import Fallback
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
@@ -94,7 +94,7 @@ def read_inventory(
     with a built-in pattern's ``key``, its samples too (``grouping``); the files whose member
     names may clash on extraction (``clashes``: for ``<key>.<extension>`` names when
     ``renamed``, if ``key`` is built in). The engine holds up to ``memory_limit`` bytes
-    (``engine.MEMORY_LIMIT`` when None), then spills to a private folder in ``tmp_dir``;
+    (``MEMORY_LIMIT`` when None), then spills to a private folder in ``tmp_dir``;
     ``spilled`` is the most that folder held, the inventory's files fetched from a store
     (through ``opener``) included. ``kind``: what ``selects.describe`` found at ``path`` (the
     name messages give it), or the kind of the one local file there, uncompressed.
@@ -112,9 +112,9 @@ def read_inventory(
     path = path if on_disk is None else on_disk
     inventory = selects.Inventory(kind, (path,)) if isinstance(kind, str) else kind
     spill = tempfile.mkdtemp(prefix="ishard-spill-", dir=tmp_dir)  # this run's own, private
-    memory_limit = reading.get("memory_limit") or engine.MEMORY_LIMIT
-    con = engine.connect(spill, memory_limit)
-    watch = engine.SpillWatch(spill)
+    memory_limit = reading.get("memory_limit") or MEMORY_LIMIT
+    con = connection.connect(spill, memory_limit)
+    watch = connection.SpillWatch(spill)
     local = inventory
     try:
         with watch:
@@ -131,9 +131,9 @@ def read_inventory(
         found = handed.grouping is not None and handed.grouping.findings is not None
         readers = None if renamed or found else readerkeys.READER_KEYS
         handed = replace(handed, spilled=watch.most)
-        return engine.leave_waiting(con, spill, sizes, handed, readers), total  # theirs now
+        return connection.leave_waiting(con, spill, sizes, handed, readers), total  # theirs now
     except duckdb.OutOfMemoryException as error:  # not the row reader: it takes far more
-        engine.close(con, spill)
+        connection.close(con, spill)
         raise _out_of_room(path, memory_limit, tmp_dir, error) from None
     except (duckdb.Error, UnicodeDecodeError, csv.Error, Fallback) as error:
         refused, failed = None, error
@@ -141,12 +141,12 @@ def read_inventory(
             refused = _named(
                 inventory, local, lambda: parquet.refusal(con, local.files[0], failed, _BAD_ROW)
             )
-        engine.close(con, spill)
+        connection.close(con, spill)
         if refused is not None:  # no row reader reads Parquet: the engine names the row
             raise refused from None
         raise Fallback from None  # the row reader says what is wrong, naming the line
     except BaseException:
-        engine.close(con, spill)
+        connection.close(con, spill)
         raise
 
 
@@ -190,7 +190,7 @@ def _listing(
     tally: Tally,
     key: KeyFunction | None,
     renamed: bool,
-    watch: engine.SpillWatch,
+    watch: connection.SpillWatch,
 ) -> tuple[Handover, array, int]:
     """What the engine found of the listing (a ``Handover``), its sizes and their total."""
     keep, skip = _kept_sql(wanted, include_hidden)
@@ -200,7 +200,7 @@ def _listing(
     total, *bounds = con.execute(
         "SELECT coalesce(sum(size), 0), min(size), max(size) FROM files"
     ).fetchone()
-    sizes = engine.int_fetched(con, "size", (bounds[0], bounds[1]))
+    sizes = connection.int_fetched(con, "size", (bounds[0], bounds[1]))
     return handed, sizes, total  # the names wait in the engine (read_inventory)
 
 
@@ -208,7 +208,7 @@ def _kept_sql(wanted: str | None, include_hidden: bool) -> tuple[str, str]:
     """SQL of the rows under the prefix ``wanted`` (``keep``) and of why a row is skipped
     (``skip``: NULL, 'unsafe' or 'hidden')."""
     keep = (  # no prefix any name can have (None): none kept, but every row still checked
-        f"starts_with(name, {engine.sql_text(wanted)}) AND name <> '' AND NOT ends_with(name, '/')"
+        f"starts_with(name, {connection.sql_text(wanted)}) AND name <> '' AND NOT ends_with(name, '/')"
         if wanted is not None
         else "false"
     )
@@ -248,7 +248,7 @@ def _checked_rows(con, keep: str, skip: str, tally: Tally) -> tuple[bool, bool, 
 
 
 def _sorted_files(
-    con, keep: str | None, skip: str | None, odd: bool, watch: engine.SpillWatch
+    con, keep: str | None, skip: str | None, odd: bool, watch: connection.SpillWatch
 ) -> None:
     """The table ``files`` from ``raw``: the rows ``keep`` keeps (None: all) and ``skip`` does
     not skip (None: none skipped), sorted by name, each name once (its first row)."""
@@ -295,7 +295,9 @@ def _handover(con, key: KeyFunction | None, renamed: bool) -> Handover:
     runs = _group(con, key, listed, not renamed) if key is not None else None
     if runs is not None and renamed and unrepeated and _renamable(con, None):
         handed = replace(handed, renamable_by=key)
-    con.execute(f"SET memory_limit = '{engine.FETCH_MEMORY >> 20}MiB'")  # the rest waits on disk
+    con.execute(
+        f"SET memory_limit = '{connection.FETCH_MEMORY >> 20}MiB'"
+    )  # the rest waits on disk
     if key is not None and runs is not None:
         handed = replace(handed, grouping=_grouping(con, key, listed, runs))
     return handed
@@ -325,7 +327,7 @@ def _group(con, key: KeyFunction, count: int, readers: bool) -> Found:
             con.execute(sort.format(", rk, flags", readerkeys.with_reader_keys(rows)))
             findings = readerkeys.findings(con)
         except duckdb.Error as error:  # out of memory or disk: the planner checks the names
-            engine.hint_failed("find what readers make of the names", error)
+            connection.hint_failed("find what readers make of the names", error)
             con.execute("DROP TABLE IF EXISTS by_key")
             con.execute("DROP TABLE IF EXISTS reader_hits")
     if findings is None:
@@ -368,7 +370,7 @@ def _in_a_row(con, key_sql: str, count: int) -> int | None:
 def _grouping(con, key: KeyFunction, count: int, found: Found) -> Grouping:
     """The samples ``_group`` found (``found``: its answer), fetched a chunk at a time: numpy
     lays the files out run after run, as ``SampleTable`` holds them. The keys stay in
-    ``runs`` (``engine.leave_waiting``)."""
+    ``runs`` (``connection.leave_waiting``)."""
     import numpy as np
 
     in_a_row, folders, findings = found
@@ -379,28 +381,28 @@ def _grouping(con, key: KeyFunction, count: int, found: Found) -> Grouping:
     members = array(starts.typecode, bytes(width * count))
     first, laid = int_view(starts), int_view(members)  # where each sample's run begins, ends
     if in_a_row:  # the runs follow each other: the members are the files in listing order
-        engine.ints_into(first[:-1], con, "pos", "runs")
+        connection.ints_into(first[:-1], con, "pos", "runs")
         first[-1] = count
-        for a in range(0, count, engine.FETCHED):  # small temporaries
-            b = min(a + engine.FETCHED, count)
+        for a in range(0, count, connection.FETCHED):  # small temporaries
+            b = min(a + connection.FETCHED, count)
             laid[a:b] = np.arange(a, b, dtype=laid.dtype)
         return Grouping(key, Names(), starts, members, flat=not folders)
     by_key = np.empty(count, dtype=laid.dtype)  # each file, in key order: looked up at random
-    engine.ints_into(by_key, con, "f", "by_key")
+    connection.ints_into(by_key, con, "f", "by_key")
     con.execute("DROP TABLE by_key")
-    step = engine.INTS_FETCHED  # samples laid out at a time: small temporaries
+    step = connection.INTS_FETCHED  # samples laid out at a time: small temporaries
     for a in range(0, samples, step):  # where each run begins: the lengths before it summed
         b = min(a + step, samples)
-        engine.ints_into(first[a + 1 : b + 1], con, "files", "runs", a)
+        connection.ints_into(first[a + 1 : b + 1], con, "files", "runs", a)
         first[a + 1 : b + 1] = np.cumsum(first[a + 1 : b + 1], dtype=np.int64) + first[a]
     for a in range(0, samples, step):
         b = min(a + step, samples)
         pos = np.empty(b - a, dtype=laid.dtype)
-        engine.ints_into(pos, con, "pos", "runs", a)
+        connection.ints_into(pos, con, "pos", "runs", a)
         shift = np.repeat(pos - first[a:b], np.diff(first[a : b + 1]))  # member i: by_key[i+s]
         shift += np.arange(first[a], first[b], dtype=shift.dtype)
         laid[first[a] : first[b]] = by_key[shift]
-    # the keys: engine.leave_waiting
+    # the keys: connection.leave_waiting
     return Grouping(key, Names(), starts, members, flat=not folders, findings=findings)
 
 
@@ -432,13 +434,13 @@ def _renamable(con, key_sql: str | None) -> bool:
     else:
         query = (
             f"SELECT count(*) FILTER (WHERE {bad_key} OR {no_ext}), count(*) - count(DISTINCT "
-            f"{engine.sql_hash('key', 'lower(ext)')}) FROM "
+            f"{connection.sql_hash('key', 'lower(ext)')}) FROM "
             f"({extensions.format(key_sql + ' AS key')})"
         )
     try:
         bad, twice = con.execute(query).fetchone()
     except duckdb.Error as error:  # out of memory or disk: the planner checks every sample
-        engine.hint_failed("check the names for --member-names sample", error)
+        connection.hint_failed("check the names for --member-names sample", error)
         return False
     return not bad and not twice
 
