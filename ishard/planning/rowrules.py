@@ -13,9 +13,11 @@ import posixpath
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
+from urllib.parse import unquote_plus
 
 from ..errors import IshardError, UsageError
 from ..names import quoted, unsafe_name
+from ..rules import Rule
 from ..store import Location
 from ..store.urls import redacted
 
@@ -65,8 +67,35 @@ def bad_row(where: str, number: int, what: str, unit: str = "line") -> UsageErro
     return UsageError(f"--src-list {where!r} {unit} {number}: {what}")
 
 
+def named(value) -> bool:
+    """Does a row's name name a file (text, not empty)?"""
+    return isinstance(value, str) and value != ""
+
+
+def name_fits(name: str) -> bool:
+    """Is a name at most ``MAX_FIELD`` characters long (a field's)?"""
+    return len(name) <= MAX_FIELD
+
+
+def size_text(text: str) -> int | None:
+    """A size field of CSV as the row reader reads it (Python's ``int``: ' 3', '003' and
+    '+3' too), if it is from 0 to ``MAX_SIZE``; else None (``checked_size`` says why)."""
+    try:
+        size = int(text)
+    except ValueError:
+        return None
+    return size if 0 <= size <= MAX_SIZE else None
+
+
+def size_digits(text: str) -> int | None:
+    """A size written as text that ``checked_size`` takes: ASCII digits, white space around
+    them; else None."""
+    digits = text.strip()
+    return int(digits) if digits.isdigit() and digits.isascii() else None
+
+
 def checked_name(value, where: str, number: int, unit: str = "line", hint: str = NAME_HINT) -> str:
-    if not isinstance(value, str) or not value:
+    if not named(value):
         shown = (
             "missing"
             if value is None
@@ -87,7 +116,7 @@ def checked_name(value, where: str, number: int, unit: str = "line", hint: str =
                 "write names as UTF-8 text",
                 unit,
             ) from None
-    if len(value) > MAX_FIELD:
+    if not name_fits(value):
         raise bad_row(
             where,
             number,
@@ -101,8 +130,8 @@ def checked_name(value, where: str, number: int, unit: str = "line", hint: str =
 def checked_size(value, where: str, number: int, unit: str = "line", hint: str = SIZE_HINT) -> int:
     """A whole number of bytes from 0 to ``MAX_SIZE`` (JSON integers or CSV digits; not 1.5,
     -3, true, 2**63)."""
-    if isinstance(value, str) and value.strip().isdigit() and value.strip().isascii():
-        value = int(value)
+    if isinstance(value, str) and (whole := size_digits(value)) is not None:
+        value = whole
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_SIZE:
         return value
     if isinstance(value, int) and not isinstance(value, bool) and value > MAX_SIZE:
@@ -140,6 +169,100 @@ def mtime_seconds(value) -> int:
             return int(datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp())
         except (ValueError, OverflowError, OSError):
             return 0
+
+
+# An AWS S3 Inventory CSV report's LastModifiedDate as AWS writes it (2024-01-01T00:00:05.000Z),
+# from 1970 on, with a fraction both Python 3.10's fromisoformat and 3.11's read; hours to 23:
+# DuckDB takes 24:00:00 as the next day, Python refuses it
+_AWS_TIME = (
+    r"(19[7-9][0-9]|[2-9][0-9]{{3}})-[0-9]{{2}}-[0-9]{{2}}T([01][0-9]|2[0-3]):[0-5][0-9]:"
+    r"[0-5][0-9](\.[0-9]{{3}}|\.[0-9]{{6}})?Z"
+)
+
+
+def s3_size(text: str) -> str:
+    """An S3 Inventory CSV report's size field: empty is 0."""
+    return text or "0"
+
+
+def report_size(size: int | None) -> int | None:
+    """An S3 Inventory Parquet or ORC report's size: missing is 0; None for a negative one,
+    which the row reader refuses."""
+    return None if size is not None and size < 0 else size or 0
+
+
+def whole_seconds(ticks: int, per_second: int) -> int:
+    """A time in ``ticks`` (``per_second`` of them a second) in whole seconds, toward zero."""
+    return ticks // per_second if ticks >= 0 else -(-ticks // per_second)
+
+
+def nearest(ticks: int, per: int) -> int:
+    """``ticks`` in units of ``per`` of them, to the nearest, a half away from zero."""
+    whole = (abs(ticks) + per // 2) // per
+    return whole if ticks >= 0 else -whole
+
+
+def since_1970(when) -> int:
+    """A naive ``datetime`` (UTC) in microseconds since 1970."""
+    from datetime import datetime, timedelta
+
+    return (when - datetime(1970, 1, 1)) // timedelta(microseconds=1)
+
+
+# The rules of an inventory's rows in both planners' forms
+NAMED = Rule("a row names a file", named, "coalesce({name}, '') <> ''")
+NAME_FITS = Rule("a name fits a field", name_fits, f"length({{name}}) <= {MAX_FIELD}")
+SIZE_TEXT = Rule(
+    "a size as text",
+    size_text,
+    "CAST({size} AS BIGINT)",
+    where="{size} IS NOT NULL AND regexp_full_match({size}, '[0-9]{{1,19}}') AND NOT "
+    "(length({size}) = 19 AND {size} > '9223372036854775807')",
+)
+SIZE_DIGITS = Rule(
+    "a size as digits",
+    size_digits,
+    "CAST(TRY_CAST(trim({size}) AS UHUGEINT) AS VARCHAR)",
+    where="regexp_full_match(trim({size}), '[0-9]+')",
+)
+# an mtime the row reader reads exactly as a whole number (it goes through a float: past 15
+# digits it may round, so longer ones, and any other text, are converted by its own function)
+MTIME_TEXT = Rule(
+    "an mtime as text",
+    mtime_seconds,
+    "CASE WHEN {mtime} IS NULL OR {mtime} = '' THEN 0 ELSE CAST({mtime} AS BIGINT) END",
+    where="{mtime} IS NULL OR {mtime} = '' OR regexp_full_match({mtime}, '[0-9]{{1,15}}')",
+)
+S3_KEY = Rule(
+    "an S3 Inventory CSV key",  # URL-encoded, '+' a space; one not UTF-8 fails in SQL
+    unquote_plus,
+    "CASE WHEN contains({key}, '%') OR contains({key}, '+') THEN "
+    "url_decode(replace({key}, '+', ' ')) ELSE {key} END",
+)
+S3_SIZE = Rule(
+    "an S3 Inventory CSV size", s3_size, "CASE WHEN {size} = '' THEN '0' ELSE {size} END"
+)
+AWS_TIME = Rule(
+    "an AWS time",
+    mtime_seconds,
+    "CAST(trunc(epoch(TRY_CAST(replace({time}, 'Z', '') AS TIMESTAMP))) AS BIGINT)",
+    where=f"regexp_full_match({{time}}, '{_AWS_TIME}')",
+)
+REPORT_SIZE = Rule(
+    "an S3 Inventory Parquet or ORC size",
+    report_size,
+    "CASE WHEN {size} < 0 THEN NULL ELSE coalesce({size}, 0) END",
+)
+REPORT_TIME = Rule(  # both planners read it in DuckDB: to the millisecond, then toward zero
+    "an S3 Inventory Parquet time",
+    lambda when: whole_seconds(nearest(since_1970(when), 1000), 1000),
+    "epoch_ms({time}) // 1000",
+)
+ORC_TIME = Rule(
+    "an S3 Inventory ORC time",
+    whole_seconds,
+    "CASE WHEN {ticks} >= 0 THEN {ticks} // {per_second} ELSE -((-{ticks}) // {per_second}) END",
+)
 
 
 def found_columns(present) -> tuple[str | None, str | None, str | None]:

@@ -22,13 +22,19 @@ from typing import BinaryIO, TypedDict, TypeVar
 
 from ...errors import DataError, UsageError
 from ...model import EXAMPLES_KEPT, Tally
-from ...names import HIDDEN, UNSAFE
+from ...names import (
+    FOLDER_MARKER,
+    NAME_ORDER,
+    SKIP_REASON,
+    SKIP_REASONS,
+    UNDER_PREFIX,
+)
 from ...sizes import describe_size
 from ...store import Location
 from ..handover import NOTHING, Grouping, Handover, ReaderFindings
 from ..keys import PATTERNS, KeyFunction
 from ..namecolumn import NARROW_MAX, Names
-from ..rowrules import mtime_seconds
+from ..rowrules import MTIME_TEXT, NAME_FITS, SIZE_TEXT, mtime_seconds
 from ..table import FileTable, int_view
 from . import MEMORY_LIMIT, connection, parquet, readerkeys, selects
 from .clashes import find_clashes
@@ -39,22 +45,13 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     from typing_extensions import Unpack
 
-MAX_NAME = 128 << 10  # characters in a name (as the row reader's csv field limit)
 DISTINCT_TIMES = 1 << 20  # non-numeric mtimes converted by the row reader's rule, at most
 
-# the row reader's rules, in SQL: an unsafe name (absolute, a '..' part, a control
-# character), a hidden one, a folder marker
-_UNSAFE = r"regexp_matches(name, '^[/\\]|^[A-Za-z]:|[\x00-\x1f\x7f]|(^|[/\\])\.\.([/\\]|$)')"
-_HIDDEN = "(starts_with(name, '.') OR contains(name, '/.'))"
-# an mtime the row reader reads exactly as a whole number (it goes through a float: past 15
-# digits it may round, so longer ones are converted by its own function)
-_WHOLE_SECONDS = "regexp_full_match(mtime, '[0-9]{1,15}')"
-# a row the engine does not take: a name too long, a size that is not plain digits of at most
-# 2^63-1 (the row reader takes ' 3' and '003', and names what is wrong with the others)
-_BAD_ROW = (
-    f"length(name) > {MAX_NAME} OR size IS NULL OR NOT regexp_full_match(size, "
-    "'[0-9]{1,19}') OR (length(size) = 19 AND size > '9223372036854775807')"
-)
+# the row reader's rules, in SQL (``rowrules``): an mtime it reads as the whole number it is; a row the engine does not take — a name too long,
+# a size that is not plain digits of at most 2^63-1 (the row reader takes ' 3' and '003', and
+# names what is wrong with the others)
+_WHOLE_SECONDS = MTIME_TEXT.answered(mtime="mtime")
+_BAD_ROW = f"NOT {NAME_FITS.over(name='name')} OR NOT {SIZE_TEXT.answered(size='size')}"
 
 
 T = TypeVar("T")
@@ -208,30 +205,27 @@ def _kept_sql(wanted: str | None, include_hidden: bool) -> tuple[str, str]:
     """SQL of the rows under the prefix ``wanted`` (``keep``) and of why a row is skipped
     (``skip``: NULL, 'unsafe' or 'hidden')."""
     keep = (  # no prefix any name can have (None): none kept, but every row still checked
-        f"starts_with(name, {connection.sql_text(wanted)}) AND name <> '' AND NOT ends_with(name, '/')"
+        f"{UNDER_PREFIX.over(name='name', prefix=connection.sql_text(wanted))} AND NOT "
+        f"{FOLDER_MARKER.over(name='name')}"
         if wanted is not None
         else "false"
     )
-    skip = (
-        f"CASE WHEN NOT ({keep}) THEN NULL WHEN {_UNSAFE} THEN 'unsafe'"
-        + ("" if include_hidden else f" WHEN {_HIDDEN} THEN 'hidden'")
-        + " END"
-    )
-    return keep, skip
+    why = SKIP_REASON.over(name="name", include_hidden=str(include_hidden).lower())
+    return keep, f"CASE WHEN NOT ({keep}) THEN NULL ELSE {why} END"
 
 
 def _checked_rows(con, keep: str, skip: str, tally: Tally) -> tuple[bool, bool, bool]:
     """One pass over ``raw``: falls back on a bad row, tallies what is skipped; whether an
     mtime has a fraction, a row is left out by ``keep``, a row is skipped."""
-    reasons = {"unsafe": UNSAFE, "hidden": HIDDEN}
+    reasons = SKIP_REASONS
     skipped = ", ".join(  # for each reason: how many, the first few, where the first is
         f"count(*) FILTER (WHERE skip = '{why}'), min_by(name, rn, {EXAMPLES_KEPT}) FILTER "
         f"(WHERE skip = '{why}'), min(rn) FILTER (WHERE skip = '{why}')"
         for why in reasons
     )
     bad, odd, left_out, *tallied = con.execute(  # one pass: checks, what is skipped
-        f"SELECT count(*) FILTER (WHERE {_BAD_ROW}), count(*) FILTER (WHERE mtime IS NOT "
-        f"NULL AND mtime <> '' AND NOT {_WHOLE_SECONDS}), count(*) FILTER (WHERE NOT ({keep})), "
+        f"SELECT count(*) FILTER (WHERE {_BAD_ROW}), count(*) FILTER (WHERE NOT "
+        f"{_WHOLE_SECONDS}), count(*) FILTER (WHERE NOT ({keep})), "
         f"{skipped} "
         f"FROM (SELECT rowid AS rn, name, size, mtime, {skip} AS skip FROM raw)"
     ).fetchone()
@@ -252,17 +246,16 @@ def _sorted_files(
 ) -> None:
     """The table ``files`` from ``raw``: the rows ``keep`` keeps (None: all) and ``skip`` does
     not skip (None: none skipped), sorted by name, each name once (its first row)."""
+    seconds = MTIME_TEXT.over(mtime="mtime")
     when = (  # every mtime whole seconds or none (the common case): cast, no pattern per row
-        f"CASE WHEN mtime IS NULL OR mtime = '' THEN 0 WHEN {_WHOLE_SECONDS} "
-        f"THEN CAST(mtime AS BIGINT) ELSE {_odd_times(con)} END"
-        if odd
-        else "CASE WHEN mtime IS NULL OR mtime = '' THEN 0 ELSE CAST(mtime AS BIGINT) END"
+        f"CASE WHEN {_WHOLE_SECONDS} THEN {seconds} ELSE {_odd_times(con)} END" if odd else seconds
     )
     kept = [keep] if keep is not None else []  # a sort under a filter took 2.7x as long at 100M
     kept += [f"({skip}) IS NULL"] if skip is not None else []  # nothing skipped: no pattern per row
     con.execute(
-        f"CREATE TEMP TABLE files AS SELECT name, CAST(size AS BIGINT) AS size, {when} AS mtime "
-        f"FROM raw {'WHERE ' + ' AND '.join(kept) if kept else ''} ORDER BY name, rowid"
+        f"CREATE TEMP TABLE files AS SELECT name, {SIZE_TEXT.over(size='size')} AS size, "
+        f"{when} AS mtime FROM raw {'WHERE ' + ' AND '.join(kept) if kept else ''} "
+        f"ORDER BY {NAME_ORDER.over(name='name')}, rowid"
     )
     watch.look()  # the listing twice, sorted and not: what is past the limit is on disk now
     con.execute("DROP TABLE raw")
@@ -449,8 +442,7 @@ def _odd_times(con) -> str:
     """The SQL of an mtime that is neither digits nor empty, by the row reader's own function
     (once per distinct value)."""
     odd = con.execute(
-        "SELECT DISTINCT mtime FROM raw WHERE mtime IS NOT NULL AND mtime <> '' AND NOT "
-        f"{_WHOLE_SECONDS} LIMIT {DISTINCT_TIMES + 1}"
+        f"SELECT DISTINCT mtime FROM raw WHERE NOT {_WHOLE_SECONDS} LIMIT {DISTINCT_TIMES + 1}"
     ).fetchall()
     if len(odd) > DISTINCT_TIMES:
         raise Fallback

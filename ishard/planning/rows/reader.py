@@ -13,14 +13,15 @@ import orjson
 
 from ...errors import UsageError
 from ...model import Tally
-from ...names import keep_remote_name
+from ...names import UNDER_PREFIX, keep_remote_name
 from ..rowrules import (
     BOM,
-    MAX_FIELD,
     MAX_SIZE,
     MTIME_COLUMNS,
     NAME_COLUMNS,
+    NAME_FITS,
     SIZE_COLUMNS,
+    SIZE_TEXT,
     Written,
     bad_row,
     checked_name,
@@ -61,7 +62,7 @@ def read_rows(
     entries = FileTable()
     try:
         for name, size, mtime in rows:
-            if wanted is None or not name.startswith(wanted):
+            if wanted is None or not UNDER_PREFIX.python(name, wanted):
                 continue
             if not keep_remote_name(name, include_hidden, tally):
                 continue
@@ -114,7 +115,7 @@ def _rows_jsonl(stream, where: str) -> Iterator[tuple[str, int, int]]:
                 '{"name": "a/b.jpg", "size": 123}',
             )
         name, size = _pick(row, NAME_COLUMNS), _pick(row, SIZE_COLUMNS)
-        if type(name) is not str or not name.isascii() or len(name) > MAX_FIELD:
+        if type(name) is not str or not name.isascii() or not NAME_FITS.python(name):
             name = checked_name(name, where, number)
         if type(size) is float:  # a whole number past 64 bits too: shown as written
             size = _pick(json.loads(line, parse_float=Written), SIZE_COLUMNS)
@@ -145,12 +146,9 @@ def _rows_csv(stream, where: str) -> Iterator[tuple[str, int, int]]:
             name = row[name_at]  # at most 128 KiB: csv's field limit
             if not name.isascii():
                 name = checked_name(name, where, reader.line_num)
-            try:
-                size = int(row[size_at])
-            except ValueError:
-                size = -1
-            if not 0 <= size <= MAX_SIZE:
-                checked_size(row[size_at], where, reader.line_num)
+            size = SIZE_TEXT.python(row[size_at])
+            if size is None:
+                size = checked_size(row[size_at], where, reader.line_num)  # says why not
             yield (
                 name,
                 size,

@@ -12,12 +12,16 @@ import re
 import shutil
 import tempfile
 from collections.abc import Iterator
-from urllib.parse import unquote_plus
 
 from ...errors import UsageError
 from ...store import Location
 from ..rowrules import (
     MAX_SIZE,
+    ORC_TIME,
+    REPORT_SIZE,
+    REPORT_TIME,
+    S3_KEY,
+    S3_SIZE,
     checked_name,
     checked_size,
     data_file,
@@ -54,7 +58,7 @@ def _s3_parquet(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, 
     fields = schema_fields(re.findall(r"\b(\w+)\s*(?:\(|;)", manifest["fileSchema"]), where)
     import duckdb
 
-    mtime = "epoch_ms(last_modified_date) // 1000" if "last_modified_date" in fields else "0"
+    mtime = REPORT_TIME.over(time="last_modified_date") if "last_modified_date" in fields else "0"
     query = f"SELECT key, size, {mtime} FROM read_parquet(?)"
     for item in manifest.get("files", []):
         data, label = data_file(where, item["key"]), item["key"]
@@ -115,14 +119,16 @@ def _orc_rows(batch, pa) -> Iterator[tuple]:
         raise KeyError(f"last_modified_date is {when.type}, not a timestamp")
     per_second = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[when.type.unit]
     ticks = when.cast(pa.int64()).to_pylist()
-    seconds = (  # toward zero, as the Parquet and CSV forms take them
-        None if t is None else t // per_second if t >= 0 else -(-t // per_second) for t in ticks
-    )
+    seconds = (None if t is None else ORC_TIME.python(t, per_second) for t in ticks)
     return zip(keys, sizes, seconds)
 
 
 def _parquet_row(key, size, seconds, where: str, data: str, number: int) -> tuple[str, int, int]:
-    if not isinstance(key, str) or not isinstance(size, (int, type(None))) or (size or 0) < 0:
+    if (
+        not isinstance(key, str)
+        or not isinstance(size, (int, type(None)))
+        or REPORT_SIZE.python(size) is None
+    ):
         raise UsageError(
             f"--src-list {where!r}: data file {data!r} row {number} does not match the "
             "manifest's fileSchema (key, size) — use the inventory as AWS wrote it"
@@ -130,7 +136,7 @@ def _parquet_row(key, size, seconds, where: str, data: str, number: int) -> tupl
     label = f"{where}: data file {data}"
     if (size or 0) > MAX_SIZE:
         checked_size(size, label, number, "row")
-    return checked_name(key, label, number, "row"), size or 0, seconds or 0
+    return checked_name(key, label, number, "row"), REPORT_SIZE.python(size), seconds or 0
 
 
 @contextlib.contextmanager
@@ -185,8 +191,8 @@ def _s3_row(
 ) -> tuple[str, int, int]:
     try:
         mtime = mtime_seconds(row[mtime_at]) if mtime_at is not None else 0
-        size = int(row[size_at] or 0)
-        key = unquote_plus(row[key_at])
+        size = int(S3_SIZE.python(row[size_at]))
+        key = S3_KEY.python(row[key_at])
         if size < 0:
             raise ValueError(size)
     except (ValueError, IndexError):
