@@ -169,8 +169,31 @@ def wds_split(name: str) -> tuple[str, str]:
     return (name, "") if dot < 0 else (name[:dot], name[dot + 1 :])
 
 
+def wds_extension(name: str) -> str:
+    """The extension WebDataset readers take: the basename after its first dot ("": none)."""
+    return name.rpartition("/")[2].partition(".")[2]
+
+
+def member_name(key: str, name: str) -> str:
+    """File ``name``'s member name in sample ``key`` under ``--member-names sample``:
+    ``<key>.<extension>``, the extension as ``wds_extension`` takes it."""
+    return key + "." + name.rpartition("/")[2].partition(".")[2]
+
+
 def sample_members(keys: Iterable[str], names: Iterable[str]) -> list[str]:
-    """Files ``names`` named by their samples' ``keys``: ``<key>.<extension>``, the extension
-    as ``wds_split`` takes it (what ``--member-names sample`` writes); a list built in one
-    pass, without a call a name (it names every file of a plan)."""
-    return [k + "." + n.rpartition("/")[2].partition(".")[2] for k, n in zip(keys, names)]
+    """Files ``names`` named by their samples' ``keys`` (``member_name``, what
+    ``--member-names sample`` writes)."""
+    return list(map(member_name, keys, names))
+
+
+# The basename in SQL; the SQL forms answer names with a dot in it (a file without one takes
+# no member name of its sample's: ``--member-names sample`` refuses it)
+_BASE = "parse_filename({name}, false, 'forward_slash')"
+_EXTENSION = f"substr({_BASE}, instr({_BASE}, '.') + 1)"
+EXTENSION = Rule("an extension", wds_extension, _EXTENSION, where=f"contains({_BASE}, '.')")
+MEMBER_NAME = Rule(
+    "a member name of a sample's",
+    member_name,
+    f"{{key}} || '.' || {_EXTENSION}",
+    where=f"contains({_BASE}, '.')",
+)

@@ -6,6 +6,7 @@ record says its SQL form answers (``where``). Every record made has its test her
 from __future__ import annotations
 
 import importlib
+import itertools
 import pkgutil
 from collections.abc import Callable
 from datetime import datetime
@@ -15,12 +16,12 @@ import duckdb
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ishard.rules import RULES, Rule
 
 import ishard
 from ishard import names
-from ishard.planning import keys, rowrules
+from ishard.planning import cut, keys, naming, rowrules
 from ishard.planning.engine import parquet
-from ishard.rules import RULES, Rule
 
 for _module in pkgutil.walk_packages(ishard.__path__, "ishard."):  # every record made
     if not _module.name.endswith("__main__"):
@@ -141,6 +142,21 @@ def test_the_engine_sorts_names_bytewise(batch):
         f"SELECT name FROM (SELECT unnest($1::VARCHAR[]) AS name) ORDER BY {order}", [batch]
     ).fetchall()
     assert [name for (name,) in found] == sorted(batch, key=names.NAME_ORDER.python)
+
+
+@covers(names.EXTENSION)
+@covers(names.MEMBER_NAME)
+@EXAMPLES
+@given(batch=batches, key=texts)
+def test_a_members_name_of_its_samples(batch, key):
+    assert agree(names.EXTENSION, batch) == sum("." in n.rpartition("/")[2] for n in batch)
+    found = answered(
+        names.MEMBER_NAME, key=("VARCHAR", [key] * len(batch)), name=("VARCHAR", batch)
+    )
+    for name, (taken, sql) in zip(batch, found):
+        assert taken == ("." in name.rpartition("/")[2])
+        if taken:
+            assert sql == names.MEMBER_NAME.python(key, name)
 
 
 @covers(rowrules.NAMED)
@@ -279,5 +295,44 @@ def test_an_orc_time_toward_zero(ticks, per_second):
         ticks=("BIGINT", ticks),
     )
     assert found == [rowrules.ORC_TIME.python(t, per_second) for t in ticks]
+
+
+@covers(naming.READER_KEY)
+@EXAMPLES
+@given(batch=batches)
+def test_a_reader_key(batch):
+    """The engine's reader key (its folder and stem) is one where WebDataset's is one, and
+    its flags are the key check's."""
+    listed = [n for n in batch if not n.startswith("/")]  # READER_KEY's where: no absolute name
+    rows = naming.READER_KEY.over(rows="SELECT unnest($1::VARCHAR[]) AS name")
+    found = CON.execute(f"SELECT folder, stem, flags FROM {rows}", [listed]).fetchall()
+    python = [naming.READER_KEY.python(n) for n in listed]
+    assert [flags for *_, flags in found] == [flags for _, flags in python]
+    for a, b in itertools.combinations(range(len(listed)), 2):
+        assert (found[a][:2] == found[b][:2]) == (python[a][0] == python[b][0])
+    for (folder, stem, _), (key, _) in zip(found, python):
+        assert key == (f"{folder}/{stem}" if folder else stem)
+
+
+@covers(naming.MEMBER_KEY)
+@EXAMPLES
+@given(batch=batches)
+def test_a_key_that_names_no_member(batch):
+    answers = agree(naming.MEMBER_KEY, batch, column="key")
+    assert answers >= sum(n.isascii() and n.isalnum() for n in batch)
+
+
+@covers(naming.EXT_FOLD)
+@EXAMPLES
+@given(batch=batches)
+def test_an_extension_folded(batch):
+    assert agree(naming.EXT_FOLD, batch, column="ext") >= sum(map(str.isascii, batch))
+
+
+@covers(cut.IN_A_FOLDER)
+@EXAMPLES
+@given(batch=batches)
+def test_a_key_in_a_folder(batch):
+    assert agree(cut.IN_A_FOLDER, batch, column="key") == len(batch)
 
 

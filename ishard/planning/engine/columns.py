@@ -23,6 +23,7 @@ from typing import BinaryIO, TypedDict, TypeVar
 from ...errors import DataError, UsageError
 from ...model import EXAMPLES_KEPT, Tally
 from ...names import (
+    EXTENSION,
     FOLDER_MARKER,
     NAME_ORDER,
     SKIP_REASON,
@@ -31,9 +32,11 @@ from ...names import (
 )
 from ...sizes import describe_size
 from ...store import Location
+from ..cut import IN_A_FOLDER
 from ..handover import NOTHING, Grouping, Handover, ReaderFindings
 from ..keys import PATTERNS, KeyFunction
 from ..namecolumn import NARROW_MAX, Names
+from ..naming import EXT_FOLD, MEMBER_KEY
 from ..rowrules import MTIME_TEXT, NAME_FITS, SIZE_TEXT, mtime_seconds
 from ..table import FileTable, int_view
 from . import MEMORY_LIMIT, connection, parquet, readerkeys, selects
@@ -52,6 +55,7 @@ DISTINCT_TIMES = 1 << 20  # non-numeric mtimes converted by the row reader's rul
 # names what is wrong with the others)
 _WHOLE_SECONDS = MTIME_TEXT.answered(mtime="mtime")
 _BAD_ROW = f"NOT {NAME_FITS.over(name='name')} OR NOT {SIZE_TEXT.answered(size='size')}"
+_IN_A_FOLDER = IN_A_FOLDER.over(key="key")
 
 
 T = TypeVar("T")
@@ -330,7 +334,7 @@ def _group(con, key: KeyFunction, count: int, readers: bool) -> Found:
         "files FROM (SELECT f, key, pos FROM (SELECT f, key, row_number() OVER () - 1 AS pos, "
         "key IS DISTINCT FROM lag(key) OVER () AS new FROM by_key) WHERE new) ORDER BY f"
     )
-    folders = con.execute("SELECT count(*) FROM runs WHERE contains(key, '/')").fetchone()[0]
+    folders = con.execute(f"SELECT count(*) FROM runs WHERE {_IN_A_FOLDER}").fetchone()[0]
     return False, folders, findings
 
 
@@ -352,7 +356,7 @@ def _in_a_row(con, key_sql: str, count: int) -> int | None:
         "WHERE key IS DISTINCT FROM before"
     )
     falls, folders = con.execute(  # a key below the one before: a key in two runs, or may be
-        "SELECT count(*) FILTER (WHERE low), count(*) FILTER (WHERE contains(key, '/')) FROM runs"
+        f"SELECT count(*) FILTER (WHERE low), count(*) FILTER (WHERE {_IN_A_FOLDER}) FROM runs"
     ).fetchone()
     if falls:
         con.execute("DROP TABLE runs")
@@ -409,16 +413,12 @@ def _renamable(con, key_sql: str | None) -> bool:
     to one."""
     import duckdb
 
-    # ``<key>.x`` is unsafe as a name only by what the key can newly make: a drive or a
-    # separator at its start. Its characters are a listed name's (no control character), and
-    # a '..' part in it would be a dot in the key's basename (refused anyway) or in the name.
-    bad_key = (
-        "key = '' OR ends_with(key, '/') OR contains(parse_filename(key, false, "
-        r"'forward_slash'), '.') OR regexp_matches(key, '^[/\\]|^[A-Za-z]:')"
+    bad_key = MEMBER_KEY.over(key="key")  # the keys of listed names: its ``where`` holds
+    # no extension, or one whose lower case SQL may not fold as Python does
+    no_ext = (
+        f"NOT {EXTENSION.answered(name='name')} OR ext = '' OR NOT {EXT_FOLD.answered(ext='ext')}"
     )
-    no_ext = "instr(base, '.') = 0 OR ext = '' OR strlen(ext) <> length(ext)"
-    bases = "SELECT {0}, parse_filename(name, false, 'forward_slash') AS base FROM files"
-    extensions = f"SELECT *, substr(base, instr(base, '.') + 1) AS ext FROM ({bases})"
+    extensions = f"SELECT {{0}}, name, {EXTENSION.over(name='name')} AS ext FROM files"
     if key_sql is None:
         query = (
             f"SELECT (SELECT count(*) FILTER (WHERE {no_ext}) FROM ({extensions.format('rowid')}))"
@@ -427,7 +427,7 @@ def _renamable(con, key_sql: str | None) -> bool:
     else:
         query = (
             f"SELECT count(*) FILTER (WHERE {bad_key} OR {no_ext}), count(*) - count(DISTINCT "
-            f"{connection.sql_hash('key', 'lower(ext)')}) FROM "
+            f"{connection.sql_hash('key', EXT_FOLD.over(ext='ext'))}) FROM "
             f"({extensions.format(key_sql + ' AS key')})"
         )
     try:
