@@ -20,7 +20,7 @@ from ishard.rules import RULES, Rule
 
 import ishard
 from ishard import names
-from ishard.planning import cut, keys, naming, rowrules
+from ishard.planning import cut, extraction, keys, naming, rowrules
 from ishard.planning.engine import parquet
 
 for _module in pkgutil.walk_packages(ishard.__path__, "ishard."):  # every record made
@@ -334,5 +334,53 @@ def test_an_extension_folded(batch):
 @given(batch=batches)
 def test_a_key_in_a_folder(batch):
     assert agree(cut.IN_A_FOLDER, batch, column="key") == len(batch)
+
+
+@covers(extraction.FOLD)
+@EXAMPLES
+@given(batch=batches)
+def test_a_member_name_folded(batch):
+    assert agree(extraction.FOLD, batch) >= sum(
+        n.isascii() and "/" not in n and n != "." for n in batch
+    )
+
+
+long_parts = st.builds(
+    lambda char, n: char * n, st.sampled_from(["a", "é", "😀", "."]), st.integers(50, 300)
+)
+
+
+@covers(extraction.LONG_PART)
+@EXAMPLES
+@given(batch=st.lists(st.lists(long_parts | parts, min_size=1, max_size=3).map("/".join), max_size=6))  # fmt: skip
+def test_a_part_too_long(batch):
+    found = evaluated(extraction.LONG_PART.over(name="name"), name=("VARCHAR", batch))
+    assert found == [bool(extraction.LONG_PART.python(n)) for n in batch]
+
+
+@covers(extraction.FOLDER)
+@covers(extraction.FOLDERS)
+@EXAMPLES
+@given(batch=batches)
+def test_a_names_folders(batch):
+    assert agree(extraction.FOLDER, batch) == sum(not n.startswith("/") for n in batch)
+    found = answered(extraction.FOLDERS, folder=("VARCHAR", batch))
+    for folder, (taken, sql) in zip(batch, found):
+        assert taken == (folder != "" and not folder.startswith("/"))
+        if taken:
+            assert sorted(sql) == sorted(extraction.FOLDERS.python(folder)), folder
+
+
+@covers(extraction.BELOW)
+@EXAMPLES
+@given(batch=batches, folder=paths)
+def test_a_name_below_a_folder(batch, folder):
+    below = [f"{folder}/{n}" for n in batch[::2]] + batch  # some below it, some not
+    found = answered(
+        extraction.BELOW, name=("VARCHAR", below), folder=("VARCHAR", [folder] * len(below))
+    )
+    for name, (taken, sql) in zip(below, found):
+        if taken:
+            assert sql == extraction.BELOW.python(name, folder), (name, folder)
 
 
