@@ -16,12 +16,12 @@ import duckdb
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ishard.rules import RULES, Rule
 
 import ishard
 from ishard import names
 from ishard.planning import cut, extraction, keys, naming, rowrules
-from ishard.planning.engine import parquet
+from ishard.planning.engine import growth, parquet
+from ishard.rules import RULES, Rule
 
 for _module in pkgutil.walk_packages(ishard.__path__, "ishard."):  # every record made
     if not _module.name.endswith("__main__"):
@@ -384,3 +384,35 @@ def test_a_name_below_a_folder(batch, folder):
             assert sql == extraction.BELOW.python(name, folder), (name, folder)
 
 
+files = st.frozensets(
+    st.tuples(st.sampled_from(["a", "b/c", "é", ""]), st.integers(0, 3), st.integers(0, 2)),
+    min_size=1,
+    max_size=4,
+)
+sides = st.tuples(st.none() | files, st.none() | files).filter(lambda s: s != (None, None))
+
+
+@covers(growth.VERDICT)
+@EXAMPLES
+@given(samples=st.dictionaries(st.sampled_from("pqrs"), sides, max_size=4))
+def test_a_samples_growth_verdict(samples):
+    """Each side's files (name, size, mtime) summed by ``SAMPLE_FILES``, then the verdict in
+    SQL, as Python compares the two sets."""
+    sides, values = [], []
+    for number, side in enumerate(("planned", "held")):
+        found = [(key, *file) for key, both in samples.items() for file in both[number] or ()]
+        columns = list(zip(*found)) or [(), (), (), ()]
+        at = len(values)
+        sides.append(
+            f"{side} AS (SELECT unnest(${at + 1}::VARCHAR[]) AS key, unnest(${at + 2}::VARCHAR[]) "
+            f"AS source, unnest(${at + 3}::BIGINT[]) AS size, unnest(${at + 4}::BIGINT[]) AS mtime)"
+        )
+        values += [list(c) for c in columns]
+    verdicts = CON.execute(
+        f"WITH {', '.join(sides)} SELECT coalesce(p.key, h.key), "
+        f"{growth.VERDICT.over(planned='p', held='h')} FROM "
+        f"(SELECT key, {growth.SAMPLE_FILES} FROM planned GROUP BY key) p FULL OUTER JOIN "
+        f"(SELECT key, {growth.SAMPLE_FILES} FROM held GROUP BY key) h ON p.key = h.key",
+        values,
+    ).fetchall()
+    assert dict(verdicts) == {k: growth.VERDICT.python(*both) for k, both in samples.items()}
