@@ -110,7 +110,7 @@ def write_csv(path, header, body, blank_lines=False, line_end="\n") -> None:
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=75, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     body=rows,
@@ -169,7 +169,7 @@ KEY_PARTS = ["a", "b", "a.b", "x.jpg", ".c", "c.", "..d", "é.ü", "😀.x", "a\
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=75, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     body=joined_paths(KEY_PARTS, 14),
@@ -262,7 +262,7 @@ def extraction_error(tables, rename):
 
 
 @settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     body=st.lists(clash_names, min_size=1, max_size=14),
@@ -324,7 +324,7 @@ RENAME_FILES = [
 
 
 @settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     body=st.lists(
@@ -399,7 +399,7 @@ def test_the_key_check_over_the_engines_reader_keys_counts_what_the_planner_coun
     seen: Counter[str] = Counter()
 
     @settings(
-        max_examples=300,
+        max_examples=150,
         deadline=None,
         derandomize=True,
         suppress_health_check=[HealthCheck.function_scoped_fixture],
@@ -1025,7 +1025,7 @@ def test_json_lines_read_by_the_engine_list_what_the_row_reader_lists(tmp_path):
     seen: Counter[str] = Counter()
 
     @settings(
-        max_examples=300,
+        max_examples=150,
         deadline=None,
         derandomize=True,
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
