@@ -224,7 +224,7 @@ def test_engine_plans_as_the_row_reader(tmp_path, monkeypatch):
     monkeypatch.setattr(columns, "read_inventory", watched)
 
     @settings(
-        max_examples=300,
+        max_examples=400,
         deadline=None,
         derandomize=True,
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
