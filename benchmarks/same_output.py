@@ -10,9 +10,9 @@ private SeaweedFS S3 server on 127.0.0.1 (``tests/s3server.py``): every format, 
 at other levels; both spellings; collapse; an external key map; a seeded shuffle; both
 member-name modes; sample extensions with every missing-extension action; DALI indexes; the
 sample index and its absence; a run killed after its first shard and finished with
-``--resume``; a dataset grown with ``--append`` (new samples) and ``--update`` (a file changed,
-a sample removed, one added), and an ``--append`` refused for the changed source; bad
-invocations. What each wrote (every file or object under the destination, byte for byte —
+``--resume``; an empty source; a dataset grown with ``--append`` (new samples) and ``--update``
+(a file changed, a sample removed, one added), an ``--append`` refused for the changed source
+and an ``--update`` from an emptied one; bad invocations. What each wrote (every file or object under the destination, byte for byte —
 after the first run of a grown dataset too), its dry-run JSON and its exit code are compared;
 the script prints a line per scenario and exits 1 when any differs.
 
@@ -52,10 +52,11 @@ GROWTH = {
     "append": ("new samples", "--append"),
     "update": ("changed, removed, added", "--update"),
     "append changed": ("changed, removed, added", "--append"),
+    "update emptied": ("every file removed", "--update"),  # an empty mount
 }
 STAMP = 1_700_000_000  # the mtime of each file a growth scenario adds or changes
 
-# (name, source: "fixtures" | "tree", arguments after SRC DST); DST is local unless the
+# (name, source: "fixtures" | "tree" | "empty", arguments after SRC DST); DST is local unless the
 # name starts with "s3:", the source is in S3 when it starts with "s3-src:". A first argument
 # "go", "resume" or one of GROWTH is the scenario's kind, not an argument.
 SCENARIOS: list[tuple[str, str, list[str]]] = [
@@ -92,12 +93,15 @@ SCENARIOS: list[tuple[str, str, list[str]]] = [
     ("bad ext", "fixtures", ["--ext", ".rar"]),
     ("bad template", "fixtures", ["--shard-template", "../x-%d"]),
     ("bad zstd level", "fixtures", ["--ext", ".tar.zst", "--compress-level", "23"]),
+    ("empty source", "empty", ["--shard-size", "64KiB"]),
+    ("empty source num shards", "empty", ["--num-shards", "3"]),
     ("resume", "tree", ["resume", "--shard-size", "20KiB", "--jobs", "1"]),
     ("resume .tar.zst", "tree", ["resume", "--ext", ".tar.zst", "--shard-size", "20KiB", "--jobs", "1"]),
     ("append", "tree", ["append", "--shard-size", "64KiB"]),
     ("append .tar.zst", "tree", ["append", "--ext", ".tar.zst", "--shard-size", "64KiB"]),
     ("append changed refused", "tree", ["append changed", "--shard-size", "64KiB"]),
     ("update", "tree", ["update", "--shard-size", "64KiB"]),
+    ("update from an empty source", "tree", ["update emptied", "--shard-size", "64KiB"]),
     ("update .tar.zst shuffled", "tree",
      ["update", "--ext", ".tar.zst", "--sort", "shuffle:5", "--shard-size", "32KiB"]),
     *[(f"s3: format {ext}", "fixtures", ["--shard-size", "256KiB", "--ext", ext]) for ext in FORMATS],
@@ -142,17 +146,20 @@ def index_rows(path: Path) -> str:
 
 def grow_source(src: Path, change: str) -> None:
     """Change a copy of the generated tree as a dataset's source changes between two runs:
-    new samples (in a new folder and beside old ones), or one file changed, one sample
-    removed and one added. Every file written gets the mtime ``STAMP``."""
+    new samples (in a new folder and beside old ones); one file changed, one sample removed
+    and one added; or every file removed. Every file written gets the mtime ``STAMP``."""
     rng = random.Random(59)
     files = sorted(p for p in src.rglob("*") if p.is_file())
     written = []
+    if change == "every file removed":
+        for path in files:
+            path.unlink()
     if change == "new samples":
         for i in range(6):
             for ext in (".jpg", ".cls"):
                 written.append(src / "train" / "g4" / f"t4{i:04d}{ext}")
         written.append(src / "val" / "g0" / "v0999.jpg")
-    else:
+    elif change == "changed, removed, added":
         changed, gone = files[5], files[-4]
         written.append(changed)
         for path in gone.parent.glob(f"{gone.stem}.*"):
@@ -409,6 +416,8 @@ def main() -> int:
         base = Path(scratch)
         srcs = {"fixtures": str(FIXTURES / "imagenet"), "tree": str(make_tree(base / "tree"))}
         srcs["grown"] = str(base / "grown")  # a growth scenario's source
+        srcs["empty"] = str(base / "empty")
+        (base / "empty").mkdir()
         if s3 is not None:
             srcs["s3-fixtures"] = upload(s3, FIXTURES / "imagenet")
             srcs["s3-tree"] = upload(s3, base / "tree")
