@@ -13,6 +13,8 @@ import pytest
 import webdataset as wds
 from conftest import assert_error, invoke_ishard, make_tree
 
+from ishard.split.read import ShardedSamples
+
 # Every finished destination a test here leaves must pass `ishard verify --deep`.
 pytestmark = pytest.mark.usefixtures("every_destination_verifies")
 
@@ -67,6 +69,23 @@ def test_yolo_tree_shards_into_one_image_and_its_label_per_sample(tmp_path):
     manifest = json.loads((dst / "manifest.json").read_text())
     assert manifest["ishard"]["options"]["sample_key_pattern"] == "mirrored_dirs"
     assert [e["nsamples"] for e in manifest["shardlist"]] == [len(s) for s in read]
+
+
+def test_sharded_samples_reads_the_keys_the_run_gave(tmp_path):
+    """ShardedSamples groups ``train/03.jpg`` and ``train/03.txt`` as sample ``train/03``, as
+    webdataset does, with --collapse putting train's and val's remainders in one shard."""
+    src, dst = yolo_tree(tmp_path / "yolo"), tmp_path / "out"
+    args = ("--sample-key-pattern", "mirrored_dirs", "--shard-size", "2KiB", "--collapse")
+    done = invoke_ishard("shard", src, dst, *args)
+    assert done.returncode == 0, done.stderr
+    read = read_back(sorted(dst.glob("shard-*.tar")))
+    by_webdataset = [(s["__key__"], s["jpg" if "jpg" in s else "yaml"]) for r in read for s in r]
+    reader = ShardedSamples(
+        str(dst / "manifest.json"), rank=0, world_size=1, worker=0, num_workers=1
+    )
+    by_reader = [(s.key, s.files["jpg" if "jpg" in s.files else "yaml"]) for s in reader]
+    assert by_reader == by_webdataset
+    assert len(by_reader) == 1 + sum(map(len, SPLITS.values()))
 
 
 def test_the_default_keys_refusal_suggests_mirrored_dirs(tmp_path):
