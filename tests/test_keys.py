@@ -23,15 +23,25 @@ from ishard.planning.keys import (
 
 CUSTOM = r".*/([^/]+)/[^/]+$"
 
-# object -> (ext, base_file_name, full_name, collapse_all_dir, CUSTOM or None), from §3
-COLUMNS = {"base_file_name": 2, "full_name": 3, "collapse_all_dir": 4}  # a built-in's keys in TABLE
+# object -> (ext, base_file_name, full_name, collapse_all_dir, mirrored_dirs, CUSTOM or None),
+# from §3 (mirrored_dirs is ishard's own)
+COLUMNS = {"base_file_name": 2, "full_name": 3, "collapse_all_dir": 4, "mirrored_dirs": 5}
 TABLE = [
-    ("a/b/c.jpg", ".jpg", "c", "a/b/c", "abc", "b"),
-    ("c.jpg", ".jpg", "c", "c", "c", "c"),
-    ("x/a.tar.gz", ".gz", "a.tar", "x/a.tar", "xa.tar", None),
-    ("x/name.with.dots.jpg", ".jpg", "name.with.dots", "x/name.with.dots", "xname.with.dots", None),
-    ("x/.hidden", ".hidden", "", "x/", "x", None),
-    ("d.v2/README", "", "README", "d.v2/README", "d.v2README", None),
+    ("a/b/c.jpg", ".jpg", "c", "a/b/c", "abc", "b/c", "b"),
+    ("c.jpg", ".jpg", "c", "c", "c", "c", "c"),
+    ("x/a.tar.gz", ".gz", "a.tar", "x/a.tar", "xa.tar", "a.tar", None),
+    (
+        "x/name.with.dots.jpg",
+        ".jpg",
+        "name.with.dots",
+        "x/name.with.dots",
+        "xname.with.dots",
+        "name.with.dots",
+        None,
+    ),
+    ("x/.hidden", ".hidden", "", "x/", "x", "", None),
+    ("d.v2/README", "", "README", "d.v2/README", "d.v2README", "README", None),
+    ("images/train/01.jpg", ".jpg", "01", "images/train/01", "imagestrain01", "train/01", "train"),
 ]
 
 
@@ -213,6 +223,7 @@ def test_builtins_model(dirs, stem, ext):
         "base_file_name": trim(stem + ext),
         "full_name": trim(name),
         "collapse_all_dir": trim("".join(dirs) + stem + ext),
+        "mirrored_dirs": trim("/".join([*dirs[1:], stem + ext])),
     }
     for pattern in BUILT_IN:  # a built-in pattern without its model fails here
         assert sample_key(name, key_function(pattern)) == model[pattern], pattern
