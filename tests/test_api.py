@@ -15,28 +15,17 @@ import tarfile
 import pytest
 
 import ishard
-from ishard.api import SHARD_ONLY
 from ishard.options.record import Options
+from ishard.options.table import WRITING_ONLY
 
 FIELDS = [f.name for f in dataclasses.fields(Options)]
 NOT_OPTIONS = ("src", "dst", "progress")
 
 
-def test_every_option_is_in_exactly_one_group():
-    """``model.OPTION_GROUPS`` (what a resume must repeat, what it may change) names each of
-    ``Options``' fields once; the options ``plan()`` lacks are run options (and the checksum)."""
-    from ishard.model import EXECUTION_ONLY, OPTION_GROUPS
-
-    grouped = [name for names in OPTION_GROUPS.values() for name in names]
-    assert sorted(grouped) == sorted(FIELDS)
-    assert set(SHARD_ONLY) <= set(OPTION_GROUPS["run"]) | {"checksum", "sample_index"}
-    assert EXECUTION_ONLY == set(OPTION_GROUPS["run"]) | set(OPTION_GROUPS["store"])
-
-
 def test_the_option_table_holds_every_field_once():
     """``options.table``'s records of a run's options (those with a group) are ``Options``'
-    fields, each once, in a group of ``model.OPTION_GROUPS``; the rest are the command's own;
-    the records only a run takes are ``plan()``'s missing keywords."""
+    fields, each once; the rest are the command's own; the command's options are the table's,
+    in its order."""
     from ishard.cli import cli
     from ishard.options.table import SHARD_OPTIONS
 
@@ -51,7 +40,6 @@ def test_the_option_table_holds_every_field_once():
         "verbose",
         "debug",
     }
-    assert {o.name for o in SHARD_OPTIONS if o.writing_only} == set(SHARD_ONLY)
     options = [p.name for p in cli.commands["shard"].params if p.param_type_name == "option"]
     assert options == names
 
@@ -74,7 +62,7 @@ def options_of(function) -> dict[str, inspect.Parameter]:
     ("function", "expected"),
     [
         (ishard.shard, set(FIELDS)),
-        (ishard.plan, set(FIELDS) - set(SHARD_ONLY)),
+        (ishard.plan, set(FIELDS) - set(WRITING_ONLY)),
     ],
 )
 def test_signature_lists_the_options(function, expected):

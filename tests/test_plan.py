@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 
@@ -16,6 +17,7 @@ from ishard.formats import ARCHIVE_EXTS
 from ishard.model import FileEntry, Sample, ShardPlan
 from ishard.names import HIDDEN
 from ishard.options.record import DEFAULT_SHARD_SIZE, make_options
+from ishard.options.settings import plan_settings
 from ishard.planning.cut import Bounds, Order, check_unique, cut, shard_names
 from ishard.planning.templates import parse_template
 from ishard.store.local.walk import HIDDEN_DIR, SYMLINK
@@ -417,6 +419,24 @@ def test_make_options_normalises():
     assert opts.sample_key_pattern == "base_file_name"
     assert opts.compress_level == 5
     assert make_options(sample_exts=[".a", ".b"]).sample_exts == (".a", ".b")
+
+
+def test_the_planner_s_settings_are_one_frozen_value_built_from_the_options():
+    """The planner reads planning's own ``PlanSettings``, built from the checked options: their
+    values, parsed forms (the EKM parsed once), the plan's record and the warnings it tells."""
+    opts = make_options(
+        shard_size="3", sort="alpha:dec", ekm='{"a-%d.tar": ["^a/"]}', compress_level=5
+    )
+    settings = plan_settings(opts)
+    assert settings.bounds == Bounds(None, 3) and settings.order == Order("alpha", True)
+    assert settings.parsed_ekm is opts.parsed_ekm and settings.recorded == opts.to_dict()
+    assert settings.count_warning(3) == [] and "write 3B" in settings.count_warning(2)[0]
+    assert settings.idle_warnings(["a-0.tgz"]) == []
+    told = settings.idle_warnings(["a-0.tar"])
+    assert len(told) == 1 and told[0].startswith("--compress-level 5 has no effect")
+    assert plan_settings(make_options()).idle_warnings(["a-0.tar"]) == []
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.strict = True  # type: ignore[misc]
 
 
 def test_unknown_option():

@@ -31,6 +31,7 @@ from test_inventory_sources import s3_csv_report, s3_orc_report, s3_parquet_repo
 from ishard import api
 from ishard.errors import IshardError
 from ishard.formats import ARCHIVE_EXTS
+from ishard.options.table import EXECUTION_ONLY
 from ishard.planning import columns, engine, inventory, samples
 from ishard.planning.keys import BUILT_IN
 from ishard.planning.namecolumn import SpooledBlob
@@ -188,7 +189,7 @@ def outcome(src, path, options: dict, planner: str):
             plan.skipped,
             plan.warnings,
             plan.seed,
-            (fingerprint.hexdigest(), json.dumps(plan_record(plan), default=str)),
+            (fingerprint.hexdigest(), json.dumps(plan_record(plan, EXECUTION_ONLY), default=str)),
             json.dumps(plan.options, sort_keys=True, default=str),
         )
     except IshardError as error:

@@ -9,8 +9,9 @@ import orjson
 
 from ..checksums import ALGORITHMS, split, tagged
 from ..errors import DataError, UsageError, WriteError
-from ..model import EXECUTION_ONLY, Plan, ShardResult
+from ..model import Plan, ShardResult
 from ..names import printable
+from ..options.table import EXECUTION_ONLY
 from ..store import Location
 from ..store.retry import Retrier
 from ..version import __version__

@@ -15,7 +15,9 @@ from ..errors import IshardError
 from ..formats.dali_index import index_name
 from ..model import Plan, Report, ShardResult
 from ..options.record import Options, parse_sort
-from ..planning.planner import announce, located, make_plan
+from ..options.settings import located, plan_settings
+from ..options.table import EXECUTION_ONLY
+from ..planning.planner import announce, make_plan
 from ..planning.record import plan_record
 from ..planning.table import ShardList
 from ..progress import SILENT, Progress
@@ -172,8 +174,9 @@ class Run:
         if self.grows:
             self.found = stack.enter_context(holding(self.dest, self.opts))
         held = self.found.held if self.found is not None else None
-        self.the_plan = make_plan(self.source, self.opts, self.progress, held)
-        announce(self.the_plan, self.opts, self.progress, stacklevel=CALLER)
+        settings = plan_settings(self.opts)
+        self.the_plan = make_plan(self.source, settings, self.progress, held)
+        announce(self.the_plan, settings, self.progress, stacklevel=CALLER)
 
     def decide(self) -> bool:
         """What is left to do: nothing when a growing dataset's source did not change (a
@@ -219,7 +222,7 @@ class Run:
             len(self.the_plan.shards),
             self.drawn,
             sorted({*self.old, *self.replaced}),
-            plan_record(self.the_plan),
+            plan_record(self.the_plan, EXECUTION_ONLY),
         )
         self.begun = self.mine = True  # the records are this run's
         if self.found is not None:

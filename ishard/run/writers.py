@@ -10,7 +10,7 @@ from typing import Any
 
 from ..model import ShardPlan, ShardResult
 from ..options.record import Options
-from ..planning.planner import located
+from ..options.settings import located
 from ..progress import SILENT, Progress
 from ..store import Location
 from ..store.base import Guard, Lock, WorkerCheck
