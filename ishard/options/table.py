@@ -73,8 +73,9 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         f"{', '.join(BUILT_IN)} or a regex (group 1 = key).",
         SAMPLES,
         default="base_file_name",
-        api='how file names become sample keys: ``"base_file_name"``, ``"full_name"``, '
-        '``"collapse_all_dir"`` or a regex whose group 1 is the key.',
+        api="how file names become sample keys: "
+        + ", ".join(f'``"{name}"``' for name in BUILT_IN)
+        + " or a regex whose group 1 is the key.",
         go=("sample_key_pattern",),
         group="plan",
     ),
