@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -394,6 +395,18 @@ def test_choice_options_are_typed_as_their_choices(tmp_path):
     for name, values in accepted.items():
         assert get_args(hints[name]) == tuple(values), name
     assert get_args(get_type_hints(ishard.split)["policy"]) == POLICIES
+
+
+def test_dir_shows_the_public_api_and_the_guide_lists_each_function():
+    """``dir(ishard)`` is what ``__all__`` exports (no submodule, no ``annotations``), each
+    of it there; the user guide's Python API list names every public function."""
+    assert dir(ishard) == sorted(ishard.__all__)
+    assert all(hasattr(ishard, name) for name in ishard.__all__)
+    assert ishard.api.shard is ishard.shard  # submodules stay reachable, only unlisted
+    guide = (Path(__file__).resolve().parent.parent / "docs" / "user-guide.md").read_text()
+    listing = guide.split("## Python API", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    functions = {n for n in ishard.__all__ if inspect.isfunction(getattr(ishard, n))}
+    assert set(re.findall(r"^ishard\.(\w+)\(", listing, re.MULTILINE)) == functions
 
 
 def test_split_and_verify_stay_functions_once_their_modules_are_imported():

@@ -182,3 +182,31 @@ def test_diff_prints_counts_by_default_and_each_sample_with_samples(tmp_path):
     assert [ln for ln in lines if ln.startswith("- shard ")] == [
         f"- shard {n}" for n in shards["removed"]
     ]
+
+
+def test_the_api_returns_each_difference_and_its_repr_is_the_counts(tmp_path):
+    """``ishard.diff`` returns every sample that moved (as tarfile reads the shards) and its
+    repr is one line of counts, as the command's default text: a re-cut moves them all."""
+    import ishard
+
+    src = make_tree(tmp_path / "src", FILES)
+    shard(src, tmp_path / "a")
+    shard(src, tmp_path / "b", "--shard-size", "16KiB")
+    before, after = held(tmp_path / "a"), held(tmp_path / "b")
+    old = {p.name: p.read_bytes() for p in (tmp_path / "a").glob("*.tar")}
+    new = {p.name: p.read_bytes() for p in (tmp_path / "b").glob("*.tar")}
+    removed = sorted(set(old) - set(new))
+    both = set(old) & set(new)
+    rewritten = [n for n in sorted(both) if old[n] != new[n]]
+    found = ishard.diff(tmp_path / "a", tmp_path / "b")
+    moved = {k for k in before if before[k][0] != after[k][0]}
+    assert {(c.key, c.old, c.new) for c in found.samples_moved} == {
+        (k, before[k][0], after[k][0]) for k in moved
+    }
+    assert sorted(found.shards_removed) == removed and sorted(found.shards_rewritten) == rewritten
+    assert repr(found) == (
+        f"Difference(same=False, shards_added=0, shards_removed={len(removed)}, "
+        f"shards_rewritten={len(rewritten)}, shards_same={len(both) - len(rewritten)}, "
+        f"samples_added=0, samples_removed=0, samples_changed=0, samples_moved={len(moved)}, "
+        f"old={str(tmp_path / 'a')!r}, new={str(tmp_path / 'b')!r})"
+    )

@@ -173,8 +173,9 @@ def test_find_names_missing_keys_and_reads_keys_from_a_file(tmp_path):
     assert done.returncode == 1
     assert [line.split()[0] for line in done.stdout.splitlines()] == ["0001", "0002"]
     assert done.stderr == (
-        "ishard: error: 1 of 3 sample keys are not in the sample index: 'nope' — check the "
-        "keys with a DuckDB query of DST/samples.parquet\n"
+        "ishard: error: 1 of 3 sample keys is not in the sample index: 'nope' — see the keys "
+        """it holds with python -c 'import duckdb, sys; duckdb.read_parquet(sys.argv[1])"""
+        f""".project("key").show()' {dst / "samples.parquet"}\n"""
     )
     as_json = json.loads(invoke_ishard("find", dst, "nope", "--json").stdout)
     assert as_json == {"samples": [], "missing": ["nope"]}

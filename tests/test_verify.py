@@ -20,9 +20,11 @@ from pathlib import Path
 import pytest
 from conftest import (
     FIXTURES,
+    VANISH,
     assert_error,
     checksum_fields,
     invoke_ishard,
+    make_tree,
     recorded_checksum,
     shard_checksum,
     stem,
@@ -517,7 +519,11 @@ def test_unlisted_archives_are_problems_and_temp_files_warnings(shards):
     (dst / "notes.txt").write_text("not a shard")
     (dst / ".shard-000003.tar.4242.ishard-tmp").write_bytes(b"partial")
     result = check(dst)
-    unlisted = ": looks like a shard but the manifest does not list it (left by another run?)"
+    unlisted = (
+        ": looks like a shard but the manifest does not list it (left by another run?) — "
+        "readers that glob the shards would take it too: delete it, or move it out of the "
+        "destination"
+    )
     assert_problems(result, ["shard-000099.tar" + unlisted, "sub/old.tgz" + unlisted], 0, 6)
     assert result.stderr.splitlines() == [
         (
@@ -529,6 +535,39 @@ def test_unlisted_archives_are_problems_and_temp_files_warnings(shards):
         (dst / stray).unlink()
     only_temp = check(dst)
     assert only_temp.returncode == 0 and "warning: leftover temp file" in only_temp.stderr
+
+
+def test_a_shard_of_an_unfinished_run_is_told_to_be_listed_by_resuming_it(tmp_path):
+    """An ``--append`` that failed after writing some of its new shards leaves them beside
+    the old manifest, unlisted: verify names each one and the resume that lists it; after
+    that resume verify finds nothing."""
+    args = ("--shard-size", "1", "--no-progress", "--jobs", "1")  # a sample a shard
+    src = make_tree(tmp_path / "src", {f"old/s{i}.bin": 3000 for i in range(3)})
+    dst = tmp_path / "out"
+    assert invoke_ishard("shard", src, dst, *args).returncode == 0
+    make_tree(src, {f"new/t{i}.bin": 3000 for i in range(3)}, mtime=1_700_000_500)
+    last = src / "new" / "t2.bin"  # gone once the append has planned: its shard fails
+    failed = subprocess.run(
+        [sys.executable, "-c", VANISH, str(last), "shard", str(src), str(dst), *args, "--append"],
+        capture_output=True,
+        check=False,
+        text=True,
+    )
+    assert failed.returncode == 1 and "cannot read" in failed.stderr, failed.stderr
+    os.rename(f"{last}.away", last)
+    listed = set(shard_names(dst))
+    written = sorted(p.name for p in dst.glob("*.tar") if p.name not in listed)
+    assert len(written) == 2 and len(listed) == 3
+    fix = (
+        ": looks like a shard but the manifest does not list it — a run into this destination "
+        "has not finished (.ishard-run/ holds its records): resume it (the same ishard shard "
+        "command with --resume) to list its shards, or, if this file is not one of them, "
+        "delete it"
+    )
+    assert_problems(check(dst), [name + fix for name in written], 0, 3)
+    resumed = invoke_ishard("shard", src, dst, *args, "--append", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert_clean(check(dst), 6)
 
 
 @pytest.mark.parametrize(
