@@ -20,6 +20,7 @@ fresh, empty bucket on it.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import http.server
 import json
@@ -39,8 +40,12 @@ import urllib.parse
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 HOST = "127.0.0.1"
 REGION = "us-east-1"
@@ -114,7 +119,6 @@ class S3Server:
         self._secret_key = secret_key
         self.ports = dict(zip(self._PORT_NAMES, free_ports(len(self._PORT_NAMES))))
         self._proc: subprocess.Popen[bytes] | None = None
-        self._log = None
         self.startup_seconds: float | None = None
 
     # -- properties ---------------------------------------------------------------------
@@ -205,17 +209,17 @@ class S3Server:
         if self.running:
             return self
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab")
         began = time.monotonic()
-        self._proc = subprocess.Popen(
-            self.command(),
-            cwd=self.workdir,  # weed also reads ./*.toml: keep it to our empty dir
-            env=self._env(),
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # own process group: stop() signals all of it
-        )
+        with open(self.log_path, "ab") as log:  # the process writes to its own copy
+            self._proc = subprocess.Popen(
+                self.command(),
+                cwd=self.workdir,  # weed also reads ./*.toml: keep it to our empty dir
+                env=self._env(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # own process group: stop() signals all of it
+            )
         try:
             self._wait_ready(began + timeout)
         except BaseException:
@@ -263,11 +267,9 @@ class S3Server:
             if body != b"ok":
                 raise S3ServerError(f"probe object read back as {body!r}")
         finally:
-            try:
+            with contextlib.suppress(Exception):  # a leftover probe bucket is harmless
                 client.delete_object(Bucket=bucket, Key="probe")
                 client.delete_bucket(Bucket=bucket)
-            except Exception:  # noqa: BLE001 - a leftover probe bucket is harmless
-                pass
 
     def stop(self, timeout: float = STOP_TIMEOUT, kill: bool = False) -> None:
         """Stop the process group: SIGTERM (or SIGKILL with ``kill=True``), SIGKILL after
@@ -284,9 +286,6 @@ class S3Server:
             # the group may outlive its leader: make sure no child is left behind
             self._signal(proc, signal.SIGKILL)
             self._remove_grpc_sockets()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
 
     def _remove_grpc_sockets(self) -> None:
         """Remove the unix sockets weed leaves behind when killed (only ours: by port)."""
@@ -317,7 +316,7 @@ class S3Server:
         if self._owns_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def __enter__(self) -> S3Server:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

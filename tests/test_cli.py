@@ -822,14 +822,18 @@ def test_every_option_can_come_from_the_environment_and_the_command_line_wins(tm
         (
             "ISHARD_DRY_RUN",
             "1",
-            "ISHARD_DRY_RUN='1' is not a dry-run mode — set it to shards, files, "
-            "show_keys, json or summary, or unset it",
+            (
+                "ISHARD_DRY_RUN='1' is not a dry-run mode — set it to shards, files, "
+                "show_keys, json or summary, or unset it"
+            ),
         ),
         (
             "ISHARD_SHARD_SIZE",
             "abc",
-            "--shard-size 'abc' is neither a size nor a sample count (from "
-            "ISHARD_SHARD_SIZE) — write a size",
+            (
+                "--shard-size 'abc' is neither a size nor a sample count (from "
+                "ISHARD_SHARD_SIZE) — write a size"
+            ),
         ),
         (
             "ISHARD_STORAGE_OPTION",

@@ -622,13 +622,17 @@ BAD_PARQUET = {
     ),
     "name-over-128KiB": (
         f"SELECT repeat('n', {129 << 10}) AS name, 3 AS size",
-        "row 1: the name is longer than 128 KiB — an inventory names one file per "
-        "row; check that this is one",
+        (
+            "row 1: the name is longer than 128 KiB — an inventory names one file per "
+            "row; check that this is one"
+        ),
     ),
     "size-float": (
         "SELECT 'a/1.jpg' AS name, 2.5::DOUBLE AS size",
-        "row 1: the size is 2.5, not a whole number of bytes (0 or more) — give each "
-        "file's size in bytes (an integer column)",
+        (
+            "row 1: the size is 2.5, not a whole number of bytes (0 or more) — give each "
+            "file's size in bytes (an integer column)"
+        ),
     ),
     "size-decimal": (
         "SELECT 'a/1.jpg' AS name, 2.5 AS size",
@@ -651,11 +655,15 @@ BAD_PARQUET = {
         "row 1: the size is '3x', not a whole number of bytes (0 or more)",
     ),
     "size-2^63": (
-        "SELECT * FROM (VALUES ('a/1.jpg', 3::UBIGINT), ('a/2.jpg', 9223372036854775808)) "
-        "t(name, size)",
-        "row 2: the size is 9223372036854775808, over 9223372036854775807 (2^63-1), "
-        "the most bytes a file can have — give each file's size in bytes (an integer "
-        "column)",
+        (
+            "SELECT * FROM (VALUES ('a/1.jpg', 3::UBIGINT), ('a/2.jpg', 9223372036854775808)) "
+            "t(name, size)"
+        ),
+        (
+            "row 2: the size is 9223372036854775808, over 9223372036854775807 (2^63-1), "
+            "the most bytes a file can have — give each file's size in bytes (an integer "
+            "column)"
+        ),
     ),
     "size-2^63-text": (
         "SELECT 'a/1.jpg' AS name, '9223372036854775808' AS size",
@@ -939,8 +947,8 @@ def test_a_spill_folder_out_of_room_is_one_line_naming_tmp_dir(tmp_path, monkeyp
 
 
 @pytest.mark.parametrize(("given", "says"), [
-    ("100MiB", "--memory-limit '100MiB' is below 128MiB, the least the column engine reads an "
-               "inventory in — give more, e.g. 512MiB"),
+    ("100MiB", ("--memory-limit '100MiB' is below 128MiB, the least the column engine reads an "
+               "inventory in — give more, e.g. 512MiB")),
     ("lots", "--memory-limit 'lots' is not a size"),
 ])  # fmt: skip
 def test_a_bad_memory_limit_is_one_line_exit_2(tmp_path, given, says):

@@ -197,7 +197,7 @@ def test_a_dask_worker_killed_mid_shard_leaves_no_temp_file_after_a_successful_r
     """Finding: a worker killed mid-shard: its shard is written again on another worker and
     the run succeeds, but the dead worker's temp file stayed in DST. Now the finished run
     removes it: DST holds exactly a local run's files."""
-    src, expected, names = reference
+    src, expected, _ = reference
     doomed = workers(cluster, held=True, first="none")
     workers_of(cluster, 1)
     dst = tmp_path / "out"
@@ -206,7 +206,7 @@ def test_a_dask_worker_killed_mid_shard_leaves_no_temp_file_after_a_successful_r
     workers(cluster, held=False)
     workers_of(cluster, 2)
     doomed.kill()
-    out, err = run.communicate(timeout=WAIT)
+    _, err = run.communicate(timeout=WAIT)
     assert run.returncode == 0, err
     assert shards_of(dst) == expected
     assert not temps(dst), temps(dst)

@@ -102,7 +102,7 @@ def test_a_shard_both_manifests_promise_alike_is_not_read(tmp_path):
     src = make_tree(tmp_path / "src", FILES)
     shard(src, tmp_path / "a")
     shard(src, tmp_path / "b")
-    first = sorted((tmp_path / "b").glob("*.tar"))[0]
+    first = min((tmp_path / "b").glob("*.tar"))
     first.write_bytes(b"x" * first.stat().st_size)  # damaged: not what its manifest promises
     done = invoke_ishard("diff", tmp_path / "a", tmp_path / "b")
     assert done.returncode == 0, done.stderr
@@ -127,7 +127,7 @@ def test_a_shard_the_manifest_lists_that_is_not_there_is_one_line(tmp_path):
     src = make_tree(tmp_path / "src", FILES)
     shard(src, tmp_path / "a")
     shard(src, tmp_path / "b", "--shard-size", "16KiB")  # other shards: each one is read
-    gone = sorted((tmp_path / "b").glob("*.tar"))[0]
+    gone = min((tmp_path / "b").glob("*.tar"))
     gone.unlink()
     done = invoke_ishard("diff", tmp_path / "a", tmp_path / "b")
     assert_error(done, 1, f"shard {gone.name!r}", "is not there", "ishard verify")

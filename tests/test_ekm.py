@@ -9,6 +9,7 @@ from conftest import invoke_ishard, make_tree
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ishard.errors import UsageError
 from ishard.planning.ekm import (
     MAX_EKM_BYTES,
     MAX_EKM_PATTERNS,
@@ -18,7 +19,6 @@ from ishard.planning.ekm import (
     parse_ekm,
     strip_comments,
 )
-from ishard.errors import UsageError
 
 FISH = '{"fish-%d.tar": ["^n01440764", "tench"], "dog-%d.tar": ["^n02"]}'
 

@@ -86,6 +86,7 @@ def test_a_full_destination_fails_cleanly_and_resume_finishes(tmp_path):
             "--member-names",
             "original",
         ],
+        check=False,
         capture_output=True,
         text=True,
     )

@@ -337,11 +337,13 @@ def test_the_go_spelling_shards_look_alike_names_with_a_warning(tmp_path):
     assert done.returncode == 0, done.stderr
     warned = [ln for ln in done.stderr.splitlines() if ln.startswith("ishard: warning: ")]
     assert warned == [
-        "ishard: warning: 2 pairs of member names differ only in case or Unicode form (e.g. "
-        "'A.jpg' and 'a.jpg'; 'u/cafe\\u0301.jpg' and 'u/caf\\xe9.jpg'): distinct files on "
-        "Linux, but one on macOS and Windows, where extracting the shards into one folder keeps "
-        "one of each pair — rename one of each pair to extract them anywhere (--lookalike-names "
-        "refuse stops such runs)"
+        (
+            "ishard: warning: 2 pairs of member names differ only in case or Unicode form (e.g. "
+            "'A.jpg' and 'a.jpg'; 'u/cafe\\u0301.jpg' and 'u/caf\\xe9.jpg'): distinct files on "
+            "Linux, but one on macOS and Windows, where extracting the shards into one folder "
+            "keeps one of each pair — rename one of each pair to extract them anywhere "
+            "(--lookalike-names refuse stops such runs)"
+        )
     ]
     written = {}
     for shard in sorted(dst.glob("shard-*.tar")):

@@ -155,10 +155,12 @@ def test_append_refuses_changed_and_removed_samples_and_writes_nothing(grown):
     done = shard(src, dst, "--append")
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
-        "ishard: error: 1 sample the destination holds changed in the source (a file added, "
-        "changed or removed), e.g. '0001'; 1 sample the destination holds no longer in the "
-        "source, e.g. '0002' — --append only adds samples: use --update to rewrite the "
-        "shards that hold them, or leave the source as it was"
+        (
+            "ishard: error: 1 sample the destination holds changed in the source (a file added, "
+            "changed or removed), e.g. '0001'; 1 sample the destination holds no longer in the "
+            "source, e.g. '0002' — --append only adds samples: use --update to rewrite the "
+            "shards that hold them, or leave the source as it was"
+        )
     ]
     assert snapshot(dst) == untouched
 
@@ -247,7 +249,7 @@ def test_a_killed_append_or_update_resumes_to_exactly_the_uninterrupted_result(
     byte for byte an uninterrupted run's (shards, index, manifest), and right after the kill
     every shard the old manifest lists is still whole. When the kill lands does not decide
     the outcome, only which path a trial takes."""
-    src, dst, before = grown
+    src, _, before = grown
     if mode == "--update":
         (src / "d1/0001.cls").write_bytes(b"relabelled")
     reference = tmp_path / "reference"

@@ -148,38 +148,16 @@ def s3_orc_report(root: Path, rows: list[tuple], parts: int = 2) -> Path:
     return path
 
 
+# pieces of keys: plain, escapes of other text, of bytes that are not UTF-8, broken escapes
+KEY_PIECES = ["a", "b/", "%2F", "%41", "+", "%2B", "%", "%z", "%4", "%FF", "%C3%A9", "%00", "%0A",
+              "%E2%82", " ", "é", ".h", "%2E%2E/"]  # fmt: skip
 # keys as a report holds them: encoded as AWS encodes them, or any text with escapes that
 # decode to other text, to bytes that are not UTF-8, or to nothing a decoder reads
 raw_keys = st.one_of(
     st.just(""),  # the row reader refuses an empty key: the engine must not leave it out
     names.map(lambda n: quote_plus(n, safe="/")),
     names.map(lambda n: quote_plus(n, safe="")),
-    st.lists(
-        st.sampled_from(
-            [
-                "a",
-                "b/",
-                "%2F",
-                "%41",
-                "+",
-                "%2B",
-                "%",
-                "%z",
-                "%4",
-                "%FF",
-                "%C3%A9",
-                "%00",
-                "%0A",
-                "%E2%82",
-                " ",
-                "é",
-                ".h",
-                "%2E%2E/",
-            ]
-        ),  # fmt: skip
-        min_size=1,
-        max_size=6,
-    ).map("".join),
+    st.lists(st.sampled_from(KEY_PIECES), min_size=1, max_size=6).map("".join),
 )
 aws_times = st.sampled_from(
     [

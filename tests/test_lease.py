@@ -49,11 +49,6 @@ def s3env(s3_server, tmp_path_factory) -> dict[str, str]:
     return env
 
 
-@pytest.fixture
-def client(s3_server):
-    return s3_server.client()
-
-
 def ishard_at(endpoint: str, env: dict, *args, **extra_env):
     """``ishard ARGS --endpoint-url ENDPOINT`` run to its end."""
     return run_ishard(*args, "--endpoint-url", endpoint, env={**env, **extra_env})

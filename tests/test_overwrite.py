@@ -126,9 +126,11 @@ def test_an_edited_manifest_cannot_make_overwrite_remove_what_ishard_did_not_wri
     assert done.returncode == 0, done.stderr
     assert "removed 11 archives of the earlier run" in done.stdout  # 5 shards, 6 indexes
     assert done.stderr.splitlines() == [
-        f"ishard: warning: the earlier run's manifest.json or records in {str(dst)!r} list 4 "
-        "names that ishard does not write as archives ('mine.idx', 'notes.txt', 'other.tar', "
-        "'userdata/model.bin'): they are left alone, not removed"
+        (
+            f"ishard: warning: the earlier run's manifest.json or records in {str(dst)!r} list 4 "
+            "names that ishard does not write as archives ('mine.idx', 'notes.txt', 'other.tar', "
+            "'userdata/model.bin'): they are left alone, not removed"
+        )
     ]
     assert (dst / "notes.txt").read_text() == "mine"
     assert (dst / "userdata" / "model.bin").read_bytes() == b"weights"

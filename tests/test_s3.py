@@ -13,7 +13,6 @@ import hashlib
 import io
 import json
 import math
-import os
 import random
 import signal
 import subprocess
@@ -26,7 +25,7 @@ from pathlib import Path
 from urllib.parse import quote_plus
 
 import pytest
-from conftest import assert_error, checksum_fields, make_tree, run_ishard, stem
+from conftest import assert_error, checksum_fields, make_tree, stem
 from conftest import read_members as shard_members
 from test_grow import read_webdataset, read_wids
 
@@ -36,7 +35,6 @@ from ishard.progress import Progress
 
 MiB = 1 << 20
 FORMATS = ARCHIVE_EXTS
-PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
 
 
 # ---------------------------------------------------------------- helpers
@@ -152,28 +150,6 @@ def creds_options(server) -> tuple[str, str]:
 # ---------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(scope="session")
-def clean_env(tmp_path_factory) -> dict[str, str]:
-    """This environment without AWS settings or proxies, with empty AWS config files, a bare
-    HOME and no instance-metadata lookups (nothing may leave 127.0.0.1)."""
-    home = tmp_path_factory.mktemp("home")
-    (home / "aws-config").write_text("")
-    (home / "aws-credentials").write_text("")
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("AWS_", "AIS_")) and k.lower() not in PROXY_VARS
-    }
-    env.update(
-        HOME=str(home),
-        AWS_CONFIG_FILE=str(home / "aws-config"),
-        AWS_SHARED_CREDENTIALS_FILE=str(home / "aws-credentials"),
-        AWS_EC2_METADATA_DISABLED="true",
-        NO_PROXY="127.0.0.1,localhost",
-    )
-    return env
-
-
 # These tests check members by their object names: runs keep them (--member-names original).
 ORIGINAL = ("--member-names", "original")
 
@@ -184,39 +160,6 @@ def shard(src, dst, **options):
 
 def plan(src, **options):
     return ishard.plan(src, member_names="original", **options)
-
-
-@pytest.fixture
-def cli(s3_server, clean_env):
-    """``cli(*args, env={...}, creds=True, endpoint=True)``: run ishard against the test server.
-
-    Credentials come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (unless ``creds=False``);
-    ``--endpoint-url`` is appended (unless ``endpoint=False``); ``env`` values of None unset.
-    """
-
-    def run(*args, env: dict | None = None, creds: bool = True, endpoint: bool = True):
-        full = dict(clean_env)
-        if creds:
-            full.update(
-                AWS_ACCESS_KEY_ID=s3_server.access_key,
-                AWS_SECRET_ACCESS_KEY=s3_server.secret_key,
-            )
-        for key, value in (env or {}).items():
-            if value is None:
-                full.pop(key, None)
-            else:
-                full[key] = value
-        extra = ("--endpoint-url", s3_server.endpoint_url) if endpoint else ()
-        if args and args[0] == "shard" and "--member-names" not in args:
-            extra += ORIGINAL
-        return run_ishard(*args, *extra, env=full)
-
-    return run
-
-
-@pytest.fixture
-def client(s3_server):
-    return s3_server.client()
 
 
 @pytest.fixture
@@ -806,9 +749,9 @@ class KillServer(Progress):
         with self.lock:
             self.payload += nbytes
             base = self.payload_at_first_done
-            if self.when == "mid-upload" and not self.killed and base is not None:
-                if self.payload - base >= 7 * MiB:  # > one 5 MiB part: an upload is open
-                    self._kill()
+            opened = base is not None and self.payload - base >= 7 * MiB  # > one 5 MiB part
+            if self.when == "mid-upload" and not self.killed and opened:  # an upload is open
+                self._kill()
 
     def shard_done(self, result) -> None:
         with self.lock:

@@ -11,17 +11,7 @@ import sys
 import time
 
 from conftest import DATASET_RECORDS, make_tree
-from test_s3 import (  # noqa: F401 - fixtures used by name
-    MiB,
-    assert_ok,
-    blob,
-    clean_env,
-    cli,
-    client,
-    objects,
-    read_members,
-    uploads,
-)
+from test_s3 import MiB, assert_ok, blob, objects, read_members, uploads
 
 FILES = {f"{i:03d}.bin": blob(f"m{i}", MiB // 2 + 4099 * i) for i in range(40)}
 COMMON = ("--shard-size", "6MiB", "--part-size", "5MiB", "--no-progress")

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ishard.planning.ekm import NO_MATCH, SEVERAL, parse_ekm
 from ishard.errors import DataError
-from ishard.planning.keys import key_function
 from ishard.model import FileEntry, Sample, Tally
+from ishard.planning.ekm import NO_MATCH, SEVERAL, parse_ekm
+from ishard.planning.keys import key_function
 from ishard.planning.samples import (
     EXTRA,
     INCOMPLETE,
@@ -361,8 +361,8 @@ _member_names = st.lists(
 def test_sample_members_fails_on_the_sample_a_file_by_file_check_fails_on(names, pattern):
     """The check over whole columns raises exactly what checking the samples one by one, in
     order, raises first (or nothing when no sample is wrong)."""
-    from ishard.planning.keys import key_function
     from ishard.model import FileEntry
+    from ishard.planning.keys import key_function
     from ishard.planning.naming import check_sample_members, sample_members
     from ishard.planning.samples import group_table
     from ishard.planning.table import FileTable
@@ -390,8 +390,8 @@ def test_the_names_checked_for_extraction_are_the_names_written(names):
     the shards get (``SampleTable.sample(i, rename=True)``, what the writers read)."""
     from itertools import chain
 
-    from ishard.planning.keys import key_function
     from ishard.model import FileEntry
+    from ishard.planning.keys import key_function
     from ishard.planning.naming import member_chunks
     from ishard.planning.samples import group_table
     from ishard.planning.table import FileTable

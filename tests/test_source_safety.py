@@ -309,8 +309,10 @@ BAD_ROWS = {
     "size-2^63-csv": (
         "l.csv",
         b"name,size\na/1.jpg,9223372036854775807\na/2.jpg,9223372036854775808\n",
-        "line 3: the size is 9223372036854775808, over 9223372036854775807 (2^63-1), "
-        "the most bytes a file can have — give each file's size in bytes, e.g. 123",
+        (
+            "line 3: the size is 9223372036854775808, over 9223372036854775807 (2^63-1), "
+            "the most bytes a file can have — give each file's size in bytes, e.g. 123"
+        ),
     ),
     "size-2^63-json": (
         "l.jsonl",

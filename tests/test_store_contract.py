@@ -14,9 +14,9 @@ import uuid
 import pytest
 
 from ishard.errors import IshardError, UsageError
-from ishard.store.retry import Retrier
 from ishard.store import open_store
 from ishard.store.base import Refused, Unconditional, Upload
+from ishard.store.retry import Retrier
 
 KINDS = ["local", "memory", "s3", "azure", "gcs"]
 NO_GCS_WRITES = "the GCS emulator refuses XML-API writes (see tests/gcs_emulator.py)"

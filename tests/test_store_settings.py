@@ -66,8 +66,10 @@ def test_a_profile_in_the_shared_files_gives_keys_region_and_endpoint(
     result = shard_into(env, src, f"s3://{s3_bucket}/again")
     assert result.returncode == 2, result.stderr
     assert result.stderr.splitlines() == [
-        "ishard: error: AWS profile 'nosuch' is not in the shared config or credentials files "
-        "— fix AWS_PROFILE (or --storage-option profile=…)"
+        (
+            "ishard: error: AWS profile 'nosuch' is not in the shared config or credentials files "
+            "— fix AWS_PROFILE (or --storage-option profile=…)"
+        )
     ]
 
 

@@ -29,7 +29,6 @@ from conftest import (
     tar_codec,
 )
 from conftest import read_members as shard_members
-from test_s3 import clean_env, cli, client  # noqa: F401 (fixtures)
 
 from ishard.errors import DataError
 from ishard.formats import FORMATS as REGISTRY
@@ -624,7 +623,7 @@ def test_errors_name_the_destination_and_the_fix(tmp_path, shards):
 # ---------------------------------------------------------------- S3
 
 
-def test_s3_destination_with_a_damaged_and_a_missing_object(cli, client, s3_bucket):  # noqa: F811
+def test_s3_destination_with_a_damaged_and_a_missing_object(cli, client, s3_bucket):
     result = cli(
         "shard", SOURCE, f"s3://{s3_bucket}/out", "--shard-size", "256KiB", "--ext", ".tgz"
     )
