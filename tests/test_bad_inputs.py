@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import invoke_ishard, make_tree
+from helpers import invoke_ishard, make_tree
 
 from ishard.errors import UsageError
 from ishard.options.record import make_options

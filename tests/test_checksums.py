@@ -8,7 +8,7 @@ import json
 import shutil
 
 import pytest
-from conftest import FIXTURES, invoke_ishard, recorded_checksum, shard_checksum
+from helpers import FIXTURES, invoke_ishard, recorded_checksum, shard_checksum
 
 from ishard.checksums import ALGORITHMS
 

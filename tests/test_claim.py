@@ -20,12 +20,9 @@ import time
 from pathlib import Path
 
 import pytest
-import test_lease
-from conftest import assert_error, make_tree, run_ishard, snapshot
+from helpers import assert_error, make_tree, objects, run_ishard, snapshot
 from s3server import S3Proxy
-from test_s3 import objects
 
-s3env = test_lease.s3env  # the fixture: the test server's credentials, nothing past 127.0.0.1
 WAIT = 120.0  # a generous bound for anything awaited (never reached when things work)
 LOCK = ".ishard-run/lock"
 

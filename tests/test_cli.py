@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path, PurePosixPath
 
 import pytest
-from conftest import (
+from helpers import (
     DATASET_RECORDS,
     FIXTURES,
     assert_error,

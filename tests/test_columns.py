@@ -19,7 +19,17 @@ from unittest import mock
 import duckdb
 import numpy as np
 import pytest
-from conftest import invoke_ishard, joined_paths, open_files_in
+from helpers import (
+    agree_or_hand_back,
+    inventory_mtimes,
+    inventory_names,
+    inventory_sizes,
+    invoke_ishard,
+    joined_paths,
+    open_files_in,
+    same_listing,
+    spoilt_sizes,
+)
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
@@ -33,9 +43,6 @@ from ishard.planning.keys import BUILT_IN
 from ishard.planning.selects import inventory_kind
 from ishard.run.report import plan_summary
 from ishard.sizes import parse_size
-
-GOOD = ["a", "b", "img", "x.jpg", "y.cls", "é", "sp ace", 'q,u"o', "😀", "a.b.c", "Z"]
-PARTS = GOOD * 3 + [".hid", "..", "C:", "\x01", "t\tab", "n\nl", "c\rr", "r\r\nn", ""]
 
 
 def row_listing(path, **kw):
@@ -67,33 +74,7 @@ def csv_files(path, include_hidden: bool = False, **reading):
     return files
 
 
-def same(a, b) -> None:
-    (fa, ta), (fb, tb) = a, b
-    assert fa.names == fb.names
-    assert list(fa.sizes) == list(fb.sizes)
-    assert list(fa.mtimes) == list(fb.mtimes)
-    assert ta == tb
-
-
-names = st.one_of(
-    *[st.lists(st.sampled_from(PARTS), min_size=1, max_size=4).map("/".join)] * 4,
-    st.sampled_from(["/abs", "a/", "./x", "a/../b", "C:x", "\\\\srv\\x", "a\\..\\b"]),
-)
-sizes = st.integers(0, 10**12).map(str)
-spoilt_sizes = st.sampled_from([None] * 24 + ["-1", "1.5", "", " 3", "+4", "x"])
-mtimes = st.integers(0, 2 * 10**9).map(str) | st.sampled_from(
-    [
-        "",
-        "1700000000.7",
-        "2024-01-02T03:04:05Z",
-        "2024-01-02T03:04:05+02:00",
-        "garbage",
-        "1e9",
-        "nan",
-        "123456789012345678",
-    ]
-)
-rows = st.lists(st.tuples(names, sizes, mtimes), max_size=12)
+rows = st.lists(st.tuples(inventory_names, inventory_sizes, inventory_mtimes), max_size=12)
 
 
 def write_csv(path, header, body, blank_lines=False, line_end="\n") -> None:
@@ -138,29 +119,6 @@ def test_the_column_reader_agrees_with_the_row_reader_or_hands_back(
         lambda: column_listing(path, prefix, hidden),
         engine_reads,
     )
-
-
-def agree_or_hand_back(by_rows, by_engine, seen: Counter | None = None) -> None:
-    """Both readers refuse, or the engine hands the listing back, or both list the same;
-    ``seen`` counts which (``engine_reads``)."""
-    seen = Counter() if seen is None else seen
-    try:
-        rows_answer = by_rows()
-    except UsageError:
-        with pytest.raises((Fallback, UsageError)):
-            by_engine()
-        event("both refuse")
-        seen["both refuse"] += 1
-        return
-    try:
-        engine_answer = by_engine()
-    except Fallback:
-        event("handed back")
-        seen["handed back"] += 1
-        return
-    same(engine_answer, rows_answer)
-    event(f"same listing ({'some' if len(engine_answer[0]) else 'no'} files)")
-    seen["same"] += 1
 
 
 KEY_PARTS = ["a", "b", "a.b", "x.jpg", ".c", "c.", "..d", "é.ü", "😀.x", "a\\b.c", "n"]
@@ -528,7 +486,7 @@ def test_a_clean_inventory_is_read_by_columns_and_matches(tmp_path):
     path = tmp_path / "inv.csv"
     clean_inventory(path, 5000)
     answer = column_listing(path)  # no Fallback: the engine takes a clean inventory
-    same(answer, row_listing(path))
+    same_listing(answer, row_listing(path))
     files, skipped = answer
     assert len(files) > 1000 and {s.reason.split()[0] for s in skipped} == {"unsafe", "hidden"}
     assert files.names == sorted(files.names, key=lambda n: n.encode())
@@ -579,7 +537,7 @@ def test_a_parquet_inventory_lists_what_the_same_csv_lists(tmp_path):
         "AS last_modified",
     )
     assert inventory_kind(str(parquet)) == "parquet"
-    same(row_listing(parquet), row_listing(path))  # through list_inventory, any size
+    same_listing(row_listing(parquet), row_listing(path))  # through list_inventory, any size
     common = ["--dry-run=summary", "--member-names", "original"]
     result = invoke_ishard("shard", source(tmp_path), "--src-list", parquet, *common)
     assert result.returncode == 0, result.stderr
@@ -719,7 +677,7 @@ def test_a_parquet_inventory_of_utf8_bytes_and_digit_text_is_read_as_text(tmp_pa
         f"TO '{plain}' (FORMAT parquet)"
     )
     listed = column_listing(typed)
-    same(listed, column_listing(plain))
+    same_listing(listed, column_listing(plain))
     assert list(listed[0].names) == ["a/1.jpg", "é/2.jpg"]
     assert list(listed[0].sizes) == [3, (1 << 63) - 1]
 
@@ -793,7 +751,7 @@ def test_the_engine_spills_under_its_memory_limit(tmp_path):
         tmp_dir=str(spill),
         memory_limit=64 << 20,
     )
-    same((files, tally.freeze()), row_listing(path))
+    same_listing((files, tally.freeze()), row_listing(path))
     assert list(spill.iterdir()) == []  # its private spill folder is gone
 
 
@@ -1055,7 +1013,7 @@ def test_json_lines_read_by_the_engine_list_what_the_row_reader_lists(tmp_path):
         except Fallback:
             seen["handed back"] += 1
             return
-        same(columns_answer, rows_answer)
+        same_listing(columns_answer, rows_answer)
         seen["same" if len(columns_answer[0]) else "same, empty"] += 1
 
     same_listing()

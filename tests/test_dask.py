@@ -15,15 +15,15 @@ from pathlib import Path
 
 import distributed
 import pytest
-from conftest import (
+from helpers import (
     DATASET_RECORDS,
     assert_error,
+    assert_true_totals,
     invoke_ishard,
     make_tree,
     read_members,
     run_ishard,
 )
-from test_progress import assert_true_totals
 
 import ishard
 from ishard.errors import IshardError, SourceError

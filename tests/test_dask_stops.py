@@ -13,7 +13,7 @@ from pathlib import Path
 
 import distributed
 import pytest
-from conftest import assert_error, make_tree, poll, run_ishard, with_stop_signals
+from helpers import assert_error, make_tree, poll, run_ishard, with_stop_signals
 
 # 8 samples of ~60 KB: with 120KB shards 4 shards (.tar: same bytes from any writer).
 TREE = {**{f"d/{i:03d}.jpg": 60_000 + 97 * i for i in range(8)}}

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import assert_error, invoke_ishard, make_tree, read_members
+from helpers import assert_error, invoke_ishard, make_tree, read_members
 
 # a dataset: samples s00..s11, an image and a label each, in two folders (samples apart)
 FILES: dict[str, bytes | int] = {}

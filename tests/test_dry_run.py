@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import assert_error, invoke_ishard, make_tree, run_ishard, snapshot
+from helpers import assert_error, invoke_ishard, make_tree, run_ishard, snapshot
 
 from ishard.store import resolve
 from ishard.store.lockrecord import acquire

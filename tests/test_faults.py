@@ -9,7 +9,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from conftest import DATASET_RECORDS, in_private_namespace, make_tree
+from helpers import DATASET_RECORDS, in_private_namespace, make_tree
 
 # four samples of ~100 KB: with 100KB shards, four shards; only about two fit in 320 KiB
 TREE = {f"s/{i}.bin": bytes([i]) * 100_000 for i in range(4)}

@@ -18,8 +18,9 @@ from pathlib import Path
 import pyarrow.parquet
 import pytest
 import zstandard
-from conftest import TAR_CODECS, invoke_ishard, make_tree
-from test_formats import EXTS, shard_files
+from helpers import TAR_CODECS, invoke_ishard, make_tree, shard_files
+
+from ishard.formats import ARCHIVE_EXTS
 
 SEEKABLE_MAGIC = 0x8F92EAB1
 
@@ -71,7 +72,7 @@ def seek_table(data: bytes) -> list[tuple[int, int]]:
     return [struct.unpack_from("<II", data, start + i * width) for i in range(count)]
 
 
-@pytest.mark.parametrize("ext", EXTS)
+@pytest.mark.parametrize("ext", ARCHIVE_EXTS)
 def test_every_index_row_points_at_its_member_in_the_shard(ext, tmp_path):
     """Header and data offsets agree with tarfile (over the format's own decompressor) and
     zipfile; in a ``.tar.zst`` each sample's frames, decompressed alone, are exactly its part of
@@ -121,7 +122,7 @@ def test_every_index_row_points_at_its_member_in_the_shard(ext, tmp_path):
                     assert part[at : at + r["size"]] == source_bytes(src, r["source"])
 
 
-@pytest.mark.parametrize("ext", [*EXTS, ".zip deflated"])
+@pytest.mark.parametrize("ext", [*ARCHIVE_EXTS, ".zip deflated"])
 def test_cat_reads_a_random_sample_out_of_its_shard(ext, tmp_path):
     """``ishard cat`` of random samples: the tar stream it prints (read with tarfile) and the
     files it writes with ``-o`` hold the source's bytes; ``find --json`` names the shard and

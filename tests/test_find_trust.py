@@ -14,7 +14,7 @@ import pyarrow
 import pyarrow.parquet
 import pytest
 import xxhash
-from conftest import assert_error, invoke_ishard, make_tree
+from helpers import assert_error, invoke_ishard, make_tree
 
 import ishard
 from ishard.errors import DataError, UsageError

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow.parquet
 import pytest
-from conftest import invoke_ishard, make_tree
+from helpers import invoke_ishard, make_tree
 
 from ishard.formats import TAR, Format, register, unregister
 from ishard.formats.tar import TarWriter

@@ -19,7 +19,8 @@ import zlib
 from pathlib import Path
 
 import pytest
-from conftest import DATASET_RECORDS, TAR_CODECS, invoke_ishard, make_tree, tar_codec
+from helpers import SMALL_TREE as TREE
+from helpers import TAR_CODECS, invoke_ishard, make_tree, read_shard, shard_files, stem, tar_stream
 
 from ishard.formats import ARCHIVE_EXTS, FORMATS
 
@@ -30,33 +31,8 @@ MTIME = 1_700_000_000  # make_tree's default mtime
 ORIGINAL = ("--member-names", "original")
 TOOL_ENV = {**os.environ, "LC_ALL": "C.UTF-8", "TZ": "UTC"}
 
-# A small dataset whose samples (base_file_name keys) are known from the names alone.
-# Sample "0001" spans two directories, so its files are only adjacent if ishard keeps
-# samples together; "big/0005.bin" is above the 1 MiB size where writers stream the file.
-TREE: dict[str, bytes | int] = {
-    "ann/0001.xml": 100,
-    "big/0005.bin": (1 << 20) + 12345,
-    "binary/0004.bin": bytes(range(256)) * 20,
-    "top.txt": b"top level file\n",
-    "train/a/0001.cls": b"3",
-    "train/a/0001.jpg": 3000,
-    "train/a/0001.json": 50,
-    "train/a/0002.jpg": 2500,
-    "train/a/0002.json": 60,
-    "train/b/0003.jpg": 4000,
-    "train/b/0003.json": b"",
-    "ключ.txt": "значение".encode(),
-}
 
-
-# ---------------------------------------------------------------- helpers (used by other files)
-
-
-def sample_key(name: str) -> str:
-    """The base_file_name key: the last path element minus its last-dot extension."""
-    base = name.rsplit("/", 1)[-1]
-    dot = base.rfind(".")
-    return base[:dot] if dot >= 0 else base
+# ---------------------------------------------------------------- helpers
 
 
 def source_files(src: Path) -> dict[str, bytes]:
@@ -66,44 +42,6 @@ def source_files(src: Path) -> dict[str, bytes]:
         if path.is_file() and not path.is_symlink():
             out[path.relative_to(src).as_posix()] = path.read_bytes()
     return out
-
-
-def shard_files(dst: Path) -> list[Path]:
-    """The shards in ``dst`` (everything but the manifest), sorted by name."""
-    return sorted(p for p in dst.iterdir() if p.name not in DATASET_RECORDS)
-
-
-def tar_stream(path: Path) -> bytes:
-    """The uncompressed tar bytes of a tar-family shard (gzip / lz4 decoded by their libraries)."""
-    return decode_tar(path.name, path.read_bytes())
-
-
-def decode_tar(name: str, data: bytes) -> bytes:
-    """The tar bytes inside shard ``name``'s ``data``."""
-    return tar_codec(name)[1](data)
-
-
-def member_names(name: str, data: bytes) -> list[str]:
-    """Member names of shard ``name`` whose bytes are ``data``, read with zipfile or tarfile."""
-    if name.endswith(".zip"):
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            return zf.namelist()
-    with tarfile.open(fileobj=io.BytesIO(decode_tar(name, data))) as tar:
-        return tar.getnames()
-
-
-def read_shard(path: Path) -> list[tuple[str, bytes]]:
-    """(name, content) of every member in archive order, read with tarfile or zipfile."""
-    if path.name.endswith(".zip"):
-        with zipfile.ZipFile(path) as zf:
-            assert zf.testzip() is None
-            return [(i.filename, zf.read(i)) for i in zf.infolist()]
-    with tarfile.open(fileobj=io.BytesIO(tar_stream(path))) as tar:
-        out = []
-        for info in tar:
-            assert info.isfile(), f"{path.name}: {info.name!r} is not a regular file"
-            out.append((info.name, tar.extractfile(info).read()))
-        return out
 
 
 def tar_infos(path: Path) -> list[tarfile.TarInfo]:
@@ -118,7 +56,7 @@ def check_samples_whole(shards: dict[str, list[str]]) -> None:
     for shard, names in shards.items():
         runs: list[tuple[str, list[str]]] = []
         for name in names:
-            key = sample_key(name)
+            key = stem(name)
             if runs and runs[-1][0] == key:
                 runs[-1][1].append(name)
             else:

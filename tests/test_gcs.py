@@ -12,7 +12,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from conftest import make_tree, read_members, run_ishard
+from helpers import make_tree, read_members, run_ishard
 
 FILES = {
     f"train/{cls}/{cls}_{i:03d}.{ext}": 700 + 37 * i + len(ext)

@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import make_tree
+from helpers import make_tree
 
 NAMES = [
     "café_1.jpg",

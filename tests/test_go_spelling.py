@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import webdataset as wds
-from conftest import VANISH, assert_error, invoke_ishard, make_tree
+from helpers import VANISH, assert_error, invoke_ishard, make_tree
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -16,10 +16,7 @@ from pathlib import Path
 
 import pyarrow.parquet
 import pytest
-import webdataset as wds
-from conftest import invoke_ishard, make_tree
-from test_naming import import_wids
-from test_resume import snapshot
+from helpers import invoke_ishard, make_tree, read_webdataset, read_wids, snapshot_but_lock
 
 from ishard.readback.verify import verify
 
@@ -57,24 +54,6 @@ def source_samples(src: Path) -> dict[str, dict[str, bytes]]:
             key, _, ext = path.name.partition(".")
             out.setdefault(key, {})[ext] = path.read_bytes()
     return out
-
-
-def read_webdataset(dst: Path, names: list[str]) -> dict[str, dict[str, bytes]]:
-    got: dict[str, dict[str, bytes]] = {}
-    for sample in wds.WebDataset([str(dst / n) for n in names], shardshuffle=False):
-        assert sample["__key__"] not in got
-        got[sample["__key__"]] = {k: v for k, v in sample.items() if not k.startswith("__")}
-    return got
-
-
-def read_wids(manifest_path: Path, cache: Path) -> dict[str, dict[str, bytes]]:
-    wids = import_wids()
-    dataset = wids.ShardListDataset(str(manifest_path), cache_dir=str(cache), transformations=[])
-    got = {}
-    for i in range(len(dataset)):
-        sample = dataset[i]
-        got[sample["__key__"]] = {k[1:]: v.read() for k, v in sample.items() if k[0] == "."}
-    return got
 
 
 def index_rows(dst: Path) -> list[tuple[str, str, int]]:
@@ -151,7 +130,7 @@ def test_append_refuses_changed_and_removed_samples_and_writes_nothing(grown):
     (src / "d1/0001.cls").write_bytes(b"relabelled")
     (src / "d2/0002.jpg").unlink()
     (src / "d2/0002.cls").unlink()
-    untouched = snapshot(dst)
+    untouched = snapshot_but_lock(dst)
     done = shard(src, dst, "--append")
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
@@ -162,7 +141,7 @@ def test_append_refuses_changed_and_removed_samples_and_writes_nothing(grown):
             "shards that hold them, or leave the source as it was"
         )
     ]
-    assert snapshot(dst) == untouched
+    assert snapshot_but_lock(dst) == untouched
 
 
 def test_update_rewrites_only_the_shards_whose_samples_changed_or_went(grown, tmp_path):
@@ -198,12 +177,12 @@ def test_update_rewrites_only_the_shards_whose_samples_changed_or_went(grown, tm
 
 def test_append_dry_run_shows_what_would_be_added_and_writes_nothing(grown):
     src, dst, _ = grown
-    untouched = snapshot(dst)
+    untouched = snapshot_but_lock(dst)
     done = shard(src, dst, "--append", "--dry-run")
     assert done.returncode == 0, done.stderr
     assert "would write" in done.stdout and "6 new" in done.stdout
     assert f"shard-{len(shards_of(dst)):06d}.tar" in done.stdout
-    assert snapshot(dst) == untouched
+    assert snapshot_but_lock(dst) == untouched
 
 
 @pytest.mark.parametrize(
@@ -218,13 +197,13 @@ def test_append_dry_run_shows_what_would_be_added_and_writes_nothing(grown):
 )
 def test_append_refuses_other_options_naming_them(grown, given, says):
     src, dst, _ = grown
-    untouched = snapshot(dst)
+    untouched = snapshot_but_lock(dst)
     done = invoke_ishard("shard", src, dst, "--no-progress", *COMMON[:2], "--append", *given)
     if given[0] == "--shard-size":
         done = invoke_ishard("shard", src, dst, "--no-progress", "--append", *given)
     assert done.returncode == 2, done.stderr
     assert says in done.stderr and len(done.stderr.splitlines()) == 1
-    assert snapshot(dst) == untouched
+    assert snapshot_but_lock(dst) == untouched
 
 
 def test_append_needs_a_dataset_with_a_sample_index(tmp_path):
@@ -257,7 +236,7 @@ def test_a_killed_append_or_update_resumes_to_exactly_the_uninterrupted_result(
     started = time.monotonic()
     assert shard(src, reference, mode).returncode == 0
     whole = time.monotonic() - started
-    expected = snapshot(reference)
+    expected = snapshot_but_lock(reference)
     rng = random.Random(20261127)
     for trial in range(TRIALS):
         target = tmp_path / f"trial{trial}"
@@ -272,7 +251,7 @@ def test_a_killed_append_or_update_resumes_to_exactly_the_uninterrupted_result(
             assert (target / entry["url"]).stat().st_size == entry["filesize"], trial
         resumed = shard(src, target, mode, "--resume")
         assert resumed.returncode == 0, (trial, resumed.stderr)
-        identical = snapshot(target) == expected
+        identical = snapshot_but_lock(target) == expected
         fault_trials(f"kill -9 {mode}", 1, identical)
         assert identical, trial
     assert os.path.exists(reference / "samples.parquet")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow
 import pyarrow.parquet
 import pytest
-from conftest import assert_error, invoke_ishard, make_tree, shard_checksum, snapshot
+from helpers import assert_error, invoke_ishard, make_tree, shard_checksum, snapshot
 
 # 10 samples of a .jpg and a .cls; with --shard-size 2 (samples) five shards
 TREE = {
@@ -287,7 +287,7 @@ def test_an_index_holding_a_sample_in_two_shards_is_refused(dataset):
 def test_an_object_at_the_next_shard_name_in_a_bucket_stops_the_run(s3_server, s3_bucket, tmp_path):
     """In a store the destination is listed once for the new names: an object of someone
     else's there stops the run, and is left as it was, as is every object of the dataset."""
-    from conftest import run_ishard
+    from helpers import run_ishard
 
     env = {
         k: v

@@ -12,23 +12,28 @@ import json
 import logging
 import os
 import random
-from datetime import datetime, timezone
 from pathlib import Path
 from unittest import mock
 from urllib.parse import quote_plus
 
-import duckdb
 import pytest
+from helpers import (
+    agree_or_hand_back,
+    inventory_mtimes,
+    inventory_names,
+    inventory_sizes,
+    s3_csv_report,
+    s3_orc_report,
+    s3_parquet_report,
+    spoilt_sizes,
+)
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from test_columns import agree_or_hand_back, mtimes, names, sizes, spoilt_sizes
 
 from ishard.errors import UsageError
 from ishard.model import Tally
 from ishard.planning import inventory, selects
 from ishard.planning.columns import read_inventory
-
-SCHEMA = "Bucket, Key, Size, LastModifiedDate, StorageClass"
 
 
 def row_listing(where: Path, prefix: str = "", include_hidden: bool = False):
@@ -63,91 +68,6 @@ def agree(seen, where: Path, prefix: str = "", include_hidden: bool = False) -> 
     )
 
 
-def s3_csv_report(root: Path, lines: list[list[str]], parts: int = 2) -> Path:
-    """An AWS S3 Inventory report in CSV, laid out as AWS writes it: ``lines`` (fields as
-    written, keys already encoded) over ``parts`` gzip'ed, headerless data files."""
-    config = root / "inv" / "src-bucket" / "daily"
-    (config / "data").mkdir(parents=True)
-    (config / "2024-01-02T00-00Z").mkdir()
-    files = []
-    for part in range(parts):
-        text = io.StringIO()
-        csv.writer(text, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(lines[part::parts])
-        name = f"{part}c1e5d9a-1b2c-4d3e-8f90-a1b2c3d4e5f6.csv.gz"
-        (config / "data" / name).write_bytes(gzip.compress(text.getvalue().encode()))
-        files.append({"key": f"inv/src-bucket/daily/data/{name}", "size": 1, "MD5checksum": "0"})
-    manifest = {"sourceBucket": "src-bucket", "fileFormat": "CSV", "fileSchema": SCHEMA,
-                "files": files}  # fmt: skip
-    path = config / "2024-01-02T00-00Z" / "manifest.json"
-    path.write_text(json.dumps(manifest))
-    return path
-
-
-def s3_parquet_report(root: Path, rows: list[tuple], parts: int = 2) -> Path:
-    """An AWS S3 Inventory report in Parquet: ``rows`` of (key, size, ISO time or None) over
-    ``parts`` data files, with AWS's column names and types."""
-    config = root / "inv" / "src-bucket" / "daily"
-    (config / "data").mkdir(parents=True)
-    (config / "2024-01-02T00-00Z").mkdir()
-    files = []
-    with duckdb.connect() as con:
-        for part in range(parts):
-            con.execute("CREATE OR REPLACE TABLE t (bucket VARCHAR, key VARCHAR, size BIGINT, "
-                        "last_modified_date TIMESTAMP)")  # fmt: skip
-            chunk = [list(r) for r in rows[part::parts]]
-            if chunk:
-                con.executemany(
-                    "INSERT INTO t VALUES ('src-bucket', ?, ?, CAST(? AS TIMESTAMP))", chunk
-                )
-            name = f"{part}c1e5d9a.parquet"
-            con.execute(f"COPY t TO '{config / 'data' / name}' (FORMAT parquet)")
-            files.append({"key": f"inv/src-bucket/daily/data/{name}", "size": 1})
-    manifest = {
-        "sourceBucket": "src-bucket",
-        "fileFormat": "Parquet",
-        "fileSchema": "message s3.inventory { required binary bucket (STRING); required binary "
-        "key (STRING); optional int64 size; optional int64 last_modified_date "
-        "(TIMESTAMP(MILLIS,true));}",
-        "files": files,
-    }
-    path = config / "2024-01-02T00-00Z" / "manifest.json"
-    path.write_text(json.dumps(manifest))
-    return path
-
-
-def s3_orc_report(root: Path, rows: list[tuple], parts: int = 2) -> Path:
-    """The report of ``s3_parquet_report`` in ORC, its data files written by pyarrow (times
-    in milliseconds, as AWS's ORC reports hold them)."""
-    import pyarrow as pa
-    from pyarrow import orc
-
-    path = s3_parquet_report(root, rows, parts)
-    manifest = json.loads(path.read_text())
-    manifest["fileFormat"] = "ORC"
-    manifest["fileSchema"] = (
-        "struct<bucket:string,key:string,size:bigint,last_modified_date:timestamp>"
-    )
-    for part, item in enumerate(manifest["files"]):
-        (root / item["key"]).unlink()
-        item["key"] = item["key"].replace(".parquet", ".orc")
-        chunk = rows[part::parts]
-        millis = [
-            None
-            if t is None
-            else round(datetime.fromisoformat(t).replace(tzinfo=timezone.utc).timestamp() * 1000)
-            for _, _, t in chunk
-        ]
-        table = pa.table({
-            "bucket": pa.array(["src-bucket"] * len(chunk), pa.string()),
-            "key": pa.array([r[0] for r in chunk], pa.string()),
-            "size": pa.array([r[1] for r in chunk], pa.int64()),
-            "last_modified_date": pa.array(millis, pa.timestamp("ms")),
-        })  # fmt: skip
-        orc.write_table(table, str(root / item["key"]))
-    path.write_text(json.dumps(manifest))
-    return path
-
-
 # pieces of keys: plain, escapes of other text, of bytes that are not UTF-8, broken escapes
 KEY_PIECES = ["a", "b/", "%2F", "%41", "+", "%2B", "%", "%z", "%4", "%FF", "%C3%A9", "%00", "%0A",
               "%E2%82", " ", "é", ".h", "%2E%2E/"]  # fmt: skip
@@ -155,8 +75,8 @@ KEY_PIECES = ["a", "b/", "%2F", "%41", "+", "%2B", "%", "%z", "%4", "%FF", "%C3%
 # decode to other text, to bytes that are not UTF-8, or to nothing a decoder reads
 raw_keys = st.one_of(
     st.just(""),  # the row reader refuses an empty key: the engine must not leave it out
-    names.map(lambda n: quote_plus(n, safe="/")),
-    names.map(lambda n: quote_plus(n, safe="")),
+    inventory_names.map(lambda n: quote_plus(n, safe="/")),
+    inventory_names.map(lambda n: quote_plus(n, safe="")),
     st.lists(st.sampled_from(KEY_PIECES), min_size=1, max_size=6).map("".join),
 )
 aws_times = st.sampled_from(
@@ -187,7 +107,7 @@ aws_times = st.sampled_from(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    body=st.lists(st.tuples(raw_keys, sizes | st.just(""), aws_times), max_size=12),
+    body=st.lists(st.tuples(raw_keys, inventory_sizes | st.just(""), aws_times), max_size=12),
     prefix=st.sampled_from(["", "", "a", "a/", "zz"]),
     hidden=st.booleans(),
     repeat=st.booleans(),
@@ -211,7 +131,7 @@ def test_an_s3_csv_report_reads_as_the_row_reader_reads_it(
 @given(
     body=st.lists(
         st.tuples(
-            names | st.none() | st.just(""),
+            inventory_names | st.none() | st.just(""),
             st.integers(-2, 10**12) | st.none(),
             st.sampled_from(["2024-01-01 00:00:05.999", "1969-12-31 23:59:59.5", None]),
         ),
@@ -233,7 +153,7 @@ def test_an_s3_parquet_or_orc_report_reads_as_the_row_reader_reads_it(
     max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    body=st.lists(st.tuples(names, sizes, mtimes), max_size=12),
+    body=st.lists(st.tuples(inventory_names, inventory_sizes, inventory_mtimes), max_size=12),
     kind=st.sampled_from(["csv", "jsonl"]),
     prefix=st.sampled_from(["", "", "a", "a/", "zz"]),
     hidden=st.booleans(),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import invoke_ishard, make_tree
+from helpers import invoke_ishard, make_tree
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

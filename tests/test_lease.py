@@ -19,55 +19,28 @@ import threading
 import time
 
 import pytest
-from conftest import assert_error, make_tree, poll, run_ishard, with_stop_signals
+from helpers import (
+    LOCK,
+    assert_error,
+    blob,
+    finish,
+    listing,
+    make_tree,
+    objects,
+    poll,
+    put,
+    run_ishard,
+    start_ishard,
+    uploads,
+)
 from s3server import S3Proxy, slow_down
-from test_s3 import blob, listing, objects, put, uploads
 
-LOCK = ".ishard-run/lock"
 WAIT = 60.0  # generous bound for anything awaited (never reached when things work)
-
-
-@pytest.fixture
-def s3env(s3_server, tmp_path_factory) -> dict[str, str]:
-    """An environment with the test server's credentials and nothing that could lead past
-    127.0.0.1 (no AWS settings from the user, no proxies, no instance metadata)."""
-    home = tmp_path_factory.mktemp("home")
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("AWS_", "AIS_", "ISHARD_")) and "proxy" not in k.lower()
-    }
-    env.update(
-        HOME=str(home),
-        AWS_CONFIG_FILE=os.devnull,
-        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
-        AWS_EC2_METADATA_DISABLED="true",
-        NO_PROXY="127.0.0.1",
-        AWS_ACCESS_KEY_ID=s3_server.access_key,
-        AWS_SECRET_ACCESS_KEY=s3_server.secret_key,
-    )
-    return env
 
 
 def ishard_at(endpoint: str, env: dict, *args, **extra_env):
     """``ishard ARGS --endpoint-url ENDPOINT`` run to its end."""
     return run_ishard(*args, "--endpoint-url", endpoint, env={**env, **extra_env})
-
-
-def start_ishard(endpoint: str, env: dict, *args, **extra_env) -> subprocess.Popen:
-    """``ishard ARGS --endpoint-url ENDPOINT`` started in the background."""
-    return subprocess.Popen(
-        with_stop_signals([sys.executable, "-m", "ishard", *args, "--endpoint-url", endpoint]),
-        env={**env, **extra_env, "COLUMNS": "200"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def finish(run: subprocess.Popen) -> subprocess.CompletedProcess:
-    out, err = run.communicate(timeout=WAIT)
-    return subprocess.CompletedProcess(run.args, run.returncode, out, err)
 
 
 def verify(s3_server, env: dict, *dsts: str) -> None:

@@ -13,8 +13,19 @@ from pathlib import Path
 import pyarrow.parquet
 import pytest
 import xxhash
-from conftest import DATASET_RECORDS, entry_matches, invoke_ishard, make_tree, recorded_checksum
-from test_formats import EXTS, TREE, read_shard, sample_key, shard_files
+from helpers import (
+    DATASET_RECORDS,
+    entry_matches,
+    invoke_ishard,
+    make_tree,
+    read_shard,
+    recorded_checksum,
+    shard_files,
+    stem,
+)
+from helpers import SMALL_TREE as TREE
+
+from ishard.formats import ARCHIVE_EXTS
 
 HIDDEN = {".DS_Store": b"finder", "train/.cache/0001.jpg": 10}
 
@@ -29,7 +40,7 @@ def run(src: Path, dst: Path, *args: str) -> dict:
     return json.loads((dst / "manifest.json").read_bytes())
 
 
-@pytest.mark.parametrize("ext", EXTS)
+@pytest.mark.parametrize("ext", ARCHIVE_EXTS)
 def test_manifest_agrees_with_the_shards_and_the_source(ext, tmp_path):
     src = make_tree(tmp_path / "src", {**TREE, **HIDDEN})
     dst = tmp_path / "dst"
@@ -41,7 +52,7 @@ def test_manifest_agrees_with_the_shards_and_the_source(ext, tmp_path):
     assert [e["url"] for e in doc["shardlist"]] == [p.name for p in shards]
     assert len(shards) == 4
 
-    expected_keys = {sample_key(name) for name in TREE}
+    expected_keys = {stem(name) for name in TREE}
     found_keys: set[str] = set()
     per_shard = []
     for entry, path in zip(doc["shardlist"], shards):
@@ -49,7 +60,7 @@ def test_manifest_agrees_with_the_shards_and_the_source(ext, tmp_path):
         assert entry_matches(entry, data) and recorded_checksum(entry)[0] == "xxh128", path.name
         assert entry["filesize"] == os.path.getsize(path) == len(data)
         members = read_shard(path)
-        keys = {sample_key(name) for name, _ in members}
+        keys = {stem(name) for name, _ in members}
         assert entry["nsamples"] == len(keys), path.name
         found_keys |= keys
         per_shard.append(
@@ -97,7 +108,7 @@ def test_manifest_agrees_with_the_shards_and_the_source(ext, tmp_path):
     archived = [(p.name, name, len(body)) for p in shards for name, body in read_shard(p)]
     assert [(r["shard"], r["member"], r["size"]) for r in rows] == archived
     for r in rows:
-        assert r["key"] == sample_key(r["source"]) == sample_key(r["member"])
+        assert r["key"] == stem(r["source"]) == stem(r["member"])
         assert r["member"].rpartition(".")[2] == r["source"].rpartition(".")[2]
         assert r["size"] == sizes(TREE)[r["source"]]
         assert r["mtime"] == int(os.stat(src / r["source"]).st_mtime)

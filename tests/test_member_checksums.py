@@ -16,8 +16,7 @@ import pyarrow.parquet
 import pytest
 import xxhash
 import zstandard
-from conftest import assert_error, invoke_ishard, make_tree, read_members
-from test_formats import shard_files
+from helpers import assert_error, invoke_ishard, make_tree, read_members, shard_files
 
 from ishard.checksums import digest_of
 from ishard.errors import DataError

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
-import sys
 import tarfile
-import types
 from pathlib import Path, PurePosixPath
-from typing import Generic, TypeVar
 
 import pytest
 import webdataset as wds
-from conftest import FIXTURES, assert_error, invoke_ishard, make_tree, run_ishard, snapshot
+from helpers import (
+    FIXTURES,
+    assert_error,
+    import_wids,
+    invoke_ishard,
+    make_tree,
+    run_ishard,
+    snapshot,
+)
 
 import ishard
 from ishard.cli import cli
@@ -22,28 +26,6 @@ from ishard.cli import cli
 pytestmark = pytest.mark.usefixtures("every_destination_verifies")
 
 FIRST_DOT = r"^(?:.*/)?([^/.]+)\..*$"  # keys end at the basename's first dot, directories dropped
-
-
-def import_wids():
-    """wids, imported for real. wids 0.1 imports torch at module level (``torch.distributed``,
-    and ``torch.utils.data`` for two generic base classes) without declaring it; the dataset
-    classes never call torch. When torch is absent, empty stand-ins satisfy those imports
-    during the import only; everything wids reads and groups is its own code."""
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        T = TypeVar("T")
-        names = ("torch", "torch.distributed", "torch.utils", "torch.utils.data")
-        stubs = {name: types.ModuleType(name) for name in names}
-        for base in ("Dataset", "Sampler"):
-            setattr(stubs["torch.utils.data"], base, types.new_class(base, (Generic[T],)))
-        sys.modules.update(stubs)
-        try:
-            return importlib.import_module("wids")
-        finally:
-            for name in names:
-                del sys.modules[name]
-    return importlib.import_module("wids")
 
 
 def reader_ext(name: str) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import webdataset as wds
-from conftest import DATASET_RECORDS, VANISH, invoke_ishard, make_tree, run_ishard
+from helpers import DATASET_RECORDS, VANISH, invoke_ishard, make_tree, run_ishard
 
 # Every finished destination a test here leaves must pass `ishard verify --deep`.
 pytestmark = pytest.mark.usefixtures("every_destination_verifies")
@@ -145,7 +145,7 @@ def test_an_edited_manifest_cannot_make_overwrite_remove_what_ishard_did_not_wri
 
 
 # A run that fails after its first shard: the last planned file is moved away once the plan
-# is made (conftest.VANISH, put back after), so the last shard cannot be read.
+# is made (helpers.VANISH, put back after), so the last shard cannot be read.
 MIDDLE = ("--shard-size", "64KB", "--no-progress", "--jobs", "1")
 
 

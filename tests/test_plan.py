@@ -6,7 +6,7 @@ import importlib
 import os
 
 import pytest
-from conftest import make_tree
+from helpers import make_tree
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -24,9 +24,9 @@ from unittest import mock
 from urllib.parse import quote_plus
 
 import pytest
+from helpers import s3_csv_report, s3_orc_report, s3_parquet_report
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_inventory_sources import s3_csv_report, s3_orc_report, s3_parquet_report
 
 from ishard import api
 from ishard.errors import IshardError

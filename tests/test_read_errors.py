@@ -13,10 +13,20 @@ import sys
 import threading
 
 import pytest
-from conftest import WAIT, assert_error, invoke_ishard, make_tree, poll, run_ishard, s3_env
+from helpers import (
+    LOCK,
+    WAIT,
+    assert_error,
+    finish,
+    invoke_ishard,
+    make_tree,
+    poll,
+    run_ishard,
+    s3_env,
+    start_ishard,
+)
 from localserver import free_port
 from s3server import S3Proxy
-from test_lease import LOCK, finish, start_ishard
 
 TREE = {"a/1.jpg": b"1" * 300, "a/1.cls": b"7", "a/2.jpg": b"2" * 200, "a/2.cls": b"8"}
 DUMP_MARKS = ("Generic {", "source:", "Error {", "Custom {", "kind:", "ErrorKind", "Some(")

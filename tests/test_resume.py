@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import VANISH, invoke_ishard, make_tree, with_stop_signals
+from helpers import VANISH, invoke_ishard, make_tree, snapshot_but_lock, with_stop_signals
 
 from ishard.readback.verify import verify
 from ishard.sizes import format_size
@@ -31,16 +31,6 @@ COMMON = ("--shard-size", "64KB", "--no-progress")
 TRIALS = 10  # kill -9 trials; each is a run, a kill at a random moment and a resume
 
 
-def snapshot(dst: Path) -> dict[str, bytes]:
-    """Every file under ``dst`` (hidden ones too, but the lock: it names the last run) with its
-    bytes, the manifest's too: a resumed run's manifest is byte for byte an uninterrupted one's."""
-    files = {}
-    for path in sorted(dst.rglob("*")):
-        if path.is_file() and path.name != "lock":
-            files[str(path.relative_to(dst))] = path.read_bytes()
-    return files
-
-
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
     """The source tree and, per format, the output of one uninterrupted run."""
@@ -50,7 +40,7 @@ def dataset(tmp_path_factory):
     for ext in (".tar", ".tgz", ".tar.zst"):
         done = invoke_ishard("shard", src, root / f"ref{ext}", *COMMON, "--ext", ext)
         assert done.returncode == 0, done.stderr
-        reference[ext] = snapshot(root / f"ref{ext}")
+        reference[ext] = snapshot_but_lock(root / f"ref{ext}")
         assert len(reference[ext]) > 15
     return src, reference
 
@@ -69,7 +59,7 @@ def visible(dst: Path) -> dict[str, bytes]:
     the run record are hidden), as ``snapshot`` reports them."""
     return {
         name: data
-        for name, data in snapshot(dst).items()
+        for name, data in snapshot_but_lock(dst).items()
         if not any(part.startswith(".") for part in Path(name).parts)
     }
 
@@ -125,7 +115,7 @@ def test_killed_runs_resume_to_exactly_the_uninterrupted_output(dataset, tmp_pat
         if recovery.endswith("resume"):
             resumed = invoke_ishard("shard", src, dst, *COMMON, "--ext", ext, "--resume")
             assert resumed.returncode == 0, (trial, resumed.stderr)
-        identical = snapshot(dst) == reference[ext]
+        identical = snapshot_but_lock(dst) == reference[ext]
         fault_trials("kill -9", 1, identical, len(left))
         assert identical, (trial, recovery)
         checked = verify(dst)  # what `ishard verify` runs, without a new interpreter per trial
@@ -223,7 +213,7 @@ def test_a_stop_signal_exits_128_plus_its_number_leaves_no_temp_file_and_resumes
     assert resumed.returncode == 0, resumed.stderr
     shards = len([n for n in reference[".tgz"] if n.endswith(".tgz")])
     assert f"kept 1 shard from the earlier run (checked), wrote {shards - 1}; " in resumed.stdout
-    assert snapshot(dst) == reference[".tgz"]
+    assert snapshot_but_lock(dst) == reference[".tgz"]
 
 
 def interrupted_run(src: Path, dst: Path, *args: str) -> None:
@@ -264,14 +254,14 @@ def test_a_damaged_complete_shard_is_written_again(dataset, tmp_path):
     os.truncate(kept[3], 1000)
     resumed = invoke_ishard("shard", src, dst, *COMMON, "--resume")
     assert resumed.returncode == 0, resumed.stderr
-    assert snapshot(dst) == reference[".tar"]
+    assert snapshot_but_lock(dst) == reference[".tar"]
 
 
 def test_resume_refuses_when_the_source_changed(tmp_path):
     copy = make_tree(tmp_path / "src", TREE)
     dst = tmp_path / "out"
     interrupted_run(copy, dst)
-    before = snapshot(dst)
+    before = snapshot_but_lock(dst)
     (copy / "d0/0000.jpg").write_bytes(b"changed")
     (copy / "d1/0001.cls").unlink()
     make_tree(copy, {"d9/a.jpg": 10, "d9/b.jpg": 20})
@@ -288,7 +278,7 @@ def test_resume_refuses_when_the_source_changed(tmp_path):
             "--overwrite to start over"
         )
     ]
-    assert snapshot(dst) == before  # nothing touched
+    assert snapshot_but_lock(dst) == before  # nothing touched
 
 
 def test_resume_names_the_changed_files_of_a_big_source_by_range(tmp_path):
@@ -359,7 +349,7 @@ def test_resume_may_change_how_the_run_goes(dataset, tmp_path):
         "64MiB",
     )
     assert resumed.returncode == 0, resumed.stderr
-    assert snapshot(dst) == reference[".tar"]
+    assert snapshot_but_lock(dst) == reference[".tar"]
 
 
 def test_a_finished_run_resumes_to_nothing_and_a_missing_shard_is_rewritten(dataset, tmp_path):
@@ -386,7 +376,7 @@ def test_a_finished_run_resumes_to_nothing_and_a_missing_shard_is_rewritten(data
     assert again.returncode == 0, again.stderr
     summary = json.loads(again.stdout)
     assert (summary["kept_shards"], summary["written_shards"]) == (shards - 1, 1)
-    assert snapshot(dst) == reference[".tar"]
+    assert snapshot_but_lock(dst) == reference[".tar"]
 
 
 @pytest.mark.parametrize(
@@ -427,11 +417,11 @@ def test_destinations_that_need_a_decision_exit_2(setup, args, message, dataset,
         interrupted_run(src, dst)
     else:
         make_tree(dst, {"notes.txt": b"mine"})
-    before = snapshot(dst)
+    before = snapshot_but_lock(dst)
     result = invoke_ishard("shard", src, dst, *COMMON, *args)
     assert result.returncode == 2
     assert result.stderr.splitlines() == [f"ishard: error: destination {str(dst)!r} {message}"]
-    assert snapshot(dst) == before
+    assert snapshot_but_lock(dst) == before
 
 
 def test_a_second_run_into_the_same_destination_refuses(dataset, tmp_path):
@@ -464,7 +454,7 @@ def test_a_second_run_into_the_same_destination_refuses(dataset, tmp_path):
         os.close(fd)  # the holder "dies": the kernel drops its lock; the file stays
     result = invoke_ishard("shard", src, dst, *COMMON, "--resume")
     assert result.returncode == 0, result.stderr
-    assert snapshot(dst) == reference[".tar"]
+    assert snapshot_but_lock(dst) == reference[".tar"]
 
 
 def test_a_held_local_lock_s_record_is_shown_escaped(dataset, tmp_path):
@@ -521,6 +511,6 @@ def test_a_writer_process_killed_outright_fails_with_resume_advice(dataset, tmp_
     assert "run again with --resume" in line and "--overwrite" not in line, line
     resumed = invoke_ishard("shard", src, dst, *COMMON, "--ext", ".tgz", "--resume")
     assert resumed.returncode == 0, resumed.stderr
-    assert snapshot(dst) == reference[".tgz"]
+    assert snapshot_but_lock(dst) == reference[".tgz"]
     verified = invoke_ishard("verify", dst)
     assert verified.returncode == 0, verified.stdout + verified.stderr

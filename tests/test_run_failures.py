@@ -13,7 +13,7 @@ from pathlib import Path
 
 import distributed
 import pytest
-from conftest import WAIT, assert_error, make_tree, poll, run_ishard, s3_env
+from helpers import WAIT, assert_error, make_tree, poll, run_ishard, s3_env
 from s3server import S3Proxy
 
 TREE = {"a/1.jpg": b"1" * 600, "a/1.cls": b"7", "b/2.jpg": b"2" * 500, "b/2.cls": b"8"}

@@ -8,7 +8,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import make_tree
+from helpers import make_tree
 
 import ishard
 from ishard.options.record import make_options

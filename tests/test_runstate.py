@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import (
+from helpers import (
     DATASET_RECORDS,
     assert_error,
     in_private_namespace,

@@ -13,84 +13,41 @@ import hashlib
 import io
 import json
 import math
-import random
 import signal
 import subprocess
 import sys
 import tarfile
 import threading
 import time
-import zipfile
 from pathlib import Path
 from urllib.parse import quote_plus
 
 import pytest
-from conftest import assert_error, checksum_fields, make_tree, stem
-from conftest import read_members as shard_members
-from test_grow import read_webdataset, read_wids
+from helpers import (
+    MiB,
+    assert_error,
+    assert_ok,
+    blob,
+    checksum_fields,
+    listing,
+    make_tree,
+    objects,
+    put,
+    read_members_checked,
+    read_webdataset,
+    read_wids,
+    stem,
+    uploads,
+)
 
 import ishard
 from ishard.formats import ARCHIVE_EXTS
 from ishard.progress import Progress
 
-MiB = 1 << 20
 FORMATS = ARCHIVE_EXTS
 
 
 # ---------------------------------------------------------------- helpers
-
-
-def blob(seed: str, size: int) -> bytes:
-    """``size`` pseudo-random bytes, the same for the same seed."""
-    return random.Random(seed).randbytes(size)
-
-
-def assert_ok(result) -> None:
-    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
-    assert result.stderr == ""
-
-
-def put(client, bucket: str, files: dict[str, bytes]) -> None:
-    for key, data in files.items():
-        client.put_object(Bucket=bucket, Key=key, Body=data)
-
-
-def listing(client, bucket: str, prefix: str = "") -> list[dict]:
-    """Every object (Key, Size, LastModified, ETag) under ``prefix``, all pages."""
-    out, token = [], None
-    while True:
-        page = client.list_objects_v2(
-            Bucket=bucket, Prefix=prefix, **({"ContinuationToken": token} if token else {})
-        )
-        out += page.get("Contents", [])
-        if not page.get("IsTruncated"):
-            return out
-        token = page["NextContinuationToken"]
-
-
-def objects(client, bucket: str, prefix: str = "") -> dict[str, bytes]:
-    """Every object under ``prefix`` with its bytes."""
-    return {
-        o["Key"]: client.get_object(Bucket=bucket, Key=o["Key"])["Body"].read()
-        for o in listing(client, bucket, prefix)
-    }
-
-
-def uploads(client, bucket: str) -> list:
-    """Multipart uploads still open in ``bucket``."""
-    return client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
-
-
-def read_members(name: str, data: bytes) -> list[tuple[str, bytes]]:
-    """The regular-file members of a shard (``conftest.read_members``), after checking that
-    its bytes begin as its format's do and that a zip's member checksums hold."""
-    if name.endswith(".zip"):
-        assert data[:4] == b"PK\x03\x04"
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            assert zf.testzip() is None
-    elif name.endswith((".tgz", ".tar.gz")):
-        assert data[:2] == b"\x1f\x8b"
-    return shard_members(name, data)
 
 
 def check_shards(
@@ -111,7 +68,7 @@ def check_shards(
     seen: dict[str, bytes] = {}
     sample_shard: dict[str, str] = {}
     for name, data in shards.items():
-        members = read_members(name, data)
+        members = read_members_checked(name, data)
         for member, content in members:
             assert member not in seen, f"{member} twice"
             seen[member] = content
@@ -226,7 +183,9 @@ def test_s3_to_local_names_relative_to_bucket_with_raw_listing_prefix(
                          endpoint_url=s3_server.endpoint_url,
                          storage_options=creds_options(s3_server))  # fmt: skip
     assert plan_members(remote) == plan_members(local)
-    assert {n: [m for m, _ in read_members(n, d)] for n, d in shards.items()} == plan_members(local)
+    assert {
+        n: [m for m, _ in read_members_checked(n, d)] for n, d in shards.items()
+    } == plan_members(local)
 
 
 def test_go_spelling_src_bck_is_bucket_plus_name_prefix(cli, client, s3_bucket, tmp_path):
@@ -593,8 +552,8 @@ def test_src_list_gives_the_same_shards_as_listing_the_bucket(
     expected = {k: v for k, v in LISTED.items() if k.startswith("ds/")}
     check_shards(from_list, list_manifest, expected)
     if kind == "csv":  # no times in the list: same shards and members, other tar mtimes
-        assert {n: read_members(n, d) for n, d in from_list.items()} == {
-            n: read_members(n, d) for n, d in listed.items()
+        assert {n: read_members_checked(n, d) for n, d in from_list.items()} == {
+            n: read_members_checked(n, d) for n, d in listed.items()
         }
     else:  # times in the list: byte-identical shards
         assert from_list == listed
@@ -813,7 +772,7 @@ def test_server_killed_mid_run_leaves_no_partial_shard_or_upload(
     assert set(names) <= set(planned) and set(names) != set(planned)
     assert progress.done == ["shard-000000.tar"] and set(names) == {"shard-000000.tar"}
     for name, data in names.items():  # a complete archive of exactly its planned members
-        assert read_members(name, data) == [(m, files[m]) for m in planned[name]]
+        assert read_members_checked(name, data) == [(m, files[m]) for m in planned[name]]
     assert len(progress.notices) == 1 and "could not abort" in progress.notices[0]
     assert "shard-000001.tar" in progress.notices[0]
 
@@ -955,7 +914,7 @@ def test_storage_options_from_the_environment_reach_the_store(
     )
     assert_ok(result)
     stored = objects(client, bucket2)
-    members = read_members("shard-000000.tar", stored["out/shard-000000.tar"])
+    members = read_members_checked("shard-000000.tar", stored["out/shard-000000.tar"])
     assert members == [("x/1.cls", b"c"), ("x/1.jpg", b"1")]
     assert s3_server.secret_key not in result.stdout + result.stderr
 
@@ -985,7 +944,7 @@ def test_a_key_the_s3_client_cannot_parse_is_left_out_and_reported_like_a_local_
     assert "left out 1: unsafe name" in done.stdout and repr(f"ds/a/bad{char}x.jpg") in done.stdout
     assert not any(c in done.stdout.replace("\n", "") for c in "\t\x7f"), done.stdout
     shards, _ = local_shards(tmp_path / "out")
-    members = [m for d in shards.values() for m, _ in read_members("x.tar", d)]
+    members = [m for d in shards.values() for m, _ in read_members_checked("x.tar", d)]
     assert members == ["ds/0.jpg", "ds/a/1.jpg", "ds/a/c.jpg", "ds/b/2.jpg"]
     done = cli("shard", f"s3://{s3_bucket}/ds", tmp_path / "out2", "--storage-option",
                "backend=fsspec")  # fmt: skip
@@ -1029,7 +988,9 @@ def test_a_key_the_store_lists_garbled_is_left_out_and_reported(
     assert "left out 1: key listed with U+FFFD in place of a character" in done.stdout, done.stdout
     assert "'ds/a/bad\ufffdx.jpg'" in done.stdout and char not in done.stdout
     shards, manifest = local_shards(tmp_path / "out")
-    assert [m for d in shards.values() for m, _ in read_members("x.tar", d)] == ["ds/a/1.jpg"]
+    assert [m for d in shards.values() for m, _ in read_members_checked("x.tar", d)] == [
+        "ds/a/1.jpg"
+    ]
     assert "ds/a/bad\ufffdx.jpg" in json.dumps(manifest, ensure_ascii=False)
 
 
@@ -1136,7 +1097,9 @@ def test_append_and_update_grow_a_dataset_in_the_store(cli, client, s3_bucket, t
     assert updated.returncode == 0, updated.stderr
     shards, manifest = split_shards(objects(client, s3_bucket, "out/"), "out/")
     check_shards(shards, manifest, {**expected, "src/train/003.cls": b"relabelled"})
-    holder = next(n for n, d in shards.items() if "src/train/003.cls" in dict(read_members(n, d)))
+    holder = next(
+        n for n, d in shards.items() if "src/train/003.cls" in dict(read_members_checked(n, d))
+    )
     assert f"out/{holder}" not in before  # a new shard holds it; the old one is gone
     assert_ok(cli("verify", dst, "--deep", "-q"))
 

@@ -10,8 +10,16 @@ import subprocess
 import sys
 import time
 
-from conftest import DATASET_RECORDS, make_tree
-from test_s3 import MiB, assert_ok, blob, objects, read_members, uploads
+from helpers import (
+    DATASET_RECORDS,
+    MiB,
+    assert_ok,
+    blob,
+    make_tree,
+    objects,
+    read_members_checked,
+    uploads,
+)
 
 FILES = {f"{i:03d}.bin": blob(f"m{i}", MiB // 2 + 4099 * i) for i in range(40)}
 COMMON = ("--shard-size", "6MiB", "--part-size", "5MiB", "--no-progress")
@@ -49,7 +57,7 @@ def test_kill_9_with_overwrite_and_resume_mixed_leaves_exactly_a_clean_run(
     assert_ok(cli("shard", src, f"s3://{s3_bucket}/ref", *COMMON))
     reference = _shards(objects(client, s3_bucket, "ref/"), "ref/")
     assert len(reference) > 4
-    planned = {name: read_members(name, data) for name, data in reference.items()
+    planned = {name: read_members_checked(name, data) for name, data in reference.items()
                if name not in DATASET_RECORDS}  # fmt: skip
 
     rng = random.Random(20261123)
@@ -73,7 +81,7 @@ def test_kill_9_with_overwrite_and_resume_mixed_leaves_exactly_a_clean_run(
             if name in DATASET_RECORDS:
                 assert data == reference[name], trial
             else:
-                assert read_members(name, data) == planned[name], (trial, name)
+                assert read_members_checked(name, data) == planned[name], (trial, name)
         mode = ("--resume", "--overwrite")[trial % 2]
         done = cli("shard", src, url, *COMMON, mode, "--jobs", jobs)
         assert done.returncode == 0 and "error" not in done.stderr, (trial, done.stderr)

@@ -12,7 +12,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from conftest import make_tree
+from helpers import make_tree
 
 import ishard
 from ishard.errors import SourceError

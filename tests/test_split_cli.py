@@ -7,7 +7,7 @@ import re
 from collections import Counter
 
 import pytest
-from conftest import invoke_ishard, make_tree, run_ishard
+from helpers import invoke_ishard, make_tree, run_ishard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

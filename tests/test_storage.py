@@ -13,7 +13,7 @@ from pathlib import Path
 from urllib.parse import quote_plus
 
 import pytest
-from conftest import invoke_ishard
+from helpers import invoke_ishard
 
 from ishard.errors import IshardError, SourceError, UsageError, WriteError
 from ishard.model import Tally

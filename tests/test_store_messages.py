@@ -13,7 +13,7 @@ import threading
 
 import pytest
 from azurite import ACCOUNT
-from conftest import assert_error, make_tree, run_ishard
+from helpers import assert_error, make_tree, run_ishard
 from localserver import free_port
 from s3server import S3Proxy
 

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import invoke_ishard, make_tree, snapshot
+from helpers import invoke_ishard, make_tree, snapshot
 
 from ishard.errors import UsageError
 from ishard.store import Location, registry, resolve

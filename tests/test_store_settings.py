@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from conftest import make_tree, run_ishard
+from helpers import make_tree, run_ishard
 
 from ishard.store import resolve
 from ishard.store.obstore.s3uploads import S3RequestError, abort_open_uploads
@@ -143,7 +143,7 @@ def test_open_uploads_of_planned_keys_are_aborted_and_no_others(s3_server, s3_bu
 def test_sharded_samples_reads_a_bucket_given_s3fs_style_options(s3_server, s3_bucket, tmp_path):
     """Options as fsspec users wrote them (``endpoint_url``, ``key``, ``secret``) reach the
     store; every planned sample comes back from the bucket's shards."""
-    from conftest import FIXTURES
+    from helpers import FIXTURES
 
     import ishard
     from ishard.split.read import ShardedSamples

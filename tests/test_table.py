@@ -5,7 +5,7 @@ from __future__ import annotations
 from array import array
 
 import pytest
-from conftest import open_files_in
+from helpers import open_files_in
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

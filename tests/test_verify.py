@@ -18,7 +18,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import (
+from helpers import (
     FIXTURES,
     assert_error,
     checksum_fields,
@@ -28,7 +28,7 @@ from conftest import (
     stem,
     tar_codec,
 )
-from conftest import read_members as shard_members
+from helpers import read_members as shard_members
 
 from ishard.errors import DataError
 from ishard.formats import FORMATS as REGISTRY

@@ -15,11 +15,21 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DATASET_RECORDS, entry_matches, invoke_ishard, make_tree, recorded_checksum
-from test_formats import EXTS, TREE, member_names, read_shard, shard_files
+from helpers import (
+    DATASET_RECORDS,
+    entry_matches,
+    invoke_ishard,
+    make_tree,
+    member_names,
+    read_shard,
+    recorded_checksum,
+    shard_files,
+)
+from helpers import SMALL_TREE as TREE
 
 import ishard
 from ishard.errors import SourceError
+from ishard.formats import ARCHIVE_EXTS
 from ishard.progress import Progress
 
 # TREE's sample 0005 has a .bin file in two directories, and these tests find members by
@@ -58,7 +68,7 @@ def manifest(dst: Path) -> dict:
 # ---------------------------------------------------------------- determinism
 
 
-VARIANTS = [(ext,) for ext in EXTS] + [
+VARIANTS = [(ext,) for ext in ARCHIVE_EXTS] + [
     (".zip", "--zip-compression", "deflated"),
     (".tgz", "--compress-level", "1", "--sort", "shuffle:7"),
     (".tar.lz4", "--compress-level", "9", "--sort", "alpha:dec"),
@@ -79,7 +89,7 @@ def test_same_command_twice_gives_byte_identical_shards(variant, tmp_path):
     assert manifest(tmp_path / "one")["shardlist"] == manifest(tmp_path / "two")["shardlist"]
 
 
-@pytest.mark.parametrize("ext", EXTS)
+@pytest.mark.parametrize("ext", ARCHIVE_EXTS)
 def test_jobs_1_and_jobs_4_give_byte_identical_shards(ext, tmp_path):
     files = {**TREE, **{f"many/{i:04d}.bin": 1500 + i for i in range(24)}}
     src = make_tree(tmp_path / "src", files)
@@ -95,7 +105,7 @@ def test_jobs_1_and_jobs_4_give_byte_identical_shards(ext, tmp_path):
 # ---------------------------------------------------------------- what a finished run leaves
 
 
-@pytest.mark.parametrize("ext", EXTS)
+@pytest.mark.parametrize("ext", ARCHIVE_EXTS)
 def test_successful_run_leaves_only_shards_and_manifest(ext, tmp_path):
     src = make_tree(tmp_path / "src", TREE)
     before = snapshot(src)
@@ -203,7 +213,7 @@ def assert_clean_failure(dst: Path, good: dict[str, bytes], victim: str) -> None
 
 @pytest.mark.parametrize("action", ACTIONS)
 @pytest.mark.parametrize("victim", VICTIMS)
-@pytest.mark.parametrize("ext", EXTS)
+@pytest.mark.parametrize("ext", ARCHIVE_EXTS)
 @pytest.mark.parametrize("jobs", [1, 4])
 def test_source_changed_after_listing_fails_naming_the_file_and_leaves_no_partial_shard(
     jobs, ext, victim, action, tmp_path, reference
@@ -386,7 +396,7 @@ def test_failed_overwrite_run_leaves_no_manifest_that_disagrees_with_the_shards(
 # ---------------------------------------------------------------- --checksum none
 
 
-@pytest.mark.parametrize("ext", EXTS)
+@pytest.mark.parametrize("ext", ARCHIVE_EXTS)
 def test_checksum_none_writes_the_same_shards_and_no_checksum(ext, tmp_path, reference):
     src = make_tree(tmp_path / "src", TREE)
     dst = tmp_path / "dst"
