@@ -20,7 +20,7 @@ from email.utils import formatdate
 from pathlib import Path
 
 import pytest
-from localserver import HOST, LocalServer, free_port
+from localserver import HOST, LocalServer, for_the_session, free_port
 
 ACCOUNT = "devstoreaccount1"
 # The Azure Storage emulator's published development key (the same in every install).
@@ -107,17 +107,8 @@ class Azurite(LocalServer):
 @pytest.fixture(scope="session")
 def azurite(tmp_path_factory):
     """One Azurite for the session; fails (never skips) when it is not installed."""
-    binary = find_azurite()
-    if binary is None:
-        pytest.fail(
-            f"Azurite is not installed — run `{INSTALL}` (the README's test command does)",
-            pytrace=False,
-        )
-    server = Azurite(binary, tmp_path_factory.mktemp("azurite"))
-    try:
-        yield server
-    finally:
-        server.close()
+    missing = f"Azurite is not installed — run `{INSTALL}` (the README's test command does)"
+    yield from for_the_session(Azurite, find_azurite(), missing, tmp_path_factory.mktemp("azurite"))
 
 
 @pytest.fixture

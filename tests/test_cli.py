@@ -668,12 +668,8 @@ def test_ls_lists_members_with_sizes(tmp_path, name):
 
 def test_ls_reads_what_shard_wrote(src, tmp_path):
     dst = tmp_path / "out"
-    assert (
-        invoke_ishard(
-            "shard", src, dst, "--ext", ".tar.lz4", "--member-names", "original"
-        ).returncode
-        == 0
-    )
+    done = invoke_ishard("shard", src, dst, "--ext", ".tar.lz4", "--member-names", "original")
+    assert done.returncode == 0, done.stderr
     result = invoke_ishard("ls", dst / "shard-000000.tar.lz4")
     assert result.returncode == 0, result.stderr
     assert [ln.split(None, 2)[2] for ln in result.stdout.splitlines()] == VISIBLE

@@ -1,9 +1,10 @@
 """``--executor dask`` stopped mid-shard: a stop signal, the cluster's last worker gone, one
 worker of two killed. Each through the command, on a real scheduler with `dask worker`
-processes (some preloaded with tests/dask_hold.py, which holds shards mid-write)."""
+processes (some preloaded with tests/hold_writers.py, which holds shards mid-write)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -13,13 +14,19 @@ from pathlib import Path
 
 import distributed
 import pytest
-from helpers import assert_error, make_tree, poll, run_ishard, with_stop_signals
+from helpers import (
+    WAIT,
+    assert_error,
+    make_tree,
+    poll,
+    run_ishard,
+    start_dask_worker,
+    with_stop_signals,
+)
 
 # 8 samples of ~60 KB: with 120KB shards 4 shards (.tar: same bytes from any writer).
 TREE = {**{f"d/{i:03d}.jpg": 60_000 + 97 * i for i in range(8)}}
 COMMON = ("--shard-size", "120KB", "--no-progress", "--executor", "dask")
-HOLD = str(Path(__file__).with_name("dask_hold.py"))
-WAIT = 120  # seconds: a bound for what must happen, never a synchronisation
 FIRST_RECORD = ".ishard-run/done/000000000.json"  # the run state's record of shard 0
 
 
@@ -33,39 +40,9 @@ def cluster():
 
 
 @pytest.fixture
-def workers():
-    """Starts `dask worker` processes (no nanny: a killed one stays dead); stops them after."""
-    started: list[subprocess.Popen] = []
-
-    def start(address: str, *, held: bool, first: str = "") -> subprocess.Popen:
-        preload = ("--preload", HOLD) if held else ()
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "distributed.cli.dask_worker",
-                address,
-                "--no-nanny",
-                "--nthreads",
-                "1",
-                "--no-dashboard",
-                "--host",
-                "127.0.0.1",
-                *preload,
-            ],
-            env={**os.environ, "ISHARD_TEST_FIRST": first},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        started.append(proc)
-        return proc
-
-    yield start
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=WAIT)
+def workers(processes):
+    """``workers(address, held=…, first=…)``: starts a `dask worker` (``start_dask_worker``)."""
+    return functools.partial(start_dask_worker, processes)
 
 
 def workers_of(address: str, count: int) -> None:

@@ -5,13 +5,12 @@ nothing."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from pathlib import Path
 
 import pytest
-from helpers import assert_error, invoke_ishard, make_tree, run_ishard, snapshot
+from helpers import assert_error, invoke_ishard, make_tree, objects, run_ishard, s3_env, snapshot
 
 from ishard.store import resolve
 from ishard.store.lockrecord import acquire
@@ -174,32 +173,17 @@ def test_a_dry_run_into_a_bucket_refuses_a_live_lease_and_a_non_empty_prefix(
     """On a store the lock is a lease object: read, never written, by a dry run."""
     client = s3_server.client()
     src = make_tree(tmp_path / "src", {"a/1.jpg": b"one", "a/2.jpg": b"two"})
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "AIS_"))},
-        "AWS_ACCESS_KEY_ID": s3_server.access_key,
-        "AWS_SECRET_ACCESS_KEY": s3_server.secret_key,
-        "AWS_EC2_METADATA_DISABLED": "true",
-        "AWS_CONFIG_FILE": os.devnull,
-        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-        "NO_PROXY": "127.0.0.1,localhost",
-    }
+    env = s3_env(s3_server)
     endpoint = ("--endpoint-url", s3_server.endpoint_url)
 
     def both(dst: str, *extra: str) -> str:
-        def stored() -> dict[str, bytes]:
-            listed = client.list_objects_v2(Bucket=s3_bucket).get("Contents", [])
-            return {
-                o["Key"]: client.get_object(Bucket=s3_bucket, Key=o["Key"])["Body"].read()
-                for o in listed
-            }
-
-        before = stored()
+        before = objects(client, s3_bucket)
         real = run_ishard("shard", src, dst, *endpoint, "--no-progress", *extra, env=env)
         dry = run_ishard("shard", src, dst, *endpoint, "--dry-run", *extra, env=env)
         line = assert_error(dry, real.returncode)
         left = re.compile(r"runs out in \d+ s")  # seconds left: counted at each look
         assert left.sub("", dry.stderr) == left.sub("", real.stderr)
-        assert stored() == before
+        assert objects(client, s3_bucket) == before
         return line
 
     lock = {"id": "x", "host": "trainer-3", "pid": 77, "started": "2026-11-22 09:00:00 UTC"}

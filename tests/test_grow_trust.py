@@ -12,7 +12,16 @@ from pathlib import Path
 import pyarrow
 import pyarrow.parquet
 import pytest
-from helpers import assert_error, invoke_ishard, make_tree, shard_checksum, snapshot
+from helpers import (
+    assert_error,
+    invoke_ishard,
+    make_tree,
+    objects,
+    run_ishard,
+    s3_env,
+    shard_checksum,
+    snapshot,
+)
 
 # 10 samples of a .jpg and a .cls; with --shard-size 2 (samples) five shards
 TREE = {
@@ -287,19 +296,7 @@ def test_an_index_holding_a_sample_in_two_shards_is_refused(dataset):
 def test_an_object_at_the_next_shard_name_in_a_bucket_stops_the_run(s3_server, s3_bucket, tmp_path):
     """In a store the destination is listed once for the new names: an object of someone
     else's there stops the run, and is left as it was, as is every object of the dataset."""
-    from helpers import run_ishard
-
-    env = {
-        k: v
-        for k, v in __import__("os").environ.items()
-        if not k.startswith(("AWS_", "AIS_")) and "proxy" not in k.lower()
-    }
-    env.update(
-        AWS_ACCESS_KEY_ID=s3_server.access_key,
-        AWS_SECRET_ACCESS_KEY=s3_server.secret_key,
-        AWS_EC2_METADATA_DISABLED="true",
-        NO_PROXY="127.0.0.1,localhost",
-    )
+    env = s3_env(s3_server)
     src = make_tree(tmp_path / "src", TREE)
     dst = f"s3://{s3_bucket}/data"
     args = (*COMMON, "--endpoint-url", s3_server.endpoint_url)
@@ -310,14 +307,7 @@ def test_an_object_at_the_next_shard_name_in_a_bucket_stops_the_run(s3_server, s
     client = s3_server.client()
     client.put_object(Bucket=s3_bucket, Key="data/shard-000005.tar", Body=b"not ishard's")
 
-    def objects() -> dict[str, bytes]:
-        listed = client.list_objects_v2(Bucket=s3_bucket).get("Contents", [])
-        return {
-            o["Key"]: client.get_object(Bucket=s3_bucket, Key=o["Key"])["Body"].read()
-            for o in listed
-        }
-
-    before = objects()
+    before = objects(client, s3_bucket)
     grown = run_ishard("shard", src, dst, *args, "--append", env=env)
     assert_error(grown, 1, "shard-000005.tar' is already there", "manifest.json does not list")
-    assert objects() == before
+    assert objects(client, s3_bucket) == before

@@ -36,6 +36,7 @@ from helpers import (
 from s3server import S3Proxy, slow_down
 
 WAIT = 60.0  # generous bound for anything awaited (never reached when things work)
+SMALL_SHARDS = ("--shard-size", "25KB", "--no-progress")  # a few 10 kB files: a few shards
 
 
 def ishard_at(endpoint: str, env: dict, *args, **extra_env):
@@ -249,9 +250,7 @@ def test_two_runs_starting_together_while_the_lock_put_is_slow_exactly_one_proce
                     "shard",
                     src,
                     f"s3://{s3_bucket}/{prefix}",
-                    "--shard-size",
-                    "25KB",
-                    "--no-progress",
+                    *SMALL_SHARDS,
                 )
                 for _ in range(2)
             ]
@@ -416,9 +415,7 @@ def test_a_throttled_clean_up_is_retried_retries_times_and_leaves_nothing(
             "shard",
             src,
             dst,
-            "--shard-size",
-            "25KB",
-            "--no-progress",
+            *SMALL_SHARDS,
             "--json",
             "--retries",
             str(retries),
@@ -430,15 +427,7 @@ def test_a_throttled_clean_up_is_retried_retries_times_and_leaves_nothing(
     assert json.loads(result.stdout)["retries"] == retries * len(rule.seen)
     assert listing(client, s3_bucket, "out/.ishard-run") == []
     again = ishard_at(
-        s3_server.endpoint_url,
-        s3env,
-        "shard",
-        src,
-        dst,
-        "--shard-size",
-        "25KB",
-        "--no-progress",
-        "--overwrite",
+        s3_server.endpoint_url, s3env, "shard", src, dst, *SMALL_SHARDS, "--overwrite"
     )
     assert again.returncode == 0 and again.stderr == "", again.stderr
     verify(s3_server, s3env, dst)
@@ -477,9 +466,7 @@ def test_records_that_cannot_be_removed_after_the_manifest_are_a_notice_not_a_fa
             "shard",
             src,
             dst,
-            "--shard-size",
-            "25KB",
-            "--no-progress",
+            *SMALL_SHARDS,
             "--retries",
             "2",
             *NO_LOWER_RETRIES,
@@ -547,6 +534,15 @@ def test_resume_rewrites_a_kept_s3_shard_replaced_by_same_size_garbage(
 # ---------------------------------------------------------------- the busy line
 
 
+def resume_over_lock(s3_server, s3env, client, bucket: str, src, lock: bytes | dict):
+    """``ishard shard SRC s3://BUCKET/out --resume`` where the lock object ``lock`` (a record,
+    or bytes as they are) was planted."""
+    body = lock if isinstance(lock, bytes) else json.dumps(lock)
+    client.put_object(Bucket=bucket, Key=f"out/{LOCK}", Body=body)
+    dst = f"s3://{bucket}/out"
+    return ishard_at(s3_server.endpoint_url, s3env, "shard", src, dst, "--resume", "--no-progress")
+
+
 @pytest.mark.parametrize("fields, shown", [
     ({}, ""),
     ({"host": "trainer-3", "started": "2026-11-22 09:00:00 UTC"},
@@ -558,16 +554,7 @@ def test_a_live_lock_missing_fields_is_described_without_them(
 ):
     src = make_tree(tmp_path / "src", {"a/1.jpg": b"one"})
     lock = {"id": "x", **fields, "expires": time.time() + 300}
-    client.put_object(Bucket=s3_bucket, Key=f"out/{LOCK}", Body=json.dumps(lock))
-    result = ishard_at(
-        s3_server.endpoint_url,
-        s3env,
-        "shard",
-        src,
-        f"s3://{s3_bucket}/out",
-        "--resume",
-        "--no-progress",
-    )
+    result = resume_over_lock(s3_server, s3env, client, s3_bucket, src, lock)
     line = assert_error(
         result,
         1,
@@ -622,11 +609,8 @@ def test_a_malformed_lock_is_reported_with_how_to_clear_it(
     """A lock object no run of ishard wrote is neither taken over nor a crash: one line names
     the object and what is wrong with it, and says to delete it; deleting it is enough."""
     src = make_tree(tmp_path / "src", {"a/1.jpg": b"one"})
-    client.put_object(Bucket=s3_bucket, Key=f"out/{LOCK}", Body=body)
+    result = resume_over_lock(s3_server, s3env, client, s3_bucket, src, body)
     dst, lock = f"s3://{s3_bucket}/out", f"s3://{s3_bucket}/out/{LOCK}"
-    result = ishard_at(
-        s3_server.endpoint_url, s3env, "shard", src, dst, "--resume", "--no-progress"
-    )
     line = assert_error(
         result,
         1,
@@ -647,21 +631,9 @@ def test_a_live_lock_s_fields_reach_the_terminal_escaped(
     """A planted host ``ESC[2J`` (clear the screen) and a start time with a newline are shown
     as escapes, not sent to the terminal; the line stays one line."""
     src = make_tree(tmp_path / "src", {"a/1.jpg": b"one"})
-    lock = {
-        "id": "x",
-        "host": "\x1b[2J",
-        "started": "today\nishard: done",
-        "expires": time.time() + 300,
-    }
-    client.put_object(Bucket=s3_bucket, Key=f"out/{LOCK}", Body=json.dumps(lock))
-    result = ishard_at(
-        s3_server.endpoint_url,
-        s3env,
-        "shard",
-        src,
-        f"s3://{s3_bucket}/out",
-        "--resume",
-        "--no-progress",
+    lock = {"id": "x", "host": "\x1b[2J", "started": "today\nishard: done"}
+    result = resume_over_lock(
+        s3_server, s3env, client, s3_bucket, src, {**lock, "expires": time.time() + 300}
     )
     line = assert_error(
         result,
@@ -679,11 +651,8 @@ def test_a_lock_that_runs_out_in_the_year_5000_says_how_to_clear_it(
     5000 would block DST for ever, so the refusal names the lock object to delete."""
     src = make_tree(tmp_path / "src", {"a/1.jpg": b"one"})
     lock = {"id": "x", "host": "trainer-3", "pid": 77, "expires": YEAR_5000}
-    client.put_object(Bucket=s3_bucket, Key=f"out/{LOCK}", Body=json.dumps(lock))
+    result = resume_over_lock(s3_server, s3env, client, s3_bucket, src, lock)
     dst, url = f"s3://{s3_bucket}/out", f"s3://{s3_bucket}/out/{LOCK}"
-    result = ishard_at(
-        s3_server.endpoint_url, s3env, "shard", src, dst, "--resume", "--no-progress"
-    )
     assert_error(
         result,
         1,
@@ -728,7 +697,7 @@ def test_a_stop_signal_ends_a_run_whose_store_refuses_everything_at_once(
     rule = RefuseAllFromFirstShard()
     proxy = S3Proxy(s3_server.endpoint_url, rule, rule.after)
     dst = f"s3://{s3_bucket}/out"
-    common = ("--shard-size", "25KB", "--no-progress", "--retries", "6")
+    common = (*SMALL_SHARDS, "--retries", "6")
     try:
         run = start_ishard(proxy.endpoint_url, s3env, "shard", src, dst, *common)
         assert rule.refused.wait(WAIT), "no request was refused"

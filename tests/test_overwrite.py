@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import webdataset as wds
-from helpers import DATASET_RECORDS, VANISH, invoke_ishard, make_tree, run_ishard
+from helpers import DATASET_RECORDS, invoke_ishard, make_tree, run_ishard, run_losing
 
 # Every finished destination a test here leaves must pass `ishard verify --deep`.
 pytestmark = pytest.mark.usefixtures("every_destination_verifies")
@@ -145,22 +143,14 @@ def test_an_edited_manifest_cannot_make_overwrite_remove_what_ishard_did_not_wri
 
 
 # A run that fails after its first shard: the last planned file is moved away once the plan
-# is made (helpers.VANISH, put back after), so the last shard cannot be read.
+# is made (helpers.run_losing, put back after), so the last shard cannot be read.
 MIDDLE = ("--shard-size", "64KB", "--no-progress", "--jobs", "1")
 
 
 def interrupted(src: Path, dst: str, *args: str, env: dict | None = None) -> None:
     last = src / max(n for n in TREE if n.startswith("d1/"))
-    done = subprocess.run(
-        [sys.executable, "-c", VANISH, str(last), "shard", str(src), dst, *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    done = run_losing(last, "shard", src, dst, *args, env=env)
     assert done.returncode == 1 and "cannot read" in done.stderr, done.stderr
-    os.rename(str(last) + ".away", last)
 
 
 def test_an_interrupted_overwrite_keeps_the_old_shards_and_resume_removes_them(src, tmp_path):

@@ -14,7 +14,15 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import VANISH, invoke_ishard, make_tree, snapshot_but_lock, with_stop_signals
+from helpers import (
+    HOLD,
+    HOW_IT_RUNS,
+    invoke_ishard,
+    make_tree,
+    run_losing,
+    snapshot_but_lock,
+    with_stop_signals,
+)
 
 from ishard.readback.verify import verify
 from ishard.sizes import format_size
@@ -123,52 +131,13 @@ def test_killed_runs_resume_to_exactly_the_uninterrupted_output(dataset, tmp_pat
     assert interrupted >= 1  # kills land at random moments: some before the end
 
 
-# Holds every shard but the first after its first member until the run is being stopped, so a
-# Ctrl-C lands mid-run for certain: one shard complete, others half-written (the writers are
-# forked, so they inherit this patch).
-HOLD = """
-import sys, time
-from ishard import cli
-from ishard.run import write
-real = write.write_one
-def held(shard, reader, open_sink, settings, cancel, progress):
-    inner = reader
-    class Held:
-        def read(self, members):
-            stream = inner.read(members)
-            yield next(stream)
-            deadline = time.monotonic() + 60
-            while not cancel.is_set() and time.monotonic() < deadline:
-                time.sleep(0.01)
-            yield from stream
-    if shard.name != sys.argv[1]:
-        reader = Held()
-    return real(shard, reader, open_sink, settings, cancel, progress)
-write.write_one = held
-cli.main(sys.argv[2:])
-"""
-
-
 def start_held(src: Path, dst: Path, first: str) -> subprocess.Popen:
     """A .tgz run with two writers, in a session of its own, returned once ``first`` is
-    complete and both writers are held mid-shard (see HOLD)."""
+    complete and both writers are held mid-shard (HOLD)."""
+    argv = [sys.executable, HOLD, "shard", src, dst, *COMMON, "--ext", ".tgz", "--jobs", "2"]
     run = subprocess.Popen(
-        with_stop_signals(
-            [
-                sys.executable,
-                "-c",
-                HOLD,
-                first,
-                "shard",
-                src,
-                dst,
-                *COMMON,
-                "--ext",
-                ".tgz",
-                "--jobs",
-                "2",
-            ]
-        ),
+        with_stop_signals(argv),
+        env={**os.environ, "ISHARD_TEST_FIRST": first},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -220,26 +189,8 @@ def interrupted_run(src: Path, dst: Path, *args: str) -> None:
     """A run stopped by a failure after some shards: the last planned file is removed once
     planning is done, so the last shard fails and the rest stay complete."""
     last = max(n for n in TREE if n.startswith("d2/"))
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            VANISH,
-            str(src / last),
-            "shard",
-            str(src),
-            str(dst),
-            *COMMON,
-            "--jobs",
-            "1",
-            *args,
-        ],
-        check=False,
-        capture_output=True,
-        text=True,
-    )
+    done = run_losing(src / last, "shard", src, dst, *COMMON, "--jobs", "1", *args)
     assert done.returncode == 1 and "cannot read" in done.stderr, done.stderr
-    os.rename(str(src / last) + ".away", src / last)
 
 
 def test_a_damaged_complete_shard_is_written_again(dataset, tmp_path):
@@ -290,14 +241,8 @@ def test_resume_names_the_changed_files_of_a_big_source_by_range(tmp_path):
     # 6 shards: the run publishes 5 before the last fails (a run that published nothing
     # leaves nothing to resume: its records go)
     common = ("--shard-size", "100B", "--no-progress", "--jobs", "1")
-    done = subprocess.run(
-        [sys.executable, "-c", VANISH, str(src / names[-1]), "shard", str(src), str(dst), *common],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_losing(src / names[-1], "shard", src, dst, *common)
     assert done.returncode == 1 and "cannot read" in done.stderr, done.stderr
-    os.rename(str(src / names[-1]) + ".away", src / names[-1])
     make_tree(src, {"x/00301a.bin": 1})  # sorts between x/00301.bin and x/00302.bin
     resumed = invoke_ishard("shard", src, dst, *common, "--resume")
     assert resumed.returncode == 1
@@ -335,19 +280,7 @@ def test_resume_may_change_how_the_run_goes(dataset, tmp_path):
     src, reference = dataset
     dst = tmp_path / "out"
     interrupted_run(src, dst)
-    resumed = invoke_ishard(
-        "shard",
-        src,
-        dst,
-        *COMMON,
-        "--resume",
-        "--jobs",
-        "2",
-        "--retries",
-        "3",
-        "--read-buffer",
-        "64MiB",
-    )
+    resumed = invoke_ishard("shard", src, dst, *COMMON, "--resume", *HOW_IT_RUNS)
     assert resumed.returncode == 0, resumed.stderr
     assert snapshot_but_lock(dst) == reference[".tar"]
 

@@ -6,14 +6,12 @@ finishes). SeaweedFS and Dask processes on 127.0.0.1 only."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import distributed
-import pytest
-from helpers import WAIT, assert_error, make_tree, poll, run_ishard, s3_env
+from helpers import WAIT, assert_error, make_tree, poll, run_ishard, s3_env, start_dask_worker
 from s3server import S3Proxy
 
 TREE = {"a/1.jpg": b"1" * 600, "a/1.cls": b"7", "b/2.jpg": b"2" * 500, "b/2.cls": b"8"}
@@ -75,30 +73,9 @@ def test_a_read_the_store_refuses_is_its_refusal_of_a_read_of_the_dataset(
 
 # ---------------------------------------------------------------- the Dask scheduler lost
 
-HOLD = str(Path(__file__).with_name("dask_hold.py"))
 # 6 samples of ~60 KB: with 120KB shards 3 shards (.tar: same bytes from any writer)
 DASK_TREE = {f"d/{i:03d}.jpg": 60_000 + 97 * i for i in range(6)}
 DASK_ARGS = ("--shard-size", "120KB", "--no-progress", "--executor", "dask")
-
-
-@pytest.fixture
-def processes():
-    """Starts processes in sessions of their own; kills those still running after the test."""
-    started: list[subprocess.Popen] = []
-
-    def start(*argv: str, env: dict | None = None) -> subprocess.Popen:
-        proc = subprocess.Popen(
-            [sys.executable, *argv], env={**os.environ, **(env or {})},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
-        started.append(proc)
-        return proc
-
-    yield start
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=WAIT)
 
 
 def start_scheduler(start, folder: Path) -> tuple[subprocess.Popen, str]:
@@ -111,16 +88,6 @@ def start_scheduler(start, folder: Path) -> tuple[subprocess.Popen, str]:
     )  # fmt: skip
     poll("the scheduler's address", lambda: record.exists() and record.stat().st_size)
     return proc, json.loads(record.read_text())["address"]
-
-
-def start_worker(start, address: str, *, held: bool, first: str = "") -> subprocess.Popen:
-    """A `dask worker` (no nanny) of one thread; ``held``: every shard but ``first`` is held
-    after its first member until the run is cancelled (tests/dask_hold.py)."""
-    preload = ("--preload", HOLD) if held else ()
-    return start(
-        "-m", "distributed.cli.dask_worker", address, "--no-nanny", "--nthreads", "1",
-        "--no-dashboard", "--host", "127.0.0.1", *preload, env={"ISHARD_TEST_FIRST": first},
-    )  # fmt: skip
 
 
 def temps(dst: Path) -> list[Path]:
@@ -140,7 +107,7 @@ def test_the_dask_scheduler_killed_mid_run_is_one_line_and_resume_finishes(proce
     names = sorted(n for n in expected if n.endswith(".tar"))
     assert len(names) == 3
     scheduler, address = start_scheduler(processes, tmp_path)
-    held = start_worker(processes, address, held=True, first=names[0])
+    held = start_dask_worker(processes, address, held=True, first=names[0])
     with distributed.Client(address, timeout=WAIT) as client:
         client.wait_for_workers(1, timeout=WAIT)
     dst = tmp_path / "out"
@@ -165,7 +132,7 @@ def test_the_dask_scheduler_killed_mid_run_is_one_line_and_resume_finishes(proce
     held.kill()  # it would hold the resumed run's shards too (and its temp file is left)
     held.wait(timeout=WAIT)
     _, address = start_scheduler(processes, tmp_path / "again")
-    start_worker(processes, address, held=False)
+    start_dask_worker(processes, address, held=False)
     resumed = run_ishard("shard", src, dst, *DASK_ARGS, "--scheduler", address, "--resume")
     assert resumed.returncode == 0, resumed.stderr
     assert snapshot_shards(dst) == expected

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import (
     DATASET_RECORDS,
+    HOW_IT_RUNS,
     assert_error,
     in_private_namespace,
     invoke_ishard,
@@ -310,19 +311,7 @@ def test_a_resumed_manifest_is_byte_identical(src, tmp_path, reference):
     manifest as an uninterrupted run writes it."""
     dst = tmp_path / "out"
     killed_run(src, dst, 2)
-    result = invoke_ishard(
-        "shard",
-        src,
-        dst,
-        *COMMON,
-        "--resume",
-        "--jobs",
-        "2",
-        "--retries",
-        "3",
-        "--read-buffer",
-        "64MiB",
-    )
+    result = invoke_ishard("shard", src, dst, *COMMON, "--resume", *HOW_IT_RUNS)
     assert result.returncode == 0, result.stderr
     assert (dst / "manifest.json").read_bytes() == reference["manifest.json"]
     assert files(dst) == reference

@@ -12,7 +12,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from helpers import make_tree
+from helpers import make_tree, run_ishard
 
 import ishard
 from ishard.errors import SourceError
@@ -56,13 +56,7 @@ def src(tmp_path) -> Path:
 
 def run(*args) -> subprocess.CompletedProcess:
     """The CLI with a hang guard (a FIFO used to block it for good)."""
-    return subprocess.run(
-        [sys.executable, "-m", "ishard", *map(str, args)],
-        capture_output=True,
-        check=False,
-        text=True,
-        timeout=HANG_GUARD,
-    )
+    return run_ishard(*args, timeout=HANG_GUARD)
 
 
 def run_python(*args) -> subprocess.CompletedProcess:
@@ -363,19 +357,8 @@ def test_an_inventory_without_newlines_fails_at_once_in_bounded_memory(start, sr
         "print(done.returncode, peak)\n"
         "sys.stderr.write(done.stderr)\n"
     )
-    done = run_python(
-        "-c",
-        watcher,
-        sys.executable,
-        "-m",
-        "ishard",
-        "shard",
-        src,
-        tmp_path / "out",
-        "--src-list",
-        inv,
-        "--no-progress",
-    )
+    command = ("shard", src, tmp_path / "out", "--src-list", inv, "--no-progress")
+    done = run_python("-c", watcher, sys.executable, "-m", "ishard", *command)
     code, peak_kib = map(int, done.stdout.split())
     assert code == 2, done.stderr
     line = 2 if start.startswith(b"name") else 1
@@ -656,22 +639,8 @@ def test_names_that_are_not_utf8_print_on_a_strict_terminal(tmp_path):
     with open(os.fsencode(src) + b"/a/ok\xfe.jpg", "wb") as f:
         f.write(b"two")
     env = {**os.environ, "PYTHONIOENCODING": "utf-8:strict"}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ishard",
-            "shard",
-            src,
-            tmp_path / "out",
-            "--no-progress",
-            "--member-names",
-            "original",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
+    done = run_ishard(
+        "shard", src, tmp_path / "out", "--no-progress", "--member-names", "original", env=env
     )
     assert done.returncode == 0, done.stderr
     shard = next((tmp_path / "out").glob("*.tar"))
@@ -680,12 +649,6 @@ def test_names_that_are_not_utf8_print_on_a_strict_terminal(tmp_path):
         ["ls", shard],
         ["ls", shard, "--samples"],
     ):
-        out = subprocess.run(
-            [sys.executable, "-m", "ishard", *map(str, args)],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-        )
+        out = run_ishard(*args, env=env)
         assert out.returncode == 0, out.stderr
         assert r"a/ok\xfe.jpg" in out.stdout

@@ -24,11 +24,16 @@ def test_bash_prefix_0000_9999_suffix():
     assert t.literal_prefix == "prefix"
 
 
-def test_bash_with_step_0000_4096_8():
-    got = names("prefix-{0000..4096..8}-suffix")
-    assert len(got) == 513
-    assert got[:3] == ["prefix-0000-suffix", "prefix-0008-suffix", "prefix-0016-suffix"]
-    assert got[-1] == "prefix-4096-suffix"
+@pytest.mark.parametrize(("text", "count", "first", "last"), [
+    ("prefix-{0000..4096..8}-suffix", 513,
+     ["prefix-0000-suffix", "prefix-0008-suffix", "prefix-0016-suffix"], "prefix-4096-suffix"),
+    ("{0..100}", 101, ["0", "1", "2"], "100"),  # no padding without a leading zero
+])  # fmt: skip
+def test_bash_ranges_with_and_without_padding(text, count, first, last):
+    got = names(text)
+    assert len(got) == count
+    assert got[:3] == first
+    assert got[-1] == last
 
 
 def test_bash_padding_to_wider_bound_like_bash():
@@ -46,13 +51,6 @@ def test_bash_padding_to_wider_bound_like_bash():
 
 def test_bash_padding_when_only_end_has_leading_zero():
     assert names("{1..010..3}") == ["001", "004", "007", "010"]
-
-
-def test_bash_no_padding_without_leading_zero():
-    got = names("{0..100}")
-    assert len(got) == 101
-    assert got[:3] == ["0", "1", "2"]
-    assert got[-1] == "100"
 
 
 def test_bash_single_zero_does_not_pad():

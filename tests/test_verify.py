@@ -412,12 +412,8 @@ def fix_manifest_without_reading(dst: Path, name: str) -> None:
 
 def test_without_a_checksum_sizes_are_still_checked(tmp_path):
     dst = tmp_path / "out"
-    assert (
-        invoke_ishard(
-            "shard", SOURCE, dst, "--shard-size", "256KiB", "--checksum", "none"
-        ).returncode
-        == 0
-    )
+    done = invoke_ishard("shard", SOURCE, dst, "--shard-size", "256KiB", "--checksum", "none")
+    assert done.returncode == 0, done.stderr
     assert all(recorded_checksum(e) is None for e in manifest(dst)["shardlist"])
     result = check(dst, "--deep")
     assert_clean(result, 6)
@@ -692,9 +688,8 @@ def test_verbose_verify_logs_each_shard_with_its_problems(tmp_path):
     """``verify -v``: a line per shard on stderr, in manifest order, "ok" or its problem count;
     the summary still on stdout."""
     dst = tmp_path / "out"
-    assert (
-        invoke_ishard("shard", FIXTURES / "imagenet", dst, "--shard-size", "256KiB").returncode == 0
-    )
+    done = invoke_ishard("shard", FIXTURES / "imagenet", dst, "--shard-size", "256KiB")
+    assert done.returncode == 0, done.stderr
     names = [e["url"] for e in json.loads((dst / "manifest.json").read_text())["shardlist"]]
     (dst / names[1]).write_bytes((dst / names[1]).read_bytes()[:1000])
     done = invoke_ishard("verify", dst, "-v")
