@@ -6,7 +6,7 @@
 Each commit is checked out into a temporary worktree and run as ``python -m ishard`` with that
 tree first on ``PYTHONPATH`` (the installed dependencies serve both). The same scenarios run
 against each — the bundled ``fixtures/imagenet`` and a generated tree, local and through a
-private SeaweedFS S3 server on 127.0.0.1 (``tests/s3server.py``): every format; both
+private SeaweedFS S3 server on 127.0.0.1 (``tests/support/s3server.py``): every format; both
 spellings; collapse; an external key map; a seeded shuffle; both member-name modes; sample
 extensions with every missing-extension action; DALI indexes; a run killed after its first
 shard and finished with ``--resume``; bad invocations. What each wrote (every file or object
@@ -176,7 +176,9 @@ class Runner:
 
 
 def load_s3server():
-    spec = importlib.util.spec_from_file_location("s3server", ROOT / "tests" / "s3server.py")
+    spec = importlib.util.spec_from_file_location(
+        "s3server", ROOT / "tests" / "support" / "s3server.py"
+    )
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

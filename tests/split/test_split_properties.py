@@ -264,7 +264,7 @@ def test_streaming_partition_covers_everything_equally(world):
     n, nodes, physical, ranks, workers, b = world
     try:
         ids = streaming.get_partitions_orig(n, nodes, physical, ranks, workers, b)
-    except UsageError as error:  # tests/test_split_streaming_reference.py: Streaming fails too
+    except UsageError as error:  # Streaming fails too (test_split_streaming_reference.py)
         assert nodes < physical and "orig partition fails here too" in str(error)
         return
     real = [int((ids[p, r] >= 0).sum()) for p in range(physical) for r in range(ranks)]

@@ -344,7 +344,7 @@ def test_key_check_warns_with_counts_and_examples_in_runs_and_dry_runs(tmp_path)
 def test_a_file_under_a_folder_named_like_its_key_and_a_dot_is_counted_split(tmp_path):
     """``img/a.jpg`` and ``img/a.x/a.xml`` are one ishard sample (``a``) but two WebDataset
     samples (keys ``img/a`` and ``img/a.x/a``), which the warning counts (the column engine's
-    reader keys agree with this check: tests/test_columns.py)."""
+    reader keys agree with this check: tests/planning/test_columns.py)."""
     src = make_tree(tmp_path / "src", {"img/a.jpg": 3, "img/a.x/a.xml": 4, "img/b.jpg": 5})
     out = tmp_path / "out"
     run = invoke_ishard("shard", src, out, "--member-names", "original")

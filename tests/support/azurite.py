@@ -26,7 +26,7 @@ ACCOUNT = "devstoreaccount1"
 # The Azure Storage emulator's published development key (the same in every install).
 KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 VERSION = "2021-08-06"
-LOCAL = Path(__file__).resolve().parent.parent / ".azurite" / "node_modules" / ".bin"
+LOCAL = Path(__file__).resolve().parents[2] / ".azurite" / "node_modules" / ".bin"
 INSTALL = "npm install --prefix .azurite azurite@3.37.0"
 
 

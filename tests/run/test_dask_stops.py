@@ -1,6 +1,6 @@
 """``--executor dask`` stopped mid-shard: a stop signal, the cluster's last worker gone, one
 worker of two killed. Each through the command, on a real scheduler with `dask worker`
-processes (some preloaded with tests/hold_writers.py, which holds shards mid-write)."""
+processes (some preloaded with tests/support/hold_writers.py, which holds shards mid-write)."""
 
 from __future__ import annotations
 

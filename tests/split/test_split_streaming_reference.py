@@ -3,7 +3,7 @@
 Streaming's package __init__ pulls in torch and the cloud SDKs, but its shuffle modules and
 ``partition/orig.py`` import only numpy. So the installed package is located without importing
 it, empty stand-ins take the place of its parent packages, and just those modules are loaded.
-py1b is not compared: Streaming removed it in 0.11 (tests/test_split_facts.py checks it).
+py1b is not compared: Streaming removed it in 0.11 (tests/split/test_split_facts.py checks it).
 """
 
 from __future__ import annotations

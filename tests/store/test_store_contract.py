@@ -19,7 +19,7 @@ from ishard.store.base import Refused, Unconditional, Upload
 from ishard.store.retry import Retrier
 
 KINDS = ["local", "memory", "s3", "azure", "gcs"]
-NO_GCS_WRITES = "the GCS emulator refuses XML-API writes (see tests/gcs_emulator.py)"
+NO_GCS_WRITES = "the GCS emulator refuses XML-API writes (see tests/support/gcs_emulator.py)"
 # keys around '/': bytewise 'a-b' < 'a.b' < 'a/x' < 'a0'; and a space, a '+', non-ASCII
 KEYS = ["a0", "a/x", "a-b", "a.b", "b/c/d.bin", "b/c e+f/é.jpg", "a/y/z"]
 

@@ -32,7 +32,7 @@ import zstandard
 from hypothesis import event
 from hypothesis import strategies as st
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 WAIT = 120.0  # seconds: a bound for what must happen, never a synchronisation
 MiB = 1 << 20
 # what a finished run writes beside its shards, and a run's lock (under its destination)

@@ -225,7 +225,7 @@ def test_every_built_in_pattern_and_alias_is_named_in_the_user_guide_and_the_hel
 
     from ishard.cli import cli
 
-    guide = (Path(__file__).parent.parent / "docs" / "user-guide.md").read_text()
+    guide = (Path(__file__).parents[2] / "docs" / "user-guide.md").read_text()
     rows = {line.split("`")[1]: line for line in guide.splitlines() if line.startswith("| `")}
     help_text = next(p.help for p in cli.commands["shard"].params if p.name == "sample_key_pattern")
     with pytest.raises(UsageError) as refused:

@@ -346,7 +346,7 @@ def test_distributing_shards_examples_run():
     import re
     from pathlib import Path
 
-    page = Path(__file__).parent.parent / "docs" / "distributing-shards.md"
+    page = Path(__file__).parents[2] / "docs" / "distributing-shards.md"
     text = page.read_text(encoding="utf-8")
     parser = doctest.DocTestParser()
     runner = doctest.DocTestRunner()

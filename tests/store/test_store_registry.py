@@ -13,7 +13,7 @@ from ishard.errors import UsageError
 from ishard.store import Location, registry, resolve
 from ishard.store.fsspec import FsspecStore
 
-PACKAGE = Path(__file__).resolve().parent.parent / "ishard"
+PACKAGE = Path(__file__).resolve().parents[2] / "ishard"
 
 
 # -- a stub backend, as a module of its own would be: AIStore's ais:// served from a folder ----

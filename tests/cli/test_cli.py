@@ -523,7 +523,7 @@ def test_dry_run_show_keys_text_is_exact(mixed, tmp_path):
 
 
 def test_dry_run_writes_nothing_into_an_existing_non_empty_destination(mixed, tmp_path):
-    """(Without --overwrite the dry run refuses it as the run does: tests/test_dry_run.py.)"""
+    """(Without --overwrite the dry run refuses it as the run does: tests/cli/test_dry_run.py.)"""
     dst = make_tree(tmp_path / "out", {"old.tar": b"x"})
     before_src, before_dst = snapshot(mixed), snapshot(dst)
     result = invoke_ishard(
