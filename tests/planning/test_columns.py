@@ -995,7 +995,7 @@ def test_json_lines_read_by_the_engine_list_what_the_row_reader_lists(tmp_path):
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
     @given(text=json_lines(), prefix=st.sampled_from(["", "", "a", "a/"]), hidden=st.booleans())
-    def same_listing(text, prefix, hidden):
+    def engine_lists_alike(text, prefix, hidden):
         path = tmp_path / "inventory.jsonl"
         path.write_text(text, encoding="utf-8")
         if inventory_kind(str(path)) != "jsonl":  # blank first lines only: nothing to list
@@ -1016,7 +1016,7 @@ def test_json_lines_read_by_the_engine_list_what_the_row_reader_lists(tmp_path):
         same_listing(columns_answer, rows_answer)
         seen["same" if len(columns_answer[0]) else "same, empty"] += 1
 
-    same_listing()
+    engine_lists_alike()
     assert seen["same"] > seen["handed back"] and seen["same"] > 50, seen
     assert seen["both refuse"] > 10, seen
 
