@@ -427,7 +427,7 @@ def test_split_and_verify_stay_functions_once_their_modules_are_imported():
 def test_a_resumed_runs_speed_counts_only_what_it_wrote(written, tree):
     """The summary's speed is this run's: the shards a --resume kept were not written again,
     so they are not in its bytes per second (through the API and the command)."""
-    from conftest import invoke_ishard
+    from helpers import invoke_ishard
 
     report, dst = written
     assert len(report.results) >= 4
