@@ -77,17 +77,19 @@ class Sampler:
 
 def read_the_plan(sampler: Sampler, inventory: str, size: str, tmp_dir: str) -> None:
     from ishard.options.record import make_options
-    from ishard.planning.planner import located, make_plan
+    from ishard.options.settings import located, plan_settings
+    from ishard.options.table import EXECUTION_ONLY
+    from ishard.planning.planner import make_plan
     from ishard.planning.record import plan_record
     from ishard.run.state import fingerprint
 
     with tempfile.TemporaryDirectory() as src:
         opts = make_options(src_list=inventory, shard_size=size, tmp_dir=tmp_dir)
-        plan = make_plan(located(src, opts, "source"), opts)
+        plan = make_plan(located(src, opts, "source"), plan_settings(opts))
         sampler.mark("planned")
         fingerprint(plan)
         sampler.mark("fingerprint")
-        plan_record(plan)
+        plan_record(plan, EXECUTION_ONLY)
         sampler.mark("listing record")
         members = 0
         for shard in plan.shards:  # as the writers read it, a shard at a time

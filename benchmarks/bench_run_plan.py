@@ -27,16 +27,18 @@ import tempfile
 READ_THE_PLAN = """
 import sys, time
 from ishard.options.record import make_options
-from ishard.planning.planner import located, make_plan
+from ishard.options.settings import located, plan_settings
+from ishard.options.table import EXECUTION_ONLY
+from ishard.planning.planner import make_plan
 from ishard.planning.record import plan_record
 from ishard.run.state import fingerprint
 from ishard.store import resolve
 
 src, inventory, size = sys.argv[1:4]
 opts = make_options(src_list=inventory, shard_size=size)
-plan = make_plan(located(src, opts, "source"), opts)
+plan = make_plan(located(src, opts, "source"), plan_settings(opts))
 fingerprint(plan)
-plan_record(plan)
+plan_record(plan, EXECUTION_ONLY)
 members = 0
 for shard in plan.shards:  # as the writers read it, a shard at a time
     members += sum(len(f.name) + f.mtime * 0 for f in shard.members())

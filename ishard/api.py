@@ -2,27 +2,32 @@
 is ``planning.planner``'s, the run ``run.shard``'s.
 
 Each option is said once: its type in :class:`PlanKeywords` (or :class:`ShardKeywords` for
-those only a run takes), its default in ``Options``, its text in its record of the option table
-(``options.table``);
-:func:`_spelt_out` shows them as each function's own keyword-only parameters, in
-``help()``, ``inspect.signature`` and the docstring's Args."""
+those only a run takes) and its default in ``Options``, side by side in ``options.record``, its
+text in its record of the option table (``options.table``); :func:`_spelt_out` shows them as
+each function's own keyword-only parameters, in ``help()``, ``inspect.signature`` and the
+docstring's Args."""
 
 from __future__ import annotations
 
 import inspect
-import re
 import sys
 import textwrap
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import (
+    Callable,
+    Mapping,
+    Sequence,  # noqa: F401 - named by the keywords' types (typing.get_type_hints)
+)
 from os import PathLike
-from typing import TypedDict, TypeVar
+from typing import TypeVar
 
 from .errors import UsageError
-from .model import WRITING_ONLY, Plan, Report
-from .options import choices
-from .options.record import Options, make_options
+from .model import Plan, Report
+from .options import choices  # noqa: F401 - named by the keywords' types too
+from .options.record import Options, PlanKeywords, ShardKeywords, make_options
+from .options.settings import located, plan_settings
+from .options.spelling import keyword_spelling
 from .options.table import keyword_docs
-from .planning.planner import announce, located, make_plan
+from .planning.planner import announce, make_plan
 from .progress import SILENT, Progress
 from .run.destination import check_as_run, check_name_room
 from .run.grow import holding, mode_of
@@ -35,58 +40,7 @@ else:  # pragma: no cover
 
 __all__ = ["PlanKeywords", "ShardKeywords", "plan", "plan_with", "shard", "shard_with"]
 
-SHARD_ONLY = WRITING_ONLY  # shard() takes every option; plan() all but these
 DEFAULTS = Options()  # the defaults of plan() and shard(): Options' own, one place to change them
-
-
-class PlanKeywords(TypedDict, total=False):
-    """The options :func:`plan` takes, with their types (defaults: ``Options``')."""
-
-    prefix: str
-    shard_size: float | str | None  # an int is a float to type checkers
-    samples_per_shard: int | None
-    sample_key_pattern: str
-    sample_exts: str | Sequence[str]
-    missing_extension_action: choices.MissingExtensionAction
-    collapse: bool
-    ekm: str | PathLike[str] | Mapping[str, str | Sequence[str]] | None
-    ext: choices.Ext
-    shard_template: str
-    sort: str | None
-    include_hidden: bool
-    follow_symlinks: bool
-    compress_level: int | None
-    zip_compression: choices.ZipCompression
-    src_list: str | PathLike[str] | None
-    endpoint_url: str | None
-    storage_options: Mapping[str, object] | Sequence[str]
-    gzip_library: choices.GzipLibrary
-    num_shards: int | None
-    shards_multiple_of: int | None
-    member_names: choices.MemberNames
-    index: choices.Index
-    strict: bool
-    lookalike_names: str
-    tmp_dir: str | PathLike[str] | None
-    memory_limit: int | str
-
-
-class ShardKeywords(PlanKeywords, total=False):
-    """The options :func:`shard` takes: :class:`PlanKeywords` and those of a run."""
-
-    jobs: int
-    overwrite: bool
-    resume: bool
-    append: bool
-    update: bool
-    max_remove: int | str
-    sample_index: bool
-    part_size: int | str
-    read_buffer: int | str
-    retries: int
-    checksum: choices.Checksum
-    executor: choices.Executor
-    scheduler: str | None
 
 
 Function = TypeVar("Function", bound=Callable[..., object])
@@ -188,8 +142,9 @@ def plan_with(
     dest = None if dst is None else located(str(dst), opts, "destination")
     if dest is not None:
         check_as_run(source, dest, opts)  # what the run would refuse, refused now
+    settings = plan_settings(opts)
     if mode_of(opts) is None:
-        the_plan = make_plan(source, opts, progress)
+        the_plan = make_plan(source, settings, progress)
     elif dest is None:
         raise UsageError(
             f"--{mode_of(opts)} needs DST, the dataset to grow: ishard shard SRC DST "
@@ -197,10 +152,10 @@ def plan_with(
         )
     else:
         with holding(dest, opts) as found:
-            the_plan = make_plan(source, opts, progress, found.held)
+            the_plan = make_plan(source, settings, progress, found.held)
     if dest is not None:
         check_name_room(dest, the_plan.shard_names)  # the last names may be the longest
-    announce(the_plan, opts, progress)
+    announce(the_plan, settings, progress)
     return the_plan
 
 
@@ -252,20 +207,3 @@ def _checked(given: Mapping[str, object], keywords: type, function: str) -> Opti
         return make_options(**given)
     except UsageError as err:
         raise UsageError(keyword_spelling(str(err))) from None
-
-
-_FLAG = re.compile(r"(?<![^\s(])--([a-z][a-z-]*[a-z])( (?=['\"]|-?[0-9]))?")
-
-
-def keyword_spelling(message: str) -> str:
-    """``message`` with each option's flag (``--shard-size '0'``) spelt as its Python keyword
-    (``shard_size='0'``); other words are kept."""
-
-    def keyword(match: re.Match) -> str:
-        name = match.group(1).replace("-", "_")
-        name = "storage_options" if name == "storage_option" else name
-        if name not in Options.__dataclass_fields__:
-            return match.group(0)
-        return name + ("=" if match.group(2) else "")
-
-    return _FLAG.sub(keyword, message)

@@ -7,64 +7,6 @@ from dataclasses import dataclass, field
 
 EXAMPLES_KEPT = 5
 
-# Every option of a run (a field of options.Options each), by what it decides. "plan" and
-# "archive" decide what is written: a run records them and a --resume must repeat them; "run"
-# and "store" decide how the run goes and may change between a run and its --resume.
-OPTION_GROUPS: dict[str, tuple[str, ...]] = {
-    "plan": (  # which files, grouped how, cut where, named how
-        "prefix",
-        "src_list",
-        "include_hidden",
-        "follow_symlinks",
-        "sample_key_pattern",
-        "sample_exts",
-        "missing_extension_action",
-        "ekm",
-        "collapse",
-        "shard_size",
-        "samples_per_shard",
-        "num_shards",
-        "shards_multiple_of",
-        "sort",
-        "shard_template",
-        "member_names",
-    ),
-    "archive": (  # how each shard's bytes are written
-        "ext",
-        "compress_level",
-        "gzip_library",
-        "zip_compression",
-        "checksum",
-        "index",
-        "sample_index",
-    ),
-    "run": (  # how the run goes
-        "jobs",
-        "overwrite",
-        "resume",
-        "append",
-        "update",
-        "max_remove",
-        "executor",
-        "scheduler",
-        "read_buffer",
-        "retries",
-        "part_size",
-        "strict",
-        "lookalike_names",
-        "tmp_dir",
-        "memory_limit",
-    ),
-    "store": ("endpoint_url", "storage_options"),  # where the stores are, how they are reached
-}
-EXECUTION_ONLY = frozenset(OPTION_GROUPS["run"] + OPTION_GROUPS["store"])
-# Options that only say how shards are written: ishard.plan() takes every option but these
-WRITING_ONLY = tuple(
-    o
-    for o in OPTION_GROUPS["run"]
-    if o not in ("strict", "lookalike_names", "tmp_dir", "memory_limit")
-) + ("checksum", "sample_index")
-
 
 @dataclass(frozen=True, slots=True)
 class FileEntry:

@@ -11,32 +11,22 @@ import re
 import subprocess
 import sys
 import tarfile
+from pathlib import Path
 
 import pytest
 
 import ishard
-from ishard.api import SHARD_ONLY
 from ishard.options.record import Options
+from ishard.options.table import WRITING_ONLY
 
 FIELDS = [f.name for f in dataclasses.fields(Options)]
 NOT_OPTIONS = ("src", "dst", "progress")
 
 
-def test_every_option_is_in_exactly_one_group():
-    """``model.OPTION_GROUPS`` (what a resume must repeat, what it may change) names each of
-    ``Options``' fields once; the options ``plan()`` lacks are run options (and the checksum)."""
-    from ishard.model import EXECUTION_ONLY, OPTION_GROUPS
-
-    grouped = [name for names in OPTION_GROUPS.values() for name in names]
-    assert sorted(grouped) == sorted(FIELDS)
-    assert set(SHARD_ONLY) <= set(OPTION_GROUPS["run"]) | {"checksum", "sample_index"}
-    assert EXECUTION_ONLY == set(OPTION_GROUPS["run"]) | set(OPTION_GROUPS["store"])
-
-
 def test_the_option_table_holds_every_field_once():
     """``options.table``'s records of a run's options (those with a group) are ``Options``'
-    fields, each once, in a group of ``model.OPTION_GROUPS``; the rest are the command's own;
-    the records only a run takes are ``plan()``'s missing keywords."""
+    fields, each once; the rest are the command's own; the command's options are the table's,
+    in its order."""
     from ishard.cli import cli
     from ishard.options.table import SHARD_OPTIONS
 
@@ -51,7 +41,6 @@ def test_the_option_table_holds_every_field_once():
         "verbose",
         "debug",
     }
-    assert {o.name for o in SHARD_OPTIONS if o.writing_only} == set(SHARD_ONLY)
     options = [p.name for p in cli.commands["shard"].params if p.param_type_name == "option"]
     assert options == names
 
@@ -74,7 +63,7 @@ def options_of(function) -> dict[str, inspect.Parameter]:
     ("function", "expected"),
     [
         (ishard.shard, set(FIELDS)),
-        (ishard.plan, set(FIELDS) - set(SHARD_ONLY)),
+        (ishard.plan, set(FIELDS) - set(WRITING_ONLY)),
     ],
 )
 def test_signature_lists_the_options(function, expected):
@@ -408,6 +397,18 @@ def test_choice_options_are_typed_as_their_choices(tmp_path):
     assert get_args(get_type_hints(ishard.split)["policy"]) == POLICIES
 
 
+def test_dir_shows_the_public_api_and_the_guide_lists_each_function():
+    """``dir(ishard)`` is what ``__all__`` exports (no submodule, no ``annotations``), each
+    of it there; the user guide's Python API list names every public function."""
+    assert dir(ishard) == sorted(ishard.__all__)
+    assert all(hasattr(ishard, name) for name in ishard.__all__)
+    assert ishard.api.shard is ishard.shard  # submodules stay reachable, only unlisted
+    guide = (Path(__file__).resolve().parent.parent / "docs" / "user-guide.md").read_text()
+    listing = guide.split("## Python API", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    functions = {n for n in ishard.__all__ if inspect.isfunction(getattr(ishard, n))}
+    assert set(re.findall(r"^ishard\.(\w+)\(", listing, re.MULTILINE)) == functions
+
+
 def test_split_and_verify_stay_functions_once_their_modules_are_imported():
     """``ishard.split`` and ``ishard.verify`` name the functions, also after a program
     imports the modules behind them (``ishard.split.world``, ``ishard.readback.verify``)."""
@@ -426,7 +427,7 @@ def test_split_and_verify_stay_functions_once_their_modules_are_imported():
 def test_a_resumed_runs_speed_counts_only_what_it_wrote(written, tree):
     """The summary's speed is this run's: the shards a --resume kept were not written again,
     so they are not in its bytes per second (through the API and the command)."""
-    from conftest import invoke_ishard
+    from helpers import invoke_ishard
 
     report, dst = written
     assert len(report.results) >= 4

@@ -10,7 +10,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 import pytest
-from conftest import invoke_ishard, make_tree
+from helpers import invoke_ishard, make_tree
 
 import ishard
 

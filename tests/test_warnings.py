@@ -7,7 +7,7 @@ import json
 import warnings
 
 import pytest
-from conftest import invoke_ishard, make_tree, snapshot
+from helpers import invoke_ishard, make_tree, snapshot
 
 import ishard
 

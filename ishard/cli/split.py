@@ -24,52 +24,40 @@ JOB, READER = "The training job", "The reader"  # headings of --help
 SPLIT_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "shard_sizes",
-        ("--shard-sizes",),
         "Samples per shard instead of a manifest: 100,100,80",
         "What to divide",
     ),
     OptionSpec(
         "nodes",
-        ("--nodes",),
         "Physical nodes (Whale: worker tasks).",
         JOB,
         "int",
         default=1,
-        show_default=True,
     ),
     OptionSpec(
         "ranks_per_node",
-        ("--ranks-per-node",),
         "Ranks (GPUs) per node.",
         JOB,
         "int",
         default=1,
-        show_default=True,
     ),
     OptionSpec(
         "workers",
-        ("--workers",),
         "DataLoader workers per rank.",
         JOB,
         "int",
         default=1,
-        show_default=True,
     ),
     OptionSpec(
         "batch_size",
-        ("--batch-size",),
         "Per-rank batch size.",
         JOB,
         "int",
         default=1,
-        show_default=True,
     ),
-    OptionSpec(
-        "epochs", ("--epochs",), "Epochs to show.", JOB, "int", default=1, show_default=True
-    ),
+    OptionSpec("epochs", "Epochs to show.", JOB, "int", default=1),
     OptionSpec(
         "policy",
-        ("--policy",),
         "Whose way of dividing shards to show.",
         READER,
         "choice",
@@ -78,7 +66,6 @@ SPLIT_OPTIONS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec(
         "last_batch_policy",
-        ("--last-batch-policy",),
         "dali: what a shard's last, short batch becomes (default: fill).",
         READER,
         "choice",
@@ -87,36 +74,31 @@ SPLIT_OPTIONS: tuple[OptionSpec, ...] = (
     # a reader's flag is unset unless given (None): the policy's own default then
     OptionSpec(
         "pad_last_batch",
-        ("--pad-last-batch",),
         "dali: pad each shard to a full batch.",
         READER,
         "flag",
     ),
     OptionSpec(
         "stick_to_shard",
-        ("--stick-to-shard",),
         "dali: read the same shard every epoch.",
         READER,
         "flag",
     ),
     OptionSpec(
         "drop_last",
-        ("--drop-last",),
         "torch sampler, webdataset loader, whale io.drop_last_files.",
         READER,
         "flag",
     ),
     OptionSpec(
         "drop_last_batch",
-        ("--drop-last-batch",),
         "torch: the DataLoader's drop_last.",
         READER,
         "flag",
     ),
-    OptionSpec("unbalanced", ("--unbalanced",), "whale: io.unbalanced_io_slicing.", READER, "flag"),
+    OptionSpec("unbalanced", "whale: io.unbalanced_io_slicing.", READER, "flag"),
     OptionSpec(
         "shuffle",
-        ("--shuffle",),
         "streaming: the shuffle algorithm (default: none).",
         READER,
         "choice",
@@ -124,20 +106,18 @@ SPLIT_OPTIONS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec(
         "seed",
-        ("--seed",),
         "streaming shuffle seed (9176), whale replication seed.",
         READER,
         "int",
     ),
     OptionSpec(
         "canonical_nodes",
-        ("--canonical-nodes",),
         "streaming: num_canonical_nodes.",
         READER,
         "int",
     ),
     OptionSpec(
-        "as_json", ("--json",), "Print the division as JSON.", "Output", "flag", default=False
+        "as_json", "Print the division as JSON.", "Output", "flag", default=False, flags=("--json",)
     ),
     replace(OPTIONS_BY_NAME["endpoint_url"], section="Where the manifest is"),
     replace(OPTIONS_BY_NAME["storage_options"], section="Where the manifest is"),

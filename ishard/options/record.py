@@ -1,4 +1,6 @@
-"""Validate and normalise the sharding options once, for the CLI and the Python API alike."""
+"""The sharding options: each checked field of ``Options`` and its keyword type in the API's
+``PlanKeywords`` or ``ShardKeywords``; ``make_options`` validates and normalises them once, for
+the CLI and the Python API alike."""
 
 from __future__ import annotations
 
@@ -7,14 +9,15 @@ import os
 import re
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from functools import cached_property
-from typing import Any
+from os import PathLike
+from typing import Any, TypedDict
 
 from ..checksums import ALGORITHMS
 from ..checksums import DEFAULT as DEFAULT_CHECKSUM
 from ..errors import UsageError
-from ..formats import extensions, exts_reading, level_range, level_targets, registered, spelt
+from ..formats import extensions, exts_reading, level_range
 from ..formats.compress import GZIP_LIBRARIES, gzip_library
 from ..planning.cut import Bounds, Order
 from ..planning.ekm import Ekm, parse_ekm
@@ -132,6 +135,59 @@ class Options:
         values = asdict(self)
         values["storage_options"] = sorted(parse_storage_options(self.storage_options))
         return values
+
+
+# The API's keywords (``ishard.plan``, ``ishard.shard``) with the types they take from Python:
+# one entry per field of ``Options`` above, in ``ShardKeywords`` when only a run takes it (its
+# record in ``options/table.py`` says ``writing_only``), else in ``PlanKeywords``.
+class PlanKeywords(TypedDict, total=False):
+    """The options :func:`plan` takes, with their types (defaults: ``Options``')."""
+
+    prefix: str
+    shard_size: float | str | None  # an int is a float to type checkers
+    samples_per_shard: int | None
+    sample_key_pattern: str
+    sample_exts: str | Sequence[str]
+    missing_extension_action: choices.MissingExtensionAction
+    collapse: bool
+    ekm: str | PathLike[str] | Mapping[str, str | Sequence[str]] | None
+    ext: choices.Ext
+    shard_template: str
+    sort: str | None
+    include_hidden: bool
+    follow_symlinks: bool
+    compress_level: int | None
+    zip_compression: choices.ZipCompression
+    src_list: str | PathLike[str] | None
+    endpoint_url: str | None
+    storage_options: Mapping[str, object] | Sequence[str]
+    gzip_library: choices.GzipLibrary
+    num_shards: int | None
+    shards_multiple_of: int | None
+    member_names: choices.MemberNames
+    index: choices.Index
+    strict: bool
+    lookalike_names: str
+    tmp_dir: str | PathLike[str] | None
+    memory_limit: int | str
+
+
+class ShardKeywords(PlanKeywords, total=False):
+    """The options :func:`shard` takes: :class:`PlanKeywords` and those of a run."""
+
+    jobs: int
+    overwrite: bool
+    resume: bool
+    append: bool
+    update: bool
+    max_remove: int | str
+    sample_index: bool
+    part_size: int | str
+    read_buffer: int | str
+    retries: int
+    checksum: choices.Checksum
+    executor: choices.Executor
+    scheduler: str | None
 
 
 def default_workers(remote: bool) -> int:
@@ -408,39 +464,6 @@ def _typed(name: str, value: Any) -> Any:
         except (TypeError, ValueError):
             raise wrong() from None
     return value
-
-
-def count_warning(opts: Options, fullest: int) -> list[str]:
-    """A sample count from ``--shard-size`` that no shard reached: perhaps bytes were meant."""
-    count = opts.samples_per_shard
-    if opts.shard_size is not None or count is None or fullest >= count or opts.num_shards:
-        return []
-    return [
-        (
-            f"--shard-size {count} counts samples (a number without a unit), and no shard "
-            f"reached {count} samples — if you meant bytes, write {count}B"
-        )
-    ]
-
-
-def option_warnings(opts: Options, names: Sequence[str]) -> list[str]:
-    """Options given that change nothing for the formats of these shard names."""
-
-    def some(*exts: str) -> bool:
-        return any(n.endswith(exts) for n in names)
-
-    out = []
-    levelled = (e for f in registered() if f.takes_level(opts) for e in f.exts)
-    if opts.compress_level is not None and not some(*levelled):
-        out.append(
-            f"--compress-level {opts.compress_level} has no effect: no shard is {level_targets()}"
-        )
-    for option in fields(opts):  # the options one format reads (--gzip-library), in order
-        exts, value = exts_reading(option.name), getattr(opts, option.name)
-        if exts and value != option.default and not some(*exts):
-            flag = "--" + option.name.replace("_", "-")
-            out.append(f"{flag} {value} has no effect: no shard is {spelt([*exts])}")
-    return out
 
 
 def _check_growth(opts: Options) -> None:

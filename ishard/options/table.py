@@ -1,14 +1,14 @@
 """The options of ``ishard shard`` as one table: a plain record per option (its flags, the kind
 of value it takes, the command line's default, its help and the heading of ``--help`` it is
-listed under). ``cli/`` builds the command's click options from it (this module imports no
-click); the group an option belongs to (``model.OPTION_GROUPS``: what a resume must repeat,
-what it may change) and whether only a run takes it (``model.WRITING_ONLY``) are read from
-``model``, below every stage that needs them."""
+listed under, its API text and Go spellings, what it decides and whether only a run takes it).
+``cli/`` builds the command's click options from it (this module imports no click); what a
+resume may change (``EXECUTION_ONLY``) and what ``ishard.plan`` does not take
+(``WRITING_ONLY``) are read from it."""
 
 from __future__ import annotations
 
 from ..checksums import ALGORITHMS
-from ..formats import ARCHIVE_EXTS, level_help
+from ..formats import ARCHIVE_EXTS, level_help, spelt
 from ..formats.compress import GZIP_LIBRARIES
 from ..planning.extraction import LOOKALIKES
 from ..planning.keys import BUILT_IN
@@ -30,66 +30,65 @@ RUNNING = "Running"
 SHARD_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "prefix",
-        ("--prefix",),
         "Only files whose relative name starts with this.",
         WHAT,
         default="",
         show_default=False,
         api="only files whose name relative to ``src`` starts with this text.",
         go=("prefix",),
+        group="plan",
     ),
     OptionSpec(
         "src_list",
-        ("--src-list",),
         "Take the listing from an inventory file (CSV with header, JSON Lines, Parquet, an S3 "
         "Inventory report's manifest.json: CSV, Parquet, or ORC with ishard[orc]).",
         WHAT,
         api="take the listing from an inventory file (CSV with a header, JSON Lines, Parquet, or "
         "an S3 Inventory report's ``manifest.json``), a path or a URL.",
         go=("src_list",),
+        group="plan",
     ),
     OptionSpec(
         "include_hidden",
-        ("--include-hidden",),
         "Keep files and directories whose name starts with '.'.",
         WHAT,
         "flag",
         default=False,
         api='keep files and directories whose name starts with ``"."``.',
         go=("include_hidden",),
+        group="plan",
     ),
     OptionSpec(
         "follow_symlinks",
-        ("--follow-symlinks",),
         "List what symbolic links point to (inside SRC only; each directory once).",
         WHAT,
         "flag",
         default=False,
         api="list what symbolic links point to (inside ``src`` only).",
         go=("follow_symlinks",),
+        group="plan",
     ),
     OptionSpec(
         "sample_key_pattern",
-        ("--sample-key-pattern",),
         f"{', '.join(BUILT_IN)} or a regex (group 1 = key).",
         SAMPLES,
         default="base_file_name",
-        show_default=True,
-        api='how file names become sample keys: ``"base_file_name"``, ``"full_name"``, '
-        '``"collapse_all_dir"`` or a regex whose group 1 is the key.',
+        api="how file names become sample keys: "
+        + ", ".join(f'``"{name}"``' for name in BUILT_IN)
+        + " or a regex whose group 1 is the key.",
         go=("sample_key_pattern",),
+        group="plan",
     ),
     OptionSpec(
         "sample_exts",
-        ("--sample-exts",),
         "Extensions every sample should have: .jpg,.xml",
         SAMPLES,
         api='the extensions every sample should have: ``[".jpg", ".xml"]`` (or ``".jpg,.xml"``).',
         go=("sample_exts",),
+        group="plan",
     ),
     OptionSpec(
         "missing_extension_action",
-        ("--missing-extension-action",),
         "What to do with a sample that lacks one of --sample-exts (exclude: leave it out).",
         SAMPLES,
         "choice",
@@ -98,70 +97,69 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         api='a sample without one of ``sample_exts``: ``"ignore"``, ``"warn"``, ``"abort"`` or '
         '``"exclude"``.',
         go=("missing_extension_action",),
+        group="plan",
     ),
     OptionSpec(
         "ekm",
-        ("--ekm",),
         "External key map: a JSON file or inline JSON.",
         SAMPLES,
         api="an external key map routing samples to shard-name formats: a dict such as "
         '``{"fish-%d.tar": ["^n01440764/"]}``, its JSON text, or the path of a JSON file.',
         go=("ekm",),
+        group="plan",
     ),
     OptionSpec(
         "collapse",
-        ("--collapse/--no-collapse",),
         "Let a directory's remainder move up into its parent's shards.",
         SAMPLES,
         "switch",
         default=False,
         api="let a directory's remainder move up into its parent's shards.",
         go=("collapse",),
+        group="plan",
     ),
     OptionSpec(
         "shard_size",
-        ("--shard-size",),
         "Target payload per shard (512MiB, 100KB, 1048576B); a number without a unit is "
         f"samples per shard (10), as in Go ishard (whose spelling's default is {GO_SHARD_SIZE}).",
         CUTTING,
         default=f"{DEFAULT_SHARD_SIZE >> 20}MiB",
-        show_default=True,
         api="where shards are cut: bytes as an int (or a whole float, ``3e9``), or a string read "
         'as on the command line: ``"512MiB"``, ``"100KB"`` are sizes, ``"10"`` is 10 samples '
         "per shard.",
         go=("shard_size", "max_shard_size"),
+        group="plan",
     ),
     OptionSpec(
         "samples_per_shard",
-        ("--samples-per-shard",),
         "Also cut a shard at this many samples (with a size as --shard-size).",
         CUTTING,
         "int",
         api="also cut a shard at this many samples.",
         go=("samples_per_shard",),
+        group="plan",
     ),
     OptionSpec(
         "num_shards",
-        ("--num-shards",),
         "Exactly N shards whose sample counts differ by at most one (flat keys or --collapse).",
         CUTTING,
         "int",
         api="exactly this many shards, their sample counts differing by at most one.",
         go=("num_shards",),
+        group="plan",
     ),
     OptionSpec(
         "shards_multiple_of",
-        ("--shards-multiple-of",),
         "Round the shard count up to a multiple of K, samples spread evenly (flat keys or "
         "--collapse).",
         CUTTING,
         "int",
         api="round the shard count up to a multiple of this.",
         go=("shards_multiple_of",),
+        group="plan",
     ),
     OptionSpec(
         "sort",
-        ("--sort",),
         "Sample order (default: as listed, which is name order).",
         CUTTING,
         "choice",
@@ -169,45 +167,38 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         api='``"alpha:inc"``, ``"alpha:dec"``, ``"shuffle"`` or ``"shuffle:SEED"``; None keeps the '
         "listing order.",
         go=("sort",),
+        group="plan",
     ),
     OptionSpec(
         "shard_template",
-        ("--shard-template",),
         "Shard names: %06d, {0000..9999} or @0999.",
         CUTTING,
         default="shard-%06d",
-        show_default=True,
         api='shard names: ``"shard-%06d"``, ``"shard-{0000..9999}"`` or ``"shard-@0999"``.',
         go=("shard_template",),
+        group="plan",
     ),
     OptionSpec(
         "ext",
-        ("--ext",),
         "Archive format.",
         ARCHIVES,
         "choice",
         ARCHIVE_EXTS,
         ".tar",
-        api=" or ".join(
-            filter(
-                None,
-                (", ".join(f'``"{e}"``' for e in ARCHIVE_EXTS[:-1]), f'``"{ARCHIVE_EXTS[-1]}"``'),
-            )
-        )
-        + ".",
+        api=spelt([f'``"{e}"``' for e in ARCHIVE_EXTS]) + ".",
         go=("ext",),
+        group="archive",
     ),
     OptionSpec(
         "compress_level",
-        ("--compress-level",),
         level_help(),
         ARCHIVES,
         "int",
         api=f"{level_help()[:-1]}; None: each format's default.",
+        group="archive",
     ),
     OptionSpec(
         "gzip_library",
-        ("--gzip-library",),
         "gzip compressor for .tgz (auto: the fastest installed); pin one for the same bytes on "
         "every machine.",
         ARCHIVES,
@@ -216,20 +207,20 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "auto",
         api='the gzip compressor for ``.tgz``: ``"auto"`` (the fastest installed), ``"isal"``, '
         '``"zlib-ng"`` or ``"zlib"``.',
+        group="archive",
     ),
     OptionSpec(
         "zip_compression",
-        ("--zip-compression",),
         "Method of .zip members.",
         ARCHIVES,
         "choice",
         ZIP_METHODS,
         "stored",
         api='``"stored"`` or ``"deflated"``.',
+        group="archive",
     ),
     OptionSpec(
         "member_names",
-        ("--member-names",),
         "sample: <sample key>.<extension>, read by WebDataset, wids and DALI as one sample per "
         "ishard sample; or original (paths as listed; the Go spelling's default).",
         READERS,
@@ -238,30 +229,31 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "sample",
         api='``"original"`` (paths as listed) or ``"sample"`` (``<key>.<ext>``, one WebDataset '
         "sample per ishard sample).",
+        group="plan",
     ),
     OptionSpec(
         "index",
-        ("--index",),
         "dali: write <shard>.idx (DALI v1.2) beside each .tar shard.",
         READERS,
         "choice",
         INDEXES,
         "none",
         api='``"none"``, or ``"dali"``: a DALI index beside each ``.tar`` shard.',
+        group="archive",
     ),
     OptionSpec(
         "sample_index",
-        ("--sample-index/--no-sample-index",),
         "Write samples.parquet: each member's sample, shard and source file.",
         READERS,
         "switch",
         default=True,
         api="write ``dst/samples.parquet``: one row per member (sample key, shard, member name, "
         "source name, size, mtime); ``append`` and ``update`` need it.",
+        group="archive",
+        writing_only=True,
     ),
     OptionSpec(
         "checksum",
-        ("--checksum",),
         "Checksum of every shard for the manifest (md5: wids' md5sum, the Go spelling's default).",
         READERS,
         "choice",
@@ -270,10 +262,11 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         api='the algorithm of every shard\'s checksum in the manifest (``"xxh128"``, '
         '``"blake3"``, ``"sha256"``, ``"md5"``), or ``"none"``.',
         go=("checksum",),
+        group="archive",
+        writing_only=True,
     ),
     OptionSpec(
         "lookalike_names",
-        ("--lookalike-names",),
         "Member names that differ only in case or Unicode form (A.jpg, a.jpg): distinct files "
         "on Linux, one on macOS and Windows; refuse, or warn (the Go spelling's default).",
         READERS,
@@ -283,10 +276,10 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         api="member names that differ only in case or Unicode form (``A.jpg``, ``a.jpg``; "
         'distinct files on Linux, one on macOS and Windows): ``"refuse"`` (a ``DataError``) '
         'or ``"warn"`` (a warning of the plan, as Go ishard\'s spelling).',
+        group="run",
     ),
     OptionSpec(
         "strict",
-        ("--strict",),
         "Any warning is an error (exit 1), before anything is written; in a dry run too (for CI).",
         READERS,
         "flag",
@@ -294,75 +287,77 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         api="any warning of the plan (readers would misread it, an option has no effect) raises "
         ":class:`ishard.StrictError` before anything is written.",
         go=("strict",),
+        group="run",
     ),
     OptionSpec(
         "endpoint_url",
-        ("--endpoint-url",),
         "S3-compatible endpoint, e.g. http://127.0.0.1:8333 (ais:// uses $AIS_ENDPOINT/s3).",
         STORES,
         api='an S3-compatible endpoint, e.g. ``"http://127.0.0.1:8333"``.',
         go=("endpoint_url",),
+        group="store",
     ),
     OptionSpec(
         "storage_options",
-        ("--storage-option",),
         "KEY=VALUE store setting, e.g. region=eu-west-1, key=…, backend=fsspec (repeatable; "
         "a.b=c nests).",
         STORES,
         "repeated",
         api='passed to the filesystem: a dict, or ``"KEY=VALUE"`` strings (``"a.b=c"`` nests).',
+        flags=("--storage-option",),
+        group="store",
     ),
     OptionSpec(
         "part_size",
-        ("--part-size",),
         "Multipart upload part size for S3 destinations.",
         STORES,
         default="16MiB",
-        show_default=True,
         api="the multipart upload part size for store destinations (at least 5MiB).",
+        group="run",
+        writing_only=True,
     ),
     OptionSpec(
         "read_buffer",
-        ("--read-buffer",),
         "Bytes fetched ahead from a store, across all writers.",
         STORES,
         default="256MiB",
-        show_default=True,
         api="bytes fetched ahead from a store, across all writers.",
+        group="run",
+        writing_only=True,
     ),
     OptionSpec(
         "retries",
-        ("--retries",),
         "Retries of a failed store request after its first try (0: none).",
         STORES,
         "int",
         default=5,
-        show_default=True,
         api="retries of a failed store request after its first try (0: none).",
+        group="run",
+        writing_only=True,
     ),
     OptionSpec(
         "dry_run",
-        ("--dry-run",),
         "Print the plan, write nothing (a DST given is checked as the run checks it): a line "
         "per shard and a histogram; =files adds every member, =show_keys their sample keys, "
         "=json all as JSON, =summary the totals alone.",
         RUNNING,
         flag_value="shards",
         metavar="[=files|show_keys|json|summary]",
+        short="-n",
     ),
     OptionSpec(
         "overwrite",
-        ("--overwrite",),
         "Allow a non-empty DST; same-named files are replaced.",
         RUNNING,
         "flag",
         default=False,
         api="allow a non-empty ``dst``; same-named files are replaced.",
         go=("overwrite",),
+        group="run",
+        writing_only=True,
     ),
     OptionSpec(
         "resume",
-        ("--resume",),
         "Finish an interrupted run into DST: keep its complete shards (checked), write the rest.",
         RUNNING,
         "flag",
@@ -370,10 +365,11 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         api="finish an interrupted run into ``dst``: keep its complete shards (checked), write "
         "the rest.",
         go=("resume",),
+        group="run",
+        writing_only=True,
     ),
     OptionSpec(
         "append",
-        ("--append",),
         "Add SRC's samples that DST's dataset does not hold, in new shards; refuse changed "
         "or removed ones.",
         RUNNING,
@@ -381,33 +377,35 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         default=False,
         api="add the samples of ``src`` that the dataset in ``dst`` does not hold, in new shards "
         "numbered on from its last; a sample it holds that changed or went is refused.",
+        group="run",
+        writing_only=True,
     ),
     OptionSpec(
         "update",
-        ("--update",),
         "As --append, and rewrite only the shards whose samples changed or went.",
         RUNNING,
         "flag",
         default=False,
         api="as ``append``, and rewrite only the shards holding samples that changed or went (in "
         "new shards; the replaced ones are removed once the manifest is published).",
+        group="run",
+        writing_only=True,
     ),
     OptionSpec(
         "max_remove",
-        ("--max-remove",),
         "With --update: refuse to remove more than this share of the dataset's samples "
         "(a percent, or all), as when the source is an empty mount.",
         RUNNING,
         default="50",
-        show_default=True,
         metavar="PERCENT|all",
         api="the most an ``update`` may remove, in percent of the dataset's samples (changed "
         'samples do not count), or ``"all"``; past it, a ``DataError`` before anything is '
         "written.",
+        group="run",
+        writing_only=True,
     ),
     OptionSpec(
         "jobs",
-        ("--jobs",),
         "Shards written at once (default, or 0: CPUs, at most 8; 8 with an object store).",
         RUNNING,
         "int",
@@ -415,10 +413,12 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         show_default=False,
         api="shards written at once; 0: the CPUs (at most 8), or 8 with a store.",
         go=("jobs",),
+        group="run",
+        writing_only=True,
+        short="-j",
     ),
     OptionSpec(
         "executor",
-        ("--executor",),
         "Where shards are written: here, or as Dask tasks on a cluster's workers.",
         RUNNING,
         "choice",
@@ -426,41 +426,42 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         "local",
         api='``"local"``, or ``"dask"``: shards are Dask tasks.',
         go=("executor",),
+        group="run",
+        writing_only=True,
     ),
     OptionSpec(
         "scheduler",
-        ("--scheduler",),
         "With --executor dask: tcp://HOST:PORT of a running Dask scheduler (default: a local "
         "cluster of --jobs processes).",
         RUNNING,
         api='with ``executor="dask"``, a running scheduler\'s ``"tcp://HOST:PORT"`` (None: a '
         "local cluster of ``jobs`` processes).",
         go=("scheduler",),
+        group="run",
+        writing_only=True,
     ),
     OptionSpec(
         "tmp_dir",
-        ("--tmp-dir",),
         "Folder for the temporary files of sorting a big --src-list inventory (default: the "
         "system's, $TMPDIR).",
         RUNNING,
         "path",
         api="the folder where the column engine spills while it sorts a big inventory "
         "(``src_list``); None: the system's temporary folder.",
+        group="run",
     ),
     OptionSpec(
         "memory_limit",
-        ("--memory-limit",),
         "Memory the column engine may hold while it sorts and groups a big --src-list "
         "inventory; past it, it spills to --tmp-dir (128MiB at least).",
         RUNNING,
         default="512MiB",
-        show_default=True,
         api='bytes (or ``"1GiB"``) the column engine may hold while it sorts and groups a big '
         "inventory, past which it spills to ``tmp_dir``; 128 MiB at least.",
+        group="run",
     ),
     OptionSpec(
         "progress",
-        ("--progress/--no-progress",),
         "Show progress (default: when stderr is a terminal).",
         RUNNING,
         "switch",
@@ -468,36 +469,37 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec(
         "as_json",
-        ("--json",),
         "Print the summary as one JSON object on stdout (a dry run's: the plan's).",
         RUNNING,
         "flag",
         default=False,
         go=("json",),
+        flags=("--json",),
     ),
     OptionSpec(
         "quiet",
-        ("-q", "--quiet"),
         "Print nothing on stdout (but --json) and no progress; warnings and errors still go "
         "to stderr, and the exit code tells.",
         RUNNING,
         "flag",
         default=False,
+        short="-q",
     ),
     OptionSpec(
         "verbose",
-        ("-v", "--verbose"),
         "Also log each step to stderr (shard: listed, planned, each shard written, the "
         "manifest; verify: each shard checked).",
         RUNNING,
         "flag",
         default=False,
+        short="-v",
     ),
-    OptionSpec(
-        "debug", ("--debug",), "Show tracebacks.", RUNNING, "flag", default=False, go=("debug",)
-    ),
+    OptionSpec("debug", "Show tracebacks.", RUNNING, "flag", default=False, go=("debug",)),
 )
 OPTIONS_BY_NAME = {o.name: o for o in SHARD_OPTIONS}
+# what a --resume may change (and the manifest leaves out); what ishard.plan() does not take
+EXECUTION_ONLY = frozenset(o.name for o in SHARD_OPTIONS if o.execution_only)
+WRITING_ONLY = tuple(o.name for o in SHARD_OPTIONS if o.writing_only)
 
 
 def keyword_docs() -> dict[str, str]:

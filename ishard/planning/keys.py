@@ -82,6 +82,12 @@ def _collapse_all_dir(name: str) -> str:
     return name.replace("/", "")
 
 
+def mirrored_dirs(name: str) -> str:
+    """The key of ``mirrored_dirs``: the name below its first folder (``images/train/01.jpg``
+    → ``train/01.jpg``); a name at the top, in no folder, whole."""
+    return name[name.find("/") + 1 :]
+
+
 def _trimmed(names: Iterable[str]) -> Iterator[str]:
     """Each name up to the last dot of its basename."""
     return (n[: n.rfind(".")] if n.rfind(".") > n.rfind("/") else n for n in names)
@@ -124,6 +130,15 @@ PATTERNS: tuple[KeyPattern, ...] = (
         _collapse_all_dir,
         lambda names: (n.replace("/", "") for n in _trimmed(names)),
         r"replace(regexp_replace(name, '\.[^./]*$', ''), '/', '')",
+    ),
+    KeyPattern(
+        "mirrored_dirs",
+        "same path below the first folder, without extension: `images/train/01.jpg` and "
+        "`labels/train/01.txt` form `train/01`; keys keep the deeper folders (tree mode, see "
+        "`--collapse`)",
+        mirrored_dirs,
+        lambda names: (n[n.find("/") + 1 :] for n in _trimmed(names)),
+        r"regexp_replace(regexp_replace(name, '\.[^./]*$', ''), '^[^/]*/', '')",
     ),
 )
 BUILT_IN = tuple(p.name for p in PATTERNS)

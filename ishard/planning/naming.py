@@ -13,7 +13,7 @@ from ..errors import DataError, UsageError
 from ..names import member_name, unsafe_name, wds_extension, wds_split
 from ..rules import Rule
 from .handover import LaterReaderKeys, ReaderKeys, ReaderKeysLost
-from .keys import KeyFunction
+from .keys import KeyFunction, mirrored_dirs, sample_key
 from .table import SampleTable, int_view
 
 MEMBER_NAMES = ("original", "sample")
@@ -360,10 +360,24 @@ def _check_ext(key: str, name: str, ext: str, seen: dict[str, str]) -> None:
         )
         raise DataError(
             f"sample {key!r} has two files with {same} ({other!r} and {name!r}), which "
-            "--member-names sample would give one name — keep one with --sample-exts and "
-            "--missing-extension-action exclude, use a --sample-key-pattern that tells them "
-            "apart, or --member-names original"
+            f"--member-names sample would give one name — {_apart(other, name)}"
         )
+
+
+def _apart(one: str, two: str) -> str:
+    """The fix for two files of a sample that one member name cannot hold: ``mirrored_dirs``
+    first when its keys tell the two apart (``images/train/01.jpg``, ``images/val/01.jpg``)."""
+    keys = sample_key(one, mirrored_dirs), sample_key(two, mirrored_dirs)
+    if keys[0] != keys[1]:
+        return (
+            f"use --sample-key-pattern mirrored_dirs, whose keys tell them apart ({keys[0]!r} "
+            f"and {keys[1]!r}), keep one with --sample-exts and --missing-extension-action "
+            "exclude, or --member-names original"
+        )
+    return (
+        "keep one with --sample-exts and --missing-extension-action exclude, use a "
+        "--sample-key-pattern that tells them apart, or --member-names original"
+    )
 
 
 def member_chunks(table: SampleTable, rename: bool, only: array | None = None):

@@ -11,10 +11,9 @@ from warnings import warn
 from ..errors import DataError, IshardWarning, StrictError
 from ..formats import check_names, format_of
 from ..model import Plan, Tally
-from ..options.record import Options, count_warning, option_warnings
 from ..progress import SILENT, Progress
 from ..sizes import counted
-from ..store import Location, open_url, parse_storage_options, resolve
+from ..store import Location, open_url, parse_storage_options
 from ..store.retry import Retrier
 from .cut import SampleRun, balance, check_unique, cut_indices, shard_names
 from .engine.growth import Held, check_new_names, compare
@@ -24,6 +23,7 @@ from .keys import KeyFunction, key_function
 from .listing import list_source
 from .naming import KeyCheck, check_index_shards, check_reader_names
 from .samples import apply_sample_exts_table, group_table, route_table
+from .settings import PlanSettings
 from .table import FileTable, SampleTable, ShardList
 
 LOG = logging.getLogger("ishard")  # what a run does, a line per step (`ishard -v` shows it)
@@ -31,16 +31,7 @@ LOG = logging.getLogger("ishard")  # what a run does, a line per step (`ishard -
 LISTING_REPORT_EVERY = 1000
 
 
-def located(url: str, opts: Options, role: str) -> Location:
-    return resolve(
-        url,
-        endpoint_url=opts.endpoint_url,
-        storage_options=parse_storage_options(opts.storage_options),
-        role=role,
-    )
-
-
-def _open_url(url: str, opts: Options):
+def _open_url(url: str, opts: PlanSettings):
     """A stream of the object ``url`` names (an inventory file in a store)."""
     return open_url(
         url,
@@ -50,7 +41,7 @@ def _open_url(url: str, opts: Options):
     )
 
 
-def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> FileTable:
+def _list(source: Location, opts: PlanSettings, tally: Tally, progress: Progress) -> FileTable:
     seen = [0, 0]
 
     def on_file(size: int, count: int = 1) -> None:  # a file, or a run of files
@@ -74,7 +65,7 @@ def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> 
             tmp_dir=opts.tmp_dir,
             memory_limit=opts.memory_limit,
             key=key_function(opts.sample_key_pattern),
-            renamed=opts.member_names == "sample",
+            renamed=opts.renamed,
             **common,
         )
     else:
@@ -87,10 +78,11 @@ def _list(source: Location, opts: Options, tally: Tally, progress: Progress) -> 
 
 
 def make_plan(
-    source: Location, opts: Options, progress: Progress = SILENT, held: Held | None = None
+    source: Location, opts: PlanSettings, progress: Progress = SILENT, held: Held | None = None
 ) -> Plan:
-    """List the source and plan its shards under checked options; with ``held`` (a growing
-    dataset's destination), only the samples it does not hold as they are now."""
+    """List the source and plan its shards under the settings made of the checked options;
+    with ``held`` (a growing dataset's destination), only the samples it does not hold as they
+    are now."""
     tally = Tally()
     files = _list(source, opts, tally, progress)
     warnings: list[str] = []
@@ -98,7 +90,7 @@ def make_plan(
     check = KeyCheck()
     planned = _sample_tables(files, key, opts, tally, warnings, check)
     files.handover = replace(files.handover, readers=None)  # checked: 9 bytes a file go
-    alike = check_extraction_names(planned, opts.member_names == "sample", opts.lookalike_names)
+    alike = check_extraction_names(planned, opts.renamed, opts.lookalike_names)
     growth = None
     if held is not None and not any(len(t) for t in planned):  # an empty mount grows nothing
         raise DataError(_nothing_to_shard(source, opts, tally.freeze()))
@@ -110,9 +102,9 @@ def make_plan(
     check_unique(names)
     if held is not None:
         check_new_names(names, held)
-    warnings += check.warnings() + alike + option_warnings(opts, names)
-    warnings += count_warning(opts, fullest) if names else []  # no shard: nothing to say
-    shards = ShardList(names, members, tables, rename=opts.member_names == "sample")
+    warnings += check.warnings() + alike + opts.idle_warnings(names)
+    warnings += opts.count_warning(fullest) if names else []  # no shard: nothing to say
+    shards = ShardList(names, members, tables, rename=opts.renamed)
     del members
     if opts.index == "dali":
         check_index_shards(names)
@@ -128,7 +120,7 @@ def make_plan(
         skipped=skipped,
         warnings=tuple(warnings),
         seed=opts.order.seed,
-        options=opts.to_dict(),
+        options=opts.recorded,
         spilled=files.handover.spilled,
         numbering=tuple(numbering),
         growth=growth,
@@ -138,7 +130,7 @@ def make_plan(
 def _sample_tables(
     files: FileTable,
     key: KeyFunction,
-    opts: Options,
+    opts: PlanSettings,
     tally: Tally,
     warnings: list[str],
     check: KeyCheck,
@@ -152,12 +144,12 @@ def _sample_tables(
             table, opts.sample_exts, opts.missing_extension_action, tally, warnings
         )
         planned.append(table)
-        check_reader_names(table, opts.member_names == "sample", opts.index, check, key)
+        check_reader_names(table, opts.renamed, opts.index, check, key)
     return planned
 
 
 def _cut(
-    planned: list[SampleTable], opts: Options, held: Held | None
+    planned: list[SampleTable], opts: PlanSettings, held: Held | None
 ) -> tuple[list[str], list[SampleRun], list[SampleTable], list[int], int]:
     """The shards of each table: their names, samples and tables, the numbering each table's
     shards reach, and the most samples in one shard."""
@@ -189,7 +181,7 @@ def _cut(
     return names, members, tables, numbering, fullest
 
 
-def _nothing_to_shard(source: Location, opts: Options, skipped: tuple) -> str:
+def _nothing_to_shard(source: Location, opts: PlanSettings, skipped: tuple) -> str:
     """The refusal of a listing that gives no sample (an empty or unmounted source, or every
     file left out), said alike by a fresh run and a growing one."""
     where = f" with prefix {opts.prefix!r}" if opts.prefix else ""
@@ -203,7 +195,7 @@ def _nothing_to_shard(source: Location, opts: Options, skipped: tuple) -> str:
     )
 
 
-def announce(the_plan: Plan, opts: Options, progress: Progress, stacklevel: int = 4) -> None:
+def announce(the_plan: Plan, opts: PlanSettings, progress: Progress, stacklevel: int = 4) -> None:
     """Tell the plan's warnings now, after planning and before anything is written: to the
     progress hooks (the command line prints them) and as ``IshardWarning``; under ``strict``,
     stop here."""

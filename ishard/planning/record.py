@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import hashlib
 from bisect import bisect_left
+from collections.abc import Collection
 from itertools import accumulate
 
 import orjson
 
 from ..formats.registry import identities, identity_fields
-from ..model import EXECUTION_ONLY, Plan
+from ..model import Plan
 from ..names import quoted, shown
 from ..sizes import describe_size, format_size
 from ..version import __version__
@@ -21,9 +22,10 @@ EXAMPLES = 3  # names shown per kind of change
 CUT_OPTIONS = frozenset({"shard_size", "samples_per_shard"})  # shown together, as --shard-size
 
 
-def shaping_options(options: dict) -> dict:
-    """The options that shape the shards (everything but ``EXECUTION_ONLY``)."""
-    return {k: v for k, v in options.items() if k not in EXECUTION_ONLY}
+def shaping_options(options: dict, execution_only: Collection[str]) -> dict:
+    """The options that shape the shards: all but those that only say how a run goes
+    (``execution_only``, the option table's ``EXECUTION_ONLY``)."""
+    return {k: v for k, v in options.items() if k not in execution_only}
 
 
 def _listing(plan: Plan) -> FileTable | None:
@@ -52,8 +54,9 @@ def listing_record(files: FileTable) -> dict:
     return {"files": count, "bytes": sum(files.sizes), "segments": segments}
 
 
-def _facts(plan: Plan) -> dict:
-    options = orjson.loads(orjson.dumps(shaping_options(plan.options)))  # as run.json holds them
+def _facts(plan: Plan, execution_only: Collection[str]) -> dict:
+    shaping = shaping_options(plan.options, execution_only)
+    options = orjson.loads(orjson.dumps(shaping))  # as run.json holds them
     return {
         "ishard": __version__,
         **identities(plan.options),  # the libraries the formats write with: "gzip"
@@ -63,10 +66,11 @@ def _facts(plan: Plan) -> dict:
     }
 
 
-def plan_record(plan: Plan) -> dict:
+def plan_record(plan: Plan, execution_only: Collection[str]) -> dict:
     """What the plan was made from, for ``run.json``: ishard's version, the gzip library, the
-    source, the shaping options, the seed and the listing (see ``listing_record``)."""
-    record = _facts(plan)
+    source, the shaping options (all but ``execution_only``), the seed and the listing (see
+    ``listing_record``)."""
+    record = _facts(plan, execution_only)
     files = _listing(plan)
     if files is not None:
         record["listing"] = listing_record(files)
@@ -98,7 +102,7 @@ def _cut(options: dict) -> str:
     return " or ".join(p for p in parts if p) or "unset"
 
 
-def _option_changes(earlier: dict, now: dict) -> list[str]:
+def _option_changes(earlier: dict, now: dict, execution_only: Collection[str]) -> list[str]:
     old, new = earlier.get("options"), now["options"]
     if not isinstance(old, dict):
         return []
@@ -106,7 +110,7 @@ def _option_changes(earlier: dict, now: dict) -> list[str]:
     changes = [
         f"{_flag(k)} {_value(k, old.get(k))} → {_value(k, new.get(k))}"
         for k in keys
-        if k not in EXECUTION_ONLY and k not in CUT_OPTIONS and old.get(k) != new.get(k)
+        if k not in execution_only and k not in CUT_OPTIONS and old.get(k) != new.get(k)
     ]
     if _cut(old) != _cut(new):  # one change as typed: --shard-size 3 → 300B
         changes.insert(0, f"--shard-size {_cut(old)} → {_cut(new)}")
@@ -214,13 +218,14 @@ def _totals(
     return text
 
 
-def differences(earlier: dict, plan: Plan) -> list[str]:
+def differences(earlier: dict, plan: Plan, execution_only: Collection[str]) -> list[str]:
     """What differs between the plan ``earlier`` recorded (a ``plan_record``, or a manifest's
-    ``ishard`` record) and ``plan``: one phrase per option, then one for the source."""
-    now = _facts(plan)
+    ``ishard`` record) and ``plan``: one phrase per option that shapes the shards (all but
+    ``execution_only``), then one for the source."""
+    now = _facts(plan, execution_only)
     if "version" in earlier and "ishard" not in earlier:  # a manifest's record
         earlier = {**earlier, "ishard": earlier["version"]}
-    changes = _option_changes(earlier, now)
+    changes = _option_changes(earlier, now, execution_only)
     files = _listing(plan)
     listing = earlier.get("listing")
     if isinstance(listing, dict) and files is not None:

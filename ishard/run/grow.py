@@ -13,8 +13,9 @@ from functools import partial
 import orjson
 
 from ..errors import DataError, UsageError
-from ..model import EXECUTION_ONLY, Growth
+from ..model import Growth
 from ..options.record import Options
+from ..options.table import EXECUTION_ONLY
 from ..planning.engine.growth import Held, private_engine
 from ..progress import Progress
 from ..sizes import counted

@@ -13,6 +13,7 @@ import orjson
 
 from ..errors import DataError, IshardError
 from ..model import Plan, ShardPlan, ShardResult
+from ..options.table import EXECUTION_ONLY
 from ..planning.record import differences
 from ..progress import Progress
 from ..sizes import counted
@@ -37,7 +38,7 @@ def _changed(dest: Location, earlier: object, plan: Plan, run: str) -> DataError
     """The refusal, naming what changed when the earlier run recorded what its plan was made
     from (else the fingerprint's word alone)."""
     try:
-        changes = differences(earlier, plan) if isinstance(earlier, dict) else []
+        changes = differences(earlier, plan, EXECUTION_ONLY) if isinstance(earlier, dict) else []
     except (TypeError, ValueError, KeyError, AttributeError, IndexError):
         changes = []  # a damaged record: the fingerprint's word alone
     if not changes:

@@ -15,7 +15,9 @@ from ..errors import IshardError
 from ..formats.dali_index import index_name
 from ..model import Plan, Report, ShardResult
 from ..options.record import Options, parse_sort
-from ..planning.planner import announce, located, make_plan
+from ..options.settings import located, plan_settings
+from ..options.table import EXECUTION_ONLY
+from ..planning.planner import announce, make_plan
 from ..planning.record import plan_record
 from ..planning.table import ShardList
 from ..progress import SILENT, Progress
@@ -41,7 +43,7 @@ from .grow import (
     tell_unchanged,
     unchanged,
 )
-from .manifest import MANIFEST_NAME, Kept, manifest_bytes, remove_manifest
+from .manifest import MANIFEST_NAME, Kept, manifest_bytes, manifest_document, remove_manifest
 from .replaced import earlier_archives, remove_archives, stale, tell_ignored
 from .resume import Recorder, Remaining, earlier_manifest_seed, finished_earlier, with_offsets
 from .sampleindex import INDEX_NAME, IndexWriter
@@ -172,8 +174,9 @@ class Run:
         if self.grows:
             self.found = stack.enter_context(holding(self.dest, self.opts))
         held = self.found.held if self.found is not None else None
-        self.the_plan = make_plan(self.source, self.opts, self.progress, held)
-        announce(self.the_plan, self.opts, self.progress, stacklevel=CALLER)
+        settings = plan_settings(self.opts)
+        self.the_plan = make_plan(self.source, settings, self.progress, held)
+        announce(self.the_plan, settings, self.progress, stacklevel=CALLER)
 
     def decide(self) -> bool:
         """What is left to do: nothing when a growing dataset's source did not change (a
@@ -219,7 +222,7 @@ class Run:
             len(self.the_plan.shards),
             self.drawn,
             sorted({*self.old, *self.replaced}),
-            plan_record(self.the_plan),
+            plan_record(self.the_plan, EXECUTION_ONLY),
         )
         self.begun = self.mine = True  # the records are this run's
         if self.found is not None:
@@ -268,7 +271,9 @@ class Run:
         index = self._write_index(dropped)
         kept = Kept.of(self.found.manifest, dropped) if self.found is not None else None
         document = manifest_bytes(
-            self.the_plan, self.results, self.fingerprint, index=index, earlier=kept
+            manifest_document(
+                self.the_plan, self.results, self.fingerprint, index=index, earlier=kept
+            )
         )
         guard = self.claim.lock.guard
         self.manifest = put_file(self.dest, MANIFEST_NAME, document, self.retrier, guard)

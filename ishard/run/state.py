@@ -10,7 +10,8 @@ import orjson
 
 from ..checksums import digest_of, split, tagged
 from ..formats.registry import identities
-from ..model import EXECUTION_ONLY, Plan, ShardResult
+from ..model import Plan, ShardResult
+from ..options.table import EXECUTION_ONLY
 from ..planning.table import ShardList
 from ..store import Location
 from ..store.lockrecord import STATE_DIR

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..model import ShardPlan, ShardResult
 from ..options.record import Options
-from ..planning.planner import located
+from ..options.settings import located
 from ..progress import SILENT, Progress
 from ..store import Location
 from ..store.base import Guard, Lock, WorkerCheck
@@ -43,8 +43,8 @@ def write_planned(
     *,
     retrier: Retrier,
     publish: Publish,
-    client: Any = None,
-    meanwhile: Callable[[], Iterator[object]] | None = None,
+    client: Any,
+    meanwhile: Callable[[], Iterator[object]] | None,
 ) -> list[ShardResult]:
     """Write ``shards`` with the chosen executor (``client``: Dask's, connected before DST
     was claimed); results in their order. ``meanwhile``: work done while they are written

@@ -7,13 +7,14 @@ from __future__ import annotations
 import bisect
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from ishard.errors import SourceError, UsageError
-from ishard.planning.keys import extension, key_function, sample_key
+from ishard.planning.keys import KeyFunction, extension
 from ishard.readback.archive import contents
 from ishard.readback.dataset import ROLE, dataset
+from ishard.readback.verify import member_key_function
 from ishard.run.manifest import MANIFEST_NAME, check_manifest
 from ishard.run.manifest import read_manifest as read_dataset_manifest
 from ishard.split import POLICIES
@@ -32,8 +33,9 @@ class ReadSample(NamedTuple):
 
 def read_manifest(
     url: str, storage_options=None, endpoint_url: str | None = None
-) -> tuple[list[str], list[int], str]:
-    """Shard URLs (next to the manifest), samples per shard and the key pattern used.
+) -> tuple[list[str], list[int], Mapping]:
+    """Shard URLs (next to the manifest), samples per shard and the options the run recorded
+    (its key pattern and member names say what a member's sample is).
 
     ``url``: a manifest.json, or the folder (or store prefix) a run wrote, which holds one.
 
@@ -61,8 +63,7 @@ def read_manifest(
         urls = [where.child(e["url"]) for e in doc["shardlist"]]
     counts = [int(e["nsamples"]) for e in doc["shardlist"]]
     record = doc.get("ishard") or {}
-    pattern = record.get("options", {}).get("sample_key_pattern", "base_file_name")
-    return urls, counts, pattern
+    return urls, counts, record.get("options", {})
 
 
 def _manifest_path(url: str) -> str:
@@ -165,13 +166,13 @@ def assigned_ids(counts: Sequence[int], *, rank: int, world_size: int, worker: i
     return worker_ids(counts, policy, world, opts, epoch=epoch, rank=rank, worker=worker)
 
 
-def _shard_samples(url: str, pattern: str, storage_options: dict) -> Iterator[ReadSample]:
-    """A shard's samples: consecutive members with one sample key (the manifest's pattern)."""
-    key_of = key_function(pattern)
+def _shard_samples(url: str, key_of: KeyFunction, storage_options: dict) -> Iterator[ReadSample]:
+    """A shard's samples: consecutive members with one sample key (``key_of`` a member's, from
+    the manifest's options: its pattern, or the key in a ``<key>.<extension>`` name)."""
     current: ReadSample | None = None
     with open_url(url, storage_options=storage_options) as raw:
         for name, data in contents(url, raw):
-            key = sample_key(name, key_of)
+            key = key_of(name)
             if current is None or key != current.key:
                 if current is not None:
                     yield current
@@ -231,7 +232,8 @@ class ShardedSamples:
             nodes=nodes,
             **options,
         )
-        self.urls, self.counts, self.pattern = read_manifest(manifest_url, self.storage_options)
+        self.urls, self.counts, recorded = read_manifest(manifest_url, self.storage_options)
+        self.key_of = member_key_function(recorded)
 
     def ids(self) -> list[int]:
         """The global sample ids this reader yields, in order."""
@@ -257,7 +259,7 @@ class ShardedSamples:
             wanted = {i - starts[shard] for i in ids[at:end]}
             got = {}
             for local, sample in enumerate(
-                _shard_samples(self.urls[shard], self.pattern, self.storage_options)
+                _shard_samples(self.urls[shard], self.key_of, self.storage_options)
             ):
                 if local in wanted:
                     got[local] = sample
