@@ -85,6 +85,14 @@ def agree(rule: Rule, inputs: list, kind: str = "VARCHAR", column: str = "name")
     return sum(taken for taken, _ in found)
 
 
+def agree_with(rule: Rule, column: str, kind: str, values: list, **constants: tuple) -> None:
+    """``rule``'s forms give one answer on each of ``values`` (its input ``column``, of SQL
+    type ``kind``), each other input a constant: (its SQL text, its Python value)."""
+    sql = rule.over(**{column: column}, **{name: text for name, (text, _) in constants.items()})
+    found = evaluated(sql, **{column: (kind, values)})
+    assert found == [rule.python(value, *(v for _, v in constants.values())) for value in values]
+
+
 def test_every_rule_record_has_its_differential_test():
     """A record made without a test here (or a test of a record that is gone) fails."""
     made = [rule.name for rule in RULES]
@@ -114,11 +122,8 @@ def test_the_listing_rules_of_a_name(batch):
 @given(batch=batches, include_hidden=st.booleans())
 def test_why_a_file_is_left_out(batch, include_hidden):
     """Unsafe before hidden, as the tally counts a name that is both."""
-    found = evaluated(
-        names.SKIP_REASON.over(name="name", include_hidden=str(include_hidden)),
-        name=("VARCHAR", batch),
-    )
-    assert found == [names.SKIP_REASON.python(n, include_hidden) for n in batch]
+    hidden = (str(include_hidden), include_hidden)
+    agree_with(names.SKIP_REASON, "name", "VARCHAR", batch, include_hidden=hidden)
 
 
 @covers(names.UNDER_PREFIX)
@@ -290,11 +295,8 @@ def test_timestamps_in_whole_seconds(batch):
     per_second=st.sampled_from([1, 10**3, 10**6, 10**9]),
 )
 def test_an_orc_time_toward_zero(ticks, per_second):
-    found = evaluated(
-        rowrules.ORC_TIME.over(ticks="ticks", per_second=str(per_second)),
-        ticks=("BIGINT", ticks),
-    )
-    assert found == [rowrules.ORC_TIME.python(t, per_second) for t in ticks]
+    per = (str(per_second), per_second)
+    agree_with(rowrules.ORC_TIME, "ticks", "BIGINT", ticks, per_second=per)
 
 
 @covers(naming.READER_KEY)
