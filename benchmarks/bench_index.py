@@ -353,7 +353,7 @@ OPTIONS = {
 def write_index(dest, rows, *, tmp_dir: str, memory_limit: int, **publish) -> dict:
     """Write ``DST/samples.parquet`` from ``rows`` (batches of every column) as a run publishes
     its index (``sampleindex._publish``); the manifest's record of it."""
-    from ishard.planning.growth import create_index_table, insert_rows, private_engine
+    from ishard.planning.engine.growth import create_index_table, insert_rows, private_engine
     from ishard.run.sampleindex import _publish  # the run's own last step, timed alone
 
     with private_engine(tmp_dir, memory_limit) as (con, folder):

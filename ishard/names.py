@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable
 
 from .model import Tally
+from .rules import Rule
 
 HIDDEN = "hidden (name starts with '.'; --include-hidden keeps it)"
 UNSAFE = (
@@ -31,6 +32,44 @@ def unsafe_name(name: str) -> bool:
         return True
     return ".." in name and ".." in re.split(r"[/\\]", name)
 
+
+def folder_marker(name: str) -> bool:
+    """Is ``name`` no file's: empty, or a folder marker (ending in '/')?"""
+    return not name or name.endswith("/")
+
+
+def hidden_name(name: str) -> bool:
+    """Is a part of ``name`` hidden (starting with '.')?"""
+    return name.startswith(".") or "/." in name
+
+
+# The object-store name rules, which the column engine states in SQL over an inventory's names
+FOLDER_MARKER = Rule("folder marker", folder_marker, "{name} = '' OR ends_with({name}, '/')")
+UNSAFE_NAME = Rule(
+    "unsafe name",
+    unsafe_name,
+    r"{name} = '' OR regexp_matches({name}, '^[/\\]|^[A-Za-z]:|[\x00-\x1f\x7f]|"
+    r"(^|[/\\])\.\.([/\\]|$)')",
+)
+HIDDEN_NAME = Rule("hidden name", hidden_name, "starts_with({name}, '.') OR contains({name}, '/.')")
+UNDER_PREFIX = Rule("under a prefix", str.startswith, "starts_with({name}, {prefix})")
+SKIP_REASONS = {"unsafe": UNSAFE, "hidden": HIDDEN}  # what a name left out is tallied as
+
+
+def skip_reason(name: str, include_hidden: bool) -> str | None:
+    """Why a listed file is left out (a key of ``SKIP_REASONS``: unsafe before hidden), or
+    None."""
+    if unsafe_name(name):
+        return "unsafe"
+    return "hidden" if not include_hidden and hidden_name(name) else None
+
+
+SKIP_REASON = Rule(  # {include_hidden}: an SQL truth value
+    "why a file is left out",
+    skip_reason,
+    f"CASE WHEN {UNSAFE_NAME.over(name='{name}')} THEN 'unsafe' WHEN NOT {{include_hidden}} "
+    f"AND {HIDDEN_NAME.over(name='{name}')} THEN 'hidden' END",
+)
 
 SURROGATE = re.compile(r"[\ud800-\udfff]")
 _REPR_SURROGATE = re.compile(r"(\\\\)|\\udc([89a-f][0-9a-f])")
@@ -99,6 +138,10 @@ def sort_key(name: str) -> bytes:
     return name.encode("utf-8", "surrogateescape")
 
 
+# DuckDB orders text by its UTF-8 bytes
+NAME_ORDER = Rule("bytewise order", sort_key, "{name}")
+
+
 def combined_prefix(a: str, b: str) -> str | None:
     """The prefix names must have to start with both ``a`` and ``b``; None if none can."""
     if a.startswith(b):
@@ -110,13 +153,11 @@ def combined_prefix(a: str, b: str) -> str | None:
 
 def keep_remote_name(name: str, include_hidden: bool, tally: Tally) -> bool:
     """Object-store rules: directory markers are not files; hidden path parts are skipped."""
-    if not name or name.endswith("/"):
+    if folder_marker(name):
         return False
-    if unsafe_name(name):
-        tally.add(UNSAFE, name)
-        return False
-    if not include_hidden and (name[0] == "." or "/." in name):
-        tally.add(HIDDEN, name)
+    why = skip_reason(name, include_hidden)
+    if why is not None:
+        tally.add(SKIP_REASONS[why], name)
         return False
     return True
 
@@ -128,8 +169,31 @@ def wds_split(name: str) -> tuple[str, str]:
     return (name, "") if dot < 0 else (name[:dot], name[dot + 1 :])
 
 
+def wds_extension(name: str) -> str:
+    """The extension WebDataset readers take: the basename after its first dot ("": none)."""
+    return name.rpartition("/")[2].partition(".")[2]
+
+
+def member_name(key: str, name: str) -> str:
+    """File ``name``'s member name in sample ``key`` under ``--member-names sample``:
+    ``<key>.<extension>``, the extension as ``wds_extension`` takes it."""
+    return key + "." + name.rpartition("/")[2].partition(".")[2]
+
+
 def sample_members(keys: Iterable[str], names: Iterable[str]) -> list[str]:
-    """Files ``names`` named by their samples' ``keys``: ``<key>.<extension>``, the extension
-    as ``wds_split`` takes it (what ``--member-names sample`` writes); a list built in one
-    pass, without a call a name (it names every file of a plan)."""
-    return [k + "." + n.rpartition("/")[2].partition(".")[2] for k, n in zip(keys, names)]
+    """Files ``names`` named by their samples' ``keys`` (``member_name``, what
+    ``--member-names sample`` writes)."""
+    return list(map(member_name, keys, names))
+
+
+# The basename in SQL; the SQL forms answer names with a dot in it (a file without one takes
+# no member name of its sample's: ``--member-names sample`` refuses it)
+_BASE = "parse_filename({name}, false, 'forward_slash')"
+_EXTENSION = f"substr({_BASE}, instr({_BASE}, '.') + 1)"
+EXTENSION = Rule("an extension", wds_extension, _EXTENSION, where=f"contains({_BASE}, '.')")
+MEMBER_NAME = Rule(
+    "a member name of a sample's",
+    member_name,
+    f"{{key}} || '.' || {_EXTENSION}",
+    where=f"contains({_BASE}, '.')",
+)

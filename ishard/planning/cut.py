@@ -14,6 +14,7 @@ from ..errors import UsageError
 from ..formats import extensions
 from ..model import Sample
 from ..names import sort_key
+from ..rules import Rule
 from .table import int_view
 from .templates import NameTemplate
 
@@ -208,9 +209,17 @@ def cut_indices(
     return list[SampleRun](out)
 
 
+def in_a_folder(key: str) -> bool:
+    """Is sample ``key`` in a virtual folder (``a/b/c``: sample ``c`` in ``a/b``)?"""
+    return "/" in key
+
+
+IN_A_FOLDER = Rule("a key in a folder", in_a_folder, "contains({key}, '/')")
+
+
 def _folders(keys: Sequence[str], flat: bool | None) -> bool:
     """Whether some key holds a '/' (``flat`` says, when known)."""
-    return not flat if flat is not None else any("/" in k for k in keys)
+    return not flat if flat is not None else any(map(in_a_folder, keys))
 
 
 def balance(

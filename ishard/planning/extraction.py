@@ -1,5 +1,6 @@
 """Member names that cannot be extracted as distinct files into one folder (users extract every
-shard of a run into one): found over the whole plan before anything is written."""
+shard of a run into one): found over the whole plan before anything is written; the folding
+rule it shares with the column engine's clash marks (``engine.clashes``)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,105 @@ from bisect import bisect_left
 
 from ..errors import DataError, UsageError
 from ..names import quoted
-from .folding import NAME_MAX, folded_names
+from ..rules import Rule
 from .naming import member_chunks
 from .table import SampleTable
+
+NAME_MAX = 255  # bytes in a path part most file systems allow
+
+
+def folded_names(chunk: list[str]) -> tuple[list[str], str]:
+    """The names as an extracting file system may see them: repeated slashes and '.' parts
+    gone, Unicode composed (NFC), lower case (macOS and Windows ignore case by default); as a
+    list and as lines of one string."""
+    blob = "\n".join(chunk)
+    if not blob.isascii():
+        blob = unicodedata.normalize("NFC", blob)
+    blob = blob.lower()
+    lines = blob.split("\n")
+    if "//" in blob or "./" in blob or blob.endswith("/.") or "/.\n" in blob:
+        lines = [posixpath.normpath(n) for n in lines]  # no '..' parts: unsafe names are gone
+        blob = "\n".join(lines)
+    return lines, blob
+
+
+def fold_names(names: list[str]) -> list[str]:
+    """The names as the extraction check folds them (see ``folded_names``)."""
+    return folded_names(names)[0]
+
+
+def fold_name(name: str) -> str:
+    """One name as the extraction check folds it."""
+    return folded_names([name])[0][0]
+
+
+def long_part(name: str) -> int:
+    """The bytes of ``name``'s first part over ``NAME_MAX`` bytes, or 0; only names of 64
+    characters or more can have one (a character is at most 4 bytes)."""
+    if len(name) < 64:
+        return 0
+    for part in name.split("/"):
+        size = len(part.encode("utf-8", "surrogateescape")) if len(part) >= 64 else 0
+        if size > NAME_MAX:
+            return size
+    return 0
+
+
+def folder_of(name: str) -> str:
+    """The folder ``name`` is in ("": none)."""
+    return name.rpartition("/")[0]
+
+
+def folders(folder: str) -> list[str]:
+    """``folder`` and every folder above it, innermost first (none for "")."""
+    out = []
+    while folder:
+        out.append(folder)
+        folder = folder.rpartition("/")[0]
+    return out
+
+
+def below(name: str, folder: str) -> bool:
+    """Does ``name`` lie below ``folder`` (is ``folder`` one of those it needs)?"""
+    return folder in folders(folder_of(name))
+
+
+# The folding of member names and the limit of their parts, as the column engine marks the
+# names that may clash (``engine.clashes``). In SQL, ASCII lower case for a plain name (a byte
+# a character; no '//' or './' part, no trailing '/' or '/.'); the others fold in Python.
+FOLD = Rule(
+    "a member name folded",
+    fold_name,
+    "lower({name})",
+    where="strlen({name}) = length({name}) AND NOT contains({name}, '//') AND NOT "
+    "contains({name}, './') AND NOT ends_with({name}, '/') AND NOT ends_with({name}, '/.')",
+)
+LONG_PART = Rule(
+    "a part over NAME_MAX bytes",
+    long_part,
+    f"strlen({{name}}) > {NAME_MAX} AND "
+    f"list_max([strlen(p) FOR p IN string_split({{name}}, '/')]) > {NAME_MAX}",
+)
+FOLDER = Rule(  # of a member name: never absolute (unsafe names are gone)
+    "a name's folder",
+    folder_of,
+    "parse_dirpath({name}, 'forward_slash')",
+    where="NOT starts_with({name}, '/')",
+)
+FOLDERS = Rule(  # of a folded name's folder: never absolute (unsafe names are gone)
+    "the folders a folder needs",
+    folders,
+    "[array_to_string(string_split({folder}, '/')[1:i], '/') "
+    "FOR i IN range(1, len(string_split({folder}, '/')) + 1)]",
+    where="{folder} <> '' AND NOT starts_with({folder}, '/')",
+)
+BELOW = Rule(  # folded names: never absolute
+    "a name below a folder",
+    below,
+    "starts_with({name}, {folder} || '/')",
+    where="{folder} <> '' AND NOT starts_with({folder}, '/') AND NOT starts_with({name}, '/')",
+)
+
 
 # What to do with member names that differ only in case or Unicode form (``A.jpg``, ``a.jpg``):
 # distinct files on Linux, one on macOS and Windows. The native spelling refuses them; Go
@@ -33,11 +130,11 @@ def check_lookalikes(value: str) -> str:
 
 def _add_directories(folded: list[str], into: set[int]) -> None:
     """Hashes of every directory the (folded) names need, parents included."""
-    for d in {n[: n.rfind("/") + 1] for n in folded}:  # 'dir/', or '' for a top-level name
-        d = d[:-1]
-        while d and hash(d) not in into:  # a directory's parents went in with it
-            into.add(hash(d))
-            d = d.rpartition("/")[0]
+    for d in {folder_of(n) for n in folded}:  # '' for a top-level name
+        for folder in folders(d):
+            if hash(folder) in into:  # its parents went in with it
+                break
+            into.add(hash(folder))
 
 
 def _long_part(chunk: list[str]) -> None:
@@ -46,17 +143,14 @@ def _long_part(chunk: list[str]) -> None:
     if max(map(len, chunk), default=0) < 64:
         return
     for name in chunk:
-        if len(name) < 64:
-            continue
-        for part in name.split("/"):
-            size = len(part.encode("utf-8", "surrogateescape")) if len(part) >= 64 else 0
-            if size > NAME_MAX:
-                shown = f"{name[:40]}…{name[-30:]}" if len(name) > 80 else name
-                raise DataError(
-                    f"member name {shown!r} has a part of {size} bytes, more than the "
-                    f"{NAME_MAX} most file systems allow, so it cannot be extracted — shorten "
-                    "that file or directory name, or leave the file out (--prefix, --src-list)"
-                )
+        size = long_part(name)
+        if size:
+            shown = f"{name[:40]}…{name[-30:]}" if len(name) > 80 else name
+            raise DataError(
+                f"member name {shown!r} has a part of {size} bytes, more than the "
+                f"{NAME_MAX} most file systems allow, so it cannot be extracted — shorten "
+                "that file or directory name, or leave the file out (--prefix, --src-list)"
+            )
 
 
 def check_extraction_names(
@@ -75,7 +169,7 @@ def check_extraction_names(
     distinct directory).
 
     When the column engine listed the files, it has found the few that may clash
-    (``ishard.planning.clashes``): only those are looked at.
+    (``engine.clashes``): only those are looked at.
 
     Returns:
         The warning about look-alike names (``lookalikes="warn"``), or nothing.
@@ -144,22 +238,12 @@ def _involved(
 
 
 def _below(folded: str, both: set[int]) -> bool:
-    d = folded.rpartition("/")[0]
-    while d:
-        if hash(d) in both:
-            return True
-        d = d.rpartition("/")[0]
-    return False
+    return any(hash(d) in both for d in _parents(folded))
 
 
 def _parents(name: str) -> list[str]:
     """Every directory ``name`` needs, innermost first."""
-    out = []
-    d = name.rpartition("/")[0]
-    while d:
-        out.append(d)
-        d = d.rpartition("/")[0]
-    return out
+    return folders(folder_of(name))
 
 
 class _Clashes:

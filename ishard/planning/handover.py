@@ -40,7 +40,7 @@ class Grouping(NamedTuple):
 
 
 class Clashes(NamedTuple):
-    """The files whose member names may clash on extraction (``ishard.planning.clashes``), as the
+    """The files whose member names may clash on extraction (``engine.clashes``), as the
     column engine found them over the whole listing: for ``<sample key>.<extension>`` member
     names (``renamed``) or the files' own names."""
 

@@ -1,135 +1,27 @@
 """Listings from inventory files (``--src-list``): the planner that reads one, chosen by name
-(the column engine or the row reader), and the row reader of CSV with a header, JSON Lines and
-S3 Inventory reports."""
+(the column engine, ``engine/``, or the row reader, ``rows/``)."""
 
 from __future__ import annotations
 
-import csv
-import json
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO
-
-import orjson
 
 from ..errors import UsageError
 from ..model import Tally
-from ..names import combined_prefix, keep_remote_name
-from .rows import (
-    BOM,
-    MAX_FIELD,
-    MAX_SIZE,
-    MTIME_COLUMNS,
-    NAME_COLUMNS,
-    SIZE_COLUMNS,
-    Written,
-    bad_row,
-    checked_name,
-    checked_size,
-    columns_at,
-    csv_error,
-    csv_reader,
-    line_blocks,
-    mtime_seconds,
-    open_inventory,
-    read_head,
-)
+from ..names import combined_prefix
+from .rowrules import MAX_SIZE
+from .rows.reader import read_rows
 from .table import FileTable
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from .columns import EngineReading
-    from .selects import Inventory
+    from .engine.columns import EngineReading
+    from .engine.selects import Inventory
 
 LOG = logging.getLogger("ishard")  # the planner chosen, with -v
-
-
-def _lines(stream, where: str) -> Iterator[tuple[int, str]]:
-    """Numbered lines (see ``line_blocks``)."""
-    for first, lines in line_blocks(stream, where):
-        yield from enumerate(lines, first)
-
-
-def _pick(row: dict, names: tuple[str, ...]):
-    for n in names:
-        if n in row:
-            return row[n]
-    return None
-
-
-def _row_json(line: str, where: str, number: int) -> object:
-    try:
-        return json.loads(line)
-    except ValueError as err:
-        raise UsageError(
-            f"--src-list {where!r} line {number} is not a JSON object with name and size "
-            f'({err}) — write {{"name": "a/b.jpg", "size": 123}}'
-        ) from None
-
-
-def _rows_jsonl(stream, where: str) -> Iterator[tuple[str, int, int]]:
-    for number, line in _lines(stream, where):
-        if not line.strip():
-            continue
-        try:
-            row = orjson.loads(line)
-        except ValueError:
-            row = _row_json(line, where, number)  # json takes what orjson refuses (a lone
-            # surrogate, which checked_name then names), and says what is wrong with the rest
-        if not isinstance(row, dict):
-            raise bad_row(
-                where,
-                number,
-                f"a JSON {type(row).__name__}, not an object — write "
-                '{"name": "a/b.jpg", "size": 123}',
-            )
-        name, size = _pick(row, NAME_COLUMNS), _pick(row, SIZE_COLUMNS)
-        if type(name) is not str or not name.isascii() or len(name) > MAX_FIELD:
-            name = checked_name(name, where, number)
-        if type(size) is float:  # a whole number past 64 bits too: shown as written
-            size = _pick(json.loads(line, parse_float=Written), SIZE_COLUMNS)
-        if type(size) is not int or not 0 <= size <= MAX_SIZE:  # not a bool, a string
-            size = checked_size(size, where, number)
-        yield name, size, mtime_seconds(_pick(row, MTIME_COLUMNS))
-
-
-def _rows_csv(stream, where: str) -> Iterator[tuple[str, int, int]]:
-    reader = csv_reader(stream, where)
-    try:
-        fields: list[str] = next(reader, [])
-        name_at, size_at, mtime_at = columns_at(fields)
-        if name_at is None or size_at is None:
-            raise UsageError(
-                f"--src-list {where!r} has no header with a name (or key) and a size column — "
-                "add a first line such as 'name,size'"
-            )
-        need = max(name_at, size_at)
-        for row in reader:
-            if not row:
-                continue
-            if len(row) <= need:
-                raise UsageError(
-                    f"--src-list {where!r} line {reader.line_num}: expected a name "
-                    "and a whole-number size"
-                )
-            name = row[name_at]  # at most 128 KiB: csv's field limit
-            if not name.isascii():
-                name = checked_name(name, where, reader.line_num)
-            try:
-                size = int(row[size_at])
-            except ValueError:
-                size = -1
-            if not 0 <= size <= MAX_SIZE:
-                checked_size(row[size_at], where, reader.line_num)
-            yield (
-                name,
-                size,
-                0 if mtime_at is None or len(row) <= mtime_at else mtime_seconds(row[mtime_at]),
-            )
-    except csv.Error as err:
-        raise csv_error(err, reader, where) from None
 
 
 ENGINE_FROM = 8 << 20  # inventory bytes from which the column engine reads a local file
@@ -152,7 +44,7 @@ def choose_planner(
     Raises:
         UsageError: ``$ISHARD_PLANNER`` names no planner.
     """
-    from .selects import describe
+    from .engine.selects import describe
 
     named = os.environ.get(PLANNER, "").strip()
     if named not in ("", *PLANNERS):
@@ -190,8 +82,8 @@ def _by_engine(
 ) -> FileTable | None:
     """The listing read by the column engine (``columns``), or None: the engine hands it back
     to the row reader (it does not take it as it is)."""
-    from .columns import read_inventory
-    from .engine import Fallback
+    from .engine.columns import read_inventory
+    from .engine.connection import Fallback
 
     try:
         files, nbytes = read_inventory(
@@ -267,32 +159,7 @@ def list_inventory(
     LOG.info("planner: %s (%s)", planner, why)
     if fast is not None:
         return fast
-    head = read_head(where, opener, 1 << 16).decode("utf-8", "replace")
-    stripped = head.removeprefix(BOM).lstrip()
-    stream = None
-    if stripped.startswith("{") and '"fileSchema"' in head:
-        from .s3inventory import read_manifest, report_rows
-
-        with open_inventory(where, opener, "rt") as text:
-            rows = report_rows(read_manifest(text, where), where, opener)
-    else:
-        stream = open_inventory(
-            where, opener
-        )  # read again, line by line: a big inventory is never held whole
-        rows = _rows_jsonl(stream, where) if stripped.startswith("{") else _rows_csv(stream, where)
-    entries = FileTable()
-    try:
-        for name, size, mtime in rows:
-            if wanted is None or not name.startswith(wanted):
-                continue
-            if not keep_remote_name(name, include_hidden, tally):
-                continue
-            entries.add(name, size, mtime)
-            if on_file is not None:
-                on_file(size)
-    finally:
-        if stream is not None:
-            stream.close()
+    entries = read_rows(where, wanted, include_hidden, tally, on_file, opener)
     _sizes_fit(where, entries.sizes)
     entries.sort()
     return entries

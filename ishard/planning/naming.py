@@ -10,7 +10,8 @@ from dataclasses import replace
 from itertools import chain, compress, repeat
 
 from ..errors import DataError, UsageError
-from ..names import unsafe_name, wds_split
+from ..names import member_name, unsafe_name, wds_extension, wds_split
+from ..rules import Rule
 from .handover import LaterReaderKeys, ReaderKeys, ReaderKeysLost
 from .keys import KeyFunction, mirrored_dirs, sample_key
 from .table import SampleTable, int_view
@@ -37,6 +38,62 @@ FINDINGS = (DOTTED, DROPPED, SPLIT)  # in the order they are told
 ADVICE = (
     "for shards that WebDataset readers group as ishard does, use --member-names sample "
     "(members named <sample key>.<extension>; the default, except in Go ishard's spelling)"
+)
+
+
+def reader_flags(name: str) -> int:
+    """What readers make of ``name``'s basename's dots: 1, another dot after the first; 2,
+    no dot, or a leading one; else 0."""
+    base = name[name.rfind("/") + 1 :]
+    dot = base.find(".")
+    return 2 if dot <= 0 else int(base.find(".", dot + 1) > 0)
+
+
+def reader_key(name: str) -> tuple[str, int]:
+    """``name``'s reader key (``wds_split``) and ``reader_flags``."""
+    return wds_split(name)[0], reader_flags(name)
+
+
+def key_base_refused(key: str) -> bool:
+    """Is the basename of sample ``key`` empty, or has it a dot (no ``<key>.<extension>``
+    member name reads back as the sample)?"""
+    base = key[key.rfind("/") + 1 :]
+    return not base or "." in base
+
+
+def member_key_refused(key: str) -> bool:
+    """Can sample ``key`` name no member (``key_base_refused``, or ``<key>.x`` unsafe)?"""
+    return key_base_refused(key) or unsafe_name(f"{key}.x")
+
+
+# WebDataset's dot rule over the rows of the query ``{rows}`` (a ``name`` each): each row's
+# reader key, as ``folder`` and ``stem`` (the name up to the first dot of its basename; string
+# functions, as regexes over every name took 3.5x as long), and ``flags``. Listed names are
+# never absolute (unsafe), where a folder's leading '/' would be lost.
+READER_KEY = Rule(
+    "a reader key",
+    reader_key,
+    "SELECT *, CAST(dot > 1 AND contains(substr(base, dot + 1), '.') AS TINYINT) + 2 * "
+    "CAST(dot <= 1 AS TINYINT) AS flags FROM (SELECT *, parse_dirpath(name, 'forward_slash') "
+    "AS folder, CASE WHEN dot = 0 THEN base ELSE left(base, dot - 1) END AS stem FROM (SELECT "
+    "*, instr(base, '.') AS dot FROM (SELECT *, parse_filename(name, false, 'forward_slash') "
+    "AS base FROM ({rows}))))",
+    where="NOT starts_with({name}, '/')",
+)
+# A sample key no member can be named after. In SQL over keys of listed names (no control
+# character; a '..' part in ``<key>.x`` would be a dot in the key's basename, or the name's):
+# only a drive or a separator at its start can make ``<key>.x`` unsafe.
+MEMBER_KEY = Rule(
+    "a key that names no member",
+    member_key_refused,
+    "{key} = '' OR ends_with({key}, '/') OR contains(parse_filename({key}, false, "
+    r"'forward_slash'), '.') OR regexp_matches({key}, '^[/\\]|^[A-Za-z]:')",
+    where=r"NOT regexp_matches({key}, '[\x00-\x1f\x7f]|(^|[/\\])\.\.[/\\]')",
+)
+# Two extensions of one sample that are one in any case; in SQL, ASCII ones (whose lower
+# case is one character each, as Python's)
+EXT_FOLD = Rule(
+    "an extension folded", str.lower, "lower({ext})", where="strlen({ext}) = length({ext})"
 )
 
 
@@ -103,11 +160,10 @@ def _file_findings(
         return True
     dotted, dropped = [], []
     for pos, name in enumerate(names, first):
-        base = name[name.rfind("/") + 1 :]
-        dot = base.find(".")
-        if dot <= 0:
+        flags = reader_flags(name)
+        if flags & 2:
             dropped.append(pos)
-        elif base.find(".", dot + 1) > 0:
+        elif flags & 1:
             dotted.append(pos)
     check.add(DOTTED, _sample_keys(table, dotted))
     check.add(DROPPED, _sample_keys(table, dropped))
@@ -149,7 +205,7 @@ def key_check(table: SampleTable, check: KeyCheck | None = None) -> KeyCheck:
         if one_dot:  # each reader key ends at the name's only dot
             reader_keys = [n[: n.find(".")] for n in chunk]
         else:
-            reader_keys = [wds_split(n)[0] for n in chunk]
+            reader_keys = [reader_key(n)[0] for n in chunk]
         counts = list(map(operator.sub, starts[s0 + 1 : s1 + 1], starts[s0:s1]))
         firsts = [reader_keys[i - base] for i in starts[s0:s1]]
         differ = map(operator.ne, reader_keys, chain.from_iterable(map(repeat, firsts, counts)))
@@ -205,8 +261,7 @@ def sample_members(table: SampleTable, key: KeyFunction | None = None) -> None:
         return
     unsafe_keys(table)
     keys, starts = table.keys, table.starts
-    bases = (k[k.rfind("/") + 1 :] for k in keys)
-    bad_key = next((s for s, base in enumerate(bases) if not base or "." in base), len(keys))
+    bad_key = next((s for s, k in enumerate(keys) if key_base_refused(k)), len(keys))
     names, members = table.files.names, table.members
     seen: dict[str, str] = {}
     one = seen.setdefault  # a str object per distinct extension, not one per file
@@ -214,10 +269,7 @@ def sample_members(table: SampleTable, key: KeyFunction | None = None) -> None:
     for a in range(0, len(members), CHUNK):
         if len(seen) > CHUNK:
             seen.clear()  # extensions of every kind: bounded all the same
-        cut = (
-            n.rpartition("/")[2].partition(".")[2].lower()
-            for n in names.take(members[a : a + CHUNK])
-        )
+        cut = map(EXT_FOLD.python, map(wds_extension, names.take(members[a : a + CHUNK])))
         exts += [one(e, e) for e in cut]
     del seen
     bad_ext = len(keys)
@@ -299,7 +351,7 @@ def _check_ext(key: str, name: str, ext: str, seen: dict[str, str]) -> None:
             "--missing-extension-action exclude, or keep source paths with --member-names "
             "original (readers then skip it)"
         )
-    other = seen.setdefault(ext.lower(), name)
+    other = seen.setdefault(EXT_FOLD.python(ext), name)
     if other != name:
         same = (
             "the same extension"
@@ -344,11 +396,7 @@ def member_chunks(table: SampleTable, rename: bool, only: array | None = None):
         counts = map(operator.sub, starts[s0 + 1 : s1 + 1], starts[s0:s1])
         sample_keys = chain.from_iterable(map(repeat, keys[s0:s1], counts))  # a key a file
         files = names.take(members[starts[s0] : starts[s1]])
-        yield [f"{key}.{_extension(n)}" for key, n in zip(sample_keys, files)]
-
-
-def _extension(name: str) -> str:
-    return name[name.find(".", name.rfind("/") + 1) + 1 :]  # wds_split's extension
+        yield list(map(member_name, sample_keys, files))
 
 
 def _some_member_chunks(table: SampleTable, rename: bool, only: array):
@@ -364,7 +412,7 @@ def _some_member_chunks(table: SampleTable, rename: bool, only: array):
             yield files
             continue
         keys = table.keys.take((np.searchsorted(starts, at, "right") - 1).tolist())
-        yield [f"{key}.{_extension(n)}" for key, n in zip(keys, files)]
+        yield list(map(member_name, keys, files))
 
 
 def index_names(table: SampleTable, renamed: bool) -> None:

@@ -16,8 +16,8 @@ from ..sizes import counted
 from ..store import Location, open_url, parse_storage_options
 from ..store.retry import Retrier
 from .cut import SampleRun, balance, check_unique, cut_indices, shard_names
+from .engine.growth import Held, check_new_names, compare
 from .extraction import check_extraction_names
-from .growth import Held, check_new_names, compare
 from .inventory import list_inventory
 from .keys import KeyFunction, key_function
 from .listing import list_source

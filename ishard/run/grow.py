@@ -16,7 +16,7 @@ from ..errors import DataError, UsageError
 from ..model import Growth
 from ..options.record import Options
 from ..options.table import EXECUTION_ONLY
-from ..planning.growth import Held, private_engine
+from ..planning.engine.growth import Held, private_engine
 from ..progress import Progress
 from ..sizes import counted
 from ..store import Location
@@ -107,7 +107,7 @@ def checked_numbering(numbering: object, opts: Options) -> tuple[int, ...]:
     """The manifest's ``ishard.numbering`` as a claim: a whole number from 0 to its template's
     count of names, one per shard template this run's options make (the template, or each
     ``--ekm`` format's). Whether the names it gives are free is checked once they are planned
-    (``planning.growth.check_new_names``).
+    (``planning.engine.growth.check_new_names``).
 
     Raises:
         DataError: it is something else, named with the fix.

@@ -17,8 +17,8 @@ from typing import Any
 from ..checksums import digest_of, hasher, split, tagged
 from ..errors import DataError, IshardError, WriteError
 from ..model import ShardResult, packed_sums
-from ..planning.engine import sql_text
-from ..planning.growth import (
+from ..planning.engine.connection import sql_text
+from ..planning.engine.growth import (
     INDEX_COLUMNS,
     create_index_table,
     insert_rows,

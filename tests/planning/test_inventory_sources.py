@@ -32,8 +32,9 @@ from hypothesis import strategies as st
 
 from ishard.errors import UsageError
 from ishard.model import Tally
-from ishard.planning import inventory, selects
-from ishard.planning.columns import read_inventory
+from ishard.planning import inventory
+from ishard.planning.engine import selects
+from ishard.planning.engine.columns import read_inventory
 
 
 def row_listing(where: Path, prefix: str = "", include_hidden: bool = False):

@@ -688,7 +688,7 @@ def agree_or_hand_back(by_rows, by_engine, seen: Counter | None = None) -> None:
     """Both readers refuse, or the engine hands the listing back, or both list the same;
     ``seen`` counts which (``engine_reads``)."""
     from ishard.errors import UsageError
-    from ishard.planning.engine import Fallback
+    from ishard.planning.engine.connection import Fallback
 
     seen = Counter() if seen is None else seen
     try:

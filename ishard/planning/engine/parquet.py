@@ -10,14 +10,33 @@ import re
 from decimal import Decimal
 from typing import NamedTuple
 
-from ..errors import UsageError
-from .engine import Fallback, sql_text
-from .rows import Written, bad_row, checked_name, checked_size, found_columns
+from ...errors import UsageError
+from ...rules import Rule
+from ..rowrules import (
+    SIZE_DIGITS,
+    Written,
+    bad_row,
+    checked_name,
+    checked_size,
+    found_columns,
+    since_1970,
+    whole_seconds,
+)
+from .connection import Fallback, sql_text
 
 NAME_HINT = "give each file's name as text (a string column)"
 SIZE_HINT = "give each file's size in bytes (an integer column)"
 # a size column's types: integers, or text of digits (as a CSV inventory's); 2.5 is no size
 _WHOLE = re.compile(r"U?(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT)|DECIMAL\(\d+,0\)|VARCHAR")
+
+
+# A Parquet inventory's timestamp as whole seconds, toward zero (no row reader reads Parquet:
+# the Python form is the rule's statement, which the differential test holds the SQL to)
+PARQUET_TIME = Rule(
+    "a Parquet timestamp",
+    lambda when: whole_seconds(since_1970(when), 10**6),
+    "CAST(trunc(epoch({time})) AS BIGINT)",
+)
 
 
 class Columns(NamedTuple):
@@ -92,14 +111,12 @@ def source(con, path: str) -> str:
         _refuse_first(con, path, found, f"try(decode({name})) IS NULL")
         name = f"decode({name})"
     if found.types[found.size] == "VARCHAR":  # digits, as a CSV inventory's, written plainly
-        size = (
-            f"CASE WHEN regexp_full_match(trim({size}), '[0-9]+') THEN "
-            f"CAST(TRY_CAST(trim({size}) AS UHUGEINT) AS VARCHAR) END"
-        )
+        text = _quoted(found.size)
+        size = f"CASE WHEN {SIZE_DIGITS.answered(size=text)} THEN {SIZE_DIGITS.over(size=text)} END"
     if mtime is None:
         when = "NULL"
     elif found.types[found.mtime or ""].startswith("TIMESTAMP"):
-        when = f"CAST(CAST(trunc(epoch({mtime})) AS BIGINT) AS VARCHAR)"
+        when = f"CAST({PARQUET_TIME.over(time=mtime)} AS VARCHAR)"
     else:
         when = f"CAST({mtime} AS VARCHAR)"
     return (

@@ -9,24 +9,15 @@ label in two trees), it finds the key check's counts and first examples itself
 
 from __future__ import annotations
 
-from .engine import FETCHED, sql_hash
-from .handover import FINDING_BITS, ReaderFindings
-from .naming import EXAMPLES
-
-# string functions: regexes over every name took 3.5x as long
-_COLUMNS = (
-    f"SELECT *, {sql_hash('folder', 'stem')} AS rk, CAST(dot > 1 AND contains(substr(base, "
-    "dot + 1), '.') AS TINYINT) + 2 * CAST(dot <= 1 AS TINYINT) AS flags FROM (SELECT *, "
-    "parse_dirpath(name, 'forward_slash') AS folder, CASE WHEN dot = 0 THEN base ELSE "
-    "left(base, dot - 1) END AS stem FROM (SELECT *, instr(base, '.') AS dot FROM (SELECT *, "
-    "parse_filename(name, false, 'forward_slash') AS base FROM ({rows}))))"
-)
+from ..handover import FINDING_BITS, ReaderFindings
+from ..naming import EXAMPLES, READER_KEY
+from .connection import FETCHED, sql_hash
 
 
 def with_reader_keys(rows: str) -> str:
-    """The SELECT ``rows`` (rows with a ``name``), each row's reader key ``rk`` and ``flags``
-    added."""
-    return _COLUMNS.format(rows=rows)
+    """The SELECT ``rows`` (rows with a ``name``), each row's reader key ``rk`` (its folder
+    and stem hashed) and ``flags`` added (``naming.READER_KEY``)."""
+    return f"SELECT *, {sql_hash('folder', 'stem')} AS rk FROM {READER_KEY.over(rows=rows)}"
 
 
 # the files' reader keys and flags (``handover.ReaderKeys``) over files ``{where}``

@@ -15,13 +15,12 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from ..errors import DataError
-from .handover import Handover, LaterReaderKeys, ReaderKeys, ReaderKeysLost
-from .namecolumn import LaterNames, Names
-from .table import FileTable, int_view
+from ...errors import DataError
+from ..handover import Handover, LaterReaderKeys, ReaderKeys, ReaderKeysLost
+from ..namecolumn import LaterNames, Names
+from ..table import FileTable, int_view
+from . import LEAST_MEMORY_LIMIT
 
-MEMORY_LIMIT = 512 << 20  # bytes DuckDB may hold before it spills to its temporary folder
-LEAST_MEMORY_LIMIT = 128 << 20  # (--memory-limit) at 64 MiB it cannot read some Parquet files
 FETCHED = 1 << 18  # names (or keys) fetched from the engine at a time
 INTS_FETCHED = 1 << 21  # ints of a column fetched at a time (8 or 16 MB)
 FETCH_MEMORY = 64 << 20  # the engine's memory limit while Python fetches the listing

@@ -18,31 +18,21 @@ from __future__ import annotations
 
 from array import array
 
-from .engine import hint_failed, sql_hash
-from .folding import NAME_MAX, fold_names
-from .handover import Clashes
+from ...names import MEMBER_NAME
+from ..extraction import BELOW, FOLD, FOLDER, FOLDERS, LONG_PART, fold_names
+from ..handover import Clashes
+from .connection import hint_failed, sql_hash
 
 ODD_SHARE = 4  # one name in this many folded in Python (or ODD_ANYWAY), else the check is whole
 ODD_ANYWAY = 1 << 16
 CONFLICTS_MAX = 1 << 16  # names that are also directories looked into, at most
 
-# ``<sample key>.<extension>`` member names: the extension as readers take it, the basename
-# after its first dot (the basename worked out once: a call over every name costs)
+# ``<sample key>.<extension>`` member names, of a key in SQL (``{}``)
 _RENAMED = (
-    "SELECT f, key || '.' || substr(base, instr(base, '.') + 1) AS m FROM "
-    "(SELECT rowid AS f, {} AS key, parse_filename(name, false, 'forward_slash') AS base "
-    "FROM files)"
+    "SELECT rowid AS f, "
+    + MEMBER_NAME.over(key="{}", name="name").replace("{}", "{0}")
+    + " AS m FROM files"
 )
-
-
-def _plain(text: str) -> str:
-    """SQL: ``text`` folds to its ASCII lower case (a byte a character; no '//' or './' part,
-    no trailing '/' or '/.')."""
-    return (
-        f"(strlen({text}) = length({text}) AND NOT contains({text}, '//') AND "
-        f"NOT contains({text}, './') AND NOT ends_with({text}, '/') AND "
-        f"NOT ends_with({text}, '/.'))"
-    )
 
 
 def find_clashes(con, key_sql: str | None, count: int) -> Clashes | None:
@@ -78,12 +68,7 @@ def _clashes(con, key_sql: str | None, count: int) -> Clashes | None:
     if files_as_directories:
         suspects += files_as_directories
         suspects += _below(con, folded, files_as_directories)
-    suspects += _fetched_positions(  # a part over NAME_MAX bytes: over NAME_MAX / 4 characters
-        con,
-        f"SELECT f FROM members WHERE strlen(m) > {NAME_MAX} AND "
-        f"(regexp_matches(m, '[^/]{{{NAME_MAX + 1},}}') OR "
-        f"(strlen(m) > length(m) AND regexp_matches(m, '[^/]{{{(NAME_MAX + 1) // 4},}}')))",
-    )
+    suspects += _fetched_positions(con, f"SELECT f FROM members WHERE {LONG_PART.over(name='m')}")
     return Clashes(key_sql is not None, array("q", sorted(set(suspects))))
 
 
@@ -93,7 +78,7 @@ def _folded_members(con, key_sql: str | None, count: int) -> str | None:
     too many of ``count`` names are not plain to fold them one by one."""
     named = "SELECT rowid AS f, name AS m FROM files" if key_sql is None else _RENAMED
     con.execute(  # a table, not a view: each name's member name is worked out once
-        f"CREATE TEMP TABLE members AS SELECT f, m, {_plain('m')} AS plain "
+        f"CREATE TEMP TABLE members AS SELECT f, m, {FOLD.answered(name='m')} AS plain "
         f"FROM ({named.format(key_sql)})"
     )
     odd = con.execute("SELECT count(*) FROM members WHERE NOT plain").fetchone()[0]
@@ -108,7 +93,7 @@ def _folded_members(con, key_sql: str | None, count: int) -> str | None:
         )
         del rows
     return (
-        "(SELECT f, lower(m) AS folded FROM members WHERE plain "
+        f"(SELECT f, {FOLD.over(name='m')} AS folded FROM members WHERE plain "
         "UNION ALL SELECT f, folded FROM odd)"
     )
 
@@ -139,20 +124,20 @@ def _directories(con) -> None:
     folder too: NFC does not compose across a '/', lower case goes a character at a time)."""
     con.execute(  # the files are in name order: most repeats of a folder are neighbours
         "CREATE TEMP TABLE parents AS SELECT d FROM (SELECT d, lag(d) OVER () AS before FROM "
-        "(SELECT parse_dirpath(m, 'forward_slash') AS d FROM members)) "
+        f"(SELECT {FOLDER.over(name='m')} AS d FROM members)) "
         "WHERE d IS DISTINCT FROM before"
     )
-    odd = con.execute(f"SELECT d FROM parents WHERE d <> '' AND NOT {_plain('d')}").fetchall()
+    plain = FOLD.answered(name="d")
+    odd = con.execute(f"SELECT d FROM parents WHERE d <> '' AND NOT {plain}").fetchall()
     con.execute(
-        f"CREATE TEMP TABLE folders AS SELECT lower(d) AS d FROM parents WHERE d <> '' AND "
-        f"{_plain('d')} UNION ALL SELECT unnest($1::VARCHAR[])",
+        f"CREATE TEMP TABLE folders AS SELECT {FOLD.over(name='d')} AS d FROM parents "
+        f"WHERE d <> '' AND {plain} UNION ALL SELECT unnest($1::VARCHAR[])",
         [fold_names([d for (d,) in odd])],
     )
     con.execute("DROP TABLE parents")
-    con.execute(
-        f"CREATE TEMP TABLE directories AS SELECT {sql_hash('p')} AS h FROM (SELECT "
-        "array_to_string(parts[1:i], '/') AS p FROM (SELECT parts, unnest(range(1, "
-        "len(parts) + 1)) AS i FROM (SELECT string_split(d, '/') AS parts FROM folders)))"
+    con.execute(  # each folder's: a folded name's folder is never absolute (FOLDERS' where)
+        f"CREATE TEMP TABLE directories AS SELECT {sql_hash('p')} AS h FROM "
+        f"(SELECT unnest({FOLDERS.over(folder='d')}) AS p FROM folders)"
     )
     con.execute("DROP TABLE folders")
 
@@ -162,11 +147,13 @@ def _below(con, folded: str, files: list[int]) -> list[int]:
     con.execute("CREATE TEMP TABLE conflicts (f BIGINT)")
     con.execute("INSERT INTO conflicts SELECT unnest($1::BIGINT[])", [files])
     con.execute(
-        "CREATE TEMP TABLE prefixes AS SELECT folded || '/' AS p "
+        "CREATE TEMP TABLE prefixes AS SELECT folded AS p "
         f"FROM {folded} WHERE f IN (SELECT f FROM conflicts)"
     )
     below = _fetched_positions(
-        con, f"SELECT DISTINCT n.f FROM {folded} AS n JOIN prefixes ON starts_with(n.folded, p)"
+        con,
+        f"SELECT DISTINCT n.f FROM {folded} AS n JOIN prefixes "
+        f"ON {BELOW.over(name='n.folded', folder='p')}",
     )
     con.execute("DROP TABLE prefixes")
     con.execute("DROP TABLE conflicts")

@@ -15,10 +15,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import BinaryIO
 
-from ..store import Location
+from ...store import Location
+from ..rowrules import (
+    AWS_TIME,
+    MAX_LINE,
+    MTIME_COLUMNS,
+    NAME_COLUMNS,
+    NAMED,
+    ORC_TIME,
+    REPORT_SIZE,
+    REPORT_TIME,
+    S3_KEY,
+    S3_SIZE,
+    SIZE_COLUMNS,
+    columns_at,
+    open_inventory,
+)
 from . import parquet
-from .engine import Fallback, sql_text
-from .rows import MAX_LINE, MTIME_COLUMNS, NAME_COLUMNS, SIZE_COLUMNS, columns_at, open_inventory
+from .connection import Fallback, sql_text
 
 KINDS = ("csv", "jsonl", "parquet", "s3-csv", "s3-parquet", "s3-orc")
 COMPRESSIONS = {".gz": "gzip"}  # by the extension, as the row reader undoes it; others: rows
@@ -107,14 +121,6 @@ def _source_csv(inventory: Inventory, header: list[str], columns: dict[str, int 
     )
 
 
-# an S3 Inventory CSV report's LastModifiedDate as AWS writes it (2024-01-01T00:00:05.000Z),
-# from 1970 on, with a fraction both Python 3.10's fromisoformat and 3.11's read
-_AWS_TIME = (
-    r"(19[7-9][0-9]|[2-9][0-9]{3})-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
-    r"(\.[0-9]{3}|\.[0-9]{6})?Z"
-)  # hours to 23: DuckDB takes 24:00:00 as the next day, Python refuses it
-
-
 def _source_s3_csv(inventory: Inventory) -> str:
     """The SELECT of name, size and mtime (as text) from an S3 Inventory CSV report's data
     files: headerless, the key URL-encoded (``+`` a space, as ``unquote_plus`` reads it; a key
@@ -126,18 +132,23 @@ def _source_s3_csv(inventory: Inventory) -> str:
     if "LastModifiedDate" in schema:
         m = f"f{schema.index('LastModifiedDate')}"
         when = (
-            f"CASE WHEN regexp_full_match({m}, '{_AWS_TIME}') THEN coalesce(CAST(CAST(trunc("
-            f"epoch(TRY_CAST(replace({m}, 'Z', '') AS TIMESTAMP))) AS BIGINT) AS VARCHAR), {m}) "
-            f"ELSE {m} END"
+            f"CASE WHEN {AWS_TIME.answered(time=m)} THEN "
+            f"coalesce(CAST({AWS_TIME.over(time=m)} AS VARCHAR), {m}) ELSE {m} END"
         )
     else:
         when = "NULL"
     return (
-        f"SELECT CASE WHEN contains({key}, '%') OR contains({key}, '+') THEN url_decode("
-        f"replace({key}, '+', ' ')) ELSE {key} END AS name, CASE WHEN coalesce({key}, '') = '' "
-        f"THEN NULL WHEN {size} = '' THEN '0' ELSE {size} END AS size, {when} AS mtime "
+        f"SELECT {S3_KEY.over(key=key)} AS name, CASE WHEN NOT {NAMED.over(name=key)} THEN NULL "
+        f"ELSE {S3_SIZE.over(size=size)} END AS size, {when} AS mtime "
         f"FROM {_read_csv(inventory.files, fields, False, inventory.compression)}"
     )
+
+
+# a report's size as text, NULL (the listing handed back) for a row the row reader refuses
+_REPORT_SIZE = (
+    f"CASE WHEN NOT {NAMED.over(name='key')} THEN NULL "
+    f"ELSE CAST({REPORT_SIZE.over(size='size')} AS VARCHAR) END"
+)
 
 
 def _has_pyarrow() -> bool:
@@ -169,13 +180,9 @@ def _source_s3_orc(con, inventory: Inventory) -> str:
     if "last_modified_date" in types:
         if not types["last_modified_date"].startswith("TIMESTAMP"):
             raise Fallback
-        ns = "epoch_ns(last_modified_date)"
-        when = (f"CAST(CASE WHEN {ns} >= 0 THEN {ns} // 1000000000 ELSE -((-{ns}) // "
-                "1000000000) END AS VARCHAR)")  # fmt: skip
-    return (
-        "SELECT key AS name, CASE WHEN key IS NULL OR key = '' OR size < 0 THEN NULL "
-        f"ELSE CAST(coalesce(size, 0) AS VARCHAR) END AS size, {when} AS mtime FROM orc_report"
-    )
+        seconds = ORC_TIME.over(ticks="epoch_ns(last_modified_date)", per_second="1000000000")
+        when = f"CAST({seconds} AS VARCHAR)"
+    return f"SELECT key AS name, {_REPORT_SIZE} AS size, {when} AS mtime FROM orc_report"
 
 
 def _source_s3_parquet(con, inventory: Inventory) -> str:
@@ -189,14 +196,12 @@ def _source_s3_parquet(con, inventory: Inventory) -> str:
     if types.get("key") != "VARCHAR" or "size" not in types:
         raise Fallback
     when = (
-        "CAST(epoch_ms(last_modified_date) // 1000 AS VARCHAR)"
+        f"CAST({REPORT_TIME.over(time='last_modified_date')} AS VARCHAR)"
         if "last_modified_date" in types
         else "NULL"
     )
     return (
-        "SELECT key AS name, CASE WHEN key IS NULL OR key = '' OR size < 0 THEN NULL "
-        f"ELSE CAST(coalesce(size, 0) AS VARCHAR) END AS size, {when} AS mtime "
-        f"FROM read_parquet({listed})"
+        f"SELECT key AS name, {_REPORT_SIZE} AS size, {when} AS mtime FROM read_parquet({listed})"
     )
 
 
@@ -333,8 +338,8 @@ def _report(where: str, opener) -> Inventory | None:
     """An S3 Inventory report (its ``manifest.json`` at ``where``) as the engine reads it: its
     data files, in CSV (headerless, gzip'ed) or Parquet; None for ORC, or where the row reader
     names what is wrong with it."""
-    from ..errors import UsageError
-    from .s3inventory import data_file, read_manifest
+    from ...errors import UsageError
+    from ..rowrules import data_file, read_manifest
 
     try:
         with open_inventory(where, opener, "rt") as text:
@@ -367,7 +372,7 @@ def _report_layout(
     Raises:
         UsageError, KeyError, TypeError, AttributeError: a report the row reader refuses.
     """
-    from .s3inventory import schema_fields
+    from ..rowrules import schema_fields
 
     if kind == "CSV":
         schema = tuple(c.strip() for c in manifest["fileSchema"].split(","))

@@ -20,41 +20,42 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import BinaryIO, TypedDict, TypeVar
 
-from ..errors import DataError, UsageError
-from ..model import EXAMPLES_KEPT, Tally
-from ..names import HIDDEN, UNSAFE
-from ..sizes import describe_size
-from ..store import Location
-from . import engine, parquet, readerkeys, selects
+from ...errors import DataError, UsageError
+from ...model import EXAMPLES_KEPT, Tally
+from ...names import (
+    EXTENSION,
+    FOLDER_MARKER,
+    NAME_ORDER,
+    SKIP_REASON,
+    SKIP_REASONS,
+    UNDER_PREFIX,
+)
+from ...sizes import describe_size
+from ...store import Location
+from ..cut import IN_A_FOLDER
+from ..handover import NOTHING, Grouping, Handover, ReaderFindings
+from ..keys import PATTERNS, KeyFunction
+from ..namecolumn import NARROW_MAX, Names
+from ..naming import EXT_FOLD, MEMBER_KEY
+from ..rowrules import MTIME_TEXT, NAME_FITS, SIZE_TEXT, mtime_seconds
+from ..table import FileTable, int_view
+from . import MEMORY_LIMIT, connection, parquet, readerkeys, selects
 from .clashes import find_clashes
-from .engine import Fallback
-from .handover import NOTHING, Grouping, Handover, ReaderFindings
-from .keys import PATTERNS, KeyFunction
-from .namecolumn import NARROW_MAX, Names
-from .rows import mtime_seconds
-from .table import FileTable, int_view
+from .connection import Fallback
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
 else:  # pragma: no cover
     from typing_extensions import Unpack
 
-MAX_NAME = 128 << 10  # characters in a name (as the row reader's csv field limit)
 DISTINCT_TIMES = 1 << 20  # non-numeric mtimes converted by the row reader's rule, at most
 
-# the row reader's rules, in SQL: an unsafe name (absolute, a '..' part, a control
-# character), a hidden one, a folder marker
-_UNSAFE = r"regexp_matches(name, '^[/\\]|^[A-Za-z]:|[\x00-\x1f\x7f]|(^|[/\\])\.\.([/\\]|$)')"
-_HIDDEN = "(starts_with(name, '.') OR contains(name, '/.'))"
-# an mtime the row reader reads exactly as a whole number (it goes through a float: past 15
-# digits it may round, so longer ones are converted by its own function)
-_WHOLE_SECONDS = "regexp_full_match(mtime, '[0-9]{1,15}')"
-# a row the engine does not take: a name too long, a size that is not plain digits of at most
-# 2^63-1 (the row reader takes ' 3' and '003', and names what is wrong with the others)
-_BAD_ROW = (
-    f"length(name) > {MAX_NAME} OR size IS NULL OR NOT regexp_full_match(size, "
-    "'[0-9]{1,19}') OR (length(size) = 19 AND size > '9223372036854775807')"
-)
+# the row reader's rules, in SQL (``rowrules``): an mtime it reads as the whole number it is; a row the engine does not take — a name too long,
+# a size that is not plain digits of at most 2^63-1 (the row reader takes ' 3' and '003', and
+# names what is wrong with the others)
+_WHOLE_SECONDS = MTIME_TEXT.answered(mtime="mtime")
+_BAD_ROW = f"NOT {NAME_FITS.over(name='name')} OR NOT {SIZE_TEXT.answered(size='size')}"
+_IN_A_FOLDER = IN_A_FOLDER.over(key="key")
 
 
 T = TypeVar("T")
@@ -94,7 +95,7 @@ def read_inventory(
     with a built-in pattern's ``key``, its samples too (``grouping``); the files whose member
     names may clash on extraction (``clashes``: for ``<key>.<extension>`` names when
     ``renamed``, if ``key`` is built in). The engine holds up to ``memory_limit`` bytes
-    (``engine.MEMORY_LIMIT`` when None), then spills to a private folder in ``tmp_dir``;
+    (``MEMORY_LIMIT`` when None), then spills to a private folder in ``tmp_dir``;
     ``spilled`` is the most that folder held, the inventory's files fetched from a store
     (through ``opener``) included. ``kind``: what ``selects.describe`` found at ``path`` (the
     name messages give it), or the kind of the one local file there, uncompressed.
@@ -112,9 +113,9 @@ def read_inventory(
     path = path if on_disk is None else on_disk
     inventory = selects.Inventory(kind, (path,)) if isinstance(kind, str) else kind
     spill = tempfile.mkdtemp(prefix="ishard-spill-", dir=tmp_dir)  # this run's own, private
-    memory_limit = reading.get("memory_limit") or engine.MEMORY_LIMIT
-    con = engine.connect(spill, memory_limit)
-    watch = engine.SpillWatch(spill)
+    memory_limit = reading.get("memory_limit") or MEMORY_LIMIT
+    con = connection.connect(spill, memory_limit)
+    watch = connection.SpillWatch(spill)
     local = inventory
     try:
         with watch:
@@ -131,9 +132,9 @@ def read_inventory(
         found = handed.grouping is not None and handed.grouping.findings is not None
         readers = None if renamed or found else readerkeys.READER_KEYS
         handed = replace(handed, spilled=watch.most)
-        return engine.leave_waiting(con, spill, sizes, handed, readers), total  # theirs now
+        return connection.leave_waiting(con, spill, sizes, handed, readers), total  # theirs now
     except duckdb.OutOfMemoryException as error:  # not the row reader: it takes far more
-        engine.close(con, spill)
+        connection.close(con, spill)
         raise _out_of_room(path, memory_limit, tmp_dir, error) from None
     except (duckdb.Error, UnicodeDecodeError, csv.Error, Fallback) as error:
         refused, failed = None, error
@@ -141,12 +142,12 @@ def read_inventory(
             refused = _named(
                 inventory, local, lambda: parquet.refusal(con, local.files[0], failed, _BAD_ROW)
             )
-        engine.close(con, spill)
+        connection.close(con, spill)
         if refused is not None:  # no row reader reads Parquet: the engine names the row
             raise refused from None
         raise Fallback from None  # the row reader says what is wrong, naming the line
     except BaseException:
-        engine.close(con, spill)
+        connection.close(con, spill)
         raise
 
 
@@ -190,7 +191,7 @@ def _listing(
     tally: Tally,
     key: KeyFunction | None,
     renamed: bool,
-    watch: engine.SpillWatch,
+    watch: connection.SpillWatch,
 ) -> tuple[Handover, array, int]:
     """What the engine found of the listing (a ``Handover``), its sizes and their total."""
     keep, skip = _kept_sql(wanted, include_hidden)
@@ -200,7 +201,7 @@ def _listing(
     total, *bounds = con.execute(
         "SELECT coalesce(sum(size), 0), min(size), max(size) FROM files"
     ).fetchone()
-    sizes = engine.int_fetched(con, "size", (bounds[0], bounds[1]))
+    sizes = connection.int_fetched(con, "size", (bounds[0], bounds[1]))
     return handed, sizes, total  # the names wait in the engine (read_inventory)
 
 
@@ -208,30 +209,27 @@ def _kept_sql(wanted: str | None, include_hidden: bool) -> tuple[str, str]:
     """SQL of the rows under the prefix ``wanted`` (``keep``) and of why a row is skipped
     (``skip``: NULL, 'unsafe' or 'hidden')."""
     keep = (  # no prefix any name can have (None): none kept, but every row still checked
-        f"starts_with(name, {engine.sql_text(wanted)}) AND name <> '' AND NOT ends_with(name, '/')"
+        f"{UNDER_PREFIX.over(name='name', prefix=connection.sql_text(wanted))} AND NOT "
+        f"{FOLDER_MARKER.over(name='name')}"
         if wanted is not None
         else "false"
     )
-    skip = (
-        f"CASE WHEN NOT ({keep}) THEN NULL WHEN {_UNSAFE} THEN 'unsafe'"
-        + ("" if include_hidden else f" WHEN {_HIDDEN} THEN 'hidden'")
-        + " END"
-    )
-    return keep, skip
+    why = SKIP_REASON.over(name="name", include_hidden=str(include_hidden).lower())
+    return keep, f"CASE WHEN NOT ({keep}) THEN NULL ELSE {why} END"
 
 
 def _checked_rows(con, keep: str, skip: str, tally: Tally) -> tuple[bool, bool, bool]:
     """One pass over ``raw``: falls back on a bad row, tallies what is skipped; whether an
     mtime has a fraction, a row is left out by ``keep``, a row is skipped."""
-    reasons = {"unsafe": UNSAFE, "hidden": HIDDEN}
+    reasons = SKIP_REASONS
     skipped = ", ".join(  # for each reason: how many, the first few, where the first is
         f"count(*) FILTER (WHERE skip = '{why}'), min_by(name, rn, {EXAMPLES_KEPT}) FILTER "
         f"(WHERE skip = '{why}'), min(rn) FILTER (WHERE skip = '{why}')"
         for why in reasons
     )
     bad, odd, left_out, *tallied = con.execute(  # one pass: checks, what is skipped
-        f"SELECT count(*) FILTER (WHERE {_BAD_ROW}), count(*) FILTER (WHERE mtime IS NOT "
-        f"NULL AND mtime <> '' AND NOT {_WHOLE_SECONDS}), count(*) FILTER (WHERE NOT ({keep})), "
+        f"SELECT count(*) FILTER (WHERE {_BAD_ROW}), count(*) FILTER (WHERE NOT "
+        f"{_WHOLE_SECONDS}), count(*) FILTER (WHERE NOT ({keep})), "
         f"{skipped} "
         f"FROM (SELECT rowid AS rn, name, size, mtime, {skip} AS skip FROM raw)"
     ).fetchone()
@@ -248,21 +246,20 @@ def _checked_rows(con, keep: str, skip: str, tally: Tally) -> tuple[bool, bool, 
 
 
 def _sorted_files(
-    con, keep: str | None, skip: str | None, odd: bool, watch: engine.SpillWatch
+    con, keep: str | None, skip: str | None, odd: bool, watch: connection.SpillWatch
 ) -> None:
     """The table ``files`` from ``raw``: the rows ``keep`` keeps (None: all) and ``skip`` does
     not skip (None: none skipped), sorted by name, each name once (its first row)."""
+    seconds = MTIME_TEXT.over(mtime="mtime")
     when = (  # every mtime whole seconds or none (the common case): cast, no pattern per row
-        f"CASE WHEN mtime IS NULL OR mtime = '' THEN 0 WHEN {_WHOLE_SECONDS} "
-        f"THEN CAST(mtime AS BIGINT) ELSE {_odd_times(con)} END"
-        if odd
-        else "CASE WHEN mtime IS NULL OR mtime = '' THEN 0 ELSE CAST(mtime AS BIGINT) END"
+        f"CASE WHEN {_WHOLE_SECONDS} THEN {seconds} ELSE {_odd_times(con)} END" if odd else seconds
     )
     kept = [keep] if keep is not None else []  # a sort under a filter took 2.7x as long at 100M
     kept += [f"({skip}) IS NULL"] if skip is not None else []  # nothing skipped: no pattern per row
     con.execute(
-        f"CREATE TEMP TABLE files AS SELECT name, CAST(size AS BIGINT) AS size, {when} AS mtime "
-        f"FROM raw {'WHERE ' + ' AND '.join(kept) if kept else ''} ORDER BY name, rowid"
+        f"CREATE TEMP TABLE files AS SELECT name, {SIZE_TEXT.over(size='size')} AS size, "
+        f"{when} AS mtime FROM raw {'WHERE ' + ' AND '.join(kept) if kept else ''} "
+        f"ORDER BY {NAME_ORDER.over(name='name')}, rowid"
     )
     watch.look()  # the listing twice, sorted and not: what is past the limit is on disk now
     con.execute("DROP TABLE raw")
@@ -295,7 +292,9 @@ def _handover(con, key: KeyFunction | None, renamed: bool) -> Handover:
     runs = _group(con, key, listed, not renamed) if key is not None else None
     if runs is not None and renamed and unrepeated and _renamable(con, None):
         handed = replace(handed, renamable_by=key)
-    con.execute(f"SET memory_limit = '{engine.FETCH_MEMORY >> 20}MiB'")  # the rest waits on disk
+    con.execute(
+        f"SET memory_limit = '{connection.FETCH_MEMORY >> 20}MiB'"
+    )  # the rest waits on disk
     if key is not None and runs is not None:
         handed = replace(handed, grouping=_grouping(con, key, listed, runs))
     return handed
@@ -325,7 +324,7 @@ def _group(con, key: KeyFunction, count: int, readers: bool) -> Found:
             con.execute(sort.format(", rk, flags", readerkeys.with_reader_keys(rows)))
             findings = readerkeys.findings(con)
         except duckdb.Error as error:  # out of memory or disk: the planner checks the names
-            engine.hint_failed("find what readers make of the names", error)
+            connection.hint_failed("find what readers make of the names", error)
             con.execute("DROP TABLE IF EXISTS by_key")
             con.execute("DROP TABLE IF EXISTS reader_hits")
     if findings is None:
@@ -335,7 +334,7 @@ def _group(con, key: KeyFunction, count: int, readers: bool) -> Found:
         "files FROM (SELECT f, key, pos FROM (SELECT f, key, row_number() OVER () - 1 AS pos, "
         "key IS DISTINCT FROM lag(key) OVER () AS new FROM by_key) WHERE new) ORDER BY f"
     )
-    folders = con.execute("SELECT count(*) FROM runs WHERE contains(key, '/')").fetchone()[0]
+    folders = con.execute(f"SELECT count(*) FROM runs WHERE {_IN_A_FOLDER}").fetchone()[0]
     return False, folders, findings
 
 
@@ -357,7 +356,7 @@ def _in_a_row(con, key_sql: str, count: int) -> int | None:
         "WHERE key IS DISTINCT FROM before"
     )
     falls, folders = con.execute(  # a key below the one before: a key in two runs, or may be
-        "SELECT count(*) FILTER (WHERE low), count(*) FILTER (WHERE contains(key, '/')) FROM runs"
+        f"SELECT count(*) FILTER (WHERE low), count(*) FILTER (WHERE {_IN_A_FOLDER}) FROM runs"
     ).fetchone()
     if falls:
         con.execute("DROP TABLE runs")
@@ -368,7 +367,7 @@ def _in_a_row(con, key_sql: str, count: int) -> int | None:
 def _grouping(con, key: KeyFunction, count: int, found: Found) -> Grouping:
     """The samples ``_group`` found (``found``: its answer), fetched a chunk at a time: numpy
     lays the files out run after run, as ``SampleTable`` holds them. The keys stay in
-    ``runs`` (``engine.leave_waiting``)."""
+    ``runs`` (``connection.leave_waiting``)."""
     import numpy as np
 
     in_a_row, folders, findings = found
@@ -379,28 +378,28 @@ def _grouping(con, key: KeyFunction, count: int, found: Found) -> Grouping:
     members = array(starts.typecode, bytes(width * count))
     first, laid = int_view(starts), int_view(members)  # where each sample's run begins, ends
     if in_a_row:  # the runs follow each other: the members are the files in listing order
-        engine.ints_into(first[:-1], con, "pos", "runs")
+        connection.ints_into(first[:-1], con, "pos", "runs")
         first[-1] = count
-        for a in range(0, count, engine.FETCHED):  # small temporaries
-            b = min(a + engine.FETCHED, count)
+        for a in range(0, count, connection.FETCHED):  # small temporaries
+            b = min(a + connection.FETCHED, count)
             laid[a:b] = np.arange(a, b, dtype=laid.dtype)
         return Grouping(key, Names(), starts, members, flat=not folders)
     by_key = np.empty(count, dtype=laid.dtype)  # each file, in key order: looked up at random
-    engine.ints_into(by_key, con, "f", "by_key")
+    connection.ints_into(by_key, con, "f", "by_key")
     con.execute("DROP TABLE by_key")
-    step = engine.INTS_FETCHED  # samples laid out at a time: small temporaries
+    step = connection.INTS_FETCHED  # samples laid out at a time: small temporaries
     for a in range(0, samples, step):  # where each run begins: the lengths before it summed
         b = min(a + step, samples)
-        engine.ints_into(first[a + 1 : b + 1], con, "files", "runs", a)
+        connection.ints_into(first[a + 1 : b + 1], con, "files", "runs", a)
         first[a + 1 : b + 1] = np.cumsum(first[a + 1 : b + 1], dtype=np.int64) + first[a]
     for a in range(0, samples, step):
         b = min(a + step, samples)
         pos = np.empty(b - a, dtype=laid.dtype)
-        engine.ints_into(pos, con, "pos", "runs", a)
+        connection.ints_into(pos, con, "pos", "runs", a)
         shift = np.repeat(pos - first[a:b], np.diff(first[a : b + 1]))  # member i: by_key[i+s]
         shift += np.arange(first[a], first[b], dtype=shift.dtype)
         laid[first[a] : first[b]] = by_key[shift]
-    # the keys: engine.leave_waiting
+    # the keys: connection.leave_waiting
     return Grouping(key, Names(), starts, members, flat=not folders, findings=findings)
 
 
@@ -414,16 +413,12 @@ def _renamable(con, key_sql: str | None) -> bool:
     to one."""
     import duckdb
 
-    # ``<key>.x`` is unsafe as a name only by what the key can newly make: a drive or a
-    # separator at its start. Its characters are a listed name's (no control character), and
-    # a '..' part in it would be a dot in the key's basename (refused anyway) or in the name.
-    bad_key = (
-        "key = '' OR ends_with(key, '/') OR contains(parse_filename(key, false, "
-        r"'forward_slash'), '.') OR regexp_matches(key, '^[/\\]|^[A-Za-z]:')"
+    bad_key = MEMBER_KEY.over(key="key")  # the keys of listed names: its ``where`` holds
+    # no extension, or one whose lower case SQL may not fold as Python does
+    no_ext = (
+        f"NOT {EXTENSION.answered(name='name')} OR ext = '' OR NOT {EXT_FOLD.answered(ext='ext')}"
     )
-    no_ext = "instr(base, '.') = 0 OR ext = '' OR strlen(ext) <> length(ext)"
-    bases = "SELECT {0}, parse_filename(name, false, 'forward_slash') AS base FROM files"
-    extensions = f"SELECT *, substr(base, instr(base, '.') + 1) AS ext FROM ({bases})"
+    extensions = f"SELECT {{0}}, name, {EXTENSION.over(name='name')} AS ext FROM files"
     if key_sql is None:
         query = (
             f"SELECT (SELECT count(*) FILTER (WHERE {no_ext}) FROM ({extensions.format('rowid')}))"
@@ -432,13 +427,13 @@ def _renamable(con, key_sql: str | None) -> bool:
     else:
         query = (
             f"SELECT count(*) FILTER (WHERE {bad_key} OR {no_ext}), count(*) - count(DISTINCT "
-            f"{engine.sql_hash('key', 'lower(ext)')}) FROM "
+            f"{connection.sql_hash('key', EXT_FOLD.over(ext='ext'))}) FROM "
             f"({extensions.format(key_sql + ' AS key')})"
         )
     try:
         bad, twice = con.execute(query).fetchone()
     except duckdb.Error as error:  # out of memory or disk: the planner checks every sample
-        engine.hint_failed("check the names for --member-names sample", error)
+        connection.hint_failed("check the names for --member-names sample", error)
         return False
     return not bad and not twice
 
@@ -447,8 +442,7 @@ def _odd_times(con) -> str:
     """The SQL of an mtime that is neither digits nor empty, by the row reader's own function
     (once per distinct value)."""
     odd = con.execute(
-        "SELECT DISTINCT mtime FROM raw WHERE mtime IS NOT NULL AND mtime <> '' AND NOT "
-        f"{_WHOLE_SECONDS} LIMIT {DISTINCT_TIMES + 1}"
+        f"SELECT DISTINCT mtime FROM raw WHERE NOT {_WHOLE_SECONDS} LIMIT {DISTINCT_TIMES + 1}"
     ).fetchall()
     if len(odd) > DISTINCT_TIMES:
         raise Fallback

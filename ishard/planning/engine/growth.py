@@ -16,13 +16,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import DataError
-from ..model import EXAMPLES_KEPT, Growth
-from ..names import quoted, shown
-from ..sizes import counted
-from .engine import MEMORY_LIMIT, connect, sql_text
-from .namecolumn import Names
-from .table import SampleTable, int_view
+from ...errors import DataError
+from ...model import EXAMPLES_KEPT, Growth
+from ...names import quoted, shown
+from ...rules import Rule
+from ...sizes import counted
+from ..namecolumn import Names
+from ..table import SampleTable, int_view
+from . import MEMORY_LIMIT
+from .connection import connect, sql_text
 
 # the sample index's columns, in order, with their SQL types
 INDEX_COLUMNS = (
@@ -180,7 +182,7 @@ def compare(
 
 
 def _load_planned(con: Any, tables: Sequence[SampleTable]) -> None:
-    """The planned samples as tables: ``files`` (file, and its two hashes, ``_FILE_HASHES``)
+    """The planned samples as tables: ``files`` (file, and its two hashes, ``FILE_HASHES``)
     of the listing, ``members`` (grp, sample, file) and ``keys`` (grp, sample, key); the
     listing's names and the samples' keys go in as blobs of names that the engine splits
     (no Python string a name), the rest as int columns."""
@@ -202,7 +204,7 @@ def _load_planned(con: Any, tables: Sequence[SampleTable]) -> None:
             },
         )
         con.execute(
-            f"INSERT INTO files SELECT file, {', '.join(_FILE_HASHES)} FROM "
+            f"INSERT INTO files SELECT file, {', '.join(FILE_HASHES)} FROM "
             f"({_SPLIT.format(name='source')}) JOIN attributes USING (file)",
             [first, text],
         )
@@ -246,18 +248,39 @@ def _blobs(names: Names) -> Iterator[tuple[int, str]]:
         yield first, text
 
 
-_FILE_HASHES = (  # each file's name, size and mtime, hashed twice
+FILE_HASHES = (  # each file's name, size and mtime, hashed twice
     "hash(source, size, mtime)",
     "hash(mtime, size, source, 7)",
 )
 # A sample's files in two 64-bit sums over them (the order of its files does not matter),
 # and how many there are: two samples with the same key, the same count and both sums hold
 # the same files, but for a chance of about 2^-100 per changed sample.
-_SAMPLE_FILES = ", ".join(f"sum({h}) AS h{i}" for i, h in enumerate(_FILE_HASHES))
-_SAMPLE_FILES += ", count(*) AS n"
-# Each key's verdict: 'new' (planned, not held), 'removed' (held, not planned), 'changed'
-# (both, with other files: one added, gone, or of another size or mtime) or 'held'; with its
-# group and sample where planned, and its shard where held.
+SAMPLE_FILES = ", ".join(f"sum({h}) AS h{i}" for i, h in enumerate(FILE_HASHES))
+SAMPLE_FILES += ", count(*) AS n"
+
+
+def verdict(planned: frozenset | None, held: frozenset | None) -> str:
+    """A sample's verdict from its files (``(source, size, mtime)`` each) as planned and as
+    held (None: not there): 'new' (planned, not held), 'removed' (held, not planned),
+    'changed' (both, with other files: one added, gone, or of another size or mtime) or
+    'held'."""
+    if held is None:
+        return "new"
+    if planned is None:
+        return "removed"
+    return "held" if planned == held else "changed"
+
+
+# In SQL over a key's rows as planned and as held (``{planned}``, ``{held}``: its ``key``,
+# NULL where it is not there, and its files' ``SAMPLE_FILES``)
+VERDICT = Rule(
+    "a sample's growth verdict",
+    verdict,
+    "CASE WHEN {held}.key IS NULL THEN 'new' WHEN {planned}.key IS NULL THEN 'removed' "
+    "WHEN {planned}.h0 <> {held}.h0 OR {planned}.h1 <> {held}.h1 OR {planned}.n <> {held}.n "
+    "THEN 'changed' ELSE 'held' END",
+)
+# Each key's verdict, with its group and sample where planned, and its shard where held.
 _VERDICTS = f"""
 CREATE TEMP TABLE verdicts AS
 WITH planned_samples AS (
@@ -265,12 +288,9 @@ WITH planned_samples AS (
     FROM members JOIN files USING (file) GROUP BY grp, sample
 ),
 p AS (SELECT * FROM planned_samples JOIN keys USING (grp, sample)),
-h AS (SELECT key, min(shard) AS shard, {_SAMPLE_FILES} FROM held GROUP BY key)
+h AS (SELECT key, min(shard) AS shard, {SAMPLE_FILES} FROM held GROUP BY key)
 SELECT coalesce(p.key, h.key) AS key, p.grp, p.sample, h.shard,
-       CASE WHEN h.key IS NULL THEN 'new'
-            WHEN p.key IS NULL THEN 'removed'
-            WHEN p.h0 <> h.h0 OR p.h1 <> h.h1 OR p.n <> h.n THEN 'changed'
-            ELSE 'held' END AS verdict
+       {VERDICT.over(planned="p", held="h")} AS verdict
 FROM p FULL OUTER JOIN h ON p.key = h.key
 """
 

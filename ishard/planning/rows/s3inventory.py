@@ -7,29 +7,29 @@ from __future__ import annotations
 import contextlib
 import csv
 import itertools
-import json
 import os
-import posixpath
 import re
 import shutil
 import tempfile
 from collections.abc import Iterator
-from pathlib import Path
-from urllib.parse import unquote_plus
 
-from ..errors import UsageError
-from ..names import quoted, unsafe_name
-from ..store import Location
-from .rows import (
-    MAX_LINE,
+from ...errors import UsageError
+from ...store import Location
+from ..rowrules import (
     MAX_SIZE,
+    ORC_TIME,
+    REPORT_SIZE,
+    REPORT_TIME,
+    S3_KEY,
+    S3_SIZE,
     checked_name,
     checked_size,
-    csv_error,
-    csv_reader,
+    data_file,
     mtime_seconds,
     open_inventory,
+    schema_fields,
 )
+from .lines import csv_error, csv_reader
 
 
 def report_rows(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int, int]]:
@@ -58,7 +58,7 @@ def _s3_parquet(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, 
     fields = schema_fields(re.findall(r"\b(\w+)\s*(?:\(|;)", manifest["fileSchema"]), where)
     import duckdb
 
-    mtime = "epoch_ms(last_modified_date) // 1000" if "last_modified_date" in fields else "0"
+    mtime = REPORT_TIME.over(time="last_modified_date") if "last_modified_date" in fields else "0"
     query = f"SELECT key, size, {mtime} FROM read_parquet(?)"
     for item in manifest.get("files", []):
         data, label = data_file(where, item["key"]), item["key"]
@@ -119,24 +119,16 @@ def _orc_rows(batch, pa) -> Iterator[tuple]:
         raise KeyError(f"last_modified_date is {when.type}, not a timestamp")
     per_second = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[when.type.unit]
     ticks = when.cast(pa.int64()).to_pylist()
-    seconds = (  # toward zero, as the Parquet and CSV forms take them
-        None if t is None else t // per_second if t >= 0 else -(-t // per_second) for t in ticks
-    )
+    seconds = (None if t is None else ORC_TIME.python(t, per_second) for t in ticks)
     return zip(keys, sizes, seconds)
 
 
-def schema_fields(fields: list[str], where: str) -> set[str]:
-    """The column names of a Parquet or ORC report's ``fileSchema``, which must hold the key
-    and the size."""
-    if "key" not in fields or "size" not in fields:
-        raise UsageError(
-            f"--src-list {where!r}: the inventory must include the Key and Size fields"
-        )
-    return set(fields)
-
-
 def _parquet_row(key, size, seconds, where: str, data: str, number: int) -> tuple[str, int, int]:
-    if not isinstance(key, str) or not isinstance(size, (int, type(None))) or (size or 0) < 0:
+    if (
+        not isinstance(key, str)
+        or not isinstance(size, (int, type(None)))
+        or REPORT_SIZE.python(size) is None
+    ):
         raise UsageError(
             f"--src-list {where!r}: data file {data!r} row {number} does not match the "
             "manifest's fileSchema (key, size) — use the inventory as AWS wrote it"
@@ -144,7 +136,7 @@ def _parquet_row(key, size, seconds, where: str, data: str, number: int) -> tupl
     label = f"{where}: data file {data}"
     if (size or 0) > MAX_SIZE:
         checked_size(size, label, number, "row")
-    return checked_name(key, label, number, "row"), size or 0, seconds or 0
+    return checked_name(key, label, number, "row"), REPORT_SIZE.python(size), seconds or 0
 
 
 @contextlib.contextmanager
@@ -199,8 +191,8 @@ def _s3_row(
 ) -> tuple[str, int, int]:
     try:
         mtime = mtime_seconds(row[mtime_at]) if mtime_at is not None else 0
-        size = int(row[size_at] or 0)
-        key = unquote_plus(row[key_at])
+        size = int(S3_SIZE.python(row[size_at]))
+        key = S3_KEY.python(row[key_at])
         if size < 0:
             raise ValueError(size)
     except (ValueError, IndexError):
@@ -212,55 +204,3 @@ def _s3_row(
     if size > MAX_SIZE:  # a UsageError (a ValueError): not caught above
         checked_size(size, f"{where}: data file {data}", number)
     return checked_name(key, f"{where}: data file {data}", number), size, mtime
-
-
-def read_manifest(text, where: str) -> dict:
-    try:
-        manifest = json.loads(text.read(MAX_LINE * 16))
-    except ValueError as err:  # UnicodeDecodeError too
-        manifest = f"{err}"
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("fileSchema"), str):
-        why = manifest if isinstance(manifest, str) else "no fileSchema"
-        raise UsageError(
-            f"--src-list {where!r} is not an S3 Inventory manifest ({why}) — use "
-            "the manifest.json AWS wrote"
-        )
-    return manifest
-
-
-def data_file(where: str, key: object) -> str:
-    """Where a data file the manifest names is, inside the report's folder: the folder above
-    the manifest's (AWS writes ``<config>/<date>/manifest.json`` and ``<config>/data/``). In a
-    store, a key under it in the manifest's bucket; locally, the file beside the manifest, at
-    ``key`` under its folder, or in ``../data/``, which no symbolic link may lead out of."""
-    if not isinstance(key, str) or unsafe_name(key):  # absolute, a '..' part, a control char
-        raise _outside(where, key, "")
-    local = Location.local_path(where)
-    if local is None:
-        scheme, _, rest = where.partition("://")
-        bucket, _, manifest_key = rest.partition("/")
-        report = posixpath.dirname(posixpath.dirname(manifest_key))
-        if report and not key.startswith(report + "/"):
-            raise _outside(where, key, f"{scheme}://{bucket}/{report}/")
-        return f"{scheme}://{bucket}/{key}"
-    here = Path(local).parent
-    report = os.path.realpath(here.parent)
-    for candidate in (here / Path(key).name, here / key, here.parent / "data" / Path(key).name):
-        if candidate.exists():
-            if os.path.commonpath([report, os.path.realpath(candidate)]) != report:
-                raise _outside(where, key, report + os.sep)
-            return str(candidate)
-    raise UsageError(
-        f"--src-list {where!r} names data file {quoted(key)}, which is not beside it — copy "
-        "the inventory's data/ files next to manifest.json"
-    )
-
-
-def _outside(where: str, key: object, report: str) -> UsageError:
-    """A data file the manifest names outside its report (``report``: the report's folder)."""
-    place = f"outside the report's folder {report!r}" if report else "outside the report"
-    shown = quoted(key) if isinstance(key, str) else repr(key)[:80]
-    return UsageError(
-        f"--src-list {where!r} names data file {shown}, which lies {place} — ishard reads only "
-        "the data files of the report itself: use the manifest.json AWS wrote, in its place"
-    )

@@ -1,0 +1,158 @@
+"""The row reader of CSV with a header and JSON Lines (and, through ``s3inventory``, of AWS S3
+Inventory reports): an inventory read a line at a time, each row checked by the rules of
+``rowrules`` and filtered like a store's listing."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
+
+import orjson
+
+from ...errors import UsageError
+from ...model import Tally
+from ...names import UNDER_PREFIX, keep_remote_name
+from ..rowrules import (
+    BOM,
+    MAX_SIZE,
+    MTIME_COLUMNS,
+    NAME_COLUMNS,
+    NAME_FITS,
+    SIZE_COLUMNS,
+    SIZE_TEXT,
+    Written,
+    bad_row,
+    checked_name,
+    checked_size,
+    columns_at,
+    mtime_seconds,
+    open_inventory,
+    read_manifest,
+)
+from ..table import FileTable
+from .lines import csv_error, csv_reader, line_blocks, read_head
+
+
+def read_rows(
+    where: str,
+    wanted: str | None,
+    include_hidden: bool,
+    tally: Tally,
+    on_file: Callable[..., None] | None,
+    opener: Callable[[str], BinaryIO] | None,
+) -> FileTable:
+    """The files the inventory ``where`` names under the prefix ``wanted`` (None: no name
+    can have it), in its order, kept by the object-store name rules (what is left out
+    counted in ``tally``); ``on_file(size)`` called per file kept."""
+    head = read_head(where, opener, 1 << 16).decode("utf-8", "replace")
+    stripped = head.removeprefix(BOM).lstrip()
+    stream = None
+    if stripped.startswith("{") and '"fileSchema"' in head:
+        from .s3inventory import report_rows
+
+        with open_inventory(where, opener, "rt") as text:
+            rows = report_rows(read_manifest(text, where), where, opener)
+    else:
+        stream = open_inventory(
+            where, opener
+        )  # read again, line by line: a big inventory is never held whole
+        rows = _rows_jsonl(stream, where) if stripped.startswith("{") else _rows_csv(stream, where)
+    entries = FileTable()
+    try:
+        for name, size, mtime in rows:
+            if wanted is None or not UNDER_PREFIX.python(name, wanted):
+                continue
+            if not keep_remote_name(name, include_hidden, tally):
+                continue
+            entries.add(name, size, mtime)
+            if on_file is not None:
+                on_file(size)
+    finally:
+        if stream is not None:
+            stream.close()
+    return entries
+
+
+def _lines(stream, where: str) -> Iterator[tuple[int, str]]:
+    """Numbered lines (see ``line_blocks``)."""
+    for first, lines in line_blocks(stream, where):
+        yield from enumerate(lines, first)
+
+
+def _pick(row: dict, names: tuple[str, ...]):
+    for n in names:
+        if n in row:
+            return row[n]
+    return None
+
+
+def _row_json(line: str, where: str, number: int) -> object:
+    try:
+        return json.loads(line)
+    except ValueError as err:
+        raise UsageError(
+            f"--src-list {where!r} line {number} is not a JSON object with name and size "
+            f'({err}) — write {{"name": "a/b.jpg", "size": 123}}'
+        ) from None
+
+
+def _rows_jsonl(stream, where: str) -> Iterator[tuple[str, int, int]]:
+    for number, line in _lines(stream, where):
+        if not line.strip():
+            continue
+        try:
+            row = orjson.loads(line)
+        except ValueError:
+            row = _row_json(line, where, number)  # json takes what orjson refuses (a lone
+            # surrogate, which checked_name then names), and says what is wrong with the rest
+        if not isinstance(row, dict):
+            raise bad_row(
+                where,
+                number,
+                f"a JSON {type(row).__name__}, not an object — write "
+                '{"name": "a/b.jpg", "size": 123}',
+            )
+        name, size = _pick(row, NAME_COLUMNS), _pick(row, SIZE_COLUMNS)
+        if type(name) is not str or not name.isascii() or not NAME_FITS.python(name):
+            name = checked_name(name, where, number)
+        if type(size) is float:  # a whole number past 64 bits too: shown as written
+            size = _pick(json.loads(line, parse_float=Written), SIZE_COLUMNS)
+        if type(size) is not int or not 0 <= size <= MAX_SIZE:  # not a bool, a string
+            size = checked_size(size, where, number)
+        yield name, size, mtime_seconds(_pick(row, MTIME_COLUMNS))
+
+
+def _rows_csv(stream, where: str) -> Iterator[tuple[str, int, int]]:
+    reader = csv_reader(stream, where)
+    try:
+        fields: list[str] = next(reader, [])
+        name_at, size_at, mtime_at = columns_at(fields)
+        if name_at is None or size_at is None:
+            raise UsageError(
+                f"--src-list {where!r} has no header with a name (or key) and a size column — "
+                "add a first line such as 'name,size'"
+            )
+        need = max(name_at, size_at)
+        for row in reader:
+            if not row:
+                continue
+            if len(row) <= need:
+                raise UsageError(
+                    f"--src-list {where!r} line {reader.line_num}: expected a name "
+                    "and a whole-number size"
+                )
+            name = row[name_at]  # at most 128 KiB: csv's field limit
+            if not name.isascii():
+                name = checked_name(name, where, reader.line_num)
+            size = SIZE_TEXT.python(row[size_at])
+            if size is None:
+                size = checked_size(row[size_at], where, reader.line_num)  # says why not
+            yield (
+                name,
+                size,
+                0 if mtime_at is None or len(row) <= mtime_at else mtime_seconds(row[mtime_at]),
+            )
+    except csv.Error as err:
+        raise csv_error(err, reader, where) from None
