@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .api import plan, shard
 from .errors import IshardError, IshardWarning, StrictError, UsageError
-from .inspection import diff, find, ls, read_sample, split, verify
+from .inspection import diff, find, ls, read_sample, shard_urls, split, verify
 from .model import Plan, Report
 from .readback.verify import Problem, Verification
 from .version import __version__
@@ -25,6 +25,7 @@ __all__ = [
     "plan",
     "read_sample",
     "shard",
+    "shard_urls",
     "split",
     "verify",
 ]
