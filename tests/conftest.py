@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import importlib
 import io
 import os
 import shutil
@@ -12,10 +13,12 @@ import signal
 import subprocess
 import sys
 import time
+import types
 import tarfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Generic, TypeVar
 
 import lz4.frame
 import zstandard
@@ -145,6 +148,78 @@ def invoke_ishard(*args: str, input: str | None = None, env: dict | None = None)
         sys.stdout.flush()
         sys.stderr.flush()
         return Ran(code, out.getvalue().decode(), err.getvalue().decode())
+
+
+def import_wids():
+    """wids, imported for real. wids 0.1 imports torch at module level (``torch.distributed``,
+    and ``torch.utils.data`` for two generic base classes) without declaring it; the dataset
+    classes never call torch. When torch is absent, empty stand-ins satisfy those imports
+    during the import only; everything wids reads and groups is its own code."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        T = TypeVar("T")
+        names = ("torch", "torch.distributed", "torch.utils", "torch.utils.data")
+        stubs = {name: types.ModuleType(name) for name in names}
+        for base in ("Dataset", "Sampler"):
+            setattr(stubs["torch.utils.data"], base, types.new_class(base, (Generic[T],)))
+        sys.modules.update(stubs)
+        try:
+            return importlib.import_module("wids")
+        finally:
+            for name in names:
+                del sys.modules[name]
+    return importlib.import_module("wids")
+
+
+def source_samples(src: Path) -> dict[str, dict[str, bytes]]:
+    """Every sample of the source tree by key (the file name without extension): its files'
+    bytes by extension — what a reader must find."""
+    out: dict[str, dict[str, bytes]] = {}
+    for path in sorted(src.rglob("*")):
+        if path.is_file():
+            key, _, ext = path.name.partition(".")
+            out.setdefault(key, {})[ext] = path.read_bytes()
+    return out
+
+
+def webdataset_samples(urls: str | list[str]) -> dict[str, dict[str, bytes]]:
+    """Every sample webdataset reads from ``urls`` (a list, or a string of brace patterns
+    joined by ``::``), by key: its files' bytes by extension; no key read twice."""
+    import webdataset as wds
+
+    out: dict[str, dict[str, bytes]] = {}
+    for sample in wds.WebDataset(urls, shardshuffle=False):
+        assert sample["__key__"] not in out, sample["__key__"]
+        out[sample["__key__"]] = {k: v for k, v in sample.items() if not k.startswith("__")}
+    return out
+
+
+def read_wids(manifest_path: Path, cache: Path) -> dict[str, dict[str, bytes]]:
+    """Every sample wids reads through the manifest ``manifest_path``, by key: its files'
+    bytes by extension (without wids' leading dot)."""
+    wids = import_wids()
+    dataset = wids.ShardListDataset(str(manifest_path), cache_dir=str(cache), transformations=[])
+    got = {}
+    for i in range(len(dataset)):
+        sample = dataset[i]
+        got[sample["__key__"]] = {k[1:]: v.read() for k, v in sample.items() if k[0] == "."}
+    return got
+
+
+def few_shards_note(shards: int, samples: int, where: str | None = None) -> str:
+    """The line on stderr of a run (or a text dry run) whose dataset has fewer shards than the
+    8 readers a training job often has: ``shards`` of them holding ``samples`` samples (so
+    ``--num-shards`` can make at most that many); ``where``: a grown dataset's destination."""
+    held = f"{shards} shard{'s' * (shards != 1)}"
+    more = min(8, samples)
+    fix = f"--num-shards {more} makes {more}" + (", a smaller --shard-size more" * (samples > 8))
+    if where is not None:
+        held, fix = f"the dataset in {where!r} holds {held}", f"re-shard it with --overwrite: {fix}"
+    return (
+        f"ishard: note: {held}, fewer than the 8 readers (ranks × DataLoader workers) a training "
+        f"job often has; a reader without a shard reads nothing — {fix}"
+    )
 
 
 def assert_error(result, code: int, *needles: str) -> str:

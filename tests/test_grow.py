@@ -16,9 +16,14 @@ from pathlib import Path
 
 import pyarrow.parquet
 import pytest
-import webdataset as wds
-from conftest import invoke_ishard, make_tree
-from test_naming import import_wids
+from conftest import (
+    invoke_ishard,
+    make_tree,
+    read_wids,
+    source_samples,
+    webdataset_samples,
+)
+
 from test_resume import snapshot
 
 from ishard.readback.verify import verify
@@ -48,33 +53,8 @@ def manifest(dst: Path) -> dict:
     return json.loads((dst / "manifest.json").read_bytes())
 
 
-def source_samples(src: Path) -> dict[str, dict[str, bytes]]:
-    """Every sample of the source tree by key (the file name without extension): its files'
-    bytes by extension — what a reader must find."""
-    out: dict[str, dict[str, bytes]] = {}
-    for path in sorted(src.rglob("*")):
-        if path.is_file():
-            key, _, ext = path.name.partition(".")
-            out.setdefault(key, {})[ext] = path.read_bytes()
-    return out
-
-
 def read_webdataset(dst: Path, names: list[str]) -> dict[str, dict[str, bytes]]:
-    got: dict[str, dict[str, bytes]] = {}
-    for sample in wds.WebDataset([str(dst / n) for n in names], shardshuffle=False):
-        assert sample["__key__"] not in got
-        got[sample["__key__"]] = {k: v for k, v in sample.items() if not k.startswith("__")}
-    return got
-
-
-def read_wids(manifest_path: Path, cache: Path) -> dict[str, dict[str, bytes]]:
-    wids = import_wids()
-    dataset = wids.ShardListDataset(str(manifest_path), cache_dir=str(cache), transformations=[])
-    got = {}
-    for i in range(len(dataset)):
-        sample = dataset[i]
-        got[sample["__key__"]] = {k[1:]: v.read() for k, v in sample.items() if k[0] == "."}
-    return got
+    return webdataset_samples([str(dst / n) for n in names])
 
 
 def index_rows(dst: Path) -> list[tuple[str, str, int]]:

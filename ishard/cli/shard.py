@@ -82,12 +82,10 @@ def _shard(src, dst, dry_run, progress, as_json, quiet, options) -> None:
     opts = make_options(**options)  # every option checked, a dry run's too
     given, sort = given_options(ctx), options["sort"]
     if dry_run is not None:
-        notices = NoticesOnly()
-        the_plan = api.plan_with(src, opts, notices, dst, given=given, sort=sort)
-        note = few_shards(the_plan, dst)
-        if note is not None and dry_run != "json" and not as_json:  # a JSON document alone
-            notices.notice(note)
+        the_plan = api.plan_with(src, opts, NoticesOnly(), dst, given=given, sort=sort)
         _dry_run(the_plan, dry_run, as_json, quiet)
+        if dry_run != "json" and not as_json:  # a JSON document goes alone
+            _note(the_plan, dst, quiet)
         return
     bar = make_progress(progress)
     try:
@@ -99,6 +97,16 @@ def _shard(src, dst, dry_run, progress, as_json, quiet, options) -> None:
         emit_json(summary)
     elif not quiet and not nothing_written(report):  # its one line on stderr says so
         summary_text(summary, sys.stdout, dry_run=False)
+    _note(report.plan, dst, quiet)
+
+
+def _note(the_plan: Plan, dst, quiet: bool) -> None:
+    """The line on stderr a dataset of fewer shards than a training job's readers gets
+    (``-q``: none)."""
+    note = None if quiet else few_shards(the_plan, dst)
+    if note is not None:
+        sys.stdout.flush()  # after what went to stdout, wherever both go
+        NoticesOnly().notice(note)
 
 
 def _dry_run(the_plan: Plan, mode: str, as_json: bool, quiet: bool) -> None:

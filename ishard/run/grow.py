@@ -62,10 +62,7 @@ def holding(dest: Location, opts: Options) -> Iterator[Holding]:
     try:
         doc = read_manifest(dest)
     except DataError:
-        raise UsageError(
-            f"{flag}: {dest.url!r} holds no finished dataset ({MANIFEST_NAME} is missing) — "
-            f"shard into it without {flag} first, or add --resume to finish its run"
-        ) from None
+        raise no_dataset(flag, dest) from None
     record = doc.get("ishard") or {}
     index = record.get("samples_index")
     if not isinstance(index, dict):
@@ -82,6 +79,14 @@ def holding(dest: Location, opts: Options) -> Iterator[Holding]:
         counts = _said_counts(doc)
         held = Held(path, shards, numbering, mode, counts, int(opts.max_remove))
         yield Holding(doc, held)
+
+
+def no_dataset(flag: str, dest: Location) -> UsageError:
+    """The refusal of growth into a DST that holds no finished dataset (and is not empty)."""
+    return UsageError(
+        f"{flag}: {dest.url!r} holds no finished dataset ({MANIFEST_NAME} is missing) — "
+        f"shard into it without {flag} first, or add --resume to finish its run"
+    )
 
 
 def _said_counts(doc: Mapping) -> tuple[tuple[int, int], ...]:

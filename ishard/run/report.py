@@ -91,13 +91,15 @@ def few_shards(plan: Plan, where: str | None = None) -> str | None:
         return None
     more = min(READERS, samples)
     held = counted(shards, "shard")
-    fix = f"--num-shards {more} makes {more}, a smaller --shard-size more"
+    fix = f"--num-shards {more} makes {more}" + (
+        ", a smaller --shard-size more" if samples > READERS else ""
+    )
     if growth is not None:
         held = f"the dataset in {where!r} holds {held}" if where else f"the dataset holds {held}"
         fix = f"re-shard it with --overwrite: {fix}"
     return (
         f"note: {held}, fewer than the {READERS} readers (ranks × DataLoader workers) a "
-        f"training job often has, and a reader without a shard reads nothing — {fix}"
+        f"training job often has; a reader without a shard reads nothing — {fix}"
     )
 
 

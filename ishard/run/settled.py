@@ -16,7 +16,7 @@ from ..progress import Progress
 from ..store import Location
 from ..store.retry import Retrier
 from .destination import check_name_room, first_names
-from .grow import mode_of
+from .grow import mode_of, no_dataset
 from .manifest import MANIFEST_NAME
 from .state import RunState
 
@@ -42,9 +42,10 @@ def settled(
     against its fingerprint).
 
     Raises:
-        UsageError: a given option that shapes shards is not the dataset's (growth), named
-            with both values as one would type them; the names the options taken make are
-            too long for DST.
+        UsageError: growth into a DST that holds no finished dataset and is not empty; a
+            given option that shapes shards is not the dataset's (growth), named with both
+            values as one would type them; the names the options taken make are too long
+            for DST.
     """
     mode = mode_of(opts)
     if mode is None and not opts.resume:
@@ -69,7 +70,7 @@ def settled(
     if mode is None:
         taken = taken_back(stopped if stopped is not None else _manifest_options(data), given)
     elif data is None:
-        return opts, sort  # no dataset to grow: the run refuses, naming it
+        raise no_dataset(flag, dest)  # as the run refuses it again under its lock
     else:
         recorded = stopped if opts.resume and stopped is not None else _manifest_options(data)
         taken = compared(opts, recorded, given, flag, dest.url, sort)

@@ -44,7 +44,6 @@ from .grow import (
 )
 from .manifest import MANIFEST_NAME, Kept, manifest_bytes, remove_manifest
 from .replaced import earlier_archives, remove_archives, stale, tell_ignored
-from .report import few_shards
 from .resume import Recorder, Remaining, earlier_manifest_seed, finished_earlier, with_offsets
 from .sampleindex import INDEX_NAME, IndexWriter
 from .settled import settled
@@ -155,9 +154,6 @@ class Run:
             self.remove_replaced()
         finally:
             self.leave()
-        note = few_shards(self.the_plan, self.dest.url)  # the dataset as published
-        if note is not None:
-            self.progress.notice(note)
         return self.report()
 
     def recheck(self) -> None:
