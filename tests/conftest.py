@@ -222,6 +222,14 @@ def few_shards_note(shards: int, samples: int, where: str | None = None) -> str:
     )
 
 
+def without_note(stderr: str) -> str:
+    """``stderr`` less the line a dataset of fewer than 8 shards gets (``few_shards_note``):
+    what a test of something else expects to be empty."""
+    return "".join(
+        line for line in stderr.splitlines(True) if not line.startswith("ishard: note: ")
+    )
+
+
 def assert_error(result, code: int, *needles: str) -> str:
     """One ``ishard: error:`` line on stderr, nothing on stdout, no traceback; return the line."""
     assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
