@@ -368,7 +368,7 @@ def build_index(dest: Path, members: int, seed: int, only_generate: bool) -> Non
     prints one JSON line of what it took."""
     from ishard.model import Plan, ShardResult
     from ishard.planning.engine import MEMORY_LIMIT
-    from ishard.run.manifest import MANIFEST_NAME, manifest_bytes
+    from ishard.run.manifest import MANIFEST_NAME, manifest_bytes, manifest_document
     from ishard.run.sampleindex import BATCH_ROWS
     from ishard.store import resolve
     from ishard.store.retry import Retrier
@@ -423,7 +423,8 @@ def build_index(dest: Path, members: int, seed: int, only_generate: bool) -> Non
             options=OPTIONS,
             numbering=(len(results),),
         )
-        doc = manifest_bytes(plan, results, hashlib.sha256(b"plan").hexdigest(), index=record)
+        fingerprint = hashlib.sha256(b"plan").hexdigest()
+        doc = manifest_bytes(manifest_document(plan, results, fingerprint, index=record))
         (dest / MANIFEST_NAME).write_bytes(doc)
         manifest = len(doc)
     print(

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """S3 benchmark: ``ishard shard`` between two SeaweedFS buckets against raw concurrent GETs.
 
-The script starts a private SeaweedFS S3 server on 127.0.0.1 (``tests/s3server.py``), uploads
+The script starts a private SeaweedFS S3 server on 127.0.0.1 (``tests/support/s3server.py``), uploads
 a deterministic ImageNet-like set of small objects into one bucket::
 
     train/<wnid>/<wnid>_<i>.JPEG        lognormal sizes, mean about 40 KiB
@@ -545,7 +545,9 @@ def main(argv: list[str] | None = None) -> None:
     if sys.platform != "linux":
         raise SystemExit("bench_s3: needs Linux (/proc for the CPU accounting)")
 
-    spec = importlib.util.spec_from_file_location("s3server", ROOT / "tests" / "s3server.py")
+    spec = importlib.util.spec_from_file_location(
+        "s3server", ROOT / "tests" / "support" / "s3server.py"
+    )
     s3server = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(s3server)

@@ -9,7 +9,7 @@ every shard it lists and its sample index byte for byte) or the new one whole (t
 manifest, and every shard it lists); after the ``--resume``, exactly what an uninterrupted
 run writes (every file, byte for byte, no run records left). The counts are printed; any
 other outcome stops the script. Locally by default; ``--s3`` runs them against a private
-SeaweedFS server on 127.0.0.1 (``tests/s3server.py``).
+SeaweedFS server on 127.0.0.1 (``tests/support/s3server.py``).
 
     python benchmarks/kill_grow.py --trials 100
     python benchmarks/kill_grow.py --s3 --trials 20
@@ -229,7 +229,7 @@ def main() -> None:
             outcomes = trials(Local(Path(work)), args.trials, args.seed, say)
         else:
             spec = importlib.util.spec_from_file_location(
-                "s3server", ROOT / "tests" / "s3server.py"
+                "s3server", ROOT / "tests" / "support" / "s3server.py"
             )
             assert spec is not None and spec.loader is not None
             s3server = importlib.util.module_from_spec(spec)

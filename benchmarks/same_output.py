@@ -6,7 +6,7 @@
 Each commit is checked out into a temporary worktree and run as ``python -m ishard`` with that
 tree first on ``PYTHONPATH`` (the installed dependencies serve both). The same scenarios run
 against each — the bundled ``fixtures/imagenet`` and a generated tree, local and through a
-private SeaweedFS S3 server on 127.0.0.1 (``tests/s3server.py``): every format, ``.tar.zst``
+private SeaweedFS S3 server on 127.0.0.1 (``tests/support/s3server.py``): every format, ``.tar.zst``
 at other levels; both spellings; collapse; an external key map; a seeded shuffle; both
 member-name modes; sample extensions with every missing-extension action; DALI indexes; the
 sample index and its absence; a run killed after its first shard and finished with
@@ -323,7 +323,9 @@ class Runner:
 
 
 def load_s3server():
-    spec = importlib.util.spec_from_file_location("s3server", ROOT / "tests" / "s3server.py")
+    spec = importlib.util.spec_from_file_location(
+        "s3server", ROOT / "tests" / "support" / "s3server.py"
+    )
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

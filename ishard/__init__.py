@@ -1,7 +1,5 @@
 """ishard: shard raw datasets into size-bounded archives whose samples never cross a shard."""
 
-from __future__ import annotations
-
 from .api import plan, shard
 from .errors import IshardError, IshardWarning, StrictError, UsageError
 from .inspection import diff, find, ls, read_sample, shard_urls, split, verify
@@ -29,3 +27,8 @@ __all__ = [
     "split",
     "verify",
 ]
+
+
+def __dir__() -> list[str]:
+    """The public API alone: the submodules stay importable (``ishard.api``), unlisted."""
+    return sorted(__all__)

@@ -10,7 +10,6 @@ docstring's Args."""
 from __future__ import annotations
 
 import inspect
-import re
 import sys
 import textwrap
 from collections.abc import (
@@ -27,6 +26,7 @@ from .model import Plan, Report
 from .options import choices  # noqa: F401 - named by the keywords' types too
 from .options.record import Options, PlanKeywords, ShardKeywords, make_options
 from .options.settings import located, plan_settings
+from .options.spelling import keyword_spelling
 from .options.table import keyword_docs
 from .planning.planner import announce, make_plan
 from .progress import SILENT, Progress
@@ -226,20 +226,3 @@ def _checked(given: Mapping[str, object], keywords: type, function: str) -> Opti
         return make_options(**given)
     except UsageError as err:
         raise UsageError(keyword_spelling(str(err))) from None
-
-
-_FLAG = re.compile(r"(?<![^\s(])--([a-z][a-z-]*[a-z])( (?=['\"]|-?[0-9]))?")
-
-
-def keyword_spelling(message: str) -> str:
-    """``message`` with each option's flag (``--shard-size '0'``) spelt as its Python keyword
-    (``shard_size='0'``); other words are kept."""
-
-    def keyword(match: re.Match) -> str:
-        name = match.group(1).replace("-", "_")
-        name = "storage_options" if name == "storage_option" else name
-        if name not in Options.__dataclass_fields__:
-            return match.group(0)
-        return name + ("=" if match.group(2) else "")
-
-    return _FLAG.sub(keyword, message)

@@ -16,7 +16,7 @@ from .readback import lookup as _lookup
 from .readback.archive import Member, ReaderSamples
 from .readback.diff import Difference
 from .readback.diff import diff as _diff
-from .readback.lookup import Found, MemberPlace
+from .readback.lookup import Found, Lookup, MemberPlace
 from .readback.urls import brace_patterns
 from .readback.urls import shard_urls as _shard_urls
 from .readback.verify import Verification
@@ -293,6 +293,37 @@ def find(
     """
     return _lookup.find(
         fspath(dst), keys, endpoint_url=endpoint_url, storage_options=storage_options
+    )
+
+
+def search(
+    dst: str | PathLike[str],
+    keys: str | Iterable[str],
+    *,
+    near: int = 0,
+    endpoint_url: str | None = None,
+    storage_options: StorageOptions = None,
+) -> Lookup:
+    """:func:`find`, and with ``near`` the keys the index holds nearest to the keys it does
+    not (what ``ishard find`` names when a key is not there): up to ``near`` for each of the
+    first three missing keys — those that share the longest start with it (a typo at the
+    end, a key cut short or given with its extension) ranked by ``difflib``, and those that
+    are it under a folder — at the cost of one more pass over the index's keys.
+
+    Returns:
+        A :class:`Lookup`: ``found``, ``missing`` (as :func:`find` returns them), ``near``
+        (missing key → its nearest keys; a key with none is left out) and ``index`` (the
+        sample index's path or URL).
+
+    Raises:
+        As :func:`find`.
+    """
+    return _lookup.search(
+        fspath(dst),
+        keys,
+        near=near,
+        endpoint_url=endpoint_url,
+        storage_options=storage_options,
     )
 
 

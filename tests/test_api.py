@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -396,6 +397,18 @@ def test_choice_options_are_typed_as_their_choices(tmp_path):
     assert get_args(get_type_hints(ishard.split)["policy"]) == POLICIES
 
 
+def test_dir_shows_the_public_api_and_the_guide_lists_each_function():
+    """``dir(ishard)`` is what ``__all__`` exports (no submodule, no ``annotations``), each
+    of it there; the user guide's Python API list names every public function."""
+    assert dir(ishard) == sorted(ishard.__all__)
+    assert all(hasattr(ishard, name) for name in ishard.__all__)
+    assert ishard.api.shard is ishard.shard  # submodules stay reachable, only unlisted
+    guide = (Path(__file__).resolve().parent.parent / "docs" / "user-guide.md").read_text()
+    listing = guide.split("## Python API", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    functions = {n for n in ishard.__all__ if inspect.isfunction(getattr(ishard, n))}
+    assert set(re.findall(r"^ishard\.(\w+)\(", listing, re.MULTILINE)) == functions
+
+
 def test_split_and_verify_stay_functions_once_their_modules_are_imported():
     """``ishard.split`` and ``ishard.verify`` name the functions, also after a program
     imports the modules behind them (``ishard.split.world``, ``ishard.readback.verify``)."""
@@ -414,7 +427,7 @@ def test_split_and_verify_stay_functions_once_their_modules_are_imported():
 def test_a_resumed_runs_speed_counts_only_what_it_wrote(written, tree):
     """The summary's speed is this run's: the shards a --resume kept were not written again,
     so they are not in its bytes per second (through the API and the command)."""
-    from conftest import invoke_ishard
+    from helpers import invoke_ishard
 
     report, dst = written
     assert len(report.results) >= 4

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import invoke_ishard, make_tree
+from helpers import invoke_ishard, make_tree
 
 from ishard.errors import UsageError
 from ishard.options.record import make_options
@@ -65,14 +65,18 @@ CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
     "key-bare-word-no-guess": (
         ("--sample-key-pattern", "123"),
         2,
-        "--sample-key-pattern '123' is not a built-in pattern — use "
-        "base_file_name, full_name, collapse_all_dir",
+        (
+            "--sample-key-pattern '123' is not a built-in pattern — use "
+            "base_file_name, full_name, collapse_all_dir"
+        ),
     ),
     "key-regex-no-group": (
         ("--sample-key-pattern", "[a-z]+[.]jpg$"),
         2,
-        "--sample-key-pattern '[a-z]+[.]jpg$' has no capture group — a regex "
-        "needs one capture group, e.g. ^(.*)\\.[^.]+$",
+        (
+            "--sample-key-pattern '[a-z]+[.]jpg$' has no capture group — a regex "
+            "needs one capture group, e.g. ^(.*)\\.[^.]+$"
+        ),
     ),
     "missing-ext-action": (
         ("--missing-extension-action", "explode"),
@@ -124,8 +128,10 @@ CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
     "template-exhausted": (
         ("--shard-template", "a-{0..1}", "--shard-size", "1"),
         2,
-        "shard template 'a-{0..1}' yields 2 name(s) but the plan needs 3 "
-        "shards — widen its range or raise --shard-size",
+        (
+            "shard template 'a-{0..1}' yields 2 name(s) but the plan needs 3 "
+            "shards — widen its range or raise --shard-size"
+        ),
     ),
     "template-other-ext": (
         ("--shard-template", "shard-%06d.tgz"),
@@ -140,17 +146,21 @@ CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
     "template-brace-expanded": (
         ("--shard-template", "shard-0", "shard-1", "shard-2", "shard-3"),
         2,
-        "got unexpected extra arguments 'shard-1 shard-2 shard-3' — they "
-        "look like a brace template the shell expanded: quote it, e.g. "
-        "--shard-template 'shard-{0..3}'",
+        (
+            "got unexpected extra arguments 'shard-1 shard-2 shard-3' — they "
+            "look like a brace template the shell expanded: quote it, e.g. "
+            "--shard-template 'shard-{0..3}'"
+        ),
     ),
     "template-brace-expanded-eq": (
         ("--shard-template=shard-0", "--shard-template=shard-1", "--shard-template=shard-2"),
         2,
-        "--shard-template is given 3 times (--shard-template=shard-0 "
-        "… --shard-template=shard-2) — it looks like a brace template "
-        "the shell expanded: quote it, e.g. "
-        "--shard-template='shard-{0..2}'",
+        (
+            "--shard-template is given 3 times (--shard-template=shard-0 "
+            "… --shard-template=shard-2) — it looks like a brace template "
+            "the shell expanded: quote it, e.g. "
+            "--shard-template='shard-{0..2}'"
+        ),
     ),
     "sort": (("--sort", "random"), 2, "--sort 'random' is not a sort order"),
     "sort-empty": (("--sort", ""), 2, "--sort '' is not a sort order"),
@@ -271,7 +281,7 @@ def documented() -> dict[str, tuple[int, str]]:
     rows = re.findall(
         r"^\| `([a-z0-9-]+)` \| [^|]+ \| (\d+) \| (ishard: error: [^|]+?) \|$",
         DOC.read_text(),
-        flags=re.M,
+        flags=re.MULTILINE,
     )
     return {case: (int(code), message) for case, code, message in rows}
 
@@ -330,9 +340,9 @@ def test_bad_input(case, place, tmp_path):
 
 
 def test_the_document_lists_exactly_these_cases():
-    rows = re.findall(r"^\| `([a-z0-9-]+)` \|", DOC.read_text(), flags=re.M)
+    rows = re.findall(r"^\| `([a-z0-9-]+)` \|", DOC.read_text(), flags=re.MULTILINE)
     tested = re.findall(
-        r"^\| [^|]+ \| [^|]+ \| [^|]+ \| `(tests/[^`]+)` \|", DOC.read_text(), flags=re.M
+        r"^\| [^|]+ \| [^|]+ \| [^|]+ \| `(tests/[^`]+)` \|", DOC.read_text(), flags=re.MULTILINE
     )
     assert sorted(rows) == sorted(CASES)
     assert len(rows) + len(tested) >= 30

@@ -10,7 +10,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 import pytest
-from conftest import few_shards_note, invoke_ishard, make_tree
+from helpers import few_shards_note, invoke_ishard, make_tree
 
 import ishard
 

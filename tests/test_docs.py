@@ -1,9 +1,15 @@
-"""The docs cannot drift: every ``console`` example in README.md and docs/*.md is run, in a
-fresh folder holding a copy of ``fixtures/`` and in the page's order (so ``out`` holds what the
-page's earlier commands left there, as for a reader who follows along), and what it prints must
-be what the page shows. Times, speeds, digests and dates are masked on both sides; a line
-``…`` in the shown output stands for any lines. A block that cannot run as shown is preceded by
-``<!-- not run: REASON -->``. Every option of every command must be named in the user guide.
+"""The docs cannot drift: every ``console`` and every ``python`` example in README.md and
+docs/*.md is run, a page's in a fresh folder holding a copy of ``fixtures/`` and in the page's
+order (so ``out`` holds what the page's earlier examples left there, as for a reader who follows
+along), and what it prints must be what the page shows. A console block shows each command's
+output after it; a python block runs as one program (``python -c``, or through ``doctest`` when
+it holds ``>>>`` examples) and must print, stdout and stderr together, what the plain ```` ``` ````
+block right after it shows, or nothing when no such block follows (a traceback is never what a
+page shows). Times, speeds, digests and dates are masked on both sides; a line ``…`` in the
+shown output stands for any lines. A block of either kind that cannot run as shown — it needs a
+server or a package the tests do not install, or it is a fragment — is preceded by
+``<!-- not run: REASON -->`` (a reason of three words at least); no other block is left out.
+Every option of every command must be named in the user guide.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ class Block:
     line: int
     commands: list[Command]
     not_run: str | None
+    language: str = "console"  # or python: one command, the program
 
     @property
     def id(self) -> str:
@@ -97,6 +104,68 @@ def console_blocks(page: Path) -> list[Block]:
         blocks.append(Block(page, start, commands, reason.group(1) if reason else None))
         at += 1
     return blocks
+
+
+def python_blocks(page: Path) -> list[Block]:
+    """Each ```python block of ``page``: its program and what the plain block after it shows
+    it prints (nothing when no plain block follows)."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    blocks: list[Block] = []
+    for at, line in enumerate(lines):
+        if line.strip() != "```python":
+            continue
+        before = next((lines[i] for i in range(at - 1, -1, -1) if lines[i].strip()), "")
+        reason = NOT_RUN.search(before)
+        code, end = _fenced(lines, at)
+        after = next((i for i in range(end + 1, len(lines)) if lines[i].strip()), None)
+        shown = _fenced(lines, after)[0] if after and lines[after].strip() == "```" else []
+        program = Command("\n".join(code) + "\n", shown)
+        blocks.append(Block(page, at + 1, [program], reason and reason.group(1), "python"))
+    return blocks
+
+
+def _fenced(lines: list[str], at: int) -> tuple[list[str], int]:
+    """The lines of the fenced block opening at ``lines[at]`` (its indent taken off) and the
+    index of its closing fence."""
+    indent = len(lines[at]) - len(lines[at].lstrip())
+    end = next(i for i in range(at + 1, len(lines)) if lines[i].strip() == "```")
+    return [line[indent:] for line in lines[at + 1 : end]], end
+
+
+def page_blocks(page: Path) -> list[Block]:
+    """Every example of ``page``, console and python, in the page's order."""
+    return sorted([*console_blocks(page), *python_blocks(page)], key=lambda b: b.line)
+
+
+# A python block of >>> examples runs through doctest, which prints only what differs
+DOCTEST = (
+    "import doctest, sys; "
+    "doctest.DocTestRunner().run(doctest.DocTestParser().get_doctest(sys.argv[1], {}, "
+    "'the block', None, 0))"
+)
+
+
+def run_python(block: Block, workspace: Path, env: dict[str, str]) -> list[str]:
+    """What the program of a python block prints, run in ``workspace``."""
+    code = block.commands[0].text
+    argv = ["-c", DOCTEST, code] if re.search(r"^>>> ", code, re.MULTILINE) else ["-c", code]
+    return printed_by([sys.executable, *argv], workspace, env).splitlines()
+
+
+def printed_by(argv: list[str], workspace: Path, env: dict[str, str]) -> str:
+    """What ``argv`` prints, run in ``workspace``: stdout and stderr as a terminal shows them."""
+    done = subprocess.run(
+        argv,
+        check=False,
+        cwd=workspace,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=600,
+    )
+    return done.stdout
 
 
 def masked(lines: list[str]) -> list[str]:
@@ -147,27 +216,20 @@ def run_page(page: Path, workspace: Path) -> list[tuple[Block, Command, list[str
     shutil.copytree(ROOT / "fixtures", workspace / "fixtures")
     env = _environment(Path(sys.executable).parent)
     results = []
-    for block in console_blocks(page):
+    for block in page_blocks(page):
         if block.not_run:
+            continue
+        if block.language == "python":
+            results.append((block, block.commands[0], run_python(block, workspace, env)))
             continue
         # one shell per block, as in a terminal: `echo $?` sees the command before it
         script = "".join(
             f"{c.text}\n__status=$?; printf '\\n{MARK}\\n'; (exit $__status)\n"
             for c in block.commands
         )
-        done = subprocess.run(
-            ["bash", "-c", script],
-            check=False,
-            cwd=workspace,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=600,
-        )
-        outputs = re.split(rf"\n?\n{MARK}\n", "\n" + done.stdout)
-        assert len(outputs) == len(block.commands) + 1, f"{block.id}: {done.stdout}"
+        stdout = printed_by(["bash", "-c", script], workspace, env)
+        outputs = re.split(rf"\n?\n{MARK}\n", "\n" + stdout)
+        assert len(outputs) == len(block.commands) + 1, f"{block.id}: {stdout}"
         outputs[0] = outputs[0][1:]
         for command, printed in zip(block.commands, outputs):
             results.append((block, command, printed.splitlines()))
@@ -175,7 +237,7 @@ def run_page(page: Path, workspace: Path) -> list[tuple[Block, Command, list[str
 
 
 def _pages_with_examples() -> list[Path]:
-    return [p for p in PAGES if console_blocks(p)]
+    return [p for p in PAGES if page_blocks(p)]
 
 
 @pytest.mark.parametrize("page", _pages_with_examples(), ids=lambda p: p.name)
@@ -197,7 +259,7 @@ def test_every_example_prints_what_the_page_shows(page, tmp_path):
 def test_every_skipped_example_says_why():
     """A block left unrun names its reason; it still shows commands (else it is no example)."""
     for page in PAGES:
-        for block in console_blocks(page):
+        for block in page_blocks(page):
             assert block.commands, f"{block.id}: a console block without a '$ ' command"
             if block.not_run is not None:
                 assert len(block.not_run.split()) >= 3, f"{block.id}: say why it is not run"
@@ -225,6 +287,26 @@ def test_every_option_is_in_the_user_guide(name):
     ]
     missing = [o for o in missing if o != "--help"]
     assert not missing, f"ishard {name}: options the user guide never names: {missing}"
+
+
+def test_python_blocks_run_and_what_they_print_is_compared(tmp_path):
+    """A python block's output is held to the plain block after it (or to nothing), a
+    ``>>>`` block is run by doctest, a marked block is left out — and a failure shows."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python\nimport os\nprint(os.path.isdir('fixtures/imagenet'))\n```\n\n```\nTrue\n```\n"
+        "```python\nprint(6 * 7)\n```\n\n```\n41\n```\n"
+        "```python\n>>> 6 * 7\n41\n```\n"
+        "```python\nimport no_such_module\n```\n"
+        "<!-- not run: a made-up module here -->\n```python\nimport no_such_module\n```\n",
+        encoding="utf-8",
+    )
+    results = run_page(page, tmp_path / "work")  # a folder holding a copy of the fixtures
+    assert [block.line for block, _, _ in results] == [1, 9, 16, 20]
+    held = [matches(masked(c.shown), masked(printed)) for _, c, printed in results]
+    assert held == [True, False, False, False]
+    assert results[1][2] == ["42"] and "Expected:" in results[2][2]
+    assert "ModuleNotFoundError" in results[3][2][-1]
 
 
 def test_the_matcher_sees_differences():

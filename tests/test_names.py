@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import DATASET_RECORDS, invoke_ishard, joined_paths, make_tree
+from helpers import DATASET_RECORDS, invoke_ishard, joined_paths, make_tree
 from hypothesis import HealthCheck, given, settings
 
 # Every finished destination a test here leaves must pass `ishard verify --deep`.

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import (
+from helpers import (
     invoke_ishard,
     make_tree,
     read_wids,
@@ -110,8 +110,10 @@ def test_the_guides_nightly_script_runs_three_nights_from_no_destination(tmp_pat
     third = run_night(script)  # night 3: nothing new
     assert third.returncode == 0, third.stderr
     assert third.stderr.splitlines() == [
-        f"ishard: nothing to update: the dataset in {str(shards)!r} holds every one of the "
-        "source's 41 samples as it is; nothing was written"
+        (
+            f"ishard: nothing to update: the dataset in {str(shards)!r} holds every one of the "
+            "source's 41 samples as it is; nothing was written"
+        )
     ]
     assert third.stdout.splitlines()[0].startswith("verified ")  # the shard run printed nothing
     assert len(third.stdout.splitlines()) == 1

@@ -3,38 +3,13 @@
 from __future__ import annotations
 
 import io
-import json
-from pathlib import Path
 
-from conftest import make_tree, run_ishard, without_note
+from helpers import assert_true_totals, make_tree, run_ishard
 
 from ishard import render
-from ishard.sizes import format_size
 
 # 1,500 files: more than one listing report (every 1,000 files), so the last must not be lost.
 TREE = {f"d{i % 3}/{i:05d}.{ext}": 40 + i % 97 for i in range(750) for ext in ("cls", "txt")}
-
-
-def final_lines(stderr: str) -> tuple[list[str], str]:
-    lines = [line for line in stderr.splitlines() if line.startswith("ishard: ")]
-    return [line for line in lines if line.startswith("ishard: listed ")], lines[-1]
-
-
-def assert_true_totals(src: Path, dst: Path, result) -> list[str]:
-    """The last listing line and the last line: files listed, bytes and shards written."""
-    assert result.returncode == 0, result.stderr
-    files = [p for p in src.rglob("*") if p.is_file()]
-    total = sum(p.stat().st_size for p in files)
-    shards = sorted(p.name for p in dst.iterdir() if p.suffix == ".tar")
-    manifest = json.loads((dst / "manifest.json").read_text())
-    assert len(manifest["shardlist"]) == len(shards) > 1
-    listed, last = final_lines(without_note(result.stderr))  # progress: the run's own lines
-    assert listed[-1] == f"ishard: listed {len(files)} files, {format_size(total)}"
-    assert last.startswith(
-        f"ishard: wrote {format_size(total)} of {format_size(total)} (100%), "
-        f"{len(shards)}/{len(shards)} shards, "
-    )
-    return listed
 
 
 def test_plain_progress_of_forked_writers_ends_with_the_real_totals(tmp_path):

@@ -2,7 +2,7 @@
 
 import tarfile
 
-from conftest import make_tree, run_ishard
+from helpers import make_tree, run_ishard
 
 
 def test_shard_small_tree_reads_back_with_tarfile(tmp_path):

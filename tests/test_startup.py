@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import FIXTURES
+from helpers import FIXTURES
 
 # the command in a fresh interpreter (its own process: nothing imported before), then which of
 # the heavy libraries it left loaded

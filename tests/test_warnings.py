@@ -7,7 +7,7 @@ import json
 import warnings
 
 import pytest
-from conftest import few_shards_note, invoke_ishard, make_tree, snapshot
+from helpers import few_shards_note, invoke_ishard, make_tree, snapshot
 
 import ishard
 

@@ -16,6 +16,7 @@ from .braces import brace_hint, expanded_option
 from .diff import diff_command
 from .environment import environment_options, from_environment
 from .find import cat_command, find_command
+from .gospelling import help_asked
 from .gospelling import translate as go_translate
 from .ls import ls_command
 from .shard import shard_command
@@ -44,8 +45,10 @@ environment_options(cli)
 
 def translate(argv: list[str]) -> list[str]:
     """Go ishard's command line rewritten into ours (``gospelling.translate``), told our
-    options."""
-    return go_translate(argv, _long_options(), _value_options())
+    options; or, when a word of it asks for help, the command line that shows it."""
+    return help_asked(argv, _value_options(), cli.commands) or go_translate(
+        argv, _long_options(), _value_options()
+    )
 
 
 def _long_options() -> list[str]:
@@ -102,8 +105,8 @@ def main(argv: list[str] | None = None) -> None:
         )
         sys.exit(2)
     except click.ClickException as err:
+        from_environment(err)
         message = brace_hint(args, err) or err.format_message().rstrip(".")
-        message += from_environment(err)
         if " — " not in message:  # ours already say how to fix it
             ctx = getattr(err, "ctx", None)
             message += f" — see '{ctx.command_path if ctx else 'ishard'} --help'"

@@ -9,6 +9,7 @@ import os
 import click
 
 from ..errors import UsageError
+from ..options.spelling import respelt
 
 ENVIRONMENT = click.core.ParameterSource.ENVIRONMENT
 COMMAND_LINE = click.core.ParameterSource.COMMANDLINE
@@ -36,31 +37,42 @@ def given_options(ctx: click.Context) -> set[str]:
 
 def environment_named(command):
     """Run ``command`` naming the environment variable in a refusal of a value that came from
-    one (the library names the option: ``--shard-size 'x' …``)."""
+    one (the library names the option's flag: ``--shard-size 'x' …``)."""
 
     @functools.wraps(command)
     def run(*args, **kwargs):
         try:
             return command(*args, **kwargs)
         except UsageError as err:
-            ctx = click.get_current_context()
-            for param in ctx.command.params:
-                variable = variable_of(ctx, param)
-                if variable and any(f"{o} " in f"{err} " for o in param.opts):
-                    what, dash, fix = str(err).partition(" — ")
-                    raise UsageError(f"{what} (from {variable}){dash}{fix}") from None
-            raise
+            named = by_variable(str(err), click.get_current_context())
+            if named == str(err):
+                raise
+            raise UsageError(named) from None
 
     return run
 
 
-def from_environment(err: click.ClickException) -> str:
-    """`` (from ISHARD_X)`` when the bad value came from the environment, not the command line."""
+def by_variable(message: str, ctx: click.Context) -> str:
+    """``message`` with each flag whose value came from the environment named by its variable
+    where the message says what is wrong (``ISHARD_SHARD_SIZE='x' is …``), not in its fix
+    (after `` — ``), which speaks of the option (``options.spelling``)."""
+    variables = {
+        flag: variable
+        for param in ctx.command.params
+        if (variable := variable_of(ctx, param))
+        for flag in param.opts
+        if flag.startswith("--")
+    }
+    what, dash, fix = message.partition(" — ")
+    return respelt(what, variables) + dash + fix
+
+
+def from_environment(err: click.ClickException) -> None:
+    """Name the variable in click's refusal of a value that came from the environment
+    (``Invalid value for ISHARD_JOBS: …``), where click names the flag."""
     param, ctx = getattr(err, "param", None), getattr(err, "ctx", None)
-    if param is None or ctx is None:
-        return ""
-    variable = variable_of(ctx, param)
-    return f" (from {variable})" if variable else ""
+    if isinstance(err, click.BadParameter) and param is not None and ctx is not None:
+        err.param_hint = variable_of(ctx, param) or err.param_hint
 
 
 def environment_options(group: click.Group) -> None:

@@ -42,7 +42,31 @@ TRUE, FALSE = ("", "true", "1", "t"), ("false", "0", "f")
 
 
 _GO_NAME = re.compile(r"-{1,2}([A-Za-z][A-Za-z0-9_-]*)(=.*)?", re.DOTALL)
-SHORT_FLAGS = "qvh"  # our one-letter flags, which click lets a user write together: -qv
+# Words that ask for help: ours, and Go's flag package's (-h and -help, with one dash or two)
+HELP_WORDS = ("-h", "--help", "-help", "--h")
+
+
+def _short_flags() -> dict[str, bool]:
+    """Our one-letter flags, from the option table's records (and -h), which click lets a user
+    write together (``-qv``): whether each takes a value (``-j4``: the digits after it)."""
+    letters = {o.short[1]: o.kind == "int" for o in table.SHARD_OPTIONS if o.short}
+    return {**letters, "h": False}
+
+
+def _letters(arg: str) -> list[str] | None:
+    """``arg`` as our one-letter flags, one word each (``-qn`` → ``-q -n``, ``-qj4`` →
+    ``-q -j4``); None when it is no such word (``-num_shards``, ``-x``)."""
+    shorts, words = _short_flags(), list[str]()
+    if not arg.startswith("-") or arg.startswith("--") or len(arg) < 2:
+        return None
+    for at, letter in enumerate(arg[1:], 1):
+        if letter not in shorts:
+            return None
+        if shorts[letter]:  # a value follows: digits glued on, or the next word
+            rest = arg[at + 1 :]
+            return words + [f"-{arg[at:]}"] if rest.isdigit() or not rest else None
+        words.append(f"-{letter}")
+    return words
 
 
 def _undefined_go_flag(
@@ -58,8 +82,8 @@ def _undefined_go_flag(
     name = found.group(1)
     if arg.startswith("--") and "_" not in name:
         return None  # our spelling: click says what is wrong with it
-    if not arg.startswith("--") and (len(name) < 2 or set(name) <= set(SHORT_FLAGS)):
-        return None  # -x, -qv: click's short options
+    if not arg.startswith("--") and (len(name) < 2 or _letters(arg) is not None):
+        return None  # -x, -qv, -j4: click's short options
     if before is not None and before in valued:
         return None  # --prefix -a_b: a value that starts with a dash
     go = difflib.get_close_matches(name, [*_go_flags(), *_go_bools(), *GO_BUCKETS, "dry_run"], 1)
@@ -108,7 +132,7 @@ def translate(argv: list[str], ours: Sequence[str] = (), valued: Collection[str]
     (our long option names) and ``valued`` (our options that take a value) tell a mistyped
     Go flag from the rest."""
     buckets: dict[str, str] = {}
-    out = _rewritten(argv, ours, valued, buckets)
+    out = _rewritten(_separated(argv, valued), ours, valued, buckets)
     src, dst = buckets.get("src_bck"), buckets.get("dst_bck")
     if (src is None) != (dst is None):
         given, missing = ("-src_bck", "-dst_bck") if dst is None else ("-dst_bck", "-src_bck")
@@ -131,6 +155,26 @@ def translate(argv: list[str], ours: Sequence[str] = (), valued: Collection[str]
     return out
 
 
+def help_asked(argv: list[str], valued: Collection[str], commands: Collection[str]) -> list[str]:
+    """The command line that shows the help ``argv`` asks for, wherever among its flags the
+    ask is (``-h`` or ``--help``, Go's ``-help``, ``--h`` and ``-h=…`` too: Go's flag package
+    prints its usage for any of them and exits 0), whatever else is wrong with it: ``COMMAND
+    --help`` for a command named first, ``shard --help`` for a command line in Go's spelling,
+    (a word such as ``-shard_sise`` is one too), else ``--help``; empty when no word before ``--`` asks (the value of an option does not)."""
+    words = _separated(argv, valued)
+    end = words.index("--") if "--" in words else len(words)
+    asked = any(
+        w.partition("=")[0] in HELP_WORDS and not (at and _value_next(words[at - 1], valued))
+        for at, w in enumerate(words[:end])
+    )
+    if not asked:
+        return []
+    if argv[0] in commands:
+        return [argv[0], "--help"]
+    go_like = [w for w in argv[:end] if _go_spelt(w) or re.match(r"-[^-=]*_", w)]  # -shard_sise
+    return ["shard", "--help"] if go_like else ["--help"]
+
+
 def _rewritten(
     argv: list[str], ours: Sequence[str], valued: Collection[str], buckets: dict[str, str]
 ) -> list[str]:
@@ -144,13 +188,15 @@ def _rewritten(
         if arg == "--":
             out += argv[i - 1 :]
             break
-        flag = _go_flag(arg)
+        flag, before = _go_flag(arg), argv[i - 2] if i > 1 else None
         if flag is None:
-            arg = _plain_word(arg, argv[i - 2] if i > 1 else None, ours, valued)
+            arg = _plain_word(arg, before, ours, valued)
         elif flag[1] is None and _go_spelt(arg) and i < len(argv):
             _bool_then_word(flag[0], argv[i])
         if arg == "--dry-run" or flag == ("dry_run", None):
-            words, i = _dry_run_words(argv, i)
+            words, i = _dry_run_words(argv, i, "--dry-run=")
+        elif arg == "-n" and not _value_next(before, valued):
+            words, i = _dry_run_words(argv, i, "-n")
         elif flag is None:
             words = [arg]
         else:
@@ -170,13 +216,33 @@ def _plain_word(arg: str, before: str | None, ours: Sequence[str], valued: Colle
     return arg
 
 
-def _dry_run_words(argv: list[str], i: int) -> tuple[list[str], int]:
-    """A bare dry run flag at ``argv[i - 1]`` in our spelling, taking the mode after it
+def _dry_run_words(argv: list[str], i: int, spelt: str) -> tuple[list[str], int]:
+    """A bare dry run flag at ``argv[i - 1]`` spelt with its mode (``spelt``: ``--dry-run=``,
+    or ``-n``, whose mode click reads glued on: ``-nshards``), taking the mode after it
     (``--dry-run show_keys``) if one follows; and the index of the next word."""
     if i < len(argv) and argv[i] in DRY_RUN_MODES:
-        return [f"--dry-run={argv[i]}"], i + 1
+        return [f"{spelt}{argv[i]}"], i + 1
     _not_a_mistyped_mode(argv[i : i + 1])
-    return ["--dry-run=text" if any(map(_go_spelt, argv)) else "--dry-run=shards"], i
+    return [spelt + ("text" if any(map(_go_spelt, argv)) else "shards")], i
+
+
+def _separated(argv: list[str], valued: Collection[str]) -> list[str]:
+    """``argv`` with our one-letter flags written together one a word (``-qn`` → ``-q -n``),
+    up to ``--``; a word that is the value of the option before it is kept as it is."""
+    out: list[str] = []
+    for at, arg in enumerate(argv):
+        if arg == "--":
+            return out + argv[at:]
+        letters = None if at and _value_next(argv[at - 1], valued) else _letters(arg)
+        out += [arg] if letters is None else letters
+    return out
+
+
+def _value_next(word: str | None, valued: Collection[str]) -> bool:
+    """Does ``word`` take the next word as its value: one of our options that take a value
+    (``valued``), or a Go flag that does, given without ``=`` (``-prefix``)?"""
+    flag = None if word is None else _go_flag(word)
+    return word in valued or (flag is not None and flag[1] is None and flag[0] in _go_flags())
 
 
 def _go_words(

@@ -87,7 +87,7 @@ def click_option(spec: OptionSpec):
         settings["type"] = Choices(spec.choices)
     if spec.flag_value is not None:
         settings.update(is_flag=False, flag_value=spec.flag_value, metavar=spec.metavar)
-    return click.option(*spec.flags, spec.name, **settings)
+    return click.option(*spec.spellings, spec.name, **settings)
 
 
 _TYPES: dict[str, Any] = {"int": int, "path": PATH}

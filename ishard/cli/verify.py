@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import click
 
 from .. import inspection
+from ..options.table import OPTIONS_BY_NAME
 from ..render import make_progress, verify_text, warnings_text
 from .environment import environment_named
-from .help import DEBUG, ENDPOINT_URL, PATH, PROGRESS, QUIET, STORAGE_OPTION, VERBOSE
+from .help import (
+    DEBUG,
+    ENDPOINT_URL,
+    PATH,
+    PROGRESS,
+    QUIET,
+    STORAGE_OPTION,
+    VERBOSE,
+    click_option,
+)
 from .output import emit_json, talk
 
 
@@ -27,11 +38,11 @@ Examples:
     is_flag=True,
     help="Also read every member back and check samples: counts, payload, grouping.",
 )
-@click.option(
-    "--jobs",
-    type=int,
-    default=0,
-    help="Shards checked at once (default, or 0: CPUs, at most 8; 8 for a store).",
+@click_option(  # ishard shard's --jobs (-j), its help said of checking
+    replace(
+        OPTIONS_BY_NAME["jobs"],
+        help="Shards checked at once (default, or 0: CPUs, at most 8; 8 for a store).",
+    )
 )
 @ENDPOINT_URL
 @STORAGE_OPTION

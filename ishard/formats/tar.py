@@ -9,6 +9,7 @@ from typing import BinaryIO
 
 from ..checksums import member_hasher
 from ..errors import SourceError
+from ..store.readers import unreadable
 from .compress import Sink
 
 BLOCK = 512
@@ -122,10 +123,7 @@ def read_exactly(source: BinaryIO, size: int, name: str, into: Sink | bytearray)
         want = min(left, CHUNK)
         data = source.read(want + 1 if want == left else want)
         if not data:
-            raise SourceError(
-                f"file {name!r} shrank while being read: listed {size} bytes, "
-                f"got {size - left} — run again once the source is stable"
-            )
+            raise _shrank(name, size, size - left)
         if len(data) > left:
             raise _grew(name, size)
         left -= len(data)
@@ -141,13 +139,6 @@ def _shrank(name: str, size: int, got: int) -> SourceError:
     return SourceError(
         f"file {name!r} shrank while being read: listed {size} bytes, "
         f"got {got} — run again once the source is stable"
-    )
-
-
-def _unreadable(name: str, err: OSError) -> SourceError:
-    return SourceError(
-        f"cannot read {name!r} from the source: {err.strerror or err} — "
-        "check that it exists and is readable"
     )
 
 
@@ -270,7 +261,7 @@ class TarWriter:
             try:
                 n = os.readv(fd, [view[self._pos : self._pos + min(left + 1, room)]])
             except OSError as err:
-                raise _unreadable(name, err) from None
+                raise unreadable(name, err) from None
             if n > left:
                 raise _grew(name, size)
             if n == 0:

@@ -82,12 +82,13 @@ def refusal(
     unit: tuple[str, ...], now: Mapping, recorded: Mapping, flag: str, where: str
 ) -> UsageError:
     """The line growth (``flag``) refuses a given option with: the value given, the one the
-    dataset in ``where`` was made with, and the fix."""
+    dataset in ``where`` was made with (in the fix, which a value from the environment does
+    not rename), and the fix."""
     option = "--" + unit[0].replace("_", "-")
     return UsageError(
-        f"{flag}: {spelt(unit, now)} is not what the dataset in {where!r} was made with "
-        f"({spelt(unit, recorded)}) — leave {option} out to take the dataset's, or re-shard "
-        "it with --overwrite"
+        f"{flag}: {spelt(unit, now)} is not the dataset's — the dataset in {where!r} was made "
+        f"with {spelt(unit, recorded)}: leave {option} out to take it, or re-shard it with "
+        "--overwrite"
     )
 
 

@@ -1,6 +1,7 @@
 """One option of ``ishard shard`` as a plain record: its flags, the kind of value it takes, the
 command line's default, its help, the heading of ``--help`` it is listed under, its text in the
-API's docstrings, its Go spellings, its environment variable and what it decides."""
+API's docstrings, its Go spellings, its one-letter flag, its environment variable and what it
+decides."""
 
 from __future__ import annotations
 
@@ -25,6 +26,9 @@ class OptionSpec:
     field's and the API's keyword's) name, ``flags`` its spellings on the command line (by
     default ``--`` and the name with dashes, a switch's with its ``--no-`` form).
 
+    ``short`` is its one-letter flag (``-j``), declared here only: the command's option and
+    its ``--help``, and the Go spelling's reading of ``-j4``, take it from the record.
+
     ``default`` is the command line's spelling of the default (``"512MiB"``); a flag's
     ``False`` is left unsaid, ``None`` leaves it unset (the reader's own default then).
     ``show_default`` overrides the command's (defaults shown); ``flag_value`` is what a bare
@@ -46,12 +50,18 @@ class OptionSpec:
     go: tuple[str, ...] = ()  # its Go ishard spellings (-shard_size), if Go has it
     group: Group | None = None
     writing_only: bool = False
+    short: str | None = None  # its one-letter flag (-j), if it has one
 
     def __post_init__(self) -> None:
         if not self.flags:
             long = "--" + self.name.replace("_", "-")
             flag = f"{long}/--no-{long[2:]}" if self.kind == "switch" else long
             object.__setattr__(self, "flags", (flag,))
+
+    @property
+    def spellings(self) -> tuple[str, ...]:
+        """Every flag it is given by on the command line: the one-letter flag first."""
+        return (self.short, *self.flags) if self.short else self.flags
 
     @property
     def env(self) -> str:

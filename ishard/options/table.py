@@ -343,6 +343,7 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         RUNNING,
         flag_value="shards",
         metavar="[=files|show_keys|json|summary]",
+        short="-n",
     ),
     OptionSpec(
         "overwrite",
@@ -414,6 +415,7 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         go=("jobs",),
         group="run",
         writing_only=True,
+        short="-j",
     ),
     OptionSpec(
         "executor",
@@ -481,7 +483,7 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         RUNNING,
         "flag",
         default=False,
-        flags=("-q", "--quiet"),
+        short="-q",
     ),
     OptionSpec(
         "verbose",
@@ -490,7 +492,7 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         RUNNING,
         "flag",
         default=False,
-        flags=("-v", "--verbose"),
+        short="-v",
     ),
     OptionSpec("debug", "Show tracebacks.", RUNNING, "flag", default=False, go=("debug",)),
 )

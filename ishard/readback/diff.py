@@ -37,7 +37,8 @@ class SampleChange:
 
 @dataclass(frozen=True)
 class Difference:
-    """What differs between the destinations ``old`` and ``new``."""
+    """What differs between the destinations ``old`` and ``new``: each shard and sample
+    (``ishard diff --samples``); its ``repr`` is the counts (what ``ishard diff`` prints)."""
 
     old: str
     new: str
@@ -61,6 +62,17 @@ class Difference:
             or self.samples_removed
             or self.samples_changed
             or self.samples_moved
+        )
+
+    def __repr__(self) -> str:  # the counts, as the command prints them: a re-cut moves all
+        return (
+            f"Difference(same={self.same}, shards_added={len(self.shards_added)}, "
+            f"shards_removed={len(self.shards_removed)}, "
+            f"shards_rewritten={len(self.shards_rewritten)}, shards_same={self.shards_same}, "
+            f"samples_added={len(self.samples_added)}, "
+            f"samples_removed={len(self.samples_removed)}, "
+            f"samples_changed={len(self.samples_changed)}, "
+            f"samples_moved={len(self.samples_moved)}, old={self.old!r}, new={self.new!r})"
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from ..store import Location
 from .archive import contents
 from .dataset import ROLE, dataset
 from .indexrows import Claims, sample_keys
+from .nearkeys import near_keys
 
 FIND_BATCH = 1 << 16  # keys looked up in one query
 
@@ -138,42 +139,51 @@ def _index_file(location: Location, index: Mapping) -> Iterator[str]:
         yield fetch_index(location, index, folder, index["name"])
 
 
-def _query(path: str, keys: Sequence[str], where: str) -> list[tuple]:
+def _query(
+    path: str, keys: Sequence[str], where: str, near: int
+) -> tuple[list[tuple], dict[str, tuple[str, ...]]]:
+    """The index rows of ``keys``, and up to ``near`` keys the index holds nearest to each
+    of the first keys it does not hold (``nearkeys.near_keys``).
+
+    Raises:
+        DataError: the index cannot be read as one."""
     import duckdb
 
+    con = duckdb.connect()
     try:
-        return _rows(path, keys)
+        con.execute("SET enable_progress_bar = false")  # it draws on stdout, into --json
+        rows = _rows(con, path, keys)
+        held = {r[0] for r in rows}
+        missing = [k for k in keys if k not in held]
+        return rows, near_keys(con, path, missing, near) if near and missing else {}
     except duckdb.Error as err:
         raise DataError(
             f"{where!r} cannot be read as a sample index ({str(err).splitlines()[0]}) — run "
             "ishard verify on the destination"
         ) from None
-
-
-def _rows(path: str, keys: Sequence[str]) -> list[tuple]:
-    import duckdb
-    import numpy as np
-
-    con = duckdb.connect()
-    try:
-        rows: list[tuple] = []
-        columns = {
-            r[0] for r in con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [path]).fetchall()
-        }
-        sums = "xxh3_64" if "xxh3_64" in columns else "NULL"  # an index of an older ishard
-        for start in range(0, len(keys), FIND_BATCH):
-            wanted = {"key": np.array(keys[start : start + FIND_BATCH], dtype=object)}
-            con.register("wanted", wanted)
-            rows += con.execute(
-                "SELECT key, shard, member, header_offset, data_offset, size, mtime, "
-                f"frame_offset, frame_size, {sums} FROM read_parquet(?) "
-                "WHERE key IN (SELECT key FROM wanted) ORDER BY key, shard, header_offset",
-                [path],
-            ).fetchall()
-            con.unregister("wanted")
-        return rows
     finally:
         con.close()
+
+
+def _rows(con, path: str, keys: Sequence[str]) -> list[tuple]:
+    import numpy as np
+
+    rows: list[tuple] = []
+    columns = {
+        r[0] for r in con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [path]).fetchall()
+    }
+    sums = "xxh3_64" if "xxh3_64" in columns else "NULL"  # an index of an older ishard
+    for start in range(0, len(keys), FIND_BATCH):
+        wanted = {"key": np.array(keys[start : start + FIND_BATCH], dtype=object)}
+        con.register("wanted", wanted)
+        rows += con.execute(
+            "SELECT key, shard, member, header_offset, data_offset, size, mtime, "
+            f"frame_offset, frame_size, {sums} FROM read_parquet(?) "
+            "WHERE key IN (SELECT key FROM wanted) ORDER BY key, shard, header_offset",
+            [path],
+        ).fetchall()
+        con.unregister("wanted")
+    return rows
 
 
 def _found(key: str, rows: list[tuple], claims: Claims) -> Found:
@@ -191,16 +201,31 @@ def _found(key: str, rows: list[tuple], claims: Claims) -> Found:
     return Found(key, shard, places, None, None, False, size)
 
 
-def find(
+@dataclass(frozen=True)
+class Lookup:
+    """What :func:`search` found: the samples (in the order asked), the keys the index does
+    not hold, up to ``near`` keys it holds nearest to each of the first of those (by missing
+    key; one with none is left out), and the index's path or URL."""
+
+    found: list[Found]
+    missing: list[str]
+    near: dict[str, tuple[str, ...]]
+    index: str
+
+
+def search(
     dst: str,
     keys: str | Iterable[str],
     *,
+    near: int = 0,
     endpoint_url: str | None = None,
     storage_options=None,
-) -> tuple[list[Found], list[str]]:
+) -> Lookup:
     """The samples ``keys`` name (one key, or an iterable of them), from ``dst``'s sample
-    index (in the order asked), and the keys it does not hold. Each sample's rows are held
-    against the manifest first: a shard it lists, offsets and sizes inside it.
+    index (in the order asked), the keys it does not hold and, with ``near``, up to that many
+    keys it holds nearest to each of the first ``nearkeys.NEAR_FOR`` of those (one more
+    pass over its keys). Each sample's rows are held against the manifest first: a shard it
+    lists, offsets and sizes inside it.
 
     Raises:
         UsageError: ``keys`` is not a key or keys; ``dst`` has no manifest or its manifest
@@ -217,12 +242,33 @@ def find(
     # a key that is not UTF-8 (a local file's undecodable bytes) is held with \xNN escapes
     stored = {k: shown(k) for k in dict.fromkeys(wanted)}
     with _index_file(location, index) as path:
-        rows = _query(path, list(dict.fromkeys(stored.values())), claims.where)
+        rows, nearest = _query(path, list(dict.fromkeys(stored.values())), claims.where, near)
     by_key: dict[str, list[tuple]] = {}
     for row in rows:
         by_key.setdefault(row[0], []).append(row)
     found = [_found(k, by_key[s], claims) for k, s in stored.items() if s in by_key]
-    return found, [k for k, s in stored.items() if s not in by_key]
+    missing = [k for k, s in stored.items() if s not in by_key]
+    close = {k: nearest[stored[k]] for k in missing if stored[k] in nearest}
+    return Lookup(found, missing, close, claims.where)
+
+
+def find(
+    dst: str,
+    keys: str | Iterable[str],
+    *,
+    endpoint_url: str | None = None,
+    storage_options=None,
+) -> tuple[list[Found], list[str]]:
+    """The samples ``keys`` name and the keys the index does not hold: :func:`search`
+    without near keys.
+
+    Raises:
+        UsageError: ``keys`` is not a key or keys; ``dst`` has no manifest or its manifest
+            names no index.
+        DataError: the index is not the one the manifest names, or says what cannot be.
+    """
+    done = search(dst, keys, endpoint_url=endpoint_url, storage_options=storage_options)
+    return done.found, done.missing
 
 
 def read_sample(

@@ -18,6 +18,7 @@ from ..progress import SILENT, Progress
 from ..run.manifest import MANIFEST_NAME, entry_checksum, read_manifest
 from ..sizes import counted
 from ..store import Location
+from ..store.lockrecord import STATE_DIR
 from ..store.retry import Retrier
 from ..store.sinks import TEMP_SUFFIX
 from .dataset import ROLE, dataset
@@ -101,10 +102,26 @@ def _dst_names(dst: Location) -> Iterator[str]:
         yield key[cut:]
 
 
+UNLISTED = "looks like a shard but the manifest does not list it"
+# what to do about it: a run's records in DST say a run that lists it has not finished
+UNLISTED_FIX = (
+    "(left by another run?) — readers that glob the shards would take it too: delete it, or "
+    "move it out of the destination"
+)
+UNFINISHED_FIX = (
+    f"— a run into this destination has not finished ({STATE_DIR}/ holds its records): "
+    "resume it (the same ishard shard command with --resume) to list its shards, or, if "
+    "this file is not one of them, delete it"
+)
+
+
 def _strays(dst: Location, listed: set[str]) -> tuple[list[Problem], list[str]]:
-    """Archives DST holds but the manifest does not list (problems); temp files (warnings)."""
+    """Archives DST holds but the manifest does not list (problems, each naming what to do);
+    temp files (warnings)."""
     problems, warnings = [], []
-    for name in sorted(_dst_names(dst)):
+    names = sorted(_dst_names(dst))
+    unfinished = any(n.startswith(f"{STATE_DIR}/") for n in names)
+    for name in names:
         base = name.rpartition("/")[2]
         if name in listed or name == MANIFEST_NAME:
             continue
@@ -114,13 +131,8 @@ def _strays(dst: Location, listed: set[str]) -> tuple[list[Problem], list[str]]:
                 "delete once no ishard run writes to this destination"
             )
         elif name.endswith(extensions()):
-            problems.append(
-                Problem(
-                    name,
-                    "unlisted",
-                    "looks like a shard but the manifest does not list it (left by another run?)",
-                )
-            )
+            fix = UNFINISHED_FIX if unfinished else UNLISTED_FIX
+            problems.append(Problem(name, "unlisted", f"{UNLISTED} {fix}"))
     return problems, warnings
 
 

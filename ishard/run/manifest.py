@@ -117,16 +117,9 @@ def _shard_entry(r: ShardResult) -> dict:
     return entry
 
 
-def manifest_bytes(
-    plan: Plan,
-    results: Sequence[ShardResult],
-    fingerprint: str | None = None,
-    *,
-    index: Mapping | None = None,
-    earlier: Kept | None = None,
-) -> bytes:
-    """The manifest as the JSON bytes written to ``DST/manifest.json``."""
-    document = manifest_document(plan, results, fingerprint, index=index, earlier=earlier)
+def manifest_bytes(document: dict) -> bytes:
+    """The manifest ``document`` (``manifest_document``'s) as the JSON bytes written to
+    ``DST/manifest.json``."""
     try:
         return orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
     except TypeError:  # a name that is not UTF-8 (a local file's): shown with \xNN escapes

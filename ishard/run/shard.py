@@ -42,7 +42,7 @@ from .grow import (
     mode_of,
     tell_unchanged,
 )
-from .manifest import MANIFEST_NAME, Kept, manifest_bytes, remove_manifest
+from .manifest import MANIFEST_NAME, Kept, manifest_bytes, manifest_document, remove_manifest
 from .replaced import earlier_archives, remove_archives, stale, tell_ignored
 from .resume import Recorder, Remaining, earlier_manifest_seed, finished_earlier, with_offsets
 from .sampleindex import INDEX_NAME, IndexWriter
@@ -277,7 +277,9 @@ class Run:
         index = self._write_index(dropped)
         kept = Kept.of(self.found.manifest, dropped) if self.found is not None else None
         document = manifest_bytes(
-            self.the_plan, self.results, self.fingerprint, index=index, earlier=kept
+            manifest_document(
+                self.the_plan, self.results, self.fingerprint, index=index, earlier=kept
+            )
         )
         guard = self.claim.lock.guard
         self.manifest = put_file(self.dest, MANIFEST_NAME, document, self.retrier, guard)

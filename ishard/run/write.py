@@ -29,6 +29,7 @@ from ..formats.registry import Settings, writer
 from ..model import ShardPlan, ShardResult, packed, packed_sums
 from ..options.record import Options
 from ..progress import Progress
+from ..store.base import publishing
 
 REPORT_EVERY = 4 << 20
 RELAY_EVERY = 0.25  # seconds between progress reports relayed from writer processes
@@ -162,14 +163,8 @@ def _put_index(shard: ShardPlan, offsets: list[int], open_sink: Callable) -> str
     members = shard.members()
     data = dali_index([m.arcname for m in members], offsets, [m.size for m in members])
     name = index_name(shard.name)
-    sink = open_sink(ShardPlan(name, (), len(data)))
-    try:
+    with publishing(open_sink(ShardPlan(name, (), len(data)))) as sink:
         sink.write(data)
-        sink.close()
-        sink.commit()
-    except BaseException:
-        sink.abort()
-        raise
     return name
 
 

@@ -43,8 +43,8 @@ def write_planned(
     *,
     retrier: Retrier,
     publish: Publish,
-    client: Any = None,
-    meanwhile: Callable[[], Iterator[object]] | None = None,
+    client: Any,
+    meanwhile: Callable[[], Iterator[object]] | None,
 ) -> list[ShardResult]:
     """Write ``shards`` with the chosen executor (``client``: Dask's, connected before DST
     was claimed); results in their order. ``meanwhile``: work done while they are written

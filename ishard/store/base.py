@@ -6,6 +6,7 @@ import errno
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO, Literal, Protocol
 
@@ -182,6 +183,19 @@ class Sink(Protocol):
     def commit(self) -> None: ...
 
     def abort(self) -> None: ...
+
+
+@contextmanager
+def publishing(sink: Sink) -> Iterator[Sink]:
+    """The block writes into ``sink``; then it is closed and committed (it appears under its
+    name), or aborted when anything failed, Ctrl-C too (it leaves nothing behind)."""
+    try:
+        yield sink
+        sink.close()
+        sink.commit()
+    except BaseException:
+        sink.abort()
+        raise
 
 
 class Store(ABC):
@@ -362,15 +376,9 @@ class Store(ABC):
         complete."""
         sink = self.sink(key, upload)
         sink.use_checksum("none")
-        try:
-            with open(path, "rb") as source:
-                while chunk := source.read(COPY_CHUNK):
-                    sink.write(chunk)
-            sink.close()
-            sink.commit()
-        except BaseException:
-            sink.abort()
-            raise
+        with publishing(sink), open(path, "rb") as source:
+            while chunk := source.read(COPY_CHUNK):
+                sink.write(chunk)
 
     # -- shards -----------------------------------------------------------------------------
     @abstractmethod

@@ -24,7 +24,8 @@ CHUNK = 8 << 20  # objects larger than this are fetched as ranges of this size
 BATCH = 8  # requests handed to the event loop at once, and awaited at once by a writer
 
 
-def _unreadable(name: str, err: OSError) -> SourceError:
+def unreadable(name: str, err: OSError) -> SourceError:
+    """The line for a source file that could not be read (``err`` says why)."""
     return SourceError(
         f"cannot read {name!r} from the source: {err.strerror or err} — "
         "check that it exists and is readable"
@@ -53,7 +54,7 @@ class LocalFile:
                 parts.append(part)
             return b"".join(parts)
         except OSError as err:
-            raise _unreadable(self.name, err) from None
+            raise unreadable(self.name, err) from None
 
 
 class LocalReader:
@@ -181,7 +182,7 @@ class _Walker:
             try:
                 self._root = os.open(self._root_path, DIR_FLAGS & ~os.O_NOFOLLOW)
             except OSError as err:
-                raise _unreadable(name, err) from None
+                raise unreadable(name, err) from None
         parts = _parts(name) or ["."]
         head = name.rpartition("/")[0]
         parent = self._dir(head, parts[:-1], name) if len(parts) > 1 else self._root
@@ -225,7 +226,7 @@ class _Walker:
             return _link_error(name, path)
         if st is not None and path != name and not stat.S_ISDIR(st.st_mode):
             err = OSError(err.errno, f"{path!r} is not a directory")
-        return _unreadable(name, err)
+        return unreadable(name, err)
 
     def _close_dirs(self) -> None:
         for fd in self._dirs.values():
@@ -255,7 +256,7 @@ class _Resolver:
         try:
             fd = os.open(path, FILE_FLAGS & ~os.O_NOFOLLOW)
         except OSError as err:
-            raise _unreadable(name, err) from None
+            raise unreadable(name, err) from None
         if self._proc:
             try:
                 real = os.readlink(f"/proc/self/fd/{fd}")
