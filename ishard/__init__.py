@@ -2,7 +2,7 @@
 
 from .api import plan, shard
 from .errors import IshardError, IshardWarning, StrictError, UsageError
-from .inspection import diff, find, ls, read_sample, split, verify
+from .inspection import diff, find, ls, read_sample, shard_urls, split, verify
 from .model import Plan, Report
 from .readback.verify import Problem, Verification
 from .version import __version__
@@ -23,6 +23,7 @@ __all__ = [
     "plan",
     "read_sample",
     "shard",
+    "shard_urls",
     "split",
     "verify",
 ]

@@ -14,6 +14,7 @@ import sys
 import textwrap
 from collections.abc import (
     Callable,
+    Collection,
     Mapping,
     Sequence,  # noqa: F401 - named by the keywords' types (typing.get_type_hints)
 )
@@ -31,7 +32,9 @@ from .planning.planner import announce, make_plan
 from .progress import SILENT, Progress
 from .run.destination import check_as_run, check_name_room
 from .run.grow import holding, mode_of
+from .run.settled import settled
 from .run.shard import shard_with
+from .store.retry import Retrier
 
 if sys.version_info >= (3, 11):
     from typing import Unpack
@@ -132,16 +135,30 @@ def plan_with(
     opts: Options,
     progress: Progress = SILENT,
     dst: str | PathLike[str] | None = None,
+    given: Collection[str] | None = None,
+    sort: str | None = None,
 ) -> Plan:
     """:func:`plan` under options already checked by :func:`make_options` (the command's
     way in: its messages name flags, not keywords); with ``--append`` or ``--update``, the
     plan of growing the dataset in ``dst``. A ``dst`` is looked at as the run would look at
     it, and refused as the run would refuse it (not empty, held by a live run, no dataset to
-    grow …); nothing is created or written there."""
+    grow …); nothing is created or written there. ``given``: the names of the options the
+    caller gave (None: every one), ``sort`` the order as given; the others that shape shards
+    are taken from what ``dst`` records, as the run would take them."""
     source = located(str(src), opts, "source")
     dest = None if dst is None else located(str(dst), opts, "destination")
     if dest is not None:
-        check_as_run(source, dest, opts)  # what the run would refuse, refused now
+        was_empty = check_as_run(source, dest, opts)  # what the run would refuse, refused now
+        retrier = Retrier(opts.retries)
+        opts, _ = settled(
+            dest,
+            opts,
+            given=given,
+            sort=sort,
+            was_empty=was_empty,
+            progress=progress,
+            retrier=retrier,
+        )
     settings = plan_settings(opts)
     if mode_of(opts) is None:
         the_plan = make_plan(source, settings, progress)
@@ -193,7 +210,9 @@ def shard(
     """
     opts = _checked(options, ShardKeywords, "shard")
     sort = options.get("sort", DEFAULTS.sort)
-    return shard_with(src, dst, opts, progress=SILENT if progress is None else progress, sort=sort)
+    given = {name for name, value in options.items() if value is not None}
+    progress = SILENT if progress is None else progress
+    return shard_with(src, dst, opts, progress=progress, sort=sort, given=given)
 
 
 def _checked(given: Mapping[str, object], keywords: type, function: str) -> Options:

@@ -1,7 +1,7 @@
 """The Python API over what a run wrote: :func:`verify` a destination, :func:`ls` a shard,
-:func:`split` a manifest's shards over a training job, :func:`diff` two destinations,
-:func:`find` samples and :func:`read_sample` one (``ishard verify``, ``ls``, ``split``,
-``diff``, ``find``, ``cat``)."""
+:func:`shard_urls` a dataset's shards, :func:`split` a manifest's shards over a training job,
+:func:`diff` two destinations, :func:`find` samples and :func:`read_sample` one (``ishard
+verify``, ``ls``, ``ls --urls``, ``split``, ``diff``, ``find``, ``cat``)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from .readback.archive import Member, ReaderSamples
 from .readback.diff import Difference
 from .readback.diff import diff as _diff
 from .readback.lookup import Found, Lookup, MemberPlace
+from .readback.urls import brace_patterns
+from .readback.urls import shard_urls as _shard_urls
 from .readback.verify import Verification
 from .readback.verify import verify as _verify
 
@@ -145,6 +147,38 @@ def ls(
         )
     )
     return archive.reader_samples(found) if samples else found
+
+
+def shard_urls(
+    dst: str | PathLike[str],
+    *,
+    patterns: bool = False,
+    endpoint_url: str | None = None,
+    storage_options: StorageOptions = None,
+) -> list[str]:
+    """The URLs of the dataset's shards, as its manifest lists them (what ``ishard ls DST
+    --urls`` prints): the list to hand a reader, never a range of numbers — an ``--update``
+    retires the names of the shards it replaces, so the numbers have gaps.
+
+    Args:
+        dst: the destination of a finished run (a directory or a store URL), or its
+            ``manifest.json``.
+        patterns: one brace pattern per run of consecutive names instead
+            (``"out/shard-{000000..000004}.tar"``); WebDataset expands them, and takes several
+            joined by ``"::"`` as one string.
+        endpoint_url: an S3-compatible endpoint, e.g. ``"http://127.0.0.1:8333"``.
+        storage_options: passed to the filesystem: a dict, or ``"KEY=VALUE"`` strings.
+
+    Returns:
+        Each shard's path (for a local ``dst``) or URL, in the manifest's order; or the
+        patterns.
+
+    Raises:
+        UsageError: ``dst`` does not exist.
+        IshardError: no manifest or a broken one; the store cannot be reached.
+    """
+    urls = _shard_urls(dst, endpoint_url=endpoint_url, storage_options=storage_options)
+    return brace_patterns(urls) if patterns else urls
 
 
 def split(

@@ -142,6 +142,12 @@ class Growth:
     removed: int
     moved: int
     replaced: tuple[str, ...]
+    listed: int = 0  # the shards the dataset's manifest listed
+
+    @property
+    def unchanged(self) -> bool:
+        """Does the source hold exactly the samples the dataset holds (nothing to write)?"""
+        return not (self.added or self.changed or self.removed)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 import pytest
-from helpers import invoke_ishard, make_tree
+from helpers import few_shards_note, invoke_ishard, make_tree
 
 import ishard
 
@@ -195,7 +195,8 @@ def test_warn_prints_ten_lines_on_stderr_then_a_count(tmp_path):
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert lines[:10] == [f"ishard: warning: sample '{i:02d}': no '.xml' file" for i in range(10)]
-    assert len(lines) == 11 and lines[10].startswith("ishard: warning: ... and 2 more"), lines
+    assert len(lines) == 12 and lines[10].startswith("ishard: warning: ... and 2 more"), lines
+    assert lines[11] == few_shards_note(1, 12)
     assert "[Warning]" not in done.stdout  # the summary repeats them, bounded the same way
     assert done.stdout.count("no '.xml' file") == 10 and "... and 2 more" in done.stdout
 

@@ -12,6 +12,7 @@ from ..errors import UsageError
 from ..options.spelling import respelt
 
 ENVIRONMENT = click.core.ParameterSource.ENVIRONMENT
+COMMAND_LINE = click.core.ParameterSource.COMMANDLINE
 # Variables read before each option's own name was (the parameter's name): still read
 EARLIER_VARIABLES = {"ISHARD_STORAGE_OPTION": "ISHARD_STORAGE_OPTIONS"}
 
@@ -22,6 +23,16 @@ def variable_of(ctx: click.Context, param: click.Parameter) -> str | None:
         return None
     names = [param.envvar] if isinstance(param.envvar, str) else list(param.envvar or ())
     return next((n for n in names if os.environ.get(n)), None)
+
+
+def given_options(ctx: click.Context) -> set[str]:
+    """The options the user gave, on the command line or in the environment (not left at
+    their defaults): a run that continues a dataset takes the others from its record."""
+    return {
+        p.name
+        for p in ctx.command.params
+        if p.name and ctx.get_parameter_source(p.name) in (COMMAND_LINE, ENVIRONMENT)
+    }
 
 
 def environment_named(command):

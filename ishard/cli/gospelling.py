@@ -57,7 +57,7 @@ def _letters(arg: str) -> list[str] | None:
     """``arg`` as our one-letter flags, one word each (``-qn`` → ``-q -n``, ``-qj4`` →
     ``-q -j4``); None when it is no such word (``-num_shards``, ``-x``)."""
     shorts, words = _short_flags(), list[str]()
-    if arg.startswith("--") or len(arg) < 2:
+    if not arg.startswith("-") or arg.startswith("--") or len(arg) < 2:
         return None
     for at, letter in enumerate(arg[1:], 1):
         if letter not in shorts:

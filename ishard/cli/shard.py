@@ -20,8 +20,15 @@ from ..render import (
     shard_table,
     summary_text,
 )
-from ..run.report import plan_document, plan_summary, run_summary, size_histogram
-from .environment import environment_named, variable_of
+from ..run.report import (
+    few_shards,
+    nothing_written,
+    plan_document,
+    plan_summary,
+    run_summary,
+    size_histogram,
+)
+from .environment import environment_named, given_options, variable_of
 from .gospelling import DRY_RUN_MODES
 from .help import PATH, sectioned, table_options, table_sections
 from .output import emit_json, talk
@@ -73,19 +80,33 @@ def _shard(src, dst, dry_run, progress, as_json, quiet, options) -> None:
     if dry_run is None and dst is None:
         raise click.UsageError("missing DST — say where the shards go: ishard shard SRC DST")
     opts = make_options(**options)  # every option checked, a dry run's too
+    given, sort = given_options(ctx), options["sort"]
     if dry_run is not None:
-        _dry_run(api.plan_with(src, opts, NoticesOnly(), dst), dry_run, as_json, quiet)
+        the_plan = api.plan_with(src, opts, NoticesOnly(), dst, given=given, sort=sort)
+        _dry_run(the_plan, dry_run, as_json, quiet)
+        if dry_run != "json" and not as_json:  # a JSON document goes alone
+            _note(the_plan, dst, quiet)
         return
     bar = make_progress(progress)
     try:
-        report = api.shard_with(src, dst, opts, progress=bar, sort=options["sort"])
+        report = api.shard_with(src, dst, opts, progress=bar, sort=sort, given=given)
     finally:
         bar.close()
     summary = run_summary(report)
     if as_json:
         emit_json(summary)
-    elif not quiet:
+    elif not quiet and not nothing_written(report):  # its one line on stderr says so
         summary_text(summary, sys.stdout, dry_run=False)
+    _note(report.plan, dst, quiet)
+
+
+def _note(the_plan: Plan, dst, quiet: bool) -> None:
+    """The line on stderr a dataset of fewer shards than a training job's readers gets
+    (``-q``: none)."""
+    note = None if quiet else few_shards(the_plan, dst)
+    if note is not None:
+        sys.stdout.flush()  # after what went to stdout, wherever both go
+        NoticesOnly().notice(note)
 
 
 def _dry_run(the_plan: Plan, mode: str, as_json: bool, quiet: bool) -> None:

@@ -82,10 +82,11 @@ def check_before_claim(source: Location, dest: Location, opts: Options, retrier:
     return was_empty
 
 
-def check_as_run(source: Location, dest: Location, opts: Options) -> None:
+def check_as_run(source: Location, dest: Location, opts: Options) -> bool:
     """A dry run's look at DST: what the run with these options would refuse before it plans
     (:func:`check_before_claim`, a live run's lock, :func:`check_claimed`), in its words and
-    exit codes, reading only — nothing is created, taken or written.
+    exit codes, reading only — nothing is created, taken or written. Returns whether DST was
+    found empty (or missing).
 
     Raises:
         UsageError: as :func:`check_before_claim` and :func:`check_claimed` (exit 2).
@@ -93,7 +94,7 @@ def check_as_run(source: Location, dest: Location, opts: Options) -> None:
     """
     retrier = Retrier(opts.retries)
     if check_before_claim(source, dest, opts, retrier):
-        return  # empty or missing: no lock, nothing another run left
+        return True  # empty or missing: no lock, nothing another run left
     dest.store.check_unlocked(dest, retrier)
     check_claimed(
         dest,
@@ -102,6 +103,7 @@ def check_as_run(source: Location, dest: Location, opts: Options) -> None:
         was_empty=False,
         retrier=retrier,
     )
+    return False
 
 
 def check_claimed(

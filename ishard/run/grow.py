@@ -10,12 +10,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 
-import orjson
-
 from ..errors import DataError, UsageError
 from ..model import Growth
 from ..options.record import Options
-from ..options.table import EXECUTION_ONLY
+from ..options.recorded import compared
 from ..planning.engine.growth import Held, private_engine
 from ..progress import Progress
 from ..sizes import counted
@@ -28,7 +26,6 @@ from .sampleindex import INDEX_NAME, fetch_index
 
 HELD_NAME = f"{STATE_DIR}/held.parquet"
 CLEANUP_RETRIES = 11  # aborting an upload after a failure: about 40 s of patience  # the index the run began from, for its --resume
-NOT_COMPARED = ("src_list",)  # a daily inventory is a new file each day
 
 
 @dataclass(frozen=True)
@@ -65,10 +62,7 @@ def holding(dest: Location, opts: Options) -> Iterator[Holding]:
     try:
         doc = read_manifest(dest)
     except DataError:
-        raise UsageError(
-            f"{flag}: {dest.url!r} holds no finished dataset ({MANIFEST_NAME} is missing) — "
-            f"shard into it without {flag} first, or add --resume to finish its run"
-        ) from None
+        raise no_dataset(flag, dest) from None
     record = doc.get("ishard") or {}
     index = record.get("samples_index")
     if not isinstance(index, dict):
@@ -77,7 +71,7 @@ def holding(dest: Location, opts: Options) -> Iterator[Holding]:
             f"{flag} compares the source with — it was written by an earlier ishard or with "
             "--no-sample-index; shard it again with --overwrite"
         )
-    _check_options(record.get("options", {}), opts, flag, dest)
+    compared(opts, record.get("options", {}), None, flag, dest.url)  # taken before the lock
     numbering = checked_numbering(record.get("numbering"), opts)
     with private_engine(opts.tmp_dir) as (_con, folder):
         path = _fetched(dest, index, folder)
@@ -85,6 +79,14 @@ def holding(dest: Location, opts: Options) -> Iterator[Holding]:
         counts = _said_counts(doc)
         held = Held(path, shards, numbering, mode, counts, int(opts.max_remove))
         yield Holding(doc, held)
+
+
+def no_dataset(flag: str, dest: Location) -> UsageError:
+    """The refusal of growth into a DST that holds no finished dataset (and is not empty)."""
+    return UsageError(
+        f"{flag}: {dest.url!r} holds no finished dataset ({MANIFEST_NAME} is missing) — "
+        f"shard into it without {flag} first, or add --resume to finish its run"
+    )
 
 
 def _said_counts(doc: Mapping) -> tuple[tuple[int, int], ...]:
@@ -175,41 +177,6 @@ def keep_held(dest: Location, path: str, retrier: Retrier, opts: Options) -> Non
     put_local_file(
         dest, HELD_NAME, path, retrier=retrier, cleanup=cleanup, part_size=opts.part_size
     )
-
-
-def _check_options(recorded: Mapping, opts: Options, flag: str, dest: Location) -> None:
-    """Every option that shapes the shards as the dataset was made with (its manifest's)."""
-    now = opts.to_dict()
-    for name, value in recorded.items():
-        if name in EXECUTION_ONLY or name in NOT_COMPARED or name not in now:
-            continue
-        if _same(now[name], value):
-            continue
-        spelt = "--" + name.replace("_", "-")
-        raise UsageError(
-            f"{flag}: {spelt} {_shown(now[name])} is not what the dataset in {dest.url!r} was "
-            f"made with ({_shown(value)}) — {flag} writes shards like its others: give "
-            f"{spelt} {_shown(value)}, or re-shard it with --overwrite"
-        )
-
-
-def _same(a: object, b: object) -> bool:
-    return orjson.dumps(a) == orjson.dumps(b)
-
-
-def _shown(value: object) -> str:
-    if value is None or value is False:
-        return "(not given)" if value is None else "off"
-    if value is True:
-        return "on"
-    if isinstance(value, (list, tuple)):
-        return ",".join(map(str, value))
-    return str(value)
-
-
-def unchanged(growth: Growth) -> bool:
-    """Does the source hold exactly the samples the dataset holds (nothing to write)?"""
-    return not (growth.added or growth.changed or growth.removed)
 
 
 def tell_unchanged(growth: Growth, dest: Location, progress: Progress) -> None:

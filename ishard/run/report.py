@@ -6,6 +6,11 @@ from statistics import median_low
 
 from ..model import FileEntry, Growth, Plan, Report
 from ..options.record import cut_description
+from ..sizes import counted
+
+# the readers of a typical training job (2 ranks × 4 DataLoader workers, or 8 ranks): with
+# fewer shards than readers, a reader without a shard reads nothing
+READERS = 8
 
 
 def plan_document(plan: Plan) -> dict:
@@ -66,6 +71,42 @@ def _growth(growth: Growth) -> dict:
         "moved_samples": growth.moved,
         "replaced_shards": list(growth.replaced),
     }
+
+
+def few_shards(plan: Plan, where: str | None = None) -> str | None:
+    """The one line a plan whose dataset has fewer shards than ``READERS`` is told with (how
+    many, and how to get more); None when it has enough, when nothing is written, when the
+    count was the user's own (``--num-shards``, ``--shards-multiple-of``) or when every shard
+    holds one sample already. ``where``: the destination, named for a growing dataset."""
+    options, growth = plan.options, plan.growth
+    if options.get("num_shards") or options.get("shards_multiple_of"):
+        return None
+    shards, samples = len(plan.shards), plan.sample_count
+    if growth is not None:
+        if growth.unchanged:
+            return None
+        shards += growth.listed - len(growth.replaced)
+        samples = growth.held + growth.added - growth.removed
+    if shards == 0 or shards >= READERS or samples <= shards:
+        return None
+    more = min(READERS, samples)
+    held = counted(shards, "shard")
+    fix = f"--num-shards {more} makes {more}" + (
+        ", a smaller --shard-size more" if samples > READERS else ""
+    )
+    if growth is not None:
+        held = f"the dataset in {where!r} holds {held}" if where else f"the dataset holds {held}"
+        fix = f"re-shard it with --overwrite: {fix}"
+    return (
+        f"note: {held}, fewer than the {READERS} readers (ranks × DataLoader workers) a "
+        f"training job often has; a reader without a shard reads nothing — {fix}"
+    )
+
+
+def nothing_written(report: Report) -> bool:
+    """Did a growing dataset's run find nothing to do (its source holds what it holds)?"""
+    growth = report.plan.growth
+    return growth is not None and growth.unchanged
 
 
 def size_histogram(sizes: list[int], bins: int = 8) -> list[tuple[int, int, int]]:

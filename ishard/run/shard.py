@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from os import PathLike
 from typing import Any
@@ -41,12 +41,12 @@ from .grow import (
     keep_held,
     mode_of,
     tell_unchanged,
-    unchanged,
 )
 from .manifest import MANIFEST_NAME, Kept, manifest_bytes, manifest_document, remove_manifest
 from .replaced import earlier_archives, remove_archives, stale, tell_ignored
 from .resume import Recorder, Remaining, earlier_manifest_seed, finished_earlier, with_offsets
 from .sampleindex import INDEX_NAME, IndexWriter
+from .settled import settled
 from .state import RunState, remove_temp_files
 from .state import fingerprint as run_fingerprint
 from .writers import CLEANUP_RETRIES, Publish, write_planned
@@ -64,10 +64,12 @@ def shard_with(
     *,
     progress: Progress = SILENT,
     sort: str | None = None,
+    given: Collection[str] | None = None,
 ) -> Report:
     """:func:`shard` under options already checked by :func:`make_options` (the command's way
-    in); ``sort``: the order as given, which tells whether a shuffle's seed was drawn."""
-    drawn = _drawn_seed(sort, opts)  # an unseeded shuffle's seed, drawn now
+    in); ``sort``: the order as given, which tells whether a shuffle's seed was drawn;
+    ``given``: the names of the options the caller gave (None: every one) — a run that
+    continues a dataset takes the others that shape shards from what DST records."""
     started = time.monotonic()
     source = located(str(src), opts, "source")
     dest = located(str(dst), opts, "destination")
@@ -75,6 +77,10 @@ def shard_with(
     # everything that can be checked before DST is touched is: a failure after the claim
     # would leave the run's records and ask for --resume or --overwrite
     was_empty = check_before_claim(source, dest, opts, retrier)
+    opts, sort = settled(
+        dest, opts, given=given, sort=sort, was_empty=was_empty, progress=progress, retrier=retrier
+    )
+    drawn = _drawn_seed(sort, opts)  # an unseeded shuffle's seed, drawn now
     with dask_client(opts.scheduler, opts.workers(remote=False), opts.executor == "dask") as client:
         created = dest.store.make_root()
         lock = acquire(dest, retrier)
@@ -183,7 +189,7 @@ class Run:
         stopped run's leftovers are removed); else which shards an earlier run completed
         (``--resume``, checked), and which earlier archives this run replaces."""
         growth = self.the_plan.growth
-        if self.found is not None and growth is not None and unchanged(growth):
+        if self.found is not None and growth is not None and growth.unchanged:
             tell_unchanged(growth, self.dest, self.progress)
             if self.begun:
                 self.removed = _finish_stopped(self.dest, self.state, self.found, self.retrier)

@@ -47,6 +47,21 @@ def test_n_before_dst_takes_nothing_from_it(tmp_path):
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
 
 
+def test_words_made_of_flag_letters_are_not_flags(tmp_path):
+    """Only a word that starts with one dash is read as one-letter flags: a sample key, a
+    path or a mode spelt with the letters of -n, -j, -q or -v (``nnn``, ``qv``) is itself."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "nnn.jpg").write_bytes(b"x")
+    (src / "qv.jpg").write_bytes(b"y")
+    done = invoke_ishard("shard", src, tmp_path / "nq", "-q")
+    assert done.returncode == 0, done.stderr
+    for key in ("nnn", "qv"):
+        found = invoke_ishard("find", tmp_path / "nq", key)
+        assert found.returncode == 0, found.stderr
+        assert f"{key}.jpg" in found.stdout
+
+
 def test_n_in_go_spelling_is_go_s_dry_run(tmp_path):
     go = ["-src_bck", SOURCE, f"-dst_bck={tmp_path / 'out'}", "-shard_size=256KiB"]
     by_short = invoke_ishard(*go, "-n")

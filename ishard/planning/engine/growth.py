@@ -177,6 +177,7 @@ def compare(
         removed=removed,
         moved=kept_in_replaced,
         replaced=tuple(replaced),
+        listed=len(held.shards),
     )
     return chosen, growth
 
