@@ -210,10 +210,22 @@ def _environment(bin_dir: Path) -> dict[str, str]:
     return env
 
 
+FIXTURES_MTIME = 1_700_000_000  # the pages' outputs were made with the fixtures at this time
+
+
+def _fixtures_copied(workspace: Path) -> None:
+    """A copy of ``fixtures/`` in ``workspace``, every file and folder at one fixed time: what a
+    page shows holds the files' times (the sample index's ``mtime`` column, hence its size), and
+    a clone's checkout gives each file the moment it was written."""
+    copied = Path(shutil.copytree(ROOT / "fixtures", workspace / "fixtures"))
+    for path in [copied, *copied.rglob("*")]:
+        os.utime(path, (FIXTURES_MTIME, FIXTURES_MTIME), follow_symlinks=False)
+
+
 def run_page(page: Path, workspace: Path) -> list[tuple[Block, Command, list[str]]]:
     """Run every block of ``page`` that can run, in order, in ``workspace``; return each
     command with what it printed (stdout and stderr as a terminal shows them)."""
-    shutil.copytree(ROOT / "fixtures", workspace / "fixtures")
+    _fixtures_copied(workspace)
     env = _environment(Path(sys.executable).parent)
     results = []
     for block in page_blocks(page):
