@@ -407,9 +407,8 @@ def test_a_throttled_clean_up_is_retried_retries_times_and_leaves_nothing(
     the destination (--overwrite) is not refused."""
     src = make_tree(tmp_path / "src", {f"{i}.jpg": blob(f"c{i}", 10_000) for i in range(4)})
     rule = RefuseEachAfterManifest("out/manifest.json", retries)
-    proxy = S3Proxy(s3_server.endpoint_url, rule, rule.after)
     dst = f"s3://{s3_bucket}/out"
-    try:
+    with S3Proxy(s3_server.endpoint_url, rule, rule.after) as proxy:
         result = ishard_at(
             proxy.endpoint_url,
             s3env,
@@ -421,8 +420,6 @@ def test_a_throttled_clean_up_is_retried_retries_times_and_leaves_nothing(
             "--retries",
             str(retries),
         )
-    finally:
-        proxy.close()
     assert result.returncode == 0 and without_note(result.stderr) == "", result.stderr
     assert rule.seen and set(rule.seen.values()) == {retries + 1}, rule.seen
     assert json.loads(result.stdout)["retries"] == retries * len(rule.seen)
@@ -458,9 +455,8 @@ def test_records_that_cannot_be_removed_after_the_manifest_are_a_notice_not_a_fa
         if request.method == "PUT" and request.key == "out/manifest.json" and status == 200:
             published.set()
 
-    proxy = S3Proxy(s3_server.endpoint_url, refuse_cleanup, after)
     dst = f"s3://{s3_bucket}/out"
-    try:
+    with S3Proxy(s3_server.endpoint_url, refuse_cleanup, after) as proxy:
         result = ishard_at(
             proxy.endpoint_url,
             s3env,
@@ -472,8 +468,6 @@ def test_records_that_cannot_be_removed_after_the_manifest_are_a_notice_not_a_fa
             "2",
             *NO_LOWER_RETRIES,
         )
-    finally:
-        proxy.close()
     assert result.returncode == 0, result.stderr
     notice = (
         f"ishard: the dataset is complete, but this run's records in {dst!r} could not "
@@ -696,10 +690,9 @@ def test_a_stop_signal_ends_a_run_whose_store_refuses_everything_at_once(
     backoff wait ends with the signal. --resume through the store then finishes the run."""
     src = make_tree(tmp_path / "src", {f"{i}.jpg": blob(f"s{i}", 10_000) for i in range(6)})
     rule = RefuseAllFromFirstShard()
-    proxy = S3Proxy(s3_server.endpoint_url, rule, rule.after)
     dst = f"s3://{s3_bucket}/out"
     common = (*SMALL_SHARDS, "--retries", "6")
-    try:
+    with S3Proxy(s3_server.endpoint_url, rule, rule.after) as proxy:
         run = start_ishard(proxy.endpoint_url, s3env, "shard", src, dst, *common)
         assert rule.refused.wait(WAIT), "no request was refused"
         run.send_signal(signum)
@@ -709,8 +702,6 @@ def test_a_stop_signal_ends_a_run_whose_store_refuses_everything_at_once(
         finally:
             stopped = time.monotonic() - sent
         result = finish(run)
-    finally:
-        proxy.close()
     assert result.returncode == code, (result.stdout, result.stderr)
     assert stopped < 5, f"stopped {stopped:.1f} s after the signal"
     assert len(result.stderr.splitlines()) == 1, result.stderr

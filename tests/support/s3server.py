@@ -516,3 +516,9 @@ class S3Proxy:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
