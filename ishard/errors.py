@@ -21,6 +21,28 @@ class SourceError(IshardError, OSError):
     exit_code = 1
 
 
+class SizeChanged(SourceError):
+    """A source file is not the size it was listed with: ``name``, ``listed`` and ``now``
+    (None: more than listed, by how much not read)."""
+
+    def __init__(self, message: str, name: str = "", listed: int = 0, now: int | None = None):
+        super().__init__(message)
+        self.name, self.listed, self.now = name, listed, now
+
+    def __reduce__(self):  # a worker process's error crosses to the run whole
+        return type(self), (str(self), self.name, self.listed, self.now)
+
+    def stale(self, inventory: str) -> SourceError:
+        """The same error where the size came from an inventory (``--src-list``): the
+        inventory is what is out of date, not the source."""
+        now = f"{self.now} bytes" if self.now is not None else f"more than {self.listed} bytes"
+        return SourceError(
+            f"file {self.name!r} is {now} in the source, but --src-list {inventory!r} says "
+            f"{self.listed}: the inventory is stale — write it again, or give the names alone "
+            "(a name a line: ishard reads each size from the source)"
+        )
+
+
 class DataError(IshardError, ValueError):
     """The dataset itself breaks a rule the options ask for (missing extension, EKM conflict)."""
 

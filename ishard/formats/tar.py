@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import BinaryIO
 
 from ..checksums import member_hasher
-from ..errors import SourceError
+from ..errors import SizeChanged
 from ..store.readers import unreadable
 from .compress import Sink
 
@@ -135,10 +135,13 @@ def read_exactly(source: BinaryIO, size: int, name: str, into: Sink | bytearray)
         raise _grew(name, size)
 
 
-def _shrank(name: str, size: int, got: int) -> SourceError:
-    return SourceError(
+def _shrank(name: str, size: int, got: int) -> SizeChanged:
+    return SizeChanged(
         f"file {name!r} shrank while being read: listed {size} bytes, "
-        f"got {got} — run again once the source is stable"
+        f"got {got} — run again once the source is stable",
+        name,
+        size,
+        got,
     )
 
 
@@ -162,10 +165,12 @@ class _Into:
         """Nothing to flush: each piece went on as it came."""
 
 
-def _grew(name: str, size: int) -> SourceError:
-    return SourceError(
+def _grew(name: str, size: int) -> SizeChanged:
+    return SizeChanged(
         f"file {name!r} grew while being read: listed {size} bytes — "
-        "run again once the source is stable"
+        "run again once the source is stable",
+        name,
+        size,
     )
 
 

@@ -12,6 +12,8 @@ from ..errors import UsageError
 from ..model import Tally
 from ..names import combined_prefix
 from .rowrules import MAX_SIZE
+from .rows.lines import read_head
+from .rows.names import Sizes, names_only
 from .rows.reader import read_rows
 from .table import FileTable
 
@@ -39,7 +41,8 @@ def choose_planner(
     (``ENGINE_FROM_COMPRESSED`` gzip'ed, and an S3 Inventory report's data files), any
     Parquet file and any inventory in a store (whose size is known only once fetched; the
     engine fetches it). ``$ISHARD_PLANNER`` names one whatever the size: ``engine`` where the
-    engine can read the inventory, ``rows`` where the row reader can (not Parquet).
+    engine can read the inventory, ``rows`` where the row reader can (not Parquet). A list of
+    names alone is the row reader's: each size is asked of the source, a request a name.
 
     Raises:
         UsageError: ``$ISHARD_PLANNER`` names no planner.
@@ -52,6 +55,8 @@ def choose_planner(
     inventory = describe(where, opener)
     if inventory is not None and inventory.kind == "parquet":
         return "engine", "a Parquet file, which only the column engine reads", inventory
+    if _names_alone(where, inventory, opener):
+        return "rows", "a list of names alone: each size is read from the source", None
     if inventory is None:
         return "rows", "not an inventory the column engine reads", None
     if wanted is None:
@@ -68,6 +73,16 @@ def choose_planner(
     if size < least:
         return "rows", f"{size} bytes, under {least >> 20} MiB", None
     return "engine", f"{size} bytes, from {least >> 20} MiB on", inventory
+
+
+def _names_alone(
+    where: str, inventory: Inventory | None, opener: Callable[[str], BinaryIO] | None
+) -> bool:
+    """Whether the inventory is a list of names alone (``rows.names``): one the engine would
+    read as CSV, or not at all, whose first line names no column."""
+    if inventory is not None and inventory.kind != "csv":
+        return False
+    return names_only(read_head(where, opener, 1 << 16).decode("utf-8", "replace"), where)
 
 
 def _by_engine(
@@ -132,6 +147,7 @@ def list_inventory(
     tally: Tally | None = None,
     on_file: Callable[..., None] | None = None,
     opener: Callable[[str], BinaryIO] | None = None,
+    sizes: Sizes | None = None,
     **reading: Unpack[EngineReading],
 ) -> FileTable:
     """The entries an inventory file names, filtered like a listing, sorted bytewise.
@@ -141,7 +157,8 @@ def list_inventory(
     is a built-in pattern (the table's ``handover.grouping``), and finds the files whose member
     names (``<key>.<extension>`` when ``renamed``) may clash on extraction (``clashes``).
     ``on_file(size)`` is called per file, or ``on_file(total, count)`` once for a listing
-    read by the column engine. ``tmp_dir`` and ``memory_limit``: where the column engine
+    read by the column engine. ``sizes`` gives the sizes and mtimes of a list of names alone
+    (``rows.names``) from the source. ``tmp_dir`` and ``memory_limit``: where the column engine
     spills and past how many bytes (``engine.MEMORY_LIMIT`` when None); the table's
     ``handover.spilled`` says how much it wrote there.
 
@@ -159,7 +176,7 @@ def list_inventory(
     LOG.info("planner: %s (%s)", planner, why)
     if fast is not None:
         return fast
-    entries = read_rows(where, wanted, include_hidden, tally, on_file, opener)
+    entries = read_rows(where, wanted, include_hidden, tally, on_file, opener, sizes)
     _sizes_fit(where, entries.sizes)
     entries.sort()
     return entries

@@ -41,6 +41,18 @@ def _open_url(url: str, opts: PlanSettings):
     )
 
 
+def _sizes(source: Location, opts: PlanSettings):
+    """What a list of names alone (``--src-list``) asks each batch of its names' sizes of:
+    the source, each request retried, a failure worded as the source's."""
+    retrier = Retrier(opts.retries)
+
+    def sizes(names):
+        with source.translated("source"):
+            return source.store.sizes(names, retrier, opts.follow_symlinks)
+
+    return sizes
+
+
 def _list(source: Location, opts: PlanSettings, tally: Tally, progress: Progress) -> FileTable:
     seen = [0, 0]
 
@@ -66,6 +78,7 @@ def _list(source: Location, opts: PlanSettings, tally: Tally, progress: Progress
             memory_limit=opts.memory_limit,
             key=key_function(opts.sample_key_pattern),
             renamed=opts.renamed,
+            sizes=_sizes(source, opts),
             **common,
         )
     else:

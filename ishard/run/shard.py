@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from os import PathLike
 from typing import Any
 
-from ..errors import IshardError
+from ..errors import IshardError, SizeChanged
 from ..formats.dali_index import index_name
 from ..model import Plan, Report, ShardResult
 from ..options.record import Options, parse_sort
@@ -26,6 +27,7 @@ from ..store.base import Lock
 from ..store.lockrecord import acquire
 from ..store.retry import Retrier
 from ..store.sinks import abort_dangling_uploads, put_file
+from ..store.urls import redacted
 from .destination import (
     check_before_claim,
     check_claimed,
@@ -251,17 +253,22 @@ class Run:
             assert isinstance(plan.shards, ShardList)
             self.index_writer = IndexWriter(plan.shards, self.opts.tmp_dir, self.opts.memory_limit)
             stack.callback(self.index_writer.close)
-        self.written = write_planned(
-            self.source,
-            self.dest,
-            self.opts,
-            todo,
-            recorder,
-            retrier=self.retrier,
-            publish=Publish(self.claim.lock, self.exclusive),
-            client=self.client,
-            meanwhile=self.index_writer.prepare if self.index_writer is not None else None,
-        )
+        try:
+            self.written = write_planned(
+                self.source,
+                self.dest,
+                self.opts,
+                todo,
+                recorder,
+                retrier=self.retrier,
+                publish=Publish(self.claim.lock, self.exclusive),
+                client=self.client,
+                meanwhile=self.index_writer.prepare if self.index_writer is not None else None,
+            )
+        except SizeChanged as err:  # the size came from --src-list: the inventory is stale
+            if not self.opts.src_list:
+                raise
+            raise err.stale(redacted(os.fspath(self.opts.src_list))) from None
 
     def publish(self) -> None:
         """Publish the dataset: the sample index, then the manifest that names it (kept and

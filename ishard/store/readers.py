@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, BinaryIO, cast
 
-from ..errors import IshardError, SourceError
+from ..errors import IshardError, SizeChanged, SourceError
 from ..model import FileEntry
 from .retry import Retrier
 
@@ -139,6 +139,33 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def local_stats(
+    root: str, names: Iterable[str], follow_symlinks: bool = False
+) -> list[os.stat_result]:
+    """Each named file's status (a list of names alone, ``--src-list``), each file opened as
+    ``LocalReader`` opens it — no link followed unless ``follow_symlinks``, and then never to
+    outside the source; a FIFO never waited on — and refused as it refuses one.
+
+    Raises:
+        SourceError: a file cannot be opened, is no regular file, or breaks the path rule.
+    """
+    opener = _Resolver(root) if follow_symlinks else _Walker(root)
+    found: list[os.stat_result] = []
+    try:
+        for name in names:
+            fd = opener.open(name)
+            try:
+                st = os.fstat(fd)
+            finally:
+                os.close(fd)
+            if not stat.S_ISREG(st.st_mode):
+                _refuse(st, FileEntry(name, st.st_size))
+            found.append(st)
+    finally:
+        opener.close()
+    return found
+
+
 def _refuse(st: os.stat_result, entry: FileEntry) -> None:
     """Raise why an open file is not the regular file of the listed size it must be."""
     if not stat.S_ISREG(st.st_mode):
@@ -148,9 +175,12 @@ def _refuse(st: os.stat_result, entry: FileEntry) -> None:
         )
     if st.st_size != entry.size:
         how = "shrank" if st.st_size < entry.size else "grew"
-        raise SourceError(
+        raise SizeChanged(
             f"file {entry.name!r} {how} after it was listed: listed {entry.size} "
-            f"bytes, now {st.st_size} — {STABLE}"
+            f"bytes, now {st.st_size} — {STABLE}",
+            entry.name,
+            entry.size,
+            st.st_size,
         )
 
 

@@ -358,9 +358,14 @@ def inventory_rows(client, bucket: str) -> list[dict]:
 
 
 def write_list(kind: str, rows: list[dict], bucket: str, where: Path) -> Path:
-    """An inventory of ``rows`` as a CSV with a header, JSON Lines, or an AWS S3 Inventory
-    (manifest.json + gzip'ed headerless CSV data files with URL-encoded keys)."""
+    """An inventory of ``rows`` as a CSV with a header, JSON Lines, a list of names alone (in
+    a store, gzip'ed), or an AWS S3 Inventory (manifest.json + gzip'ed headerless CSV data
+    files with URL-encoded keys)."""
     where.mkdir(parents=True, exist_ok=True)
+    if kind == "names":
+        path = where / "names.txt.gz"
+        path.write_bytes(gzip.compress("".join(r["name"] + "\n" for r in rows).encode()))
+        return path
     if kind == "csv":
         path = where / "list.csv"
         with open(path, "w", newline="", encoding="utf-8") as f:
@@ -536,7 +541,7 @@ LISTED = {
 
 
 @pytest.mark.parametrize(
-    "kind", ["csv", "jsonl", "s3-inventory", "s3-inventory-parquet", "s3-inventory-orc"]
+    "kind", ["csv", "jsonl", "names", "s3-inventory", "s3-inventory-parquet", "s3-inventory-orc"]
 )
 def test_src_list_gives_the_same_shards_as_listing_the_bucket(
     cli, client, s3_bucket, tmp_path, kind
@@ -555,7 +560,7 @@ def test_src_list_gives_the_same_shards_as_listing_the_bucket(
         assert {n: read_members_checked(n, d) for n, d in from_list.items()} == {
             n: read_members_checked(n, d) for n, d in listed.items()
         }
-    else:  # times in the list: byte-identical shards
+    else:  # times in the list (a list of names: from the store): byte-identical shards
         assert from_list == listed
         assert list_manifest["shardlist"] == listed_manifest["shardlist"]
 
@@ -573,6 +578,22 @@ def test_src_list_name_missing_from_the_bucket_fails_at_read_time(
     # no shard, no manifest, and no records: nothing was published, so DST is as it was
     assert [o["Key"] for o in listing(client, bucket2)] == []
     assert uploads(client, bucket2) == []
+
+
+def test_a_names_list_in_the_store_takes_sizes_from_the_bucket(cli, client, s3_bucket, tmp_path):
+    put(client, s3_bucket, {"n/a.jpg": b"a" * 300, "n/a.cls": b"1", "n/b.jpg": b"b" * 500,
+                            "lists/names.txt": b"n/b.jpg\nn/a.jpg\nn/a.cls\n"})  # fmt: skip
+    names = f"s3://{s3_bucket}/lists/names.txt"
+    done = cli("shard", f"s3://{s3_bucket}/n", tmp_path / "o", "--src-list", names, "-v",
+               "--dry-run", "--json")  # fmt: skip
+    assert done.returncode == 0, done
+    plan = json.loads(done.stdout)
+    assert (plan["files"], plan["bytes"], plan["samples"]) == (3, 801, 2)
+    assert "planner: rows (a list of names alone: each size is read from the source)" in done.stderr
+    put(client, s3_bucket, {"lists/names.txt": b"n/a.jpg\nn/ghost.jpg\n"})
+    result = cli("shard", f"s3://{s3_bucket}/n", tmp_path / "o", "--src-list", names)
+    assert_error(result, 1, "'n/ghost.jpg' is named in --src-list but is not in the source")
+    assert not (tmp_path / "o").exists()
 
 
 # ---------------------------------------------------------------- errors

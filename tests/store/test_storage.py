@@ -20,7 +20,7 @@ from ishard.model import Tally
 from ishard.names import HIDDEN
 from ishard.planning.inventory import list_inventory
 from ishard.store import parse_storage_options, resolve
-from ishard.store.base import storage_error
+from ishard.store.failures import storage_error
 from ishard.store.fsspec import FsspecStore
 from ishard.store.local import LocalStore
 

@@ -1,13 +1,13 @@
 """The row reader of CSV with a header and JSON Lines (and, through ``s3inventory``, of AWS S3
-Inventory reports): an inventory read a line at a time, each row checked by the rules of
-``rowrules`` and filtered like a store's listing."""
+Inventory reports; through ``names``, of lists of names alone): an inventory read a line at a
+time, each row checked by the rules of ``rowrules`` and filtered like a store's listing."""
 
 from __future__ import annotations
 
 import csv
 import json
 from collections.abc import Callable, Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -33,6 +33,7 @@ from ..rowrules import (
 )
 from ..table import FileTable
 from .lines import csv_error, csv_reader, line_blocks, read_head
+from .names import Sizes, name_rows, names_only, sized
 
 
 def read_rows(
@@ -42,12 +43,24 @@ def read_rows(
     tally: Tally,
     on_file: Callable[..., None] | None,
     opener: Callable[[str], BinaryIO] | None,
+    sizes: Sizes | None = None,
 ) -> FileTable:
     """The files the inventory ``where`` names under the prefix ``wanted`` (None: no name
     can have it), in its order, kept by the object-store name rules (what is left out
-    counted in ``tally``); ``on_file(size)`` called per file kept."""
+    counted in ``tally``); ``on_file(size)`` called per file kept. A list of names alone
+    (``names.names_only``) takes each kept name's size and mtime from ``sizes``.
+
+    Raises:
+        UsageError: a list of names alone, and no ``sizes`` to ask.
+    """
     head = read_head(where, opener, 1 << 16).decode("utf-8", "replace")
     stripped = head.removeprefix(BOM).lstrip()
+    listed = names_only(head, where)
+    if listed and sizes is None:
+        raise UsageError(
+            f"--src-list {where!r} lists names alone, and nothing here reads their sizes "
+            "from a source — give a name and a size a line (CSV 'name,size')"
+        )
     stream = None
     if stripped.startswith("{") and '"fileSchema"' in head:
         from .s3inventory import report_rows
@@ -58,21 +71,39 @@ def read_rows(
         stream = open_inventory(
             where, opener
         )  # read again, line by line: a big inventory is never held whole
-        rows = _rows_jsonl(stream, where) if stripped.startswith("{") else _rows_csv(stream, where)
+        if listed:
+            rows = name_rows(_lines(stream, where), where)
+        elif stripped.startswith("{"):
+            rows = _rows_jsonl(stream, where)
+        else:
+            rows = _rows_csv(stream, where)
+    kept: Iterator[tuple[Any, ...]] = _kept(rows, wanted, include_hidden, tally)
+    if listed:
+        assert sizes is not None  # refused above
+        kept = sized(kept, sizes)  # only names the listing keeps are asked of the source
     entries = FileTable()
     try:
-        for name, size, mtime in rows:
-            if wanted is None or not UNDER_PREFIX.python(name, wanted):
-                continue
-            if not keep_remote_name(name, include_hidden, tally):
-                continue
-            entries.add(name, size, mtime)
+        for row in kept:  # name, size, mtime (and a stamp, from a source)
+            entries.add(*row)
             if on_file is not None:
-                on_file(size)
+                on_file(row[1])
     finally:
         if stream is not None:
             stream.close()
     return entries
+
+
+def _kept(
+    rows: Iterator[tuple[str, int, int]], wanted: str | None, include_hidden: bool, tally: Tally
+) -> Iterator[tuple[str, int, int]]:
+    """The rows whose names are under the prefix ``wanted`` (None: none can be) and kept by
+    the object-store name rules (what is left out counted in ``tally``)."""
+    for row in rows:
+        name = row[0]
+        if wanted is None or not UNDER_PREFIX.python(name, wanted):
+            continue
+        if keep_remote_name(name, include_hidden, tally):
+            yield row
 
 
 def _lines(stream, where: str) -> Iterator[tuple[int, str]]:
@@ -132,7 +163,8 @@ def _rows_csv(stream, where: str) -> Iterator[tuple[str, int, int]]:
         if name_at is None or size_at is None:
             raise UsageError(
                 f"--src-list {where!r} has no header with a name (or key) and a size column — "
-                "add a first line such as 'name,size'"
+                "add a first line such as 'name,size' (a list of names alone, a name a line, "
+                "is read from a file not named .csv)"
             )
         need = max(name_at, size_at)
         for row in reader:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -26,7 +26,7 @@ from ..registry import Backend, register
 from ..retry import run_with
 from ..sinks import TEMP_SUFFIX, WRITE_FIX, LocalSink
 from . import state as localstate
-from .walk import check_source_dir, list_local
+from .walk import check_source_dir, list_local, local_stamp
 
 if TYPE_CHECKING:
     from ..retry import Retrier
@@ -189,6 +189,23 @@ class LocalStore(Store):
         finally:
             os.close(dir_fd)
         return _regular(fd, key)
+
+    def sizes(
+        self, keys: Sequence[str], retrier: Retrier, follow_symlinks: bool = False
+    ) -> list[ObjectInfo]:
+        """Each file opened as the source's reader opens it (``readers.local_stats``), its
+        mtime and stamp as the walk lists them."""
+        from ..readers import local_stats
+
+        return [
+            ObjectInfo(
+                key,
+                st.st_size,
+                st.st_mtime_ns // 1_000_000_000,
+                stamp=local_stamp(st.st_mtime_ns, st.st_ino),
+            )
+            for key, st in zip(keys, local_stats(self.root, keys, follow_symlinks))
+        ]
 
     def descriptor(self, key: str) -> int | None:
         return self._open(key)

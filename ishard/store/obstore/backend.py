@@ -14,15 +14,13 @@ from ..base import (
     Capabilities,
     Mode,
     ObjectInfo,
-    Reached,
     Refused,
     Store,
     Unconditional,
     Upload,
-    out_of_memory,
-    storage_error,
     store_stamp,
 )
+from ..failures import Reached, out_of_memory, storage_error
 from ..registry import Backend, backend, register
 from ..remote import RemoteStore
 from ..retry import run_with
