@@ -63,8 +63,9 @@ def test_a_names_only_list_plans_and_writes_what_names_with_sizes_do(src, tmp_pa
     listed.write_text("".join(n + "\n" for n in names))
     sized = with_sizes(src, names, tmp_path / "sized.csv")
     plans = [
-        invoke_ishard("shard", src, tmp_path / "o", "--src-list", f, "--dry-run", "--json",
-                      *options)  # fmt: skip
+        invoke_ishard(
+            "shard", src, tmp_path / "o", "--src-list", f, "--dry-run", "--json", *options
+        )
         for f in (listed, sized)
     ]
     assert plans[0].returncode == plans[1].returncode == 0, plans
