@@ -4,7 +4,7 @@ new manifest is in place (never before, so a failed run leaves the rest of the o
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from warnings import warn
 
 import orjson
@@ -21,6 +21,7 @@ from ..store.local.state import NotRegularRecord
 from ..store.retry import Retrier
 from .manifest import MANIFEST_NAME
 from .resume import manifest_data
+from .state import still_complete
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -140,6 +141,23 @@ def earlier_archives(
         )
         names, ignored = names + listed + more, ignored + skipped + others
     return sorted(set(names)), sorted(set(ignored))
+
+
+def stopped_leftovers(
+    dest: Location, recorded: Mapping[int, dict], listed: Iterable[str], retrier: Retrier
+) -> list[str]:
+    """The shards a stopped run published that the manifest does not list (``listed``) and
+    that are still as the run recorded them — their size, then their ETag or checksum
+    (``state.still_complete``): the evidence that they are that run's, not someone's files;
+    only names ishard could have written. What a
+    growing run that plans otherwise removes before it writes: no manifest ever named them,
+    so no reader of the dataset reads them; any other file at a new name is left to
+    ``grow.check_free`` to refuse."""
+    shown = set(listed)
+    records = [r for r in recorded.values() if r.get("name") not in shown]
+    names, _ = _sorted_out([r.get("name") for r in records], [], None)
+    ours = [r["name"] for r in records if r["name"] in names and still_complete(dest, r, retrier)]
+    return sorted(ours + [index_name(n) for n in ours if n.endswith(".tar")])
 
 
 def stale(old: Iterable[str], new_names: Iterable[str], dali_index: bool) -> list[str]:

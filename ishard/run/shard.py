@@ -15,6 +15,7 @@ from typing import Any
 from ..errors import IshardError, SizeChanged
 from ..formats.dali_index import index_name
 from ..model import Plan, Report, ShardResult
+from ..names import shown
 from ..options.record import Options, parse_sort
 from ..options.settings import located, plan_settings
 from ..options.table import EXECUTION_ONLY
@@ -22,6 +23,7 @@ from ..planning.planner import announce, make_plan
 from ..planning.record import plan_record
 from ..planning.table import ShardList
 from ..progress import SILENT, Progress
+from ..sizes import counted
 from ..store import Location
 from ..store.base import Lock
 from ..store.lockrecord import acquire
@@ -45,7 +47,13 @@ from .grow import (
     tell_unchanged,
 )
 from .manifest import MANIFEST_NAME, Kept, manifest_bytes, manifest_document, remove_manifest
-from .replaced import earlier_archives, remove_archives, stale, tell_ignored
+from .replaced import (
+    earlier_archives,
+    remove_archives,
+    stale,
+    stopped_leftovers,
+    tell_ignored,
+)
 from .resume import Recorder, Remaining, earlier_manifest_seed, finished_earlier, with_offsets
 from .sampleindex import INDEX_NAME, IndexWriter
 from .settled import settled
@@ -363,11 +371,28 @@ class Run:
     def _free_names(self) -> bool:
         """Whether the run's shards must go to free names, checked free now: a growing
         dataset's new names, unless this very plan's stopped run (its records say so)
-        published some."""
+        published some. A stopped run of another plan (an earlier night, the source changed
+        since) leaves shards no manifest lists: those still as its records say are removed
+        first (``stopped_leftovers``), told; anything else at a new name stops the run."""
         exclusive = self.grows and self.state.earlier_fingerprint() != self.fingerprint
-        if exclusive:
-            check_free(self.dest, _with_indexes(self.the_plan.shard_names, self.opts), self.retrier)
-        return exclusive
+        if not exclusive:
+            return False
+        leftovers: list[str] = []
+        if self.begun and self.found is not None:
+            listed = [e.get("url") for e in self.found.manifest.get("shardlist", [])]
+            leftovers = stopped_leftovers(self.dest, self.state.recorded(), listed, self.retrier)
+        ours = {*leftovers, *_with_indexes(leftovers, self.opts)}  # DALI indexes are recorded too
+        shards = [n for n in leftovers if not n.endswith(".idx")]
+        names = _with_indexes(self.the_plan.shard_names, self.opts)
+        check_free(self.dest, [n for n in names if n not in ours], self.retrier)
+        if ours:  # nothing is removed unless every other new name is free
+            remove_archives(self.dest, ours, self.retrier)
+            self.progress.notice(
+                f"removed {counted(len(shards), 'shard')} a stopped run published and no "
+                f"manifest lists ({_first_few(shards)}): its records show them as it wrote "
+                "them; this run plans from the source as it is now"
+            )
+        return True
 
     def _write_index(self, replaced: Sequence[str]) -> dict | None:
         """Write ``DST/samples.parquet`` (none with ``--no-sample-index``), before the
@@ -415,6 +440,12 @@ def _finish_stopped(dest: Location, state: RunState, found: Holding, retrier: Re
     removed = remove_archives(dest, [n for n in old if n not in listed], retrier)
     state.clear()
     return removed
+
+
+def _first_few(names: Sequence[str], few: int = 3) -> str:
+    """``'a', 'b', 'c', …``: the first names, shown escaped."""
+    more = ", …" if len(names) > few else ""
+    return ", ".join(repr(shown(n)) for n in names[:few]) + more
 
 
 def _drawn_seed(sort: object, opts: Options) -> int | None:

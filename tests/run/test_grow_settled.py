@@ -215,3 +215,53 @@ def test_the_api_takes_what_its_call_does_not_give(dataset):
     assert options_of(dst)["shard_size"] is None and options_of(dst)["samples_per_shard"] == 2
     with pytest.raises(ishard.UsageError, match=r"--ext \.zip is not the dataset's"):
         ishard.shard(src, dst, update=True, ext=".zip")
+
+
+def stopped_night(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A dataset of TREE (``before``, kept aside), then a night that brought three new
+    samples and stopped after it published two of its three shards (the last file vanished
+    under it; it is put back); the source then changes again."""
+    src = make_tree(tmp_path / "src", TREE)
+    dst, before = tmp_path / "dst", tmp_path / "before"
+    assert invoke_ishard("shard", src, dst, "--shard-size", "2").returncode == 0
+    shutil.copytree(dst, before)
+    make_tree(
+        src, {f"d3/{i}.{ext}": 50 + i for i in (90, 91, 92, 93, 94, 95) for ext in ("jpg", "cls")}
+    )
+    command = [sys.executable, "-c", VANISH, str(src / "d3/95.jpg"), "shard", str(src), str(dst)]
+    done = subprocess.run(
+        [*command, "--update", "--jobs", "1"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 1, done.stderr
+    os.rename(src / "d3/95.jpg.away", src / "d3/95.jpg")
+    assert {p.name for p in dst.glob("*.tar")} - {p.name for p in before.glob("*.tar")} == {
+        "shard-000015.tar",
+        "shard-000016.tar",
+    }
+    make_tree(src, {"d3/96.jpg": 146, "d3/96.cls": 2})  # the next night's source
+    return src, dst, before
+
+
+def test_a_stopped_night_is_cleared_by_the_next_with_no_option_added(tmp_path):
+    src, dst, before = stopped_night(tmp_path)
+    reference = tmp_path / "reference"
+    shutil.copytree(before, reference)
+    assert invoke_ishard("shard", src, reference, "--update").returncode == 0
+    done = invoke_ishard("shard", src, dst, "--update")  # the same command as every night
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        (
+            "ishard: removed 2 shards a stopped run published and no manifest lists "
+            "('shard-000015.tar', 'shard-000016.tar'): its records show them as it wrote them; "
+            "this run plans from the source as it is now"
+        )
+    ]
+    assert snapshot(dst) == snapshot(reference)
+
+
+def test_a_file_not_as_the_stopped_run_recorded_it_is_left_and_stops_the_night(tmp_path):
+    src, dst, _ = stopped_night(tmp_path)
+    (dst / "shard-000016.tar").write_bytes(b"someone else's bytes now")
+    done = invoke_ishard("shard", src, dst, "--update")
+    assert_error(done, 1, "shard-000016.tar' is already there", "manifest.json does not list")
+    assert (dst / "shard-000016.tar").read_bytes() == b"someone else's bytes now"
