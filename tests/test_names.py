@@ -135,7 +135,9 @@ def test_a_local_walk_leaves_out_exactly_the_unsafe_and_hidden_names(tmp_path_fa
     check is made for each file or once for a folder's names."""
     from ishard.model import Tally
     from ishard.names import HIDDEN, UNSAFE, unsafe_name
+    from ishard.store.base import SourceListing
     from ishard.store.local.walk import Rows, list_local
+    from ishard.store.retry import Retrier
 
     root = tmp_path_factory.mktemp("tree")
     files = set()
@@ -153,7 +155,7 @@ def test_a_local_walk_leaves_out_exactly_the_unsafe_and_hidden_names(tmp_path_fa
     hidden = [f for f in visited if f not in unsafe and f.rsplit("/", 1)[-1].startswith(".")]
     wanted = sorted(set(visited) - set(unsafe) - set(hidden), key=lambda n: n.encode())
     rows, tally = Rows(), Tally()
-    list_local(str(root), rows, tally=tally)
+    list_local(str(root), rows, SourceListing("", False, tally, None, Retrier()))
     assert rows.names == wanted
     counts = {s.reason: s.count for s in tally.freeze()}
     assert counts.get(UNSAFE, 0) == len(unsafe) and counts.get(HIDDEN, 0) == len(hidden)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, BinaryIO
 from ..errors import UsageError
 from ..model import Tally
 from ..names import combined_prefix
-from .rowrules import MAX_SIZE
+from .rowrules import MAX_SIZE, InventoryRead
 from .rows.lines import read_head
 from .rows.names import Sizes, names_only
 from .rows.reader import read_rows
@@ -86,14 +86,7 @@ def _names_alone(
 
 
 def _by_engine(
-    where: str,
-    inventory: Inventory,
-    wanted: str | None,
-    include_hidden: bool,
-    tally: Tally,
-    on_file: Callable[..., None] | None,
-    opener: Callable[[str], BinaryIO] | None,
-    reading: EngineReading,
+    read: InventoryRead, inventory: Inventory, reading: EngineReading
 ) -> FileTable | None:
     """The listing read by the column engine (``columns``), or None: the engine hands it back
     to the row reader (it does not take it as it is)."""
@@ -102,19 +95,19 @@ def _by_engine(
 
     try:
         files, nbytes = read_inventory(
-            where,
+            read.where,
             inventory,
-            wanted=wanted,
-            include_hidden=include_hidden,
-            tally=tally,
-            opener=opener,
+            wanted=read.wanted,
+            include_hidden=read.include_hidden,
+            tally=read.tally,
+            opener=read.opener,
             **reading,
         )
     except Fallback:  # never for Parquet: the engine names what is wrong
         return None
-    _total_fits(where, nbytes)
-    if on_file is not None:
-        on_file(nbytes, len(files))
+    _total_fits(read.where, nbytes)
+    if read.on_file is not None:
+        read.on_file(nbytes, len(files))
     return files
 
 
@@ -168,15 +161,16 @@ def list_inventory(
     tally = tally if tally is not None else Tally()
     wanted = combined_prefix(list_prefix, prefix)
     planner, why, inventory = choose_planner(where, wanted, opener)
+    read = InventoryRead(where, wanted, include_hidden, tally, on_file, opener)
     fast = None
     if planner == "engine" and inventory is not None:
-        fast = _by_engine(where, inventory, wanted, include_hidden, tally, on_file, opener, reading)
+        fast = _by_engine(read, inventory, reading)
         if fast is None:
             planner, why = "rows", "the column engine handed it back: it does not take it as it is"
     LOG.info("planner: %s (%s)", planner, why)
     if fast is not None:
         return fast
-    entries = read_rows(where, wanted, include_hidden, tally, on_file, opener, sizes)
+    entries = read_rows(read, sizes)
     _sizes_fit(where, entries.sizes)
     entries.sort()
     return entries

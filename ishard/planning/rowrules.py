@@ -11,11 +11,13 @@ import json
 import os
 import posixpath
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import unquote_plus
 
 from ..errors import IshardError, UsageError
+from ..model import Tally
 from ..names import quoted, unsafe_name
 from ..rules import Rule
 from ..store import Location
@@ -32,6 +34,21 @@ MAX_SIZE = (1 << 63) - 1  # bytes of one file, at most: what a size (a signed 64
 NAME_HINT = 'give each file\'s name as text, e.g. {"name": "a/b.jpg", "size": 123}'
 SIZE_HINT = "give each file's size in bytes, e.g. 123"
 BOM = "\ufeff"
+
+
+@dataclass(frozen=True)
+class InventoryRead:
+    """One inventory to read and what to keep of it, as either planner takes it: ``where``
+    (a path or a store URL, which ``opener`` opens), ``wanted`` (the prefix a kept name has;
+    None: no name can have it), ``include_hidden``, ``tally`` (what is left out, counted) and
+    ``on_file`` (told of each file kept, or of them all at once)."""
+
+    where: str
+    wanted: str | None
+    include_hidden: bool
+    tally: Tally
+    on_file: Callable[..., None] | None
+    opener: Callable[[str], BinaryIO] | None
 
 
 def open_inventory(url: str, opener: Callable[[str], BinaryIO] | None = None, mode: str = "rb"):

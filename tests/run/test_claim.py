@@ -126,16 +126,21 @@ LOCAL_FINISHED = {  # what A does while B waits between its check and its lock: 
 }
 
 
-@pytest.mark.parametrize("how", sorted(LOCAL_FINISHED))
-def test_a_dataset_finished_between_the_check_and_the_lock_is_left_alone_locally(how, tmp_path):
+def b_after_a(tmp_path: Path, a_does, *opts: str):
+    """B finds DST empty and waits to take its lock while A does ``a_does`` there: the
+    source, DST, what DST then holds, and how B ended."""
     src = make_tree(tmp_path / "src", TREE)
     dst = tmp_path / "out"
     b = Held(tmp_path, "b", "lock", "shard", src, dst, *B_OPTS)
-    b.wait_until_held()  # B found DST empty and waits to take its lock
-    a_finishes(src, dst, tmp_path, *LOCAL_FINISHED[how])()
-    before = snapshot(dst)
+    b.wait_until_held()
+    a_does(src, dst, tmp_path, *opts)()
+    return src, dst, snapshot(dst), b.finish()
+
+
+@pytest.mark.parametrize("how", sorted(LOCAL_FINISHED))
+def test_a_dataset_finished_between_the_check_and_the_lock_is_left_alone_locally(how, tmp_path):
+    _, dst, before, result = b_after_a(tmp_path, a_finishes, *LOCAL_FINISHED[how])
     assert "manifest.json" in before
-    result = b.finish()
     assert_error(
         result,
         1,
@@ -148,14 +153,8 @@ def test_a_dataset_finished_between_the_check_and_the_lock_is_left_alone_locally
 
 
 def test_a_run_killed_between_the_check_and_the_lock_is_named_with_resume(tmp_path):
-    src = make_tree(tmp_path / "src", TREE)
-    dst = tmp_path / "out"
-    b = Held(tmp_path, "b", "lock", "shard", src, dst, *B_OPTS)
-    b.wait_until_held()
-    a_killed(src, dst, tmp_path)()
-    before = snapshot(dst)
+    src, dst, before, result = b_after_a(tmp_path, a_killed)
     assert ".ishard-run/run.json" in before
-    result = b.finish()
     assert_error(
         result,
         1,

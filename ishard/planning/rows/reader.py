@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable, Iterator
-from typing import Any, BinaryIO
+from collections.abc import Iterator
+from typing import Any
 
 import orjson
 
@@ -22,6 +22,7 @@ from ..rowrules import (
     NAME_FITS,
     SIZE_COLUMNS,
     SIZE_TEXT,
+    InventoryRead,
     Written,
     bad_row,
     checked_name,
@@ -36,23 +37,16 @@ from .lines import csv_error, csv_reader, line_blocks, read_head
 from .names import Sizes, name_rows, names_only, sized
 
 
-def read_rows(
-    where: str,
-    wanted: str | None,
-    include_hidden: bool,
-    tally: Tally,
-    on_file: Callable[..., None] | None,
-    opener: Callable[[str], BinaryIO] | None,
-    sizes: Sizes | None = None,
-) -> FileTable:
-    """The files the inventory ``where`` names under the prefix ``wanted`` (None: no name
-    can have it), in its order, kept by the object-store name rules (what is left out
-    counted in ``tally``); ``on_file(size)`` called per file kept. A list of names alone
-    (``names.names_only``) takes each kept name's size and mtime from ``sizes``.
+def read_rows(read: InventoryRead, sizes: Sizes | None = None) -> FileTable:
+    """The files the inventory ``read.where`` names under the prefix ``read.wanted``, in its
+    order, kept by the object-store name rules (what is left out counted in ``read.tally``);
+    ``read.on_file(size)`` called per file kept. A list of names alone (``names.names_only``)
+    takes each kept name's size and mtime from ``sizes``.
 
     Raises:
         UsageError: a list of names alone, and no ``sizes`` to ask.
     """
+    where, opener = read.where, read.opener
     head = read_head(where, opener, 1 << 16).decode("utf-8", "replace")
     stripped = head.removeprefix(BOM).lstrip()
     listed = names_only(head, where)
@@ -77,7 +71,7 @@ def read_rows(
             rows = _rows_jsonl(stream, where)
         else:
             rows = _rows_csv(stream, where)
-    kept: Iterator[tuple[Any, ...]] = _kept(rows, wanted, include_hidden, tally)
+    kept: Iterator[tuple[Any, ...]] = _kept(rows, read.wanted, read.include_hidden, read.tally)
     if listed:
         assert sizes is not None  # refused above
         kept = sized(kept, sizes)  # only names the listing keeps are asked of the source
@@ -85,8 +79,8 @@ def read_rows(
     try:
         for row in kept:  # name, size, mtime (and a stamp, from a source)
             entries.add(*row)
-            if on_file is not None:
-                on_file(row[1])
+            if read.on_file is not None:
+                read.on_file(row[1])
     finally:
         if stream is not None:
             stream.close()

@@ -127,15 +127,7 @@ class LocalStore(Store):
 
     def list_source(self, location, entries: Listing, listing: SourceListing) -> None:
         """The source walk with its path rules (``localwalk.list_local``)."""
-        list_local(
-            self.root,
-            entries,
-            follow_symlinks=listing.follow_symlinks,
-            prefix=listing.prefix,
-            include_hidden=listing.include_hidden,
-            tally=listing.tally,
-            on_file=listing.on_file,
-        )
+        list_local(self.root, entries, listing)
 
     def _walk(self, folder: str) -> Iterator[tuple[str, os.stat_result]]:
         fd = self._open_dir(folder)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
 from pathlib import Path
 
 from ...errors import SourceError, UsageError
 from ...model import Tally
 from ...names import HIDDEN, SURROGATE, UNSAFE, has_control, unsafe_name
-from ..base import Listing
+from ..base import Listing, SourceListing
 
 HIDDEN_DIR = "hidden directory, not entered (--include-hidden enters it)"
 SYMLINK = "symbolic link, not followed (--follow-symlinks follows it)"
@@ -57,21 +56,12 @@ def _wanted(rel_dir: str, prefix: str) -> bool:
     return prefix.startswith(rel_dir) or rel_dir.startswith(prefix)
 
 
-def list_local(
-    src: str,
-    entries: Listing,
-    *,
-    prefix: str = "",
-    include_hidden: bool = False,
-    follow_symlinks: bool = False,
-    tally: Tally | None = None,
-    on_file: Callable[..., None] | None = None,
-) -> None:
-    """List regular files under ``src`` whose relative name starts with ``prefix`` into
-    ``entries``.
+def list_local(src: str, entries: Listing, listing: SourceListing) -> None:
+    """List regular files under ``src`` whose relative name starts with ``listing.prefix``
+    into ``entries``.
 
-    ``on_file(size)`` is called for a file, or ``on_file(total, count)`` for a folder's run of
-    files.
+    ``listing.on_file(size)`` is called for a file, or ``on_file(total, count)`` for a
+    folder's run of files.
 
     Names use ``/`` and are relative to ``src``; they come sorted bytewise, but for files
     reached through links, which come last (the caller sorts the listing). Special files,
@@ -88,11 +78,11 @@ def list_local(
     walk = _LocalWalk(
         check_source_dir(src),
         src,
-        prefix,
-        include_hidden,
-        follow_symlinks,
-        tally if tally is not None else Tally(),
-        on_file,
+        listing.prefix,
+        listing.include_hidden,
+        listing.follow_symlinks,
+        listing.tally,
+        listing.on_file,
         entries,
     )
     walk.run()
