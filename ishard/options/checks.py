@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from ..errors import UsageError
 from ..formats import extensions
+from ..formats.indexes import indexes_of
 from ..planning.engine import LEAST_MEMORY_LIMIT
 from ..planning.engine import MEMORY_LIMIT as DEFAULT_MEMORY_LIMIT
 from ..planning.naming import MEMBER_NAMES
@@ -20,7 +21,7 @@ from ..store.location import parse_storage_options
 DIGITS = re.compile(r"[0-9]+")
 EXECUTORS = ("local", "dask")
 _SCHEDULER = re.compile(r"(tcp|tls|ucx|ws|wss)://(\[[0-9a-fA-F:]+\]|[^/\s:\[\]]+)(:\d{1,5})?/?")
-INDEXES = ("none", "dali")
+READERS_OF = {"dali": "DALI", "energon": "Megatron-Energon"}
 
 
 def shard_target(shard_size, samples_per_shard) -> ShardSize:
@@ -183,13 +184,18 @@ def check_balance(
     return out
 
 
-def check_naming(member_names: str, index: str, ext: str) -> None:
+def check_naming(member_names: str, index: str, ext: str, sample_index: bool = True) -> None:
     if member_names not in MEMBER_NAMES:
         raise UsageError(f"--member-names {member_names!r} must be original or sample")
-    if index not in INDEXES:
-        raise UsageError(f"--index {index!r} must be none or dali")
-    if index == "dali" and ext != ".tar":
+    for name in sorted(indexes_of(index)):  # a name that is no index fails here
+        reader = READERS_OF[name]
+        if ext != ".tar":
+            raise UsageError(
+                f"--index {name} indexes plain tar shards, not {ext!r} — use --ext .tar "
+                f"({reader} reads uncompressed tar), or drop {name} from --index"
+            )
+    if "energon" in indexes_of(index) and not sample_index:
         raise UsageError(
-            f"--index dali indexes plain tar shards, not {ext!r} — use --ext .tar (DALI reads "
-            "uncompressed tar), or drop --index dali"
+            "--index energon is made from the sample index, with no shard read again — "
+            "drop --no-sample-index"
         )

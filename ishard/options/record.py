@@ -19,6 +19,7 @@ from ..checksums import DEFAULT as DEFAULT_CHECKSUM
 from ..errors import UsageError
 from ..formats import extensions, exts_reading, level_range
 from ..formats.compress import GZIP_LIBRARIES, gzip_library
+from ..formats.indexes import index_value
 from ..planning.cut import Bounds, Order
 from ..planning.ekm import Ekm, parse_ekm
 from ..planning.engine import MEMORY_LIMIT as DEFAULT_MEMORY_LIMIT
@@ -272,7 +273,7 @@ def make_options(**kwargs) -> Options:
         opts.shard_size,
         target.count,
     )
-    check_naming(opts.member_names, opts.index, opts.ext)
+    check_naming(opts.member_names, opts.index, opts.ext, opts.sample_index)
     check_lookalikes(opts.lookalike_names)
     level = _checked_level(opts)
     check_template_ext(opts.template, opts.ext)  # also parses: a bad template fails here
@@ -295,6 +296,7 @@ def make_options(**kwargs) -> Options:
             "retries": positive_int(opts.retries, "--retries", allow_none=False, least=0),
             "storage_options": checked_storage_options(opts.storage_options),
             "prefix": opts.prefix or "",
+            "index": index_value(opts.index),
             "checksum": str(opts.checksum).lower(),
             "executor": str(opts.executor).lower(),
             "tmp_dir": tmp_dir,

@@ -10,11 +10,12 @@ from __future__ import annotations
 from ..checksums import ALGORITHMS
 from ..formats import ARCHIVE_EXTS, level_help, spelt
 from ..formats.compress import GZIP_LIBRARIES
+from ..formats.indexes import CHOICES as INDEX_CHOICES
 from ..planning.extraction import LOOKALIKES
 from ..planning.keys import BUILT_IN
 from ..planning.naming import MEMBER_NAMES
 from ..planning.samples import ACTIONS
-from .checks import EXECUTORS, INDEXES
+from .checks import EXECUTORS
 from .record import DEFAULT_SHARD_SIZE, GO_SHARD_SIZE, ZIP_METHODS
 from .spec import OptionSpec
 
@@ -233,12 +234,14 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec(
         "index",
-        "dali: write <shard>.idx (DALI v1.2) beside each .tar shard.",
+        "dali: <shard>.idx (DALI v1.2) beside each .tar shard; energon: <shard>.tar.idx and "
+        ".nv-meta/ (Megatron-Energon, no energon prepare); both: dali,energon.",
         READERS,
         "choice",
-        INDEXES,
+        INDEX_CHOICES,
         "none",
-        api='``"none"``, or ``"dali"``: a DALI index beside each ``.tar`` shard.',
+        api='``"none"``, ``"dali"`` (a DALI index beside each ``.tar`` shard), ``"energon"`` '
+        '(Megatron-Energon\'s ``<shard>.tar.idx`` and ``.nv-meta/``), or ``"dali,energon"``.',
         group="archive",
     ),
     OptionSpec(

@@ -10,6 +10,7 @@ from dataclasses import replace
 from itertools import chain, compress, repeat
 
 from ..errors import DataError, UsageError
+from ..formats.indexes import indexes_of
 from ..names import member_name, unsafe_name, wds_extension, wds_split
 from ..rules import Rule
 from .handover import LaterReaderKeys, ReaderKeys, ReaderKeysLost
@@ -443,7 +444,7 @@ def check_reader_names(
         sample_members(table, key)
     else:
         key_check(table, check)
-    if index == "dali":
+    if "dali" in indexes_of(index):
         index_names(table, rename)
 
 

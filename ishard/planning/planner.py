@@ -10,6 +10,7 @@ from warnings import warn
 
 from ..errors import DataError, IshardWarning, StrictError
 from ..formats import check_names, format_of
+from ..formats.indexes import indexes_of
 from ..model import Plan, Tally
 from ..progress import SILENT, Progress
 from ..sizes import counted
@@ -119,7 +120,7 @@ def make_plan(
     warnings += opts.count_warning(fullest) if names else []  # no shard: nothing to say
     shards = ShardList(names, members, tables, rename=opts.renamed)
     del members
-    if opts.index == "dali":
+    if "dali" in indexes_of(opts.index):
         check_index_shards(names)
     if any(format_of(n).utf8_names for n in names):
         for shard_plan in shards:

@@ -12,6 +12,7 @@ import orjson
 from ..errors import IshardWarning, UsageError
 from ..formats import extensions
 from ..formats.dali_index import index_name
+from ..formats.indexes import companions
 from ..names import shown
 from ..planning.templates import parse_template
 from ..progress import Progress
@@ -149,7 +150,7 @@ def stopped_leftovers(
     """The shards a stopped run published that the manifest does not list (``listed``) and
     that are still as the run recorded them — their size, then their ETag or checksum
     (``state.still_complete``): the evidence that they are that run's, not someone's files;
-    only names ishard could have written. What a
+    only names ishard could have written (index files beside them are the caller's). What a
     growing run that plans otherwise removes before it writes: no manifest ever named them,
     so no reader of the dataset reads them; any other file at a new name is left to
     ``grow.check_free`` to refuse."""
@@ -157,15 +158,15 @@ def stopped_leftovers(
     records = [r for r in recorded.values() if r.get("name") not in shown]
     names, _ = _sorted_out([r.get("name") for r in records], [], None)
     ours = [r["name"] for r in records if r["name"] in names and still_complete(dest, r, retrier)]
-    return sorted(ours + [index_name(n) for n in ours if n.endswith(".tar")])
+    return sorted(ours)
 
 
-def stale(old: Iterable[str], new_names: Iterable[str], dali_index: bool) -> list[str]:
-    """The names of ``old`` that the new run's output does not have."""
-    new = set(new_names)
-    if dali_index:
-        new |= {index_name(n) for n in new}
-    return [n for n in old if n not in new]
+def stale(old: Iterable[str], new_names: Iterable[str], indexes: frozenset[str]) -> list[str]:
+    """The names of ``old`` that the new run's output (its shards, and the ``indexes``
+    beside them) does not have."""
+    new = list(new_names)
+    written = {*new, *companions(new, indexes)}
+    return [n for n in old if n not in written]
 
 
 def remove_archives(dest: Location, names: Iterable[str], retrier: Retrier) -> int:

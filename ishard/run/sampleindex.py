@@ -175,11 +175,14 @@ class IndexWriter:
         *,
         earlier: str | None,
         dropped: Iterable[str],
+        energon: Sequence[str] | None = None,
         **publish: Any,
     ) -> dict:
         """Write ``DST/samples.parquet``: a growing dataset's rows from
         ``earlier`` but those of the shards ``dropped``, then the plan's beside the offsets
-        in ``results`` (the plan's shards, written or kept); the manifest's record of it."""
+        in ``results`` (the plan's shards, written or kept); the manifest's record of it.
+        With ``energon`` (the dataset's shards in the manifest's order), Energon's files made
+        of it are published after it (``energon.publish_energon``)."""
         if not self._ready:  # not done while the shards were written (or stopped halfway)
             for _ in self.prepare():
                 pass
@@ -191,13 +194,15 @@ class IndexWriter:
         joined = "(SELECT * FROM planned POSITIONAL JOIN layout)"
         if earlier is None:  # the file straight from the two tables
             count = sum(self._shards.file_counts)
-            return _publish(con, folder, dest, joined, count, ("planned", "layout"), **publish)
+            return _publish(
+                con, folder, dest, joined, count, ("planned", "layout"), energon, **publish
+            )
         create_index_table(con, "samples")
         _insert_earlier(con, earlier, dropped)
         con.execute(f"INSERT INTO samples SELECT * FROM {joined}")
         con.execute("DROP TABLE planned")
         con.execute("DROP TABLE layout")
-        return _publish(con, folder, dest, "samples", None, ("samples",), **publish)
+        return _publish(con, folder, dest, "samples", None, ("samples",), energon, **publish)
 
     def close(self) -> None:
         """Close the engine and remove its folder."""
@@ -224,6 +229,7 @@ def _publish(
     rows: str,
     count: int | None,
     tables: Sequence[str],
+    energon: Sequence[str] | None,
     *,
     retrier: Retrier,
     cleanup: Retrier,
@@ -240,6 +246,11 @@ def _publish(
     con.execute(f"COPY {rows} TO {sql_text(path)} ({PARQUET_OPTIONS})")
     for table in tables:  # their memory is not held while the file is sent
         con.execute(f"DROP TABLE {table}")
+    made = None
+    if energon is not None:  # made before anything is put: a refusal leaves DST as it was
+        from .energon import EnergonFiles
+
+        made = EnergonFiles(con, path, energon, folder)
     size = os.path.getsize(path)
     with open(path, "rb") as written:
         checksum = digest_of(written, INDEX_CHECKSUM)
@@ -260,6 +271,9 @@ def _publish(
             f"cannot write the sample index {INDEX_NAME!r} in {dest.url!r}: "
             f"{err.strerror or err} — fix the destination, then run again with --resume"
         ) from None
+    if made is not None:
+        with contextlib.closing(made):
+            made.put(dest, retrier=retrier, cleanup=cleanup, part_size=part_size, guard=guard)
     os.remove(path)
     return {"name": INDEX_NAME, "rows": int(count), "bytes": size, "checksum": checksum}
 

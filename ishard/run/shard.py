@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import IshardError, SizeChanged
 from ..formats.dali_index import index_name
+from ..formats.indexes import companions, indexes_of
 from ..model import Plan, Report, ShardResult
 from ..names import shown
 from ..options.record import Options, parse_sort
@@ -305,7 +306,9 @@ class Run:
         them), then the run's records; a failure of either is a notice: the dataset is
         complete."""
         names = stale(
-            [*self.old, *self.replaced], self.the_plan.shard_names, self.opts.index == "dali"
+            [*self.old, *self.replaced],
+            self.the_plan.shard_names,
+            indexes_of(self.opts.index),
         )
         try:
             self.removed = remove_archives(self.dest, names, self.retrier)
@@ -381,8 +384,8 @@ class Run:
         if self.begun and self.found is not None:
             listed = [e.get("url") for e in self.found.manifest.get("shardlist", [])]
             leftovers = stopped_leftovers(self.dest, self.state.recorded(), listed, self.retrier)
-        ours = {*leftovers, *_with_indexes(leftovers, self.opts)}  # DALI indexes are recorded too
-        shards = [n for n in leftovers if not n.endswith(".idx")]
+        ours = set(_with_indexes(leftovers, self.opts))
+        shards = [n for n in leftovers if not n.endswith(".idx")]  # a DALI index is recorded
         names = _with_indexes(self.the_plan.shard_names, self.opts)
         check_free(self.dest, [n for n in names if n not in ours], self.retrier)
         if ours:  # nothing is removed unless every other new name is free
@@ -393,6 +396,19 @@ class Run:
                 "them; this run plans from the source as it is now"
             )
         return True
+
+    @property
+    def indexes(self) -> frozenset[str]:
+        """The indexes ``--index`` writes beside the shards."""
+        return indexes_of(self.opts.index)
+
+    def _dataset_shards(self, replaced: Sequence[str]) -> list[str]:
+        """The dataset's shards as the manifest about to be published lists them: a growing
+        dataset's kept ones, then the plan's."""
+        earlier = self.found.manifest["shardlist"] if self.found is not None else []
+        gone = set(replaced)
+        kept = [e["url"] for e in earlier if e.get("url") not in gone]
+        return [*kept, *(r.name for r in self.results)]
 
     def _write_index(self, replaced: Sequence[str]) -> dict | None:
         """Write ``DST/samples.parquet`` (none with ``--no-sample-index``), before the
@@ -409,6 +425,7 @@ class Run:
             self.results,
             earlier=self.found.held.index if self.found is not None else None,
             dropped=replaced,
+            energon=self._dataset_shards(replaced) if "energon" in self.indexes else None,
             retrier=retrier,
             cleanup=Retrier(CLEANUP_RETRIES, cap=4.0),
             part_size=self.opts.part_size,
@@ -423,11 +440,8 @@ def _replaced(the_plan: Plan, opts: Options) -> list[str]:
 
 
 def _with_indexes(shards: Sequence[str], opts: Options) -> list[str]:
-    """These shard names and, with ``--index dali``, their DALI indexes'."""
-    names = list(shards)
-    if opts.index == "dali":
-        names += [index_name(n) for n in names if n.endswith(".tar")]
-    return names
+    """These shard names and the index files beside them that ``--index`` writes."""
+    return [*shards, *companions(list(shards), indexes_of(opts.index))]
 
 
 def _finish_stopped(dest: Location, state: RunState, found: Holding, retrier: Retrier) -> int:

@@ -25,6 +25,7 @@ from typing import Protocol
 from .. import signals
 from ..errors import Interrupted, IshardError, WriteError
 from ..formats.dali_index import dali_index, index_name
+from ..formats.indexes import indexes_of
 from ..formats.registry import Settings, writer
 from ..model import ShardPlan, ShardResult, packed, packed_sums
 from ..options.record import Options
@@ -69,7 +70,7 @@ class WriterSettings:
         archive = Settings(
             opts.compress_level, opts.zip_compression == "deflated", opts.gzip_library
         )
-        return cls(archive, opts.index == "dali")
+        return cls(archive, "dali" in indexes_of(opts.index))
 
 
 def write_one(

@@ -295,7 +295,7 @@ def test_sample_names_that_cannot_hold_stop_before_writing(
             2,
             "--index dali indexes plain tar shards, not '.tgz'",
         ),
-        ({"a.jpg": 3}, ["--index", "csv"], 2, "--index 'csv' must be none or dali"),
+        ({"a.jpg": 3}, ["--index", "csv"], 2, "--index 'csv' names 'csv', which is no index"),
         (
             {"a.jpg": 3},
             ["--member-names", "key"],

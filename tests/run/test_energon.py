@@ -1,0 +1,276 @@
+"""``--index energon``: Megatron-Energon's metadata written with the dataset — a ``.tar.idx``
+beside each tar and ``.nv-meta/`` — from the sample index, no shard read again. Checked against
+the shards as Python's ``tarfile`` reads them (each sample's first header, each member's data,
+where the last member ends) and, where megatron-energon is installed, against what
+``energon prepare`` writes for the same shards and with Energon's own loader."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import sqlite3
+import struct
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+from helpers import (
+    assert_error,
+    invoke_ishard,
+    make_tree,
+    objects,
+    read_webdataset,
+    snapshot,
+)
+
+# Energon's rules (megatron/energon/flavors/webdataset/config.py), restated for the check
+SPLIT = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
+META = re.compile(r"__[^/]*__($|/)")
+
+TREE = {
+    **{f"d{i % 3}/{i:02d}.jpg": 300 + 37 * i for i in range(24)},
+    **{f"d{i % 3}/{i:02d}.cls": 2 for i in range(24)},
+    **{f"d{i % 3}/{i:02d}.txt": 40 for i in range(0, 24, 5)},
+}
+OPTS = ("--shard-size", "3KiB", "--index", "energon")
+
+
+def tar_samples(path: Path) -> tuple[list[tuple[str, int, list[tuple[str, int, int]]]], int]:
+    """A tar's samples as Energon groups them, read by tarfile: (key, first header's offset,
+    [(part, data offset, size)]) each; and where its last member ends."""
+    samples: list[tuple[str, int, list[tuple[str, int, int]]]] = []
+    with tarfile.open(path) as tar:
+        for member in tar:
+            found = SPLIT.match(member.name)
+            if not member.isreg() or META.match(member.name) or found is None:
+                continue
+            key, part = found.groups()
+            if not samples or samples[-1][0] != key:
+                samples.append((key, member.offset, []))
+            samples[-1][2].append((part, member.offset_data, member.size))
+        return samples, tar.offset
+
+
+def shards_of(dst: Path) -> list[str]:
+    return [e["url"] for e in json.loads((dst / "manifest.json").read_bytes())["shardlist"]]
+
+
+def check_energon_files(dst: Path) -> None:
+    """Every ``.tar.idx``, ``.info.json``, ``split.yaml`` and ``index.sqlite`` in ``dst`` says
+    what tarfile finds in the manifest's shards."""
+    shards = shards_of(dst)
+    samples, parts = [], []
+    counts = {}
+    for number, shard in enumerate(shards):
+        found, end = tar_samples(dst / shard)
+        counts[shard] = len(found)
+        starts = [start for _, start, _ in found] + [end]
+        idx = (dst / f"{shard}.idx").read_bytes()
+        assert idx == struct.pack(f"<{len(starts)}Q", *starts), shard
+        for index, (key, start, members) in enumerate(found):
+            size = starts[index + 1] - start
+            samples.append((number, key, index, start, size))
+            parts += [(number, index, part, offset, n) for part, offset, n in members]
+    meta = dst / ".nv-meta"
+    info = json.loads((meta / ".info.json").read_bytes())
+    assert info == {"energon_version": "7.4.1", "shard_counts": counts}
+    split = json.loads((meta / "split.yaml").read_bytes())  # JSON, which YAML reads too
+    assert split == {"split_parts": {"train": shards, "val": [], "test": []}, "exclude": []}
+    db = sqlite3.connect(meta / "index.sqlite")
+    try:
+        got = db.execute("SELECT * FROM samples ORDER BY tar_file_id, sample_index").fetchall()
+        assert got == samples
+        got = db.execute("SELECT * FROM sample_parts ORDER BY 1, 2, 4").fetchall()
+        assert got == sorted(parts, key=lambda p: (p[0], p[1], p[3]))
+    finally:
+        db.close()
+    assert len((meta / "index.uuid").read_text()) == 36
+
+
+def test_energon_files_say_what_the_shards_hold(tmp_path):
+    src = make_tree(tmp_path / "src", TREE)
+    dst = tmp_path / "out"
+    done = invoke_ishard("shard", src, dst, *OPTS)
+    assert done.returncode == 0, done.stderr
+    assert len(shards_of(dst)) > 3
+    check_energon_files(dst)
+    again = tmp_path / "again"  # the same dataset gets the same files, its uuid too
+    assert invoke_ishard("shard", src, again, *OPTS).returncode == 0
+    assert snapshot(again / ".nv-meta") == snapshot(dst / ".nv-meta")
+
+
+@pytest.mark.parametrize("mode", ["--append", "--update"])
+def test_energon_files_follow_growth(tmp_path, mode):
+    src = make_tree(tmp_path / "src", TREE)
+    dst = tmp_path / "out"
+    assert invoke_ishard("shard", src, dst, *OPTS).returncode == 0
+    make_tree(src, {"d1/50.jpg": 900, "d1/50.cls": 2, "d2/51.jpg": 700, "d2/51.cls": 2})
+    if mode == "--update":
+        (src / "d0/00.cls").write_bytes(b"changed")
+    before = set(shards_of(dst))
+    done = invoke_ishard("shard", src, dst, mode)  # --index energon taken from the manifest
+    assert done.returncode == 0, done.stderr
+    now = shards_of(dst)
+    assert set(now) - before
+    check_energon_files(dst)
+    gone = before - set(now)
+    assert bool(gone) == (mode == "--update")
+    for shard in gone:  # a replaced shard's index went with it
+        assert not (dst / shard).exists() and not (dst / f"{shard}.idx").exists()
+    assert sorted(read_webdataset(dst, now)) == sorted(p.stem for p in src.rglob("*.jpg"))
+
+
+def test_energon_and_dali_indexes_together(tmp_path):
+    src = make_tree(tmp_path / "src", TREE)
+    dst = tmp_path / "out"
+    done = invoke_ishard("shard", src, dst, "--shard-size", "3KiB", "--index", "energon,dali")
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((dst / "manifest.json").read_bytes())
+    assert manifest["ishard"]["options"]["index"] == "dali,energon"
+    for shard in shards_of(dst):
+        assert (dst / shard.replace(".tar", ".idx")).is_file()  # DALI's
+    check_energon_files(dst)
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (("--index", "energon", "--ext", ".tgz"), "--index energon indexes plain tar shards"),
+        (("--index", "energon", "--no-sample-index"), "drop --no-sample-index"),
+        (("--index", "energon,wds"), "--index 'energon,wds' names 'wds', which is no index"),
+    ],
+)
+def test_energon_refuses_what_it_cannot_index(tmp_path, args, says):
+    src = make_tree(tmp_path / "src", {"a/1.jpg": 10})
+    result = invoke_ishard("shard", src, tmp_path / "out", *args)
+    assert_error(result, 2, says)
+    assert not (tmp_path / "out").exists()
+
+
+def test_two_samples_of_one_energon_key_are_refused_naming_it(tmp_path):
+    """Energon keys a sample by its member names up to the first dot: ``x.a.jpg`` and
+    ``x.b.jpg`` in two shards are two samples of one key, which its index cannot hold."""
+    src = make_tree(tmp_path / "src", {"x.a.jpg": 10, "x.b.jpg": 20})
+    result = invoke_ishard(
+        "shard", src, tmp_path / "out", "--index", "energon", "--samples-per-shard", "1",
+        "--member-names", "original",
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.splitlines()[-1].startswith(
+        "ishard: error: two samples have the Energon key 'x' (in 'shard-000000.tar' and "
+        "'shard-000001.tar')"
+    )
+    published = {p.name for p in (tmp_path / "out").iterdir()}
+    assert "manifest.json" not in published and "samples.parquet" not in published
+
+
+# ---------------------------------------------------------------- with megatron-energon
+
+
+def energon_command() -> list[str]:
+    """``energon`` from the megatron-energon installed beside this Python, or skip."""
+    pytest.importorskip("megatron.energon", reason="megatron-energon is not installed")
+    return [sys.executable, "-c", "from megatron.energon.cli.main import main; main()"]
+
+
+def test_tar_indexes_are_energon_prepares_bytes(tmp_path):
+    command = energon_command()
+    src = make_tree(tmp_path / "src", TREE)
+    dst = tmp_path / "out"
+    assert invoke_ishard("shard", src, dst, *OPTS).returncode == 0
+    prepared = tmp_path / "prepared"
+    shutil.copytree(dst, prepared, ignore=shutil.ignore_patterns("*.idx", ".nv-meta"))
+    subprocess.run(
+        [*command, "prepare", str(prepared), "--non-interactive", "--split-ratio", "1,0,0",
+         "--sample-type", "CrudeWebdataset"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    for shard in shards_of(dst):
+        assert (dst / f"{shard}.idx").read_bytes() == (prepared / f"{shard}.idx").read_bytes()
+    tables = "SELECT * FROM samples ORDER BY 1, 3", "SELECT * FROM sample_parts ORDER BY 1, 2, 4"
+    for query in tables:
+        ours = sqlite3.connect(dst / ".nv-meta/index.sqlite").execute(query).fetchall()
+        theirs = sqlite3.connect(prepared / ".nv-meta/index.sqlite").execute(query).fetchall()
+        assert ours == theirs
+
+
+READ = """
+import hashlib, json, sys
+from dataclasses import dataclass
+from megatron.energon import (
+    Cooker, DefaultTaskEncoder, Sample, WorkerConfig, basic_sample_keys, get_loader,
+    get_train_dataset, stateless,
+)
+
+@dataclass
+class Raw(Sample):
+    parts: dict
+
+@stateless
+def cook(raw):
+    parts = {k: v for k, v in raw.items() if not k.startswith("__")}
+    return Raw(**basic_sample_keys(raw), parts=parts)
+
+class Encoder(DefaultTaskEncoder):
+    decoder = None
+    cookers = [Cooker(cook)]
+    def batch(self, samples):
+        return samples
+
+config = WorkerConfig(rank=0, world_size=1, num_workers=0)
+dataset = get_train_dataset(sys.argv[1], batch_size=None, shuffle_buffer_size=None,
+    max_samples_per_sequence=None, worker_config=config, repeat=False, task_encoder=Encoder())
+seen = {}
+for sample in get_loader(dataset):
+    sample = sample[0] if isinstance(sample, list) else sample
+    assert sample.__key__ not in seen, sample.__key__
+    seen[sample.__key__] = {k: hashlib.sha256(bytes(v)).hexdigest() for k, v in sample.parts.items()}
+print(json.dumps(seen))
+"""
+
+
+def energon_reads(dst: Path) -> dict[str, dict[str, str]]:
+    """Every sample Energon's own loader reads from ``dst`` (no ``energon prepare`` run): its
+    parts' sha256 by extension, by key."""
+    energon_command()
+    done = subprocess.run(
+        [sys.executable, "-c", READ, str(dst)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def source_parts(src: Path) -> dict[str, dict[str, str]]:
+    parts: dict[str, dict[str, str]] = {}
+    for path in src.rglob("*.*"):
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        parts.setdefault(path.stem, {})[path.suffix[1:]] = digest
+    return parts
+
+
+def test_energons_loader_reads_every_sample_without_prepare_and_after_growth(tmp_path):
+    src = make_tree(tmp_path / "src", TREE)
+    dst = tmp_path / "out"
+    assert invoke_ishard("shard", src, dst, *OPTS).returncode == 0
+    assert energon_reads(dst) == source_parts(src)
+    make_tree(src, {"d1/50.jpg": 900, "d1/50.cls": 2})
+    (src / "d0/03.cls").write_bytes(b"relabelled")
+    assert invoke_ishard("shard", src, dst, "--update").returncode == 0
+    assert energon_reads(dst) == source_parts(src)
+
+
+def test_energon_files_in_a_bucket(cli, client, s3_bucket, tmp_path):
+    src = make_tree(tmp_path / "src", TREE)
+    done = cli("shard", src, f"s3://{s3_bucket}/ds", *OPTS, "--member-names", "sample")
+    assert done.returncode == 0, done.stderr
+    copy = tmp_path / "copy"
+    for key, data in objects(client, s3_bucket, "ds/").items():
+        path = copy / key.removeprefix("ds/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    assert (copy / ".nv-meta" / "index.sqlite").is_file()
+    check_energon_files(copy)
