@@ -41,6 +41,11 @@ def tar_index_name(shard: str) -> str:
 
 
 COMPANIONS = {"dali": index_name, "energon": tar_index_name}  # each index's file beside a tar
+ENERGON_FOLDER = ".nv-meta"
+ENERGON_META = tuple(  # Energon's files of the whole dataset
+    f"{ENERGON_FOLDER}/{name}"
+    for name in (".info.json", "split.yaml", "dataset.yaml", "index.sqlite", "index.uuid")
+)
 
 
 def companions(shards: list[str] | tuple[str, ...], indexes: frozenset[str]) -> list[str]:
@@ -52,3 +57,8 @@ def companions(shards: list[str] | tuple[str, ...], indexes: frozenset[str]) -> 
         for shard in shards
         if shard.endswith(".tar")
     ]
+
+
+def dataset_files(indexes: frozenset[str]) -> tuple[str, ...]:
+    """The files of the whole dataset that ``indexes`` write (Energon's ``.nv-meta/``)."""
+    return ENERGON_META if "energon" in indexes else ()

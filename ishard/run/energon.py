@@ -24,12 +24,12 @@ from typing import Any
 import orjson
 
 from ..errors import DataError, IshardError, WriteError
+from ..formats.indexes import ENERGON_FOLDER as FOLDER
 from ..formats.indexes import tar_index_name
 from ..planning.engine.connection import sql_text
 from ..store import Location
 from ..store.sinks import put_local_file
 
-FOLDER = ".nv-meta"
 ENERGON_VERSION = "7.4.1"  # the release whose files these are
 NAME = r"^((?:.*/|)[^.]+)[.]([^/]*)$"  # Energon's split_name_re: the sample key, the part
 META = r"^__[^/]*__($|/)"  # Energon's skip_meta_re, matched at the start

@@ -12,7 +12,7 @@ import orjson
 from ..errors import IshardWarning, UsageError
 from ..formats import extensions
 from ..formats.dali_index import index_name
-from ..formats.indexes import companions
+from ..formats.indexes import companions, dataset_files, indexes_of
 from ..names import shown
 from ..planning.templates import parse_template
 from ..progress import Progress
@@ -109,9 +109,24 @@ def manifest_archives(dest: Location, retrier: Retrier) -> tuple[list[str], list
         shapes = _shapes(record.get("options"))
         archives = [e.get("url") for e in entries if isinstance(e, dict)]
         indexes = [(e.get("name"), e.get("dali_index")) for e in extra if isinstance(e, dict)]
+        energon = _energon(record.get("options"))
     except (orjson.JSONDecodeError, AttributeError, TypeError):
         return [], []
-    return _sorted_out(archives, indexes, shapes)
+    names, ignored = _sorted_out(archives, indexes, shapes)
+    if energon:  # the dataset's Energon files, which its record says ishard wrote
+        tars = [n for n in names if n.endswith(".tar")]
+        names += [*companions(tars, frozenset({"energon"})), *dataset_files(frozenset({"energon"}))]
+    return names, ignored
+
+
+def _energon(options: object) -> bool:
+    """Whether a manifest's recorded options wrote Energon's files."""
+    if not isinstance(options, dict) or not isinstance(options.get("index"), str):
+        return False
+    try:
+        return "energon" in indexes_of(options["index"])
+    except UsageError:
+        return False
 
 
 def earlier_archives(
@@ -165,7 +180,7 @@ def stale(old: Iterable[str], new_names: Iterable[str], indexes: frozenset[str])
     """The names of ``old`` that the new run's output (its shards, and the ``indexes``
     beside them) does not have."""
     new = list(new_names)
-    written = {*new, *companions(new, indexes)}
+    written = {*new, *companions(new, indexes), *dataset_files(indexes)}
     return [n for n in old if n not in written]
 
 

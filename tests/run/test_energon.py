@@ -274,3 +274,17 @@ def test_energon_files_in_a_bucket(cli, client, s3_bucket, tmp_path):
         path.write_bytes(data)
     assert (copy / ".nv-meta" / "index.sqlite").is_file()
     check_energon_files(copy)
+
+
+def test_an_overwrite_takes_the_earlier_datasets_energon_files_away(tmp_path):
+    src = make_tree(tmp_path / "src", TREE)
+    dst = tmp_path / "out"
+    assert invoke_ishard("shard", src, dst, *OPTS).returncode == 0
+    assert invoke_ishard("shard", src, dst, "--shard-size", "9KiB", "--overwrite").returncode == 0
+    left = [p.relative_to(dst).as_posix() for p in dst.rglob("*") if p.is_file()]
+    assert not [n for n in left if n.endswith(".tar.idx") or n.startswith(".nv-meta/")], left
+    again = invoke_ishard("shard", src, dst, *OPTS[2:], "--shard-size", "5KiB", "--overwrite")
+    assert again.returncode == 0, again.stderr
+    check_energon_files(dst)
+    shards = set(shards_of(dst))
+    assert {p.name for p in dst.glob("*.tar.idx")} == {f"{s}.idx" for s in shards}
