@@ -35,13 +35,13 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from benchlib import timed
 
 from ishard.sizes import parse_size
 
@@ -204,27 +204,6 @@ class Peak(threading.Thread):
     def run(self) -> None:
         while not self.done.wait(1.0):
             self.most = max(self.most, folder_mib(self.folder))
-
-
-def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, str]:
-    """(seconds, peak RSS MiB, stdout) of ``cmd`` run under GNU time."""
-    gnu_time = shutil.which("time") or "/usr/bin/time"
-    with tempfile.NamedTemporaryFile(delete=False) as out:
-        pass
-    started = time.perf_counter()
-    proc = subprocess.run(
-        [gnu_time, "-f", "%M", "-o", out.name, *cmd],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    seconds = time.perf_counter() - started
-    if proc.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{proc.stderr[-2000:]}")
-    rss = int(Path(out.name).read_text().split()[-1]) / 1024
-    os.unlink(out.name)
-    return seconds, rss, proc.stdout
 
 
 def main() -> None:

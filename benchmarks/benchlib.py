@@ -5,6 +5,12 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -21,3 +27,24 @@ def machine_line() -> str:
         f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs{mem}, "
         f"Python {platform.python_version()}"
     )
+
+
+def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, str]:
+    """(seconds, peak RSS MiB, stdout) of ``cmd`` run under GNU time."""
+    gnu_time = shutil.which("time") or "/usr/bin/time"
+    with tempfile.NamedTemporaryFile(delete=False) as out:
+        pass
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [gnu_time, "-f", "%M", "-o", out.name, *cmd],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    seconds = time.perf_counter() - started
+    if proc.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{proc.stderr[-2000:]}")
+    rss = int(Path(out.name).read_text().split()[-1]) / 1024
+    os.unlink(out.name)
+    return seconds, rss, proc.stdout

@@ -80,6 +80,7 @@ def energon_files(con: Any, index: str, shards: Sequence[str], folder: str) -> l
         DataError: two samples have one Energon key, which its index cannot hold.
     """
     tars = [s for s in shards if s.endswith(".tar")]
+    con.execute(f"SET threads = {os.cpu_count() or 1}")  # what it makes does not hang on them
     _members(con, index, tars)
     written = [*_tar_indexes(con, tars, folder), *_sqlite(con, folder)]
     counts = dict(
@@ -107,6 +108,7 @@ def energon_files(con: Any, index: str, shards: Sequence[str], folder: str) -> l
         written.append(f"{FOLDER}/{name}")
     for table in ("energon_members", "energon_samples", "energon_tars", "energon_given"):
         con.execute(f"DROP TABLE {table}")
+    con.execute("SET threads = 1")  # as the sample index's engine goes on
     return written
 
 
@@ -171,18 +173,22 @@ def _tar_indexes(con: Any, tars: Sequence[str], folder: str) -> list[str]:
 
 
 def _sqlite(con: Any, folder: str) -> list[str]:
-    """``.nv-meta/index.sqlite``: Energon's tables, filled from the engine a batch at a time."""
+    """``.nv-meta/index.sqlite``: Energon's tables, filled from the engine a few shards at a
+    time (no journal: the file is this run's own until it is put in DST whole)."""
     meta = os.path.join(folder, FOLDER)
     os.makedirs(meta, exist_ok=True)
     path = os.path.join(meta, "index.sqlite")
     db = sqlite3.connect(path)
     try:
+        db.execute("PRAGMA journal_mode = OFF")
+        db.execute("PRAGMA synchronous = OFF")
         for table in TABLES:
             db.execute(table)
         _copy(
             con,
             db,
-            "SELECT id, key, sample, start, size FROM energon_samples ORDER BY id, sample",
+            "SELECT id, key, sample, start, size FROM energon_samples WHERE id >= ? AND id < ? "
+            "ORDER BY id, sample",
             "INSERT INTO samples (tar_file_id, sample_key, sample_index, byte_offset, byte_size) "
             "VALUES (?, ?, ?, ?, ?)",
         )
@@ -190,7 +196,7 @@ def _sqlite(con: Any, folder: str) -> list[str]:
             con,
             db,
             "SELECT id, sample, part, data_offset, size FROM energon_members "
-            "ORDER BY id, header_offset",
+            "WHERE id >= ? AND id < ? ORDER BY id, header_offset",
             "INSERT INTO sample_parts (tar_file_id, sample_index, part_name, content_byte_offset, "
             "content_byte_size) VALUES (?, ?, ?, ?, ?)",
         )
@@ -203,12 +209,23 @@ def _sqlite(con: Any, folder: str) -> list[str]:
 
 
 def _copy(con: Any, db: sqlite3.Connection, select: str, insert: str) -> None:
-    result = con.execute(select)
-    while rows := result.fetchmany(BATCH):
+    """The rows of ``select`` into ``db`` by ``insert``, a run of whole shards at a time of
+    about ``BATCH`` rows (one shard's at least), fetched as columns."""
+    counts = con.execute(
+        "SELECT id, count(*) FROM energon_members GROUP BY id ORDER BY id"
+    ).fetchall()
+    first, held = 0, 0
+    for number, (shard, rows) in enumerate(counts):
+        held += rows
+        last = number == len(counts) - 1
+        if held < BATCH and not last:
+            continue
+        columns = con.execute(select, [counts[first][0], shard + 1]).fetchnumpy().values()
         try:
-            db.executemany(insert, rows)
+            db.executemany(insert, zip(*(c.tolist() for c in columns)))
         except sqlite3.IntegrityError:
             raise _twice(con) from None
+        first, held = number + 1, 0
 
 
 def _twice(con: Any) -> DataError:
@@ -226,11 +243,11 @@ def _twice(con: Any) -> DataError:
 def _dataset_uuid(con: Any) -> uuid.UUID:
     """The dataset's ``index.uuid``: a UUID of what the index holds, so the same dataset gets
     the same one (Energon draws a new one when its index changed)."""
-    digest = hashlib.sha256()
-    result = con.execute("SELECT shard, key, start, size FROM energon_samples ORDER BY id, sample")
-    while rows := result.fetchmany(BATCH):
-        digest.update(orjson.dumps(rows))
-    return uuid.UUID(bytes=digest.digest()[:16], version=4)
+    ((count, summed),) = con.execute(
+        "SELECT count(*), sum(hash(shard, key, start, size)::HUGEINT) FROM energon_samples"
+    ).fetchall()
+    digest = hashlib.sha256(f"{count} {summed}".encode()).digest()
+    return uuid.UUID(bytes=digest[:16], version=4)
 
 
 class EnergonFiles:

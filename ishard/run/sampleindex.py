@@ -195,14 +195,16 @@ class IndexWriter:
         if earlier is None:  # the file straight from the two tables
             count = sum(self._shards.file_counts)
             return _publish(
-                con, folder, dest, joined, count, ("planned", "layout"), energon, **publish
+                con, folder, dest, joined, count, ("planned", "layout"), energon=energon, **publish
             )
         create_index_table(con, "samples")
         _insert_earlier(con, earlier, dropped)
         con.execute(f"INSERT INTO samples SELECT * FROM {joined}")
         con.execute("DROP TABLE planned")
         con.execute("DROP TABLE layout")
-        return _publish(con, folder, dest, "samples", None, ("samples",), energon, **publish)
+        return _publish(
+            con, folder, dest, "samples", None, ("samples",), energon=energon, **publish
+        )
 
     def close(self) -> None:
         """Close the engine and remove its folder."""
@@ -229,8 +231,8 @@ def _publish(
     rows: str,
     count: int | None,
     tables: Sequence[str],
-    energon: Sequence[str] | None,
     *,
+    energon: Sequence[str] | None = None,
     retrier: Retrier,
     cleanup: Retrier,
     part_size: int,
