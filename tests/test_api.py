@@ -146,7 +146,7 @@ WRONG = [
     ("storage_options", ["anon"], "KEY=VALUE"),
     ("gzip_library", "zstd", "must be one of"),
     ("member_names", "samples", "original or sample"),
-    ("index", "lmdb", "none or dali"),
+    ("index", "lmdb", "give none, dali, energon or dali,energon"),
 ]
 
 
@@ -370,7 +370,8 @@ def test_choice_options_are_typed_as_their_choices(tmp_path):
 
     from ishard.checksums import ALGORITHMS
     from ishard.formats import ARCHIVE_EXTS
-    from ishard.options.checks import EXECUTORS, INDEXES
+    from ishard.formats.indexes import CHOICES as INDEXES
+    from ishard.options.checks import EXECUTORS
     from ishard.options.record import GZIP_CHOICES, ZIP_METHODS, make_options
     from ishard.planning.naming import MEMBER_NAMES
     from ishard.planning.samples import ACTIONS
