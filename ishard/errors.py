@@ -29,9 +29,6 @@ class SizeChanged(SourceError):
         super().__init__(message)
         self.name, self.listed, self.now = name, listed, now
 
-    def __reduce__(self):  # a worker process's error crosses to the run whole
-        return type(self), (str(self), self.name, self.listed, self.now)
-
     def stale(self, inventory: str) -> SourceError:
         """The same error where the size came from an inventory (``--src-list``): the
         inventory is what is out of date, not the source."""

@@ -42,10 +42,12 @@ def tar_index_name(shard: str) -> str:
 
 COMPANIONS = {"dali": index_name, "energon": tar_index_name}  # each index's file beside a tar
 ENERGON_FOLDER = ".nv-meta"
-ENERGON_META = tuple(  # Energon's files of the whole dataset
-    f"{ENERGON_FOLDER}/{name}"
-    for name in (".info.json", "split.yaml", "dataset.yaml", "index.sqlite", "index.uuid")
-)
+ENERGON_INFO = f"{ENERGON_FOLDER}/.info.json"  # Energon's files of the whole dataset
+ENERGON_SPLIT = f"{ENERGON_FOLDER}/split.yaml"
+ENERGON_DATASET = f"{ENERGON_FOLDER}/dataset.yaml"
+ENERGON_SQLITE = f"{ENERGON_FOLDER}/index.sqlite"
+ENERGON_UUID = f"{ENERGON_FOLDER}/index.uuid"
+ENERGON_META = (ENERGON_INFO, ENERGON_SPLIT, ENERGON_DATASET, ENERGON_SQLITE, ENERGON_UUID)
 
 
 def companions(shards: list[str] | tuple[str, ...], indexes: frozenset[str]) -> list[str]:

@@ -24,8 +24,14 @@ from typing import Any
 import orjson
 
 from ..errors import DataError, IshardError, WriteError
-from ..formats.indexes import ENERGON_FOLDER as FOLDER
-from ..formats.indexes import tar_index_name
+from ..formats.indexes import (
+    ENERGON_DATASET,
+    ENERGON_INFO,
+    ENERGON_SPLIT,
+    ENERGON_SQLITE,
+    ENERGON_UUID,
+    tar_index_name,
+)
 from ..planning.engine.connection import sql_text
 from ..store import Location
 from ..store.sinks import put_local_file
@@ -86,26 +92,25 @@ def energon_files(con: Any, index: str, shards: Sequence[str], folder: str) -> l
     counts = dict(
         con.execute("SELECT shard, count(*) FROM energon_samples GROUP BY shard").fetchall()
     )
-    meta = os.path.join(folder, FOLDER)
     files = {
-        ".info.json": orjson.dumps(
+        ENERGON_INFO: orjson.dumps(
             {
                 "energon_version": ENERGON_VERSION,
                 "shard_counts": {s: counts.get(s, 0) for s in tars},
             },
             option=orjson.OPT_INDENT_2,
         ),
-        "split.yaml": orjson.dumps(  # JSON is YAML: Energon reads it as it reads its own
+        ENERGON_SPLIT: orjson.dumps(  # JSON is YAML: Energon reads it as it reads its own
             {"split_parts": {"train": tars, "val": [], "test": []}, "exclude": []},
             option=orjson.OPT_INDENT_2,
         ),
-        "dataset.yaml": b"__module__: megatron.energon\n__class__: CrudeWebdataset\n",
-        "index.uuid": str(_dataset_uuid(con)).encode(),
+        ENERGON_DATASET: b"__module__: megatron.energon\n__class__: CrudeWebdataset\n",
+        ENERGON_UUID: str(_dataset_uuid(con)).encode(),
     }
     for name, data in files.items():
-        with open(os.path.join(meta, name), "wb") as out:
+        with open(os.path.join(folder, name), "wb") as out:
             out.write(data)
-        written.append(f"{FOLDER}/{name}")
+        written.append(name)
     for table in ("energon_members", "energon_samples", "energon_tars", "energon_given"):
         con.execute(f"DROP TABLE {table}")
     con.execute("SET threads = 1")  # as the sample index's engine goes on
@@ -175,18 +180,19 @@ def _tar_indexes(con: Any, tars: Sequence[str], folder: str) -> list[str]:
 def _sqlite(con: Any, folder: str) -> list[str]:
     """``.nv-meta/index.sqlite``: Energon's tables, filled from the engine a few shards at a
     time (no journal: the file is this run's own until it is put in DST whole)."""
-    meta = os.path.join(folder, FOLDER)
-    os.makedirs(meta, exist_ok=True)
-    path = os.path.join(meta, "index.sqlite")
+    path = os.path.join(folder, ENERGON_SQLITE)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     db = sqlite3.connect(path)
     try:
         db.execute("PRAGMA journal_mode = OFF")
         db.execute("PRAGMA synchronous = OFF")
         for table in TABLES:
             db.execute(table)
+        runs = _runs(con)
         _copy(
             con,
             db,
+            runs,
             "SELECT id, key, sample, start, size FROM energon_samples WHERE id >= ? AND id < ? "
             "ORDER BY id, sample",
             "INSERT INTO samples (tar_file_id, sample_key, sample_index, byte_offset, byte_size) "
@@ -195,6 +201,7 @@ def _sqlite(con: Any, folder: str) -> list[str]:
         _copy(
             con,
             db,
+            runs,
             "SELECT id, sample, part, data_offset, size FROM energon_members "
             "WHERE id >= ? AND id < ? ORDER BY id, header_offset",
             "INSERT INTO sample_parts (tar_file_id, sample_index, part_name, content_byte_offset, "
@@ -205,27 +212,37 @@ def _sqlite(con: Any, folder: str) -> list[str]:
         db.commit()
     finally:
         db.close()
-    return [f"{FOLDER}/index.sqlite"]
+    return [ENERGON_SQLITE]
 
 
-def _copy(con: Any, db: sqlite3.Connection, select: str, insert: str) -> None:
-    """The rows of ``select`` into ``db`` by ``insert``, a run of whole shards at a time of
-    about ``BATCH`` rows (one shard's at least), fetched as columns."""
-    counts = con.execute(
-        "SELECT id, count(*) FROM energon_members GROUP BY id ORDER BY id"
-    ).fetchall()
-    first, held = 0, 0
-    for number, (shard, rows) in enumerate(counts):
+def _runs(con: Any) -> list[tuple[int, int]]:
+    """The tars' numbers cut into runs ``[first, end)`` of about ``BATCH`` members (one tar's
+    at least): what ``_copy`` fetches at a time."""
+    counts = con.execute("SELECT id, count(*) FROM energon_members GROUP BY id ORDER BY id")
+    runs: list[tuple[int, int]] = []
+    first, held = None, 0
+    for shard, rows in counts.fetchall():
+        first = shard if first is None else first
         held += rows
-        last = number == len(counts) - 1
-        if held < BATCH and not last:
-            continue
-        columns = con.execute(select, [counts[first][0], shard + 1]).fetchnumpy().values()
+        if held >= BATCH:
+            runs.append((first, shard + 1))
+            first, held = None, 0
+    if first is not None:
+        runs.append((first, shard + 1))
+    return runs
+
+
+def _copy(
+    con: Any, db: sqlite3.Connection, runs: list[tuple[int, int]], select: str, insert: str
+) -> None:
+    """The rows of ``select`` (of the tars ``?`` to ``?``) into ``db`` by ``insert``, a run of
+    tars at a time, fetched as columns."""
+    for first, end in runs:
+        columns = con.execute(select, [first, end]).fetchnumpy().values()
         try:
             db.executemany(insert, zip(*(c.tolist() for c in columns)))
         except sqlite3.IntegrityError:
             raise _twice(con) from None
-        first, held = number + 1, 0
 
 
 def _twice(con: Any) -> DataError:

@@ -290,8 +290,8 @@ class Run:
         assert len(self.results) == len(slots)
         growth = self.the_plan.growth
         dropped = growth.replaced if growth is not None else ()
-        index = self._write_index(dropped)
         kept = Kept.of(self.found.manifest, dropped) if self.found is not None else None
+        index = self._write_index(dropped, kept)
         document = manifest_bytes(
             manifest_document(
                 self.the_plan, self.results, self.fingerprint, index=index, earlier=kept
@@ -385,32 +385,18 @@ class Run:
             listed = [e.get("url") for e in self.found.manifest.get("shardlist", [])]
             leftovers = stopped_leftovers(self.dest, self.state.recorded(), listed, self.retrier)
         ours = set(_with_indexes(leftovers, self.opts))
-        shards = [n for n in leftovers if not n.endswith(".idx")]  # a DALI index is recorded
         names = _with_indexes(self.the_plan.shard_names, self.opts)
         check_free(self.dest, [n for n in names if n not in ours], self.retrier)
         if ours:  # nothing is removed unless every other new name is free
             remove_archives(self.dest, ours, self.retrier)
             self.progress.notice(
-                f"removed {counted(len(shards), 'shard')} a stopped run published and no "
-                f"manifest lists ({_first_few(shards)}): its records show them as it wrote "
+                f"removed {counted(len(leftovers), 'shard')} a stopped run published and no "
+                f"manifest lists ({_first_few(leftovers)}): its records show them as it wrote "
                 "them; this run plans from the source as it is now"
             )
         return True
 
-    @property
-    def indexes(self) -> frozenset[str]:
-        """The indexes ``--index`` writes beside the shards."""
-        return indexes_of(self.opts.index)
-
-    def _dataset_shards(self, replaced: Sequence[str]) -> list[str]:
-        """The dataset's shards as the manifest about to be published lists them: a growing
-        dataset's kept ones, then the plan's."""
-        earlier = self.found.manifest["shardlist"] if self.found is not None else []
-        gone = set(replaced)
-        kept = [e["url"] for e in earlier if e.get("url") not in gone]
-        return [*kept, *(r.name for r in self.results)]
-
-    def _write_index(self, replaced: Sequence[str]) -> dict | None:
+    def _write_index(self, replaced: Sequence[str], kept: Kept | None) -> dict | None:
         """Write ``DST/samples.parquet`` (none with ``--no-sample-index``), before the
         manifest that names it: a growing dataset's rows, but those of its replaced shards,
         then the plan's; the manifest's record of it. Without one, an earlier run's index
@@ -425,12 +411,20 @@ class Run:
             self.results,
             earlier=self.found.held.index if self.found is not None else None,
             dropped=replaced,
-            energon=self._dataset_shards(replaced) if "energon" in self.indexes else None,
+            energon=self._dataset_shards(kept)
+            if "energon" in indexes_of(self.opts.index)
+            else None,
             retrier=retrier,
             cleanup=Retrier(CLEANUP_RETRIES, cap=4.0),
             part_size=self.opts.part_size,
             guard=self.claim.lock.guard,
         )
+
+    def _dataset_shards(self, kept: Kept | None) -> list[str]:
+        """The dataset's shards as the manifest about to be published lists them: a growing
+        dataset's kept ones, then the plan's."""
+        earlier = [e["url"] for e in kept.entries] if kept is not None else []
+        return [*earlier, *(r.name for r in self.results)]
 
 
 def _replaced(the_plan: Plan, opts: Options) -> list[str]:
