@@ -81,46 +81,44 @@ def open_lz4(fileobj: BinaryIO) -> BinaryIO:
     return lz4.frame.LZ4FrameFile(fileobj, "rb")  # type: ignore[return-value]
 
 
-class GzipSink:
-    """A gzip member with fixed header fields (mtime 0, no file name), so output is repeatable
-    for a given compressor library and level (see ``gzip_library``)."""
+class CompressorSink:
+    """A compressor's stream over a byte sink: ``compressor`` is anything with ``compress``
+    and ``flush`` (zlib's, lzma's, bz2's, an LZ4 frame's), ``head`` what goes before its first
+    output, and ``step`` the most bytes handed to it at once (None: each write whole) — the
+    sink a format record's writer wraps a shard in."""
 
-    def __init__(self, out: Sink, level: int, library: str = "auto") -> None:
-        self._out = out
-        name, module = gzip_library(level, library)
-        self._z = module.compressobj(_library_level(name, level), module.DEFLATED, 31)
+    def __init__(self, out: Sink, compressor, head: bytes = b"", step: int | None = None):
+        self._out, self._z, self._step = out, compressor, step
+        if head:
+            out.write(head)
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         """Compress and pass on."""
         view = memoryview(data)
-        for start in range(0, len(view), GZIP_STEP):
-            chunk = self._z.compress(view[start : start + GZIP_STEP])
+        step = self._step or max(len(view), 1)
+        for start in range(0, len(view), step):
+            chunk = self._z.compress(view[start : start + step])
             if chunk:
                 self._out.write(chunk)
 
     def close(self) -> None:
-        """Write the rest and the gzip trailer."""
+        """Write the rest (and the format's trailer)."""
         self._out.write(self._z.flush())
         self._out.close()
 
 
-class Lz4Sink:
+def gzip_sink(out: Sink, level: int, library: str = "auto") -> CompressorSink:
+    """A gzip member with fixed header fields (mtime 0, no file name), so output is repeatable
+    for a given compressor library and level (see ``gzip_library``), fed ``GZIP_STEP`` bytes
+    at a time."""
+    name, module = gzip_library(level, library)
+    z = module.compressobj(_library_level(name, level), module.DEFLATED, 31)
+    return CompressorSink(out, z, step=GZIP_STEP)
+
+
+def lz4_sink(out: Sink, level: int) -> CompressorSink:
     """An LZ4 frame (what the ``lz4`` tool reads), with a content checksum."""
-
-    def __init__(self, out: Sink, level: int) -> None:
-        self._out = out
-        self._z = lz4.frame.LZ4FrameCompressor(
-            block_size=lz4.frame.BLOCKSIZE_MAX4MB, compression_level=level, content_checksum=True
-        )
-        self._out.write(self._z.begin())
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        """Compress and pass on."""
-        chunk = self._z.compress(data)
-        if chunk:
-            self._out.write(chunk)
-
-    def close(self) -> None:
-        """Write the end mark and the checksum."""
-        self._out.write(self._z.flush())
-        self._out.close()
+    z = lz4.frame.LZ4FrameCompressor(
+        block_size=lz4.frame.BLOCKSIZE_MAX4MB, compression_level=level, content_checksum=True
+    )
+    return CompressorSink(out, z, head=z.begin())

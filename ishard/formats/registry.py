@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import BinaryIO, Literal, Protocol
 
-from .compress import GzipSink, Lz4Sink, Sink, gzip_library, open_gzip, open_lz4
+from .compress import Sink, gzip_library, gzip_sink, lz4_sink, open_gzip, open_lz4
 from .reading import COMMON_DAMAGE, Container, Frames, FrameWalker
 from .tar import TarWriter
 from .tarread import TAR
@@ -164,7 +164,7 @@ FORMATS: tuple[Format, ...] = (
         "gzip",
         (".tgz", ".tar.gz"),
         TAR,
-        lambda sink, s: TarWriter(GzipSink(sink, s.level, s.gzip_library)),  # type: ignore[arg-type]
+        lambda sink, s: TarWriter(gzip_sink(sink, s.level, s.gzip_library)),  # type: ignore[arg-type]
         open_gzip,
         damage=(zlib.error,),  # a damaged deflate stream (a bad header or trailer: OSError)
         levels=range(10),
@@ -189,7 +189,7 @@ FORMATS: tuple[Format, ...] = (
         "lz4",
         (".tar.lz4",),
         TAR,
-        lambda sink, s: TarWriter(Lz4Sink(sink, s.level)),  # type: ignore[arg-type]
+        lambda sink, s: TarWriter(lz4_sink(sink, s.level)),  # type: ignore[arg-type]
         open_lz4,
         damage=(RuntimeError,),  # lz4.frame's word for a damaged frame
         levels=range(10),

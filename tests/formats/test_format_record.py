@@ -15,6 +15,7 @@ import pytest
 from helpers import invoke_ishard, make_tree
 
 from ishard.formats import TAR, Format, register, unregister
+from ishard.formats.compress import CompressorSink
 from ishard.formats.tar import TarWriter
 
 TREE: dict[str, bytes | int] = {
@@ -23,28 +24,16 @@ TREE: dict[str, bytes | int] = {
 }
 
 
-class XzSink:
-    """An xz stream over a byte sink."""
-
-    def __init__(self, out, level: int | None) -> None:
-        self._out = out
-        self._z = lzma.LZMACompressor(preset=6 if level is None else level)
-
-    def write(self, data) -> None:
-        chunk = self._z.compress(data)
-        if chunk:
-            self._out.write(chunk)
-
-    def close(self) -> None:
-        self._out.write(self._z.flush())
-        self._out.close()
+def xz_sink(out, level: int | None) -> CompressorSink:
+    """An xz stream over a byte sink: the library's compressor, as a record's writer needs."""
+    return CompressorSink(out, lzma.LZMACompressor(preset=6 if level is None else level))
 
 
 XZ = Format(
     "xz",
     (".tar.xz",),
     TAR,
-    lambda sink, settings: TarWriter(XzSink(sink, settings.level)),  # type: ignore[arg-type]
+    lambda sink, settings: TarWriter(xz_sink(sink, settings.level)),  # type: ignore[arg-type]
     lambda fileobj: lzma.LZMAFile(fileobj, "rb"),  # type: ignore[return-value]  # noqa: SIM115
     damage=(lzma.LZMAError,),
 )
