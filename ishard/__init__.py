@@ -1,6 +1,6 @@
 """ishard: shard raw datasets into size-bounded archives whose samples never cross a shard."""
 
-from .api import plan, shard
+from .api import index, plan, shard
 from .errors import IshardError, IshardWarning, StrictError, UsageError
 from .inspection import diff, find, ls, read_sample, shard_urls, split, verify
 from .model import Plan, Report
@@ -19,6 +19,7 @@ __all__ = [
     "__version__",
     "diff",
     "find",
+    "index",
     "ls",
     "plan",
     "read_sample",

@@ -16,9 +16,9 @@ from collections.abc import (
     Callable,
     Collection,
     Mapping,
-    Sequence,  # noqa: F401 - named by the keywords' types (typing.get_type_hints)
+    Sequence,
 )
-from os import PathLike
+from os import PathLike, fspath
 from typing import TypeVar
 
 from .errors import UsageError
@@ -32,8 +32,10 @@ from .planning.planner import announce, make_plan
 from .progress import SILENT, Progress
 from .run.destination import check_as_run, check_name_room
 from .run.grow import holding, mode_of
+from .run.reindex import Indexed, index_dataset
 from .run.settled import settled
 from .run.shard import shard_with
+from .store import parse_storage_options, resolve
 from .store.retry import Retrier
 
 if sys.version_info >= (3, 11):
@@ -213,6 +215,63 @@ def shard(
     given = {name for name, value in options.items() if value is not None}
     progress = SILENT if progress is None else progress
     return shard_with(src, dst, opts, progress=progress, sort=sort, given=given)
+
+
+def index(
+    dst: str | PathLike[str],
+    shards: Sequence[str] | None = None,
+    *,
+    index: str | None = None,
+    jobs: int = 0,
+    retries: int = 5,
+    tmp_dir: str | None = None,
+    endpoint_url: str | None = None,
+    storage_options=None,
+    progress: Progress | None = None,
+) -> Indexed:
+    """Write the sample index (``samples.parquet``), DALI's and Megatron-Energon's indexes and
+    ``manifest.json`` for the shards in ``dst``, as ``ishard index`` does.
+
+    Args:
+        dst: the folder or store prefix that holds the shards.
+        shards: their names, relative to ``dst``, where it has no manifest (None: its
+            manifest's shards, else every tar shard under it).
+        index: ``"none"``, ``"dali"``, ``"energon"`` or ``"dali,energon"`` (None: both where
+            the shards are ``.tar``, else none).
+        jobs: shards whose headers are read at once (0: CPUs, at most 8; 8 for a store).
+        retries: retries of a failed store request.
+        tmp_dir: where the index is made before it is put in ``dst``.
+        endpoint_url: an S3-compatible endpoint, as for :func:`shard`.
+        storage_options: ``KEY=VALUE`` strings or a dict for the filesystem.
+        progress: told how many shards are read (None: silent).
+
+    Returns:
+        The shards, samples and members indexed, how many shards' headers were read (0: the
+        dataset's sample index was there) and the indexes it has now.
+
+    Raises:
+        UsageError: ``dst`` holds no shards, a run's records, or ``shards`` beside a manifest.
+        IshardError: a shard missing or damaged, a store that cannot be reached.
+    """
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 0:
+        raise UsageError(
+            f"jobs={jobs!r} is not a whole number of at least 0 — give 0 for the default"
+        )
+    dest = resolve(
+        fspath(dst),
+        endpoint_url=endpoint_url,
+        storage_options=parse_storage_options(storage_options),
+        role="destination",
+    )
+    return index_dataset(
+        dest,
+        index,
+        list(shards) if shards else None,
+        jobs=jobs,
+        retries=retries,
+        tmp_dir=tmp_dir,
+        progress=SILENT if progress is None else progress,
+    )
 
 
 def _checked(given: Mapping[str, object], keywords: type, function: str) -> Options:

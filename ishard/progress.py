@@ -27,6 +27,10 @@ class Progress:
     def verifying(self, shards: int, nbytes: int) -> None:
         """``ishard verify`` starts: this many shards holding this many archive bytes."""
 
+    def indexing(self, shards: int, nbytes: int) -> None:
+        """``ishard index`` starts reading headers: this many shards of this many bytes (each
+        then told through ``verified`` and ``shard_verified``)."""
+
     def verified(self, nbytes: int) -> None:
         """Another ``nbytes`` of archive bytes were read back by verify."""
 

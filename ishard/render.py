@@ -302,6 +302,9 @@ class BarProgress(_Adapter):
     def verifying(self, shards: int, nbytes: int) -> None:
         self._start_bytes("verifying", shards, nbytes)
 
+    def indexing(self, shards: int, nbytes: int) -> None:
+        self._start_bytes("indexing", shards, nbytes)
+
     def _start_bytes(self, what: str, shards: int, nbytes: int) -> None:
         self._shards = shards
         self._writing = self._bar.add_task(what, total=nbytes, detail=self._count(0))
@@ -375,10 +378,16 @@ class LineProgress(_Adapter):
         self._say(f"planned {shards} shards, {format_size(nbytes)}", force=True)
 
     def verifying(self, shards: int, nbytes: int) -> None:
+        self._reading("verifying", shards, nbytes)
+
+    def indexing(self, shards: int, nbytes: int) -> None:
+        self._reading("indexing", shards, nbytes)
+
+    def _reading(self, what: str, shards: int, nbytes: int) -> None:
         self._flush()
         self._total, self._shards, self._start = nbytes, shards, time.monotonic()
         self._verb = "read"
-        self._say(f"verifying {shards} shards, {format_size(nbytes)}", force=True)
+        self._say(f"{what} {shards} shards, {format_size(nbytes)}", force=True)
 
     def wrote(self, nbytes: int) -> None:
         with self._lock:

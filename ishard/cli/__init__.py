@@ -18,6 +18,7 @@ from .environment import environment_options, from_environment
 from .find import cat_command, find_command
 from .gospelling import help_asked
 from .gospelling import translate as go_translate
+from .index import index_command
 from .ls import ls_command
 from .shard import shard_command
 from .split import split_command
@@ -38,6 +39,7 @@ for _command in (
     diff_command,
     find_command,
     cat_command,
+    index_command,
 ):
     cli.add_command(_command)
 environment_options(cli)

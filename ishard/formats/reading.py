@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, BinaryIO, Protocol
 
 from ..names import quoted
@@ -43,6 +43,30 @@ class Place(Protocol):
     def size(self) -> int: ...
 
 
+@dataclass
+class Headers:
+    """An archive's regular-file members as their headers describe them, in archive order:
+    one list a column (the sample index's ``member``, ``header_offset``, ``data_offset``,
+    ``size`` and ``mtime``)."""
+
+    member: list[str] = field(default_factory=list)
+    header_offset: list[int] = field(default_factory=list)
+    data_offset: list[int] = field(default_factory=list)
+    size: list[int] = field(default_factory=list)
+    mtime: list[int] = field(default_factory=list)
+
+    def add(self, member: str, header_offset: int, data_offset: int, size: int, mtime) -> None:
+        """One more member."""
+        self.member.append(member)
+        self.header_offset.append(header_offset)
+        self.data_offset.append(data_offset)
+        self.size.append(size)
+        self.mtime.append(int(mtime))
+
+    def __len__(self) -> int:
+        return len(self.member)
+
+
 @dataclass(frozen=True)
 class Container:
     """How the archive inside a format's reading filter is read."""
@@ -59,6 +83,9 @@ class Container:
     seeks: bool = False  # read through a directory at its end: needs a seekable file
     block: int = 1  # each member's data is padded to a multiple of this many bytes
     trailer: int = 0  # at most this many bytes after a member's data still belong to it
+    #: every regular-file member's header (``Headers``) read without member bytes where the
+    #: stream seeks: ``(stream, seekable)``; None: ``ishard index`` does not read this container
+    headers: Callable[[BinaryIO, bool], Headers] | None = None
 
     def padded(self, size: int) -> int:
         """The bytes a member of ``size`` bytes of data takes up to the next header."""

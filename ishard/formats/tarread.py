@@ -10,7 +10,8 @@ from collections.abc import Collection, Iterator
 from typing import BinaryIO
 
 from ..names import shown
-from .reading import READ_STEP, Container, Entry, Place, PlacedDamage, compared
+from .reading import READ_STEP, Container, Entry, Headers, Place, PlacedDamage, compared
+from .tarheaders import Unusual, walk
 
 TAR_BUFFER = 1 << 20
 BLOCK = 512
@@ -78,4 +79,61 @@ def mismatch(data: bytes, base: int, place: Place) -> tuple[str | None, str]:
     return differs, info.name
 
 
-TAR = Container("tar", _members, mismatch, (tarfile.TarError,), block=BLOCK)
+def _read_at(stream: BinaryIO, offset: int, count: int) -> bytes:
+    stream.seek(offset)
+    return stream.read(count)
+
+
+def headers(stream: BinaryIO, seekable: bool) -> Headers:
+    """Every regular-file member's name, header and data offsets, size and mtime, in archive
+    order, read without its bytes where ``stream`` seeks (tarfile then seeks over each
+    member's data); read forward through them otherwise. A member's header offset is that of
+    its first header (a pax or GNU long-name header before its own).
+
+    Raises:
+        PlacedDamage: a damaged header past the first, with data after it (tar readers stop
+            there quietly), or a member cut short by the end of the shard.
+    """
+    if seekable:
+        try:
+            size = stream.seek(0, io.SEEK_END)
+            at = getattr(stream, "at", None)  # a ranged file's read at an offset
+            return walk(at or functools.partial(_read_at, stream), size)
+        except Unusual:
+            stream.seek(0)  # tarfile reads it: what it makes of the header is the answer
+    found = Headers()
+    source = stream if seekable else _Tail(stream)
+    mode = "r:" if seekable else "r|"
+    try:
+        with tarfile.open(  # type: ignore[call-overload]
+            fileobj=source, mode=mode, bufsize=TAR_BUFFER, errors="surrogateescape"
+        ) as tar:
+            for info in tar:
+                tar.members = []  # type: ignore[attr-defined]  # keep no history
+                if info.isfile():
+                    found.add(info.name, info.offset, info.offset_data, info.size, info.mtime)
+            end = tar.offset
+    except tarfile.ReadError as err:
+        if "unexpected end of data" in str(err):
+            raise PlacedDamage(f"it ends inside a member ({err})") from None
+        raise
+    if seekable:
+        stream.seek(end)
+        after = stream.read(BLOCK)
+        if after.strip(b"\0"):
+            raise PlacedDamage(
+                f"the member header at byte {end} is damaged: tar readers stop there, and "
+                "data follows it"
+            )
+        return found
+    while source.read(READ_STEP):  # a compressed stream checks its trailer at its end
+        pass
+    if source.last_data > end:  # type: ignore[union-attr]
+        raise PlacedDamage(
+            f"the member header at byte {end} is damaged: tar readers stop there, and "
+            f"{source.last_data - end} bytes after it hold data"  # type: ignore[union-attr]
+        )
+    return found
+
+
+TAR = Container("tar", _members, mismatch, (tarfile.TarError,), block=BLOCK, headers=headers)

@@ -16,11 +16,11 @@ from typing import Any
 
 from ..errors import DataError, IshardError
 from ..names import wds_split
-from ..run.manifest import entry_checksum, read_manifest
+from ..run.manifest import entry_checksum, member_key_function, read_manifest
 from ..store import Location
 from .archive import digests
 from .dataset import ROLE, dataset
-from .verify import member_key_function, shard_readers
+from .verify import shard_readers
 
 Contents = tuple[tuple[str, int, bytes], ...]  # a sample's members: name, size, digest
 

@@ -9,13 +9,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..checksums import ALGORITHMS, hasher, split
-from ..errors import DataError, UsageError
 from ..formats import extensions
-from ..names import wds_split
 from ..options.record import default_workers, jobs_option
-from ..planning.keys import KeyFunction, key_function, sample_key
+from ..planning.keys import KeyFunction
 from ..progress import SILENT, Progress
-from ..run.manifest import MANIFEST_NAME, entry_checksum, read_manifest
+from ..run.manifest import MANIFEST_NAME, entry_checksum, member_key_function, read_manifest
 from ..sizes import counted
 from ..store import Location
 from ..store.lockrecord import STATE_DIR
@@ -61,38 +59,6 @@ class Verification:
 def shard_readers(location: Location) -> int:
     """Shards read at once by default: as many as a run writes to this place."""
     return default_workers(location.store.capabilities.many_at_once)
-
-
-def member_key_function(options: Mapping) -> KeyFunction:
-    """A member's sample key, from the options a manifest recorded.
-
-    Members named like their source files (``member_names`` absent or ``"original"``) have
-    the key the run gave the file: ``sample_key_pattern`` with the file's extension trimmed.
-    ``--ekm`` and ``--collapse`` only route and cut samples, so they leave keys alone.
-    Members named ``<key>.<ext>`` (``member_names="sample"``) have their name up to the
-    basename's first dot as key (``.seg.png`` is one extension there, as WebDataset reads it).
-
-    Raises:
-        DataError: the recorded naming or key pattern is not one this ishard knows.
-    """
-    naming = options.get("member_names") or "original"
-    if naming not in ("original", "sample"):
-        raise DataError(
-            f"the manifest's member_names {naming!r} is unknown to this ishard — "
-            "verify with the ishard version that wrote the shards"
-        )
-    if naming == "sample":  # <key>.<extension>, the extension after the basename's first dot
-        return lambda name: wds_split(name)[0]
-    pattern = options.get("sample_key_pattern", "")
-    try:
-        key = key_function(pattern)
-    except UsageError:
-        raise DataError(
-            f"the manifest's sample_key_pattern {pattern!r} is not a valid RE2 "
-            "regex (written by an ishard before RE2, or edited) — verify without "
-            "--deep, or rewrite the shards"
-        ) from None
-    return lambda name: sample_key(name, key)
 
 
 def _dst_names(dst: Location) -> Iterator[str]:

@@ -71,6 +71,12 @@ def holding(dest: Location, opts: Options) -> Iterator[Holding]:
             f"{flag} compares the source with — it was written by an earlier ishard or with "
             "--no-sample-index; shard it again with --overwrite"
         )
+    if index.get("made_from") is not None:
+        raise UsageError(
+            f"{flag}: the sample index of {dest.url!r} was read from its shards' headers "
+            "(ishard index): it does not name the source files growth compares with — shard "
+            "the source into it again with --overwrite"
+        )
     compared(opts, record.get("options", {}), None, flag, dest.url)  # taken before the lock
     numbering = checked_numbering(record.get("numbering"), opts)
     with private_engine(opts.tmp_dir) as (_con, folder):

@@ -10,13 +10,15 @@ import orjson
 from ..checksums import ALGORITHMS, split, tagged
 from ..errors import DataError, UsageError, WriteError
 from ..model import Plan, ShardResult
-from ..names import printable
+from ..names import printable, wds_split
 from ..options.table import EXECUTION_ONLY
+from ..planning.keys import KeyFunction, key_function, sample_key
 from ..store import Location
 from ..store.retry import Retrier
 from ..version import __version__
 
 MANIFEST_NAME = "manifest.json"
+WIDS_HEADER = {"__kind__": "wids-shard-index-v1", "wids_version": 1}  # what wids reads first
 
 
 def manifest_document(
@@ -48,8 +50,7 @@ def manifest_document(
         ),
     ]
     return {
-        "__kind__": "wids-shard-index-v1",
-        "wids_version": 1,
+        **WIDS_HEADER,
         "shardlist": shardlist,
         "ishard": {
             "version": __version__,
@@ -57,13 +58,7 @@ def manifest_document(
             "options": {k: v for k, v in plan.options.items() if k not in EXECUTION_ONLY},
             "seed": plan.seed,
             "fingerprint": fingerprint,
-            "totals": {
-                "shards": len(shardlist),
-                "samples": sum(e["nsamples"] for e in shardlist),
-                "files": sum(r["files"] for r in records),
-                "payload_bytes": sum(r["payload_bytes"] for r in records),
-                "archive_bytes": sum(e["filesize"] for e in shardlist),
-            },
+            "totals": totals(shardlist, records),
             "skipped": [
                 {"reason": s.reason, "count": s.count, "examples": list(s.examples)}
                 for s in plan.skipped
@@ -72,6 +67,17 @@ def manifest_document(
             **({"samples_index": dict(index)} if index is not None else {}),
             "shards": records,
         },
+    }
+
+
+def totals(shardlist: Sequence[Mapping], records: Sequence[Mapping]) -> dict:
+    """The manifest's ``ishard.totals`` of its shard list and ``ishard.shards`` records."""
+    return {
+        "shards": len(shardlist),
+        "samples": sum(e["nsamples"] for e in shardlist),
+        "files": sum(r["files"] for r in records),
+        "payload_bytes": sum(r["payload_bytes"] for r in records),
+        "archive_bytes": sum(e["filesize"] for e in shardlist),
     }
 
 
@@ -264,3 +270,35 @@ def _is_name(value: object) -> bool:
     if not isinstance(value, str) or not value or value.startswith(("/", "\\")) or "://" in value:
         return False
     return ".." not in value.replace("\\", "/").split("/")
+
+
+def member_key_function(options: Mapping) -> KeyFunction:
+    """A member's sample key, from the options a manifest recorded.
+
+    Members named like their source files (``member_names`` absent or ``"original"``) have
+    the key the run gave the file: ``sample_key_pattern`` with the file's extension trimmed.
+    ``--ekm`` and ``--collapse`` only route and cut samples, so they leave keys alone.
+    Members named ``<key>.<ext>`` (``member_names="sample"``) have their name up to the
+    basename's first dot as key (``.seg.png`` is one extension there, as WebDataset reads it).
+
+    Raises:
+        DataError: the recorded naming or key pattern is not one this ishard knows.
+    """
+    naming = options.get("member_names") or "original"
+    if naming not in ("original", "sample"):
+        raise DataError(
+            f"the manifest's member_names {naming!r} is unknown to this ishard — "
+            "verify with the ishard version that wrote the shards"
+        )
+    if naming == "sample":  # <key>.<extension>, the extension after the basename's first dot
+        return lambda name: wds_split(name)[0]
+    pattern = options.get("sample_key_pattern", "")
+    try:
+        key = key_function(pattern)
+    except UsageError:
+        raise DataError(
+            f"the manifest's sample_key_pattern {pattern!r} is not a valid RE2 "
+            "regex (written by an ishard before RE2, or edited) — verify without "
+            "--deep, or rewrite the shards"
+        ) from None
+    return lambda name: sample_key(name, key)

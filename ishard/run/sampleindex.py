@@ -194,7 +194,7 @@ class IndexWriter:
         joined = "(SELECT * FROM planned POSITIONAL JOIN layout)"
         if earlier is None:  # the file straight from the two tables
             count = sum(self._shards.file_counts)
-            return _publish(
+            return publish_index(
                 con, folder, dest, joined, count, ("planned", "layout"), energon=energon, **publish
             )
         create_index_table(con, "samples")
@@ -202,7 +202,7 @@ class IndexWriter:
         con.execute(f"INSERT INTO samples SELECT * FROM {joined}")
         con.execute("DROP TABLE planned")
         con.execute("DROP TABLE layout")
-        return _publish(
+        return publish_index(
             con, folder, dest, "samples", None, ("samples",), energon=energon, **publish
         )
 
@@ -224,7 +224,7 @@ def _insert_earlier(con: Any, earlier: str | None, dropped: Iterable[str]) -> No
     )
 
 
-def _publish(
+def publish_index(
     con: Any,
     folder: str,
     dest: Location,

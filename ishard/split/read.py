@@ -14,8 +14,7 @@ from ishard.errors import SourceError, UsageError
 from ishard.planning.keys import KeyFunction, extension
 from ishard.readback.archive import contents
 from ishard.readback.dataset import ROLE, dataset
-from ishard.readback.verify import member_key_function
-from ishard.run.manifest import MANIFEST_NAME, check_manifest
+from ishard.run.manifest import MANIFEST_NAME, check_manifest, member_key_function
 from ishard.run.manifest import read_manifest as read_dataset_manifest
 from ishard.split import POLICIES
 from ishard.split import webdataset as wds

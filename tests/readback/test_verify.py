@@ -34,7 +34,8 @@ from helpers import read_members as shard_members
 
 from ishard.errors import DataError
 from ishard.formats import FORMATS as REGISTRY
-from ishard.readback.verify import member_key_function, verify
+from ishard.readback.verify import verify
+from ishard.run.manifest import member_key_function
 
 FORMATS = tuple(f.exts[0] for f in REGISTRY)  # each format once, by its own extension
 SOURCE = FIXTURES / "imagenet"

@@ -8,28 +8,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shutil
 import sqlite3
-import struct
 import subprocess
-import sys
-import tarfile
 from pathlib import Path
 
 import pytest
+from energon_checks import check_energon_files, energon_command, energon_reads, shards_of
 from helpers import (
     assert_error,
+    download,
     invoke_ishard,
     make_tree,
-    objects,
     read_webdataset,
     snapshot,
 )
-
-# Energon's rules (megatron/energon/flavors/webdataset/config.py), restated for the check
-SPLIT = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
-META = re.compile(r"__[^/]*__($|/)")
 
 TREE = {
     **{f"d{i % 3}/{i:02d}.jpg": 300 + 37 * i for i in range(24)},
@@ -37,58 +30,6 @@ TREE = {
     **{f"d{i % 3}/{i:02d}.txt": 40 for i in range(0, 24, 5)},
 }
 OPTS = ("--shard-size", "3KiB", "--index", "energon")
-
-
-def tar_samples(path: Path) -> tuple[list[tuple[str, int, list[tuple[str, int, int]]]], int]:
-    """A tar's samples as Energon groups them, read by tarfile: (key, first header's offset,
-    [(part, data offset, size)]) each; and where its last member ends."""
-    samples: list[tuple[str, int, list[tuple[str, int, int]]]] = []
-    with tarfile.open(path) as tar:
-        for member in tar:
-            found = SPLIT.match(member.name)
-            if not member.isreg() or META.match(member.name) or found is None:
-                continue
-            key, part = found.groups()
-            if not samples or samples[-1][0] != key:
-                samples.append((key, member.offset, []))
-            samples[-1][2].append((part, member.offset_data, member.size))
-        return samples, tar.offset
-
-
-def shards_of(dst: Path) -> list[str]:
-    return [e["url"] for e in json.loads((dst / "manifest.json").read_bytes())["shardlist"]]
-
-
-def check_energon_files(dst: Path) -> None:
-    """Every ``.tar.idx``, ``.info.json``, ``split.yaml`` and ``index.sqlite`` in ``dst`` says
-    what tarfile finds in the manifest's shards."""
-    shards = shards_of(dst)
-    samples, parts = [], []
-    counts = {}
-    for number, shard in enumerate(shards):
-        found, end = tar_samples(dst / shard)
-        counts[shard] = len(found)
-        starts = [start for _, start, _ in found] + [end]
-        idx = (dst / f"{shard}.idx").read_bytes()
-        assert idx == struct.pack(f"<{len(starts)}Q", *starts), shard
-        for index, (key, start, members) in enumerate(found):
-            size = starts[index + 1] - start
-            samples.append((number, key, index, start, size))
-            parts += [(number, index, part, offset, n) for part, offset, n in members]
-    meta = dst / ".nv-meta"
-    info = json.loads((meta / ".info.json").read_bytes())
-    assert info == {"energon_version": "7.4.1", "shard_counts": counts}
-    split = json.loads((meta / "split.yaml").read_bytes())  # JSON, which YAML reads too
-    assert split == {"split_parts": {"train": shards, "val": [], "test": []}, "exclude": []}
-    db = sqlite3.connect(meta / "index.sqlite")
-    try:
-        got = db.execute("SELECT * FROM samples ORDER BY tar_file_id, sample_index").fetchall()
-        assert got == samples
-        got = db.execute("SELECT * FROM sample_parts ORDER BY 1, 2, 4").fetchall()
-        assert got == sorted(parts, key=lambda p: (p[0], p[1], p[3]))
-    finally:
-        db.close()
-    assert len((meta / "index.uuid").read_text()) == 36
 
 
 def test_energon_files_say_what_the_shards_hold(tmp_path):
@@ -171,12 +112,6 @@ def test_two_samples_of_one_energon_key_are_refused_naming_it(tmp_path):
 # ---------------------------------------------------------------- with megatron-energon
 
 
-def energon_command() -> list[str]:
-    """``energon`` from the megatron-energon installed beside this Python, or skip."""
-    pytest.importorskip("megatron.energon", reason="megatron-energon is not installed")
-    return [sys.executable, "-c", "from megatron.energon.cli.main import main; main()"]
-
-
 def test_tar_indexes_are_energon_prepares_bytes(tmp_path):
     command = energon_command()
     src = make_tree(tmp_path / "src", TREE)
@@ -196,52 +131,6 @@ def test_tar_indexes_are_energon_prepares_bytes(tmp_path):
         ours = sqlite3.connect(dst / ".nv-meta/index.sqlite").execute(query).fetchall()
         theirs = sqlite3.connect(prepared / ".nv-meta/index.sqlite").execute(query).fetchall()
         assert ours == theirs
-
-
-READ = """
-import hashlib, json, sys
-from dataclasses import dataclass
-from megatron.energon import (
-    Cooker, DefaultTaskEncoder, Sample, WorkerConfig, basic_sample_keys, get_loader,
-    get_train_dataset, stateless,
-)
-
-@dataclass
-class Raw(Sample):
-    parts: dict
-
-@stateless
-def cook(raw):
-    parts = {k: v for k, v in raw.items() if not k.startswith("__")}
-    return Raw(**basic_sample_keys(raw), parts=parts)
-
-class Encoder(DefaultTaskEncoder):
-    decoder = None
-    cookers = [Cooker(cook)]
-    def batch(self, samples):
-        return samples
-
-config = WorkerConfig(rank=0, world_size=1, num_workers=0)
-dataset = get_train_dataset(sys.argv[1], batch_size=None, shuffle_buffer_size=None,
-    max_samples_per_sequence=None, worker_config=config, repeat=False, task_encoder=Encoder())
-seen = {}
-for sample in get_loader(dataset):
-    sample = sample[0] if isinstance(sample, list) else sample
-    assert sample.__key__ not in seen, sample.__key__
-    seen[sample.__key__] = {k: hashlib.sha256(bytes(v)).hexdigest() for k, v in sample.parts.items()}
-print(json.dumps(seen))
-"""
-
-
-def energon_reads(dst: Path) -> dict[str, dict[str, str]]:
-    """Every sample Energon's own loader reads from ``dst`` (no ``energon prepare`` run): its
-    parts' sha256 by extension, by key."""
-    energon_command()
-    done = subprocess.run(
-        [sys.executable, "-c", READ, str(dst)], capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.splitlines()[-1])
 
 
 def source_parts(src: Path) -> dict[str, dict[str, str]]:
@@ -267,11 +156,7 @@ def test_energon_files_in_a_bucket(cli, client, s3_bucket, tmp_path):
     src = make_tree(tmp_path / "src", TREE)
     done = cli("shard", src, f"s3://{s3_bucket}/ds", *OPTS, "--member-names", "sample")
     assert done.returncode == 0, done.stderr
-    copy = tmp_path / "copy"
-    for key, data in objects(client, s3_bucket, "ds/").items():
-        path = copy / key.removeprefix("ds/")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+    copy = download(client, s3_bucket, "ds/", tmp_path / "copy")
     assert (copy / ".nv-meta" / "index.sqlite").is_file()
     check_energon_files(copy)
 

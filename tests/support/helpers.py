@@ -592,6 +592,15 @@ def objects(client, bucket: str, prefix: str = "") -> dict[str, bytes]:
     }
 
 
+def download(client, bucket: str, prefix: str, folder: Path) -> Path:
+    """Every object under ``prefix`` written under ``folder`` by its name after the prefix."""
+    for key, data in objects(client, bucket, prefix).items():
+        path = folder / key.removeprefix(prefix)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return folder
+
+
 def uploads(client, bucket: str) -> list:
     """Multipart uploads still open in ``bucket``."""
     return client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
