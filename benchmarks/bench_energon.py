@@ -42,12 +42,12 @@ MAKE_FILES = """
 import json, os, sys
 from ishard.planning.engine import MEMORY_LIMIT
 from ishard.planning.engine.growth import private_engine
-from ishard.run.energon import energon_files
+from ishard.run.energon import EnergonDataset, energon_files
 dst, out = sys.argv[1], sys.argv[2]
 shards = [e["url"] for e in json.load(open(os.path.join(dst, "manifest.json")))["shardlist"]]
 os.makedirs(out, exist_ok=True)
 with private_engine(out, MEMORY_LIMIT) as (con, _):  # the sample index's engine, as in a run
-    energon_files(con, os.path.join(dst, "samples.parquet"), shards, out)
+    energon_files(con, os.path.join(dst, "samples.parquet"), EnergonDataset(shards), out)
 """
 
 

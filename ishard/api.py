@@ -222,6 +222,7 @@ def index(
     shards: Sequence[str] | None = None,
     *,
     index: str | None = None,
+    energon_split: str | None = None,
     jobs: int = 0,
     retries: int = 5,
     tmp_dir: str | None = None,
@@ -238,6 +239,8 @@ def index(
             manifest's shards, else every tar shard under it).
         index: ``"none"``, ``"dali"``, ``"energon"`` or ``"dali,energon"`` (None: both where
             the shards are ``.tar``, else none).
+        energon_split: Energon's split parts, as ``--energon-split`` (None: the manifest's,
+            else ``"train"``).
         jobs: shards whose headers are read at once (0: CPUs, at most 8; 8 for a store).
         retries: retries of a failed store request.
         tmp_dir: where the index is made before it is put in ``dst``.
@@ -267,6 +270,7 @@ def index(
         dest,
         index,
         list(shards) if shards else None,
+        energon_split=energon_split,
         jobs=jobs,
         retries=retries,
         tmp_dir=tmp_dir,

@@ -36,6 +36,13 @@ Examples:
 )
 @click_option(
     replace(
+        OPTIONS_BY_NAME["energon_split"],
+        default=None,
+        help=OPTIONS_BY_NAME["energon_split"].help + " Default: the manifest's, else train.",
+    )
+)
+@click_option(
+    replace(
         OPTIONS_BY_NAME["jobs"],
         help="Shards whose headers are read at once (default, or 0: CPUs, at most 8; 8 for "
         "a store).",

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from ..errors import UsageError
 from ..formats import extensions
-from ..formats.indexes import indexes_of
+from ..formats.indexes import energon_split_value, indexes_of
 from ..planning.engine import LEAST_MEMORY_LIMIT
 from ..planning.engine import MEMORY_LIMIT as DEFAULT_MEMORY_LIMIT
 from ..planning.naming import MEMBER_NAMES
@@ -184,7 +184,19 @@ def check_balance(
     return out
 
 
-def check_naming(member_names: str, index: str, ext: str, sample_index: bool = True) -> None:
+def check_energon_split(split: object, index: str) -> None:
+    """``--energon-split`` is a split, and given only where Energon's files are written."""
+    value = energon_split_value(split)
+    if value != "train" and "energon" not in indexes_of(index):
+        raise UsageError(
+            f"--energon-split {split} says how .nv-meta/split.yaml splits the shards, which "
+            "only --index energon writes — add --index energon, or drop --energon-split"
+        )
+
+
+def check_naming(
+    member_names: str, index: str, ext: str, sample_index: bool = True, energon_split="train"
+) -> None:
     if member_names not in MEMBER_NAMES:
         raise UsageError(f"--member-names {member_names!r} must be original or sample")
     for name in sorted(indexes_of(index)):  # a name that is no index fails here
@@ -199,3 +211,4 @@ def check_naming(member_names: str, index: str, ext: str, sample_index: bool = T
             "--index energon is made from the sample index, with no shard read again — "
             "drop --no-sample-index"
         )
+    check_energon_split(energon_split, index)

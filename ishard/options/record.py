@@ -19,7 +19,7 @@ from ..checksums import DEFAULT as DEFAULT_CHECKSUM
 from ..errors import UsageError
 from ..formats import extensions, exts_reading, level_range
 from ..formats.compress import GZIP_LIBRARIES, gzip_library
-from ..formats.indexes import index_value
+from ..formats.indexes import energon_split_value, index_value
 from ..planning.cut import Bounds, Order
 from ..planning.ekm import Ekm, parse_ekm
 from ..planning.engine import MEMORY_LIMIT as DEFAULT_MEMORY_LIMIT
@@ -97,6 +97,7 @@ class Options:
     shards_multiple_of: int | None = None
     member_names: choices.MemberNames = "sample"
     index: choices.Index = "none"
+    energon_split: str = "train"
     sample_index: bool = True
     append: bool = False
     update: bool = False
@@ -167,6 +168,7 @@ class PlanKeywords(TypedDict, total=False):
     shards_multiple_of: int | None
     member_names: choices.MemberNames
     index: choices.Index
+    energon_split: str
     strict: bool
     lookalike_names: str
     tmp_dir: str | PathLike[str] | None
@@ -273,7 +275,7 @@ def make_options(**kwargs) -> Options:
         opts.shard_size,
         target.count,
     )
-    check_naming(opts.member_names, opts.index, opts.ext, opts.sample_index)
+    check_naming(opts.member_names, opts.index, opts.ext, opts.sample_index, opts.energon_split)
     check_lookalikes(opts.lookalike_names)
     level = _checked_level(opts)
     check_template_ext(opts.template, opts.ext)  # also parses: a bad template fails here
@@ -297,6 +299,7 @@ def make_options(**kwargs) -> Options:
             "storage_options": checked_storage_options(opts.storage_options),
             "prefix": opts.prefix or "",
             "index": index_value(opts.index),
+            "energon_split": energon_split_value(opts.energon_split),
             "checksum": str(opts.checksum).lower(),
             "executor": str(opts.executor).lower(),
             "tmp_dir": tmp_dir,

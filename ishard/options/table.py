@@ -245,6 +245,16 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         group="archive",
     ),
     OptionSpec(
+        "energon_split",
+        "Energon's split parts: train (every shard), folders (each shard's first folder: "
+        "train/, val/, test/) or TRAIN,VAL,TEST ratios of the shards in order (8,1,1).",
+        READERS,
+        default="train",
+        api='Megatron-Energon\'s split parts (``--index energon``): ``"train"`` (every shard), '
+        '``"folders"`` (each shard\'s first folder) or ratios such as ``"8,1,1"``.',
+        group="archive",
+    ),
+    OptionSpec(
         "sample_index",
         "Write samples.parquet: each member's sample, shard and source file.",
         READERS,

@@ -2,7 +2,7 @@
 with no shard read again — what ``energon prepare`` writes after reading every byte: a
 ``<shard>.tar.idx`` beside each tar (where each sample starts, then where the last ends, as
 little-endian 64-bit numbers) and ``.nv-meta/`` with ``.info.json`` (the shards and their
-sample counts), ``split.yaml`` (every shard in ``train``), ``dataset.yaml`` (a
+sample counts), ``split.yaml`` (the split parts ``--energon-split`` says), ``dataset.yaml`` (a
 ``CrudeWebdataset``, to replace with a sample type), ``index.sqlite`` (each sample's shard,
 offset and size, and each member's, by key) and ``index.uuid``.
 
@@ -19,6 +19,7 @@ import sqlite3
 import tempfile
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -30,6 +31,7 @@ from ..formats.indexes import (
     ENERGON_SPLIT,
     ENERGON_SQLITE,
     ENERGON_UUID,
+    split_parts,
     tar_index_name,
 )
 from ..planning.engine.connection import sql_text
@@ -37,6 +39,17 @@ from ..store import Location
 from ..store.sinks import put_local_file
 
 ENERGON_VERSION = "7.4.1"  # the release whose files these are
+
+
+@dataclass(frozen=True)
+class EnergonDataset:
+    """What Energon's files are made for: the dataset's shards in the manifest's order, and
+    the recorded ``--energon-split``."""
+
+    shards: Sequence[str]
+    split: str = "train"
+
+
 NAME = r"^((?:.*/|)[^.]+)[.]([^/]*)$"  # Energon's split_name_re: the sample key, the part
 META = r"^__[^/]*__($|/)"  # Energon's skip_meta_re, matched at the start
 BATCH = 65_536  # rows fetched from the engine at a time
@@ -76,16 +89,18 @@ SQL_INDEXES = (
 )
 
 
-def energon_files(con: Any, index: str, shards: Sequence[str], folder: str) -> list[str]:
-    """Write Energon's files for the ``.tar`` shards among ``shards`` (in the manifest's order)
+def energon_files(con: Any, index: str, dataset: EnergonDataset, folder: str) -> list[str]:
+    """Write Energon's files for the ``.tar`` shards of ``dataset`` (in the manifest's order)
     into ``folder``, from the sample index ``index`` (a Parquet file on this machine) through
     the column engine ``con``; their names, relative to DST (``<shard>.tar.idx``,
     ``.nv-meta/…``), each written under the same name in ``folder``.
 
     Raises:
         DataError: two samples have one Energon key, which its index cannot hold.
+        UsageError: a split by folders of a shard in none.
     """
-    tars = [s for s in shards if s.endswith(".tar")]
+    tars = [s for s in dataset.shards if s.endswith(".tar")]
+    parts = split_parts(tars, dataset.split)
     con.execute(f"SET threads = {os.cpu_count() or 1}")  # what it makes does not hang on them
     _members(con, index, tars)
     written = [*_tar_indexes(con, tars, folder), *_sqlite(con, folder)]
@@ -101,7 +116,7 @@ def energon_files(con: Any, index: str, shards: Sequence[str], folder: str) -> l
             option=orjson.OPT_INDENT_2,
         ),
         ENERGON_SPLIT: orjson.dumps(  # JSON is YAML: Energon reads it as it reads its own
-            {"split_parts": {"train": tars, "val": [], "test": []}, "exclude": []},
+            {"split_parts": parts, "exclude": []},
             option=orjson.OPT_INDENT_2,
         ),
         ENERGON_DATASET: b"__module__: megatron.energon\n__class__: CrudeWebdataset\n",
@@ -273,10 +288,10 @@ class EnergonFiles:
     put) and put in DST after it (``put``, the ``.tar.idx`` files first); the folder removed
     by ``close``."""
 
-    def __init__(self, con: Any, index: str, shards: Sequence[str], folder: str) -> None:
+    def __init__(self, con: Any, index: str, dataset: EnergonDataset, folder: str) -> None:
         self._work = tempfile.mkdtemp(prefix="energon-", dir=folder)
         try:
-            self._names = energon_files(con, index, shards, self._work)
+            self._names = energon_files(con, index, dataset, self._work)
         except BaseException:
             self.close()
             raise

@@ -8,9 +8,10 @@ are read (at most twice as many shards held as are read at once)."""
 from __future__ import annotations
 
 import collections
+import multiprocessing
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -18,12 +19,13 @@ from ..errors import DataError, UsageError
 from ..formats import extensions
 from ..formats.reading import FormatDamage, Headers
 from ..formats.registry import find_format, read_as
-from ..names import shown, sort_key
+from ..names import shown, sort_key, wds_split
 from ..planning.engine.growth import create_index_table, insert_rows
 from ..progress import Progress
-from ..store import Location
+from ..store import Location, resolve
 from ..store.lockrecord import STATE_DIR
 from ..store.ranged import RangedFile
+from .manifest import member_key_function
 
 KeyOf = Callable[[str], str]
 SKIPPED_FOLDERS = (STATE_DIR, ".nv-meta")  # run records, Energon's metadata: never shards
@@ -51,7 +53,7 @@ def listed_shards(dest: Location) -> list[str]:
     if not shards:
         raise UsageError(
             f"{dest.url!r} holds no shards ({', '.join(headed_extensions())}) — give the folder "
-            "or prefix that holds them, or name them with --shards"
+            "or prefix that holds them, or name them after DST"
         )
     return checked_names(shards)
 
@@ -71,8 +73,8 @@ def checked_names(names: Iterable[str]) -> list[str]:
     for name in names:
         if name.startswith("/") or ".." in name.split("/") or "://" in name or not name:
             raise UsageError(
-                f"--shards names {shown(name)!r}, which is not a shard inside DST — give "
-                "names relative to DST"
+                f"{shown(name)!r} is not a shard inside DST — name shards by their path "
+                "relative to DST"
             )
         fmt = find_format(name)
         if fmt is None or fmt.container.headers is None:
@@ -83,17 +85,31 @@ def checked_names(names: Iterable[str]) -> list[str]:
         out.append(name)
     if len(set(out)) != len(out):
         twice = next(n for n, c in collections.Counter(out).items() if c > 1)
-        raise UsageError(f"--shards names {shown(twice)!r} twice — name each shard once")
+        raise UsageError(f"{shown(twice)!r} is named twice — name each shard once")
     return out
 
 
 @dataclass(frozen=True)
 class Scanned:
-    """One shard's members as its headers describe them, and its size in bytes."""
+    """One shard's members as its headers describe them, each one's sample key, and the
+    shard's size in bytes."""
 
     name: str
     headers: Headers
     size: int
+    keys: list[str]
+
+
+def webdataset_key(name: str) -> str:
+    """A member's sample key as WebDataset groups members: its name up to the basename's
+    first dot."""
+    return wds_split(name)[0]
+
+
+def key_rule(options: Mapping | None) -> KeyOf:
+    """The sample key of a member: by the key rule ``options`` (ishard's record) says, else
+    WebDataset's."""
+    return member_key_function(options) if options is not None else webdataset_key
 
 
 def _damaged(dest: Location, name: str, err: BaseException) -> DataError:
@@ -103,8 +119,9 @@ def _damaged(dest: Location, name: str, err: BaseException) -> DataError:
     )
 
 
-def scan_shard(dest: Location, name: str) -> Scanned:
-    """The members of shard ``name`` of DST, read from their headers.
+def scan_shard(dest: Location, name: str, options: Mapping | None) -> Scanned:
+    """The members of shard ``name`` of DST, read from their headers, keyed by the rule of
+    ``options`` (``key_rule``).
 
     Raises:
         DataError: the shard is missing, or damaged (named, with what is wrong).
@@ -122,27 +139,28 @@ def scan_shard(dest: Location, name: str) -> Scanned:
     try:
         with dest.translated("dataset"):
             try:
-                return _scan(dest, fmt, name, key, read_headers)
+                found, size = _scan(dest, fmt, key, read_headers)
             except damage as err:
                 raise _damaged(dest, name, err) from None
     except FileNotFoundError:
         raise DataError(
             f"{dest.child(name)!r} is missing — name the shards DST holds, or restore it"
         ) from None
+    key_of = key_rule(options)
+    return Scanned(name, found, size, [key_of(m) for m in found.member])
 
 
-def _scan(dest: Location, fmt, name: str, key: str, read_headers) -> Scanned:
+def _scan(dest: Location, fmt, key: str, read_headers) -> tuple[Headers, int]:
     fd = dest.store.descriptor(key)  # a local file, opened without following a link
     if fd is not None:
         with os.fdopen(fd, "rb", buffering=0) as raw:
-            size = os.fstat(raw.fileno()).st_size
-            return Scanned(name, _read(fmt, raw, read_headers), size)
+            return _read(fmt, raw, read_headers), os.fstat(raw.fileno()).st_size
     size = dest.store.stat(key).size
     if fmt.read is None:  # the shard's bytes are the tar's: seek over member data
         ranged = RangedFile(lambda start, end: dest.store.read(key, start, end), size)
-        return Scanned(name, read_headers(ranged, True), size)  # type: ignore[arg-type]
+        return read_headers(ranged, True), size  # type: ignore[arg-type]
     with dest.store.open_read(key) as stream:
-        return Scanned(name, _read(fmt, stream, read_headers), size)
+        return _read(fmt, stream, read_headers), size
 
 
 def _read(fmt, stream: BinaryIO, read_headers: Callable[[BinaryIO, bool], Headers]) -> Headers:
@@ -151,16 +169,37 @@ def _read(fmt, stream: BinaryIO, read_headers: Callable[[BinaryIO, bool], Header
     return read_headers(fmt.opened(stream), False)
 
 
+_WORKER_DEST: dict[str, Location] = {}  # a worker process's DST, resolved once
+
+
+def _scan_in_worker(url: str, name: str, options: Mapping | None) -> Scanned:
+    dest = _WORKER_DEST.get(url)
+    if dest is None:
+        dest = _WORKER_DEST[url] = resolve(url, role="dataset")
+    return scan_shard(dest, name, options)
+
+
 def scanned(
-    dest: Location, names: Sequence[str], workers: int, progress: Progress
+    dest: Location,
+    names: Sequence[str],
+    options: Mapping | None,
+    workers: int,
+    progress: Progress,
 ) -> Iterator[Scanned]:
     """Every shard of ``names`` scanned, in their order, ``workers`` at once (at most twice
-    as many held)."""
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    as many held): local shards in worker processes (reading headers is Python's work, one
+    core each), a store's on threads (they wait on the network)."""
+    with _pool(dest, workers) as pool:
+
+        def submit(name: str, options: Mapping | None) -> Future[Scanned]:
+            if isinstance(pool, ProcessPoolExecutor):
+                return pool.submit(_scan_in_worker, dest.url, name, options)
+            return pool.submit(scan_shard, dest, name, options)
+
         waiting: collections.deque[Future[Scanned]] = collections.deque()
         todo = iter(names)
         for name in todo:
-            waiting.append(pool.submit(scan_shard, dest, name))
+            waiting.append(submit(name, options))
             if len(waiting) >= 2 * workers:
                 break
         while waiting:
@@ -169,11 +208,17 @@ def scanned(
             progress.shard_verified(done.name)
             yield done
             for name in todo:
-                waiting.append(pool.submit(scan_shard, dest, name))
+                waiting.append(submit(name, options))
                 break
 
 
-def put_rows(con: Any, table: str, shard: Scanned, key_of: KeyOf) -> None:
+def _pool(dest: Location, workers: int) -> Executor:
+    if workers > 1 and Location.local_path(dest.url) is not None:
+        return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    return ThreadPoolExecutor(max_workers=workers)
+
+
+def put_rows(con: Any, table: str, shard: Scanned) -> None:
     """The sample index rows of one scanned shard into ``table`` (made if new)."""
     import numpy as np
 
@@ -183,7 +228,7 @@ def put_rows(con: Any, table: str, shard: Scanned, key_of: KeyOf) -> None:
         return
     members = np.array(found.member, dtype=object)
     columns = {
-        "key": np.array([key_of(m) for m in found.member], dtype=object),
+        "key": np.array(shard.keys, dtype=object),
         "shard": np.full(count, shard.name, dtype=object),
         "member": members,
         "size": np.array(found.size, dtype=np.int64),

@@ -20,8 +20,14 @@ from typing import Any
 
 from ..errors import DataError, UsageError
 from ..formats.dali_index import dali_index, index_name
-from ..formats.indexes import INDEXES, index_value, indexes_of
-from ..names import wds_split
+from ..formats.indexes import (
+    INDEXES,
+    energon_split_value,
+    index_value,
+    indexes_of,
+    split_parts,
+)
+from ..options.checks import check_energon_split
 from ..options.record import default_workers
 from ..planning.engine.connection import sql_text
 from ..planning.engine.growth import MEMORY_LIMIT, private_engine
@@ -31,14 +37,13 @@ from ..store.lockrecord import STATE_DIR, acquire
 from ..store.retry import Retrier
 from ..store.sinks import Guard, put_file
 from ..version import __version__
-from .energon import EnergonFiles
+from .energon import EnergonDataset, EnergonFiles
 from .headerscan import checked_names, listed_shards, make_table, put_rows, scanned
 from .manifest import (
     MANIFEST_NAME,
     WIDS_HEADER,
     check_manifest,
     manifest_bytes,
-    member_key_function,
     totals,
 )
 from .sampleindex import INDEX_NAME, fetch_index, publish_index
@@ -72,6 +77,7 @@ def index_dataset(
     wanted: str | None,
     shards: Sequence[str] | None,
     *,
+    energon_split: str | None = None,
     jobs: int = 0,
     retries: int = 5,
     tmp_dir: str | None = None,
@@ -92,7 +98,16 @@ def index_dataset(
     lock = acquire(dest, retrier)
     try:
         return _indexed(
-            dest, wanted, shards, jobs, retrier, lock.guard, tmp_dir, memory_limit, progress
+            dest,
+            wanted,
+            shards,
+            energon_split,
+            jobs,
+            retrier,
+            lock.guard,
+            tmp_dir,
+            memory_limit,
+            progress,
         )
     finally:
         with contextlib.suppress(Exception):
@@ -124,19 +139,22 @@ class _Job:
     guard: Guard | None
     upload: dict[str, Any]
 
+    split: str
+
     @property
-    def energon(self) -> list[str] | None:
-        return self.names if "energon" in self.indexes else None
+    def energon(self) -> EnergonDataset | None:
+        return EnergonDataset(self.names, self.split) if "energon" in self.indexes else None
 
     def from_headers(self, con: Any, folder: str, jobs: int, progress: Progress) -> _Made:
         """The sample index read from the shards' headers, checked against the manifest's
         claims, DALI's and Energon's indexes made of it; all put in DST."""
-        key_of = member_key_function(self.record["options"]) if self.record else _webdataset_key
+        options = self.record["options"] if self.record else None
         progress.indexing(len(self.names), 0)
         make_table(con, "samples")
         sizes: dict[str, int] = {}
-        for shard in scanned(self.dest, self.names, jobs or _workers(self.dest), progress):
-            put_rows(con, "samples", shard, key_of)
+        workers = jobs or _workers(self.dest)
+        for shard in scanned(self.dest, self.names, options, workers, progress):
+            put_rows(con, "samples", shard)
             sizes[shard.name] = shard.size
         counts = _counts(con, "samples")
         _check_claims(self.dest, self.doc, sizes, counts)
@@ -173,6 +191,7 @@ def _indexed(
     dest: Location,
     wanted: str | None,
     given: Sequence[str] | None,
+    split: str | None,
     jobs: int,
     retrier: Retrier,
     guard: Guard | None,
@@ -185,7 +204,7 @@ def _indexed(
     if doc is not None and given:
         raise UsageError(
             f"{dest.child(MANIFEST_NAME)!r} lists the shards of this dataset — leave out "
-            "--shards (it names shards where there is no manifest)"
+            "the shard names (they name shards where there is no manifest)"
         )
     record = (doc or {}).get("ishard")
     record = copy.deepcopy(record) if isinstance(record, dict) else None
@@ -195,7 +214,13 @@ def _indexed(
         names = checked_names(given) if given else listed_shards(dest)
     upload: dict[str, Any] = {"retrier": retrier, "cleanup": Retrier(CLEANUP_RETRIES, cap=4.0)}
     upload.update(part_size=PART_SIZE, guard=guard)
-    job = _Job(dest, doc, record, names, _wanted(wanted, names), retrier, guard, upload)
+    indexes = _wanted(wanted, names)
+    recorded = (record or {}).get("options", {}).get("energon_split")
+    split = energon_split_value(split or recorded or "train")
+    check_energon_split(split, ",".join(indexes | _recorded_indexes(record)) or "none")
+    if "energon" in indexes:  # a split Energon's files cannot make fails before any is put
+        split_parts([n for n in names if n.endswith(".tar")], split)
+    job = _Job(dest, doc, record, names, indexes, retrier, guard, upload, split)
     with private_engine(tmp_dir, memory_limit, threads=1) as (con, folder):
         held = _held_index(dest, record, folder)
         if held is None:  # read from the shards; the new sample index is published first
@@ -234,10 +259,9 @@ def _wanted(wanted: str | None, names: Sequence[str]) -> frozenset[str]:
     return indexes
 
 
-def _webdataset_key(name: str) -> str:
-    """A member's sample key as WebDataset groups members: its name up to the basename's
-    first dot."""
-    return wds_split(name)[0]
+def _recorded_indexes(record: Mapping | None) -> frozenset[str]:
+    """The indexes the manifest's record says the dataset has."""
+    return indexes_of(str((record or {}).get("options", {}).get("index", "none")))
 
 
 def _workers(dest: Location) -> int:
@@ -325,11 +349,12 @@ def _manifest(job: _Job, made: _Made) -> dict:
     """The manifest after indexing: an ishard manifest's, its record told of the indexes;
     any other's (a wids shard index, or none), ishard's record of shards it read."""
     doc, record, indexes = job.doc, job.record, job.indexes
-    had = indexes_of(str((record or {}).get("options", {}).get("index", "none")))
-    value = index_value(",".join(sorted(had | indexes)) or "none")
+    value = index_value(",".join(sorted(_recorded_indexes(record) | indexes)) or "none")
+    split = {"energon_split": job.split} if "energon" in indexes else {}
     if record is not None and doc is not None:
         out = copy.deepcopy(dict(doc))
         out["ishard"]["options"]["index"] = value
+        out["ishard"]["options"].update(split)
         out["ishard"]["samples_index"] = dict(made.index)
         if "dali" in indexes:
             for entry in out["ishard"]["shards"]:
@@ -356,7 +381,7 @@ def _manifest(job: _Job, made: _Made) -> dict:
         "ishard": {
             "version": __version__,
             "source": None,
-            "options": {"member_names": "sample", "index": value},
+            "options": {"member_names": "sample", "index": value, **split},
             "totals": totals(shardlist, records),
             "samples_index": dict(made.index),
             "shards": records,

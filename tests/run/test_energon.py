@@ -77,12 +77,27 @@ def test_energon_and_dali_indexes_together(tmp_path):
     check_energon_files(dst)
 
 
+def test_a_split_by_ratios_takes_the_shards_in_order(tmp_path):
+    src = make_tree(tmp_path / "src", TREE)
+    dst = tmp_path / "out"
+    done = invoke_ishard("shard", src, dst, *OPTS, "--energon-split", "3,1,1")
+    assert done.returncode == 0, done.stderr
+    shards = shards_of(dst)
+    assert len(shards) == 5, shards  # 3, 1 and 1 of them
+    check_energon_files(dst, {"train": shards[:3], "val": shards[3:4], "test": shards[4:]})
+    grown = invoke_ishard("shard", src, dst, "--append", "--energon-split", "1,0,0")
+    assert_error(grown, 2, "--energon-split")  # the dataset's split is kept, not changed
+
+
 @pytest.mark.parametrize(
     "args, says",
     [
         (("--index", "energon", "--ext", ".tgz"), "--index energon indexes plain tar shards"),
         (("--index", "energon", "--no-sample-index"), "drop --no-sample-index"),
         (("--index", "energon,wds"), "--index 'energon,wds' names 'wds', which is no index"),
+        (("--energon-split", "1,1,1"), "only --index energon writes — add --index energon"),
+        (("--index", "energon", "--energon-split", "8,x"), "--energon-split '8,x' is not a split"),
+        (("--index", "energon", "--energon-split", "folders"), "and 'shard-000000.tar' is in none"),
     ],
 )
 def test_energon_refuses_what_it_cannot_index(tmp_path, args, says):

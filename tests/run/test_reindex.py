@@ -28,10 +28,12 @@ def parts_of(number: int) -> dict[str, bytes]:
     }
 
 
-def write_webdataset(folder: Path, pattern: str = "train-%04d.tar") -> dict[str, dict]:
+def write_webdataset(
+    folder: Path, pattern: str = "train-%04d.tar", prefix: str = ""
+) -> dict[str, dict]:
     """Shards as WebDataset's own writer writes them; every sample's parts by key."""
     folder.mkdir(parents=True, exist_ok=True)
-    samples = {key: parts_of(i) for i, key in enumerate(KEYS)}
+    samples = {prefix + key: parts_of(i) for i, key in enumerate(KEYS)}
     with wds.ShardWriter(str(folder / pattern), maxcount=10, verbose=0) as sink:
         for key, parts in samples.items():
             sink.write({"__key__": key, **parts})
@@ -124,6 +126,24 @@ def test_webdataset_shards_in_a_bucket(cli, client, s3_bucket, tmp_path):
     assert json.loads(again.stdout)["headers_read"] == 0
 
 
+def test_a_split_by_the_shards_own_folders(tmp_path):
+    dst = tmp_path / "wds"
+    write_webdataset(dst / "train")
+    write_webdataset(dst / "val", "part-%02d.tar", prefix="val-")
+    top = invoke_ishard("index", str(dst), "--energon-split", "folders")
+    assert top.returncode == 0, top.stderr
+    shards = shards_of(dst)
+    train = [s for s in shards if s.startswith("train/")]
+    val = [s for s in shards if s.startswith("val/")]
+    assert len(train) == 6 and len(val) == 6 and len(shards) == 12
+    check_energon_files(dst, {"train": train, "val": val, "test": []})
+    recorded = json.loads((dst / "manifest.json").read_bytes())["ishard"]["options"]
+    assert recorded["energon_split"] == "folders"
+    again = invoke_ishard("index", str(dst), "--index", "energon")  # the recorded split kept
+    assert again.returncode == 0, again.stderr
+    check_energon_files(dst, {"train": train, "val": val, "test": []})
+
+
 def test_shards_named_on_the_command_line(tmp_path):
     dst = tmp_path / "wds"
     write_webdataset(dst)
@@ -131,7 +151,7 @@ def test_shards_named_on_the_command_line(tmp_path):
     assert done.returncode == 0, done.stderr
     assert shards_of(dst) == ["train-0001.tar", "train-0003.tar"]
     refused = invoke_ishard("index", str(dst), "train-0001.tar")
-    assert_error(refused, 2, "lists the shards of this dataset — leave out --shards")
+    assert_error(refused, 2, "lists the shards of this dataset — leave out the shard names")
 
 
 def test_compressed_shards_are_read_forward(tmp_path):
@@ -224,14 +244,25 @@ def test_a_shard_that_is_not_the_one_the_manifest_lists_is_refused(tmp_path):
     "prepare, args, code, says",
     [
         (lambda d: d.mkdir(), (), 2, "holds no shards (.tar"),
-        (write_webdataset, ("../elsewhere.tar",), 2, "is not a shard inside DST"),
-        (write_webdataset, ("train-0000.tar", "train-0000.tar"), 2, "names 'train-0000.tar' twice"),
+        (
+            write_webdataset,
+            ("../elsewhere.tar",),
+            2,
+            "'../elsewhere.tar' is not a shard inside DST",
+        ),
+        (
+            write_webdataset,
+            ("train-0000.tar", "train-0000.tar"),
+            2,
+            "'train-0000.tar' is named twice",
+        ),
         (write_webdataset, ("--index", "wds"), 2, "'wds'"),
         (lambda d: make_tree(d, {"a.zip": 10}), ("a.zip",), 2, "is not a shard ishard index reads"),
         (lambda d: make_tree(d, {"a.tar": 700}), (), 1, "a.tar' cannot be read as a tar shard"),
         (lambda d: make_tree(d, {".ishard-run/1.json": 3, "a.tar": 1}), (), 2, "has not finished"),
+        (write_webdataset, ("--energon-split", "folders"), 2, "'train-0000.tar' is in none"),
     ],
-    ids=["empty", "outside", "twice", "no-index", "zip", "not-a-tar", "a-run-going"],
+    ids=["empty", "outside", "twice", "no-index", "zip", "not-a-tar", "a-run-going", "no-folder"],
 )
 def test_what_ishard_index_refuses(tmp_path, prepare, args, code, says):
     dst = tmp_path / "wds"

@@ -40,9 +40,10 @@ def shards_of(dst: Path) -> list[str]:
     return [e["url"] for e in json.loads((dst / "manifest.json").read_bytes())["shardlist"]]
 
 
-def check_energon_files(dst: Path) -> None:
+def check_energon_files(dst: Path, split_parts: dict[str, list[str]] | None = None) -> None:
     """Every ``.tar.idx``, ``.info.json``, ``split.yaml`` and ``index.sqlite`` in ``dst`` says
-    what tarfile finds in the manifest's shards."""
+    what tarfile finds in the manifest's shards; ``split.yaml`` the ``split_parts`` (None: every
+    shard in train)."""
     shards = shards_of(dst)
     samples, parts = [], []
     counts = {}
@@ -60,7 +61,9 @@ def check_energon_files(dst: Path) -> None:
     info = json.loads((meta / ".info.json").read_bytes())
     assert info == {"energon_version": "7.4.1", "shard_counts": counts}
     split = json.loads((meta / "split.yaml").read_bytes())  # JSON, which YAML reads too
-    assert split == {"split_parts": {"train": shards, "val": [], "test": []}, "exclude": []}
+    if split_parts is None:
+        split_parts = {"train": shards, "val": [], "test": []}
+    assert split == {"split_parts": split_parts, "exclude": []}
     db = sqlite3.connect(meta / "index.sqlite")
     try:
         got = db.execute("SELECT * FROM samples ORDER BY tar_file_id, sample_index").fetchall()
