@@ -223,6 +223,7 @@ def index(
     *,
     index: str | None = None,
     energon_split: str | None = None,
+    resume: bool = False,
     jobs: int = 0,
     retries: int = 5,
     tmp_dir: str | None = None,
@@ -241,6 +242,7 @@ def index(
             the shards are ``.tar``, else none).
         energon_split: Energon's split parts, as ``--energon-split`` (None: the manifest's,
             else ``"train"``).
+        resume: go on from the shards an earlier, stopped ``index`` of the same shards read.
         jobs: shards whose headers are read at once (0: CPUs, at most 8; 8 for a store).
         retries: retries of a failed store request.
         tmp_dir: where the index is made before it is put in ``dst``.
@@ -271,6 +273,7 @@ def index(
         index,
         list(shards) if shards else None,
         energon_split=energon_split,
+        resume=resume,
         jobs=jobs,
         retries=retries,
         tmp_dir=tmp_dir,

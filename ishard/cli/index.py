@@ -48,6 +48,12 @@ Examples:
         "a store).",
     )
 )
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Go on from the shards a stopped ishard index of DST read (its records in "
+    ".ishard-run/index/).",
+)
 @ENDPOINT_URL
 @STORAGE_OPTION
 @PROGRESS

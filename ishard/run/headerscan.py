@@ -25,6 +25,7 @@ from ..progress import Progress
 from ..store import Location, resolve
 from ..store.lockrecord import STATE_DIR
 from ..store.ranged import RangedFile
+from ..store.retry import Retrier
 from .manifest import member_key_function
 
 KeyOf = Callable[[str], str]
@@ -119,9 +120,11 @@ def _damaged(dest: Location, name: str, err: BaseException) -> DataError:
     )
 
 
-def scan_shard(dest: Location, name: str, options: Mapping | None) -> Scanned:
+def scan_shard(
+    dest: Location, name: str, options: Mapping | None, retrier: Retrier | None = None
+) -> Scanned:
     """The members of shard ``name`` of DST, read from their headers, keyed by the rule of
-    ``options`` (``key_rule``).
+    ``options`` (``key_rule``); each store request retried by ``retrier``.
 
     Raises:
         DataError: the shard is missing, or damaged (named, with what is wrong).
@@ -139,7 +142,7 @@ def scan_shard(dest: Location, name: str, options: Mapping | None) -> Scanned:
     try:
         with dest.translated("dataset"):
             try:
-                found, size = _scan(dest, fmt, key, read_headers)
+                found, size = _scan(dest, fmt, key, read_headers, retrier or Retrier(0))
             except damage as err:
                 raise _damaged(dest, name, err) from None
     except FileNotFoundError:
@@ -150,14 +153,17 @@ def scan_shard(dest: Location, name: str, options: Mapping | None) -> Scanned:
     return Scanned(name, found, size, [key_of(m) for m in found.member])
 
 
-def _scan(dest: Location, fmt, key: str, read_headers) -> tuple[Headers, int]:
-    fd = dest.store.descriptor(key)  # a local file, opened without following a link
+def _scan(dest: Location, fmt, key: str, read_headers, retrier: Retrier) -> tuple[Headers, int]:
+    store = dest.store
+    fd = store.descriptor(key)  # a local file, opened without following a link
     if fd is not None:
         with os.fdopen(fd, "rb", buffering=0) as raw:
             return _read(fmt, raw, read_headers), os.fstat(raw.fileno()).st_size
-    size = dest.store.stat(key).size
+    size = retrier.run(lambda: store.stat(key)).size
     if fmt.read is None:  # the shard's bytes are the tar's: seek over member data
-        ranged = RangedFile(lambda start, end: dest.store.read(key, start, end), size)
+        ranged = RangedFile(
+            lambda start, end: retrier.run(lambda: store.read(key, start, end)), size
+        )
         return read_headers(ranged, True), size  # type: ignore[arg-type]
     with dest.store.open_read(key) as stream:
         return _read(fmt, stream, read_headers), size
@@ -185,31 +191,37 @@ def scanned(
     options: Mapping | None,
     workers: int,
     progress: Progress,
+    retrier: Retrier,
+    done: Mapping[int, Scanned],
 ) -> Iterator[Scanned]:
     """Every shard of ``names`` scanned, in their order, ``workers`` at once (at most twice
     as many held): local shards in worker processes (reading headers is Python's work, one
-    core each), a store's on threads (they wait on the network)."""
+    core each), a store's on threads (they wait on the network); those ``done`` (by
+    position: an earlier run's records) as they are."""
     with _pool(dest, workers) as pool:
 
         def submit(name: str, options: Mapping | None) -> Future[Scanned]:
             if isinstance(pool, ProcessPoolExecutor):
                 return pool.submit(_scan_in_worker, dest.url, name, options)
-            return pool.submit(scan_shard, dest, name, options)
+            return pool.submit(scan_shard, dest, name, options, retrier)
 
-        waiting: collections.deque[Future[Scanned]] = collections.deque()
-        todo = iter(names)
-        for name in todo:
-            waiting.append(submit(name, options))
-            if len(waiting) >= 2 * workers:
-                break
+        waiting: collections.deque[Future[Scanned] | Scanned] = collections.deque()
+        todo = iter(enumerate(names))
+
+        def more() -> None:
+            for number, name in todo:
+                waiting.append(done[number] if number in done else submit(name, options))
+                return
+
+        while len(waiting) < 2 * workers and len(waiting) < len(names):
+            more()
         while waiting:
-            done = waiting.popleft().result()
-            progress.verified(done.size)
-            progress.shard_verified(done.name)
-            yield done
-            for name in todo:
-                waiting.append(submit(name, options))
-                break
+            head = waiting.popleft()
+            shard = head if isinstance(head, Scanned) else head.result()
+            progress.verified(shard.size)
+            progress.shard_verified(shard.name)
+            yield shard
+            more()
 
 
 def _pool(dest: Location, workers: int) -> Executor:

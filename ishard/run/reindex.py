@@ -33,12 +33,13 @@ from ..planning.engine.connection import sql_text
 from ..planning.engine.growth import MEMORY_LIMIT, private_engine
 from ..progress import SILENT, Progress
 from ..store import Location
-from ..store.lockrecord import STATE_DIR, acquire
+from ..store.lockrecord import acquire
 from ..store.retry import Retrier
 from ..store.sinks import Guard, put_file
 from ..version import __version__
 from .energon import EnergonDataset, EnergonFiles
 from .headerscan import checked_names, listed_shards, make_table, put_rows, scanned
+from .indexrecords import IndexRecords, check_records
 from .manifest import (
     MANIFEST_NAME,
     WIDS_HEADER,
@@ -78,6 +79,7 @@ def index_dataset(
     shards: Sequence[str] | None,
     *,
     energon_split: str | None = None,
+    resume: bool = False,
     jobs: int = 0,
     retries: int = 5,
     tmp_dir: str | None = None,
@@ -94,35 +96,38 @@ def index_dataset(
     """
     retrier = Retrier(retries)
     dest.store.check_folder(dest.url, "give the folder or prefix that holds the shards")
-    _refuse_records(dest)
+    check_records(dest, resume)
     lock = acquire(dest, retrier)
+    kept = [False]  # records of shards read are there: a stopped job keeps them
     try:
-        return _indexed(
+        done = _indexed(
             dest,
             wanted,
             shards,
-            energon_split,
-            jobs,
+            _Asked(energon_split, resume, jobs, tmp_dir, memory_limit),
             retrier,
             lock.guard,
-            tmp_dir,
-            memory_limit,
             progress,
+            kept,
         )
+        kept[0] = False
+        return done
     finally:
-        with contextlib.suppress(Exception):
-            RunState(dest, retrier).clear()
+        if not kept[0]:
+            with contextlib.suppress(Exception):
+                RunState(dest, retrier).clear()
         lock.release()
 
 
-def _refuse_records(dest: Location) -> None:
-    with dest.translated("destination"):
-        records = dest.store.find(dest.key(STATE_DIR + "/"))
-    if records:
-        raise UsageError(
-            f"a run into {dest.url!r} has not finished ({STATE_DIR}/ holds its records) — "
-            "finish it first (the same ishard shard command with --resume)"
-        )
+@dataclass(frozen=True)
+class _Asked:
+    """How the user asked for the job to be done."""
+
+    energon_split: str | None
+    resume: bool
+    jobs: int
+    tmp_dir: str | None
+    memory_limit: int
 
 
 @dataclass
@@ -145,17 +150,28 @@ class _Job:
     def energon(self) -> EnergonDataset | None:
         return EnergonDataset(self.names, self.split) if "energon" in self.indexes else None
 
-    def from_headers(self, con: Any, folder: str, jobs: int, progress: Progress) -> _Made:
-        """The sample index read from the shards' headers, checked against the manifest's
-        claims, DALI's and Energon's indexes made of it; all put in DST."""
+    def from_headers(
+        self, con: Any, folder: str, asked: _Asked, progress: Progress, kept: list[bool]
+    ) -> _Made:
+        """The sample index read from the shards' headers (each recorded in DST as read; with
+        ``--resume``, those an earlier job recorded taken from there), checked against the
+        manifest's claims, DALI's and Energon's indexes made of it; all put in DST."""
         options = self.record["options"] if self.record else None
+        records = IndexRecords(self.dest, self.retrier, self.names, options)
+        earlier = records.earlier() if asked.resume else {}
+        records.begin()
         progress.indexing(len(self.names), 0)
         make_table(con, "samples")
         sizes: dict[str, int] = {}
-        workers = jobs or _workers(self.dest)
-        for shard in scanned(self.dest, self.names, options, workers, progress):
+        workers = asked.jobs or _workers(self.dest)
+        found = scanned(self.dest, self.names, options, workers, progress, self.retrier, earlier)
+        for number, shard in enumerate(found):
             put_rows(con, "samples", shard)
+            if number not in earlier:
+                records.record(number, shard)
+            kept[0] = True  # a stop from here on leaves what was read, for --resume
             sizes[shard.name] = shard.size
+        kept[0] = False  # every shard read: what fails now is no reading to go on from
         counts = _counts(con, "samples")
         _check_claims(self.dest, self.doc, sizes, counts)
         if "dali" in self.indexes:
@@ -165,7 +181,7 @@ class _Job:
             **self.upload,
         )  # fmt: skip
         record["made_from"] = FROM_HEADERS
-        return _Made(counts, sizes, record, len(sizes))
+        return _Made(counts, sizes, record, len(sizes) - len(earlier))
 
     def from_index(self, con: Any, folder: str, path: str, record: dict) -> _Made:
         """DALI's and Energon's indexes made of the sample index at ``path``; put in DST."""
@@ -191,13 +207,11 @@ def _indexed(
     dest: Location,
     wanted: str | None,
     given: Sequence[str] | None,
-    split: str | None,
-    jobs: int,
+    asked: _Asked,
     retrier: Retrier,
     guard: Guard | None,
-    tmp_dir: str | None,
-    memory_limit: int,
     progress: Progress,
+    kept: list[bool],
 ) -> Indexed:
     data = dest.read_file(MANIFEST_NAME, retrier, role="dataset")
     doc = check_manifest(data, dest.child(MANIFEST_NAME)) if data is not None else None
@@ -216,15 +230,15 @@ def _indexed(
     upload.update(part_size=PART_SIZE, guard=guard)
     indexes = _wanted(wanted, names)
     recorded = (record or {}).get("options", {}).get("energon_split")
-    split = energon_split_value(split or recorded or "train")
+    split = energon_split_value(asked.energon_split or recorded or "train")
     check_energon_split(split, ",".join(indexes | _recorded_indexes(record)) or "none")
     if "energon" in indexes:  # a split Energon's files cannot make fails before any is put
         split_parts([n for n in names if n.endswith(".tar")], split)
     job = _Job(dest, doc, record, names, indexes, retrier, guard, upload, split)
-    with private_engine(tmp_dir, memory_limit, threads=1) as (con, folder):
+    with private_engine(asked.tmp_dir, asked.memory_limit, threads=1) as (con, folder):
         held = _held_index(dest, record, folder)
         if held is None:  # read from the shards; the new sample index is published first
-            made = job.from_headers(con, folder, jobs, progress)
+            made = job.from_headers(con, folder, asked, progress, kept)
         else:
             made = job.from_index(con, folder, *held)
     document = _manifest(job, made)

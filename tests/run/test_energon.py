@@ -14,7 +14,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from energon_checks import check_energon_files, energon_command, energon_reads, shards_of
+from energon_checks import (
+    check_energon_files,
+    energon_command,
+    energon_reads,
+    shards_of,
+    tar_samples,
+)
 from helpers import (
     assert_error,
     download,
@@ -165,6 +171,19 @@ def test_energons_loader_reads_every_sample_without_prepare_and_after_growth(tmp
     (src / "d0/03.cls").write_bytes(b"relabelled")
     assert invoke_ishard("shard", src, dst, "--update").returncode == 0
     assert energon_reads(dst) == source_parts(src)
+    make_tree(src, {"d2/60.jpg": 700, "d2/60.cls": 2})
+    assert invoke_ishard("shard", src, dst, "--append").returncode == 0
+    assert energon_reads(dst) == source_parts(src)
+
+
+def test_energons_loader_reads_the_train_part_of_a_split(tmp_path):
+    src = make_tree(tmp_path / "src", TREE)
+    dst = tmp_path / "out"
+    assert invoke_ishard("shard", src, dst, *OPTS, "--energon-split", "3,1,1").returncode == 0
+    train = shards_of(dst)[:3]
+    keys = {k for shard in train for k, _, _ in tar_samples(dst / shard)[0]}
+    expected = {k: v for k, v in source_parts(src).items() if k in keys}
+    assert energon_reads(dst) == expected and 0 < len(expected) < len(source_parts(src))
 
 
 def test_energon_files_in_a_bucket(cli, client, s3_bucket, tmp_path):

@@ -5,10 +5,12 @@ back by ``ishard find``/``cat``/``verify``, tarfile and, where installed, Energo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -104,7 +106,7 @@ def test_energons_loader_reads_shards_indexed_after_the_fact(tmp_path):
     assert invoke_ishard("index", str(dst), "--index", "energon").returncode == 0
     read = energon_reads(dst)  # skips where megatron-energon is not installed
     assert read == {
-        key: {ext: __import__("hashlib").sha256(data).hexdigest() for ext, data in parts.items()}
+        key: {ext: hashlib.sha256(data).hexdigest() for ext, data in parts.items()}
         for key, parts in samples.items()
     }
 
@@ -294,3 +296,71 @@ def test_the_gnu_tar_of_a_folder_is_indexed(tmp_path):
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["members"] == 2
     check_dali(dst, "s.tar")
+
+
+DALI_READ = """
+import hashlib, json, sys
+from nvidia.dali import fn, pipeline_def, types
+
+shards, indexes = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+exts = ["jpg", "cls", "seg.png"]
+
+@pipeline_def(batch_size=1, num_threads=1, device_id=None)
+def read():
+    return tuple(fn.readers.webdataset(paths=shards, index_paths=indexes, ext=exts,
+                                       dtypes=[types.UINT8] * 3, name="wds"))
+
+pipe = read()
+pipe.build()
+seen = []
+for _ in range(pipe.reader_meta("wds")["epoch_size"]):
+    parts = pipe.run()
+    seen.append({e: hashlib.sha256(bytes(p.as_array()[0])).hexdigest() for e, p in zip(exts, parts)})
+print(json.dumps(seen))
+"""
+
+
+def test_dalis_reader_reads_shards_indexed_after_the_fact(tmp_path):
+    """Where NVIDIA DALI is installed, its WebDataset reader (a CPU pipeline) reads every
+    sample, byte for byte and in order, through the ``.idx`` files ``ishard index`` wrote."""
+    pytest.importorskip("nvidia.dali", reason="nvidia-dali is not installed")
+    dst = tmp_path / "wds"
+    samples = write_webdataset(dst)
+    assert invoke_ishard("index", str(dst), "--index", "dali").returncode == 0
+    shards = shards_of(dst)
+    indexes = [str(dst / s.replace(".tar", ".idx")) for s in shards]
+    done = subprocess.run(
+        [sys.executable, "-c", DALI_READ, json.dumps([str(dst / s) for s in shards]),
+         json.dumps(indexes)],
+        capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    expected = [
+        {ext: hashlib.sha256(data).hexdigest() for ext, data in parts.items()}
+        for parts in samples.values()
+    ]
+    assert json.loads(done.stdout.splitlines()[-1]) == expected
+
+
+def test_a_stopped_index_goes_on_with_resume_reading_only_what_it_had_not(tmp_path):
+    """A damaged shard stops ``ishard index`` after the shards before it were read; once it
+    is repaired, ``--resume`` reads only it (the others from the records in DST), and the
+    result is what one uninterrupted ``ishard index`` writes."""
+    dst = tmp_path / "wds"
+    write_webdataset(dst)
+    whole = tmp_path / "whole"
+    shutil.copytree(dst, whole)
+    assert invoke_ishard("index", str(whole), "--json", "-j", "1").returncode == 0
+    fourth = dst / "train-0003.tar"
+    good = fourth.read_bytes()
+    fourth.write_bytes(b"not a tar" * 100)
+    stopped = invoke_ishard("index", str(dst), "-j", "1")
+    assert_error(stopped, 1, "train-0003.tar' cannot be read as a tar shard")
+    assert not (dst / "manifest.json").exists()
+    fourth.write_bytes(good)
+    again = invoke_ishard("index", str(dst))
+    assert_error(again, 2, "stopped before it finished", "add --resume")
+    resumed = invoke_ishard("index", str(dst), "--resume", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["headers_read"] == 3  # the shards not recorded: 3 to 5
+    assert snapshot(dst) == snapshot(whole)  # the records gone, the rest as one run wrote it
