@@ -11,6 +11,7 @@ from .. import api
 from ..formats.indexes import CHOICES
 from ..options.table import OPTIONS_BY_NAME
 from ..render import make_progress
+from ..sizes import counted
 from .environment import environment_named
 from .help import DEBUG, ENDPOINT_URL, PATH, PROGRESS, QUIET, STORAGE_OPTION, VERBOSE, click_option
 from .output import emit_json, talk
@@ -77,12 +78,13 @@ def index_command(dst, shards, wanted, progress, as_json, quiet, verbose, debug,
         emit_json(done.to_dict())
     elif not quiet:
         how = (
-            f"read the headers of {done.headers_read} shards"
+            f"read the headers of {counted(done.headers_read, 'shard')}"
             if done.headers_read
             else "from its sample index, no shard read"
         )
         sys.stdout.write(
-            f"indexed {done.shards} shards, {done.samples} samples, {done.members} members "
-            f"({how}); indexes: {done.indexes}; wrote {done.manifest}\n"
+            f"indexed {counted(done.shards, 'shard')}, {counted(done.samples, 'sample')}, "
+            f"{counted(done.members, 'member')} ({how}); indexes: {done.indexes}; wrote "
+            f"{done.manifest}\n"
         )
     return 0

@@ -225,7 +225,7 @@ def _indexed(
     if doc is not None:
         names = checked_names([e["url"] for e in doc["shardlist"]])
     else:
-        names = checked_names(given) if given else listed_shards(dest)
+        names = checked_names(_inside(dest, given)) if given else listed_shards(dest)
     upload: dict[str, Any] = {"retrier": retrier, "cleanup": Retrier(CLEANUP_RETRIES, cap=4.0)}
     upload.update(part_size=PART_SIZE, guard=guard)
     indexes = _wanted(wanted, names)
@@ -252,6 +252,12 @@ def _indexed(
         document["ishard"]["options"]["index"],
         where,
     )
+
+
+def _inside(dest: Location, given: Sequence[str]) -> list[str]:
+    """Shards named by their URL (or path) in DST, or relative to it, as names in DST."""
+    base = dest.url.rstrip("/") + "/"
+    return [name.removeprefix(base) for name in given]
 
 
 def _wanted(wanted: str | None, names: Sequence[str]) -> frozenset[str]:

@@ -149,8 +149,8 @@ def test_a_split_by_the_shards_own_folders(tmp_path):
 def test_shards_named_on_the_command_line(tmp_path):
     dst = tmp_path / "wds"
     write_webdataset(dst)
-    done = invoke_ishard("index", str(dst), "train-0001.tar", "train-0003.tar")
-    assert done.returncode == 0, done.stderr
+    done = invoke_ishard("index", str(dst), "train-0001.tar", str(dst / "train-0003.tar"))
+    assert done.returncode == 0, done.stderr  # by name in DST, or by path
     assert shards_of(dst) == ["train-0001.tar", "train-0003.tar"]
     refused = invoke_ishard("index", str(dst), "train-0001.tar")
     assert_error(refused, 2, "lists the shards of this dataset — leave out the shard names")
