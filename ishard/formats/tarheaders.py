@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .reading import Headers
+from .reading import Headers, PlacedDamage
 
 BLOCK = 512
 REGULAR = frozenset(b"0\x007")  # tarfile's regular files (sparse ``S`` goes to tarfile)
 NO_DATA = frozenset(b"12345")  # links, devices, folders, fifos: no data follows
 NAME_OF_NEXT = frozenset(b"xL")
-GNU_KINDS = frozenset(b"LKS")  # a pax header of the next member, a GNU long name
+GNU_KINDS = frozenset(b"LKS")
+MOST_NAME_BYTES = (
+    1 << 20
+)  # a pax header or long name larger than this is damage, not read  # a pax header of the next member, a GNU long name
 
 Read = Callable[[int, int], bytes]  # (offset, count) → up to count bytes from there
 
@@ -92,6 +95,7 @@ def walk(read: Read, size: int) -> Headers:
 
     Raises:
         Unusual: a header this walk does not read (``tarfile`` then reads the shard).
+        PlacedDamage: a pax header or long name of more than ``MOST_NAME_BYTES``.
     """
     found = Headers()
     offset = 0
@@ -112,9 +116,7 @@ def walk(read: Read, size: int) -> Headers:
         kind = header[156]
         length = _number(header[124:136])
         if kind in NAME_OF_NEXT:
-            data = read(offset + BLOCK, length)
-            if len(data) < length:
-                raise Unusual("end of data")
+            data = _next_name(read, offset, length)
             if kind == ord("x"):
                 pax = _pax(data)
             else:
@@ -140,6 +142,25 @@ def walk(read: Read, size: int) -> Headers:
         if offset > size:
             raise Unusual("end of data")
         first, pax, long_name = None, {}, None
+
+
+def _next_name(read: Read, offset: int, length: int) -> bytes:
+    """The ``length`` bytes of a pax header's records or a GNU long name after the header at
+    ``offset``.
+
+    Raises:
+        PlacedDamage: more than ``MOST_NAME_BYTES`` (held in memory whole: no writer's size).
+        Unusual: fewer bytes there.
+    """
+    if length > MOST_NAME_BYTES:
+        raise PlacedDamage(
+            f"the header at byte {offset} says the name or pax records after it take "
+            f"{length} bytes (more than {MOST_NAME_BYTES})"
+        )
+    data = read(offset + BLOCK, length)
+    if len(data) < length:
+        raise Unusual("end of data")
+    return data
 
 
 def _name(header: bytes, pax: dict[str, str], long_name: str | None) -> str:

@@ -109,3 +109,13 @@ def test_a_tar_cut_short_inside_a_member_is_damage():
     data = tar_bytes([("a.jpg", b"1" * 5000), ("b.jpg", b"2" * 5000)], tarfile.PAX_FORMAT)
     with pytest.raises((PlacedDamage, tarfile.ReadError, EOFError)):
         headers(io.BytesIO(data[:6000]), True)
+
+
+def test_a_pax_header_claiming_gigabytes_is_damage_not_read_into_memory():
+    data = bytearray(tar_bytes([("x" * 150 + ".jpg", b"1")], tarfile.PAX_FORMAT))
+    assert data[156:157] == b"x"  # the pax header of the long name comes first
+    data[124:136] = b"%011o\0" % (3 << 30)  # its size: 3 GiB
+    data[148:156] = b" " * 8
+    data[148:156] = b"%06o\0 " % sum(data[:512])
+    with pytest.raises(PlacedDamage, match="the header at byte 0 says"):
+        headers(io.BytesIO(bytes(data)), True)
