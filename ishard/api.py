@@ -24,6 +24,7 @@ from typing import TypeVar
 from .errors import UsageError
 from .model import Plan, Report
 from .options import choices  # noqa: F401 - named by the keywords' types too
+from .options.checks import jobs_option
 from .options.record import Options, PlanKeywords, ShardKeywords, make_options
 from .options.settings import located, plan_settings
 from .options.spelling import keyword_spelling
@@ -258,10 +259,7 @@ def index(
         UsageError: ``dst`` holds no shards, a run's records, or ``shards`` beside a manifest.
         IshardError: a shard missing or damaged, a store that cannot be reached.
     """
-    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 0:
-        raise UsageError(
-            f"jobs={jobs!r} is not a whole number of at least 0 — give 0 for the default"
-        )
+    jobs = jobs_option(jobs)  # as verify checks it
     dest = resolve(
         fspath(dst),
         endpoint_url=endpoint_url,

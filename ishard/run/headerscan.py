@@ -20,7 +20,7 @@ from ..formats import extensions
 from ..formats.reading import FormatDamage, Headers
 from ..formats.registry import find_format, read_as
 from ..names import shown, sort_key, wds_split
-from ..planning.engine.growth import create_index_table, insert_rows
+from ..planning.engine.growth import insert_rows
 from ..progress import Progress
 from ..store import Location, resolve
 from ..store.lockrecord import STATE_DIR
@@ -249,8 +249,3 @@ def put_rows(con: Any, table: str, shard: Scanned) -> None:
         "data_offset": np.array(found.data_offset, dtype=np.int64),
     }
     insert_rows(con, table, columns)
-
-
-def make_table(con: Any, table: str) -> None:
-    """The empty table of the index's columns the scanned rows go into."""
-    create_index_table(con, table)

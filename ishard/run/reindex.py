@@ -30,7 +30,7 @@ from ..formats.indexes import (
 from ..options.checks import check_energon_split
 from ..options.record import default_workers
 from ..planning.engine.connection import sql_text
-from ..planning.engine.growth import MEMORY_LIMIT, private_engine
+from ..planning.engine.growth import MEMORY_LIMIT, create_index_table, private_engine
 from ..progress import SILENT, Progress
 from ..store import Location
 from ..store.lockrecord import acquire
@@ -38,7 +38,7 @@ from ..store.retry import Retrier
 from ..store.sinks import Guard, put_file
 from ..version import __version__
 from .energon import EnergonDataset, EnergonFiles
-from .headerscan import checked_names, listed_shards, make_table, put_rows, scanned
+from .headerscan import checked_names, listed_shards, put_rows, scanned
 from .indexrecords import IndexRecords, check_records
 from .manifest import (
     MANIFEST_NAME,
@@ -161,7 +161,7 @@ class _Job:
         earlier = records.earlier() if asked.resume else {}
         records.begin()
         progress.indexing(len(self.names), 0)
-        make_table(con, "samples")
+        create_index_table(con, "samples")
         sizes: dict[str, int] = {}
         workers = asked.jobs or _workers(self.dest)
         found = scanned(self.dest, self.names, options, workers, progress, self.retrier, earlier)
