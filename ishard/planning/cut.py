@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -15,7 +14,7 @@ from ..formats import extensions
 from ..model import Sample
 from ..names import sort_key
 from ..rules import Rule
-from .table import int_view
+from .table import held, int_view
 from .templates import NameTemplate
 
 if TYPE_CHECKING:  # numpy is imported where a plan is cut: the command starts without it
@@ -132,7 +131,8 @@ def _flat_cut(order: np.ndarray | None, sizes: Sequence[int], bounds: Bounds) ->
 
     count = len(sizes) if order is None else len(order)
     run: Any = range(count) if order is None else order  # sliced into the shards
-    weights = int_view(sizes) if isinstance(sizes, array) else np.asarray(sizes, dtype=np.int64)
+    listed = isinstance(sizes, (list, tuple))  # else an int column, read a window at a time
+    weights = np.asarray(sizes, dtype=np.int64) if listed else int_view(sizes)
     if order is not None:
         weights = weights[order]  # the sizes in the run's order (a copy)
     total = int(weights.sum(dtype=np.int64))
@@ -144,7 +144,7 @@ def _flat_cut(order: np.ndarray | None, sizes: Sequence[int], bounds: Bounds) ->
             step = bounds.count or max(count, 1)
             return [run[i : i + step] for i in range(0, count, step)]
         out: list = []
-        pending, _ = _Cutter(sizes, bounds, out).run(list(run), [], 0)
+        pending, _ = _Cutter(held(sizes), bounds, out).run(list(run), [], 0)
         return [np.asarray(shard, dtype=np.int64) for shard in (*out, pending) if shard]
     shards: list[SampleRun] = []
     start, most, window = 0, bounds.count or count, CUT_WINDOW
@@ -205,7 +205,7 @@ def cut_indices(
         run = np.array(_ordered(range(len(keys)), keys, order, rng), dtype=np.int64)
         return _flat_cut(run, sizes, bounds)
     out: list[list[int]] = []
-    _Cutter(sizes, bounds, out).visit(_tree(keys), keys, order, rng, collapse, True)
+    _Cutter(held(sizes), bounds, out).visit(_tree(keys), keys, order, rng, collapse, True)
     return list[SampleRun](out)
 
 

@@ -26,17 +26,19 @@ ReaderFindings = dict[str, tuple[int, list[str]]]  # by kind: samples, the first
 class Grouping(NamedTuple):
     """Samples a listing's maker already found (the column engine, for a built-in key
     pattern): the key function, the keys in order of first appearance, and the files by
-    sample (each sample's in listing order) as ``SampleTable`` holds them: ``members``, and
-    where each sample's run of them starts (``starts``, one more than there are samples);
+    sample (each sample's in listing order) as ``SampleTable`` holds them: ``members``, where
+    each sample's run of them starts (``starts``, one more than there are samples), each
+    sample's bytes (``sizes``, when the maker summed them) — int columns (``intcolumn``);
     ``flat`` when no key holds a '/'; ``findings``: the key check's over these samples, when
     the engine found them (``readerkeys.findings``)."""
 
     key: KeyFunction
     keys: Names
-    starts: array
-    members: array
+    starts: Any
+    members: Any
     flat: bool
     findings: ReaderFindings | None = None
+    sizes: Any = None
 
 
 class Clashes(NamedTuple):

@@ -261,6 +261,7 @@ def sample_members(table: SampleTable, key: KeyFunction | None = None) -> None:
     if key is not None and table.files.handover.renamable_by is key:
         return
     unsafe_keys(table)
+    table.hold()  # read sample by sample
     keys, starts = table.keys, table.starts
     bad_key = next((s for s, k in enumerate(keys) if key_base_refused(k)), len(keys))
     names, members = table.files.names, table.members

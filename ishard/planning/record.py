@@ -15,7 +15,7 @@ from ..model import Plan
 from ..names import quoted, shown
 from ..sizes import describe_size, format_size
 from ..version import __version__
-from .table import FileTable, ShardList, int64_bytes
+from .table import FileTable, ShardList, column_sum, int64_bytes
 
 SEGMENTS = 256  # the listing is recorded as at most this many runs of names: run.json stays small
 EXAMPLES = 3  # names shown per kind of change
@@ -51,7 +51,7 @@ def listing_record(files: FileTable) -> dict:
         [shown(files.names[i]), min(step, count - i), *_digests(files, i, i + step)]
         for i in range(0, count, step)
     ]
-    return {"files": count, "bytes": sum(files.sizes), "segments": segments}
+    return {"files": count, "bytes": column_sum(files.sizes), "segments": segments}
 
 
 def _facts(plan: Plan, execution_only: Collection[str]) -> dict:
@@ -168,7 +168,7 @@ def _listing_changes(old: dict, files: FileTable) -> str | None:
         details.append("differences in " + "; ".join(ranges[:EXAMPLES]) + more)
     if not details and old.get("files") == len(names):
         return None
-    return _totals(old.get("files"), len(names), old.get("bytes"), sum(files.sizes)) + (
+    return _totals(old.get("files"), len(names), old.get("bytes"), column_sum(files.sizes)) + (
         f" ({'; '.join(details)})" if details else ""
     )
 

@@ -33,9 +33,12 @@ def group_table(files: FileTable, key: KeyFunction) -> SampleTable:
     table = SampleTable(files)
     grouping = files.handover.grouping
     if grouping is not None and grouping.key is key:
-        _, table.keys, table.starts, table.members, table.flat, table.findings = grouping
+        table.keys, table.starts, table.members = grouping.keys, grouping.starts, grouping.members
+        table.flat, table.findings = grouping.flat, grouping.findings
         files.handover = replace(files.handover, grouping=None)  # the table holds them now
-        table.sizes = _sample_sizes(table.starts, table.members, files.sizes)
+        table.sizes = grouping.sizes
+        if table.sizes is None:
+            table.sizes = _sample_sizes(table.starts, table.members, files.sizes)
         return table
     table.keys, sample_of = _numbered(files, key)
     if len(table.keys) == len(files):  # one file per sample, in order: nothing to gather
@@ -126,6 +129,7 @@ def route_table(table: SampleTable, ekm: Ekm | None, tally: Tally) -> list[Sampl
     """
     if ekm is None:
         return [table]
+    table.hold()  # read sample by sample
     names = table.files.names
     groups = [SampleTable(table.files) for _ in ekm.categories]
     for index, key in enumerate(table.keys):
@@ -173,6 +177,7 @@ def apply_sample_exts_table(
     """
     if not wanted or action == "ignore":
         return table
+    table.hold()  # read sample by sample
     all_names = table.files.names
     kept = SampleTable(table.files)
     offenders = 0

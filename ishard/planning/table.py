@@ -35,16 +35,43 @@ def int_column(values: Any, narrow: bool = True) -> array:
     return out  # one copy, through the buffer
 
 
-def int64_bytes(column: array) -> bytes:
+def int64_bytes(column: Any) -> bytes:
     """The bytes of an int column as 8-byte ints, whatever its width (what digests read)."""
+    if not isinstance(column, array):  # a window of a column Python does not hold: numpy
+        import numpy as np
+
+        return np.asarray(column, dtype=np.int64).tobytes()
     return (column if column.typecode == "q" else array("q", column)).tobytes()
 
 
-def int_view(column: array) -> Any:
-    """An int column as a numpy array over its own bytes (int32 or int64: no copy)."""
+def int_view(column: Any) -> Any:
+    """An int column as a numpy array over its own bytes (int32 or int64: no copy); a column
+    Python does not hold (``intcolumn``) as it is, indexed alike."""
     import numpy as np
 
+    if not isinstance(column, array):
+        return column
     return np.frombuffer(column, dtype=np.int32 if column.typecode == "i" else np.int64)
+
+
+def held(column: Any) -> array:
+    """An int column held in memory, as an ``array`` (for a path that reads it value by value,
+    and holds as much per object anyway): itself when it is one."""
+    if isinstance(column, array):
+        return column
+    import numpy as np
+
+    values = np.asarray(column)
+    out = array("i" if values.dtype.itemsize == 4 else "q")
+    out.frombytes(values.tobytes())
+    return out
+
+
+def column_sum(column: Any) -> int:
+    """An int column's values added up (8-byte ints), without an ``int`` object a value."""
+    import numpy as np
+
+    return int(int_view(column).sum(dtype=np.int64)) if len(column) else 0
 
 
 class NoStamps(Sequence[int]):
@@ -215,9 +242,18 @@ class SampleTable:
     def __len__(self) -> int:
         return len(self.keys)
 
+    def hold(self) -> SampleTable:
+        """Hold its int columns (and its files' sizes) in memory (``held``), for a path that
+        reads them sample by sample; itself."""
+        self.sizes, self.starts, self.members = map(held, (self.sizes, self.starts, self.members))
+        self.files.sizes = held(self.files.sizes)
+        return self
+
     def file_indices(self, index: int) -> array:
         """The files of sample ``index``."""
         run = self.members[self.starts[index] : self.starts[index + 1]]
+        if not isinstance(run, array):  # a window of a column Python does not hold
+            return array("q", run.astype("<i8").tobytes())
         return run if run.typecode == "q" else array("q", run)
 
     def file_count(self, index: int) -> int:
@@ -245,6 +281,8 @@ class SampleTable:
     def samples(self, indices: Sequence[int], rename: bool = False) -> tuple[Sample, ...]:
         """Samples ``indices`` as value objects, their names and keys taken at once (a few
         reads of a spooled buffer, not one a file)."""
+        import numpy as np
+
         files = self.files
         found, counts = self.rows(indices)
         rows, counts = found.tolist(), counts.tolist()
@@ -255,9 +293,10 @@ class SampleTable:
             each = (k for k, count in zip(keys, counts) for _ in range(count))
             columns.append(sample_members(each, names))
         entries = list(map(FileEntry, *columns))
+        totals = int_view(self.sizes)[np.asarray(indices, dtype=np.int64)].tolist()
         out, at = [], 0
-        for i, key, count in zip(indices, keys, counts):
-            out.append(Sample(key, tuple(entries[at : at + count]), self.sizes[i]))
+        for key, count, total in zip(keys, counts, totals):
+            out.append(Sample(key, tuple(entries[at : at + count]), total))
             at += count
         return tuple(out)
 

@@ -1072,8 +1072,8 @@ def test_a_plan_reads_the_names_from_the_engine_only_when_a_shard_is_read(tmp_pa
     monkeypatch.setattr(
         connection,
         "int_fetched",
-        lambda con, column, bounds=None: (
-            (fetched.append((column, 0))) or real_ints(con, column, bounds)
+        lambda con, column, folder, table="files", bounds=None: (
+            (fetched.append((column, 0))) or real_ints(con, column, folder, table, bounds)
         ),
     )
     spill = tmp_path / "spill"
@@ -1087,8 +1087,9 @@ def test_a_plan_reads_the_names_from_the_engine_only_when_a_shard_is_read(tmp_pa
     assert sorted(fetched) == [("key", 0), ("mtime", 0), ("name", 0), ("size", 0)]
     assert list(spill.iterdir()) == []
     # the names and keys wait in nameless files on the --tmp-dir disk, read a shard at a
-    # time, each with where its names start in another
-    assert open_files_in(spill) == ["(deleted)"] * 4
+    # time, each with where its names start in another (4); so do the int columns: the
+    # files' sizes and mtimes, the samples' starts, files (apart here) and bytes (5)
+    assert open_files_in(spill) == ["(deleted)"] * 9
     assert sorted((f.name, f.mtime) for f in members) == list(zip(listed.names, listed.mtimes))
     unread = ishard.plan(source(tmp_path), **common)
     assert len(list(spill.iterdir())) == 1
@@ -1146,9 +1147,9 @@ def test_a_tmp_dir_with_no_room_for_the_names_is_one_line_naming_it(tmp_path, mo
                            "--tmp-dir", spill, "--shard-size", "1KiB")  # fmt: skip
     assert result.returncode == 1
     assert result.stderr == (
-        f"ishard: error: the listing's names could not be written to a temporary file in "
+        f"ishard: error: the listing could not be written to a temporary file in "
         f"{str(spill)!r} (No space left on device) — give --tmp-dir a folder on a disk with "
-        "room for them (about a byte a character)\n"
+        "room for it (about a byte a character of the names, and 30 a file)\n"
     )
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").glob("*.tar"))
     assert list(spill.iterdir()) == []
@@ -1191,7 +1192,9 @@ def test_a_dry_runs_key_check_reads_only_what_it_needs_from_the_engine(
     for name in ("fetched", "int_fetched"):
         real = getattr(connection, name)
         monkeypatch.setattr(
-            connection, name, lambda *a, real=real, name=name: (asked.append(name)) or real(*a)
+            connection,
+            name,
+            lambda *a, real=real, name=name, **k: (asked.append(name)) or real(*a, **k),
         )
     for name in ("picked", "_reader_span", "_readers_fetched"):
         real = getattr(connection.Waiting, name)

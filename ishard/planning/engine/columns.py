@@ -13,12 +13,12 @@ readers give the same listing or the same error.
 from __future__ import annotations
 
 import csv
+import itertools
 import sys
 import tempfile
-from array import array
 from collections.abc import Callable
 from dataclasses import replace
-from typing import BinaryIO, TypedDict, TypeVar
+from typing import Any, BinaryIO, TypedDict, TypeVar
 
 from ...errors import DataError, UsageError
 from ...model import EXAMPLES_KEPT, Tally
@@ -34,11 +34,12 @@ from ...sizes import describe_size
 from ...store import Location
 from ..cut import IN_A_FOLDER
 from ..handover import NOTHING, Grouping, Handover, ReaderFindings
+from ..intcolumn import Positions, SpooledInts
 from ..keys import PATTERNS, KeyFunction
 from ..namecolumn import NARROW_MAX, Names
 from ..naming import EXT_FOLD, MEMBER_KEY
 from ..rowrules import MTIME_TEXT, NAME_FITS, SIZE_TEXT, mtime_seconds
-from ..table import FileTable, int_view
+from ..table import FileTable
 from . import MEMORY_LIMIT, connection, parquet, readerkeys, selects
 from .clashes import find_clashes
 from .connection import Fallback
@@ -192,16 +193,17 @@ def _listing(
     key: KeyFunction | None,
     renamed: bool,
     watch: connection.SpillWatch,
-) -> tuple[Handover, array, int]:
-    """What the engine found of the listing (a ``Handover``), its sizes and their total."""
+) -> tuple[Handover, SpooledInts, int]:
+    """What the engine found of the listing (a ``Handover``), its sizes (spooled: none held)
+    and their total."""
     keep, skip = _kept_sql(wanted, include_hidden)
     odd, left_out, skipped = _checked_rows(con, keep, skip, tally)
     _sorted_files(con, keep if left_out else None, skip if skipped else None, odd, watch)
-    handed = _handover(con, key, renamed)
+    handed = _handover(con, key, renamed, watch.folder)
     total, *bounds = con.execute(
         "SELECT coalesce(sum(size), 0), min(size), max(size) FROM files"
     ).fetchone()
-    sizes = connection.int_fetched(con, "size", (bounds[0], bounds[1]))
+    sizes = connection.int_fetched(con, "size", watch.folder, bounds=(bounds[0], bounds[1]))
     return handed, sizes, total  # the names wait in the engine (read_inventory)
 
 
@@ -275,9 +277,10 @@ def _sorted_files(
         con.execute("ALTER TABLE listed RENAME TO files")
 
 
-def _handover(con, key: KeyFunction | None, renamed: bool) -> Handover:
+def _handover(con, key: KeyFunction | None, renamed: bool, folder: str) -> Handover:
     """What the engine tells the planner of ``files``: member names that may clash, whether
-    the key renames them without a clash, the samples' grouping."""
+    the key renames them without a clash, the samples' grouping (its columns spooled to files
+    with no name in ``folder``)."""
     handed = NOTHING
     listed = con.execute("SELECT count(*) FROM files").fetchone()[0]
     if not renamed or key is not None:
@@ -292,11 +295,11 @@ def _handover(con, key: KeyFunction | None, renamed: bool) -> Handover:
     runs = _group(con, key, listed, not renamed) if key is not None else None
     if runs is not None and renamed and unrepeated and _renamable(con, None):
         handed = replace(handed, renamable_by=key)
+    if key is not None and runs is not None:
+        handed = replace(handed, grouping=_grouping(con, key, listed, runs, folder))
     con.execute(
         f"SET memory_limit = '{connection.FETCH_MEMORY >> 20}MiB'"
     )  # the rest waits on disk
-    if key is not None and runs is not None:
-        handed = replace(handed, grouping=_grouping(con, key, listed, runs))
     return handed
 
 
@@ -316,8 +319,8 @@ def _group(con, key: KeyFunction, count: int, readers: bool) -> Found:
         return True, folders, None
     import duckdb
 
-    rows = f"SELECT rowid AS f, {_KEY_SQL[key]} AS key, name FROM files"
-    sort = "CREATE TEMP TABLE by_key AS SELECT f, key{} FROM ({}) ORDER BY key, f"
+    rows = f"SELECT rowid AS f, {_KEY_SQL[key]} AS key, name, size FROM files"
+    sort = "CREATE TEMP TABLE by_key AS SELECT f, key, size{} FROM ({}) ORDER BY key, f"
     findings = None
     if readers:  # sorted on its own: a window sorting it (OVER (ORDER BY key)) is 3x slower
         try:
@@ -364,43 +367,78 @@ def _in_a_row(con, key_sql: str, count: int) -> int | None:
     return folders
 
 
-def _grouping(con, key: KeyFunction, count: int, found: Found) -> Grouping:
-    """The samples ``_group`` found (``found``: its answer), fetched a chunk at a time: numpy
-    lays the files out run after run, as ``SampleTable`` holds them. The keys stay in
-    ``runs`` (``connection.leave_waiting``)."""
+def _grouping(con, key: KeyFunction, count: int, found: Found, folder: str) -> Grouping:
+    """The samples ``_group`` found (``found``: its answer) as ``SampleTable`` holds them, in
+    columns spooled to files with no name in ``folder`` a window at a time (none is held):
+    where each sample's run of files starts, the files by sample (each sample's in listing
+    order; samples in a row: the files themselves, ``Positions``), each sample's bytes. Samples
+    apart, the engine lays the files out run after run (sorted by their sample's first file).
+    The keys stay in ``runs`` (``connection.leave_waiting``)."""
+    with connection.spooling(folder):
+        return _laid_out(con, key, count, found, folder)
+
+
+def _laid_out(con, key: KeyFunction, count: int, found: Found, folder: str) -> Grouping:
     import numpy as np
 
     in_a_row, folders, findings = found
-    wide = count > NARROW_MAX  # positions: 4 bytes each up to 2**31 files
+    narrow = count <= NARROW_MAX  # positions: 4 bytes each up to 2**31 files
     samples = con.execute("SELECT count(*) FROM runs").fetchone()[0]
-    width = 8 if wide else 4
-    starts = array("q" if wide else "i", bytes(width * (samples + 1)))
-    members = array(starts.typecode, bytes(width * count))
-    first, laid = int_view(starts), int_view(members)  # where each sample's run begins, ends
     if in_a_row:  # the runs follow each other: the members are the files in listing order
-        connection.ints_into(first[:-1], con, "pos", "runs")
-        first[-1] = count
-        for a in range(0, count, connection.FETCHED):  # small temporaries
-            b = min(a + connection.FETCHED, count)
-            laid[a:b] = np.arange(a, b, dtype=laid.dtype)
-        return Grouping(key, Names(), starts, members, flat=not folders)
-    by_key = np.empty(count, dtype=laid.dtype)  # each file, in key order: looked up at random
-    connection.ints_into(by_key, con, "f", "by_key")
-    con.execute("DROP TABLE by_key")
-    step = connection.INTS_FETCHED  # samples laid out at a time: small temporaries
-    for a in range(0, samples, step):  # where each run begins: the lengths before it summed
-        b = min(a + step, samples)
-        connection.ints_into(first[a + 1 : b + 1], con, "files", "runs", a)
-        first[a + 1 : b + 1] = np.cumsum(first[a + 1 : b + 1], dtype=np.int64) + first[a]
-    for a in range(0, samples, step):
-        b = min(a + step, samples)
-        pos = np.empty(b - a, dtype=laid.dtype)
-        connection.ints_into(pos, con, "pos", "runs", a)
-        shift = np.repeat(pos - first[a:b], np.diff(first[a : b + 1]))  # member i: by_key[i+s]
-        shift += np.arange(first[a], first[b], dtype=shift.dtype)
-        laid[first[a] : first[b]] = by_key[shift]
+        firsts = connection.ints_of(con, "pos", "runs", samples, narrow=False)
+        members: Any = Positions(count, "i" if narrow else "q")
+        laid = "files"
+    else:
+        con.execute(  # each file after its sample's first one: the samples by first file
+            "CREATE TEMP TABLE laid AS SELECT f, size FROM (SELECT f, size, last_value(CASE "
+            "WHEN new THEN f END IGNORE NULLS) OVER (ROWS UNBOUNDED PRECEDING) AS first FROM "
+            "(SELECT f, size, key IS DISTINCT FROM lag(key) OVER () AS new FROM by_key)) "
+            "ORDER BY first, f"
+        )
+        con.execute("DROP TABLE by_key")
+        counts = connection.ints_of(con, "files", "runs", samples, narrow=False)
+        firsts = _run_starts(counts)
+        members = SpooledInts.written(
+            connection.ints_of(con, "f", "laid", count, narrow), "i" if narrow else "q", folder
+        )
+        laid = "laid"
+    starts = SpooledInts.written(
+        itertools.chain(firsts, [np.array([count], dtype=np.int64)]), "q", folder
+    )
+    sizes = SpooledInts.written(_sample_sizes(con, laid, starts), "q", folder)
+    if laid == "laid":
+        con.execute("DROP TABLE laid")
     # the keys: connection.leave_waiting
-    return Grouping(key, Names(), starts, members, flat=not folders, findings=findings)
+    return Grouping(key, Names(), starts, members, not folders, findings, sizes)
+
+
+def _run_starts(counts):
+    """Where each run starts, given chunks of run lengths (numpy arrays) in order."""
+    import numpy as np
+
+    before = 0
+    for chunk in counts:
+        lengths = np.asarray(chunk, dtype=np.int64)
+        ends = np.cumsum(lengths) + before
+        yield ends - lengths
+        if len(ends):
+            before = int(ends[-1])
+
+
+def _sample_sizes(con, table: str, starts: SpooledInts):
+    """Each sample's bytes, a chunk of samples at a time: the sizes of ``table``'s rows (the
+    files, run after run) summed over each run ``starts`` gives (runs are never empty)."""
+    import numpy as np
+
+    samples = len(starts) - 1
+    step = connection.INTS_FETCHED
+    for a in range(0, samples, step):
+        first = starts.window(a, min(a + step, samples) + 1).astype(np.int64)
+        sizes = con.execute(
+            f"SELECT CAST(size AS BIGINT) AS v FROM {table} "
+            f"WHERE rowid >= {int(first[0])} AND rowid < {int(first[-1])}"
+        ).fetchnumpy()["v"]
+        yield np.add.reduceat(sizes, first[:-1] - first[0], dtype=np.int64)
 
 
 def _renamable(con, key_sql: str | None) -> bool:

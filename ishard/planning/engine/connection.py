@@ -9,16 +9,17 @@ import os
 import shutil
 import threading
 import weakref
-from array import array
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import replace
 from functools import partial
 from typing import Any
 
 from ...errors import DataError
 from ..handover import Handover, LaterReaderKeys, ReaderKeys, ReaderKeysLost
+from ..intcolumn import SpooledInts
 from ..namecolumn import LaterNames, Names
-from ..table import FileTable, int_view
+from ..table import FileTable
 from . import LEAST_MEMORY_LIMIT
 
 FETCHED = 1 << 18  # names (or keys) fetched from the engine at a time
@@ -189,7 +190,7 @@ class Waiting:
             columns: dict[str, Any] = {"names": names_fetched(con, "name", "files", self._spill)}
             if self._keys:
                 columns["keys"] = names_fetched(con, "key", "runs", self._spill)
-            columns["mtimes"] = int_fetched(con, "mtime")
+            columns["mtimes"] = int_fetched(con, "mtime", self._spill)
             later = self._readers() if self._readers is not None else None
             if later is not None:  # the key check still to come: all of them, the engine closing
                 with suppress(ReaderKeysLost):  # else the key check reads the names
@@ -198,13 +199,29 @@ class Waiting:
         except duckdb.Error as error:
             raise _unreadable(error, self._spill) from None
         except OSError as error:  # the temporary folder's disk full, say
-            raise DataError(
-                f"the listing's names could not be written to a temporary file in "
-                f"{os.path.dirname(self._spill)!r} ({error.strerror or error}) — give --tmp-dir "
-                "a folder on a disk with room for them (about a byte a character)"
-            ) from None
+            raise no_room(self._spill, error) from None
         finally:
             close(con, self._spill)
+
+
+def no_room(spill: str, error: OSError) -> DataError:
+    """The listing's columns (names, sizes, the samples') could not be written beside the
+    spill folder ``spill``: its disk full, say."""
+    return DataError(
+        f"the listing could not be written to a temporary file in "
+        f"{os.path.dirname(spill)!r} ({error.strerror or error}) — give --tmp-dir a folder on "
+        "a disk with room for it (about a byte a character of the names, and 30 a file)"
+    )
+
+
+@contextmanager
+def spooling(spill: str) -> Iterator[None]:
+    """Columns written to files with no name in the spill folder ``spill``: a failure to
+    write them is ``no_room``."""
+    try:
+        yield
+    except OSError as error:
+        raise no_room(spill, error) from None
 
 
 def _unreadable(error: Exception, spill: str) -> DataError:
@@ -216,7 +233,7 @@ def _unreadable(error: Exception, spill: str) -> DataError:
 
 
 def leave_waiting(
-    con, spill: str, sizes: array, found: Handover, readers: str | None = None
+    con, spill: str, sizes: Any, found: Handover, readers: str | None = None
 ) -> FileTable:
     """The listing of ``sizes`` whose names and mtimes, and its samples' keys (when ``found``
     has samples), wait in the engine ``con``, whose spill folder is ``spill``; and the files'
@@ -245,29 +262,29 @@ def names_fetched(con, column: str, table: str, folder: str) -> Names:
     )
 
 
-def int_fetched(con, column: str, bounds: tuple[Any, Any] | None = None) -> array:
-    """An int column of ``files`` as ``int_column`` keeps it — 4-byte ints when its values
-    fit (``bounds``: its least and most value, when known), else 8-byte — filled a chunk at a
-    time (``ints_into``): no temporary as long as the column."""
+def int_fetched(con, column: str, folder: str, table: str = "files", bounds: Any = None):
+    """An int column of ``table`` in its order, spooled to a file with no name in ``folder``
+    (``intcolumn.SpooledInts``: a window at a time, none of it held), of 4-byte ints when its
+    values fit (``bounds``: its least and most value, when known), else 8-byte."""
     least, most = (
-        bounds or con.execute(f"SELECT min({column}), max({column}) FROM files").fetchone()
+        bounds or con.execute(f"SELECT min({column}), max({column}) FROM {table}").fetchone()
     )
     fits = least is None or (-(1 << 31) <= least and most < 1 << 31)
-    count = con.execute("SELECT count(*) FROM files").fetchone()[0]
-    out = array("i" if fits and count else "q", bytes((4 if fits else 8) * count))
-    ints_into(int_view(out), con, column, "files")
-    return out
+    count = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    with spooling(folder):
+        return SpooledInts.written(
+            ints_of(con, column, table, count, fits), "i" if fits else "q", folder
+        )
 
 
-def ints_into(out: Any, con, column: str, table: str, first: int = 0) -> None:
-    """Fill ``out`` (a numpy int array) with the int ``column`` of ``table``'s rows from
-    ``first`` on, in their order, ``INTS_FETCHED`` rows at a time."""
-    kind = "INTEGER" if out.dtype.itemsize == 4 else "BIGINT"
-    for start in range(0, len(out), INTS_FETCHED):
-        stop = min(start + INTS_FETCHED, len(out))
-        out[start:stop] = con.execute(
+def ints_of(con, column: str, table: str, count: int, narrow: bool, first: int = 0):
+    """The int ``column`` of ``table``'s rows ``first`` to ``count``, ``INTS_FETCHED`` rows at a
+    time (numpy arrays of 4-byte ints when ``narrow``, else 8-byte)."""
+    kind = "INTEGER" if narrow else "BIGINT"
+    for start in range(first, count, INTS_FETCHED):
+        yield con.execute(
             f"SELECT CAST({column} AS {kind}) AS v FROM {table} "
-            f"WHERE rowid >= {first + start} AND rowid < {first + stop}"
+            f"WHERE rowid >= {start} AND rowid < {min(start + INTS_FETCHED, count)}"
         ).fetchnumpy()["v"]
 
 

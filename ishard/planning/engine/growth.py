@@ -200,8 +200,8 @@ def _load_planned(con: Any, tables: Sequence[SampleTable]) -> None:
             "attributes",
             {
                 "file": np.arange(first, stop, dtype=np.int64),
-                "size": sizes[first:stop].astype(np.int64),
-                "mtime": mtimes[first:stop].astype(np.int64),
+                "size": np.asarray(sizes[first:stop], dtype=np.int64),
+                "mtime": np.asarray(mtimes[first:stop], dtype=np.int64),
             },
         )
         con.execute(
@@ -216,13 +216,13 @@ def _load_planned(con: Any, tables: Sequence[SampleTable]) -> None:
                 f"INSERT INTO keys SELECT {grp}, file, key FROM ({_SPLIT.format(name='key')})",
                 [first, text],
             )
-        starts = int_view(table.starts).astype(np.int64, copy=False)
+        starts = np.asarray(int_view(table.starts), dtype=np.int64)
         con.register(
             "batch",
             {
                 "grp": np.full(len(table.members), grp, np.int32),
                 "sample": np.repeat(np.arange(len(table), dtype=np.int64), np.diff(starts)),
-                "file": int_view(table.members).astype(np.int64, copy=False),
+                "file": np.asarray(int_view(table.members), dtype=np.int64),
             },
         )
         con.execute("INSERT INTO members SELECT grp, sample, file FROM batch")

@@ -1,0 +1,223 @@
+"""Int columns of a listing that Python does not hold: ``SpooledInts``, ints in a file with no
+name read a window at a time with ``pread``, and ``Positions``, the column 0, 1, 2, … of no
+size. What planning keeps per object of a hundred million files lives in such columns, so
+what Python holds is bounded by the windows it reads, not by the objects."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+WINDOW = 1 << 20  # ints read at once when a whole column is walked (4 or 8 MB)
+GAP = 1 << 12  # ints between two wanted ones below which one read takes both
+
+
+def _numpy():
+    import numpy as np  # imported where a plan is cut: the command starts without it
+
+    return np
+
+
+class SpooledInts:
+    """A column of little-endian ints (``typecode`` ``i``: 4 bytes, ``q``: 8) in a file with
+    no name, read with ``pread`` (forked writers read it through the descriptor they inherit).
+    Indexed like a numpy array: an int gives an int, a slice (step 1) or an array of
+    positions a numpy array of those values; ``np.asarray`` reads it whole (what a path not
+    yet windowed does)."""
+
+    __slots__ = ("_count", "_file", "typecode")
+
+    def __init__(self, file: Any, count: int, typecode: str) -> None:
+        self._file, self._count, self.typecode = file, count, typecode
+
+    @classmethod
+    def written(cls, chunks: Iterable[Any], typecode: str, folder: str | None) -> SpooledInts:
+        """The ints given a chunk (a numpy array) at a time, written to a new file in
+        ``folder``."""
+        np = _numpy()
+        dtype = np.dtype("<i4" if typecode == "i" else "<i8")
+        file = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 (kept open by the column)
+        count = 0
+        try:
+            for chunk in chunks:
+                part = np.asarray(chunk).astype(dtype, copy=False)
+                file.write(memoryview(part).cast("B"))
+                count += len(part)
+            file.flush()
+        except BaseException:
+            file.close()
+            raise
+        return cls(file, count, typecode)
+
+    @property
+    def dtype(self) -> Any:
+        """The numpy type of its values."""
+        return _numpy().dtype("<i4" if self.typecode == "i" else "<i8")
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes a value."""
+        return 4 if self.typecode == "i" else 8
+
+    def __len__(self) -> int:
+        return self._count
+
+    def window(self, start: int, stop: int) -> Any:
+        """Values ``start`` to ``stop`` (clipped to the column) as a numpy array."""
+        np = _numpy()
+        start, stop = max(0, start), min(stop, self._count)
+        width = self.itemsize
+        size = width * max(stop - start, 0)
+        data = bytearray(size)
+        view, at, fd = memoryview(data), 0, self._file.fileno()
+        while at < size:
+            got = os.preadv(fd, [view[at:]], width * start + at)
+            if not got:
+                raise OSError(f"a planning column's temporary file ends at value {start}")
+            at += got
+        return np.frombuffer(data, dtype=self.dtype)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._count)
+            out = self.window(start, stop)
+            return out if step == 1 else out[::step]
+        if isinstance(index, (int, _numpy().integer)):
+            at = int(index) + (self._count if index < 0 else 0)
+            if not 0 <= at < self._count:
+                raise IndexError("planning column index out of range")
+            return int(self.window(at, at + 1)[0])
+        return self.take(index)
+
+    def take(self, indices: Any) -> Any:
+        """The values at ``indices`` (any order, repeats allowed) as a numpy array: the
+        positions sorted, each run of them within ``GAP`` of the next read at once — a shard's
+        files lie in a few spans of the listing."""
+        np = _numpy()
+        at = np.asarray(indices, dtype=np.int64)
+        if not len(at):
+            return np.empty(0, dtype=self.dtype)
+        at = np.where(at < 0, at + self._count, at)
+        if int(at.min()) < 0 or int(at.max()) >= self._count:
+            raise IndexError("planning column index out of range")
+        order = np.argsort(at, kind="stable")
+        ranked = at[order]
+        breaks = np.flatnonzero(np.diff(ranked) > GAP) + 1
+        out = np.empty(len(at), dtype=self.dtype)
+        for a, b in zip([0, *breaks.tolist()], [*breaks.tolist(), len(ranked)]):
+            lo = int(ranked[a])
+            span = self.window(lo, int(ranked[b - 1]) + 1)
+            out[order[a:b]] = span[ranked[a:b] - lo]
+        return out
+
+    def windows(self, step: int = WINDOW) -> Iterator[tuple[int, Any]]:
+        """(where it starts, the values) of each window of ``step`` values, in order."""
+        for start in range(0, self._count, step):
+            yield start, self.window(start, start + step)
+
+    def sum(self, dtype: Any = None) -> int:
+        """The values added up (as 8-byte ints), a window at a time."""
+        np = _numpy()
+        return sum(int(part.sum(dtype=np.int64)) for _, part in self.windows())
+
+    def max(self) -> int:
+        """The largest value (the column is not empty)."""
+        return max(int(part.max()) for _, part in self.windows())
+
+    def min(self) -> int:
+        """The smallest value (the column is not empty)."""
+        return min(int(part.min()) for _, part in self.windows())
+
+    def __iter__(self) -> Iterator[int]:
+        for _, part in self.windows():
+            yield from part.tolist()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        whole = self.window(0, self._count)
+        return whole if dtype is None else whole.astype(dtype, copy=False)
+
+    def tobytes(self) -> bytes:
+        """The column's bytes, as ``array.tobytes`` gives them."""
+        return bytes(self.window(0, self._count).data)
+
+    def __reduce__(self):  # pickled (sent to a Dask worker, say) as an array of the values
+        from array import array
+
+        return array, (self.typecode, self.tobytes())
+
+    def __repr__(self) -> str:
+        return f"SpooledInts({self._count} × {self.itemsize} B)"
+
+
+class Positions:
+    """The column 0, 1, …, ``count - 1`` (the files by sample when each sample's files are in
+    a row of the listing), indexed like ``SpooledInts``, of no size."""
+
+    __slots__ = ("_count", "typecode")
+
+    def __init__(self, count: int, typecode: str = "q") -> None:
+        self._count, self.typecode = count, typecode
+
+    @property
+    def dtype(self) -> Any:
+        """The numpy type of its values."""
+        return _numpy().dtype("<i4" if self.typecode == "i" else "<i8")
+
+    def __len__(self) -> int:
+        return self._count
+
+    def window(self, start: int, stop: int) -> Any:
+        """Values ``start`` to ``stop`` (clipped) as a numpy array."""
+        start, stop = max(0, start), min(stop, self._count)
+        return _numpy().arange(start, max(start, stop), dtype=self.dtype)
+
+    def __getitem__(self, index: Any) -> Any:
+        np = _numpy()
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._count)
+            return np.arange(start, stop, step, dtype=self.dtype)
+        if isinstance(index, (int, np.integer)):
+            at = int(index) + (self._count if index < 0 else 0)
+            if not 0 <= at < self._count:
+                raise IndexError("planning column index out of range")
+            return at
+        return self.take(index)
+
+    def take(self, indices: Any) -> Any:
+        """The values at ``indices``: the indices themselves, checked."""
+        np = _numpy()
+        at = np.asarray(indices, dtype=np.int64)
+        at = np.where(at < 0, at + self._count, at)
+        if len(at) and (int(at.min()) < 0 or int(at.max()) >= self._count):
+            raise IndexError("planning column index out of range")
+        return at.astype(self.dtype, copy=False)
+
+    def windows(self, step: int = WINDOW) -> Iterator[tuple[int, Any]]:
+        """(where it starts, the values) of each window of ``step`` values, in order."""
+        for start in range(0, self._count, step):
+            yield start, self.window(start, start + step)
+
+    def sum(self, dtype: Any = None) -> int:
+        """The values added up."""
+        return self._count * (self._count - 1) // 2
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self._count))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        return _numpy().arange(self._count, dtype=dtype or self.dtype)
+
+    def tobytes(self) -> bytes:
+        """The column's bytes, as ``array.tobytes`` gives them."""
+        return self.__array__().tobytes()
+
+    def __reduce__(self):
+        return Positions, (self._count, self.typecode)
+
+    def __repr__(self) -> str:
+        return f"Positions({self._count})"
+
+
+IntColumn = Any  # an ``array``, a ``SpooledInts`` or ``Positions``: what planning's int columns are
