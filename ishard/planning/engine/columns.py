@@ -297,9 +297,7 @@ def _handover(con, key: KeyFunction | None, renamed: bool, folder: str) -> Hando
         handed = replace(handed, renamable_by=key)
     if key is not None and runs is not None:
         handed = replace(handed, grouping=_grouping(con, key, listed, runs, folder))
-    con.execute(
-        f"SET memory_limit = '{connection.FETCH_MEMORY >> 20}MiB'"
-    )  # the rest waits on disk
+    connection.fetching(con)  # the rest waits on disk
     return handed
 
 
@@ -385,6 +383,7 @@ def _laid_out(con, key: KeyFunction, count: int, found: Found, folder: str) -> G
     narrow = count <= NARROW_MAX  # positions: 4 bytes each up to 2**31 files
     samples = con.execute("SELECT count(*) FROM runs").fetchone()[0]
     if in_a_row:  # the runs follow each other: the members are the files in listing order
+        connection.fetching(con)
         firsts = connection.ints_of(con, "pos", "runs", samples, narrow=False)
         members: Any = Positions(count, "i" if narrow else "q")
         laid = "files"
@@ -396,6 +395,7 @@ def _laid_out(con, key: KeyFunction, count: int, found: Found, folder: str) -> G
             "ORDER BY first, f"
         )
         con.execute("DROP TABLE by_key")
+        connection.fetching(con)
         counts = connection.ints_of(con, "files", "runs", samples, narrow=False)
         firsts = _run_starts(counts)
         members = SpooledInts.written(

@@ -101,6 +101,12 @@ class SpillWatch:
         self.most = max(self.most, held)
 
 
+def fetching(con) -> None:
+    """The engine's memory limit lowered to ``FETCH_MEMORY``: what is left is read out of it
+    a window at a time, and what its sorts held goes (it is on disk)."""
+    con.execute(f"SET memory_limit = '{FETCH_MEMORY >> 20}MiB'")
+
+
 def close(con, spill: str) -> None:
     """Close the engine and remove its spill folder (again: nothing happens)."""
     con.close()
