@@ -41,6 +41,7 @@ INDEX_COLUMNS = (
     ("xxh3_64", "UBIGINT"),  # the member's bytes' xxh3-64, taken as they were written
 )
 NAMES_AT_ONCE = 1 << 20  # names (or keys) put into the engine in one blob
+SAMPLES_LOADED = 1 << 20  # samples whose files are put into the engine at a time
 
 
 @dataclass(frozen=True)
@@ -216,17 +217,21 @@ def _load_planned(con: Any, tables: Sequence[SampleTable]) -> None:
                 f"INSERT INTO keys SELECT {grp}, file, key FROM ({_SPLIT.format(name='key')})",
                 [first, text],
             )
-        starts = np.asarray(int_view(table.starts), dtype=np.int64)
-        con.register(
-            "batch",
-            {
-                "grp": np.full(len(table.members), grp, np.int32),
-                "sample": np.repeat(np.arange(len(table), dtype=np.int64), np.diff(starts)),
-                "file": np.asarray(int_view(table.members), dtype=np.int64),
-            },
-        )
-        con.execute("INSERT INTO members SELECT grp, sample, file FROM batch")
-        con.unregister("batch")
+        starts, members = int_view(table.starts), int_view(table.members)
+        for s0 in range(0, len(table), SAMPLES_LOADED):  # a window of samples at a time
+            s1 = min(s0 + SAMPLES_LOADED, len(table))
+            runs = np.asarray(starts[s0 : s1 + 1], dtype=np.int64)
+            rows = np.asarray(members[int(runs[0]) : int(runs[-1])], dtype=np.int64)
+            con.register(
+                "batch",
+                {
+                    "grp": np.full(len(rows), grp, np.int32),
+                    "sample": np.repeat(np.arange(s0, s1, dtype=np.int64), np.diff(runs)),
+                    "file": rows,
+                },
+            )
+            con.execute("INSERT INTO members SELECT grp, sample, file FROM batch")
+            con.unregister("batch")
 
 
 # the rows of a blob of names split: ``file`` (its row, from the first parameter on) and
