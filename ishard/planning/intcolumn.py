@@ -12,6 +12,7 @@ from typing import Any
 
 WINDOW = 1 << 20  # ints read at once when a whole column is walked (4 or 8 MB)
 GAP = 1 << 12  # ints between two wanted ones below which one read takes both
+SPAN = 1 << 20  # ints one read of scattered positions spans at most (4 or 8 MB)
 
 
 def _numpy():
@@ -93,8 +94,8 @@ class SpooledInts:
 
     def take(self, indices: Any) -> Any:
         """The values at ``indices`` (any order, repeats allowed) as a numpy array: the
-        positions sorted, each run of them within ``GAP`` of the next read at once — a shard's
-        files lie in a few spans of the listing."""
+        positions sorted, each run of them within ``GAP`` of the next read at once, in reads
+        of at most ``SPAN`` values — a shard's files lie in a few spans of the listing."""
         np = _numpy()
         at = np.asarray(indices, dtype=np.int64)
         if not len(at):
@@ -107,9 +108,12 @@ class SpooledInts:
         breaks = np.flatnonzero(np.diff(ranked) > GAP) + 1
         out = np.empty(len(at), dtype=self.dtype)
         for a, b in zip([0, *breaks.tolist()], [*breaks.tolist(), len(ranked)]):
-            lo = int(ranked[a])
-            span = self.window(lo, int(ranked[b - 1]) + 1)
-            out[order[a:b]] = span[ranked[a:b] - lo]
+            while a < b:  # a read spans at most SPAN values: positions spread wide, bounded
+                lo = int(ranked[a])
+                end = a + int(np.searchsorted(ranked[a:b], lo + SPAN, side="left"))
+                span = self.window(lo, int(ranked[end - 1]) + 1)
+                out[order[a:end]] = span[ranked[a:end] - lo]
+                a = end
         return out
 
     def windows(self, step: int = WINDOW) -> Iterator[tuple[int, Any]]:

@@ -30,16 +30,17 @@ def spooled(values, typecode, folder, chunk=7):
     picks=st.lists(st.integers(0, 10**6), max_size=80),
     typecode=st.sampled_from(["i", "q"]),
     gap=st.sampled_from([1, 3, 4096]),
+    span=st.sampled_from([1, 5, 1 << 20]),
 )
 def test_a_spooled_column_reads_back_what_was_written(
-    tmp_path_factory, values, picks, typecode, gap
+    tmp_path_factory, values, picks, typecode, gap, span
 ):
     """Ints, windows, positions in any order (repeats, negatives), sums and extremes are the
-    values written, whatever the reads are grouped by."""
+    values written, whatever the reads are grouped by and however far one may span."""
     folder = tmp_path_factory.mktemp("spool")
     column = spooled(values, typecode, folder)
     expected = np.asarray(values, dtype=np.int64)
-    old_gap, intcolumn.GAP = intcolumn.GAP, gap
+    old, (intcolumn.GAP, intcolumn.SPAN) = (intcolumn.GAP, intcolumn.SPAN), (gap, span)
     try:
         assert len(column) == len(values)
         assert np.array_equal(np.asarray(column), expected)
@@ -57,7 +58,7 @@ def test_a_spooled_column_reads_back_what_was_written(
         assert held(column).tolist() == values
         assert pickle.loads(pickle.dumps(column)).tolist() == values
     finally:
-        intcolumn.GAP = old_gap
+        intcolumn.GAP, intcolumn.SPAN = old
     assert os.listdir(folder) == []  # a file with no name
 
 
