@@ -116,8 +116,10 @@ class SpooledInts:
                 a = end
         return out
 
-    def windows(self, step: int = WINDOW) -> Iterator[tuple[int, Any]]:
-        """(where it starts, the values) of each window of ``step`` values, in order."""
+    def windows(self, step: int | None = None) -> Iterator[tuple[int, Any]]:
+        """(where it starts, the values) of each window of ``step`` values (``WINDOW``), in
+        order."""
+        step = step or WINDOW
         for start in range(0, self._count, step):
             yield start, self.window(start, start + step)
 
@@ -198,8 +200,10 @@ class Positions:
             raise IndexError("planning column index out of range")
         return at.astype(self.dtype, copy=False)
 
-    def windows(self, step: int = WINDOW) -> Iterator[tuple[int, Any]]:
-        """(where it starts, the values) of each window of ``step`` values, in order."""
+    def windows(self, step: int | None = None) -> Iterator[tuple[int, Any]]:
+        """(where it starts, the values) of each window of ``step`` values (``WINDOW``), in
+        order."""
+        step = step or WINDOW
         for start in range(0, self._count, step):
             yield start, self.window(start, start + step)
 

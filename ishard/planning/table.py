@@ -10,6 +10,7 @@ from typing import Any
 
 from ..model import FileEntry, Sample, ShardPlan
 from ..names import sample_members
+from . import intcolumn
 from .handover import NOTHING, Handover, ReaderFindings
 from .namecolumn import CHUNK, Names
 
@@ -366,7 +367,9 @@ def _shard_sums(samples: Any, sizes: Any, starts: Any) -> tuple[int, int]:
 
     if isinstance(samples, range) and samples.step == 1:
         a, b = samples.start, samples.stop
-        return int(sizes[a:b].sum(dtype=np.int64)), int(starts[b]) - int(starts[a])
+        step = max(b - a, 1) if isinstance(sizes, np.ndarray) else intcolumn.WINDOW  # windows
+        total = sum(int(sizes[i : min(i + step, b)].sum(dtype=np.int64)) for i in range(a, b, step))
+        return total, int(starts[b]) - int(starts[a])
     at = np.asarray(samples, dtype=np.int64)
     files = int(starts[at + 1].sum(dtype=np.int64)) - int(starts[at].sum(dtype=np.int64))
     return int(sizes[at].sum(dtype=np.int64)), files
