@@ -226,6 +226,3 @@ class Positions:
 
     def __repr__(self) -> str:
         return f"Positions({self._count})"
-
-
-IntColumn = Any  # an ``array``, a ``SpooledInts`` or ``Positions``: what planning's int columns are
