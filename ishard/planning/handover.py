@@ -28,7 +28,7 @@ class Grouping(NamedTuple):
     pattern): the key function, the keys in order of first appearance, and the files by
     sample (each sample's in listing order) as ``SampleTable`` holds them: ``members``, where
     each sample's run of them starts (``starts``, one more than there are samples), each
-    sample's bytes (``sizes``, when the maker summed them) — int columns (``intcolumn``);
+    sample's bytes (``sizes``) — int columns (``intcolumn``);
     ``flat`` when no key holds a '/'; ``findings``: the key check's over these samples, when
     the engine found them (``readerkeys.findings``)."""
 
@@ -36,9 +36,9 @@ class Grouping(NamedTuple):
     keys: Names
     starts: Any
     members: Any
+    sizes: Any
     flat: bool
     findings: ReaderFindings | None = None
-    sizes: Any = None
 
 
 class Clashes(NamedTuple):

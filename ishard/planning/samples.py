@@ -37,8 +37,6 @@ def group_table(files: FileTable, key: KeyFunction) -> SampleTable:
         table.flat, table.findings = grouping.flat, grouping.findings
         files.handover = replace(files.handover, grouping=None)  # the table holds them now
         table.sizes = grouping.sizes
-        if table.sizes is None:
-            table.sizes = _sample_sizes(table.starts, table.members, files.sizes)
         return table
     table.keys, sample_of = _numbered(files, key)
     if len(table.keys) == len(files):  # one file per sample, in order: nothing to gather
@@ -97,28 +95,6 @@ def _gather_numpy(sample_of: array, samples: int, file_sizes: array) -> Gathered
     totals = int_column(sizes, narrow=False)  # sample sizes: 8 bytes, whatever they are
     del sizes
     return first, int_column(np.argsort(of, kind="stable")), totals
-
-
-def _sample_sizes(starts: array, members: array, file_sizes: array) -> array:
-    """Each sample's bytes: the sizes of its run of ``members`` summed, with numpy, a chunk of
-    samples at a time (no array as long as the listing on the way), straight into the column
-    kept: 4 bytes a sample while every sum fits (as ``int_column`` keeps ints), else 8."""
-    import numpy as np
-
-    first, laid, sizes = int_view(starts), int_view(members), int_view(file_sizes)
-    count = len(first) - 1
-    kept = array("i" if count else "q", bytes(4 * count))
-    out = int_view(kept)
-    for a in range(0, count, CHUNK):
-        b = min(a + CHUNK, count)
-        run = sizes[laid[first[a] : first[b]]]
-        sums = np.add.reduceat(run, first[a:b] - first[a], dtype=np.int64)  # runs not empty
-        if kept.typecode == "i" and int(sums.max()) >= 1 << 31:  # sizes are never negative
-            wide = array("q", bytes(8 * count))
-            int_view(wide)[:a] = out[:a]
-            kept, out = wide, int_view(wide)
-        out[a:b] = sums
-    return kept
 
 
 def route_table(table: SampleTable, ekm: Ekm | None, tally: Tally) -> list[SampleTable]:

@@ -409,7 +409,7 @@ def _laid_out(con, key: KeyFunction, count: int, found: Found, folder: str) -> G
     if laid == "laid":
         con.execute("DROP TABLE laid")
     # the keys: connection.leave_waiting
-    return Grouping(key, Names(), starts, members, not folders, findings, sizes)
+    return Grouping(key, Names(), starts, members, sizes, not folders, findings)
 
 
 def _run_starts(counts):
