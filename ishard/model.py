@@ -129,6 +129,36 @@ class Tally:
 
 
 @dataclass(frozen=True)
+class Duplicates:
+    """Listed files whose bytes repeat an earlier file's (``--duplicates``), by name order: the
+    ``groups`` of two or more such files, the ``copies`` (each file past the first of its
+    group) and their bytes (``nbytes``); ``by``, what told them alike (an inventory's
+    checksum or ETag column, or a hash of the bytes of files whose sizes collide);
+    ``dropped`` when the copies were left out (``--duplicates drop``); ``pairs``, (copy,
+    first of its group): every copy when dropped, else the first ``EXAMPLES_KEPT``."""
+
+    by: str
+    groups: int
+    copies: int
+    nbytes: int
+    dropped: bool
+    pairs: tuple[tuple[str, str], ...]
+
+    def record(self, every: bool = False) -> dict:
+        """As a summary or manifest records it: the pairs as ``{"name", "same_as"}``, the
+        first ``EXAMPLES_KEPT`` of them (``every``: all there are)."""
+        pairs = self.pairs if every else self.pairs[:EXAMPLES_KEPT]
+        return {
+            "by": self.by,
+            "groups": self.groups,
+            "copies": self.copies,
+            "bytes": self.nbytes,
+            "dropped": self.dropped,
+            ("pairs" if every else "examples"): [{"name": n, "same_as": f} for n, f in pairs],
+        }
+
+
+@dataclass(frozen=True)
 class Growth:
     """What a growing dataset's plan (``--append``, ``--update``) found in its destination:
     the samples held there, those new in the source, changed in it or gone from it; the
@@ -167,6 +197,7 @@ class Plan:
     spilled: int = 0  # the most bytes planning held in its temporary folder (--tmp-dir)
     numbering: tuple[int, ...] = ()  # per shard template (EKM category): the next unused name
     growth: Growth | None = None  # a growing dataset's comparison (--append, --update)
+    duplicates: Duplicates | None = None  # files of equal bytes found (--duplicates)
 
     def _column(self, name: str, value) -> list:
         column = getattr(self.shards, name, None)

@@ -146,6 +146,8 @@ def summary_text(summary: dict, out: TextIO, *, dry_run: bool) -> None:
     for skip in summary["skipped"]:
         examples = ", ".join(map(quoted, skip["examples"]))
         out.write(f"left out {skip['count']}: {skip['reason']} (e.g. {examples})\n")
+    if summary.get("duplicates"):
+        out.write(duplicates_text(summary["duplicates"]) + "\n")
     if summary.get("seed") is not None:
         out.write(
             f"shuffle seed: {summary['seed']} (pass --sort shuffle:{summary['seed']} to repeat)\n"
@@ -181,6 +183,23 @@ def _written_text(summary: dict, out: TextIO) -> None:
             f"removed {counted(summary['removed_archives'], 'archive')} of the earlier "
             "run that this run did not rewrite\n"
         )
+
+
+def duplicates_text(found: dict) -> str:
+    """The line of the files whose bytes repeat an earlier file's (``--duplicates``)."""
+    if not found["copies"]:
+        return f"duplicates: none (by {found['by']})"
+    pair = found["examples"][0]
+    done = (
+        "left out (--duplicates drop; each listed in the manifest)"
+        if found["dropped"]
+        else "kept (--duplicates drop leaves them out)"
+    )
+    return (
+        f"duplicates: {counted(found['copies'], 'file')} ({format_size(found['bytes'])}) "
+        f"{'repeats' if found['copies'] == 1 else 'repeat'} the bytes of an earlier one, in {counted(found['groups'], 'group')}, by "
+        f"{found['by']} — e.g. {quoted(pair['name'])} = {quoted(pair['same_as'])}; {done}"
+    )
 
 
 def cut_text(cut: dict) -> str:

@@ -327,11 +327,13 @@ def _go_defaults(out: list[str]) -> None:
     """The Go spelling's defaults, put in ``out`` (before any ``--``) where not given: Go's
     member names (the source paths), md5, the checksum wids reads (md5sum), which the Go
     spelling's manifests have always had, and names Go shards though they differ only in case
-    or Unicode form, warned about; and Go's documented 1 MiB shard size."""
+    or Unicode form, warned about; no look for duplicates, which Go does not tell; and Go's
+    documented 1 MiB shard size."""
     for option, default in (
         ("--member-names", "original"),
         ("--checksum", "md5"),
         ("--lookalike-names", "warn"),
+        ("--duplicates", "off"),
         ("--shard-size", GO_SHARD_SIZE),
     ):
         if not any(a == option or a.startswith(f"{option}=") for a in out):

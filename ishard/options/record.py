@@ -21,6 +21,7 @@ from ..formats import extensions, exts_reading, level_range
 from ..formats.compress import GZIP_LIBRARIES, gzip_library
 from ..formats.indexes import energon_split_value, index_value
 from ..planning.cut import Bounds, Order
+from ..planning.duplicates import check_duplicates
 from ..planning.ekm import Ekm, parse_ekm
 from ..planning.engine import MEMORY_LIMIT as DEFAULT_MEMORY_LIMIT
 from ..planning.extraction import check_lookalikes
@@ -104,6 +105,7 @@ class Options:
     max_remove: int | str = MAX_REMOVE  # checked: a whole percent, 100 for "all"
     strict: bool = False
     lookalike_names: str = "refuse"
+    duplicates: str = "auto"
     tmp_dir: str | None = None
     memory_limit: int = DEFAULT_MEMORY_LIMIT
 
@@ -171,6 +173,7 @@ class PlanKeywords(TypedDict, total=False):
     energon_split: str
     strict: bool
     lookalike_names: str
+    duplicates: str
     tmp_dir: str | PathLike[str] | None
     memory_limit: int | str
 
@@ -276,7 +279,6 @@ def make_options(**kwargs) -> Options:
         target.count,
     )
     check_naming(opts.member_names, opts.index, opts.ext, opts.sample_index, opts.energon_split)
-    check_lookalikes(opts.lookalike_names)
     level = _checked_level(opts)
     check_template_ext(opts.template, opts.ext)  # also parses: a bad template fails here
     _check_ekm_given(opts)
@@ -324,7 +326,9 @@ def _given(kwargs: dict) -> Options:
 
 def _check_choices(opts: Options) -> None:
     """The options that take one of a set of values: --missing-extension-action, --ext,
-    --zip-compression, --checksum."""
+    --zip-compression, --checksum, --lookalike-names, --duplicates."""
+    check_lookalikes(opts.lookalike_names)
+    check_duplicates(opts.duplicates)
     if opts.missing_extension_action not in ACTIONS:
         raise UsageError(
             f"--missing-extension-action {opts.missing_extension_action!r} is not an action — "

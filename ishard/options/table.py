@@ -11,6 +11,7 @@ from ..checksums import ALGORITHMS
 from ..formats import ARCHIVE_EXTS, level_help, spelt
 from ..formats.compress import GZIP_LIBRARIES
 from ..formats.indexes import CHOICES as INDEX_CHOICES
+from ..planning.duplicates import MODES as DUPLICATE_MODES
 from ..planning.extraction import LOOKALIKES
 from ..planning.keys import BUILT_IN
 from ..planning.naming import MEMBER_NAMES
@@ -289,6 +290,21 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         api="member names that differ only in case or Unicode form (``A.jpg``, ``a.jpg``; "
         'distinct files on Linux, one on macOS and Windows): ``"refuse"`` (a ``DataError``) '
         'or ``"warn"`` (a warning of the plan, as Go ishard\'s spelling).',
+        group="run",
+    ),
+    OptionSpec(
+        "duplicates",
+        "Files of equal bytes: auto reports those an inventory's checksums or ETags show, "
+        "report also hashes files whose sizes collide, drop leaves out all but the first by "
+        "name (recorded in the manifest), off (the Go spelling's default).",
+        READERS,
+        "choice",
+        DUPLICATE_MODES,
+        "auto",
+        api='files whose bytes are the same: ``"auto"`` reports those an inventory\'s '
+        'checksum or ETag column shows (``Plan.duplicates``), ``"report"`` also hashes the '
+        'files whose sizes collide where it has none, ``"drop"`` leaves out each file past '
+        'the first of its group by name (recorded in the manifest), ``"off"``.',
         group="run",
     ),
     OptionSpec(

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ..model import Duplicates
 from .keys import KeyFunction
 from .namecolumn import Names
 
@@ -107,7 +108,8 @@ class Handover:
     the files' samples for a built-in key pattern; ``clashes``: the files whose member names
     may clash on extraction; ``renamable_by``: the key function by whose samples every file
     can take a ``<sample key>.<extension>`` name; ``readers``: what readers make of each
-    name; ``spilled``: the most bytes the engine wrote to its temporary folder, reading it.
+    name; ``spilled``: the most bytes the engine wrote to its temporary folder, reading it;
+    ``duplicates``: the files of equal checksums it found (and dropped, if asked).
     A part the planner has taken is dropped with ``dataclasses.replace`` (its memory goes)."""
 
     grouping: Grouping | None = None
@@ -115,6 +117,7 @@ class Handover:
     renamable_by: KeyFunction | None = None
     readers: ReaderKeys | LaterReaderKeys | None = None
     spilled: int = 0
+    duplicates: Duplicates | None = None
 
 
 NOTHING = Handover()  # a listing the column engine did not read: nothing handed over

@@ -17,6 +17,7 @@ from ..sizes import counted
 from ..store import Location, open_url, parse_storage_options
 from ..store.retry import Retrier
 from .cut import SampleRun, balance, check_unique, cut_indices, shard_names
+from .duplicates import DROPPED, find_duplicates
 from .engine.growth import Held, check_new_names, compare
 from .extraction import check_extraction_names
 from .inventory import list_inventory
@@ -79,6 +80,7 @@ def _list(source: Location, opts: PlanSettings, tally: Tally, progress: Progress
             memory_limit=opts.memory_limit,
             key=key_function(opts.sample_key_pattern),
             renamed=opts.renamed,
+            duplicates=opts.duplicates,
             sizes=_sizes(source, opts),
             **common,
         )
@@ -99,6 +101,7 @@ def make_plan(
     are now."""
     tally = Tally()
     files = _list(source, opts, tally, progress)
+    duplicates = _duplicates(files, source, opts, tally)
     warnings: list[str] = []
     key = key_function(opts.sample_key_pattern)
     check = KeyCheck()
@@ -138,7 +141,32 @@ def make_plan(
         spilled=files.handover.spilled,
         numbering=tuple(numbering),
         growth=growth,
+        duplicates=duplicates,
     )
+
+
+def _duplicates(files: FileTable, source: Location, opts: PlanSettings, tally: Tally):
+    """The listing's duplicates (``duplicates.find_duplicates``), the bytes of files read
+    from ``source`` where that is how they are told; those dropped counted in ``tally``."""
+    reader = None
+
+    def read(entries):
+        nonlocal reader
+        retrier = Retrier(opts.retries)
+        reader = source.store.reader(
+            source, retrier, jobs=1, budget=64 << 20, follow_symlinks=opts.follow_symlinks
+        )
+        with source.translated("source"):
+            yield from reader.read(entries)
+
+    try:
+        found = find_duplicates(files, opts.duplicates, read)
+    finally:
+        if reader is not None:
+            reader.close()
+    if found is not None and found.dropped and found.copies:
+        tally.add_many(DROPPED, found.copies, [copy for copy, _ in found.pairs])
+    return found
 
 
 def _sample_tables(

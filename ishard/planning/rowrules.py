@@ -26,6 +26,9 @@ from ..store.urls import redacted
 NAME_COLUMNS = ("name", "key", "Key", "path", "object")
 SIZE_COLUMNS = ("size", "Size", "bytes")
 MTIME_COLUMNS = ("mtime", "last_modified", "LastModifiedDate", "LastModified")
+# a file's content identity (``--duplicates``): a checksum before an ETag, which depends on how
+# the object was uploaded; ``e_tag`` is an S3 Inventory report's in Parquet and ORC
+IDENTITY_COLUMNS = ("checksum", "sha256", "md5", "ETag", "etag", "e_tag")
 
 
 MAX_LINE = 1 << 20  # bytes in one inventory line: a file per line never needs more
@@ -208,6 +211,17 @@ def report_size(size: int | None) -> int | None:
     return None if size is not None and size < 0 else size or 0
 
 
+def identity(value) -> str | None:
+    """A checksum or ETag as compared: the text without the spaces and double quotes around
+    it (an S3 listing quotes an ETag, its inventory does not), a whole number as its digits;
+    None for an empty one or any other value (a JSON null, a float, a list)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        return None
+    return value.strip(' "') or None
+
+
 def whole_seconds(ticks: int, per_second: int) -> int:
     """A time in ``ticks`` (``per_second`` of them a second) in whole seconds, toward zero."""
     return ticks // per_second if ticks >= 0 else -(-ticks // per_second)
@@ -250,6 +264,7 @@ MTIME_TEXT = Rule(
     "CASE WHEN {mtime} IS NULL OR {mtime} = '' THEN 0 ELSE CAST({mtime} AS BIGINT) END",
     where="{mtime} IS NULL OR {mtime} = '' OR regexp_full_match({mtime}, '[0-9]{{1,15}}')",
 )
+IDENTITY = Rule("a checksum or ETag", identity, "nullif(trim({value}, ' \"'), '')")
 S3_KEY = Rule(
     "an S3 Inventory CSV key",  # URL-encoded, '+' a space; one not UTF-8 fails in SQL
     unquote_plus,
@@ -290,6 +305,11 @@ def found_columns(present) -> tuple[str | None, str | None, str | None]:
         for names in (NAME_COLUMNS, SIZE_COLUMNS, MTIME_COLUMNS)
     )
     return name, size, mtime
+
+
+def identity_column(present) -> str | None:
+    """The checksum or ETag column among ``present`` (``IDENTITY_COLUMNS``' first), or None."""
+    return next((c for c in IDENTITY_COLUMNS if c in present), None)
 
 
 def columns_at(fields: list[str]) -> tuple[int | None, int | None, int | None]:

@@ -34,6 +34,7 @@ class PlanSettings:
     member_names: str
     index: str
     lookalike_names: str
+    duplicates: str
     # cutting and naming
     bounds: Bounds
     order: Order

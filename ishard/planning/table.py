@@ -6,7 +6,7 @@ import operator
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..model import FileEntry, Sample, ShardPlan
 from ..names import sample_members
@@ -107,14 +107,24 @@ class NoStamps(Sequence[int]):
         self._count += len(values)
 
 
+class Identities(NamedTuple):
+    """What tells the listed files' bytes alike (``--duplicates``): the inventory ``column``
+    it came from (a checksum or an ETag) and each file's value (None: none given), in listing
+    order — held only for a listing the row reader read (a small one)."""
+
+    column: str
+    values: list[str | None]
+
+
 class FileTable:
     """Listed files as four columns: names, sizes, integer mtimes (whole seconds, what archive
     headers get) and stamps (the rest of a file's identity, for the plan fingerprint only:
     ``local_stamp``, ``store_stamp``, or 0 where the listing has nothing more; ``NoStamps``
     where no file has more); and ``handover``, what the column engine found of the listing
-    when it read it (``handover.NOTHING`` when it did not)."""
+    when it read it (``handover.NOTHING`` when it did not); ``identities``, each file's
+    checksum or ETag where the row reader read them from an inventory (else None)."""
 
-    __slots__ = ("_mtimes", "_mtimes_later", "handover", "names", "sizes", "stamps")
+    __slots__ = ("_mtimes", "_mtimes_later", "handover", "identities", "names", "sizes", "stamps")
 
     def __init__(self) -> None:
         self.names = Names()
@@ -123,6 +133,7 @@ class FileTable:
         self._mtimes_later: Callable[[], array] | None = None
         self.stamps: array | NoStamps = array("q")
         self.handover = NOTHING
+        self.identities: Identities | None = None
 
     @property
     def mtimes(self) -> array:
@@ -187,7 +198,6 @@ class FileTable:
         """Order by name, bytewise (the order object stores list in); drop repeated names."""
         if _ascending(self.names):
             return  # already sorted and unique: the common case for store listings
-        self.handover = NOTHING  # found in the old order
         names = list(self.names)
         key = _bytewise if _has_surrogates(names) else None
         order = sorted(
@@ -195,6 +205,16 @@ class FileTable:
         )
         keep = [i for n, i in enumerate(order) if n == 0 or names[order[n - 1]] != names[i]]
         del order
+        self.kept(keep, names)
+
+    def kept(self, keep: list[int], names: list[str] | None = None) -> None:
+        """Keep only the files at ``keep`` (indices), in that order (``names``: the names,
+        if already a list); what the engine found of the old listing goes."""
+        self.handover = NOTHING
+        names = list(self.names) if names is None else names
+        if self.identities is not None:
+            values = self.identities.values
+            self.identities = self.identities._replace(values=[values[i] for i in keep])
         self.names = Names(names[i] for i in keep)
         self.sizes = array("q", [self.sizes[i] for i in keep])
         self.mtimes = array("q", [self.mtimes[i] for i in keep])

@@ -64,6 +64,11 @@ def manifest_document(
                 for s in plan.skipped
             ],
             "numbering": list(plan.numbering),
+            **(
+                {"duplicates": plan.duplicates.record(every=plan.duplicates.dropped)}
+                if plan.duplicates is not None
+                else {}
+            ),
             **({"samples_index": dict(index)} if index is not None else {}),
             "shards": records,
         },

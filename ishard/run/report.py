@@ -56,6 +56,7 @@ def plan_summary(plan: Plan) -> dict:
         "seed": plan.seed,
         **({"spilled": plan.spilled} if plan.spilled else {}),
         **({"growth": _growth(plan.growth)} if plan.growth is not None else {}),
+        **({"duplicates": plan.duplicates.record()} if plan.duplicates is not None else {}),
     }
 
 

@@ -248,6 +248,20 @@ def test_an_s3_inventory_size(batch):
     assert agree(rowrules.S3_SIZE, batch, column="size") == len(batch)
 
 
+checksums = st.text(alphabet=' "0123456789abcdefABCDEF-é\t', max_size=12) | st.sampled_from(
+    ['"9e107d9d372bb6826bd81d3542a419d6"', "d41d8cd98f00b204e9800998ecf8427e-2", '""', " ", ""]
+)
+
+
+@covers(rowrules.IDENTITY)
+@EXAMPLES
+@given(batch=st.lists(checksums | st.none(), max_size=30))
+def test_a_checksum_or_etag_as_compared(batch):
+    """Spaces and double quotes around it go (S3 quotes an ETag in a listing, not in its
+    inventory); nothing left, or none given, is no checksum."""
+    assert agree(rowrules.IDENTITY, batch, column="value") == len(batch)
+
+
 moments = st.datetimes(datetime(1970, 1, 1), datetime(9999, 12, 31))
 
 

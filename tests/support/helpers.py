@@ -612,9 +612,10 @@ def uploads(client, bucket: str) -> list:
 SCHEMA = "Bucket, Key, Size, LastModifiedDate, StorageClass"
 
 
-def s3_csv_report(root: Path, lines: list[list[str]], parts: int = 2) -> Path:
+def s3_csv_report(root: Path, lines: list[list[str]], parts: int = 2, schema: str = SCHEMA) -> Path:
     """An AWS S3 Inventory report in CSV, laid out as AWS writes it: ``lines`` (fields as
-    written, keys already encoded) over ``parts`` gzip'ed, headerless data files."""
+    written, keys already encoded, in the order of ``schema``) over ``parts`` gzip'ed,
+    headerless data files."""
     config = root / "inv" / "src-bucket" / "daily"
     (config / "data").mkdir(parents=True)
     (config / "2024-01-02T00-00Z").mkdir()
@@ -625,7 +626,7 @@ def s3_csv_report(root: Path, lines: list[list[str]], parts: int = 2) -> Path:
         name = f"{part}c1e5d9a-1b2c-4d3e-8f90-a1b2c3d4e5f6.csv.gz"
         (config / "data" / name).write_bytes(gzip.compress(text.getvalue().encode()))
         files.append({"key": f"inv/src-bucket/daily/data/{name}", "size": 1, "MD5checksum": "0"})
-    manifest = {"sourceBucket": "src-bucket", "fileFormat": "CSV", "fileSchema": SCHEMA,
+    manifest = {"sourceBucket": "src-bucket", "fileFormat": "CSV", "fileSchema": schema,
                 "files": files}  # fmt: skip
     path = config / "2024-01-02T00-00Z" / "manifest.json"
     path.write_text(json.dumps(manifest))
@@ -633,8 +634,10 @@ def s3_csv_report(root: Path, lines: list[list[str]], parts: int = 2) -> Path:
 
 
 def s3_parquet_report(root: Path, rows: list[tuple], parts: int = 2) -> Path:
-    """An AWS S3 Inventory report in Parquet: ``rows`` of (key, size, ISO time or None) over
-    ``parts`` data files, with AWS's column names and types."""
+    """An AWS S3 Inventory report in Parquet: ``rows`` of (key, size, ISO time or None), and
+    an ETag where a row has a fourth field (``e_tag``: then every row has one), over ``parts``
+    data files, with AWS's column names and types."""
+    etag = bool(rows) and len(rows[0]) > 3
     config = root / "inv" / "src-bucket" / "daily"
     (config / "data").mkdir(parents=True)
     (config / "2024-01-02T00-00Z").mkdir()
@@ -644,11 +647,13 @@ def s3_parquet_report(root: Path, rows: list[tuple], parts: int = 2) -> Path:
     with duckdb.connect() as con:
         for part in range(parts):
             con.execute("CREATE OR REPLACE TABLE t (bucket VARCHAR, key VARCHAR, size BIGINT, "
-                        "last_modified_date TIMESTAMP)")  # fmt: skip
+                        f"last_modified_date TIMESTAMP{', e_tag VARCHAR' if etag else ''})")  # fmt: skip
             chunk = [list(r) for r in rows[part::parts]]
             if chunk:
                 con.executemany(
-                    "INSERT INTO t VALUES ('src-bucket', ?, ?, CAST(? AS TIMESTAMP))", chunk
+                    "INSERT INTO t VALUES ('src-bucket', ?, ?, CAST(? AS TIMESTAMP)"
+                    f"{', ?' if etag else ''})",
+                    chunk,
                 )
             name = f"{part}c1e5d9a.parquet"
             con.execute(f"COPY t TO '{config / 'data' / name}' (FORMAT parquet)")
@@ -658,7 +663,7 @@ def s3_parquet_report(root: Path, rows: list[tuple], parts: int = 2) -> Path:
         "fileFormat": "Parquet",
         "fileSchema": "message s3.inventory { required binary bucket (STRING); required binary "
         "key (STRING); optional int64 size; optional int64 last_modified_date "
-        "(TIMESTAMP(MILLIS,true));}",
+        "(TIMESTAMP(MILLIS,true));" + (" optional binary e_tag (STRING);" if etag else "") + "}",
         "files": files,
     }
     path = config / "2024-01-02T00-00Z" / "manifest.json"

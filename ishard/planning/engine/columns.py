@@ -18,9 +18,9 @@ import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, BinaryIO, TypedDict, TypeVar
+from typing import Any, BinaryIO, TypedDict
 
-from ...errors import DataError, UsageError
+from ...errors import DataError
 from ...model import EXAMPLES_KEPT, Tally
 from ...names import (
     EXTENSION,
@@ -33,6 +33,7 @@ from ...names import (
 from ...sizes import describe_size
 from ...store import Location
 from ..cut import IN_A_FOLDER
+from ..duplicates import by_column
 from ..handover import NOTHING, Grouping, Handover, ReaderFindings
 from ..intcolumn import Positions, SpooledInts
 from ..keys import PATTERNS, KeyFunction
@@ -40,7 +41,7 @@ from ..namecolumn import NARROW_MAX, Names
 from ..naming import EXT_FOLD, MEMBER_KEY
 from ..rowrules import MTIME_TEXT, NAME_FITS, SIZE_TEXT, mtime_seconds
 from ..table import FileTable
-from . import MEMORY_LIMIT, connection, parquet, readerkeys, selects
+from . import MEMORY_LIMIT, connection, duplicates, parquet, readerkeys, selects
 from .clashes import find_clashes
 from .connection import Fallback
 
@@ -59,8 +60,6 @@ _BAD_ROW = f"NOT {NAME_FITS.over(name='name')} OR NOT {SIZE_TEXT.answered(size='
 _IN_A_FOLDER = IN_A_FOLDER.over(key="key")
 
 
-T = TypeVar("T")
-
 # the sample keys of the built-in patterns (keys.sample_keys) in SQL, by key function
 _KEY_SQL = {p.key: p.sql for p in PATTERNS}
 
@@ -73,12 +72,14 @@ SAMPLED_RUN, SAMPLED_RUNS = 2048, 32
 class EngineReading(TypedDict, total=False):
     """How the engine reads an inventory, besides what it keeps: where it spills
     (``tmp_dir``) and past how many bytes (``memory_limit``), the run's key function
-    (``key``) and whether members are named ``<key>.<extension>`` (``renamed``)."""
+    (``key``), whether members are named ``<key>.<extension>`` (``renamed``) and what is done
+    of files whose checksums are the same (``duplicates``, ``--duplicates``' value)."""
 
     tmp_dir: str | None
     memory_limit: int | None
     key: KeyFunction | None
     renamed: bool
+    duplicates: str
 
 
 def read_inventory(
@@ -121,13 +122,17 @@ def read_inventory(
     try:
         with watch:
             local = selects.fetched(inventory, spill, opener)
+            read = selects.as_given(inventory, local, lambda: selects.source(con, local))
+            mode = reading.get("duplicates", "off")
+            column = read.identity if mode != "off" else None
             con.execute(
-                "CREATE TEMP TABLE raw AS SELECT coalesce(name, '') AS name, size, mtime "
-                f"FROM ({_named(inventory, local, lambda: selects.source(con, local))})"
+                "CREATE TEMP TABLE raw AS SELECT coalesce(name, '') AS name, size, mtime"
+                f"{', ident' if column else ''} FROM ({read.sql})"
             )
             built_in = key if key in _KEY_SQL else None
+            dupes = None if column is None else (by_column(column), mode == "drop")
             handed, sizes, total = _listing(
-                con, wanted, include_hidden, tally, built_in, renamed, watch
+                con, (wanted, include_hidden, tally), built_in, renamed, watch, dupes
             )
         # the key check's reader keys, cut when it asks (not where the engine did the check)
         found = handed.grouping is not None and handed.grouping.findings is not None
@@ -140,7 +145,7 @@ def read_inventory(
     except (duckdb.Error, UnicodeDecodeError, csv.Error, Fallback) as error:
         refused, failed = None, error
         if inventory.kind == "parquet":
-            refused = _named(
+            refused = selects.as_given(
                 inventory, local, lambda: parquet.refusal(con, local.files[0], failed, _BAD_ROW)
             )
         connection.close(con, spill)
@@ -150,24 +155,6 @@ def read_inventory(
     except BaseException:
         connection.close(con, spill)
         raise
-
-
-def _named(original: selects.Inventory, local: selects.Inventory, make: Callable[[], T]) -> T:
-    """``make()``, with a refusal it raises or returns naming each of the inventory's files as
-    given (a store URL), not as the copy of it that the engine read."""
-    copies = [(c, o) for c, o in zip(local.files, original.files) if c != o]
-    try:
-        made = make()
-    except UsageError as refused:
-        raise _renamed(refused, copies) from None
-    return _renamed(made, copies) if isinstance(made, UsageError) else made  # type: ignore[return-value]
-
-
-def _renamed(error: UsageError, copies: list[tuple[str, str]]) -> UsageError:
-    text = str(error)
-    for copy, original in copies:
-        text = text.replace(copy, original)
-    return type(error)(text) if text != str(error) else error
 
 
 def _out_of_room(path: str, memory_limit: int, tmp_dir: str | None, error) -> DataError:
@@ -187,19 +174,23 @@ def _out_of_room(path: str, memory_limit: int, tmp_dir: str | None, error) -> Da
 
 def _listing(
     con,
-    wanted: str | None,
-    include_hidden: bool,
-    tally: Tally,
+    kept: tuple[str | None, bool, Tally],
     key: KeyFunction | None,
     renamed: bool,
     watch: connection.SpillWatch,
+    dupes: tuple[str, bool] | None,
 ) -> tuple[Handover, SpooledInts, int]:
     """What the engine found of the listing (a ``Handover``), its sizes (spooled: none held)
-    and their total."""
+    and their total. ``kept``: the prefix wanted, whether hidden names are, the tally of what
+    is not; ``dupes``: what tells duplicates alike, and whether they are dropped (None: they
+    are not looked for)."""
+    wanted, include_hidden, tally = kept
     keep, skip = _kept_sql(wanted, include_hidden)
     odd, left_out, skipped = _checked_rows(con, keep, skip, tally)
-    _sorted_files(con, keep if left_out else None, skip if skipped else None, odd, watch)
-    handed = _handover(con, key, renamed, watch.folder)
+    kept_sql = (keep if left_out else None, skip if skipped else None)
+    _sorted_files(con, kept_sql, odd, watch, dupes is not None)
+    found = None if dupes is None else duplicates.found(con, *dupes)
+    handed = replace(_handover(con, key, renamed, watch.folder), duplicates=found)
     total, *bounds = con.execute(
         "SELECT coalesce(sum(size), 0), min(size), max(size) FROM files"
     ).fetchone()
@@ -248,19 +239,26 @@ def _checked_rows(con, keep: str, skip: str, tally: Tally) -> tuple[bool, bool, 
 
 
 def _sorted_files(
-    con, keep: str | None, skip: str | None, odd: bool, watch: connection.SpillWatch
+    con,
+    filters: tuple[str | None, str | None],
+    odd: bool,
+    watch: connection.SpillWatch,
+    with_ident: bool,
 ) -> None:
     """The table ``files`` from ``raw``: the rows ``keep`` keeps (None: all) and ``skip`` does
-    not skip (None: none skipped), sorted by name, each name once (its first row)."""
+    not skip (None: none skipped), sorted by name, each name once (its first row); with its
+    checksums (``ident``) when ``with_ident``."""
+    keep, skip = filters
     seconds = MTIME_TEXT.over(mtime="mtime")
     when = (  # every mtime whole seconds or none (the common case): cast, no pattern per row
         f"CASE WHEN {_WHOLE_SECONDS} THEN {seconds} ELSE {_odd_times(con)} END" if odd else seconds
     )
     kept = [keep] if keep is not None else []  # a sort under a filter took 2.7x as long at 100M
     kept += [f"({skip}) IS NULL"] if skip is not None else []  # nothing skipped: no pattern per row
+    ident = ", ident" if with_ident else ""
     con.execute(
         f"CREATE TEMP TABLE files AS SELECT name, {SIZE_TEXT.over(size='size')} AS size, "
-        f"{when} AS mtime FROM raw {'WHERE ' + ' AND '.join(kept) if kept else ''} "
+        f"{when} AS mtime{ident} FROM raw {'WHERE ' + ' AND '.join(kept) if kept else ''} "
         f"ORDER BY {NAME_ORDER.over(name='name')}, rowid"
     )
     watch.look()  # the listing twice, sorted and not: what is past the limit is on disk now

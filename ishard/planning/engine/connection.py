@@ -13,12 +13,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...errors import DataError
 from ..handover import Handover, LaterReaderKeys, ReaderKeys, ReaderKeysLost
 from ..intcolumn import SpooledInts
 from ..namecolumn import LaterNames, Names
+from ..rowrules import IDENTITY
 from ..table import FileTable
 from . import LEAST_MEMORY_LIMIT
 
@@ -27,6 +28,23 @@ INTS_FETCHED = 1 << 21  # ints of a column fetched at a time (8 or 16 MB)
 FETCH_MEMORY = 64 << 20  # the engine's memory limit while Python fetches the listing
 LOG = logging.getLogger("ishard")
 SPILL_LOOK = 0.1  # seconds between two looks at the size of the engine's spill folder
+
+
+class Source(NamedTuple):
+    """An inventory's SELECT of each row's name, size, mtime (all text) and ``ident`` (its
+    checksum or ETag, as ``IDENTITY`` takes it; NULL where it has none), and the column that
+    ``ident`` came from (``identity``; None: no such column)."""
+
+    sql: str
+    identity: str | None = None
+
+
+def identity_sql(column: str | None, field: str | None = None) -> str:
+    """The SQL of ``ident`` from ``field`` (a column's SQL; ``column`` itself, quoted, when
+    None): NULL when there is no such ``column``."""
+    if column is None:
+        return "NULL"
+    return IDENTITY.over(value=field or f'"{column}"')
 
 
 def sql_hash(*texts: str) -> str:

@@ -19,10 +19,11 @@ from ..rowrules import (
     checked_name,
     checked_size,
     found_columns,
+    identity_column,
     since_1970,
     whole_seconds,
 )
-from .connection import Fallback, sql_text
+from .connection import Fallback, Source, identity_sql, sql_text
 
 NAME_HINT = "give each file's name as text (a string column)"
 SIZE_HINT = "give each file's size in bytes (an integer column)"
@@ -90,9 +91,9 @@ def columns(con, path: str) -> Columns:
     return Columns(name, size, mtime, types)
 
 
-def source(con, path: str) -> str:
-    """The SELECT of name, size and mtime, as text; a size NULL where it is no whole number
-    (``refusal`` then names the row).
+def source(con, path: str) -> Source:
+    """The SELECT of name, size, mtime and checksum, as text; a size NULL where it is no whole
+    number (``refusal`` then names the row); a checksum column of text or whole numbers.
 
     Raises:
         UsageError: ``columns``' reasons; a name column that holds no text, or a size column
@@ -119,9 +120,15 @@ def source(con, path: str) -> str:
         when = f"CAST({PARQUET_TIME.over(time=mtime)} AS VARCHAR)"
     else:
         when = f"CAST({mtime} AS VARCHAR)"
-    return (
-        f"SELECT {name} AS name, CAST({size} AS VARCHAR) AS size, {when} AS mtime "
-        f"FROM read_parquet({sql_text(path)})"
+    column = identity_column(found.types)
+    kind = found.types.get(column or "", "")
+    if kind != "VARCHAR" and not _WHOLE.fullmatch(kind):  # a checksum of no other type
+        column = None
+    ident = identity_sql(column, column and f"CAST({_quoted(column)} AS VARCHAR)")
+    return Source(
+        f"SELECT {name} AS name, CAST({size} AS VARCHAR) AS size, {when} AS mtime, "
+        f"{ident} AS ident FROM read_parquet({sql_text(path)})",
+        column,
     )
 
 

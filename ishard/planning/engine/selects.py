@@ -13,8 +13,9 @@ import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
+from ...errors import UsageError
 from ...store import Location
 from ..rowrules import (
     AWS_TIME,
@@ -29,11 +30,13 @@ from ..rowrules import (
     S3_SIZE,
     SIZE_COLUMNS,
     columns_at,
+    identity_column,
     open_inventory,
 )
 from . import parquet
-from .connection import Fallback, sql_text
+from .connection import Fallback, Source, identity_sql, sql_text
 
+T = TypeVar("T")
 KINDS = ("csv", "jsonl", "parquet", "s3-csv", "s3-parquet", "s3-orc")
 COMPRESSIONS = {".gz": "gzip"}  # by the extension, as the row reader undoes it; others: rows
 
@@ -111,17 +114,21 @@ def _read_csv(files: tuple[str, ...], fields: str, header: bool, compression: st
     )
 
 
-def _source_csv(inventory: Inventory, header: list[str], columns: dict[str, int | None]) -> str:
-    """The SELECT of name, size and mtime (all text) from a CSV file with a header."""
+def _source_csv(inventory: Inventory, header: list[str], columns: dict[str, int | None]) -> Source:
+    """The SELECT of name, size, mtime and checksum (all text) from a CSV file with a
+    header."""
     fields = ", ".join(f"'f{i}': 'VARCHAR'" for i in range(len(header)))
     pick = {what: f"f{at}" if at is not None else "NULL" for what, at in columns.items()}
-    return (
-        f"SELECT {pick['name']} AS name, {pick['size']} AS size, {pick['mtime']} AS mtime "
-        f"FROM {_read_csv(inventory.files, fields, True, inventory.compression)}"
+    column = identity_column(header)
+    ident = identity_sql(column, column and f"f{header.index(column)}")
+    return Source(
+        f"SELECT {pick['name']} AS name, {pick['size']} AS size, {pick['mtime']} AS mtime, "
+        f"{ident} AS ident FROM {_read_csv(inventory.files, fields, True, inventory.compression)}",
+        column,
     )
 
 
-def _source_s3_csv(inventory: Inventory) -> str:
+def _source_s3_csv(inventory: Inventory) -> Source:
     """The SELECT of name, size and mtime (as text) from an S3 Inventory CSV report's data
     files: headerless, the key URL-encoded (``+`` a space, as ``unquote_plus`` reads it; a key
     that does not decode to UTF-8 or an empty one hands the listing back), an empty size 0, an AWS time
@@ -137,10 +144,13 @@ def _source_s3_csv(inventory: Inventory) -> str:
         )
     else:
         when = "NULL"
-    return (
+    column = "ETag" if "ETag" in schema else None
+    ident = identity_sql(column, column and f"f{schema.index(column)}")
+    return Source(
         f"SELECT {S3_KEY.over(key=key)} AS name, CASE WHEN NOT {NAMED.over(name=key)} THEN NULL "
-        f"ELSE {S3_SIZE.over(size=size)} END AS size, {when} AS mtime "
-        f"FROM {_read_csv(inventory.files, fields, False, inventory.compression)}"
+        f"ELSE {S3_SIZE.over(size=size)} END AS size, {when} AS mtime, {ident} AS ident "
+        f"FROM {_read_csv(inventory.files, fields, False, inventory.compression)}",
+        column,
     )
 
 
@@ -159,7 +169,12 @@ def _has_pyarrow() -> bool:
     return importlib.util.find_spec("pyarrow") is not None
 
 
-def _source_s3_orc(con, inventory: Inventory) -> str:
+def _etag(types: dict[str, str]) -> str | None:
+    """An S3 Inventory report's ETag column in Parquet or ORC (``e_tag``), if it is text."""
+    return "e_tag" if types.get("e_tag") == "VARCHAR" else None
+
+
+def _source_s3_orc(con, inventory: Inventory) -> Source:
     """The SELECT of name, size and mtime (as text) from an S3 Inventory ORC report's data
     files, scanned by DuckDB through a pyarrow dataset a batch at a time, as the row reader
     takes them (``_source_s3_parquet``'s rules; a time in whole seconds toward zero; a time
@@ -182,10 +197,15 @@ def _source_s3_orc(con, inventory: Inventory) -> str:
             raise Fallback
         seconds = ORC_TIME.over(ticks="epoch_ns(last_modified_date)", per_second="1000000000")
         when = f"CAST({seconds} AS VARCHAR)"
-    return f"SELECT key AS name, {_REPORT_SIZE} AS size, {when} AS mtime FROM orc_report"
+    column = _etag(types)
+    return Source(
+        f"SELECT key AS name, {_REPORT_SIZE} AS size, {when} AS mtime, "
+        f"{identity_sql(column)} AS ident FROM orc_report",
+        column,
+    )
 
 
-def _source_s3_parquet(con, inventory: Inventory) -> str:
+def _source_s3_parquet(con, inventory: Inventory) -> Source:
     """The SELECT of name, size and mtime (as text) from an S3 Inventory Parquet report's
     data files (``key``, ``size``, ``last_modified_date``), as the row reader takes them: a
     missing size is 0; a missing or empty key, a negative size, a key that is no text hand it
@@ -200,8 +220,11 @@ def _source_s3_parquet(con, inventory: Inventory) -> str:
         if "last_modified_date" in types
         else "NULL"
     )
-    return (
-        f"SELECT key AS name, {_REPORT_SIZE} AS size, {when} AS mtime FROM read_parquet({listed})"
+    column = _etag(types)
+    return Source(
+        f"SELECT key AS name, {_REPORT_SIZE} AS size, {when} AS mtime, "
+        f"{identity_sql(column)} AS ident FROM read_parquet({listed})",
+        column,
     )
 
 
@@ -209,7 +232,8 @@ def _json_keys(con, path: str, compression: str) -> dict[str, str | None]:
     """The key of each kind (name, size, mtime) that the row reader's ``_pick`` takes on every
     line, found from the lines' distinct key lists (``KEY_SHAPES`` at most; a key whose value
     is JSON null is still there); no mtime key: None. A name or size key that differs from
-    line to line, or is missing, hands the listing back."""
+    line to line, or is missing, hands the listing back; so do lines whose checksum or ETag
+    keys (``ident``: the one of them all, or None) differ."""
     kinds = {"name": NAME_COLUMNS, "size": SIZE_COLUMNS, "mtime": MTIME_COLUMNS}
     shapes = con.execute(  # the lines' key lists, all of them: intersecting each took 4x as long
         f"SELECT DISTINCT json_keys(json) FROM read_ndjson_objects({sql_text(path)}, "
@@ -228,10 +252,14 @@ def _json_keys(con, path: str, compression: str) -> dict[str, str | None]:
         picked[kind] = next(iter(found), None)
     if picked["name"] is None or picked["size"] is None:
         raise Fallback  # the row reader names the line that has no name or no size
+    idents = {identity_column(shape or ()) for (shape,) in shapes} - {None}
+    if len(idents) > 1:  # the row reader takes the first line's: lines that differ go to it
+        raise Fallback
+    picked["ident"] = next(iter(idents), None)
     return picked
 
 
-def _source_jsonl(con, path: str, compression: str) -> str:
+def _source_jsonl(con, path: str, compression: str) -> Source:
     """The SELECT of name, size and mtime (as text) from JSON Lines, each line read as an
     object of the keys the row reader takes (``_json_keys``; a repeated key, a line that is
     no object or not JSON, a line over 1 MiB are errors). Whatever it would refuse or read
@@ -241,17 +269,26 @@ def _source_jsonl(con, path: str, compression: str) -> str:
     fields = ", ".join(f"{sql_text(k)}: 'JSON'" for k in keys.values() if k is not None)
     n, s = (f'"{keys[kind]}"' for kind in ("name", "size"))
     t = "NULL" if keys["mtime"] is None else f'"{keys["mtime"]}"'
+    i = keys["ident"] and f'"{keys["ident"]}"'
+    ident = "NULL"  # else text as IDENTITY takes it, a whole number as its digits, others NULL
+    if i is not None:
+        text = identity_sql(keys["ident"], f"{i} ->> '$'")
+        ident = (
+            f"CASE json_type({i}) WHEN 'VARCHAR' THEN {text} WHEN 'UBIGINT' THEN CAST({i} AS "
+            f"VARCHAR) WHEN 'BIGINT' THEN CAST({i} AS VARCHAR) END"
+        )
     types = (
         f"json_type({n}) = 'VARCHAR' AND json_type({s}) IN ('UBIGINT', 'BIGINT', 'VARCHAR') "
         f"AND ({t} IS NULL OR json_type({t}) IN ('UBIGINT', 'BIGINT', 'DOUBLE', 'VARCHAR'))"
     )
-    return (
+    return Source(
         f"SELECT {n} ->> '$' AS name, CASE WHEN NOT coalesce({types}, false) THEN NULL "
         f"WHEN json_type({s}) = 'VARCHAR' THEN {s} ->> '$' ELSE CAST({s} AS VARCHAR) END AS "
         f"size, CASE WHEN json_type({t}) = 'VARCHAR' THEN {t} ->> '$' ELSE CAST({t} AS VARCHAR) "
-        f"END AS mtime FROM read_json({sql_text(path)}, format = 'newline_delimited', "
-        f"auto_detect = false, columns = {{{fields}}}, maximum_object_size = {MAX_LINE - 1}, "
-        f"compression = '{compression}')"
+        f"END AS mtime, {ident} AS ident FROM read_json({sql_text(path)}, "
+        f"format = 'newline_delimited', auto_detect = false, columns = {{{fields}}}, "
+        f"maximum_object_size = {MAX_LINE - 1}, compression = '{compression}')",
+        keys["ident"],
     )
 
 
@@ -338,7 +375,6 @@ def _report(where: str, opener) -> Inventory | None:
     """An S3 Inventory report (its ``manifest.json`` at ``where``) as the engine reads it: its
     data files, in CSV (headerless, gzip'ed) or Parquet; None for ORC, or where the row reader
     names what is wrong with it."""
-    from ...errors import UsageError
     from ..rowrules import data_file, read_manifest
 
     try:
@@ -389,6 +425,24 @@ def _report_layout(
     return None
 
 
+def as_given(original: Inventory, local: Inventory, make: Callable[[], T]) -> T:
+    """``make()``, with a refusal it raises or returns naming each of the inventory's files as
+    given (a store URL), not as the copy of it that the engine read."""
+    copies = [(c, o) for c, o in zip(local.files, original.files) if c != o]
+    try:
+        made = make()
+    except UsageError as refused:
+        raise _renamed(refused, copies) from None
+    return _renamed(made, copies) if isinstance(made, UsageError) else made  # type: ignore[return-value]
+
+
+def _renamed(error: UsageError, copies: list[tuple[str, str]]) -> UsageError:
+    text = str(error)
+    for copy, original in copies:
+        text = text.replace(copy, original)
+    return type(error)(text) if text != str(error) else error
+
+
 def fetched(inventory: Inventory, folder: str, opener) -> Inventory:
     """``inventory`` with each data file in a store copied into ``folder`` (private), a MiB at
     a time, as stored: its compression kept, for the engine (told it) to undo; local files as
@@ -407,8 +461,9 @@ def fetched(inventory: Inventory, folder: str, opener) -> Inventory:
     return replace(inventory, files=tuple(files))
 
 
-def source(con, inventory: Inventory) -> str:
-    """The SELECT of the inventory's name, size and mtime, as text (its files local)."""
+def source(con, inventory: Inventory) -> Source:
+    """The SELECT of the inventory's name, size, mtime and checksum, as text (its files
+    local)."""
     kind, compression = inventory.kind, inventory.compression
     if kind == "parquet":
         return parquet.source(con, inventory.files[0])

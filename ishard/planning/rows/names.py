@@ -37,10 +37,10 @@ def names_only(head: str, where: str) -> bool:
     return not any(field in NAME_COLUMNS for field in fields)
 
 
-def name_rows(lines: Iterator[tuple[int, str]], where: str) -> Iterator[tuple[str, int, int]]:
+def name_rows(lines: Iterator[tuple[int, str]], where: str) -> Iterator[tuple[str, int, int, None]]:
     """Each line's name (its line end dropped, and a leading ``./``, as ``find .`` writes
     it), with a size of -1 — not known yet — and no mtime; blank lines and comments (``#``,
-    ``;``, as rclone's ``--files-from``) skipped. Nothing else of a line is touched: a name may
+    ``;``, as rclone's ``--files-from``) skipped; no checksum. Nothing else of a line is touched: a name may
     begin or end with spaces."""
     for number, line in lines:
         name = line.removesuffix("\n").removesuffix("\r")
@@ -49,18 +49,18 @@ def name_rows(lines: Iterator[tuple[int, str]], where: str) -> Iterator[tuple[st
         name = name.removeprefix("./")
         if not name.isascii() or not NAME_FITS.python(name):
             name = checked_name(name, where, number)
-        yield name, -1, 0
+        yield name, -1, 0, None
 
 
 def sized(
-    rows: Iterator[tuple[str, int, int]], sizes: Sizes
+    rows: Iterator[tuple[str, int, int, None]], sizes: Sizes
 ) -> Iterator[tuple[str, int, int, int]]:
     """The rows (names kept by the listing's rules) with the size, mtime and stamp the source
     gives each (as its listing would), asked ``BATCH`` names at a time."""
     batch: list[str] = []
     while True:
         batch.clear()
-        for name, _, _ in rows:
+        for name, *_ in rows:
             batch.append(name)
             if len(batch) == BATCH:
                 break

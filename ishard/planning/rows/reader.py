@@ -16,6 +16,7 @@ from ...model import Tally
 from ...names import UNDER_PREFIX, keep_remote_name
 from ..rowrules import (
     BOM,
+    IDENTITY,
     MAX_SIZE,
     MTIME_COLUMNS,
     NAME_COLUMNS,
@@ -28,13 +29,16 @@ from ..rowrules import (
     checked_name,
     checked_size,
     columns_at,
+    identity_column,
     mtime_seconds,
     open_inventory,
     read_manifest,
 )
-from ..table import FileTable
+from ..table import FileTable, Identities
 from .lines import csv_error, csv_reader, line_blocks, read_head
 from .names import Sizes, name_rows, names_only, sized
+
+Row = tuple[str, int, int, str | None]  # name, size, mtime, checksum or ETag
 
 
 def read_rows(read: InventoryRead, sizes: Sizes | None = None) -> FileTable:
@@ -56,11 +60,12 @@ def read_rows(read: InventoryRead, sizes: Sizes | None = None) -> FileTable:
             "from a source — give a name and a size a line (CSV 'name,size')"
         )
     stream = None
+    column: list[str] = []  # the checksum or ETag column, told by the rows' reader
     if stripped.startswith("{") and '"fileSchema"' in head:
         from .s3inventory import report_rows
 
         with open_inventory(where, opener, "rt") as text:
-            rows = report_rows(read_manifest(text, where), where, opener)
+            rows = report_rows(read_manifest(text, where), where, opener, column)
     else:
         stream = open_inventory(
             where, opener
@@ -68,28 +73,35 @@ def read_rows(read: InventoryRead, sizes: Sizes | None = None) -> FileTable:
         if listed:
             rows = name_rows(_lines(stream, where), where)
         elif stripped.startswith("{"):
-            rows = _rows_jsonl(stream, where)
+            rows = _rows_jsonl(stream, where, column)
         else:
-            rows = _rows_csv(stream, where)
+            rows = _rows_csv(stream, where, column)
     kept: Iterator[tuple[Any, ...]] = _kept(rows, read.wanted, read.include_hidden, read.tally)
     if listed:
         assert sizes is not None  # refused above
         kept = sized(kept, sizes)  # only names the listing keeps are asked of the source
     entries = FileTable()
+    identities: list[str | None] = []
     try:
-        for row in kept:  # name, size, mtime (and a stamp, from a source)
-            entries.add(*row)
+        for row in kept:  # name, size, mtime, and a checksum (or a stamp, from a source)
+            if listed:
+                entries.add(*row)
+            else:
+                entries.add(row[0], row[1], row[2])
+                identities.append(row[3])
             if read.on_file is not None:
                 read.on_file(row[1])
     finally:
         if stream is not None:
             stream.close()
+    if column:
+        entries.identities = Identities(column[0], identities)
     return entries
 
 
 def _kept(
-    rows: Iterator[tuple[str, int, int]], wanted: str | None, include_hidden: bool, tally: Tally
-) -> Iterator[tuple[str, int, int]]:
+    rows: Iterator[Row], wanted: str | None, include_hidden: bool, tally: Tally
+) -> Iterator[Row]:
     """The rows whose names are under the prefix ``wanted`` (None: none can be) and kept by
     the object-store name rules (what is left out counted in ``tally``)."""
     for row in rows:
@@ -123,7 +135,8 @@ def _row_json(line: str, where: str, number: int) -> object:
         ) from None
 
 
-def _rows_jsonl(stream, where: str) -> Iterator[tuple[str, int, int]]:
+def _rows_jsonl(stream, where: str, column: list[str]) -> Iterator[Row]:
+    """Each line's row; the first checksum or ETag key a line has is put in ``column``."""
     for number, line in _lines(stream, where):
         if not line.strip():
             continue
@@ -146,14 +159,21 @@ def _rows_jsonl(stream, where: str) -> Iterator[tuple[str, int, int]]:
             size = _pick(json.loads(line, parse_float=Written), SIZE_COLUMNS)
         if type(size) is not int or not 0 <= size <= MAX_SIZE:  # not a bool, a string
             size = checked_size(size, where, number)
-        yield name, size, mtime_seconds(_pick(row, MTIME_COLUMNS))
+        if not column and (found := identity_column(row)) is not None:
+            column.append(found)
+        ident = IDENTITY.python(row.get(column[0])) if column else None
+        yield name, size, mtime_seconds(_pick(row, MTIME_COLUMNS)), ident
 
 
-def _rows_csv(stream, where: str) -> Iterator[tuple[str, int, int]]:
+def _rows_csv(stream, where: str, column: list[str]) -> Iterator[Row]:
+    """Each line's row; the header's checksum or ETag column is put in ``column``."""
     reader = csv_reader(stream, where)
     try:
         fields: list[str] = next(reader, [])
         name_at, size_at, mtime_at = columns_at(fields)
+        found = identity_column(fields)
+        ident_at = None if found is None else fields.index(found)
+        column += [found] if found is not None else []
         if name_at is None or size_at is None:
             raise UsageError(
                 f"--src-list {where!r} has no header with a name (or key) and a size column — "
@@ -179,6 +199,9 @@ def _rows_csv(stream, where: str) -> Iterator[tuple[str, int, int]]:
                 name,
                 size,
                 0 if mtime_at is None or len(row) <= mtime_at else mtime_seconds(row[mtime_at]),
+                None
+                if ident_at is None or len(row) <= ident_at
+                else IDENTITY.python(row[ident_at]),
             )
     except csv.Error as err:
         raise csv_error(err, reader, where) from None

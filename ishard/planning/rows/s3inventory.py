@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from ...errors import UsageError
 from ...store import Location
 from ..rowrules import (
+    IDENTITY,
     MAX_SIZE,
     ORC_TIME,
     REPORT_SIZE,
@@ -31,27 +32,30 @@ from ..rowrules import (
 )
 from .lines import csv_error, csv_reader
 
+Row = tuple[str, int, int, str | None]  # key, size, mtime, ETag
 
-def report_rows(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int, int]]:
+
+def report_rows(manifest: dict, where: str, opener, column: list[str]) -> Iterator[Row]:
     """AWS S3 Inventory: manifest.json names its data files (headerless CSV with URL-encoded
-    keys, Parquet or ORC) and their column schema."""
+    keys, Parquet or ORC) and their column schema; its ETag column's name (``ETag``, in
+    Parquet and ORC ``e_tag``), if it has one, is put in ``column``."""
     kind = str(manifest.get("fileFormat", "CSV")).upper()
     if kind == "PARQUET":
-        return _s3_parquet(manifest, where, opener)
+        return _s3_parquet(manifest, where, opener, column)
     if kind == "ORC":
-        return _s3_orc(manifest, where, opener)
+        return _s3_orc(manifest, where, opener, column)
     if kind != "CSV":
         raise UsageError(
             f"--src-list {where!r} is an S3 Inventory report in {manifest.get('fileFormat')} "
             "format, which ishard cannot read — configure the inventory as CSV, ORC or Parquet"
         )
-    return _s3_csv(manifest, where, opener)
+    return _s3_csv(manifest, where, opener, column)
 
 
 PARQUET_BATCH = 1 << 16  # rows fetched at a time from an S3 Inventory Parquet data file
 
 
-def _s3_parquet(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int, int]]:
+def _s3_parquet(manifest: dict, where: str, opener, column: list[str]) -> Iterator[Row]:
     """An S3 Inventory report in Parquet: columns ``key`` (not URL-encoded, unlike CSV's),
     ``size`` and, if the report has it, ``last_modified_date``; read by the column engine a
     batch at a time, a store's data file copied to a private temporary folder first."""
@@ -59,7 +63,8 @@ def _s3_parquet(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, 
     import duckdb
 
     mtime = REPORT_TIME.over(time="last_modified_date") if "last_modified_date" in fields else "0"
-    query = f"SELECT key, size, {mtime} FROM read_parquet(?)"
+    column += ["e_tag"] if "e_tag" in fields else []
+    query = f"SELECT key, size, {mtime}, {column[0] if column else 'NULL'} FROM read_parquet(?)"
     for item in manifest.get("files", []):
         data, label = data_file(where, item["key"]), item["key"]
         with _local_copy(data, opener) as path, duckdb.connect() as con:
@@ -67,9 +72,9 @@ def _s3_parquet(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, 
                 rows = con.execute(query, [path])
                 number = 0
                 while batch := rows.fetchmany(PARQUET_BATCH):
-                    for key, size, seconds in batch:
+                    for key, size, seconds, etag in batch:
                         number += 1
-                        yield _parquet_row(key, size, seconds, where, label, number)
+                        yield _parquet_row((key, size, seconds, etag), where, label, number)
             except duckdb.Error as err:
                 raise UsageError(
                     f"--src-list {where!r}: data file {label!r} cannot be read as the "
@@ -78,7 +83,7 @@ def _s3_parquet(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, 
                 ) from None
 
 
-def _s3_orc(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int, int]]:
+def _s3_orc(manifest: dict, where: str, opener, column: list[str]) -> Iterator[Row]:
     """An S3 Inventory report in ORC: the columns of the Parquet form (``fileSchema`` is
     ``struct<bucket:string,key:string,size:bigint,last_modified_date:timestamp,…>``), read with
     pyarrow (the ``orc`` extra) a stripe at a time, a store's data file copied first."""
@@ -91,7 +96,8 @@ def _s3_orc(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int,
             f"--src-list {where!r} is an S3 Inventory report in ORC, which ishard reads with "
             "pyarrow — pip install 'ishard[orc]', or configure the inventory as CSV or Parquet"
         ) from None
-    columns = ["key", "size", *(["last_modified_date"] if "last_modified_date" in fields else [])]
+    column += ["e_tag"] if "e_tag" in fields else []
+    columns = ["key", "size", *(c for c in ("last_modified_date", "e_tag") if c in fields)]
     for item in manifest.get("files", []):
         data, label = data_file(where, item["key"]), item["key"]
         with _local_copy(data, opener) as path:
@@ -99,8 +105,8 @@ def _s3_orc(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int,
                 stripes = orc.ORCFile(path)
                 batches = (stripes.read_stripe(i, columns=columns) for i in range(stripes.nstripes))
                 rows = (_orc_rows(batch, pa) for batch in batches)
-                for number, (key, size, seconds) in enumerate(itertools.chain.from_iterable(rows)):
-                    yield _parquet_row(key, size, seconds, where, label, number + 1)
+                for number, row in enumerate(itertools.chain.from_iterable(rows)):
+                    yield _parquet_row(row, where, label, number + 1)
             except (pa.ArrowException, OSError, KeyError) as err:
                 raise UsageError(
                     f"--src-list {where!r}: data file {label!r} cannot be read as the "
@@ -110,20 +116,24 @@ def _s3_orc(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int,
 
 
 def _orc_rows(batch, pa) -> Iterator[tuple]:
-    """(key, size, whole seconds) of one ORC stripe; a non-timestamp time is a schema error."""
+    """(key, size, whole seconds, ETag) of one ORC stripe; a non-timestamp time is a schema
+    error."""
     keys, sizes = batch.column("key").to_pylist(), batch.column("size").to_pylist()
-    if "last_modified_date" not in batch.schema.names:
-        return zip(keys, sizes, itertools.repeat(0))
+    names = batch.schema.names
+    etags = batch.column("e_tag").to_pylist() if "e_tag" in names else itertools.repeat(None)
+    if "last_modified_date" not in names:
+        return zip(keys, sizes, itertools.repeat(0), etags)
     when = batch.column("last_modified_date")
     if not pa.types.is_timestamp(when.type):
         raise KeyError(f"last_modified_date is {when.type}, not a timestamp")
     per_second = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[when.type.unit]
     ticks = when.cast(pa.int64()).to_pylist()
     seconds = (None if t is None else ORC_TIME.python(t, per_second) for t in ticks)
-    return zip(keys, sizes, seconds)
+    return zip(keys, sizes, seconds, etags)
 
 
-def _parquet_row(key, size, seconds, where: str, data: str, number: int) -> tuple[str, int, int]:
+def _parquet_row(row: tuple, where: str, data: str, number: int) -> Row:
+    key, size, seconds, etag = row
     if (
         not isinstance(key, str)
         or not isinstance(size, (int, type(None)))
@@ -136,7 +146,8 @@ def _parquet_row(key, size, seconds, where: str, data: str, number: int) -> tupl
     label = f"{where}: data file {data}"
     if (size or 0) > MAX_SIZE:
         checked_size(size, label, number, "row")
-    return checked_name(key, label, number, "row"), REPORT_SIZE.python(size), seconds or 0
+    name = checked_name(key, label, number, "row")
+    return name, REPORT_SIZE.python(size), seconds or 0, IDENTITY.python(etag)
 
 
 @contextlib.contextmanager
@@ -156,15 +167,15 @@ def _local_copy(data: str, opener) -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _s3_csv(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int, int]]:
+def _s3_csv(manifest: dict, where: str, opener, column: list[str]) -> Iterator[Row]:
     """The CSV form: headerless, gzip'ed, keys URL-encoded."""
     schema = [c.strip() for c in manifest["fileSchema"].split(",")]
     if "Key" not in schema or "Size" not in schema:
         raise UsageError(
             f"--src-list {where!r}: the inventory must include the Key and Size fields"
         )
-    key_at, size_at = schema.index("Key"), schema.index("Size")
-    mtime_at = schema.index("LastModifiedDate") if "LastModifiedDate" in schema else None
+    at = tuple(schema.index(f) if f in schema else None for f in S3_CSV_FIELDS)
+    column += ["ETag"] if "ETag" in schema else []
     for item in manifest.get("files", []):
         data = data_file(where, item["key"])
         label = f"{where}: data file {item['key']}"
@@ -173,26 +184,22 @@ def _s3_csv(manifest: dict, where: str, opener=None) -> Iterator[tuple[str, int,
             try:
                 for row in reader:
                     if row:
-                        yield _s3_row(
-                            row, key_at, size_at, mtime_at, where, item["key"], reader.line_num
-                        )
+                        yield _s3_row(row, at, where, item["key"], reader.line_num)
             except csv.Error as err:
                 raise csv_error(err, reader, label) from None
 
 
-def _s3_row(
-    row: list[str],
-    key_at: int,
-    size_at: int,
-    mtime_at: int | None,
-    where: str,
-    data: str,
-    number: int,
-) -> tuple[str, int, int]:
+S3_CSV_FIELDS = ("Key", "Size", "LastModifiedDate", "ETag")  # the fields a CSV report's row gives
+
+
+def _s3_row(row: list[str], at: tuple, where: str, data: str, number: int) -> Row:
+    """One CSV report row: ``at``, where its ``S3_CSV_FIELDS`` stand (None: not there)."""
+    key_at, size_at, mtime_at, etag_at = at
     try:
         mtime = mtime_seconds(row[mtime_at]) if mtime_at is not None else 0
         size = int(S3_SIZE.python(row[size_at]))
         key = S3_KEY.python(row[key_at])
+        etag = IDENTITY.python(row[etag_at]) if etag_at is not None else None
         if size < 0:
             raise ValueError(size)
     except (ValueError, IndexError):
@@ -203,4 +210,4 @@ def _s3_row(
         ) from None
     if size > MAX_SIZE:  # a UsageError (a ValueError): not caught above
         checked_size(size, f"{where}: data file {data}", number)
-    return checked_name(key, f"{where}: data file {data}", number), size, mtime
+    return checked_name(key, f"{where}: data file {data}", number), size, mtime, etag
