@@ -13,11 +13,12 @@ from typing import BinaryIO
 from ..checksums import digest_of
 from ..errors import UsageError
 from ..model import EXAMPLES_KEPT, Duplicates, FileEntry
-from .table import FileTable
+from .table import FileTable, int_view
 
 MODES = ("auto", "report", "drop", "off")
 CONTENT = "xxh128"  # the hash of the bytes of files whose sizes collide
 BY_CONTENT = f"the bytes ({CONTENT}) of files whose sizes collide"
+BY_ETAG = "the listing's ETags, and the size"
 DROPPED = "exact duplicate of an earlier file (--duplicates drop)"  # the tally's reason
 
 Read = Callable[[Iterable[FileEntry]], Iterator[tuple[FileEntry, BinaryIO]]]
@@ -39,12 +40,12 @@ def by_column(column: str) -> str:
 
 
 def among(
-    names: Sequence[str], sizes: Sequence[int], values: Sequence[str | None], by: str, drop: bool
+    names: Sequence[str], sizes: Sequence[int], values: Sequence[object], by: str, drop: bool
 ) -> tuple[Duplicates, list[int]]:
     """The duplicates among files of these ``names`` (in listing order), ``sizes`` and
     ``values`` (a checksum, ETag or hash; None: not compared), and the indices of the
     copies (each file past the first of its group)."""
-    first: dict[tuple[int, str], int] = {}
+    first: dict[tuple[int, object], int] = {}
     copies: list[int] = []
     grouped: set[int] = set()
     pairs: list[tuple[str, str]] = []
@@ -75,6 +76,34 @@ def content_hashes(names: Sequence[str], sizes: Sequence[int], read: Read) -> li
     return hashes
 
 
+def _among_etags(files: FileTable, drop: bool) -> tuple[Duplicates, list[int]]:
+    """``among`` for a store listing's ETag digests (``FileTable.etags``): the files whose
+    size and digest's first half another file shares are found with numpy (a sort of one
+    int a file); only they are compared whole, in Python."""
+    import numpy as np
+
+    assert files.etags is not None
+    digests = np.frombuffer(bytes(files.etags), dtype=np.uint64).reshape(-1, 2)
+    sizes = np.asarray(int_view(files.sizes), dtype=np.uint64)
+    key = digests[:, 0] ^ (sizes * np.uint64(0x9E3779B97F4A7C15))
+    given = np.flatnonzero((digests[:, 0] | digests[:, 1]) != 0)
+    order = given[np.argsort(key[given], kind="stable")]
+    same = key[order][1:] == key[order][:-1]
+    paired = np.zeros(len(order), dtype=bool)
+    paired[1:] |= same
+    paired[:-1] |= same
+    picked = np.sort(order[paired]).tolist()
+    names = [files.names[i] for i in picked]
+    found, copies = among(
+        names,
+        [files.sizes[i] for i in picked],
+        [digests[i].tobytes() for i in picked],
+        BY_ETAG,
+        drop,
+    )
+    return found, [picked[c] for c in copies]
+
+
 def find_duplicates(files: FileTable, mode: str, read: Read) -> Duplicates | None:
     """The duplicates of a listing under ``--duplicates`` ``mode``: those the column engine
     found; else by the row reader's checksums; else, when asked (``report``, ``drop``: not
@@ -84,13 +113,17 @@ def find_duplicates(files: FileTable, mode: str, read: Read) -> Duplicates | Non
         return None
     if files.handover.duplicates is not None:
         return files.handover.duplicates
-    if files.identities is not None:
-        by, values = by_column(files.identities.column), files.identities.values
-    elif mode == "auto":
-        return None
+    drop = mode == "drop"
+    if files.etags is not None:
+        found, copies = _among_etags(files, drop)
     else:
-        by, values = BY_CONTENT, content_hashes(files.names, files.sizes, read)
-    found, copies = among(files.names, files.sizes, values, by, mode == "drop")
+        if files.identities is not None:
+            by, values = by_column(files.identities.column), files.identities.values
+        elif mode == "auto":
+            return None
+        else:
+            by, values = BY_CONTENT, content_hashes(files.names, files.sizes, read)
+        found, copies = among(files.names, files.sizes, values, by, drop)
     if found.dropped and copies:
         gone = set(copies)
         files.kept([i for i in range(len(files)) if i not in gone])

@@ -23,11 +23,12 @@ def list_source(
     on_file: Callable[..., None] | None = None,
     retrier: Retrier | None = None,
     follow_symlinks: bool = False,
+    etags: bool = False,
 ) -> FileTable:
     """The files of a source whose names start with ``prefix``, sorted bytewise, as its store
     lists them (a local tree walked under its path rules, a store's pages filtered); what is
     left out is counted in ``tally``; each store request is retried by ``retrier`` (a default
-    one if not given).
+    one if not given); with ``etags``, a store's ETags are kept too (``FileTable.etags``).
 
     Raises:
         UsageError: the source (directory, bucket or path) does not exist.
@@ -36,7 +37,7 @@ def list_source(
     entries = FileTable()
     tally = tally if tally is not None else Tally()
     listing = SourceListing(
-        prefix, include_hidden, tally, on_file, retrier or Retrier(), follow_symlinks
+        prefix, include_hidden, tally, on_file, retrier or Retrier(), follow_symlinks, etags
     )
     location.store.list_source(location, entries, listing)
     entries.sort()

@@ -86,7 +86,11 @@ def _list(source: Location, opts: PlanSettings, tally: Tally, progress: Progress
         )
     else:
         entries = list_source(
-            source, follow_symlinks=opts.follow_symlinks, retrier=Retrier(opts.retries), **common
+            source,
+            follow_symlinks=opts.follow_symlinks,
+            retrier=Retrier(opts.retries),
+            etags=opts.duplicates != "off",
+            **common,
         )
     progress.listing(*seen)
     LOG.info("listed %d files, %d bytes, from %s", seen[0], seen[1], opts.src_list or source.url)

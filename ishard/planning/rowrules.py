@@ -1,11 +1,12 @@
 """An inventory's rules, which both of its planners share (the row reader, ``rows/``, and the
 column engine, ``engine/``): the columns that name a file, its size and mtime, the limits of
-a line, a field and a size, an inventory opened (an S3 Inventory report's manifest read, and
+a line, a field and a size, a checksum or ETag as compared, an inventory opened (an S3 Inventory report's manifest read, and
 where its data files are), a name and a size checked and an mtime read, and the one line
 that names a row it refuses."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -220,6 +221,20 @@ def identity(value) -> str | None:
     if not isinstance(value, str):
         return None
     return value.strip(' "') or None
+
+
+ETAG_DIGEST = 16  # bytes of an ETag's digest: two files of one size and one digest are alike
+
+
+def etag_digest(etag: str | None) -> bytes:
+    """An ETag as compared (``rowrules.identity``: quotes aside), as ``ETAG_DIGEST`` bytes
+    (BLAKE2b; zeros: no ETag)."""
+    text = identity(etag)
+    if text is None:
+        return bytes(ETAG_DIGEST)
+    return hashlib.blake2b(
+        text.encode("utf-8", "surrogateescape"), digest_size=ETAG_DIGEST
+    ).digest()
 
 
 def whole_seconds(ticks: int, per_second: int) -> int:

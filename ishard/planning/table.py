@@ -13,6 +13,7 @@ from ..names import sample_members
 from . import intcolumn
 from .handover import NOTHING, Handover, ReaderFindings
 from .namecolumn import CHUNK, Names
+from .rowrules import ETAG_DIGEST, etag_digest
 
 
 def _bytewise(name: str) -> bytes:
@@ -122,9 +123,20 @@ class FileTable:
     ``local_stamp``, ``store_stamp``, or 0 where the listing has nothing more; ``NoStamps``
     where no file has more); and ``handover``, what the column engine found of the listing
     when it read it (``handover.NOTHING`` when it did not); ``identities``, each file's
-    checksum or ETag where the row reader read them from an inventory (else None)."""
+    checksum or ETag where the row reader read them from an inventory (else None); ``etags``,
+    a store listing's ETags as ``ETAG_DIGEST`` bytes a file (``etag_digest``; zeros: none),
+    where the listing kept them (else None)."""
 
-    __slots__ = ("_mtimes", "_mtimes_later", "handover", "identities", "names", "sizes", "stamps")
+    __slots__ = (
+        "_mtimes",
+        "_mtimes_later",
+        "etags",
+        "handover",
+        "identities",
+        "names",
+        "sizes",
+        "stamps",
+    )
 
     def __init__(self) -> None:
         self.names = Names()
@@ -134,6 +146,7 @@ class FileTable:
         self.stamps: array | NoStamps = array("q")
         self.handover = NOTHING
         self.identities: Identities | None = None
+        self.etags: bytearray | None = None
 
     @property
     def mtimes(self) -> array:
@@ -168,9 +181,15 @@ class FileTable:
             table.add(e.name, e.size, e.mtime)
         return table
 
-    def add(self, name: str, size: int, mtime: int, stamp: int = 0) -> None:
+    def add(
+        self, name: str, size: int, mtime: int, stamp: int = 0, etag: str | None = None
+    ) -> None:
         """Append one file (the row readers' path: the mtimes' slot without the property's
-        call, unless they still wait)."""
+        call, unless they still wait), and its ETag where a store listing gives one."""
+        if etag is not None and self.etags is None:
+            self.etags = bytearray(ETAG_DIGEST * len(self.names))
+        if self.etags is not None:
+            self.etags += etag_digest(etag)
         self.names.append(name)
         self.sizes.append(size)
         (self._mtimes if self._mtimes_later is None else self.mtimes).append(mtime)
@@ -215,6 +234,9 @@ class FileTable:
         if self.identities is not None:
             values = self.identities.values
             self.identities = self.identities._replace(values=[values[i] for i in keep])
+        if self.etags is not None:
+            old, size = self.etags, ETAG_DIGEST
+            self.etags = bytearray(b"".join(old[i * size : (i + 1) * size] for i in keep))
         self.names = Names(names[i] for i in keep)
         self.sizes = array("q", [self.sizes[i] for i in keep])
         self.mtimes = array("q", [self.mtimes[i] for i in keep])

@@ -54,7 +54,9 @@ class Listing(Protocol):
     """What a source's files are listed into (planning's ``FileTable``): one file at a time,
     or a run of files as columns."""
 
-    def add(self, name: str, size: int, mtime: int, stamp: int = 0) -> None: ...
+    def add(
+        self, name: str, size: int, mtime: int, stamp: int = 0, etag: str | None = None
+    ) -> None: ...
 
     def extend(
         self, names: list[str], sizes: list[int], mtimes: list[int], stamps: list[int]
@@ -66,8 +68,8 @@ class SourceListing:
     """How a source is listed, whatever its store: the names wanted (those starting with
     ``prefix``; names starting with ``.`` only with ``include_hidden``; a local tree's links
     followed only with ``follow_symlinks``), where what is left out is counted (``tally``),
-    who hears of each file listed (``on_file``, or None) and what retries a store's requests
-    (``retrier``)."""
+    who hears of each file listed (``on_file``, or None), what retries a store's requests
+    (``retrier``) and whether a store's ETags are listed too (``etags``)."""
 
     prefix: str
     include_hidden: bool
@@ -75,6 +77,7 @@ class SourceListing:
     on_file: Callable[..., None] | None
     retrier: Retrier
     follow_symlinks: bool = False
+    etags: bool = False
 
 
 @dataclass(frozen=True, slots=True)

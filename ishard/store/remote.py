@@ -43,7 +43,8 @@ class RemoteStore(Store):
                     if "\ufffd" in obj.key and not _there(self, obj.key, listing.retrier):
                         listing.tally.add(GARBLED, obj.key)  # SeaweedFS's XML writes ESC, BEL so
                         continue
-                    entries.add(obj.key, obj.size, obj.mtime, obj.stamp)
+                    etag = obj.etag if listing.etags else None
+                    entries.add(obj.key, obj.size, obj.mtime, obj.stamp, etag)
                     if listing.on_file is not None:
                         listing.on_file(obj.size)
 

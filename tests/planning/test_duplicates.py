@@ -18,6 +18,7 @@ from helpers import (
     SCHEMA,
     assert_error,
     make_tree,
+    put,
     run_ishard,
     s3_csv_report,
     s3_parquet_report,
@@ -265,3 +266,30 @@ def test_both_planners_find_the_same_duplicates(tmp_path, rows, mode):
     assert engine.duplicates == rows_plan.duplicates
     assert engine.skipped == rows_plan.skipped
     assert [s.members() for s in engine.shards] == [s.members() for s in rows_plan.shards]
+
+
+def test_a_buckets_listing_reports_duplicates_by_its_etags(cli, client, s3_bucket):
+    """A bucket lists each object's ETag: the default reports what they show, with no byte
+    read; drop leaves the copies out and the manifest lists them."""
+    put(client, s3_bucket, {
+        "ds/a/1.jpg": b"same bytes", "ds/b/2.jpg": b"same bytes", "ds/c/3.jpg": b"same bytez",
+        "ds/a/1.cls": b"7", "ds/b/2.cls": b"8",
+    })  # fmt: skip
+    ran = cli("shard", f"s3://{s3_bucket}/ds", "--dry-run=summary", "--json")
+    assert ran.returncode == 0, ran.stderr
+    found = json.loads(ran.stdout)["duplicates"]
+    assert found["by"] == "the listing's ETags, and the size"
+    assert (found["copies"], found["groups"], found["bytes"]) == (1, 1, 10)
+    assert found["examples"] == [{"name": "ds/b/2.jpg", "same_as": "ds/a/1.jpg"}]
+    off = cli("shard", f"s3://{s3_bucket}/ds", "--dry-run=summary", "--json", "--duplicates=off")
+    assert "duplicates" not in json.loads(off.stdout)
+
+    ran = cli("shard", f"s3://{s3_bucket}/ds", f"s3://{s3_bucket}/out", "--duplicates", "drop")
+    assert ran.returncode == 0, ran.stderr
+    manifest = json.loads(
+        client.get_object(Bucket=s3_bucket, Key="out/manifest.json")["Body"].read()
+    )
+    assert manifest["ishard"]["duplicates"]["pairs"] == [
+        {"name": "ds/b/2.jpg", "same_as": "ds/a/1.jpg"}
+    ]
+    assert manifest["ishard"]["totals"]["files"] == 4

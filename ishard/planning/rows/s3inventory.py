@@ -63,13 +63,15 @@ def _s3_parquet(manifest: dict, where: str, opener, column: list[str]) -> Iterat
     import duckdb
 
     mtime = REPORT_TIME.over(time="last_modified_date") if "last_modified_date" in fields else "0"
-    column += ["e_tag"] if "e_tag" in fields else []
-    query = f"SELECT key, size, {mtime}, {column[0] if column else 'NULL'} FROM read_parquet(?)"
     for item in manifest.get("files", []):
         data, label = data_file(where, item["key"]), item["key"]
         with _local_copy(data, opener) as path, duckdb.connect() as con:
             try:
-                rows = con.execute(query, [path])
+                etag = _text_etag(con, path)  # the ETags of a file that has them as text
+                column += [etag] if etag != "NULL" and not column else []
+                rows = con.execute(
+                    f"SELECT key, size, {mtime}, {etag} FROM read_parquet(?)", [path]
+                )
                 number = 0
                 while batch := rows.fetchmany(PARQUET_BATCH):
                     for key, size, seconds, etag in batch:
@@ -81,6 +83,13 @@ def _s3_parquet(manifest: dict, where: str, opener, column: list[str]) -> Iterat
                     f"manifest's Parquet ({str(err).splitlines()[0]}) — use the inventory as "
                     "AWS wrote it"
                 ) from None
+
+
+def _text_etag(con, path: str) -> str:
+    """``e_tag`` where the Parquet data file at ``path`` has it as text, else ``NULL``."""
+    described = con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [path]).fetchall()
+    types = {row[0]: row[1] for row in described}
+    return "e_tag" if types.get("e_tag") == "VARCHAR" else "NULL"
 
 
 def _s3_orc(manifest: dict, where: str, opener, column: list[str]) -> Iterator[Row]:

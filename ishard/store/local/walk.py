@@ -95,8 +95,10 @@ class Rows:
     def __init__(self) -> None:
         self.rows: list[tuple[str, int, int, int]] = []
 
-    def add(self, name: str, size: int, mtime: int, stamp: int = 0) -> None:
-        """Append one file."""
+    def add(
+        self, name: str, size: int, mtime: int, stamp: int = 0, etag: str | None = None
+    ) -> None:
+        """Append one file (a local file has no ETag)."""
         self.rows.append((name, size, mtime, stamp))
 
     def extend(
