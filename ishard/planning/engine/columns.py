@@ -187,8 +187,9 @@ def _listing(
     wanted, include_hidden, tally = kept
     keep, skip = _kept_sql(wanted, include_hidden)
     odd, left_out, skipped = _checked_rows(con, keep, skip, tally)
-    kept_sql = (keep if left_out else None, skip if skipped else None)
-    _sorted_files(con, kept_sql, odd, watch, dupes is not None)
+    if dupes is not None:
+        duplicates.kept_aside(con, f"({keep}) AND ({skip}) IS NULL")
+    _sorted_files(con, (keep if left_out else None, skip if skipped else None), odd, watch)
     found = None if dupes is None else duplicates.found(con, *dupes)
     handed = replace(_handover(con, key, renamed, watch.folder), duplicates=found)
     total, *bounds = con.execute(
@@ -243,11 +244,9 @@ def _sorted_files(
     filters: tuple[str | None, str | None],
     odd: bool,
     watch: connection.SpillWatch,
-    with_ident: bool,
 ) -> None:
     """The table ``files`` from ``raw``: the rows ``keep`` keeps (None: all) and ``skip`` does
-    not skip (None: none skipped), sorted by name, each name once (its first row); with its
-    checksums (``ident``) when ``with_ident``."""
+    not skip (None: none skipped), sorted by name, each name once (its first row)."""
     keep, skip = filters
     seconds = MTIME_TEXT.over(mtime="mtime")
     when = (  # every mtime whole seconds or none (the common case): cast, no pattern per row
@@ -255,10 +254,9 @@ def _sorted_files(
     )
     kept = [keep] if keep is not None else []  # a sort under a filter took 2.7x as long at 100M
     kept += [f"({skip}) IS NULL"] if skip is not None else []  # nothing skipped: no pattern per row
-    ident = ", ident" if with_ident else ""
     con.execute(
         f"CREATE TEMP TABLE files AS SELECT name, {SIZE_TEXT.over(size='size')} AS size, "
-        f"{when} AS mtime{ident} FROM raw {'WHERE ' + ' AND '.join(kept) if kept else ''} "
+        f"{when} AS mtime FROM raw {'WHERE ' + ' AND '.join(kept) if kept else ''} "
         f"ORDER BY {NAME_ORDER.over(name='name')}, rowid"
     )
     watch.look()  # the listing twice, sorted and not: what is past the limit is on disk now

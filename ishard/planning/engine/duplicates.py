@@ -1,42 +1,67 @@
 """Exact duplicates among the files of a listing the column engine read (``--duplicates``):
 files of one size and one checksum or ETag (``ident``), the first of each by name kept —
-as ``planning.duplicates.among`` finds them for the row reader's listings. One aggregation
-finds the groups; only when there are some are the copies named (a join with the groups)."""
+as ``planning.duplicates.among`` finds them for the row reader's listings.
+
+The checksums never ride through the sort of the listing: before it, one aggregation of the
+rows kept, by size and a 64-bit hash of the checksum (numbers, not text), finds the groups
+that may hold duplicates, and only their rows are kept aside (``duplicate_rows``, with their
+checksums as text); after it, they are told apart exactly, each name once (its first row, as
+the listing keeps it), and — with ``drop`` — the copies leave ``files``."""
 
 from __future__ import annotations
 
 from ...model import EXAMPLES_KEPT, Duplicates
+from ...names import NAME_ORDER
+from ..rowrules import SIZE_TEXT
 
-_GROUPS = (  # each size and checksum that two or more files share, and its first file
-    "CREATE TEMP TABLE duplicate_groups AS SELECT size, ident, min(rowid) AS first, "
-    "count(*) AS files FROM files WHERE ident IS NOT NULL GROUP BY size, ident "
-    "HAVING count(*) > 1"
-)
-_COPIES = (  # each file past its group's first, in listing order, with the first's name
-    "SELECT f.rowid AS pos, f.name, h.name AS first FROM files f JOIN duplicate_groups g "
-    "USING (size, ident) JOIN files h ON h.rowid = g.first WHERE f.rowid <> g.first ORDER BY pos"
-)
+# the rows (kept by ``{kept}``) whose size and checksum hash another row has too
+_ROWS = """
+CREATE TEMP TABLE duplicate_rows AS
+WITH rows AS (SELECT rowid AS pos, name, {size} AS size, ident FROM raw
+              WHERE ident IS NOT NULL AND {kept}),
+     maybe AS (SELECT size, hash(ident) AS h FROM rows GROUP BY ALL HAVING count(*) > 1)
+SELECT pos, name, size, ident FROM rows SEMI JOIN maybe ON rows.size = maybe.size
+       AND hash(rows.ident) = maybe.h
+"""
+# of those, each name's first row (a repeated name's later rows are not in the listing)
+_FIRSTS = """
+CREATE TEMP TABLE duplicate_files AS
+SELECT name, size, ident, count(*) OVER (PARTITION BY size, ident) AS files,
+       row_number() OVER (PARTITION BY size, ident ORDER BY {order}) AS nth,
+       first_value(name) OVER (PARTITION BY size, ident ORDER BY {order}) AS first
+FROM (SELECT * FROM duplicate_rows r WHERE NOT EXISTS
+      (SELECT 1 FROM raw WHERE raw.name = r.name AND raw.rowid < r.pos AND {kept}))
+QUALIFY files > 1
+"""
+
+
+def kept_aside(con, kept: str) -> None:
+    """Before ``raw`` is sorted into ``files``: the rows that may be duplicates, aside
+    (``kept``: SQL of the rows the listing keeps)."""
+    con.execute(_ROWS.format(size=SIZE_TEXT.over(size="size"), kept=kept))
+    order = NAME_ORDER.over(name="name")
+    con.execute(_FIRSTS.format(order=order, kept=kept))
+    con.execute("DROP TABLE duplicate_rows")
 
 
 def found(con, by: str, drop: bool) -> Duplicates:
-    """The duplicates among ``files`` (its column ``ident``); with ``drop``, ``files`` is
-    made anew without the copies (positions stay one a file: ``rowid`` is each file's)."""
-    con.execute(_GROUPS)
+    """The duplicates among the rows ``kept_aside`` found; with ``drop``, ``files`` is made
+    anew without the copies (positions stay one a file: ``rowid`` is each file's)."""
     groups, copies, nbytes = con.execute(
-        "SELECT count(*), coalesce(sum(files - 1), 0), coalesce(sum(size * (files - 1)), 0) "
-        "FROM duplicate_groups"
+        "SELECT count(*) FILTER (WHERE nth = 1), count(*) FILTER (WHERE nth > 1), "
+        "coalesce(sum(size) FILTER (WHERE nth > 1), 0) FROM duplicate_files"
     ).fetchone()
-    pairs: list[tuple[str, str]] = []
-    if copies:
-        named = con.execute(_COPIES if drop else f"{_COPIES} LIMIT {EXAMPLES_KEPT}").fetchall()
-        pairs = [(name, first) for _, name, first in named]
+    named = f"SELECT name, first FROM duplicate_files WHERE nth > 1 ORDER BY {_ORDER}"
+    pairs = con.execute(named if drop else f"{named} LIMIT {EXAMPLES_KEPT}").fetchall()
     if drop and copies:
         con.execute(
-            "CREATE TEMP TABLE kept AS SELECT name, size, mtime FROM files WHERE rowid NOT IN "
-            "(SELECT f.rowid FROM files f JOIN duplicate_groups g USING (size, ident) "
-            "WHERE f.rowid <> g.first) ORDER BY rowid"
+            "CREATE TEMP TABLE kept AS SELECT * FROM files WHERE name NOT IN (SELECT name FROM "
+            "duplicate_files WHERE nth > 1) ORDER BY rowid"
         )
         con.execute("DROP TABLE files")
         con.execute("ALTER TABLE kept RENAME TO files")
-    con.execute("DROP TABLE duplicate_groups")
+    con.execute("DROP TABLE duplicate_files")
     return Duplicates(by, int(groups), int(copies), int(nbytes), drop, tuple(pairs))
+
+
+_ORDER = NAME_ORDER.over(name="name")
