@@ -29,8 +29,8 @@ tables); it reads the inventory where DuckDB reads its copy ``raw``, and sums ea
 bytes while it finds the runs (DuckDB: while it reads them out). The children print what
 they found — counts, the reader findings, position-weighted sums of each output column (its
 order) and a digest of the sorted names — and the script stops if the engines disagree.
-Peak RSS: per statement (``VmHWM`` reset through ``/proc/self/clear_refs``) and the whole
-process (GNU time). Rounds alternate between the engines.
+Peak RSS: per statement (``VmRSS`` read every 50 ms by a thread) and the whole process
+(GNU time). Rounds alternate between the engines.
 
 Run with this project's environment, Polars from another (ishard does not depend on it)::
 
@@ -45,8 +45,10 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -57,14 +59,15 @@ CHUNK = 1 << 21  # ints read out at a time, as ishard's engine does (INTS_FETCHE
 EXAMPLES = 3  # first samples kept per reader finding (naming.EXAMPLES)
 # names.SKIP_REASON's unsafe names, as a regular expression
 UNSAFE = r"^[/\\]|^[A-Za-z]:|[\x00-\x1f\x7f]|(^|[/\\])\.\.([/\\]|$)"
+LOOK = 0.05  # seconds between two reads of the RSS
 STATEMENTS = ("read", "checks", "sort", "clashes", "group", "layout", "read-out")
 
 
-def hwm_mib() -> float:
-    """The most RSS this process held since the last reset, MiB."""
+def rss_mib() -> float:
+    """This process's RSS now, MiB."""
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("VmHWM"):
+            if line.startswith("VmRSS"):
                 return int(line.split()[1]) / 1024
     return 0.0
 
@@ -79,12 +82,24 @@ class Statements:
 
     @contextmanager
     def timed(self, name: str) -> Iterator[None]:
-        with open("/proc/self/clear_refs", "w") as clear:
-            clear.write("5")  # peak RSS back to the current RSS
+        """Time the block, and take its most RSS (read every ``LOOK`` seconds by a thread:
+        resetting the kernel's peak would take it from GNU time's figure too)."""
+        done, most = threading.Event(), [rss_mib()]
+
+        def look() -> None:
+            while not done.wait(LOOK):
+                most[0] = max(most[0], rss_mib())
+
+        watcher = threading.Thread(target=look, daemon=True)
+        watcher.start()
         started = time.perf_counter()
-        yield
-        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
-        self.rss[name] = max(self.rss.get(name, 0.0), hwm_mib())
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
+            done.set()
+            watcher.join()
+            self.rss[name] = max(self.rss.get(name, 0.0), most[0], rss_mib())
 
     def printed(self) -> None:
         print(json.dumps({"seconds": self.seconds, "rss": self.rss, "answers": self.answers}))
@@ -228,6 +243,7 @@ def polars_child(inventory: str, tmp: str) -> None:
     out.answers["read-out"] = [weighted(_spooled(path, kind)) for path, kind in spooled]
     out.answers["names"] = names_digest(_batches(at["files"], "name"))
     out.printed()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _polars_checks(pl, rows) -> None:
@@ -307,9 +323,10 @@ def _polars_sorted_sums(pl, files) -> list[int]:
 
 
 def _hashed(pl, *texts):
-    """A 64-bit hash of the texts and of each reversed (``connection.sql_hash``)."""
-    both = [*texts, *(t.str.reverse() for t in texts)]
-    return pl.struct(*(t.alias(f"t{i}") for i, t in enumerate(both))).hash()
+    """A 64-bit hash of the texts: Polars' own (DuckDB's hashes the reversed texts too, as its
+    hash of a text alone gives ImageNet-like names one value; Polars' ``str.reverse`` would
+    cost 13 s a pass over 10M names)."""
+    return pl.struct(*(t.alias(f"t{i}") for i, t in enumerate(texts))).hash()
 
 
 def _plain(text):
@@ -323,9 +340,15 @@ def _plain(text):
     )
 
 
-def _folder(text):
-    """A name's folder (DuckDB's parse_dirpath): up to its last '/', '' for none."""
-    return text.str.extract(r"^(.*)/[^/]*$").fill_null("")
+def _base(name):
+    """A name's basename (DuckDB's parse_filename): after its last '/'."""
+    return name.str.split("/").list.last()
+
+
+def _folder(name, base):
+    """A name's folder (DuckDB's parse_dirpath): before its last '/', '' for none (a regex
+    that says so, ``^(.*)/[^/]*$``, costs Polars 26 s over 10M names)."""
+    return name.str.strip_suffix(base).str.strip_suffix("/")
 
 
 def _polars_clashes(pl, files, folder: str) -> list[int]:
@@ -338,7 +361,7 @@ def _polars_clashes(pl, files, folder: str) -> list[int]:
         hashes, engine="streaming"
     )
     d = pl.col("d")
-    parents = files.select(_folder(m).alias("d")).filter(d.ne_missing(d.shift(1)))
+    parents = files.select(_folder(m, _base(m)).alias("d")).filter(d.ne_missing(d.shift(1)))
     folders = parents.filter((d != "") & _plain(d)).select(d.str.to_lowercase())
     if parents.filter((d != "") & ~_plain(d)).select(pl.len()).collect(engine="streaming").item():
         sys.exit("folders that fold past lower case: ishard folds them in Python")
@@ -378,7 +401,7 @@ def _polars_group(pl, files, listed: int, at: dict[str, str]) -> list:
     """The files sorted by sample key with their reader keys and flags, the key check's
     findings, and each key's run (``runs``, by first file: key, start, files, bytes)."""
     name, f, k = pl.col("name"), pl.col("f"), pl.col("key")
-    base = name.str.extract(r"([^/]*)$")  # parse_filename(name, false)
+    base = _base(name)
     key = base.str.replace(r"\.[^.]*$", "")  # the base_file_name key
     every = max(1, listed // (2048 * 32))  # columns._in_a_row's look at 32 runs of files
     low = (
@@ -397,7 +420,7 @@ def _polars_group(pl, files, listed: int, at: dict[str, str]) -> list:
         "f",
         key.alias("key"),
         "size",
-        _hashed(pl, _folder(name), stem).alias("rk"),
+        _hashed(pl, _folder(name, base), stem).alias("rk"),
         flags.alias("flags"),
     ).sort("key", "f").sink_parquet(at["by_key"], engine="streaming")
     new = k.ne_missing(k.shift(1))
