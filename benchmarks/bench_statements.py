@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Planning's heaviest statements, as the column engine states them, in DuckDB and in Polars'
-streaming engine: which engine would make which pass cheaper.
+"""Planning's heaviest statements, as the column engine states them, in DuckDB, in Polars'
+streaming engine and in DataFusion: which engine would make which pass cheaper.
 
 The inventory is a Parquet one of ``bench_plan.py`` (``imagenet`` shape: every sample's two
 files in two trees, so samples lie apart). Each engine, in a process of its own, does the
@@ -11,9 +11,9 @@ the inventory to the columns handed to Python, statement by statement:
   reads them), every row checked (a bad name or size, an mtime that is not whole seconds,
   rows under the prefix, unsafe and hidden names counted with their first examples), the
   listing sorted bytewise by name (then inventory order), repeated names counted and dropped;
-- ``clashes``: the extraction-name clash hints (each member name folded, hashed with its
-  reverse; the folders the names need; the hashes sorted and compared with the row before:
-  files that share a folded name or name a folder, path parts over 255 bytes);
+- ``clashes``: the extraction-name clash hints (each member name folded and hashed; the
+  folders the names need; the hashes sorted and compared with the row before: files that
+  share a folded name or name a folder, path parts over 255 bytes);
 - ``group``: the files sorted by sample key (``base_file_name``) and position, carrying each
   file's WebDataset reader key (folder and stem hashed) and flags; the key check's findings
   (reader hits); each key's run of files, in order of first appearance, with its file count;
@@ -23,19 +23,22 @@ the inventory to the columns handed to Python, statement by statement:
 
 DuckDB runs ishard's own functions (``planning/engine/columns.py``, ``clashes.py``) with the
 connection ishard makes (2 threads here, its 512 MiB memory limit, a temporary folder), each
-statement timed as it runs. Polars states the same statements in its lazy API, run by its
-streaming engine, each pass from and to Parquet files in the temporary folder (DuckDB's temp
-tables); it reads the inventory where DuckDB reads its copy ``raw``, and sums each sample's
-bytes while it finds the runs (DuckDB: while it reads them out). The children print what
-they found — counts, the reader findings, position-weighted sums of each output column (its
-order) and a digest of the sorted names — and the script stops if the engines disagree.
-Peak RSS: per statement (``VmRSS`` read every 50 ms by a thread) and the whole process
-(GNU time). Rounds alternate between the engines.
+statement timed as it runs. Polars (``statements_polars.py``, its streaming engine) and
+DataFusion (``statements_datafusion.py``: 2 partitions, a 512 MiB spilling memory pool) state
+the same statements, each pass from and to Parquet files in the temporary folder (DuckDB's
+temp tables); they read the inventory where DuckDB reads its copy ``raw``, and sum each
+sample's bytes while they find the runs (DuckDB: while it reads them out). The children print
+what they found — counts, the reader findings, position-weighted sums of each output column
+(its order) and a digest of the sorted names — and the script stops if the engines disagree.
+Peak RSS: per statement (``VmRSS`` read every 50 ms by a thread) and the whole process (GNU
+time). Rounds alternate between the engines. ``--rss-cap`` stops a process past that many MiB
+(it names the statement), so a run at 100M cannot take the machine's memory.
 
-Run with this project's environment, Polars from another (ishard does not depend on it)::
+Run with this project's environment, Polars and DataFusion from another (ishard depends on
+neither)::
 
-    python3 -m venv VENV && VENV/bin/pip install duckdb==2.0.1 polars pyarrow numpy
-    flock LOCK python benchmarks/bench_statements.py INV.parquet --rounds 2 \\
+    python3 -m venv VENV && VENV/bin/pip install duckdb==2.0.1 polars datafusion pyarrow numpy
+    flock LOCK python benchmarks/bench_statements.py INV.parquet --rounds 3 \\
         --other-python VENV/bin/python --tmp-dir SPILL
 """
 
@@ -45,7 +48,6 @@ import argparse
 import hashlib
 import json
 import os
-import shutil
 import sys
 import tempfile
 import threading
@@ -60,6 +62,7 @@ EXAMPLES = 3  # first samples kept per reader finding (naming.EXAMPLES)
 # names.SKIP_REASON's unsafe names, as a regular expression
 UNSAFE = r"^[/\\]|^[A-Za-z]:|[\x00-\x1f\x7f]|(^|[/\\])\.\.([/\\]|$)"
 LOOK = 0.05  # seconds between two reads of the RSS
+ENGINES = ("duckdb", "polars", "datafusion")
 STATEMENTS = ("read", "checks", "sort", "clashes", "group", "layout", "read-out")
 
 
@@ -75,10 +78,11 @@ def rss_mib() -> float:
 class Statements:
     """Each statement's seconds and peak RSS, and the answers that must agree."""
 
-    def __init__(self) -> None:
+    def __init__(self, cap: float | None = None) -> None:
         self.seconds: dict[str, float] = {}
         self.rss: dict[str, float] = {}
         self.answers: dict[str, object] = {}
+        self.cap = cap  # MiB: past it, the process says where it was and ends
 
     @contextmanager
     def timed(self, name: str) -> Iterator[None]:
@@ -89,6 +93,11 @@ class Statements:
         def look() -> None:
             while not done.wait(LOOK):
                 most[0] = max(most[0], rss_mib())
+                if self.cap is not None and most[0] > self.cap:
+                    self.seconds[name] = time.perf_counter() - started
+                    self.rss[name] = most[0]
+                    self.printed(over=name)
+                    os._exit(0)
 
         watcher = threading.Thread(target=look, daemon=True)
         watcher.start()
@@ -101,8 +110,9 @@ class Statements:
             watcher.join()
             self.rss[name] = max(self.rss.get(name, 0.0), most[0], rss_mib())
 
-    def printed(self) -> None:
-        print(json.dumps({"seconds": self.seconds, "rss": self.rss, "answers": self.answers}))
+    def printed(self, over: str | None = None) -> None:
+        found = {"seconds": self.seconds, "rss": self.rss, "answers": self.answers, "over": over}
+        print(json.dumps(found, default=int), flush=True)  # DataFusion sums: Decimal
 
 
 def weighted(chunks: Iterator) -> tuple[int, int, int]:
@@ -145,13 +155,14 @@ class Timing:
         return getattr(self._con, name)
 
 
-def duckdb_child(inventory: str, tmp: str) -> None:
+def duckdb_child(inventory: str, tmp: str, cap: float | None) -> None:
+    """ishard's own functions over ``inventory``, spilling to a folder of ``tmp``."""
     from ishard.model import Tally
     from ishard.planning.engine import MEMORY_LIMIT, columns, connection, selects
     from ishard.planning.engine.clashes import find_clashes
     from ishard.planning.keys import PATTERNS
 
-    out = Statements()
+    out = Statements(cap)
     spill = tempfile.mkdtemp(prefix="duckdb-", dir=tmp)
     con = Timing(connection.connect(spill, MEMORY_LIMIT, threads=2), out)
     watch = connection.SpillWatch(spill)
@@ -205,260 +216,21 @@ _RUNS_SUMS = (  # the samples' order: where each run starts in by_key, its key's
 )
 
 
-# ---- Polars: the same statements, streaming ----------------------------------------------
-
-
-def polars_child(inventory: str, tmp: str) -> None:
-    import polars as pl
-
-    out = Statements()
-    folder = tempfile.mkdtemp(prefix="polars-", dir=tmp)
-    at = {name: os.path.join(folder, f"{name}.parquet") for name in ("files", "by_key", "runs")}
-    bytewise = pl.Series(["b", "B", "é", "e", "_", "Z", "~", "a/b", "a.b"])
-    if bytewise.sort().to_list() != sorted(bytewise.to_list(), key=str.encode):
-        sys.exit("polars does not sort text bytewise")
-    source = pl.scan_parquet(inventory).select(
-        pl.col("name").fill_null(""),
-        pl.col("size").cast(pl.String),
-        pl.col("mtime").cast(pl.String),
-    )
-    with out.timed("checks"):
-        _polars_checks(pl, source.with_row_index("rn"))
-    with out.timed("sort"):
-        listed, repeated = _polars_sort(pl, source, at["files"])
-    files = (
-        pl.scan_parquet(at["files"]).with_row_index("f").with_columns(pl.col("f").cast(pl.Int64))
-    )
-    out.answers["sort"] = [repeated, *_polars_sorted_sums(pl, files)]
-    with out.timed("clashes"):
-        out.answers["clashes"] = _polars_clashes(pl, files, folder)
-    with out.timed("group"):
-        findings = _polars_group(pl, files, listed, at)
-    out.answers["group"] = [False, *findings, *_polars_runs_sums(pl, at["runs"])]
-    with out.timed("layout"):
-        laid = os.path.join(folder, "laid.parquet")
-        _polars_layout(pl, at["by_key"], laid)
-    with out.timed("read-out"):
-        spooled = _polars_read_out(pl, folder, laid, at["runs"], at["files"], listed)
-    out.answers["read-out"] = [weighted(_spooled(path, kind)) for path, kind in spooled]
-    out.answers["names"] = names_digest(_batches(at["files"], "name"))
-    out.printed()
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-def _polars_checks(pl, rows) -> None:
-    """One pass: the rows ishard's engine refuses, odd mtimes, rows left out, skipped rows."""
-    name, size, mtime = pl.col("name"), pl.col("size"), pl.col("mtime")
-    bad = (name.str.len_chars() > 131072) | ~(
-        size.is_not_null()
-        & size.str.contains(r"^[0-9]{1,19}$")
-        & ~((size.str.len_bytes() == 19) & (size > "9223372036854775807"))
-    )
-    whole = mtime.is_null() | (mtime == "") | mtime.str.contains(r"^[0-9]{1,15}$")
-    keep = name.str.starts_with("") & ~((name == "") | name.str.ends_with("/"))
-    why = (
-        pl.when((name == "") | name.str.contains(UNSAFE))
-        .then(pl.lit("unsafe"))
-        .when(name.str.starts_with(".") | name.str.contains("/.", literal=True))
-        .then(pl.lit("hidden"))
-    )
-    skip = pl.when(~keep).then(None).otherwise(why).alias("skip")
-    reasons = []
-    for reason in ("unsafe", "hidden"):
-        hit = pl.col("skip") == reason
-        reasons += [
-            hit.sum().alias(f"{reason}s"),
-            name.filter(hit).bottom_k_by(pl.col("rn").filter(hit), 5).implode().alias(reason),
-            pl.col("rn").filter(hit).min().alias(f"{reason}_first"),
-        ]
-    found = (
-        rows.with_columns(skip)
-        .select(
-            bad.sum().alias("bad"),
-            (~whole).sum().alias("odd"),
-            (~keep).sum().alias("out"),
-            *reasons,
-        )
-        .collect(engine="streaming")
-    )
-    if found["bad"][0] or found["odd"][0] or found["out"][0] or found["unsafes"][0]:
-        sys.exit(f"this benchmark takes a clean inventory: {found.row(0)}")
-
-
-def _polars_sort(pl, source, path: str) -> tuple[int, int]:
-    """The listing sorted bytewise (stable: inventory order among equal names), each name once."""
-    mtime = pl.col("mtime")
-    source.select(
-        "name",
-        pl.col("size").cast(pl.Int64),
-        pl.when(mtime.is_null() | (mtime == ""))
-        .then(0)
-        .otherwise(mtime.cast(pl.Int64))
-        .alias("mtime"),
-    ).sort("name", maintain_order=True).sink_parquet(path, engine="streaming")
-    again = pl.col("name") == pl.col("name").shift(1)
-    repeated = pl.scan_parquet(path).select(again.sum()).collect(engine="streaming").item()
-    if repeated:
-        first = pl.scan_parquet(path).filter(pl.col("name").ne_missing(pl.col("name").shift(1)))
-        first.sink_parquet(path + ".once", engine="streaming")
-        os.replace(path + ".once", path)
-    listed = pl.scan_parquet(path).select(pl.len()).collect().item()
-    return listed, repeated
-
-
-def _polars_sorted_sums(pl, files) -> list[int]:
-    rank = pl.col("f") + 1
-    return list(
-        files.select(
-            pl.len(),
-            pl.col("size").sum(),
-            (((rank * pl.col("size")) % P).sum() % P).alias("by_size"),
-            (((rank * pl.col("name").str.len_bytes().cast(pl.Int64)) % P).sum() % P).alias(
-                "by_name"
-            ),
-        )
-        .collect(engine="streaming")
-        .row(0)
-    )
-
-
-def _hashed(pl, *texts):
-    """A 64-bit hash of the texts: Polars' own (DuckDB's hashes the reversed texts too, as its
-    hash of a text alone gives ImageNet-like names one value; Polars' ``str.reverse`` would
-    cost 13 s a pass over 10M names)."""
-    return pl.struct(*(t.alias(f"t{i}") for i, t in enumerate(texts))).hash()
-
-
-def _plain(text):
-    """extraction.FOLD's ``where``: folded by lower case alone."""
-    return (
-        (text.str.len_bytes() == text.str.len_chars())
-        & ~text.str.contains("//", literal=True)
-        & ~text.str.contains("./", literal=True)
-        & ~text.str.ends_with("/")
-        & ~text.str.ends_with("/.")
-    )
-
-
-def _base(name):
-    """A name's basename (DuckDB's parse_filename): after its last '/'."""
-    return name.str.split("/").list.last()
-
-
-def _folder(name, base):
-    """A name's folder (DuckDB's parse_dirpath): before its last '/', '' for none (a regex
-    that says so, ``^(.*)/[^/]*$``, costs Polars 26 s over 10M names)."""
-    return name.str.strip_suffix(base).str.strip_suffix("/")
-
-
-def _polars_clashes(pl, files, folder: str) -> list[int]:
-    """Files whose folded names another file shares or a folder needs, or with a long part."""
-    m = pl.col("name")
-    if files.select((~_plain(m)).sum()).collect(engine="streaming").item():
-        sys.exit("names that fold past lower case: ishard folds them in Python")
-    hashes = os.path.join(folder, "hashes.parquet")
-    files.select("f", _hashed(pl, m.str.to_lowercase()).alias("h")).sink_parquet(
-        hashes, engine="streaming"
-    )
-    d = pl.col("d")
-    parents = files.select(_folder(m, _base(m)).alias("d")).filter(d.ne_missing(d.shift(1)))
-    folders = parents.filter((d != "") & _plain(d)).select(d.str.to_lowercase())
-    if parents.filter((d != "") & ~_plain(d)).select(pl.len()).collect(engine="streaming").item():
-        sys.exit("folders that fold past lower case: ishard folds them in Python")
-    parts = pl.col("parts")
-    directories = (
-        folders.with_columns(d.str.split("/").alias("parts"))
-        .with_columns(pl.int_ranges(1, parts.list.len() + 1).alias("i"))
-        .explode("i")
-        .select(_hashed(pl, parts.list.head(pl.col("i")).list.join("/")).alias("h"))
-    )
-    h, file = pl.col("h"), pl.col("file")
-    repeated = (
-        pl.concat(
-            [
-                pl.scan_parquet(hashes).select("h", pl.lit(True).alias("file")),
-                directories.select("h", pl.lit(False).alias("file")),
-            ]
-        )
-        .sort("h", "file")  # folders first
-        .with_columns(h.shift(1).alias("before"), file.shift(1).alias("twice"))
-        .filter(file & (h == pl.col("before")))
-        .select("h", "twice")
-        .collect(engine="streaming")
-    )
-    if not repeated["twice"].all():
-        sys.exit("files that name a folder: ishard then looks below them")
-    suspects = pl.scan_parquet(hashes).join(repeated.lazy(), on="h", how="semi").select("f")
-    long = files.filter(
-        (m.str.len_bytes() > 255)
-        & (m.str.split("/").list.eval(pl.element().str.len_bytes()).list.max() > 255)
-    ).select("f")
-    found = pl.concat([suspects, long]).unique().sort("f").collect(engine="streaming")
-    return found["f"].to_list()
-
-
-def _polars_group(pl, files, listed: int, at: dict[str, str]) -> list:
-    """The files sorted by sample key with their reader keys and flags, the key check's
-    findings, and each key's run (``runs``, by first file: key, start, files, bytes)."""
-    name, f, k = pl.col("name"), pl.col("f"), pl.col("key")
-    base = _base(name)
-    key = base.str.replace(r"\.[^.]*$", "")  # the base_file_name key
-    every = max(1, listed // (2048 * 32))  # columns._in_a_row's look at 32 runs of files
-    low = (
-        files.filter((f // 2048) % every == 0)
-        .select(key.alias("key"))
-        .select((k < k.shift(1)).sum())
-    )
-    if not low.collect(engine="streaming").item():
-        sys.exit("samples in a row: this benchmark takes samples apart (the imagenet shape)")
-    dot = (base.str.find(".", literal=True) + 1).fill_null(0)  # SQL's instr
-    stem = pl.when(dot == 0).then(base).otherwise(base.str.slice(0, dot - 1))
-    flags = ((dot > 1) & base.str.slice(dot).str.contains(".", literal=True)).cast(pl.Int8) + 2 * (
-        dot <= 1
-    ).cast(pl.Int8)
-    files.select(
-        "f",
-        key.alias("key"),
-        "size",
-        _hashed(pl, _folder(name, base), stem).alias("rk"),
-        flags.alias("flags"),
-    ).sort("key", "f").sink_parquet(at["by_key"], engine="streaming")
-    new = k.ne_missing(k.shift(1))
-    hits = os.path.join(os.path.dirname(at["by_key"]), "hits.parquet")
-    rk = pl.col("rk")
-    pl.scan_parquet(at["by_key"]).select(
-        pl.when(new).then(f).forward_fill().alias("run"),
-        (pl.col("flags") + 4 * (~new & (rk != rk.shift(1))).cast(pl.Int8)).alias("code"),
-    ).filter(pl.col("code") != 0).sink_parquet(hits, engine="streaming")
-    findings = _findings(pl, hits, at["by_key"])
-    total = files.select(pl.col("size").sum()).collect(engine="streaming").item()
-    pos, csum = pl.col("pos"), pl.col("csum")
-    pl.scan_parquet(at["by_key"]).with_row_index("pos").with_columns(
-        pos.cast(pl.Int64), (pl.col("size").cum_sum() - pl.col("size")).alias("csum")
-    ).filter(new).select(
-        "key",
-        "pos",
-        "f",
-        (pos.shift(-1, fill_value=listed) - pos).alias("files"),
-        (csum.shift(-1, fill_value=total) - csum).alias("bytes"),
-    ).sort("f").sink_parquet(at["runs"], engine="streaming")
-    folders = pl.scan_parquet(at["runs"]).select(k.str.contains("/", literal=True).sum())
-    return [folders.collect(engine="streaming").item(), findings]
-
-
 FINDINGS = {"dotted": 1, "dropped": 2, "split": 4}  # handover.FINDING_BITS
 
 
-def _findings(pl, hits: str, by_key: str) -> dict[str, list]:
-    """For each finding, how many samples have it and the keys of the first ``EXAMPLES``."""
+def reader_findings(hits: str, keys_of: Callable[[list[int]], dict[int, str]]) -> dict[str, list]:
+    """For each finding, how many samples have it and the keys (``keys_of`` their first files)
+    of the first ``EXAMPLES``: the rows of ``hits`` (a Parquet file of ``run``, each hit's
+    sample by its first file, and ``code``, its finding bits) in sample key order."""
     import numpy as np
 
     count = dict.fromkeys(FINDINGS, 0)
     last = dict.fromkeys(FINDINGS, -1)
     least = {kind: np.empty(0, dtype=np.int64) for kind in FINDINGS}
-    for batch in _batches(hits, "run", "code"):
-        run = batch.column(0).to_numpy().astype(np.int64)
-        code = batch.column(1).to_numpy()
+    for batch in batches(hits, "run", "code"):
+        run = batch.column(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        code = batch.column(1).to_numpy(zero_copy_only=False)
         for kind, bit in FINDINGS.items():
             runs = run[(code & bit) != 0]
             if len(runs):  # each sample counted at its first row with the finding
@@ -466,69 +238,39 @@ def _findings(pl, hits: str, by_key: str) -> dict[str, list]:
                 count[kind] += len(first)
                 last[kind] = int(runs[-1])
                 least[kind] = np.unique(np.concatenate([least[kind], runs[first]]))[:EXAMPLES]
-    wanted = sorted({int(f) for kind in least for f in least[kind]})
-    keys = dict(
-        pl.scan_parquet(by_key)
-        .filter(pl.col("f").is_in(wanted))
-        .select("f", "key")
-        .collect()
-        .rows()
-    )
+    keys = keys_of(sorted({int(f) for kind in least for f in least[kind]}))
     return {
         kind: [count[kind], [keys[int(f)] for f in least[kind]]] for kind in FINDINGS if count[kind]
     }
 
 
-def _polars_runs_sums(pl, runs: str) -> list[int]:
-    rank = pl.col("i").cast(pl.Int64) + 1
-    return list(
-        pl.scan_parquet(runs)
-        .with_row_index("i")
-        .select(
-            pl.len(),
-            (((rank * pl.col("pos")) % P).sum() % P).alias("by_pos"),
-            (((rank * pl.col("key").str.len_bytes().cast(pl.Int64)) % P).sum() % P).alias("by_key"),
-        )
-        .collect(engine="streaming")
-        .row(0)
-    )
+def batches(path: str, *columns: str):
+    """A Parquet file's columns, ``CHUNK`` rows at a time (Arrow record batches)."""
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path).iter_batches(batch_size=CHUNK, columns=list(columns))
 
 
-def _polars_layout(pl, by_key: str, laid: str) -> None:
-    """The files laid out run after run: sorted by their sample's first file, then their own."""
-    k, f = pl.col("key"), pl.col("f")
-    first = pl.when(k.ne_missing(k.shift(1))).then(f).forward_fill().alias("first")
-    pl.scan_parquet(by_key).select("f", "size", first).sort("first", "f").select(
-        "f", "size"
-    ).sink_parquet(laid, engine="streaming")
-
-
-def _polars_read_out(pl, folder: str, laid: str, runs: str, files: str, count: int):
-    """The columns Python takes, written to files ``CHUNK`` ints at a time: the files by sample,
-    where each sample's files start, each sample's bytes, each file's size."""
+def spooled_columns(folder: str, laid: str, runs: str, files: str) -> list[tuple[str, str]]:
+    """The columns Python takes, written to files ``CHUNK`` ints at a time, as ishard's engine
+    hands them over: the files by sample (``laid``'s ``f``), where each sample's files start
+    (from ``runs``' ``files``, and where the last ends), each sample's bytes (``runs``'
+    ``bytes``), each file's size (``files``' ``size``); 4-byte ints where the values fit."""
     import numpy as np
+    import pyarrow.parquet as pq
 
-    narrow = "int32" if count < 1 << 31 else "int64"
-    least, most = (
-        pl.scan_parquet(files)
-        .select(pl.col("size").min().alias("least"), pl.col("size").max().alias("most"))
-        .collect(engine="streaming")
-        .row(0)
-    )
-    fits = "int32" if -(1 << 31) <= least and most < 1 << 31 else "int64"
     spooled = []
-    for source, column, kind in (
-        (laid, "f", narrow),
-        (runs, "files", "int64"),
-        (runs, "bytes", "int64"),
-        (files, "size", fits),
-    ):
-        path = os.path.join(folder, f"{column}.{kind}")
-        before = 0
+    for source, column in ((laid, "f"), (runs, "files"), (runs, "bytes"), (files, "size")):
+        meta = pq.ParquetFile(source).metadata
+        at = meta.schema.names.index(column)
+        stats = [meta.row_group(g).column(at).statistics for g in range(meta.num_row_groups)]
+        fits = all(-(1 << 31) <= s.min and s.max < 1 << 31 for s in stats)
+        kind = "int32" if fits and column != "files" and column != "bytes" else "int64"
+        path, before = os.path.join(folder, f"{column}.{kind}"), 0
         with open(path, "wb") as out:
-            for batch in _batches(source, column):
-                values = batch.column(0).to_numpy().astype(kind)
-                if column == "files":  # lengths → starts (and the end, after the last)
+            for batch in batches(source, column):
+                values = batch.column(0).to_numpy(zero_copy_only=False).astype(kind)
+                if column == "files":  # lengths → starts
                     ends = np.cumsum(values, dtype=np.int64) + before
                     values, before = ends - values, int(ends[-1]) if len(ends) else before
                 values.tofile(out)
@@ -538,13 +280,8 @@ def _polars_read_out(pl, folder: str, laid: str, runs: str, files: str, count: i
     return spooled
 
 
-def _batches(path: str, *columns: str):
-    import pyarrow.parquet as pq
-
-    return pq.ParquetFile(path).iter_batches(batch_size=CHUNK, columns=list(columns))
-
-
-def _spooled(path: str, kind: str):
+def spooled(path: str, kind: str):
+    """A column ``spooled_columns`` wrote, ``CHUNK`` values at a time."""
     import numpy as np
 
     values = np.memmap(path, dtype=kind, mode="r")
@@ -554,7 +291,18 @@ def _spooled(path: str, kind: str):
 
 # ---- the rounds ------------------------------------------------------------------------------
 
-CHILDREN: dict[str, Callable[[str, str], None]] = {"duckdb": duckdb_child, "polars": polars_child}
+
+def child(engine: str) -> Callable[[str, str, float | None], None]:
+    """The statements in ``engine`` (each module imports its engine)."""
+    if engine == "polars":
+        import statements_polars
+
+        return statements_polars.child
+    if engine == "datafusion":
+        import statements_datafusion
+
+        return statements_datafusion.child
+    return duckdb_child
 
 
 def main() -> None:
@@ -563,13 +311,18 @@ def main() -> None:
     )
     parser.add_argument("inventory", help="a Parquet inventory of bench_plan.py (imagenet shape)")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--engines", default="duckdb,polars")
-    parser.add_argument("--other-python", default=sys.executable, help="a Python with polars")
+    parser.add_argument("--engines", default=",".join(ENGINES))
+    parser.add_argument(
+        "--other-python", default=sys.executable, help="a Python with polars and datafusion"
+    )
     parser.add_argument("--tmp-dir", default=tempfile.gettempdir())
-    parser.add_argument("--child", choices=CHILDREN, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--rss-cap", type=float, help="MiB: a process past it stops, naming the statement"
+    )
+    parser.add_argument("--child", choices=ENGINES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        CHILDREN[args.child](args.inventory, args.tmp_dir)
+        child(args.child)(args.inventory, args.tmp_dir, args.rss_cap)
         return
     from benchlib import machine_line, timed
 
@@ -581,10 +334,14 @@ def main() -> None:
         for engine in engines:
             python = sys.executable if engine == "duckdb" else args.other_python
             cmd = [python, __file__, args.inventory, "--child", engine, "--tmp-dir", args.tmp_dir]
+            cmd += ["--rss-cap", str(args.rss_cap)] if args.rss_cap else []
             seconds, rss, stdout = timed(cmd, env)
             found[engine].append({**json.loads(stdout), "wall": seconds, "peak": rss})
-            print(f"{engine}: {seconds:.1f} s, {rss:,.0f} MiB", file=sys.stderr, flush=True)
-    answers = {json.dumps(r["answers"], sort_keys=True) for runs in found.values() for r in runs}
+            over = found[engine][-1]["over"]
+            told = f" (stopped in {over}: past {args.rss_cap:,.0f} MiB)" if over else ""
+            print(f"{engine}: {seconds:.1f} s, {rss:,.0f} MiB{told}", file=sys.stderr, flush=True)
+    whole = [r for runs in found.values() for r in runs if not r["over"]]
+    answers = {json.dumps(r["answers"], sort_keys=True) for r in whole}
     if len(answers) != 1:
         sys.exit("the engines disagree:\n" + "\n".join(sorted(answers)))
     print(f"{args.inventory}: {machine_line()}; the engines agree: {answers.pop()[:200]}…")
@@ -603,7 +360,15 @@ def _report(found: dict[str, list[dict]]) -> None:
             peak = max(
                 (r["peak"] if statement == "all" else r["rss"].get(statement, 0)) for r in runs
             )
-            shown = ", ".join("—" if t is None else f"{t:.1f}" for t in times)
+            if not peak:
+                cells.append("— | —")
+                continue
+            shown = ", ".join(
+                "—"
+                if t is None
+                else f"{t:.1f}" + (" (over the cap)" if r["over"] == statement else "")
+                for t, r in zip(times, runs)
+            )
             cells.append(f"{shown} | {peak:,.0f}")
         print(f"{statement} | " + " | ".join(cells))
 
