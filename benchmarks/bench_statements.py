@@ -104,14 +104,18 @@ class Statements:
         started = time.perf_counter()
         try:
             yield
+        except Exception as error:  # noqa: BLE001 - an engine that fails (out of memory): a finding
+            self.printed(failed=f"{name}: {str(error).splitlines()[-1][:300]}")
+            os._exit(0)
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
             done.set()
             watcher.join()
             self.rss[name] = max(self.rss.get(name, 0.0), most[0], rss_mib())
 
-    def printed(self, over: str | None = None) -> None:
-        found = {"seconds": self.seconds, "rss": self.rss, "answers": self.answers, "over": over}
+    def printed(self, over: str | None = None, failed: str | None = None) -> None:
+        found = {"seconds": self.seconds, "rss": self.rss, "answers": self.answers}
+        found |= {"over": over, "failed": failed}
         print(json.dumps(found, default=int), flush=True)  # DataFusion sums: Decimal
 
 
@@ -337,10 +341,11 @@ def main() -> None:
             cmd += ["--rss-cap", str(args.rss_cap)] if args.rss_cap else []
             seconds, rss, stdout = timed(cmd, env)
             found[engine].append({**json.loads(stdout), "wall": seconds, "peak": rss})
-            over = found[engine][-1]["over"]
+            over, failed = found[engine][-1]["over"], found[engine][-1]["failed"]
             told = f" (stopped in {over}: past {args.rss_cap:,.0f} MiB)" if over else ""
+            told += f" (failed in {failed})" if failed else ""
             print(f"{engine}: {seconds:.1f} s, {rss:,.0f} MiB{told}", file=sys.stderr, flush=True)
-    whole = [r for runs in found.values() for r in runs if not r["over"]]
+    whole = [r for runs in found.values() for r in runs if not r["over"] and not r["failed"]]
     answers = {json.dumps(r["answers"], sort_keys=True) for r in whole}
     if len(answers) != 1:
         sys.exit("the engines disagree:\n" + "\n".join(sorted(answers)))
@@ -371,6 +376,12 @@ def _report(found: dict[str, list[dict]]) -> None:
             )
             cells.append(f"{shown} | {peak:,.0f}")
         print(f"{statement} | " + " | ".join(cells))
+
+
+def _stopped(found: dict, statement: str) -> str:
+    if found["over"] == statement:
+        return " (over the cap)"
+    return " (failed)" if (found["failed"] or "").startswith(f"{statement}:") else ""
 
 
 if __name__ == "__main__":
