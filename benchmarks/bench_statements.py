@@ -365,20 +365,19 @@ def _report(found: dict[str, list[dict]]) -> None:
             peak = max(
                 (r["peak"] if statement == "all" else r["rss"].get(statement, 0)) for r in runs
             )
-            if not peak:
-                cells.append("— | —")
-                continue
             shown = ", ".join(
-                "—"
-                if t is None
-                else f"{t:.1f}" + (" (over the cap)" if r["over"] == statement else "")
+                ("—" if t is None else f"{t:.1f}") + _stopped(r, statement)
                 for t, r in zip(times, runs)
             )
+            if not peak:
+                cells.append(f"{shown} | —")
+                continue
             cells.append(f"{shown} | {peak:,.0f}")
         print(f"{statement} | " + " | ".join(cells))
 
 
 def _stopped(found: dict, statement: str) -> str:
+    """What stopped the run in ``statement``, if anything did."""
     if found["over"] == statement:
         return " (over the cap)"
     return " (failed)" if (found["failed"] or "").startswith(f"{statement}:") else ""
