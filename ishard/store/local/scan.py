@@ -7,10 +7,12 @@ import sys
 from operator import itemgetter
 from stat import S_ISREG
 from types import ModuleType
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ...names import SURROGATE
+
+if TYPE_CHECKING:
+    import numpy as np  # imported when a directory is read: not for `ishard --help`
 
 native: ModuleType | None
 try:
@@ -22,8 +24,7 @@ except ImportError:  # installed without a C compiler: read through Python
 #: any other file (a FIFO, a socket, a device)
 KIND_DIR, KIND_LINK, KIND_FILE, KIND_SPECIAL = b"dlfs"
 
-_MIX = np.uint64(0x9E3779B97F4A7C15)  # local_stamp's (walk.py)
-_BILLION = np.uint64(1_000_000_000)
+_MIX = 0x9E3779B97F4A7C15  # local_stamp's (walk.py)
 _NO_STAT = (0, 0, 0, 0)
 _ENCODING, _ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 
@@ -48,10 +49,13 @@ class Folder:
     def columns(self, rows: list[int]) -> tuple[list[int], list[int], list[int]]:
         """The sizes, whole-second mtimes and stamps (``walk.local_stamp``: the nanosecond
         mtime and the inode mixed, in 64 bits that wrap) of the files at ``rows``."""
+        import numpy as np
+
         picked = self.stats[rows]
         seconds = picked[:, 1]
-        mtime_ns = seconds.view(np.uint64) * _BILLION + picked[:, 2].view(np.uint64)
-        stamps = mtime_ns * _MIX + picked[:, 3].view(np.uint64)
+        mtime_ns = seconds.view(np.uint64) * np.uint64(1_000_000_000)
+        mtime_ns += picked[:, 2].view(np.uint64)
+        stamps = mtime_ns * np.uint64(_MIX) + picked[:, 3].view(np.uint64)
         return picked[:, 0].tolist(), seconds.tolist(), stamps.view(np.int64).tolist()
 
 
@@ -65,6 +69,8 @@ def scan(path: str | os.PathLike[str]) -> Folder:
 
 def scan_natively(path: str | os.PathLike[str], reader: ModuleType) -> Folder:
     """``scan`` through ``reader``, the native module built from ``_scan.c``."""
+    import numpy as np
+
     names, kinds, stats = reader.scan(path)
     listed = names.decode(_ENCODING, _ERRORS).split("\0")
     listed.pop()  # after the last name's end
@@ -74,6 +80,8 @@ def scan_natively(path: str | os.PathLike[str], reader: ModuleType) -> Folder:
 
 def scan_in_python(path: str | os.PathLike[str]) -> Folder:
     """``scan`` through Python's ``os.scandir``: what the native reader gives, slower."""
+    import numpy as np
+
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     names: list[str] = []
     kinds = bytearray()
