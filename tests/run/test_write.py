@@ -9,7 +9,6 @@ import contextlib
 import gc
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ from helpers import (
     read_shard,
     recorded_checksum,
     shard_files,
+    without_root_powers,
 )
 from helpers import SMALL_TREE as TREE
 
@@ -284,16 +284,6 @@ def test_cli_reports_a_vanished_file_in_one_line_with_exit_1(ext, tmp_path, refe
     assert_clean_failure(dst, reference(ext), victim)
 
 
-def _without_root_powers() -> list[str]:
-    """A command prefix under which a mode-000 file is unreadable: nothing for a normal user;
-    for root, GNU setpriv dropping the capabilities that bypass file modes."""
-    if os.geteuid() != 0:
-        return []
-    if shutil.which("setpriv") is None:
-        pytest.skip("root reads files whatever their mode, and setpriv is not installed")
-    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
-
-
 def test_cli_unreadable_file_fails_with_its_name(tmp_path, reference):
     src = make_tree(tmp_path / "src", TREE)
     victim = "train/a/0002.jpg"
@@ -302,7 +292,7 @@ def test_cli_unreadable_file_fails_with_its_name(tmp_path, reference):
     try:
         done = subprocess.run(
             [
-                *_without_root_powers(),
+                *without_root_powers(),
                 sys.executable,
                 "-m",
                 "ishard",

@@ -135,6 +135,16 @@ def assert_error(result, code: int, *needles: str) -> str:
     return line
 
 
+def without_root_powers() -> list[str]:
+    """A command prefix under which a mode-000 file is unreadable: nothing for a normal user;
+    for root, GNU setpriv dropping the capabilities that bypass file modes."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("root reads files whatever their mode, and setpriv is not installed")
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+
+
 def assert_ok(result) -> None:
     """The command succeeded and printed nothing on stderr (but the few-shards note)."""
     assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)

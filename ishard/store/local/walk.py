@@ -8,8 +8,9 @@ from pathlib import Path
 
 from ...errors import SourceError, UsageError
 from ...model import Tally
-from ...names import HIDDEN, SURROGATE, UNSAFE, has_control, unsafe_name
+from ...names import HIDDEN, UNSAFE, has_control, unsafe_name
 from ..base import Listing, SourceListing
+from .scan import KIND_DIR, KIND_LINK, KIND_SPECIAL, Folder, scan
 
 HIDDEN_DIR = "hidden directory, not entered (--include-hidden enters it)"
 SYMLINK = "symbolic link, not followed (--follow-symlinks follows it)"
@@ -30,14 +31,14 @@ def local_stamp(mtime_ns: int, inode: int) -> int:
     return value - (1 << 64) if value >> 63 else value
 
 
-def _plain_names(rel_dir: str, children: list[os.DirEntry]) -> bool:
+def _plain_names(rel_dir: str, children: list[tuple[str, int, int]]) -> bool:
     """Is no file of folder ``rel_dir`` (not the top) unsafe by its name? True when the
     folder's own path is safe and no child's name holds a control character or a backslash:
     then ``unsafe_name(rel_dir + name)`` is False for each (a child is never '..', and '/'
     ends every part), so it need not be asked a file at a time."""
     if not rel_dir or unsafe_name(rel_dir[:-1]):
         return False
-    blob = "/".join(c.name for c in children)  # no name holds a '/'
+    blob = "/".join(child[0] for child in children)  # no name holds a '/' (but a folder's end)
     return "\\" not in blob and not has_control(blob)
 
 
@@ -134,6 +135,7 @@ class _LocalWalk:
         self.real_root = os.path.realpath(root)
         self.seen: set[tuple[int, int]] = set()  # directories listed (with follow_symlinks)
         self.linked: list[tuple[str, os.stat_result]] = []  # linked directories, for later
+        self.read = scan  # how a directory is read (``scan.scan_in_python`` does it in Python)
 
     def run(self) -> None:
         self._walk("")
@@ -148,93 +150,87 @@ class _LocalWalk:
         """Depth first, each directory's entries in the order of their full names (a
         directory's name sorts as if it ended in '/'), so the listing comes out sorted
         bytewise; files are kept a directory's run at a time, without a call per file."""
-        table, prefix, hidden = self.entries, self.prefix, not self.include_hidden
+        prefix, hidden = self.prefix, not self.include_hidden
         first = self._scan(top)
-        stack = [(top, first, 0, _plain_names(top, first))]
+        stack = [(top, first, 0, _plain_names(top, first.children))]
         while stack:
-            rel_dir, children, at, plain = stack.pop()
+            rel_dir, folder, at, plain = stack.pop()
+            children = folder.children
             names: list[str] = []
-            sizes: list[int] = []
-            mtimes: list[int] = []
-            stamps: list[int] = []
+            rows: list[int] = []
             for i in range(at, len(children)):
-                child = children[i]
-                if not child.is_dir(follow_symlinks=False):
-                    name = rel_dir + child.name
+                entry, kind, row = children[i]
+                name = rel_dir + entry
+                if kind != KIND_DIR:
                     if not name.startswith(prefix):
                         continue
                     if (
                         (not plain and unsafe_name(name))
-                        or (hidden and child.name.startswith("."))
-                        or child.is_symlink()
+                        or (hidden and entry.startswith("."))
+                        or kind == KIND_LINK
                     ):
-                        self._left_out_or_link(child, name)
-                        continue
-                    st = child.stat(follow_symlinks=False)
-                    if not stat.S_ISREG(st.st_mode):
+                        self._left_out_or_link(entry, name)
+                    elif kind == KIND_SPECIAL:
                         self.tally.add(SPECIAL, name)
-                        continue
-                    names.append(name)
-                    sizes.append(st.st_size)
-                    mtimes.append(st.st_mtime_ns // 1_000_000_000)
-                    stamps.append(local_stamp(st.st_mtime_ns, st.st_ino))
+                    else:
+                        names.append(name)
+                        rows.append(row)
                     continue
-                name = rel_dir + child.name + "/"
                 if not _wanted(name, prefix):
                     continue
-                if hidden and child.name.startswith(".") and not prefix.startswith(name):
+                if hidden and entry.startswith(".") and not prefix.startswith(name):
                     self.tally.add(HIDDEN_DIR, name)  # (a prefix may name a hidden folder)
                     continue
-                stack.append((rel_dir, children, i + 1, plain))  # go on here after it
+                stack.append((rel_dir, folder, i + 1, plain))  # go on here after it
                 inside = self._scan(name)
-                stack.append((name, inside, 0, _plain_names(name, inside)))
+                stack.append((name, inside, 0, _plain_names(name, inside.children)))
                 break
             if names:  # this run of files, before the folder that follows them
-                table.extend(names, sizes, mtimes, stamps)
+                sizes, mtimes, stamps = folder.columns(rows)
+                self.entries.extend(names, sizes, mtimes, stamps)
                 if self.on_file is not None:
                     self.on_file(sum(sizes), len(names))
 
-    def _scan(self, rel_dir: str) -> list[os.DirEntry]:
-        """The entries of one directory, ordered as their full names sort bytewise."""
+    def _scan(self, rel_dir: str) -> Folder:
+        """The entries of one directory, ordered as their full names sort bytewise, with
+        each file's lstat (``scan.scan``)."""
         path = self.root / rel_dir if rel_dir else self.root
         try:
             if self.follow:
                 st = os.stat(path)
                 self.seen.add((st.st_dev, st.st_ino))
-            with os.scandir(path) as it:
-                children = list(it)
+            return self.read(path)
         except OSError as err:
-            where = (
-                f"directory {rel_dir!r} in source {self.src!r}"
-                if rel_dir
-                else f"source {self.src!r}"
-            )
-            raise SourceError(
-                f"cannot read {where}: {err.strerror} — fix its permissions or narrow --prefix"
-            ) from None
-        bytewise = any(not c.name.isascii() and SURROGATE.search(c.name) for c in children)
-        children.sort(key=_bytewise_entry if bytewise else _entry_name)
-        return children
+            raise self._unreadable(rel_dir, err) from None
 
-    def _left_out_or_link(self, child: os.DirEntry, name: str) -> None:
+    def _unreadable(self, rel_dir: str, err: OSError) -> SourceError:
+        where = (
+            f"directory {rel_dir!r} in source {self.src!r}" if rel_dir else f"source {self.src!r}"
+        )
+        return SourceError(
+            f"cannot read {where}: {err.strerror} — fix its permissions or narrow --prefix"
+        )
+
+    def _left_out_or_link(self, child: str, name: str) -> None:
         """An entry with an unsafe or hidden name (counted) or a symbolic link (followed, or
         counted)."""
         if unsafe_name(name):
             self.tally.add(UNSAFE, name)
-        elif child.name.startswith(".") and not self.include_hidden:
+        elif child.startswith(".") and not self.include_hidden:
             self.tally.add(HIDDEN, name)
         elif self.follow:
-            self._link(child, name)
+            self._link(name)
         else:
             self.tally.add(SYMLINK, name)
 
-    def _link(self, child: os.DirEntry, name: str) -> None:
-        real = os.path.realpath(child.path)
+    def _link(self, name: str) -> None:
+        path = os.path.join(self.root, name)  # (the entry was listed from a descriptor)
+        real = os.path.realpath(path)
         if real != self.real_root and not real.startswith(self.real_root + os.sep):
             self.tally.add(LINK_OUTSIDE, name)
             return
         try:
-            st = os.stat(child.path)
+            st = os.stat(path)
         except OSError:
             self.tally.add(LINK_DANGLING, name)
             return
@@ -255,12 +251,3 @@ class _LocalWalk:
         )
         if self.on_file is not None:
             self.on_file(st.st_size)
-
-
-def _entry_name(child: os.DirEntry) -> str:
-    """A directory entry's place among its siblings: its name, a directory's with '/'."""
-    return child.name + "/" if child.is_dir(follow_symlinks=False) else child.name
-
-
-def _bytewise_entry(child: os.DirEntry) -> bytes:
-    return _entry_name(child).encode("utf-8", "surrogateescape")
