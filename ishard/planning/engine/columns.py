@@ -125,9 +125,9 @@ def read_inventory(
             read = selects.as_given(inventory, local, lambda: selects.source(con, local))
             mode = reading.get("duplicates", "off")
             column = read.identity if mode != "off" else None
-            con.execute(
+            con.execute(  # a checksum as 16 bytes (its MD5), not as text: it is only compared
                 "CREATE TEMP TABLE raw AS SELECT coalesce(name, '') AS name, size, mtime"
-                f"{', ident' if column else ''} FROM ({read.sql})"
+                f"{', md5_number(ident) AS ident' if column else ''} FROM ({read.sql})"
             )
             built_in = key if key in _KEY_SQL else None
             dupes = None if column is None else (by_column(column), mode == "drop")

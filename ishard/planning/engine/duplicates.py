@@ -2,11 +2,12 @@
 files of one size and one checksum or ETag (``ident``), the first of each by name kept —
 as ``planning.duplicates.among`` finds them for the row reader's listings.
 
-The checksums never ride through the sort of the listing: before it, one aggregation of the
-rows kept, by size and a 64-bit hash of the checksum (numbers, not text), finds the groups
-that may hold duplicates, and only their rows are kept aside (``duplicate_rows``, with their
-checksums as text); after it, they are told apart exactly, each name once (its first row, as
-the listing keeps it), and — with ``drop`` — the copies leave ``files``."""
+The listing's ``raw`` rows carry each checksum as its MD5 (``md5_number``: 16 bytes, not the
+text; two checksums are one where their MD5s are), and the checksums never ride through the
+sort of the listing: before it, one aggregation of the rows kept, by size and checksum,
+finds the groups of two or more, and only their rows are kept aside (``duplicate_rows``);
+after it, each name is counted once (its first row, as the listing keeps it), and — with
+``drop`` — the copies leave ``files``."""
 
 from __future__ import annotations
 
@@ -14,14 +15,13 @@ from ...model import EXAMPLES_KEPT, Duplicates
 from ...names import NAME_ORDER
 from ..rowrules import SIZE_TEXT
 
-# the rows (kept by ``{kept}``) whose size and checksum hash another row has too
+# the rows (kept by ``{kept}``) whose size and checksum another row has too
 _ROWS = """
 CREATE TEMP TABLE duplicate_rows AS
 WITH rows AS (SELECT rowid AS pos, name, {size} AS size, ident FROM raw
               WHERE ident IS NOT NULL AND {kept}),
-     maybe AS (SELECT size, hash(ident) AS h FROM rows GROUP BY ALL HAVING count(*) > 1)
-SELECT pos, name, size, ident FROM rows SEMI JOIN maybe ON rows.size = maybe.size
-       AND hash(rows.ident) = maybe.h
+     maybe AS (SELECT size, ident FROM rows GROUP BY ALL HAVING count(*) > 1)
+SELECT pos, name, size, ident FROM rows SEMI JOIN maybe USING (size, ident)
 """
 # of those, each name's first row (a repeated name's later rows are not in the listing)
 _FIRSTS = """
