@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 
-from bench_statements import (
+from statements_common import (
     UNSAFE,
     P,
     Statements,
@@ -81,13 +81,13 @@ def child(inventory: str, tmp: str, cap: float | None) -> None:
         )[0]
         if repeated:
             raise SystemExit("this benchmark takes an inventory of names listed once")
-    out.answers["sort"] = [repeated, *one(_SORTED_SUMS)]
+    out.answers["sort"] = [repeated, *one(SORTED_SUMS)]
     listed = out.answers["sort"][1]
     with out.timed("clashes"):
         out.answers["clashes"] = _clashes(ctx, one, copied)
     with out.timed("group"):
         findings = _group(ctx, one, copied, listed, folder)
-    out.answers["group"] = [False, *findings, *one(_RUNS_SUMS)]
+    out.answers["group"] = [False, *findings, *one(RUNS_SUMS)]
     with out.timed("layout"):
         copied(
             f"SELECT f, size FROM (SELECT f, size, {FIRST} AS first FROM (SELECT pos, f, size, "
@@ -103,11 +103,11 @@ def child(inventory: str, tmp: str, cap: float | None) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-_SORTED_SUMS = (
+SORTED_SUMS = (
     f"SELECT count(*), sum(size), sum(((f + 1) * size) % {P}) % {P}, "
     f"sum(((f + 1) * octet_length(name)) % {P}) % {P} FROM files"
 )
-_RUNS_SUMS = (
+RUNS_SUMS = (
     f"SELECT count(*), sum(((i + 1) * pos) % {P}) % {P}, "
     f"sum(((i + 1) * octet_length(key)) % {P}) % {P} "
     "FROM (SELECT row_number() OVER (ORDER BY f) - 1 AS i, pos, key FROM runs)"

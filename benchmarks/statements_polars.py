@@ -9,7 +9,7 @@ import sys
 import tempfile
 from functools import partial
 
-from bench_statements import (
+from statements_common import (
     UNSAFE,
     P,
     Statements,
