@@ -29,6 +29,7 @@ SIZE_COLUMNS = ("size", "Size", "bytes")
 MTIME_COLUMNS = ("mtime", "last_modified", "LastModifiedDate", "LastModified")
 # a file's content identity (``--duplicates``): a checksum before an ETag, which depends on how
 # the object was uploaded; ``e_tag`` is an S3 Inventory report's in Parquet and ORC
+Row = tuple[str, int, int, str | None]  # an inventory row read: name, size, mtime, checksum
 IDENTITY_COLUMNS = ("checksum", "sha256", "md5", "ETag", "etag", "e_tag")
 
 

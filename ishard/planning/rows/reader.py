@@ -24,6 +24,7 @@ from ..rowrules import (
     SIZE_COLUMNS,
     SIZE_TEXT,
     InventoryRead,
+    Row,
     Written,
     bad_row,
     checked_name,
@@ -37,8 +38,6 @@ from ..rowrules import (
 from ..table import FileTable, Identities
 from .lines import csv_error, csv_reader, line_blocks, read_head
 from .names import Sizes, name_rows, names_only, sized
-
-Row = tuple[str, int, int, str | None]  # name, size, mtime, checksum or ETag
 
 
 def read_rows(read: InventoryRead, sizes: Sizes | None = None) -> FileTable:

@@ -23,6 +23,7 @@ from ..rowrules import (
     REPORT_TIME,
     S3_KEY,
     S3_SIZE,
+    Row,
     checked_name,
     checked_size,
     data_file,
@@ -31,8 +32,6 @@ from ..rowrules import (
     schema_fields,
 )
 from .lines import csv_error, csv_reader
-
-Row = tuple[str, int, int, str | None]  # key, size, mtime, ETag
 
 
 def report_rows(manifest: dict, where: str, opener, column: list[str]) -> Iterator[Row]:
