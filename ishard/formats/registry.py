@@ -84,6 +84,9 @@ class Format:
     frames: Frames | None = None  # each sample in frames of its own, found through a seek table
     # can one sample be read with one ranged read of the shard, under the run's options?
     ranged: Callable[[Mapping], bool] = lambda options: False
+    # does a member's data stand in the shard byte for byte, after a header of the writer's,
+    # so a store can copy it there (its writer has ``place``: ``--compose``)?
+    composable: bool = False
 
     def takes_level(self, options: object) -> bool:
         """Does ``--compress-level`` change this format's bytes under ``options``?"""
@@ -159,7 +162,14 @@ def _gzip_name(options: Mapping) -> str:
 
 # In --ext's order of choices; extensions that end in another's (.tar.gz, .gz) go by the longest
 FORMATS: tuple[Format, ...] = (
-    Format("tar", (".tar",), TAR, lambda sink, s: TarWriter(sink), ranged=lambda options: True),
+    Format(
+        "tar",
+        (".tar",),
+        TAR,
+        lambda sink, s: TarWriter(sink),
+        ranged=lambda options: True,
+        composable=True,
+    ),
     Format(
         "gzip",
         (".tgz", ".tar.gz"),

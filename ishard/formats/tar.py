@@ -195,6 +195,7 @@ class TarWriter:
         self._boundary: Callable[[], None] | None = getattr(sink, "boundary", None)
         self._mtime, self._mtime_field, self._mtime_sum = -1, b"", 0
         self.sums: list[int] = []
+        self.placed: list[int] = []  # the members the sink placed (``place``), by index
         self._hash = member_hasher()
 
     def _flush(self) -> None:
@@ -298,6 +299,23 @@ class TarWriter:
         else:
             self._read_fd(fd, size, name)
         self.sums.append(self._hash.intdigest())
+        self.offset += size
+        pad = -size % BLOCK
+        if pad:
+            self._put(_ZEROS[:pad])
+
+    def place(self, name: str, size: int, mtime: int, source: str) -> None:
+        """Append a regular file of ``size`` bytes that the sink places itself, copied inside
+        its store from the source's ``source`` (``--compose``): its header and padding are
+        written here as :meth:`add` writes them, its bytes never pass through this writer (its
+        checksum is unknown here: ``placed`` lists it)."""
+        self.header_offsets.append(self.offset)
+        self._header(name, size, mtime)
+        self.data_offsets.append(self.offset)
+        self._flush()
+        self._sink.place(source, size)  # type: ignore[attr-defined]
+        self.placed.append(len(self.sums))
+        self.sums.append(0)
         self.offset += size
         pad = -size % BLOCK
         if pad:

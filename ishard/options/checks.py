@@ -95,6 +95,29 @@ def jobs_option(value) -> int:
     return positive_int(value, "--jobs", allow_none=False, zero=JOBS_DEFAULT) or 0
 
 
+COMPOSE_MODES = ("auto", "never")
+COMPOSE_MIN = 10 << 20  # a copied rest of at least 5 MiB once a part's first bytes are borrowed
+
+
+def compose_mode(value) -> str:
+    """``--compose``: auto or never."""
+    mode = str(value).lower()
+    if mode not in COMPOSE_MODES:
+        raise UsageError(f"--compose {str(value)!r} is not a mode — use auto or never")
+    return mode
+
+
+def compose_min_bytes(value) -> int:
+    """``--compose-min-size``: at least 10MiB (a first part of 5MiB, a copied rest as big)."""
+    size = parse_size(value, option="--compose-min-size")
+    if size < COMPOSE_MIN:
+        raise UsageError(
+            f"--compose-min-size {str(value)!r} is below 10MiB — a member copied in the store "
+            "needs 5MiB for the part its header goes in and 5MiB for the copy"
+        )
+    return size
+
+
 def part_size_bytes(value) -> int:
     size = parse_size(value, option="--part-size")
     if size < 5 << 20:

@@ -41,6 +41,8 @@ from .checks import (
     checked_exts,
     checked_storage_options,
     checked_tmp_dir,
+    compose_min_bytes,
+    compose_mode,
     jobs_option,
     max_remove_percent,
     memory_limit_bytes,
@@ -54,6 +56,7 @@ from .checks import (
 DEFAULT_SHARD_SIZE = 256 << 20
 GO_SHARD_SIZE = "1MiB"
 DEFAULT_PART_SIZE = 16 << 20
+DEFAULT_COMPOSE_MIN_SIZE = 16 << 20  # measured: docs/performance.md#composed-shards
 DEFAULT_READ_BUFFER = 256 << 20
 _SEED = re.compile(r"\+?[0-9]+")  # Go's ParseInt takes a '+'; a negative seed dsort refuses
 ZIP_METHODS = ("stored", "deflated")
@@ -88,6 +91,8 @@ class Options:
     endpoint_url: str | None = None
     storage_options: tuple[str, ...] | dict = ()
     part_size: int = DEFAULT_PART_SIZE
+    compose: str = "auto"
+    compose_min_size: int = DEFAULT_COMPOSE_MIN_SIZE
     read_buffer: int = DEFAULT_READ_BUFFER
     retries: int = 5
     checksum: choices.Checksum = DEFAULT_CHECKSUM
@@ -189,6 +194,8 @@ class ShardKeywords(PlanKeywords, total=False):
     max_remove: int | str
     sample_index: bool
     part_size: int | str
+    compose: str
+    compose_min_size: int | str
     read_buffer: int | str
     retries: int
     checksum: choices.Checksum
@@ -295,6 +302,8 @@ def make_options(**kwargs) -> Options:
             "jobs": jobs_option(opts.jobs),
             "compress_level": level,
             "part_size": part_size_bytes(opts.part_size),
+            "compose": compose_mode(opts.compose),
+            "compose_min_size": compose_min_bytes(opts.compose_min_size),
             "read_buffer": parse_size(opts.read_buffer, option="--read-buffer"),
             "max_remove": max_remove_percent(opts.max_remove),
             "retries": positive_int(opts.retries, "--retries", allow_none=False, least=0),
@@ -418,6 +427,7 @@ _KINDS: dict[str, tuple[tuple[type, ...], str]] = {
         ),
     ),
     "part_size": ((int, str), "an int or a string such as '16MiB'"),
+    "compose_min_size": ((int, str), "an int or a string such as '64MiB'"),
     "read_buffer": ((int, str), "an int or a string such as '256MiB'"),
     "sample_exts": (
         (str, list, tuple),

@@ -16,7 +16,7 @@ from ..planning.extraction import LOOKALIKES
 from ..planning.keys import BUILT_IN
 from ..planning.naming import MEMBER_NAMES
 from ..planning.samples import ACTIONS
-from .checks import EXECUTORS
+from .checks import COMPOSE_MODES, EXECUTORS
 from .record import DEFAULT_SHARD_SIZE, GO_SHARD_SIZE, ZIP_METHODS
 from .spec import OptionSpec
 
@@ -342,6 +342,30 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         STORES,
         default="16MiB",
         api="the multipart upload part size for store destinations (at least 5MiB).",
+        group="run",
+        writing_only=True,
+    ),
+    OptionSpec(
+        "compose",
+        "Members of --compose-min-size and up copied inside the store (S3 UploadPartCopy), "
+        "not through this machine, where SRC and DST share an S3 service and the shards are "
+        ".tar: auto, or never.",
+        STORES,
+        "choice",
+        COMPOSE_MODES,
+        "auto",
+        api='``"auto"``: large members of ``.tar`` shards are copied inside the store where '
+        "SRC and DST share an S3 service (byte for byte the shard written through the client); "
+        '``"never"``: every byte passes through this machine.',
+        group="run",
+        writing_only=True,
+    ),
+    OptionSpec(
+        "compose_min_size",
+        "Smallest member copied inside the store by --compose auto (at least 10MiB).",
+        STORES,
+        default="16MiB",
+        api="the smallest member ``compose`` copies inside the store (at least 10MiB).",
         group="run",
         writing_only=True,
     ),

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from ..checksums import ALGORITHMS, split, tagged
+from ..checksums import RECORDED, split, tagged
 from ..errors import DataError, UsageError, WriteError
 from ..model import Plan, ShardResult
 from ..names import printable, wds_split
@@ -263,7 +263,7 @@ def _is_checksum(value: object) -> bool:
     if not isinstance(value, str):
         return False
     algorithm, hexdigest = split(value)
-    return algorithm in ALGORITHMS and all(c in "0123456789abcdef" for c in hexdigest)
+    return algorithm in RECORDED and all(c in "0123456789abcdef" for c in hexdigest)
 
 
 def _is_count(value: object) -> bool:

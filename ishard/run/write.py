@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import itertools
+import logging
 import multiprocessing
 import os
 import signal
@@ -20,18 +21,19 @@ from concurrent.futures import (
 )
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 from .. import signals
 from ..errors import Interrupted, IshardError, WriteError
 from ..formats.dali_index import dali_index, index_name
 from ..formats.indexes import indexes_of
 from ..formats.registry import Settings, writer
-from ..model import ShardPlan, ShardResult, packed, packed_sums
+from ..model import FileEntry, ShardPlan, ShardResult, packed, packed_sums
 from ..options.record import Options
 from ..progress import Progress
-from ..store.base import publishing
+from ..store.base import ComposeRefused, publishing
 
+LOG = logging.getLogger("ishard")
 REPORT_EVERY = 4 << 20
 RELAY_EVERY = 0.25  # seconds between progress reports relayed from writer processes
 PR_SET_PDEATHSIG = 1  # prctl(2)
@@ -85,18 +87,54 @@ def write_one(
     if cancel.is_set():
         raise _Cancelled
     sink = open_sink(shard)
+    try:
+        return _write_into(sink, shard, reader, open_sink, settings, cancel, progress)
+    except ComposeRefused as refused:  # aborted: the store would not compose it
+        LOG.info("shard %r is written through this machine: %s", shard.name, refused.reason)
+        return write_one(shard, reader, open_sink, settings, cancel, progress)
+
+
+def _members(shard: ShardPlan, reader, sink) -> Iterator[tuple[FileEntry, BinaryIO | None]]:
+    """The shard's members in order, each with a stream of its bytes from ``reader``, or None
+    for one the sink places itself (copied inside its store: ``--compose``)."""
+    members = shard.members()
+    placed = getattr(sink, "placed", None)
+    if placed is None:
+        yield from reader.read(members)
+        return
+    copied = [placed(m) for m in members]
+    streams = reader.read([m for m, c in zip(members, copied) if not c])
+    try:
+        for member, is_copied in zip(members, copied):
+            yield (member, None) if is_copied else next(streams)
+    finally:
+        streams.close()
+
+
+def _write_into(
+    sink,
+    shard: ShardPlan,
+    reader,
+    open_sink: Callable,
+    settings: WriterSettings,
+    cancel: Cancel,
+    progress: Progress,
+) -> ShardResult:
     archive = index = None
     try:
         archive = writer(shard.name, sink, settings.archive)
         pending = 0
         counts = [len(sample.files) for sample in shard.samples]
         firsts = set(itertools.accumulate(counts[:-1], initial=0))
-        for i, (entry, stream) in enumerate(reader.read(shard.members())):
+        for i, (entry, stream) in enumerate(_members(shard, reader, sink)):
             if cancel.is_set():
                 raise _Cancelled
             if i in firsts:
                 archive.sample()
-            archive.add(entry.arcname, entry.size, entry.mtime, stream)
+            if stream is None:
+                archive.place(entry.arcname, entry.size, entry.mtime, entry.name)  # type: ignore[attr-defined]
+            else:
+                archive.add(entry.arcname, entry.size, entry.mtime, stream)
             pending += entry.size
             if pending >= REPORT_EVERY:
                 progress.wrote(pending)
@@ -128,7 +166,7 @@ def write_one(
         getattr(sink, "etag", None),
         packed(headers, data),
         None if frames is None else _member_frames(frames, counts),
-        packed_sums(archive.checksums()),
+        None if getattr(archive, "placed", None) else packed_sums(archive.checksums()),
     )
     progress.shard_done(result)
     return result

@@ -4,16 +4,18 @@ over a reader, a sink factory and settings built once, or Dask workers that buil
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..formats.registry import format_of
 from ..model import ShardPlan, ShardResult
 from ..options.record import Options
 from ..options.settings import located
 from ..progress import SILENT, Progress
 from ..store import Location
-from ..store.base import Guard, Lock, WorkerCheck
+from ..store.base import Composer, Guard, Lock, Upload, WorkerCheck
 from ..store.readers import Reader, open_reader
 from ..store.retry import Retrier
 from ..store.sinks import open_sink
@@ -21,6 +23,7 @@ from .executors import write_with_dask
 from .state import remove_leftovers
 from .write import Cancel, WriterSettings, write_one, write_shards
 
+LOG = logging.getLogger("ishard")
 CLEANUP_RETRIES = 11  # aborting uploads after a failure: about 40 s of patience
 
 
@@ -119,7 +122,17 @@ class _Parts:
             follow_symlinks=opts.follow_symlinks,
         )
 
+        composer = _composer(source, dest, opts)
+
         def sink_for(shard_plan: ShardPlan):
+            if composer is not None and format_of(shard_plan.name).composable:
+                upload = Upload(
+                    retrier, cleanup, opts.part_size, shard_plan.size, notice, guard, exclusive
+                )
+                with dest.translated("destination"):
+                    composing = composer.sink(shard_plan, dest.key(shard_plan.name), upload)
+                if composing is not None:
+                    return composing
             return open_sink(
                 dest,
                 shard_plan.name,
@@ -134,6 +147,20 @@ class _Parts:
             )
 
         return cls(reader, sink_for, WriterSettings.of(opts), jobs)
+
+
+def _composer(source: Location, dest: Location, opts: Options) -> Composer | None:
+    """What composes the run's shards inside the store (``--compose auto``), if it can (why
+    not is said with ``-v``)."""
+    if opts.compose == "never":
+        return None
+    got = dest.store.composer(
+        source, dest, min_size=opts.compose_min_size, part_size=opts.part_size
+    )
+    if isinstance(got, str):
+        LOG.info("--compose auto: the shards are written through this machine: %s", got)
+        return None
+    return got
 
 
 def write_on_worker(

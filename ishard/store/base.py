@@ -134,6 +134,26 @@ class WorkerCheck(Protocol):
     def bind(self, dest) -> Guard: ...
 
 
+class ComposeRefused(Exception):
+    """The store refused a request composing a shard needs (``reason`` says which): the shard
+    is written through the client instead, and so is every later one of the run."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Composer(Protocol):
+    """Shards composed inside a store (``--compose``): which members it copies, the sink that
+    composes a shard (None: that shard goes through the client), and the first refusal met."""
+
+    refusal: str | None
+
+    def placed(self, entry) -> bool: ...
+
+    def sink(self, shard, key: str, upload: Upload): ...
+
+
 class Lock(Protocol):
     """A run's hold on its destination (``Store.lock``), released at the end. A lock that can
     be lost while the run lasts (a lease on a store) is its own ``guard``, confirmed before
@@ -413,6 +433,11 @@ class Store(ABC):
     def sink(self, key: str, upload: Upload) -> Sink:
         """A writer for one shard, published under ``key`` only on ``commit`` (while ``guard``
         confirms the lease)."""
+
+    def composer(self, source, dest, *, min_size: int, part_size: int) -> Composer | str:
+        """What composes shards inside this store from ``source``'s members (``--compose``):
+        a ``Composer``, or why it cannot (a sentence; the shards go through the client)."""
+        return "this destination cannot copy byte ranges of the source's objects"
 
     def remove_temp_files(self, keys: list[str]) -> int:
         """Remove temp files a killed run left beside these shard keys; how many (stores

@@ -10,7 +10,8 @@ import pytest
 from helpers import make_tree, run_ishard
 
 from ishard.store import resolve
-from ishard.store.obstore.s3uploads import S3RequestError, abort_open_uploads
+from ishard.store.obstore.s3requests import S3RequestError
+from ishard.store.obstore.s3uploads import abort_open_uploads
 from ishard.store.retry import Retrier
 
 

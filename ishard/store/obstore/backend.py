@@ -40,6 +40,7 @@ from .settings import KINDS, ais_endpoint
 if TYPE_CHECKING:
     import asyncio
 
+    from ..location import Location
     from ..retry import Retrier
 
 BUCKET_SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "az": "az", "abfs": "az",
@@ -353,6 +354,24 @@ class ObstoreStore(RemoteStore):
         from .s3uploads import abort_open_uploads
 
         return abort_open_uploads(self.settings, self.root, set(keys), retrier)
+
+    def composer(self, source: Location, dest: Location, *, min_size: int, part_size: int):
+        """An ``S3Composer`` where SRC is in this S3 service too (one endpoint, region and set
+        of credentials); else why not."""
+        src = source.store
+        if self.scheme != "s3":
+            return f"only S3 copies byte ranges of one object into another ({self.scheme}:// does not yet)"
+        if not isinstance(src, ObstoreStore) or src.scheme != "s3":
+            return "SRC is not in the S3 service DST is in"
+        mine, theirs = self.settings.get("signing") or {}, src.settings.get("signing") or {}
+        same = ("endpoint", "region", "access_key", "secret_key", "token", "provider")
+        if any(mine.get(k) != theirs.get(k) for k in same):
+            return "SRC and DST are reached through other endpoints or credentials"
+        if not (mine.get("access_key") or mine.get("provider")):
+            return "no credentials ishard can sign S3 requests with (unsigned access)"
+        from .s3compose import S3Composer
+
+        return S3Composer(source, dest, min_size=min_size, part_size=part_size)
 
     # -- errors -----------------------------------------------------------------------------
     def classify(self, err: BaseException) -> str:
