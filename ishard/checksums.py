@@ -52,6 +52,13 @@ def member_checksum(data: bytes | memoryview) -> int:
     return xxhash.xxh3_64_intdigest(data)
 
 
+def plain_md5(etag: str | None) -> str | None:
+    """The MD5 an S3 ETag is, where it is one (an object uploaded whole, without KMS: 32 hex
+    digits, quoted or not); None for a multipart upload's (``…-N``) or none."""
+    text = (etag or "").strip().strip('"').lower()
+    return text if len(text) == 32 and all(c in "0123456789abcdef" for c in text) else None
+
+
 def tagged(algorithm: str, hexdigest: str) -> str:
     """``algorithm:hex``, the form a digest is recorded in."""
     return f"{algorithm}:{hexdigest}"

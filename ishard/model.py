@@ -261,6 +261,10 @@ class ShardResult:
     offsets: bytes | None = None  # each member's header and data offset (``packed``)
     frames: bytes | None = None  # a seekable shard's sample frame starts, then its end (int64)
     sums: bytes | None = None  # each member's xxh3-64, as its bytes were written (``packed_sums``)
+    # members the store copied (``--compose``): (index in the shard, the MD5 of their bytes as
+    # the source store gave it, None where it gave none); no hash here saw their bytes, so
+    # their ``sums`` are unknown
+    copied: tuple[tuple[int, str | None], ...] = ()
 
 
 def packed(headers: list[int], data: list[int]) -> bytes:

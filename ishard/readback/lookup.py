@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import io
 import os
 import tempfile
@@ -23,7 +24,7 @@ from ..errors import DataError, UsageError
 from ..formats.registry import read_as
 from ..names import quoted, shown
 from ..run.manifest import MANIFEST_NAME, check_manifest, read_manifest
-from ..run.sampleindex import check_index, fetch_index
+from ..run.sampleindex import COPIED_COLUMN, check_index, fetch_index
 from ..store import Location
 from .archive import contents
 from .dataset import ROLE, dataset
@@ -44,6 +45,7 @@ class MemberPlace:
     size: int
     mtime: int
     checksum: int | None = None  # the xxh3-64 of its bytes (None: an index without them)
+    source_md5: str | None = None  # copied in the store (--compose): its MD5 by the source
 
 
 @dataclass(frozen=True)
@@ -173,12 +175,13 @@ def _rows(con, path: str, keys: Sequence[str]) -> list[tuple]:
         r[0] for r in con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [path]).fetchall()
     }
     sums = "xxh3_64" if "xxh3_64" in columns else "NULL"  # an index of an older ishard
+    etags = COPIED_COLUMN if COPIED_COLUMN in columns else "NULL"  # no member copied in a store
     for start in range(0, len(keys), FIND_BATCH):
         wanted = {"key": np.array(keys[start : start + FIND_BATCH], dtype=object)}
         con.register("wanted", wanted)
         rows += con.execute(
             "SELECT key, shard, member, header_offset, data_offset, size, mtime, "
-            f"frame_offset, frame_size, {sums} FROM read_parquet(?) "
+            f"frame_offset, frame_size, {sums}, {etags} FROM read_parquet(?) "
             "WHERE key IN (SELECT key FROM wanted) ORDER BY key, shard, header_offset",
             [path],
         ).fetchall()
@@ -190,7 +193,7 @@ def _found(key: str, rows: list[tuple], claims: Claims) -> Found:
     claims.check(key, rows)  # before anything is read: the shard, offsets and sizes
     shard = rows[0][1]
     size = claims.shards[shard]
-    places = tuple(MemberPlace(r[2], r[3], r[4], r[5], r[6], r[9]) for r in rows)
+    places = tuple(MemberPlace(r[2], r[3], r[4], r[5], r[6], r[9], r[10]) for r in rows)
     fmt = read_as(shard)
     reach = fmt.reach(claims.options)
     if reach == "frames" and rows[0][7] is not None:
@@ -354,7 +357,10 @@ def _checked(location: Location, found: Found, member: MemberPlace, body: bytes)
 
     Raises:
         DataError: other bytes (the shard changed after it was indexed)."""
-    if member.checksum is not None and member_checksum(body) != member.checksum:
+    md5 = member.source_md5
+    if (member.checksum is not None and member_checksum(body) != member.checksum) or (
+        md5 is not None and hashlib.md5(body).hexdigest() != md5
+    ):
         raise DataError(
             f"bytes of member {quoted(member.member)} in shard {location.child(found.shard)!r} "
             "are not those indexed (the shard changed after it was written) — run ishard "

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 import orjson
 
+from ..checksums import plain_md5
 from ..errors import DataError, IshardError
 from ..model import Plan, ShardPlan, ShardResult
 from ..options.table import EXECUTION_ONLY
@@ -139,10 +140,28 @@ def finished_earlier(
             offsets=_unpacked(r.get("offsets")),
             frames=_unpacked(r.get("frames")),
             sums=_unpacked(r.get("sums")),
+            copied=_copied(r.get("copied"), files[i]),
         )
         for i, r in sorted(records.items())
         if i < len(names) and r.get("name") == names[i] and still_complete(dest, r, retrier)
     }
+
+
+def _copied(pairs: object, files: int) -> tuple[tuple[int, str | None], ...]:
+    """The members a run record says the store copied: (index, the source's MD5 or None)
+    pairs of this shard's members, or none where the record holds anything else."""
+    if not isinstance(pairs, list):
+        return ()
+    out = tuple(
+        (p[0], p[1])
+        for p in pairs
+        if isinstance(p, list)
+        and len(p) == 2
+        and isinstance(p[0], int)
+        and (p[1] is None or plain_md5(p[1]) == p[1])
+    )
+    fits = len(out) == len(pairs) and all(0 <= i < files for i, _ in out)
+    return out if fits else ()
 
 
 def _unpacked(text: object) -> bytes | None:
@@ -181,8 +200,10 @@ def with_offsets(
     kept = {i: r for i, r in done.items() if r.offsets is not None}
     for name, i in lacking.items():
         if name in found:
-            offsets, frames, sums = found[name]
-            kept[i] = dataclasses.replace(done[i], offsets=offsets, frames=frames, sums=sums)
+            offsets, frames, sums, copied = found[name]
+            kept[i] = dataclasses.replace(
+                done[i], offsets=offsets, frames=frames, sums=sums, copied=copied
+            )
     return dict(sorted(kept.items()))
 
 

@@ -47,7 +47,12 @@ PARQUET_OPTIONS = (
 
 PLAN_COLUMNS = ("key", "shard", "member", "source", "size", "mtime")  # the plan's part of a row
 # the writers' part: offsets, frames, each member's checksum
-LAYOUT_COLUMNS = ("header_offset", "data_offset", "frame_offset", "frame_size", "xxh3_64")
+# a member the store copied (``--compose``): the MD5 of its bytes as its source store gave it
+# (null for any other member, or where the store gave none): no hash here saw its bytes
+COPIED_COLUMN = "source_md5"
+LAYOUT_COLUMNS = (
+    "header_offset", "data_offset", "frame_offset", "frame_size", "xxh3_64", COPIED_COLUMN
+)  # fmt: skip
 
 
 def plan_rows(shards: ShardList) -> Iterator[dict[str, Any]]:
@@ -74,7 +79,7 @@ def layout_rows(results: Sequence[ShardResult], counts: Sequence[int]) -> Iterat
     seekable = any(r.frames is not None for r in results)
     return _batched(
         (_layout_columns(r, count, seekable) for r, count in zip(results, counts)),
-        LAYOUT_COLUMNS if seekable else (*LAYOUT_COLUMNS[:2], LAYOUT_COLUMNS[-1]),
+        LAYOUT_COLUMNS if seekable else (*LAYOUT_COLUMNS[:2], *LAYOUT_COLUMNS[-2:]),
     )
 
 
@@ -95,7 +100,8 @@ def _batched(parts: Iterable[dict[str, Any]], names: Sequence[str]) -> Iterator[
 
 def _layout_columns(result: ShardResult, count: int, seekable: bool) -> dict[str, Any]:
     """A shard's offset columns from its writer's report: each member's header and data
-    offsets, and (``seekable``) the frames of its sample, null where it reported none."""
+    offsets, its checksum (the source's MD5 of one the store copied), and (``seekable``) the
+    frames of its sample, null where it reported none."""
     import numpy as np
 
     if result.offsets is None or len(result.offsets) != 16 * count:
@@ -109,6 +115,10 @@ def _layout_columns(result: ShardResult, count: int, seekable: bool) -> dict[str
         "data_offset": pairs[:, 1],
         "xxh3_64": _sums_column(result, count),
     }
+    md5s = np.full(count, None, dtype=object)
+    for index, md5 in result.copied:
+        md5s[index] = md5
+    columns[COPIED_COLUMN] = md5s
     if not seekable:
         return columns
     if result.frames is None:
@@ -129,7 +139,13 @@ def _sums_column(result: ShardResult, count: int) -> Any:
         return np.full(count, None, dtype=object)
     if len(result.sums) != 8 * count:
         raise WriteError(f"the writer of shard {result.name!r} reported checksums of other members")
-    return np.frombuffer(result.sums, dtype="<u8")
+    sums = np.frombuffer(result.sums, dtype="<u8")
+    if not result.copied:
+        return sums
+    out = sums.astype(object)
+    for index, _ in result.copied:  # its bytes passed by no hash: the source's MD5 stands
+        out[index] = None
+    return out
 
 
 def _joined(parts: list[dict[str, Any]], names: Sequence[str]) -> dict[str, Any]:
@@ -283,7 +299,8 @@ def publish_index(
     return {"name": INDEX_NAME, "rows": int(count), "bytes": size, "checksum": checksum}
 
 
-Recorded = tuple[bytes, bytes | None, bytes | None]  # offsets, frames, sums (``ShardResult``)
+# offsets, frames, sums, copied (``ShardResult``)
+Recorded = tuple[bytes, bytes | None, bytes | None, tuple[tuple[int, str | None], ...]]
 
 
 def recorded_offsets(path: str, shards: Sequence[str]) -> dict[str, Recorded]:
@@ -299,26 +316,34 @@ def recorded_offsets(path: str, shards: Sequence[str]) -> dict[str, Recorded]:
             r[0] for r in con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [path]).fetchall()
         }
         sums = "xxh3_64" if "xxh3_64" in names else "NULL::UBIGINT"
+        composed = COPIED_COLUMN in names  # a member with no xxh3-64 there: copied in a store
+        etags = COPIED_COLUMN if composed else "NULL::VARCHAR"
         try:
             rows = con.execute(
                 "SELECT shard, list(header_offset ORDER BY header_offset), "
                 "list(data_offset ORDER BY header_offset), "
                 "list(frame_offset ORDER BY header_offset), "
                 f"list(frame_size ORDER BY header_offset), list({sums} ORDER BY header_offset), "
-                "count(*) - count(data_offset) "
+                f"list({etags} ORDER BY header_offset), count(*) - count(data_offset) "
                 "FROM read_parquet(?) WHERE shard IN (SELECT shard FROM wanted) GROUP BY shard",
                 [path],
             ).fetchall()
         except duckdb.BinderException:  # an index written before offsets were kept
             return found
-    for shard, headers, data, frame_offsets, frame_sizes, checksums, unknown in rows:
+    for shard, headers, data, frame_offsets, frame_sizes, checksums, sources, unknown in rows:
         if unknown:
             continue
         frames = None
         if all(f is not None for f in frame_offsets):
             frames = _pairs(frame_offsets, frame_sizes)
-        known = all(c is not None for c in checksums)
-        found[shard] = (_pairs(headers, data), frames, packed_sums(checksums) if known else None)
+        copied = (
+            tuple((i, m) for i, (c, m) in enumerate(zip(checksums, sources)) if c is None)
+            if composed
+            else ()
+        )
+        known = composed or all(c is not None for c in checksums)
+        packed = packed_sums([c or 0 for c in checksums]) if known else None
+        found[shard] = (_pairs(headers, data), frames, packed, copied)
     return found
 
 

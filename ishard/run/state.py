@@ -114,6 +114,8 @@ class RunState:
             value = getattr(result, field)
             if value is not None:
                 record[field] = base64.b64encode(value).decode("ascii")
+        if result.copied:
+            record["copied"] = [list(pair) for pair in result.copied]
         self._put(f"{DONE_DIR}/{index:09d}.json", orjson.dumps(record))
 
     def _done_names(self) -> list[str]:

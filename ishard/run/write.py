@@ -166,7 +166,8 @@ def _write_into(
         getattr(sink, "etag", None),
         packed(headers, data),
         None if frames is None else _member_frames(frames, counts),
-        None if getattr(archive, "placed", None) else packed_sums(archive.checksums()),
+        packed_sums(archive.checksums()),
+        tuple(zip(getattr(archive, "placed", ()), getattr(sink, "sources", ()))),
     )
     progress.shard_done(result)
     return result

@@ -24,7 +24,11 @@ from .state import remove_leftovers
 from .write import Cancel, WriterSettings, write_one, write_shards
 
 LOG = logging.getLogger("ishard")
-CLEANUP_RETRIES = 11  # aborting uploads after a failure: about 40 s of patience
+CLEANUP_RETRIES = 11
+# the --checksum values a composed shard's CRC-32C stands in for: a check against damage
+# (xxh128, the native default), or none asked; md5 (wids' md5sum, the Go spelling's),
+# sha256 and blake3 are the shard's own digest, had only from every byte
+COMPOSED_CHECKSUMS = ("xxh128", "none")  # aborting uploads after a failure: about 40 s of patience
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,13 @@ def _composer(source: Location, dest: Location, opts: Options) -> Composer | Non
     """What composes the run's shards inside the store (``--compose auto``), if it can (why
     not is said with ``-v``)."""
     if opts.compose == "never":
+        return None
+    if opts.checksum not in COMPOSED_CHECKSUMS:
+        LOG.info(
+            "--compose auto: the shards are written through this machine: --checksum %s "
+            "needs every byte of a shard here (a composed shard's checksum is its CRC-32C)",
+            opts.checksum,
+        )
         return None
     got = dest.store.composer(
         source, dest, min_size=opts.compose_min_size, part_size=opts.part_size

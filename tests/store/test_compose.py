@@ -8,6 +8,7 @@ large members' bytes did not pass through this machine, and that the shards are 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import signal
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import google_crc32c
 import pytest
+import xxhash
 from helpers import (
     MiB,
     assert_error,
@@ -54,6 +56,13 @@ def shard_objects(client, bucket: str, prefix: str) -> dict[str, bytes]:
 
 def manifest_of(client, bucket: str, prefix: str) -> dict:
     return json.loads(client.get_object(Bucket=bucket, Key=f"{prefix}manifest.json")["Body"].read())
+
+
+def index_rows(path: Path) -> list[dict]:
+    """The sample index's rows, read by pyarrow."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path).to_pylist()
 
 
 def crc32c(data: bytes) -> str:
@@ -127,6 +136,30 @@ def test_composed_shards_are_the_client_path_bytes_and_large_members_never_pass_
     deep = cli("verify", f"s3://{loaded}/auto/", "--deep")
     assert deep.returncode == 0, deep.stderr
     assert "all ok" in deep.stdout + deep.stderr
+
+    # the sample index: a copied member's checksum is the MD5 its source gave (its ETag); the
+    # others' their xxh3-64; and `ishard cat` checks a copied member by that MD5
+    rows = index_rows(local / "samples.parquet")
+    for row in rows:
+        name = row["source"].removeprefix("src/")
+        if name in LARGE:
+            assert row["xxh3_64"] is None
+            assert row["source_md5"] == hashlib.md5(LARGE[name]).hexdigest()
+        else:
+            assert row["source_md5"] is None
+            assert row["xxh3_64"] == xxhash.xxh3_64_intdigest(DATA[name])
+    out = tmp_path / "cat"
+    got = cli("cat", f"s3://{loaded}/auto/", "clip-3", "-o", out)
+    assert got.returncode == 0, got.stderr
+    assert (out / "src/b/clip-3.mp4").read_bytes() == LARGE["b/clip-3.mp4"]
+    # a byte of the copied member changed in the shard: cat refuses it (by the source's MD5)
+    (row,) = [r for r in rows if r["source"] == "src/b/clip-3.mp4"]
+    name = f"auto/{row['shard']}"
+    damaged = bytearray(auto[row["shard"]])
+    damaged[row["data_offset"] + 7 * MiB] ^= 1
+    client.put_object(Bucket=loaded, Key=name, Body=bytes(damaged))
+    refused = cli("cat", f"s3://{loaded}/auto/", "clip-3", "-o", tmp_path / "again")
+    assert_error(refused, 1, "are not those indexed")
 
 
 def test_dask_workers_compose_their_shards(cli, client, loaded):
@@ -205,7 +238,7 @@ def test_a_source_object_rewritten_mid_composition_fails_the_run_then_resume_fin
 
 
 def test_kill_9_while_composing_then_resume_is_byte_identical_with_no_upload_left(
-    cli, client, s3_server, clean_env, loaded
+    cli, client, s3_server, clean_env, loaded, tmp_path
 ):
     src, dst = f"s3://{loaded}/src/", f"s3://{loaded}/auto/"
     env = {**clean_env, "AWS_ACCESS_KEY_ID": s3_server.access_key,
@@ -229,6 +262,13 @@ def test_kill_9_while_composing_then_resume_is_byte_identical_with_no_upload_lef
     assert_ok(cli("shard", src, f"s3://{loaded}/never/", *COMPOSE, "--compose", "never"))
     assert shard_objects(client, loaded, "auto/") == shard_objects(client, loaded, "never/")
     assert uploads(client, loaded) == []
+    # the resumed run's records are an uninterrupted one's
+    assert_ok(cli("shard", src, f"s3://{loaded}/fresh/", *COMPOSE))
+    resumed, fresh = objects(client, loaded, "auto/"), objects(client, loaded, "fresh/")
+    assert resumed["auto/manifest.json"] == fresh["fresh/manifest.json"]
+    for where, got in (("auto", resumed), ("fresh", fresh)):
+        (tmp_path / where).write_bytes(got[f"{where}/samples.parquet"])
+    assert index_rows(tmp_path / "auto") == index_rows(tmp_path / "fresh")
 
 
 @pytest.mark.parametrize(
@@ -243,7 +283,7 @@ def test_bad_compose_values_are_one_line_and_exit_2(cli, loaded, option, value, 
     assert_error(done, 2, needle)
 
 
-def test_local_sources_and_other_formats_are_written_through_the_client(
+def test_local_sources_other_formats_and_digests_are_written_through_the_client(
     cli, client, loaded, tmp_path: Path
 ):
     src = f"s3://{loaded}/src/"
@@ -251,6 +291,11 @@ def test_local_sources_and_other_formats_are_written_through_the_client(
     ran_ok(done)
     manifest = manifest_of(client, loaded, "tgz/")
     assert all(e["checksum"].startswith("xxh128:") for e in manifest["shardlist"])
+    done = cli("shard", src, f"s3://{loaded}/sha/", *COMPOSE, "--checksum", "sha256", "-v")
+    ran_ok(done)
+    assert "--checksum sha256 needs every byte of a shard here" in done.stderr
+    manifest = manifest_of(client, loaded, "sha/")
+    assert all(e["checksum"].startswith("sha256:") for e in manifest["shardlist"])
     local = tmp_path / "src"
     download(client, loaded, "src/", local)
     done = cli("shard", local, f"s3://{loaded}/fromlocal/", *COMPOSE, "-v")

@@ -39,6 +39,7 @@ INDEX_COLUMNS = (
     ("frame_offset", "BIGINT"),  # a seekable shard's frames holding the member's sample:
     ("frame_size", "BIGINT"),  # where they start in the shard and how many bytes they take
     ("xxh3_64", "UBIGINT"),  # the member's bytes' xxh3-64, taken as they were written
+    ("source_md5", "VARCHAR"),  # copied in the store (--compose): its MD5 by the source
 )
 NAMES_AT_ONCE = 1 << 20  # names (or keys) put into the engine in one blob
 SAMPLES_LOADED = 1 << 20  # samples whose files are put into the engine at a time

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
-from ...checksums import COMPOSED, crc32c_combine, hasher, tagged
+from ...checksums import COMPOSED, crc32c_combine, hasher, plain_md5, tagged
 from ...errors import SizeChanged, SourceError
 from ..base import ComposeRefused
 from ..sinks import guarded, name_taken
@@ -136,6 +136,7 @@ class ComposingSink:
         self.size = 0
         self.etag: str | None = None
         self.checksum: str | None = None
+        self.sources: list[str | None] = []  # each placed member's MD5 by its source, in order
 
     # -- what the archive writer calls ------------------------------------------------------
     def placed(self, entry: FileEntry) -> bool:
@@ -153,7 +154,8 @@ class ComposingSink:
         """Append the source's file ``name`` (``size`` bytes): the part being written takes
         its first bytes, up to 5 MiB, and the store copies the rest."""
         key = name  # a listed name is its key in the bucket (as the reader reads it)
-        etag = self._source_etag(name, key, size)
+        etag, md5 = self._source_etag(name, key, size)
+        self.sources.append(md5)
         borrow = max(0, MIN_PART - len(self._buf))
         if borrow:
             self._buf += self._first_bytes(name, key, borrow, etag)
@@ -177,8 +179,10 @@ class ComposingSink:
         return ComposeRefused(reason)
 
     # -- the source -------------------------------------------------------------------------
-    def _source_etag(self, name: str, key: str, size: int) -> str:
-        """The source object's ETag now (its size must still be the listed one)."""
+    def _source_etag(self, name: str, key: str, size: int) -> tuple[str, str | None]:
+        """The source object's ETag now (its size must still be the listed one), and the MD5
+        of its bytes where the ETag is one (uploaded whole, not encrypted with KMS or a key
+        of the customer's)."""
         try:
             answer = self._upload.retrier.run(lambda: self._c.src.request("HEAD", key, {}))
         except S3RequestError as err:
@@ -202,7 +206,10 @@ class ComposingSink:
             raise self._refused(
                 f"the source store gave no ETag for {name!r}, so no copy can be safe"
             )
-        return etag
+        sealed = answer.headers.get("x-amz-server-side-encryption", "").startswith("aws:kms") or (
+            "x-amz-server-side-encryption-customer-algorithm" in answer.headers
+        )
+        return etag, None if sealed else plain_md5(etag)
 
     def _first_bytes(self, name: str, key: str, count: int, etag: str) -> bytes:
         headers = {"range": f"bytes=0-{count - 1}", "if-match": etag}
@@ -374,7 +381,10 @@ class ComposingSink:
         aborted (retried patiently; told, with what to do, if it cannot be)."""
         for future in self._futures:
             future.cancel()
-        self._pool.shutdown(wait=True)
+        running = [f for f in self._futures if not f.done()]
+        if running:  # a copy under way ends in the store anyway: waited for a while, no more
+            wait(running, timeout=self._upload.cleanup.patience)
+        self._pool.shutdown(wait=False)
         upload_id, self._upload_id = self._upload_id, None
         if upload_id is None:
             return
