@@ -158,20 +158,19 @@ def _composer(source: Location, dest: Location, opts: Options) -> Composer | Non
     not is said with ``-v``)."""
     if opts.compose == "never":
         return None
-    if opts.checksum not in COMPOSED_CHECKSUMS:
-        LOG.info(
-            "--compose auto: the shards are written through this machine: --checksum %s "
-            "needs every byte of a shard here (a composed shard's checksum is its CRC-32C)",
-            opts.checksum,
-        )
-        return None
     got = dest.store.composer(
         source, dest, min_size=opts.compose_min_size, part_size=opts.part_size
     )
-    if isinstance(got, str):
-        LOG.info("--compose auto: the shards are written through this machine: %s", got)
+    why = got if isinstance(got, str) else None
+    if got is not None and why is None and opts.checksum not in COMPOSED_CHECKSUMS:
+        why = (
+            f"--checksum {opts.checksum} needs every byte of a shard here (a composed "
+            "shard's checksum is its CRC-32C)"
+        )
+    if why is not None:
+        LOG.info("--compose auto: the shards are written through this machine: %s", why)
         return None
-    return got
+    return None if isinstance(got, str) else got
 
 
 def write_on_worker(

@@ -434,10 +434,11 @@ class Store(ABC):
         """A writer for one shard, published under ``key`` only on ``commit`` (while ``guard``
         confirms the lease)."""
 
-    def composer(self, source, dest, *, min_size: int, part_size: int) -> Composer | str:
+    def composer(self, source, dest, *, min_size: int, part_size: int) -> Composer | str | None:
         """What composes shards inside this store from ``source``'s members (``--compose``):
-        a ``Composer``, or why it cannot (a sentence; the shards go through the client)."""
-        return "this destination cannot copy byte ranges of the source's objects"
+        a ``Composer``; or why it cannot, where a user could expect it (a sentence: both are
+        buckets); or None (a local file, another kind of store: nothing to say)."""
+        return None
 
     def remove_temp_files(self, keys: list[str]) -> int:
         """Remove temp files a killed run left beside these shard keys; how many (stores

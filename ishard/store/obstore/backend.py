@@ -359,10 +359,13 @@ class ObstoreStore(RemoteStore):
         """An ``S3Composer`` where SRC is in this S3 service too (one endpoint, region and set
         of credentials); else why not."""
         src = source.store
-        if self.scheme != "s3":
-            return f"only S3 copies byte ranges of one object into another ({self.scheme}:// does not yet)"
-        if not isinstance(src, ObstoreStore) or src.scheme != "s3":
-            return "SRC is not in the S3 service DST is in"
+        if not isinstance(src, ObstoreStore):
+            return None  # a local SRC, or one through fsspec: no copy in a store was to be had
+        if self.scheme != "s3" or src.scheme != "s3":
+            return (
+                "only S3 copies byte ranges of one object into another here "
+                f"({src.scheme}:// to {self.scheme}://)"
+            )
         mine, theirs = self.settings.get("signing") or {}, src.settings.get("signing") or {}
         same = ("endpoint", "region", "access_key", "secret_key", "token", "provider")
         if any(mine.get(k) != theirs.get(k) for k in same):
