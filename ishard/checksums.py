@@ -7,8 +7,9 @@ import hashlib
 from typing import Any, BinaryIO, Final, Protocol
 
 ALGORITHMS = ("xxh128", "blake3", "sha256", "md5")
-COMPOSED: Final = "crc32c"  # a shard composed in its store: CRC-32C, combined from its parts'
-RECORDED = (*ALGORITHMS, COMPOSED)  # the algorithms a manifest may name
+# a shard composed in its store: the CRC the store computes of each part, combined
+COMPOSED = ("crc32c", "crc64nvme")
+RECORDED = (*ALGORITHMS, *COMPOSED)  # the algorithms a manifest may name
 DEFAULT: Final = "xxh128"  # the native spelling's; the Go spelling keeps md5 (wids' md5sum)
 MEMBER_CHECKSUM: Final = "xxh3_64"  # the sample index's column of each member's hash
 CHUNK = 8 << 20  # bytes read at a time when a finished shard is hashed again
@@ -32,8 +33,8 @@ def hasher(algorithm: str) -> Hasher:
         return blake3(max_threads=1)
     if algorithm in ("sha256", "md5"):
         return hashlib.new(algorithm)
-    if algorithm == COMPOSED:
-        return Crc32c()
+    if algorithm in COMPOSED:
+        return Crc(algorithm)
     raise ValueError(f"unknown checksum algorithm {algorithm!r}")
 
 
@@ -79,63 +80,39 @@ def digest_of(stream: BinaryIO, algorithm: str) -> str:
     return tagged(algorithm, state.hexdigest())
 
 
-class Crc32c:
-    """CRC-32C (Castagnoli), the checksum S3 and GCS compute of bytes they copy or compose:
-    ``update``, ``hexdigest`` (8 digits, big-endian), ``value`` (the integer)."""
+class Crc:
+    """A CRC a store computes of what it copies (``COMPOSED``: CRC-32C for S3, CRC-64/NVME
+    for Azure), by awscrt's code: ``update``, ``hexdigest`` (8 or 16 digits, big-endian)."""
 
-    def __init__(self) -> None:
-        import google_crc32c
+    def __init__(self, algorithm: str) -> None:
+        from awscrt import checksums
 
-        self._extend = google_crc32c.extend
+        self._step = checksums.crc32c if algorithm == "crc32c" else checksums.crc64nvme
+        self._digits = 8 if algorithm == "crc32c" else 16
         self.value = 0
 
     def update(self, data: bytes | bytearray | memoryview) -> None:
         """Add ``data``."""
-        self.value = self._extend(self.value, data)
+        self.value = self._step(data, self.value)
 
     def hexdigest(self) -> str:
-        """The CRC as 8 hex digits."""
-        return f"{self.value:08x}"
+        """The CRC in hex."""
+        return f"{self.value:0{self._digits}x}"
 
 
-_CASTAGNOLI = 0x82F63B78  # CRC-32C's polynomial, bit-reflected
+def crc_of(algorithm: str, data: bytes | bytearray | memoryview) -> int:
+    """The CRC (``COMPOSED``) of ``data``."""
+    crc = Crc(algorithm)
+    crc.update(data)
+    return crc.value
 
 
-def _gf2_times(matrix: list[int], vector: int) -> int:
-    out, row = 0, 0
-    while vector:
-        if vector & 1:
-            out ^= matrix[row]
-        vector >>= 1
-        row += 1
-    return out
+def crc_combine(algorithm: str, first: int, second: int, second_size: int) -> int:
+    """The CRC (``COMPOSED``) of ``A + B`` from A's (``first``), B's and B's length: how a
+    composed shard's checksum is had from its parts' without reading the bytes a store
+    copied."""
+    from awscrt import checksums
 
-
-def _gf2_square(matrix: list[int]) -> list[int]:
-    return [_gf2_times(matrix, matrix[n]) for n in range(32)]
-
-
-def crc32c_combine(first: int, second: int, second_size: int) -> int:
-    """The CRC-32C of ``A + B`` from ``first`` (A's), ``second`` (B's) and B's length: the
-    CRC of A advanced over ``second_size`` zero bytes (a matrix over GF(2) squared per bit of
-    the length), then B's added. How a shard's checksum is had from its parts' without
-    reading the bytes a store copied."""
-    if second_size <= 0:
-        return first
-    odd = [_CASTAGNOLI] + [1 << n for n in range(31)]  # one zero bit
-    even = _gf2_square(odd)  # two zero bits
-    odd = _gf2_square(even)  # four zero bits
-    while True:  # each turn: eight times more zero bits; apply where the length has a bit
-        even = _gf2_square(odd)
-        if second_size & 1:
-            first = _gf2_times(even, first)
-        second_size >>= 1
-        if not second_size:
-            break
-        odd = _gf2_square(even)
-        if second_size & 1:
-            first = _gf2_times(odd, first)
-        second_size >>= 1
-        if not second_size:
-            break
-    return first ^ second
+    if algorithm == "crc32c":
+        return checksums.combine_crc32c(first, second, second_size)
+    return checksums.combine_crc64nvme(first, second, second_size)

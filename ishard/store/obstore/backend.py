@@ -356,8 +356,8 @@ class ObstoreStore(RemoteStore):
         return abort_open_uploads(self.settings, self.root, set(keys), retrier)
 
     def composer(self, source: Location, dest: Location, *, min_size: int, part_size: int):
-        """An ``S3Composer`` where SRC is in this S3 service too (one endpoint, region and set
-        of credentials); else why not."""
+        """A ``Composer`` where SRC is in this S3 service too (one endpoint, region and set
+        of credentials); else why not (None for a SRC that is no bucket)."""
         src = source.store
         if not isinstance(src, ObstoreStore):
             return None  # a local SRC, or one through fsspec: no copy in a store was to be had
@@ -372,9 +372,9 @@ class ObstoreStore(RemoteStore):
             return "SRC and DST are reached through other endpoints or credentials"
         if not (mine.get("access_key") or mine.get("provider")):
             return "no credentials ishard can sign S3 requests with (unsigned access)"
-        from .s3compose import S3Composer
+        from .s3compose import s3_composer
 
-        return S3Composer(source, dest, min_size=min_size, part_size=part_size)
+        return s3_composer(source, dest, min_size=min_size, part_size=part_size)
 
     # -- errors -----------------------------------------------------------------------------
     def classify(self, err: BaseException) -> str:
