@@ -10,7 +10,7 @@ import pytest
 from helpers import make_tree, run_ishard
 
 from ishard.store import resolve
-from ishard.store.obstore.s3requests import S3RequestError
+from ishard.store.obstore.s3requests import RequestError
 from ishard.store.obstore.s3uploads import abort_open_uploads
 from ishard.store.retry import Retrier
 
@@ -135,7 +135,7 @@ def test_open_uploads_of_planned_keys_are_aborted_and_no_others(s3_server, s3_bu
         endpoint_url=s3_server.endpoint_url,
         storage_options={"key": s3_server.access_key, "secret": "not-it"},
     ).store
-    with pytest.raises(S3RequestError) as refused:
+    with pytest.raises(RequestError) as refused:
         abort_open_uploads(wrong.settings, s3_bucket, {"out/other.tar"}, Retrier(1))
     assert refused.value.status == 403 and "not-it" not in str(refused.value)
     assert len(client.list_multipart_uploads(Bucket=s3_bucket).get("Uploads", [])) == 1

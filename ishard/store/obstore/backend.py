@@ -357,15 +357,21 @@ class ObstoreStore(RemoteStore):
 
     def composer(self, source: Location, dest: Location, *, min_size: int, part_size: int):
         """A ``Composer`` where SRC is in this S3 service too (one endpoint, region and set
-        of credentials); else why not (None for a SRC that is no bucket)."""
+        of credentials) or this Azure account; else why not (None for a SRC that is no
+        bucket)."""
         src = source.store
         if not isinstance(src, ObstoreStore):
             return None  # a local SRC, or one through fsspec: no copy in a store was to be had
-        if self.scheme != "s3" or src.scheme != "s3":
+        if src.scheme != self.scheme:
             return (
-                "only S3 copies byte ranges of one object into another here "
-                f"({src.scheme}:// to {self.scheme}://)"
+                f"SRC and DST are in different kinds of store ({src.scheme}:// to {self.scheme}://)"
             )
+        if self.scheme == "az":
+            from .azcompose import azure_composer
+
+            return azure_composer(source, dest, min_size=min_size, part_size=part_size)
+        if self.scheme != "s3":
+            return "GCS composes whole objects only, not byte ranges of them: not done there"
         mine, theirs = self.settings.get("signing") or {}, src.settings.get("signing") or {}
         same = ("endpoint", "region", "access_key", "secret_key", "token", "provider")
         if any(mine.get(k) != theirs.get(k) for k in same):

@@ -18,7 +18,7 @@ from ...errors import SizeChanged, SourceError
 from ..base import ComposeRefused
 from ..compose import Composer, Limits, Part, Source, source_changed
 from ..sinks import name_taken
-from .s3requests import NS, S3Client, S3RequestError
+from .s3requests import NS, RequestError, S3Client
 
 if TYPE_CHECKING:
     from ..base import Upload
@@ -76,7 +76,7 @@ class S3Upload:
         customer's)."""
         try:
             answer = self._retrier.run(lambda: self._src.request("HEAD", name, {}))
-        except S3RequestError as err:
+        except RequestError as err:
             if err.status == 404:
                 raise SourceError(
                     f"object {name!r} is missing from s3://{self._src.bucket} — it was listed "
@@ -106,7 +106,7 @@ class S3Upload:
             data = self._retrier.run(
                 lambda: self._src.request("GET", name, {}, headers=headers).body
             )
-        except S3RequestError as err:
+        except RequestError as err:
             if err.status == 412:
                 raise source_changed(name, self._key) from None
             raise
@@ -130,7 +130,7 @@ class S3Upload:
                         "POST", self._key, {"uploads": ""}, headers=headers
                     ).xml()
                 )
-            except S3RequestError as err:
+            except RequestError as err:
                 if err.status in REFUSING_STATUS:
                     raise ComposeRefused(
                         f"it refused a multipart upload with CRC-32C ({err})"
@@ -167,7 +167,7 @@ class S3Upload:
                     "PUT", self._key, query, headers=headers, timeout=COPY_TIMEOUT
                 ).xml()
             )
-        except S3RequestError as err:
+        except RequestError as err:
             if err.status == 412:
                 raise source_changed(name, self._key) from None
             if err.status in REFUSING_STATUS:
@@ -212,7 +212,7 @@ class S3Upload:
     def _there(self) -> bool:
         try:
             self._dst.request("HEAD", self._key, {})
-        except S3RequestError as err:
+        except RequestError as err:
             if err.status == 404:
                 return False
             raise
@@ -226,6 +226,6 @@ class S3Upload:
         query = {"uploadId": upload_id}
         try:
             self._upload.cleanup.run(lambda: self._dst.request("DELETE", self._key, query))
-        except S3RequestError as err:
+        except RequestError as err:
             if err.status != 404:
                 raise

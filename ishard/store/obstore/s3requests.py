@@ -18,8 +18,9 @@ _EMPTY = hashlib.sha256(b"").hexdigest()
 TIMEOUT = 30.0  # seconds a request may go without an answer (a copy part's is longer)
 
 
-class S3RequestError(OSError):
-    """An S3 answer other than success; ``status`` is its HTTP status (the retry layer looks)."""
+class RequestError(OSError):
+    """A store's answer other than success (S3's here, Azure's in ``azcompose``); ``status``
+    is its HTTP status, ``code`` the store's error code (the retry layer reads ``response``)."""
 
     def __init__(self, status: int, code: str, message: str) -> None:
         super().__init__(f"{status} {code}: {message}".strip())
@@ -161,7 +162,7 @@ class S3Client:
         body: bytes | bytearray | memoryview = b"",
         timeout: float = TIMEOUT,
     ) -> Answer:
-        """Send one request; its answer, or ``S3RequestError`` for any status from 300 up (an
+        """Send one request; its answer, or ``RequestError`` for any status from 300 up (an
         error document inside a 200, as S3 may send for a copy, too)."""
         path = self.path_of(key)
         payload = hashlib.sha256(body).hexdigest() if len(body) else _EMPTY
@@ -203,5 +204,5 @@ class S3Client:
             except ET.ParseError:
                 pass
             status = answer.status if answer.status >= 300 else 500
-            raise S3RequestError(status, code or answer.reason, message)
+            raise RequestError(status, code or answer.reason, message)
         return Answer(got, data)
