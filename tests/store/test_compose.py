@@ -160,6 +160,11 @@ def test_composed_shards_are_the_client_path_bytes_and_large_members_never_pass_
     client.put_object(Bucket=loaded, Key=name, Body=bytes(damaged))
     refused = cli("cat", f"s3://{loaded}/auto/", "clip-3", "-o", tmp_path / "again")
     assert_error(refused, 1, "are not those indexed")
+    # and verify finds it by the shard's CRC-32C
+    found = cli("verify", f"s3://{loaded}/auto/", "--json")
+    assert found.returncode == 1, found.stderr
+    problems = json.loads(found.stdout)["problems"]
+    assert [(p["name"], p["kind"]) for p in problems] == [(row["shard"], "crc32c")]
 
 
 def test_dask_workers_compose_their_shards(cli, client, loaded):
@@ -269,6 +274,25 @@ def test_kill_9_while_composing_then_resume_is_byte_identical_with_no_upload_lef
     for where, got in (("auto", resumed), ("fresh", fresh)):
         (tmp_path / where).write_bytes(got[f"{where}/samples.parquet"])
     assert index_rows(tmp_path / "auto") == index_rows(tmp_path / "fresh")
+
+
+def test_append_composes_the_new_shards_and_the_dataset_verifies(cli, client, loaded):
+    src, dst = f"s3://{loaded}/src/", f"s3://{loaded}/auto/"
+    assert_ok(cli("shard", src, dst, *COMPOSE))
+    more = {"c/clip-9.mp4": blob("clip9", 10 * MiB + 5), "c/clip-9.json": b"{}"}
+    put(client, loaded, {f"src/{k}": v for k, v in more.items()})
+    assert_ok(cli("shard", src, dst, *COMPOSE, "--append"))
+    manifest = manifest_of(client, loaded, "auto/")
+    held = shard_objects(client, loaded, "auto/")
+    new = [e for e in manifest["shardlist"] if b"clip-9.mp4" in held[e["url"]]]
+    assert [e["checksum"] for e in new] == [crc32c(held[new[0]["url"]])]
+    members = {}
+    for name, data in held.items():
+        members.update(read_members_checked(name, data))
+    assert members == {f"src/{k}": v for k, v in {**DATA, **more}.items()}
+    deep = cli("verify", dst, "--deep")
+    assert deep.returncode == 0 and "all ok" in deep.stdout + deep.stderr, deep.stderr
+    assert uploads(client, loaded) == []
 
 
 @pytest.mark.parametrize(
