@@ -203,6 +203,12 @@ CASES: dict[str, tuple[tuple[str, ...], int, str]] = {
     ),
     "dry-run-mode": (("--dry-run=yaml",), 2, "--dry-run='yaml' is not a dry-run mode"),
     "part-size": (("--part-size", "1MiB"), 2, "below S3's minimum part of 5MiB"),
+    "compose": (("--compose", "always"), 2, "--compose 'always' is not a mode — use auto or never"),
+    "compose-min-size": (
+        ("--compose-min-size", "5MiB"),
+        2,
+        "--compose-min-size '5MiB' is below 10MiB",
+    ),
     "read-buffer": (("--read-buffer", "0"), 2, "--read-buffer '0' must be more than 0 bytes"),
     "retries": (("--retries", "-1"), 2, "--retries '-1' must be a whole number of at least 0"),
     "storage-option": (

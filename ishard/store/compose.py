@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import logging
 import math
+import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from .. import signals
 from ..checksums import crc_combine, tagged
-from ..errors import SourceError
+from ..errors import Interrupted, SourceError
 from .base import ComposeRefused
 from .sinks import guarded
 
@@ -177,7 +179,7 @@ class ComposingSink:
         self._buf = bytearray()
         self._number = 0
         self._futures: list[Future] = []
-        self._pool = ThreadPoolExecutor(PARTS_IN_FLIGHT, thread_name_prefix="ishard-compose")
+        self._pool = _Workers(PARTS_IN_FLIGHT)
         self._started = False
         self.size = 0
         self.etag: str | None = None
@@ -240,6 +242,7 @@ class ComposingSink:
             running = [f for f in self._futures if not f.done()]
             if len(running) < PARTS_IN_FLIGHT:
                 break
+            _stop_here()
             wait(running, timeout=POLL, return_when=FIRST_EXCEPTION)
         self._number += 1
         self._futures.append(self._pool.submit(self._refusing, call, self._number, *args))
@@ -252,6 +255,7 @@ class ComposingSink:
     def _parts(self) -> list[Part]:
         """Every part, once all are done (the first failure raised)."""
         while True:
+            _stop_here()
             done, pending = wait(self._futures, timeout=POLL, return_when=FIRST_EXCEPTION)
             failed = next((f for f in done if f.exception() is not None), None)
             if failed is not None:
@@ -275,7 +279,7 @@ class ComposingSink:
         )
         self._started = False
         self.checksum = tagged(algorithm, f"{total:0{8 if algorithm == 'crc32c' else 16}x}")
-        self._pool.shutdown(wait=False)
+        self._pool.shutdown()
 
     def abort(self) -> None:
         """Stop: parts not started are dropped, those under way are waited for a while (a copy
@@ -284,9 +288,9 @@ class ComposingSink:
         for future in self._futures:
             future.cancel()
         running = [f for f in self._futures if not f.done()]
-        if running:
-            wait(running, timeout=self._upload.cleanup.patience)
-        self._pool.shutdown(wait=False)
+        if running:  # after a stop signal hardly at all: the signal ends the run, now
+            wait(running, timeout=POLL if signals.stopping() else self._upload.cleanup.patience)
+        self._pool.shutdown()
         if not self._started:
             return
         self._started = False
@@ -298,3 +302,41 @@ class ComposingSink:
                 "store is back, run ishard again with --resume (it aborts such uploads), or set "
                 "a lifecycle rule"
             )
+
+
+def _stop_here() -> None:
+    """A stop signal came (Ctrl-C, SIGTERM): the shard stops now, not when its parts end."""
+    if signals.stopping():
+        raise Interrupted(signals.received(), signals.name())
+
+
+class _Workers:
+    """Threads that upload or copy a shard's parts. Daemon threads: a copy the store is slow
+    to answer never holds up the end of a stopped run (the upload is aborted meanwhile)."""
+
+    def __init__(self, count: int) -> None:
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._count = count
+        for _ in range(count):
+            threading.Thread(target=self._work, name="ishard-compose", daemon=True).start()
+
+    def submit(self, call: Callable[..., T], *args: object) -> Future:
+        """Run ``call(*args)`` on a worker; its future."""
+        future: Future = Future()
+        self._queue.put((future, call, args))
+        return future
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            future, call, args = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(call(*args))
+            except BaseException as err:  # noqa: BLE001 - handed to whoever waits on it
+                future.set_exception(err)
+
+    def shutdown(self) -> None:
+        """The workers end once what they run is done (parts not started are cancelled)."""
+        for _ in range(self._count):
+            self._queue.put(None)

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 from pathlib import Path
 
@@ -21,16 +22,19 @@ import google_crc32c
 import pytest
 import xxhash
 from helpers import (
+    WAIT,
     MiB,
     assert_error,
     assert_ok,
     blob,
     download,
+    finish,
     objects,
     put,
     read_members_checked,
     read_webdataset,
     read_wids,
+    start_ishard,
     uploads,
 )
 from s3server import S3Proxy
@@ -292,6 +296,40 @@ def test_append_composes_the_new_shards_and_the_dataset_verifies(cli, client, lo
     assert members == {f"src/{k}": v for k, v in {**DATA, **more}.items()}
     deep = cli("verify", dst, "--deep")
     assert deep.returncode == 0 and "all ok" in deep.stdout + deep.stderr, deep.stderr
+    assert uploads(client, loaded) == []
+
+
+def test_a_stop_signal_mid_copy_ends_the_run_and_leaves_no_upload_then_resume(
+    cli, client, s3_server, s3env, loaded
+):
+    """SIGTERM while the store copies a member (the copy held at a proxy): the run ends with
+    its one line and exit code 143, without waiting for the copy; its upload is aborted;
+    --resume then writes what an uninterrupted run writes."""
+    copying, release = threading.Event(), threading.Event()
+
+    def hold_copies(request):
+        if request.method == "PUT" and header(request, "x-amz-copy-source"):
+            copying.set()
+            release.wait(WAIT)
+
+    src, dst = f"s3://{loaded}/src/", f"s3://{loaded}/auto/"
+    common = (*COMPOSE, "--member-names", "original", "--no-progress")
+    with S3Proxy(s3_server.endpoint_url, rule=hold_copies) as proxy:
+        run = start_ishard(proxy.endpoint_url, s3env, "shard", src, dst, *common)
+        try:
+            assert copying.wait(WAIT), "no copy was asked for"
+            run.send_signal(signal.SIGTERM)
+            result = finish(run)
+        finally:
+            release.set()
+    assert result.returncode == 143, result.stderr
+    assert result.stderr.splitlines() == [
+        "ishard: error: interrupted (SIGTERM)" + result.stderr.splitlines()[0][36:]
+    ]
+    assert uploads(client, loaded) == []
+    assert_ok(cli("shard", src, dst, *COMPOSE, "--resume"))
+    assert_ok(cli("shard", src, f"s3://{loaded}/never/", *COMPOSE, "--compose", "never"))
+    assert shard_objects(client, loaded, "auto/") == shard_objects(client, loaded, "never/")
     assert uploads(client, loaded) == []
 
 
