@@ -4,7 +4,6 @@ the CLI and the Python API alike."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
@@ -50,6 +49,7 @@ from .checks import (
     positive_int,
     shard_target,
 )
+from .kinds import kind_of, typed
 
 # 256 MiB, sized for training reads (docs/user-guide.md says why); Go ishard's spelling keeps
 # Go's 1 MiB (GO_SHARD_SIZE)
@@ -301,13 +301,8 @@ def make_options(**kwargs) -> Options:
             "sort": sort,
             "jobs": jobs_option(opts.jobs),
             "compress_level": level,
-            "part_size": part_size_bytes(opts.part_size),
-            "compose": compose_mode(opts.compose),
-            "compose_min_size": compose_min_bytes(opts.compose_min_size),
-            "read_buffer": parse_size(opts.read_buffer, option="--read-buffer"),
+            **_store_values(opts),
             "max_remove": max_remove_percent(opts.max_remove),
-            "retries": positive_int(opts.retries, "--retries", allow_none=False, least=0),
-            "storage_options": checked_storage_options(opts.storage_options),
             "prefix": opts.prefix or "",
             "index": index_value(opts.index),
             "energon_split": energon_split_value(opts.energon_split),
@@ -320,6 +315,19 @@ def make_options(**kwargs) -> Options:
     )
     checked.__dict__["parsed_ekm"] = ekm  # the cached_property's slot: parsed once per run
     return checked
+
+
+def _store_values(opts: Options) -> dict:
+    """How a run reaches and writes stores, checked: parts, composing, reading ahead, retries,
+    the storage options."""
+    return {
+        "part_size": part_size_bytes(opts.part_size),
+        "compose": compose_mode(opts.compose),
+        "compose_min_size": compose_min_bytes(opts.compose_min_size),
+        "read_buffer": parse_size(opts.read_buffer, option="--read-buffer"),
+        "retries": positive_int(opts.retries, "--retries", allow_none=False, least=0),
+        "storage_options": checked_storage_options(opts.storage_options),
+    }
 
 
 def _given(kwargs: dict) -> Options:
@@ -406,83 +414,15 @@ def _recorded_sort(sort: str | None) -> str | None:
     return sort
 
 
-_TEXT = (str,)
-# What each option takes from Python (the CLI's values always fit), and how to say so: by its
-# annotation in Options, or as listed here. A bool is no int, and a string no bool:
-# collapse="false" is refused, not taken as True.
-_BY_ANNOTATION: dict[str, tuple[tuple[type, ...], str]] = {
-    "bool": ((bool,), "True or False"),
-    "str": (_TEXT, "a string"),
-    **{f"choices.{name}": (_TEXT, "a string") for name in choices.CHOICE_TYPES},
-    "str | None": (_TEXT, "a string or None"),
-    "int": ((int,), "a whole number (an int)"),
-    "int | None": ((int,), "a whole number (an int) or None"),
-}
-_KINDS: dict[str, tuple[tuple[type, ...], str]] = {
-    "shard_size": (
-        (int, float, str),
-        (
-            "bytes as an int (or a whole float such as 3e9), or a "
-            "string as on the command line: '512MiB', '10' samples"
-        ),
-    ),
-    "part_size": ((int, str), "an int or a string such as '16MiB'"),
-    "compose_min_size": ((int, str), "an int or a string such as '64MiB'"),
-    "read_buffer": ((int, str), "an int or a string such as '256MiB'"),
-    "sample_exts": (
-        (str, list, tuple),
-        ("a list of extensions such as ['.jpg', '.xml'] (or one string '.jpg,.xml')"),
-    ),
-    "ekm": (
-        (str, os.PathLike, Mapping),
-        (
-            "a dict such as {'fish-%d.tar': ['^n01440764/']}, "
-            "its JSON text, or the path of a JSON file"
-        ),
-    ),
-    "src_list": ((str, os.PathLike), "a path, a URL or None"),
-    "tmp_dir": ((str, os.PathLike), "a directory path or None"),
-    "memory_limit": ((int, str), "an int (bytes) or a string such as '1GiB'"),
-    "max_remove": ((int, str), "a whole percent from 0 to 100 (an int), or 'all'"),
-    "storage_options": ((Mapping, list, tuple, str), "a dict, or a list of 'KEY=VALUE' strings"),
-}
-
-
 def option_kind(name: str) -> tuple[tuple[type, ...], str] | None:
     """The types option ``name`` takes from Python and their description; None if unknown."""
     field = Options.__dataclass_fields__.get(name)
-    if field is None:
-        return None
-    return _KINDS.get(name) or _BY_ANNOTATION.get(str(field.type))
+    return None if field is None else kind_of(name, str(field.type))
 
 
 def _typed(name: str, value: Any) -> Any:
-    """``value`` if it has a type option ``name`` takes (a path as its text, an EKM dict as
-    its JSON), else a ``UsageError`` naming the keyword and what it takes."""
-    kinds, want = option_kind(name) or ((object,), "")
-
-    def wrong() -> UsageError:
-        shown = repr(value)
-        shown = shown if len(shown) <= 80 else shown[:76] + " ..."
-        return UsageError(f"{name} must be {want}, not {shown}")
-
-    if value is None:
-        return value
-    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-        raise wrong()
-    if isinstance(value, (list, tuple)) and not all(isinstance(item, str) for item in value):
-        raise wrong()  # sample_exts or storage_options: strings only
-    if isinstance(value, os.PathLike):
-        text = os.fspath(value)
-        if not isinstance(text, str):
-            raise wrong()
-        return text
-    if name == "ekm" and isinstance(value, Mapping):
-        try:
-            return json.dumps(dict(value))
-        except (TypeError, ValueError):
-            raise wrong() from None
-    return value
+    """``value`` as option ``name`` takes it (``kinds.typed``)."""
+    return typed(name, value, option_kind(name))
 
 
 def _check_growth(opts: Options) -> None:

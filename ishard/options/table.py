@@ -16,16 +16,16 @@ from ..planning.extraction import LOOKALIKES
 from ..planning.keys import BUILT_IN
 from ..planning.naming import MEMBER_NAMES
 from ..planning.samples import ACTIONS
-from .checks import COMPOSE_MODES, EXECUTORS
+from .checks import EXECUTORS
 from .record import DEFAULT_SHARD_SIZE, GO_SHARD_SIZE, ZIP_METHODS
 from .spec import OptionSpec
+from .storetable import STORE_OPTIONS
 
 WHAT = "What to shard"
 SAMPLES = "Grouping files into samples"
 CUTTING = "Cutting and naming shards"
 ARCHIVES = "Archives"
 READERS = "Reader compatibility"
-STORES = "Object stores"
 RUNNING = "Running"
 
 # ``ishard shard``'s options in the order of its --help
@@ -318,76 +318,7 @@ SHARD_OPTIONS: tuple[OptionSpec, ...] = (
         go=("strict",),
         group="run",
     ),
-    OptionSpec(
-        "endpoint_url",
-        "S3-compatible endpoint, e.g. http://127.0.0.1:8333 (ais:// uses $AIS_ENDPOINT/s3).",
-        STORES,
-        api='an S3-compatible endpoint, e.g. ``"http://127.0.0.1:8333"``.',
-        go=("endpoint_url",),
-        group="store",
-    ),
-    OptionSpec(
-        "storage_options",
-        "KEY=VALUE store setting, e.g. region=eu-west-1, key=…, backend=fsspec (repeatable; "
-        "a.b=c nests).",
-        STORES,
-        "repeated",
-        api='passed to the filesystem: a dict, or ``"KEY=VALUE"`` strings (``"a.b=c"`` nests).',
-        flags=("--storage-option",),
-        group="store",
-    ),
-    OptionSpec(
-        "part_size",
-        "Multipart upload part size for S3 destinations.",
-        STORES,
-        default="16MiB",
-        api="the multipart upload part size for store destinations (at least 5MiB).",
-        group="run",
-        writing_only=True,
-    ),
-    OptionSpec(
-        "compose",
-        "Members of --compose-min-size and up copied inside the store (S3 UploadPartCopy), "
-        "not through this machine, where SRC and DST share an S3 service and the shards are "
-        ".tar: auto, or never.",
-        STORES,
-        "choice",
-        COMPOSE_MODES,
-        "auto",
-        api='``"auto"``: large members of ``.tar`` shards are copied inside the store where '
-        "SRC and DST share an S3 service (byte for byte the shard written through the client); "
-        '``"never"``: every byte passes through this machine.',
-        group="run",
-        writing_only=True,
-    ),
-    OptionSpec(
-        "compose_min_size",
-        "Smallest member copied inside the store by --compose auto (at least 10MiB).",
-        STORES,
-        default="16MiB",
-        api="the smallest member ``compose`` copies inside the store (at least 10MiB).",
-        group="run",
-        writing_only=True,
-    ),
-    OptionSpec(
-        "read_buffer",
-        "Bytes fetched ahead from a store, across all writers.",
-        STORES,
-        default="256MiB",
-        api="bytes fetched ahead from a store, across all writers.",
-        group="run",
-        writing_only=True,
-    ),
-    OptionSpec(
-        "retries",
-        "Retries of a failed store request after its first try (0: none).",
-        STORES,
-        "int",
-        default=5,
-        api="retries of a failed store request after its first try (0: none).",
-        group="run",
-        writing_only=True,
-    ),
+    *STORE_OPTIONS,
     OptionSpec(
         "dry_run",
         "Print the plan, write nothing (a DST given is checked as the run checks it): a line "

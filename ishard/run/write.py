@@ -121,24 +121,10 @@ def _write_into(
     progress: Progress,
 ) -> ShardResult:
     archive = index = None
+    counts = [len(sample.files) for sample in shard.samples]
     try:
         archive = writer(shard.name, sink, settings.archive)
-        pending = 0
-        counts = [len(sample.files) for sample in shard.samples]
-        firsts = set(itertools.accumulate(counts[:-1], initial=0))
-        for i, (entry, stream) in enumerate(_members(shard, reader, sink)):
-            if cancel.is_set():
-                raise _Cancelled
-            if i in firsts:
-                archive.sample()
-            if stream is None:
-                archive.place(entry.arcname, entry.size, entry.mtime, entry.name)  # type: ignore[attr-defined]
-            else:
-                archive.add(entry.arcname, entry.size, entry.mtime, stream)
-            pending += entry.size
-            if pending >= REPORT_EVERY:
-                progress.wrote(pending)
-                pending = 0
+        pending = _write_members(archive, shard, reader, sink, counts, cancel, progress)
         archive.close()
         headers, data, frames = archive.layout()
         if settings.dali_index:  # committed before the shard: a visible shard always has its index
@@ -171,6 +157,29 @@ def _write_into(
     )
     progress.shard_done(result)
     return result
+
+
+def _write_members(
+    archive, shard: ShardPlan, reader, sink, counts: list[int], cancel: Cancel, progress: Progress
+) -> int:
+    """Every member of ``shard`` into ``archive``, each sample begun where it begins (a
+    member the sink places itself: ``place``d); the bytes written but not yet reported."""
+    pending = 0
+    firsts = set(itertools.accumulate(counts[:-1], initial=0))
+    for i, (entry, stream) in enumerate(_members(shard, reader, sink)):
+        if cancel.is_set():
+            raise _Cancelled
+        if i in firsts:
+            archive.sample()
+        if stream is None:
+            archive.place(entry.arcname, entry.size, entry.mtime, entry.name)
+        else:
+            archive.add(entry.arcname, entry.size, entry.mtime, stream)
+        pending += entry.size  # a copied member's bytes count as they are placed
+        if pending >= REPORT_EVERY:
+            progress.wrote(pending)
+            pending = 0
+    return pending
 
 
 def _member_frames(starts: list[int], counts: list[int]) -> bytes:
