@@ -104,6 +104,14 @@ class Service(Protocol):
         """Drop what was uploaded."""
 
 
+def source_missing(name: str, where: str) -> SourceError:
+    """The error of a listed source object gone when it was to be read or copied."""
+    return SourceError(
+        f"object {name!r} is missing from {where!r} — it was listed (or named in --src-list) "
+        "but cannot be read now"
+    )
+
+
 def source_changed(name: str, shard: str) -> SourceError:
     """The error of a source object rewritten while a shard was composed of it."""
     return SourceError(

@@ -246,6 +246,25 @@ def test_a_source_object_rewritten_mid_composition_fails_the_run_then_resume_fin
     assert uploads(client, loaded) == []
 
 
+def test_a_source_object_deleted_mid_composition_is_one_line_naming_it(
+    cli, client, s3_server, loaded
+):
+    target = "src/b/clip-1.mp4"
+
+    def delete_first(request):
+        copying = header(request, "x-amz-copy-source") or ""
+        if request.method == "PUT" and copying.endswith(target) and not deleted:
+            deleted.append(True)
+            client.delete_object(Bucket=loaded, Key=target)
+
+    deleted: list = []
+    with S3Proxy(s3_server.endpoint_url, rule=delete_first) as proxy:
+        done = cli("shard", f"s3://{loaded}/src/", f"s3://{loaded}/auto/", *COMPOSE,
+                   "--endpoint-url", proxy.endpoint_url, endpoint=False)  # fmt: skip
+    assert_error(done, 1, "object 'src/b/clip-1.mp4' is missing from", "cannot be read now")
+    assert uploads(client, loaded) == []
+
+
 def test_kill_9_while_composing_then_resume_is_byte_identical_with_no_upload_left(
     cli, client, s3_server, clean_env, loaded, tmp_path
 ):

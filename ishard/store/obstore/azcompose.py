@@ -24,9 +24,9 @@ from datetime import datetime, timedelta, timezone
 from email.utils import formatdate
 from typing import TYPE_CHECKING
 
-from ...errors import SizeChanged, SourceError
+from ...errors import SizeChanged
 from ..base import ComposeRefused
-from ..compose import Composer, Limits, Part, Source, source_changed
+from ..compose import Composer, Limits, Part, Source, source_changed, source_missing
 from ..sinks import name_taken
 from .s3requests import TIMEOUT, RequestError
 
@@ -216,10 +216,7 @@ class AzureUpload:
             got = self._retrier.run(lambda: self._account.request("HEAD", self._src, name, {}))
         except RequestError as err:
             if err.status == 404:
-                raise SourceError(
-                    f"object {name!r} is missing from az://{self._src} — it was listed "
-                    "(or named in --src-list) but cannot be read now"
-                ) from None
+                raise source_missing(name, f"az://{self._src}") from None
             raise
         length = int(got.get("content-length", -1))
         if length != size:
@@ -271,7 +268,10 @@ class AzureUpload:
         except RequestError as err:
             if err.status == 412:
                 raise source_changed(name, self._key) from None
-            if err.status in REFUSING_STATUS:
+            if err.status == 404 and err.code == "BlobNotFound":
+                raise source_missing(name, f"az://{self._src}") from None
+            if err.status in (*REFUSING_STATUS, 404):  # 404 CannotVerifyCopySource too: the
+                # store could not read the source through its URL (a firewall, an endpoint)
                 raise ComposeRefused(
                     f"it refused to copy a byte range (Put Block From URL: {err})"
                 ) from None

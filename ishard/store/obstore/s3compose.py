@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
 from ...checksums import crc_of, plain_md5
-from ...errors import SizeChanged, SourceError
+from ...errors import SizeChanged
 from ..base import ComposeRefused
-from ..compose import Composer, Limits, Part, Source, source_changed
+from ..compose import Composer, Limits, Part, Source, source_changed, source_missing
 from ..sinks import name_taken
 from .s3requests import NS, RequestError, S3Client
 
@@ -78,10 +78,7 @@ class S3Upload:
             answer = self._retrier.run(lambda: self._src.request("HEAD", name, {}))
         except RequestError as err:
             if err.status == 404:
-                raise SourceError(
-                    f"object {name!r} is missing from s3://{self._src.bucket} — it was listed "
-                    "(or named in --src-list) but cannot be read now"
-                ) from None
+                raise source_missing(name, f"s3://{self._src.bucket}") from None
             raise
         length = int(answer.headers.get("content-length", -1))
         if length != size:
@@ -170,6 +167,8 @@ class S3Upload:
         except RequestError as err:
             if err.status == 412:
                 raise source_changed(name, self._key) from None
+            if err.status == 404 and err.code == "NoSuchKey":
+                raise source_missing(name, f"s3://{self._src.bucket}") from None
             if err.status in REFUSING_STATUS:
                 raise ComposeRefused(
                     f"it refused to copy a byte range (UploadPartCopy: {err})"
