@@ -39,6 +39,8 @@ from helpers import (
 )
 from s3server import S3Proxy
 
+from ishard.sizes import format_size
+
 # Six MB of small samples first (so the first large member's header part needs none of its
 # bytes), then large members of 10-12 MiB with a small file each (so each of the later ones
 # lends its first bytes to the part its header goes in).
@@ -169,6 +171,16 @@ def test_composed_shards_are_the_client_path_bytes_and_large_members_never_pass_
     assert found.returncode == 1, found.stderr
     problems = json.loads(found.stdout)["problems"]
     assert [(p["name"], p["kind"]) for p in problems] == [(row["shard"], "crc32c")]
+
+
+def test_progress_counts_the_copied_bytes_as_written(cli, loaded):
+    done = cli("shard", f"s3://{loaded}/src/", f"s3://{loaded}/auto/", *COMPOSE, "--progress")
+    ran_ok(done)
+    wrote = [line for line in done.stderr.splitlines() if line.startswith("ishard: wrote ")]
+    assert wrote, done.stderr
+    total = sum(len(d) for d in DATA.values())
+    assert f"of {format_size(total)} (100%), 2/2 shards" in wrote[-1], wrote[-1]
+    assert wrote[-1].startswith(f"ishard: wrote {format_size(total)} of ")
 
 
 def test_dask_workers_compose_their_shards(cli, client, loaded):
