@@ -217,6 +217,8 @@ class AzureUpload:
         except RequestError as err:
             if err.status == 404:
                 raise source_missing(name, f"az://{self._src}") from None
+            if err.status in REFUSING_STATUS:  # the client path's reader says what is wrong
+                raise ComposeRefused(f"it refused to tell the source's ETag ({err})") from None
             raise
         length = int(got.get("content-length", -1))
         if length != size:

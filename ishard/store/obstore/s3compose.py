@@ -79,6 +79,8 @@ class S3Upload:
         except RequestError as err:
             if err.status == 404:
                 raise source_missing(name, f"s3://{self._src.bucket}") from None
+            if err.status in REFUSING_STATUS:  # the client path's reader says what is wrong
+                raise ComposeRefused(f"it refused to tell the source's ETag ({err})") from None
             raise
         length = int(answer.headers.get("content-length", -1))
         if length != size:

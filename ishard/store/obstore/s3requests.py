@@ -11,7 +11,7 @@ import http.client
 import threading
 import urllib.parse
 import xml.etree.ElementTree as ET
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 _EMPTY = hashlib.sha256(b"").hexdigest()
@@ -105,14 +105,12 @@ class S3Client:
             "token": signing.get("token"),
         }
         provider = signing.get("provider")
-        if not creds["access_key"] and provider is not None:
-            got = provider()
-            creds = {
-                "access_key": got["access_key_id"],
-                "secret_key": got["secret_access_key"],
-                "token": got.get("token"),
-            }
+        self._provider = provider if not creds["access_key"] else None
+        self._expires: datetime | None = None
+        self._creds_lock = threading.Lock()
         self.creds = creds
+        if self._provider is not None:
+            self._refresh()
         if endpoint:
             parts = urllib.parse.urlsplit(endpoint)
             self.scheme, self.host = parts.scheme, parts.netloc
@@ -121,6 +119,26 @@ class S3Client:
             self.scheme, self.host = "https", f"{bucket}.s3.{region}.amazonaws.com"
             self.base = ""
         self._local = threading.local()
+
+    def _refresh(self) -> None:
+        """Credentials from the provider (boto3's chain), again a few minutes before those
+        held expire: a long run outlives a session's."""
+        assert self._provider is not None  # called only with one
+        got = self._provider()
+        self.creds = {
+            "access_key": got["access_key_id"],
+            "secret_key": got["secret_access_key"],
+            "token": got.get("token"),
+        }
+        expires = got.get("expires_at")
+        self._expires = expires if isinstance(expires, datetime) else None
+
+    def _current(self) -> dict[str, str | None]:
+        if self._expires is not None:
+            with self._creds_lock:
+                if self._expires - datetime.now(timezone.utc) < timedelta(minutes=5):
+                    self._refresh()
+        return self.creds
 
     @property
     def usable(self) -> bool:
@@ -166,15 +184,16 @@ class S3Client:
         error document inside a 200, as S3 may send for a copy, too)."""
         path = self.path_of(key)
         payload = hashlib.sha256(body).hexdigest() if len(body) else _EMPTY
+        creds = self._current()
         signed = sign(
             method,
             self.host,
             path,
             query,
             region=self.region,
-            access_key=self.creds["access_key"] or "",
-            secret_key=self.creds["secret_key"] or "",
-            token=self.creds["token"],
+            access_key=creds["access_key"] or "",
+            secret_key=creds["secret_key"] or "",
+            token=creds["token"],
             headers=headers,
             payload=payload,
         )
