@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from .. import signals
 from ..checksums import crc_combine, tagged
-from ..errors import Interrupted, SourceError
+from ..errors import Interrupted, SizeChanged, SourceError
 from .base import ComposeRefused
 from .sinks import guarded
 
@@ -102,6 +102,21 @@ class Service(Protocol):
 
     def abort(self) -> None:
         """Drop what was uploaded."""
+
+
+def check_size(name: str, listed: int, now: int) -> None:
+    """A source object's size as the store tells it now must be the listed one.
+
+    Raises:
+        SizeChanged: it is not (the source is changing: run again once it is stable)."""
+    if now != listed:
+        raise SizeChanged(
+            f"file {name!r} changed size while being read: listed {listed} bytes, now "
+            f"{now} — run again once the source is stable",
+            name,
+            listed,
+            now,
+        )
 
 
 def source_missing(name: str, where: str) -> SourceError:

@@ -15,20 +15,25 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import http.client
 import os
-import threading
 import urllib.parse
 import xml.etree.ElementTree as ET
 from datetime import datetime, timedelta, timezone
 from email.utils import formatdate
 from typing import TYPE_CHECKING
 
-from ...errors import SizeChanged
 from ..base import ComposeRefused
-from ..compose import Composer, Limits, Part, Source, source_changed, source_missing
+from ..compose import (
+    Composer,
+    Limits,
+    Part,
+    Source,
+    check_size,
+    source_changed,
+    source_missing,
+)
 from ..sinks import name_taken
-from .s3requests import TIMEOUT, RequestError
+from .s3requests import TIMEOUT, Connections, RequestError
 
 if TYPE_CHECKING:
     from ..base import Upload
@@ -106,7 +111,7 @@ class Account:
         parts = urllib.parse.urlsplit(endpoint)
         self._scheme, self._host, self._base = parts.scheme, parts.netloc, parts.path.rstrip("/")
         self.endpoint = endpoint.rstrip("/")
-        self._local = threading.local()
+        self._connections = Connections(self._scheme, self._host)
 
     def _sign(self, text: str) -> str:
         return base64.b64encode(
@@ -159,22 +164,13 @@ class Account:
         sent["authorization"] = f"SharedKey {self.name}:{signature}"
         sent["content-length"] = str(len(body))
         target = path + ("?" + urllib.parse.urlencode(query) if query else "")
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            kind = (
-                http.client.HTTPSConnection
-                if self._scheme == "https"
-                else http.client.HTTPConnection
-            )
-            conn = self._local.conn = kind(self._host, timeout=timeout)
-        conn.timeout = timeout
+        conn = self._connections.get(timeout)
         try:
             conn.request(method, target, body=body or None, headers=sent)
             answer = conn.getresponse()
             data = answer.read()
         except BaseException:
-            conn.close()
-            self._local.conn = None
+            self._connections.drop()  # a connection in an unknown state is not used again
             raise
         got = {k.lower(): v for k, v in answer.getheaders()}
         if answer.status >= 300:
@@ -220,15 +216,7 @@ class AzureUpload:
             if err.status in REFUSING_STATUS:  # the client path's reader says what is wrong
                 raise ComposeRefused(f"it refused to tell the source's ETag ({err})") from None
             raise
-        length = int(got.get("content-length", -1))
-        if length != size:
-            raise SizeChanged(
-                f"file {name!r} changed size while being read: listed {size} bytes, now "
-                f"{length} — run again once the source is stable",
-                name,
-                size,
-                length,
-            )
+        check_size(name, size, int(got.get("content-length", -1)))
         etag = got.get("etag")
         if not etag:
             raise ComposeRefused(f"the source store gave no ETag for {name!r}")

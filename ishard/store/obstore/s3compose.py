@@ -14,9 +14,16 @@ from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
 from ...checksums import crc_of, plain_md5
-from ...errors import SizeChanged
 from ..base import ComposeRefused
-from ..compose import Composer, Limits, Part, Source, source_changed, source_missing
+from ..compose import (
+    Composer,
+    Limits,
+    Part,
+    Source,
+    check_size,
+    source_changed,
+    source_missing,
+)
 from ..sinks import name_taken
 from .s3requests import NS, RequestError, S3Client
 
@@ -82,15 +89,7 @@ class S3Upload:
             if err.status in REFUSING_STATUS:  # the client path's reader says what is wrong
                 raise ComposeRefused(f"it refused to tell the source's ETag ({err})") from None
             raise
-        length = int(answer.headers.get("content-length", -1))
-        if length != size:
-            raise SizeChanged(
-                f"file {name!r} changed size while being read: listed {size} bytes, now "
-                f"{length} — run again once the source is stable",
-                name,
-                size,
-                length,
-            )
+        check_size(name, size, int(answer.headers.get("content-length", -1)))
         etag = answer.headers.get("etag")
         if not etag:
             raise ComposeRefused(f"the source store gave no ETag for {name!r}")

@@ -79,6 +79,33 @@ def sign(
     return signed
 
 
+class Connections:
+    """One kept HTTP(S) connection a thread to ``host``: ``get`` it (its timeout set for the
+    request), ``drop`` it after a failure (its state is unknown)."""
+
+    def __init__(self, scheme: str, host: str) -> None:
+        self._kind = (
+            http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+        )
+        self._host = host
+        self._local = threading.local()
+
+    def get(self, timeout: float) -> http.client.HTTPConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._kind(self._host, timeout=timeout)
+        conn.timeout = timeout
+        if conn.sock is not None:
+            conn.sock.settimeout(timeout)
+        return conn
+
+    def drop(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+
 class Answer:
     """A successful answer: its headers (lower-case names) and body."""
 
@@ -118,7 +145,7 @@ class S3Client:
         else:
             self.scheme, self.host = "https", f"{bucket}.s3.{region}.amazonaws.com"
             self.base = ""
-        self._local = threading.local()
+        self._connections = Connections(self.scheme, self.host)
 
     def _refresh(self) -> None:
         """Credentials from the provider (boto3's chain), again a few minutes before those
@@ -149,26 +176,9 @@ class S3Client:
         """The request path of ``key`` (of the bucket itself for ``""``)."""
         return f"{self.base}/{key}" if key else (self.base or "/")
 
-    def _connection(self, timeout: float) -> http.client.HTTPConnection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            kind = (
-                http.client.HTTPSConnection
-                if self.scheme == "https"
-                else http.client.HTTPConnection
-            )
-            conn = self._local.conn = kind(self.host, timeout=timeout)
-        conn.timeout = timeout
-        if conn.sock is not None:
-            conn.sock.settimeout(timeout)
-        return conn
-
     def close(self) -> None:
         """Close this thread's connection."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
+        self._connections.drop()
 
     def request(
         self,
@@ -202,7 +212,7 @@ class S3Client:
             if query
             else ""
         )
-        conn = self._connection(timeout)
+        conn = self._connections.get(timeout)
         try:
             conn.request(
                 method, target, body=bytes(body) if body else None,
