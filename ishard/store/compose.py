@@ -24,7 +24,7 @@ import logging
 import math
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_EXCEPTION, Future, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -102,6 +102,35 @@ class Service(Protocol):
 
     def abort(self) -> None:
         """Drop what was uploaded."""
+
+
+# what a store answers to a request it does not take: composing is then refused
+REFUSING_STATUS = (400, 403, 405, 501)
+
+
+def looked_up(
+    name: str, size: int, where: str, look: Callable[[], Mapping[str, str]]
+) -> Mapping[str, str]:
+    """The headers of the source object ``name`` (``look``: its HEAD, lower-case names): still
+    the listed ``size``, with an ETag every copy of it will be conditional on.
+
+    Raises:
+        SourceError: it is gone (from ``where``). SizeChanged: another size now.
+        ComposeRefused: the store would not say, or gave no ETag (the client path's reader
+            then says what is wrong, if anything is)."""
+    try:
+        headers = look()
+    except OSError as err:
+        status = getattr(err, "status", None)
+        if status == 404:
+            raise source_missing(name, where) from None
+        if status in REFUSING_STATUS:
+            raise ComposeRefused(f"it refused to tell the source's ETag ({err})") from None
+        raise
+    check_size(name, size, int(headers.get("content-length", -1)))
+    if not headers.get("etag"):
+        raise ComposeRefused(f"the source store gave no ETag for {name!r}")
+    return headers
 
 
 def check_size(name: str, listed: int, now: int) -> None:

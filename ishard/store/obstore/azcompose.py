@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING
 
 from ..base import ComposeRefused
 from ..compose import (
+    REFUSING_STATUS,
     Composer,
     Limits,
     Part,
     Source,
-    check_size,
+    looked_up,
     source_changed,
     source_missing,
 )
@@ -52,8 +53,6 @@ _ENDPOINTS = ("endpoint", "azure_storage_endpoint", "azure_endpoint")
 _STANDARD = ("content-encoding", "content-language", "content-length", "content-md5",
              "content-type", "date", "if-modified-since", "if-match", "if-none-match",
              "if-unmodified-since", "range")  # fmt: skip
-# answers to a request the store does not take: composing is then refused
-REFUSING_STATUS = (400, 403, 405, 501)
 
 
 def account_of(config: dict) -> tuple[str, bytes, str] | str:
@@ -208,23 +207,17 @@ class AzureUpload:
 
     def source(self, name: str, size: int) -> Source:
         """``name``'s ETag now, and the MD5 the store keeps of a blob put whole."""
-        try:
-            got = self._retrier.run(lambda: self._account.request("HEAD", self._src, name, {}))
-        except RequestError as err:
-            if err.status == 404:
-                raise source_missing(name, f"az://{self._src}") from None
-            if err.status in REFUSING_STATUS:  # the client path's reader says what is wrong
-                raise ComposeRefused(f"it refused to tell the source's ETag ({err})") from None
-            raise
-        check_size(name, size, int(got.get("content-length", -1)))
-        etag = got.get("etag")
-        if not etag:
-            raise ComposeRefused(f"the source store gave no ETag for {name!r}")
+        got = looked_up(
+            name,
+            size,
+            f"az://{self._src}",
+            lambda: self._retrier.run(lambda: self._account.request("HEAD", self._src, name, {})),
+        )
         try:
             md5 = base64.b64decode(got.get("content-md5", ""), validate=True).hex() or None
         except ValueError:
             md5 = None
-        return Source(etag, md5 if md5 and len(md5) == 32 else None)
+        return Source(got["etag"], md5 if md5 and len(md5) == 32 else None)
 
     def first_bytes(self, name: str, count: int, source: Source) -> bytes:
         raise AssertionError("Azure takes blocks of any size: no first bytes are borrowed")

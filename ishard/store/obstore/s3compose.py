@@ -16,11 +16,12 @@ from xml.sax.saxutils import escape
 from ...checksums import crc_of, plain_md5
 from ..base import ComposeRefused
 from ..compose import (
+    REFUSING_STATUS,
     Composer,
     Limits,
     Part,
     Source,
-    check_size,
+    looked_up,
     source_changed,
     source_missing,
 )
@@ -33,8 +34,6 @@ if TYPE_CHECKING:
 
 LIMITS = Limits(min_part=5 << 20, max_copy=5 << 30, max_parts=10_000, checksum="crc32c")
 COPY_TIMEOUT = 600.0  # seconds a copy of up to 5 GiB may go without a byte of answer
-# what a store answers to a request it does not take: composition is then refused
-REFUSING_STATUS = (400, 403, 405, 501)
 
 
 def _crc_header(value: int) -> str:
@@ -81,20 +80,15 @@ class S3Upload:
         """``name``'s ETag now (a listed name is its key in the bucket), and the MD5 of its
         bytes where the ETag is one (uploaded whole, not encrypted with KMS or a key of the
         customer's)."""
-        try:
-            answer = self._retrier.run(lambda: self._src.request("HEAD", name, {}))
-        except RequestError as err:
-            if err.status == 404:
-                raise source_missing(name, f"s3://{self._src.bucket}") from None
-            if err.status in REFUSING_STATUS:  # the client path's reader says what is wrong
-                raise ComposeRefused(f"it refused to tell the source's ETag ({err})") from None
-            raise
-        check_size(name, size, int(answer.headers.get("content-length", -1)))
-        etag = answer.headers.get("etag")
-        if not etag:
-            raise ComposeRefused(f"the source store gave no ETag for {name!r}")
-        sealed = answer.headers.get("x-amz-server-side-encryption", "").startswith("aws:kms") or (
-            "x-amz-server-side-encryption-customer-algorithm" in answer.headers
+        headers = looked_up(
+            name,
+            size,
+            f"s3://{self._src.bucket}",
+            lambda: self._retrier.run(lambda: self._src.request("HEAD", name, {})).headers,
+        )
+        etag = headers["etag"]
+        sealed = headers.get("x-amz-server-side-encryption", "").startswith("aws:kms") or (
+            "x-amz-server-side-encryption-customer-algorithm" in headers
         )
         return Source(etag, None if sealed else plain_md5(etag))
 
